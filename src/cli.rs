@@ -1,0 +1,299 @@
+//! Command line: parse, build the Policy, run, print, exit code.
+
+#![deny(unsafe_code)]
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+
+use crate::policy::{self, units, MountSpec, Network, Policy, PolicyError};
+use crate::Status;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "stockade",
+    version,
+    about = "A Linux jail for code nobody trusts",
+    long_about = "stockade runs a command in new user, mount, pid, net, ipc, uts and cgroup namespaces, \
+on a minimal read-only root where only what is named exists.\n\n\
+Examples:\n  stockade run -- python3 -c 'print(1)'\n  stockade run --bind ./out:/work -- sh -c 'echo hi > /work/x'"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run a command in a new jail.
+    Run(RunArgs),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum NetArg {
+    /// A new network namespace with only loopback (default).
+    None,
+    /// Share the host's network (recorded in the outcome).
+    Host,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// uid inside the jail [default: 1000]
+    #[arg(long, value_name = "UID")]
+    uid: Option<u32>,
+    /// gid inside the jail [default: 1000]
+    #[arg(long, value_name = "GID")]
+    gid: Option<u32>,
+    /// Bind a host path read-only (nosuid, nodev) at DST (default: the same path)
+    #[arg(long, value_name = "SRC[:DST]")]
+    ro_bind: Vec<String>,
+    /// Bind a host path read-write (nosuid, nodev) at DST (default: the same path)
+    #[arg(long, value_name = "SRC[:DST]")]
+    bind: Vec<String>,
+    /// Mount a fresh tmpfs at DST, capped at SIZE (default 64m)
+    #[arg(long, value_name = "DST[:SIZE]")]
+    tmpfs: Vec<String>,
+    /// Create a symlink LINK -> TARGET inside the jail
+    #[arg(long, value_name = "TARGET:LINK")]
+    symlink: Vec<String>,
+    /// Set an environment variable in the jail
+    #[arg(long, value_name = "NAME=VALUE")]
+    setenv: Vec<String>,
+    /// Pass the caller's value of an environment variable into the jail
+    #[arg(long, value_name = "NAME")]
+    keep_env: Vec<String>,
+    /// Hostname inside the jail [default: stockade]
+    #[arg(long, value_name = "NAME")]
+    hostname: Option<String>,
+    /// Directory to start in, inside the jail [default: the workdir]
+    #[arg(long, value_name = "DIR")]
+    chdir: Option<PathBuf>,
+    /// Network: none (only loopback) or host
+    #[arg(long, value_enum, default_value_t = NetArg::None)]
+    network: NetArg,
+    /// Read-write working directory, also $HOME [default: a fresh tmpfs at /work]
+    #[arg(long, value_name = "HOST[:INNER]")]
+    workdir: Option<String>,
+    /// Pass the caller's fd N to the command under the same number
+    #[arg(long, value_name = "N")]
+    keep_fd: Vec<i32>,
+    /// Size cap of the jail's /tmp [default: 128m]
+    #[arg(long, value_name = "SIZE")]
+    tmp_size: Option<String>,
+    /// Host uid the jail maps to when started by root [default: 65534]
+    #[arg(long, value_name = "UID")]
+    host_uid: Option<u32>,
+    /// Host gid the jail maps to when started by root [default: 65534]
+    #[arg(long, value_name = "GID")]
+    host_gid: Option<u32>,
+    /// The command and its arguments
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    command: Vec<OsString>,
+}
+
+/// Split `a:b` at the first `:` that starts an absolute second part.
+fn split_src_dst(s: &str) -> (String, Option<String>) {
+    match s.find(":/") {
+        Some(i) => (s[..i].to_string(), Some(s[i + 1..].to_string())),
+        None => (s.to_string(), None),
+    }
+}
+
+fn bind_spec(flag: &str, v: &str, writable: bool) -> Result<MountSpec, PolicyError> {
+    let (src, dst) = split_src_dst(v);
+    let src = policy::host_path(flag, std::path::Path::new(&src))?;
+    let dst = match dst {
+        Some(d) => policy::jail_path(flag, std::path::Path::new(&d))?,
+        None => policy::jail_path(flag, &src)?,
+    };
+    Ok(MountSpec::Bind {
+        src,
+        dst,
+        writable,
+        optional: false,
+    })
+}
+
+fn tmpfs_spec(v: &str) -> Result<MountSpec, PolicyError> {
+    let (dst, size) = match v.rfind(':') {
+        Some(i) => (&v[..i], Some(&v[i + 1..])),
+        None => (v, None),
+    };
+    let size = match size {
+        Some(s) => units::parse_size(s).map_err(|e| PolicyError::new("--tmpfs", e))?,
+        None => 64 << 20,
+    };
+    if size == 0 {
+        return Err(PolicyError::new(
+            "--tmpfs",
+            format!("{v}: size must be greater than 0"),
+        ));
+    }
+    Ok(MountSpec::Tmpfs {
+        dst: policy::jail_path("--tmpfs", std::path::Path::new(dst))?,
+        size,
+        mode: 0o1777,
+    })
+}
+
+fn symlink_spec(v: &str) -> Result<MountSpec, PolicyError> {
+    let i = v.rfind(":/").ok_or_else(|| {
+        PolicyError::new(
+            "--symlink",
+            format!("{v}: expected TARGET:LINK with an absolute LINK"),
+        )
+    })?;
+    if i == 0 {
+        return Err(PolicyError::new("--symlink", format!("{v}: empty TARGET")));
+    }
+    Ok(MountSpec::Symlink {
+        target: PathBuf::from(&v[..i]),
+        link: policy::jail_path("--symlink", std::path::Path::new(&v[i + 1..]))?,
+    })
+}
+
+/// Filesystem flags in the order they were given (they apply in that order).
+fn ordered_mounts(m: &ArgMatches) -> Result<Vec<MountSpec>, PolicyError> {
+    let mut items: Vec<(usize, MountSpec)> = Vec::new();
+    for id in ["ro_bind", "bind", "tmpfs", "symlink"] {
+        let (Some(vals), Some(idx)) = (m.get_many::<String>(id), m.indices_of(id)) else {
+            continue;
+        };
+        for (v, i) in vals.zip(idx) {
+            let spec = match id {
+                "ro_bind" => bind_spec("--ro-bind", v, false)?,
+                "bind" => bind_spec("--bind", v, true)?,
+                "tmpfs" => tmpfs_spec(v)?,
+                _ => symlink_spec(v)?,
+            };
+            items.push((i, spec));
+        }
+    }
+    items.sort_by_key(|(i, _)| *i);
+    Ok(items.into_iter().map(|(_, s)| s).collect())
+}
+
+fn run_policy(a: &RunArgs, m: &ArgMatches) -> Result<Policy, PolicyError> {
+    let mut p = Policy::with_defaults(a.command.clone());
+    if let Some(u) = a.uid {
+        p.uid = u;
+    }
+    if let Some(g) = a.gid {
+        p.gid = g;
+    }
+    if let Some(u) = a.host_uid {
+        p.root_host_uid = u;
+    }
+    if let Some(g) = a.host_gid {
+        p.root_host_gid = g;
+    }
+    if let Some(w) = &a.workdir {
+        let (host, inner) = split_src_dst(w);
+        p.workdir.host = Some(policy::host_path("--workdir", std::path::Path::new(&host))?);
+        if let Some(i) = inner {
+            p.workdir.inner = policy::jail_path("--workdir", std::path::Path::new(&i))?;
+        }
+        p.env = policy::default_env(&p.workdir.inner);
+    }
+    if let Some(s) = &a.tmp_size {
+        p.tmp_size = units::parse_size(s).map_err(|e| PolicyError::new("--tmp-size", e))?;
+    }
+    p.mounts = ordered_mounts(m)?;
+    if let Some(h) = &a.hostname {
+        p.hostname = h.clone();
+    }
+    if let Some(c) = &a.chdir {
+        p.chdir = Some(policy::jail_path("--chdir", c)?);
+    }
+    p.network = match a.network {
+        NetArg::None => Network::None,
+        NetArg::Host => Network::Host,
+    };
+    for k in &a.keep_env {
+        if let Some(v) = std::env::var_os(k) {
+            policy::set_env(&mut p.env, k.into(), v);
+        }
+    }
+    for kv in &a.setenv {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| PolicyError::new("--setenv", format!("{kv:?}: expected NAME=VALUE")))?;
+        policy::set_env(&mut p.env, k.into(), v.into());
+    }
+    for fd in &a.keep_fd {
+        if !crate::sys::fd_is_open(*fd) {
+            return Err(PolicyError::new(
+                "--keep-fd",
+                format!("{fd}: not an open file descriptor"),
+            ));
+        }
+    }
+    p.keep_fds = a.keep_fd.clone();
+    p.validate()?;
+    Ok(p)
+}
+
+fn eprint_line(msg: &str) {
+    eprintln!("stockade: {msg}");
+}
+
+/// Parse and run; return the process exit code.
+pub fn main(args: Vec<OsString>) -> i32 {
+    let matches = match Cli::command().try_get_matches_from(args) {
+        Ok(m) => m,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    2
+                } else {
+                    0
+                };
+            }
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            eprint_line(first.trim_start_matches("error: "));
+            return 125;
+        }
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => {
+            eprint_line(e.to_string().lines().next().unwrap_or("invalid arguments"));
+            return 125;
+        }
+    };
+    match cli.cmd {
+        Cmd::Run(a) => {
+            let sub = matches.subcommand_matches("run").expect("run matched");
+            let policy = match run_policy(&a, sub) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprint_line(&e.to_string());
+                    return 125;
+                }
+            };
+            let o = crate::run(&policy);
+            if let Some(err) = &o.error {
+                eprint_line(err);
+            }
+            if o.status == Status::SetupError {
+                return 125;
+            }
+            o.exit_code
+        }
+    }
+}

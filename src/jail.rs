@@ -1,0 +1,11 @@
+//! The child side: pid 1 of the jail (init) and the payload it forks. Reads
+//! top to bottom as the sequence it performs; every step is one call into
+//! `sys` whose error names the step and the path.
+
+#![deny(unsafe_code)]
+
+pub mod caps;
+pub mod init;
+pub mod payload;
+pub mod proto;
+pub mod rootfs;

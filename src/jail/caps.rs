@@ -1,0 +1,21 @@
+//! Capabilities: init keeps its (namespaced) capabilities across the switch
+//! to the jail uid; the payload drops every set.
+
+#![deny(unsafe_code)]
+
+use crate::sys::{self, SysResult};
+
+/// Become `uid`/`gid` inside the user namespace while keeping the
+/// capabilities init needs to build the root.
+pub fn become_jail_user(uid: u32, gid: u32) -> SysResult<()> {
+    sys::set_keepcaps(true)?;
+    sys::setresgid(gid)?;
+    sys::setresuid(uid)?;
+    sys::raise_effective_caps()?;
+    sys::set_keepcaps(false)
+}
+
+/// Empty bounding, ambient, inheritable, permitted and effective sets.
+pub fn drop_all() -> SysResult<()> {
+    sys::drop_all_caps()
+}

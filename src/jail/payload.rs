@@ -1,0 +1,80 @@
+//! pid 2: the last steps before execve, in the order that matters:
+//! setsid → rlimits → drop capabilities → no_new_privs → Landlock →
+//! close stray fds → seccomp (last) → execve.
+
+#![deny(unsafe_code)]
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use super::caps;
+use super::proto::{self, Report};
+use crate::plan::Plan;
+use crate::sys::{self, Errno};
+
+fn fail(fd: RawFd, step: &str, path: &str, reason: &str) -> ! {
+    let _ = sys::write_all(
+        fd,
+        &proto::encode(&Report::Setup {
+            step: step.into(),
+            path: path.into(),
+            reason: reason.into(),
+        }),
+    );
+    sys::exit_now(125)
+}
+
+/// Never returns: execs the command or exits 125/126/127.
+pub fn main(plan: &Plan, rep: OwnedFd) -> ! {
+    let rep_fd = rep.as_raw_fd();
+    if let Err(e) = sys::reset_signals() {
+        fail(rep_fd, "signals", "", &e.to_string());
+    }
+    // A new session: no controlling terminal, so no TIOCSTI into the host's.
+    if let Err(e) = sys::setsid() {
+        fail(rep_fd, "setsid", "", &e.to_string());
+    }
+    if let Err(e) = sys::chdir(&plan.cwd) {
+        fail(
+            rep_fd,
+            "chdir",
+            &plan.cwd.display().to_string(),
+            &e.to_string(),
+        );
+    }
+    if let Err(e) = caps::drop_all() {
+        fail(rep_fd, "drop capabilities", "", &e.to_string());
+    }
+    if let Err(e) = sys::set_no_new_privs() {
+        fail(rep_fd, "no_new_privs", "", &e.to_string());
+    }
+    // Only 0, 1, 2 and the kept fds survive execve; the report pipe is
+    // close-on-exec and still usable until then.
+    if let Err(e) = sys::cloexec_all_but(&plan.keep_fds) {
+        fail(rep_fd, "close fds", "", &e.to_string());
+    }
+
+    let mut first_err: Option<(Errno, &std::ffi::CStr)> = None;
+    for cand in &plan.exec_candidates {
+        let e = sys::execve(cand, &plan.argv, &plan.envp);
+        match e {
+            Errno::ENOENT | Errno::ENOTDIR => {}
+            _ => {
+                if first_err.is_none() {
+                    first_err = Some((e, cand));
+                }
+            }
+        }
+    }
+    let (errno, path) = match first_err {
+        Some((e, p)) => (e, p.to_string_lossy().into_owned()),
+        None => (Errno::ENOENT, plan.command.clone()),
+    };
+    let _ = sys::write_all(
+        rep_fd,
+        &proto::encode(&Report::Exec {
+            errno: errno as i32,
+            path,
+        }),
+    );
+    sys::exit_now(if errno == Errno::ENOENT { 127 } else { 126 })
+}

@@ -1,0 +1,113 @@
+//! The two pipes between the supervisor and the jail.
+//!
+//! control (supervisor → init): `G` go (maps are written), `T` SIGTERM to
+//! every process in the jail, `K` SIGKILL to every process, `F<sig>` forward
+//! one signal to the payload. EOF means the supervisor is gone.
+//!
+//! report (jail → supervisor), one line each:
+//! `E<step>\t<path>\t<reason>` setup failed; `X<errno>\t<path>` execve
+//! failed; `S<wait status>` the payload ended (written by init last).
+
+#![deny(unsafe_code)]
+
+pub const GO: u8 = b'G';
+pub const TERM_ALL: u8 = b'T';
+pub const KILL_ALL: u8 = b'K';
+pub const FORWARD: u8 = b'F';
+
+/// A message from the jail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    Setup {
+        step: String,
+        path: String,
+        reason: String,
+    },
+    Exec {
+        errno: i32,
+        path: String,
+    },
+    Status(i32),
+}
+
+fn clean(s: &str) -> String {
+    s.replace(['\t', '\n'], " ")
+}
+
+pub fn encode(r: &Report) -> Vec<u8> {
+    match r {
+        Report::Setup { step, path, reason } => {
+            format!("E{}\t{}\t{}\n", clean(step), clean(path), clean(reason)).into_bytes()
+        }
+        Report::Exec { errno, path } => format!("X{}\t{}\n", errno, clean(path)).into_bytes(),
+        Report::Status(st) => format!("S{st}\n").into_bytes(),
+    }
+}
+
+/// Parse every complete line in `buf`.
+pub fn decode(buf: &[u8]) -> Vec<Report> {
+    let mut out = Vec::new();
+    for line in buf.split(|b| *b == b'\n') {
+        let line = String::from_utf8_lossy(line);
+        let Some(kind) = line.chars().next() else {
+            continue;
+        };
+        let rest = &line[1..];
+        let mut f = rest.split('\t');
+        match kind {
+            'E' => out.push(Report::Setup {
+                step: f.next().unwrap_or("").to_string(),
+                path: f.next().unwrap_or("").to_string(),
+                reason: f.next().unwrap_or("").to_string(),
+            }),
+            'X' => out.push(Report::Exec {
+                errno: f.next().and_then(|e| e.parse().ok()).unwrap_or(0),
+                path: f.next().unwrap_or("").to_string(),
+            }),
+            'S' => {
+                if let Ok(st) = rest.trim().parse() {
+                    out.push(Report::Status(st))
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let msgs = vec![
+            Report::Setup {
+                step: "bind".into(),
+                path: "/x\ty".into(),
+                reason: "ENOENT".into(),
+            },
+            Report::Exec {
+                errno: 2,
+                path: "/bin/nope".into(),
+            },
+            Report::Status(9),
+        ];
+        let mut buf = Vec::new();
+        for m in &msgs {
+            buf.extend(encode(m));
+        }
+        let back = decode(&buf);
+        assert_eq!(back.len(), 3);
+        assert_eq!(
+            back[0],
+            Report::Setup {
+                step: "bind".into(),
+                path: "/x y".into(),
+                reason: "ENOENT".into()
+            }
+        );
+        assert_eq!(back[1], msgs[1]);
+        assert_eq!(back[2], msgs[2]);
+    }
+}

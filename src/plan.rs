@@ -1,0 +1,324 @@
+//! Policy → Plan: everything that may allocate, parse or fail slowly happens
+//! here, before clone. The child only executes the Plan.
+
+#![deny(unsafe_code)]
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::policy::{MountSpec, Network, Policy};
+use crate::sys;
+
+/// A setup error found before clone; printed as `stockade: <step>: <path>: <reason>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetupError {
+    pub step: String,
+    pub path: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for SetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}: {}", self.step, self.reason)
+        } else {
+            write!(f, "{}: {}: {}", self.step, self.path, self.reason)
+        }
+    }
+}
+
+impl std::error::Error for SetupError {}
+
+impl SetupError {
+    pub fn new(
+        step: impl Into<String>,
+        path: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        SetupError {
+            step: step.into(),
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// One filesystem step of the jail's root, with host paths resolved and jail
+/// paths relative to the new root.
+#[derive(Debug, Clone)]
+pub enum RootStep {
+    Bind {
+        src: PathBuf,
+        dst: PathBuf,
+        writable: bool,
+        optional: bool,
+    },
+    Tmpfs {
+        dst: PathBuf,
+        data: String,
+    },
+    Symlink {
+        target: PathBuf,
+        link: PathBuf,
+    },
+    File {
+        dst: PathBuf,
+        content: Vec<u8>,
+        mode: u32,
+    },
+    Dir {
+        dst: PathBuf,
+    },
+    Proc {
+        dst: PathBuf,
+    },
+    Dev {
+        dst: PathBuf,
+    },
+}
+
+/// What Landlock grants beneath a jail path (derived from the mount list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read and execute.
+    ReadExec,
+    /// Everything.
+    ReadWrite,
+    /// Device nodes: read and write files, no creation.
+    Device,
+}
+
+/// The syscall-ready description of a run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub clone_flags: u64,
+    pub network: Network,
+    /// `inner outer 1` lines for /proc/PID/uid_map and gid_map.
+    pub uid_map: String,
+    pub gid_map: String,
+    pub inner_uid: u32,
+    pub inner_gid: u32,
+    pub outer_uid: u32,
+    pub outer_gid: u32,
+    /// Host directory (in the jail's private mount namespace) where the new
+    /// root tmpfs is assembled before pivot_root.
+    pub base: PathBuf,
+    pub steps: Vec<RootStep>,
+    pub hostname: String,
+    /// Paths inside the jail with the access Landlock grants beneath them.
+    pub landlock_rules: Vec<(PathBuf, Access)>,
+    pub cwd: PathBuf,
+    /// Paths to try for execve, in order.
+    pub exec_candidates: Vec<CString>,
+    pub argv: Vec<CString>,
+    pub envp: Vec<CString>,
+    pub keep_fds: Vec<i32>,
+    /// The command as the user typed it, for messages.
+    pub command: String,
+}
+
+fn cstr(origin: &str, b: &[u8]) -> Result<CString, SetupError> {
+    CString::new(b)
+        .map_err(|_| SetupError::new(origin, String::from_utf8_lossy(b), "contains a NUL byte"))
+}
+
+fn rel(p: &Path) -> PathBuf {
+    p.strip_prefix("/").unwrap_or(p).to_path_buf()
+}
+
+/// Resolve a bind source to its canonical host path. The child opens that
+/// path again refusing every symlink, so a symlink swapped in later fails.
+fn resolve_source(src: &Path, optional: bool) -> Result<Option<PathBuf>, SetupError> {
+    match std::fs::canonicalize(src) {
+        Ok(p) => Ok(Some(p)),
+        Err(e) if optional && e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(SetupError::new(
+            "bind",
+            src.display().to_string(),
+            sys::errno_text(sys::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))),
+        )),
+    }
+}
+
+fn tmpfs_data(size: u64, mode: u32) -> String {
+    format!("size={size},mode={mode:o}")
+}
+
+impl Plan {
+    /// Turn a validated policy into a plan. Reads the host (bind sources,
+    /// caller ids), allocates every string the child will need.
+    pub fn build(p: &Policy) -> Result<Plan, SetupError> {
+        let euid = sys::geteuid();
+        let egid = sys::getegid();
+        let (outer_uid, outer_gid) = if euid == 0 {
+            (p.root_host_uid, p.root_host_gid)
+        } else {
+            (euid, egid)
+        };
+        if outer_uid == 0 || outer_gid == 0 {
+            return Err(SetupError::new(
+                "id map",
+                "",
+                "the jail would map to host root (uid or gid 0); choose an unprivileged host id",
+            ));
+        }
+        let mut flags = (libc::CLONE_NEWUSER
+            | libc::CLONE_NEWNS
+            | libc::CLONE_NEWPID
+            | libc::CLONE_NEWIPC
+            | libc::CLONE_NEWUTS
+            | libc::CLONE_NEWCGROUP) as u64;
+        if p.network == Network::None {
+            flags |= libc::CLONE_NEWNET as u64;
+        }
+
+        let mut specs: Vec<MountSpec> =
+            crate::policy::default_mounts(p.uid, p.gid, &p.hostname, &p.workdir.inner, p.tmp_size);
+        specs.push(match &p.workdir.host {
+            Some(h) => MountSpec::Bind {
+                src: h.clone(),
+                dst: p.workdir.inner.clone(),
+                writable: true,
+                optional: false,
+            },
+            None => MountSpec::Tmpfs {
+                dst: p.workdir.inner.clone(),
+                size: p.workdir.size,
+                mode: 0o755,
+            },
+        });
+        specs.extend(p.mounts.iter().cloned());
+
+        let mut steps = Vec::with_capacity(specs.len());
+        let mut landlock_rules = Vec::new();
+        for s in &specs {
+            match s {
+                MountSpec::Bind {
+                    src,
+                    dst,
+                    writable,
+                    optional,
+                } => {
+                    let Some(src) = resolve_source(src, *optional)? else {
+                        continue;
+                    };
+                    landlock_rules.push((
+                        dst.clone(),
+                        if *writable {
+                            Access::ReadWrite
+                        } else {
+                            Access::ReadExec
+                        },
+                    ));
+                    steps.push(RootStep::Bind {
+                        src,
+                        dst: rel(dst),
+                        writable: *writable,
+                        optional: *optional,
+                    });
+                }
+                MountSpec::Tmpfs { dst, size, mode } => {
+                    landlock_rules.push((dst.clone(), Access::ReadWrite));
+                    steps.push(RootStep::Tmpfs {
+                        dst: rel(dst),
+                        data: tmpfs_data(*size, *mode),
+                    });
+                }
+                MountSpec::Symlink { target, link } => steps.push(RootStep::Symlink {
+                    target: target.clone(),
+                    link: rel(link),
+                }),
+                MountSpec::File { dst, content, mode } => {
+                    landlock_rules.push((dst.clone(), Access::ReadExec));
+                    steps.push(RootStep::File {
+                        dst: rel(dst),
+                        content: content.clone(),
+                        mode: *mode,
+                    })
+                }
+                MountSpec::Dir { dst } => steps.push(RootStep::Dir { dst: rel(dst) }),
+                MountSpec::Proc { dst } => {
+                    landlock_rules.push((dst.clone(), Access::ReadExec));
+                    steps.push(RootStep::Proc { dst: rel(dst) })
+                }
+                MountSpec::Dev { dst } => {
+                    landlock_rules.push((dst.clone(), Access::Device));
+                    landlock_rules.push((dst.join("shm"), Access::ReadWrite));
+                    landlock_rules.push((dst.join("pts"), Access::Device));
+                    steps.push(RootStep::Dev { dst: rel(dst) })
+                }
+            }
+        }
+
+        let base = ["/tmp", "/run", "/mnt", "/var/tmp"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|d| std::fs::symlink_metadata(d).map(|m| m.is_dir()).unwrap_or(false))
+            .ok_or_else(|| SetupError::new("new root", "/tmp", "no directory to assemble the new root on (/tmp, /run, /mnt, /var/tmp all missing)"))?;
+
+        let argv: Vec<CString> = p
+            .argv
+            .iter()
+            .map(|a| cstr("command", a.as_bytes()))
+            .collect::<Result<_, _>>()?;
+        let envp: Vec<CString> = p
+            .env
+            .iter()
+            .map(|(k, v)| {
+                let mut b = k.as_bytes().to_vec();
+                b.push(b'=');
+                b.extend_from_slice(v.as_bytes());
+                cstr("env", &b)
+            })
+            .collect::<Result<_, _>>()?;
+        let cmd = p.argv[0].as_bytes();
+        let exec_candidates = if cmd.contains(&b'/') {
+            vec![argv[0].clone()]
+        } else {
+            let path = p
+                .env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.as_bytes().to_vec())
+                .unwrap_or_default();
+            let mut c = Vec::new();
+            for dir in path.split(|b| *b == b':') {
+                if dir.first() != Some(&b'/') {
+                    continue;
+                }
+                let mut full = dir.to_vec();
+                if full.last() != Some(&b'/') {
+                    full.push(b'/');
+                }
+                full.extend_from_slice(cmd);
+                let full = cstr("command", &full)?;
+                if !c.contains(&full) {
+                    c.push(full);
+                }
+            }
+            c
+        };
+
+        Ok(Plan {
+            clone_flags: flags,
+            network: p.network,
+            uid_map: format!("{} {} 1\n", p.uid, outer_uid),
+            gid_map: format!("{} {} 1\n", p.gid, outer_gid),
+            inner_uid: p.uid,
+            inner_gid: p.gid,
+            outer_uid,
+            outer_gid,
+            base,
+            steps,
+            hostname: p.hostname.clone(),
+            landlock_rules,
+            cwd: p.chdir.clone().unwrap_or_else(|| p.workdir.inner.clone()),
+            exec_candidates,
+            argv,
+            envp,
+            keep_fds: p.keep_fds.clone(),
+            command: p.argv[0].to_string_lossy().into_owned(),
+        })
+    }
+}

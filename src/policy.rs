@@ -1,0 +1,385 @@
+//! What a run is allowed to do, validated: every path absolute, every value
+//! in range. Built from a profile and CLI overrides; immutable afterwards.
+
+#![deny(unsafe_code)]
+
+pub mod units;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+/// Where a bad value came from: a CLI flag or `file:line:column field`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError {
+    pub origin: String,
+    pub msg: String,
+}
+
+impl PolicyError {
+    pub fn new(origin: impl Into<String>, msg: impl Into<String>) -> Self {
+        PolicyError {
+            origin: origin.into(),
+            msg: msg.into(),
+        }
+    }
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.origin, self.msg)
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+/// One entry of the jail's filesystem, applied in order on a fresh tmpfs root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MountSpec {
+    /// Bind a host path. `optional` entries are skipped when the source is
+    /// missing (the defaults); others are a setup error.
+    Bind {
+        src: PathBuf,
+        dst: PathBuf,
+        writable: bool,
+        optional: bool,
+    },
+    /// A fresh tmpfs capped at `size` bytes.
+    Tmpfs { dst: PathBuf, size: u64, mode: u32 },
+    /// A symlink at `link` pointing to `target` (not resolved on the host).
+    Symlink { target: PathBuf, link: PathBuf },
+    /// A regular file with inline content (read-only once the root is sealed).
+    File {
+        dst: PathBuf,
+        content: Vec<u8>,
+        mode: u32,
+    },
+    /// An empty directory.
+    Dir { dst: PathBuf },
+    /// A fresh /proc of the jail's pid namespace, /proc/sys read-only and
+    /// dangerous files masked.
+    Proc { dst: PathBuf },
+    /// A minimal /dev: null, zero, full, random, urandom, tty, shm, pts.
+    Dev { dst: PathBuf },
+}
+
+impl MountSpec {
+    pub fn dst(&self) -> &Path {
+        match self {
+            MountSpec::Bind { dst, .. }
+            | MountSpec::Tmpfs { dst, .. }
+            | MountSpec::File { dst, .. }
+            | MountSpec::Dir { dst }
+            | MountSpec::Proc { dst }
+            | MountSpec::Dev { dst } => dst,
+            MountSpec::Symlink { link, .. } => link,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    /// A new network namespace with only `lo`.
+    None,
+    /// The host's network namespace (recorded in the outcome).
+    Host,
+}
+
+impl Network {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::None => "none",
+            Network::Host => "host",
+        }
+    }
+}
+
+/// The jail's working directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workdir {
+    /// Host directory bound read-write; `None` means a fresh tmpfs.
+    pub host: Option<PathBuf>,
+    /// Where it appears inside (also $HOME).
+    pub inner: PathBuf,
+    /// Size of the tmpfs when `host` is `None`.
+    pub size: u64,
+}
+
+/// Everything about one run.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The command and its arguments; `argv[0]` is looked up in the jail's PATH
+    /// when it has no `/`.
+    pub argv: Vec<OsString>,
+    /// uid and gid inside the jail.
+    pub uid: u32,
+    pub gid: u32,
+    /// Host ids the jail maps to when started by real root.
+    pub root_host_uid: u32,
+    pub root_host_gid: u32,
+    /// Filesystem entries in order; the defaults come first.
+    pub mounts: Vec<MountSpec>,
+    pub workdir: Workdir,
+    /// Size cap of /tmp in bytes.
+    pub tmp_size: u64,
+    /// Directory to start in (default: the workdir).
+    pub chdir: Option<PathBuf>,
+    /// The payload's complete environment.
+    pub env: Vec<(OsString, OsString)>,
+    pub hostname: String,
+    pub network: Network,
+    /// Caller fds passed through to the payload under the same number.
+    pub keep_fds: Vec<i32>,
+}
+
+pub const DEFAULT_UID: u32 = 1000;
+pub const DEFAULT_GID: u32 = 1000;
+pub const DEFAULT_HOSTNAME: &str = "stockade";
+pub const DEFAULT_WORKDIR: &str = "/work";
+pub const DEFAULT_TMP_SIZE: u64 = 128 << 20;
+pub const DEFAULT_WORKDIR_SIZE: u64 = 128 << 20;
+pub const NOBODY: u32 = 65534;
+
+/// Check that a jail path is absolute and plain (no `..`), and normalize it.
+pub fn jail_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
+    if !p.is_absolute() {
+        return Err(PolicyError::new(
+            origin,
+            format!("{}: path inside the jail must be absolute", p.display()),
+        ));
+    }
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(PolicyError::new(
+                    origin,
+                    format!("{}: `..` is not allowed in a jail path", p.display()),
+                ))
+            }
+        }
+    }
+    if out.as_os_str().len() > 4000 {
+        return Err(PolicyError::new(origin, "path too long"));
+    }
+    Ok(out)
+}
+
+/// Check a host path: absolute after joining with the cwd, no NUL.
+pub fn host_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
+    use std::os::unix::ffi::OsStrExt;
+    if p.as_os_str().is_empty() {
+        return Err(PolicyError::new(origin, "empty path"));
+    }
+    if p.as_os_str().as_bytes().contains(&0) {
+        return Err(PolicyError::new(origin, "path contains a NUL byte"));
+    }
+    if p.is_absolute() {
+        Ok(p.to_path_buf())
+    } else {
+        let cwd = std::env::current_dir().map_err(|e| {
+            PolicyError::new(origin, format!("cannot read the current directory: {e}"))
+        })?;
+        Ok(cwd.join(p))
+    }
+}
+
+/// The default filesystem: /usr and the host's /bin /sbin /lib* layout, the
+/// few /etc files programs need to start, /proc, /dev and /tmp.
+pub fn default_mounts(
+    uid: u32,
+    gid: u32,
+    hostname: &str,
+    workdir: &Path,
+    tmp_size: u64,
+) -> Vec<MountSpec> {
+    let mut m = vec![MountSpec::Bind {
+        src: "/usr".into(),
+        dst: "/usr".into(),
+        writable: false,
+        optional: false,
+    }];
+    for d in ["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"] {
+        match std::fs::symlink_metadata(d) {
+            Ok(md) if md.file_type().is_symlink() => {
+                if let Ok(t) = std::fs::read_link(d) {
+                    m.push(MountSpec::Symlink {
+                        target: t,
+                        link: d.into(),
+                    });
+                }
+            }
+            Ok(md) if md.is_dir() => m.push(MountSpec::Bind {
+                src: d.into(),
+                dst: d.into(),
+                writable: false,
+                optional: true,
+            }),
+            _ => {}
+        }
+    }
+    for f in [
+        "/etc/ld.so.cache",
+        "/etc/ld.so.conf",
+        "/etc/ld.so.conf.d",
+        "/etc/nsswitch.conf",
+        "/etc/ssl",
+        "/etc/ca-certificates",
+        "/etc/alternatives",
+        "/etc/mime.types",
+    ] {
+        m.push(MountSpec::Bind {
+            src: f.into(),
+            dst: f.into(),
+            writable: false,
+            optional: true,
+        });
+    }
+    // localtime is usually a symlink into /usr/share/zoneinfo: keep it so.
+    match std::fs::symlink_metadata("/etc/localtime") {
+        Ok(md) if md.file_type().is_symlink() => {
+            if let Ok(t) = std::fs::read_link("/etc/localtime") {
+                m.push(MountSpec::Symlink {
+                    target: t,
+                    link: "/etc/localtime".into(),
+                });
+            }
+        }
+        Ok(_) => m.push(MountSpec::Bind {
+            src: "/etc/localtime".into(),
+            dst: "/etc/localtime".into(),
+            writable: false,
+            optional: true,
+        }),
+        Err(_) => {}
+    }
+    let home = workdir.display();
+    let passwd = if uid == 0 {
+        format!("root:x:0:{gid}:root:{home}:/bin/sh\n")
+    } else {
+        format!("root:x:0:0:root:/root:/bin/sh\nsandbox:x:{uid}:{gid}:stockade jail user:{home}:/bin/sh\n")
+    };
+    m.push(MountSpec::File {
+        dst: "/etc/passwd".into(),
+        content: (passwd + "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+            .into_bytes(),
+        mode: 0o644,
+    });
+    m.push(MountSpec::File {
+        dst: "/etc/group".into(),
+        content: if gid == 0 {
+            "root:x:0:\nnogroup:x:65534:\n".to_string()
+        } else {
+            format!("root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n")
+        }
+        .into_bytes(),
+        mode: 0o644,
+    });
+    m.push(MountSpec::File {
+        dst: "/etc/hosts".into(),
+        content: format!("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{hostname}\n")
+            .into_bytes(),
+        mode: 0o644,
+    });
+    m.push(MountSpec::File {
+        dst: "/etc/hostname".into(),
+        content: format!("{hostname}\n").into_bytes(),
+        mode: 0o644,
+    });
+    m.push(MountSpec::Proc {
+        dst: "/proc".into(),
+    });
+    m.push(MountSpec::Dev { dst: "/dev".into() });
+    m.push(MountSpec::Tmpfs {
+        dst: "/tmp".into(),
+        size: tmp_size,
+        mode: 0o1777,
+    });
+    m
+}
+
+/// The default environment: PATH, LANG, LC_ALL, TERM from the caller (PATH
+/// defaults to the usual directories), HOME = the workdir.
+pub fn default_env(workdir: &Path) -> Vec<(OsString, OsString)> {
+    let mut env = Vec::new();
+    let path = std::env::var_os("PATH")
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    env.push(("PATH".into(), path));
+    for k in ["LANG", "LC_ALL", "TERM"] {
+        if let Some(v) = std::env::var_os(k) {
+            env.push((k.into(), v));
+        }
+    }
+    env.push(("HOME".into(), workdir.as_os_str().to_owned()));
+    env
+}
+
+/// Set `k` to `v`, replacing an earlier value.
+pub fn set_env(env: &mut Vec<(OsString, OsString)>, k: OsString, v: OsString) {
+    env.retain(|(ek, _)| *ek != k);
+    env.push((k, v));
+}
+
+impl Policy {
+    /// A policy with the defaults for `argv`.
+    pub fn with_defaults(argv: Vec<OsString>) -> Policy {
+        let workdir = PathBuf::from(DEFAULT_WORKDIR);
+        Policy {
+            argv,
+            uid: DEFAULT_UID,
+            gid: DEFAULT_GID,
+            root_host_uid: NOBODY,
+            root_host_gid: NOBODY,
+            mounts: Vec::new(),
+            env: default_env(&workdir),
+            workdir: Workdir {
+                host: None,
+                inner: workdir,
+                size: DEFAULT_WORKDIR_SIZE,
+            },
+            tmp_size: DEFAULT_TMP_SIZE,
+            chdir: None,
+            hostname: DEFAULT_HOSTNAME.into(),
+            network: Network::None,
+            keep_fds: Vec::new(),
+        }
+    }
+
+    /// Final checks that need the whole policy.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        if self.argv.is_empty() {
+            return Err(PolicyError::new(
+                "command",
+                "no command given (stockade run [OPTIONS] -- CMD [ARGS…])",
+            ));
+        }
+        if self.hostname.is_empty() || self.hostname.len() > 64 || self.hostname.contains('\0') {
+            return Err(PolicyError::new(
+                "hostname",
+                format!("{:?}: must be 1 to 64 bytes", self.hostname),
+            ));
+        }
+        for (k, _) in &self.env {
+            use std::os::unix::ffi::OsStrExt;
+            let b = k.as_bytes();
+            if b.is_empty() || b.contains(&b'=') || b.contains(&0) {
+                return Err(PolicyError::new(
+                    "env",
+                    format!("{k:?}: not a valid variable name"),
+                ));
+            }
+        }
+        for fd in &self.keep_fds {
+            if *fd < 3 {
+                return Err(PolicyError::new(
+                    "--keep-fd",
+                    format!("{fd}: 0, 1 and 2 are always passed"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,7 @@
+//! The parent side: clone the jail, write its id maps, forward signals,
+//! collect what the jail reports, reap it, and build the Outcome.
+
+#![deny(unsafe_code)]
+
+pub mod namespaces;
+pub mod spawn;

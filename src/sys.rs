@@ -1,0 +1,1069 @@
+//! The one place that talks to the kernel directly.
+//!
+//! Every raw call goes through a function here whose error names the call and
+//! its argument (`pivot_root("/tmp/.stockade-root"): EPERM`). This is the only
+//! module allowed to contain `unsafe`; each block says why it is sound.
+
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+pub use nix::errno::Errno;
+
+/// A failed system call: which call, on what, and the errno.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SysError {
+    pub call: &'static str,
+    pub arg: String,
+    pub errno: Errno,
+}
+
+impl fmt::Display for SysError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({}): {}", self.call, self.arg, errno_text(self.errno))
+    }
+}
+
+impl std::error::Error for SysError {}
+
+/// `ENOENT (No such file or directory)`.
+pub fn errno_text(e: Errno) -> String {
+    format!("{} ({})", e, e.desc())
+}
+
+pub type SysResult<T> = Result<T, SysError>;
+
+fn err<T>(call: &'static str, arg: impl fmt::Display, errno: Errno) -> SysResult<T> {
+    Err(SysError {
+        call,
+        arg: arg.to_string(),
+        errno,
+    })
+}
+
+fn cpath(p: &Path) -> CString {
+    // Paths reaching here come from Policy/Plan, which rejects NUL bytes.
+    CString::new(p.as_os_str().as_bytes()).unwrap_or_else(|_| CString::from(c"/nonexistent"))
+}
+
+fn last_errno() -> Errno {
+    Errno::last()
+}
+
+// ---------------------------------------------------------------- process
+
+/// Result of [`clone_jail`].
+pub enum Cloned {
+    /// We are the new process, pid 1 of the new pid namespace.
+    Child,
+    /// We are the supervisor; the child has this host pid and pidfd.
+    Parent { pid: i32, pidfd: OwnedFd },
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// Which entry point created the jail, for the outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloneVia {
+    Clone3,
+    Clone3IntoCgroup,
+    Clone,
+}
+
+/// clone3 with `ns_flags | CLONE_PIDFD` (and CLONE_INTO_CGROUP when a cgroup
+/// fd is given); falls back to clone(2) when clone3 is missing (ENOSYS) or
+/// refused by a filter (EPERM from some container runtimes' seccomp).
+/// The caller must be single-threaded.
+pub fn clone_jail(ns_flags: u64, cgroup: Option<RawFd>) -> SysResult<(Cloned, CloneVia)> {
+    let mut pidfd: RawFd = -1;
+    let mut args = CloneArgs {
+        flags: ns_flags | libc::CLONE_PIDFD as u64,
+        pidfd: &mut pidfd as *mut RawFd as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        ..Default::default()
+    };
+    let mut via = CloneVia::Clone3;
+    if let Some(fd) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = fd as u64;
+        via = CloneVia::Clone3IntoCgroup;
+    }
+    // SAFETY: clone3 without CLONE_VM/CLONE_SETTLS and with a null stack behaves
+    // like fork: the child gets a copy-on-write copy of this (single-threaded)
+    // address space and continues from this point. `args` and `pidfd` live on
+    // this stack frame for the duration of the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &mut args as *mut CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    if ret < 0 {
+        let e = last_errno();
+        if e == Errno::ENOSYS || e == Errno::EPERM || (cgroup.is_some() && e == Errno::EINVAL) {
+            if cgroup.is_some() && e != Errno::ENOSYS {
+                return err("clone3", "CLONE_INTO_CGROUP", e);
+            }
+            return clone_legacy(ns_flags).map(|c| (c, CloneVia::Clone));
+        }
+        return err("clone3", flags_text(ns_flags), e);
+    }
+    if ret == 0 {
+        return Ok((Cloned::Child, via));
+    }
+    // SAFETY: on success the kernel stored a fresh pidfd that nobody else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    Ok((
+        Cloned::Parent {
+            pid: ret as i32,
+            pidfd,
+        },
+        via,
+    ))
+}
+
+fn clone_legacy(ns_flags: u64) -> SysResult<Cloned> {
+    let mut pidfd: RawFd = -1;
+    let flags = ns_flags | libc::CLONE_PIDFD as u64 | libc::SIGCHLD as u64;
+    // SAFETY: raw clone(2) on x86_64 takes (flags, newsp, parent_tid, child_tid,
+    // tls). A null stack means the child runs on a copy-on-write copy of our
+    // stack, like fork. With CLONE_PIDFD the pidfd is written to parent_tid,
+    // which points to a local that outlives the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags,
+            0usize,
+            &mut pidfd as *mut RawFd,
+            0usize,
+            0usize,
+        )
+    };
+    if ret < 0 {
+        return err("clone", flags_text(ns_flags), last_errno());
+    }
+    if ret == 0 {
+        return Ok(Cloned::Child);
+    }
+    // SAFETY: the kernel stored a fresh pidfd that nobody else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    Ok(Cloned::Parent {
+        pid: ret as i32,
+        pidfd,
+    })
+}
+
+fn flags_text(f: u64) -> String {
+    let names = [
+        (libc::CLONE_NEWUSER, "NEWUSER"),
+        (libc::CLONE_NEWNS, "NEWNS"),
+        (libc::CLONE_NEWPID, "NEWPID"),
+        (libc::CLONE_NEWNET, "NEWNET"),
+        (libc::CLONE_NEWIPC, "NEWIPC"),
+        (libc::CLONE_NEWUTS, "NEWUTS"),
+        (libc::CLONE_NEWCGROUP, "NEWCGROUP"),
+    ];
+    let v: Vec<&str> = names
+        .iter()
+        .filter(|(b, _)| f & (*b as u64) != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    format!("CLONE_{}", v.join("|CLONE_"))
+}
+
+/// fork(2). The caller must be single-threaded.
+pub fn fork() -> SysResult<Option<i32>> {
+    // SAFETY: called only from the jail's init, which is single-threaded, so the
+    // child may keep using the allocator and std.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => Ok(None),
+        Ok(nix::unistd::ForkResult::Parent { child }) => Ok(Some(child.as_raw())),
+        Err(e) => err("fork", "", e),
+    }
+}
+
+/// Leave at once without running destructors or atexit handlers (the state
+/// is a fork of the supervisor's).
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no Rust state.
+    unsafe { libc::_exit(code) }
+}
+
+pub fn setsid() -> SysResult<()> {
+    nix::unistd::setsid()
+        .map(|_| ())
+        .or_else(|e| err("setsid", "", e))
+}
+
+pub fn getpid() -> i32 {
+    nix::unistd::getpid().as_raw()
+}
+
+pub fn getuid() -> u32 {
+    nix::unistd::getuid().as_raw()
+}
+
+pub fn getgid() -> u32 {
+    nix::unistd::getgid().as_raw()
+}
+
+pub fn geteuid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+pub fn getegid() -> u32 {
+    nix::unistd::getegid().as_raw()
+}
+
+fn prctl(op: libc::c_int, a: libc::c_ulong, name: &'static str) -> SysResult<libc::c_int> {
+    // SAFETY: the prctl operations used here take integer arguments only.
+    let r = unsafe {
+        libc::prctl(
+            op,
+            a,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if r < 0 {
+        return err("prctl", name, last_errno());
+    }
+    Ok(r)
+}
+
+pub fn set_pdeathsig(sig: i32) -> SysResult<()> {
+    prctl(
+        libc::PR_SET_PDEATHSIG,
+        sig as libc::c_ulong,
+        "PR_SET_PDEATHSIG",
+    )
+    .map(|_| ())
+}
+
+pub fn set_dumpable(on: bool) -> SysResult<()> {
+    prctl(
+        libc::PR_SET_DUMPABLE,
+        on as libc::c_ulong,
+        "PR_SET_DUMPABLE",
+    )
+    .map(|_| ())
+}
+
+pub fn set_keepcaps(on: bool) -> SysResult<()> {
+    prctl(
+        libc::PR_SET_KEEPCAPS,
+        on as libc::c_ulong,
+        "PR_SET_KEEPCAPS",
+    )
+    .map(|_| ())
+}
+
+pub fn set_no_new_privs() -> SysResult<()> {
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only.
+    let r = unsafe {
+        libc::prctl(
+            libc::PR_SET_NO_NEW_PRIVS,
+            1 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if r < 0 {
+        return err("prctl", "PR_SET_NO_NEW_PRIVS", last_errno());
+    }
+    Ok(())
+}
+
+pub fn no_new_privs_is_set() -> bool {
+    prctl(libc::PR_GET_NO_NEW_PRIVS, 0, "PR_GET_NO_NEW_PRIVS")
+        .map(|r| r == 1)
+        .unwrap_or(false)
+}
+
+pub fn setresuid(uid: u32) -> SysResult<()> {
+    let u = nix::unistd::Uid::from_raw(uid);
+    nix::unistd::setresuid(u, u, u).or_else(|e| err("setresuid", uid, e))
+}
+
+pub fn setresgid(gid: u32) -> SysResult<()> {
+    let g = nix::unistd::Gid::from_raw(gid);
+    nix::unistd::setresgid(g, g, g).or_else(|e| err("setresgid", gid, e))
+}
+
+/// Make the permitted capabilities effective again (after a setresuid under
+/// PR_SET_KEEPCAPS).
+pub fn raise_effective_caps() -> SysResult<()> {
+    let permitted = caps::read(None, caps::CapSet::Permitted)
+        .or_else(|_| err("capget", "permitted", Errno::EINVAL))?;
+    caps::set(None, caps::CapSet::Effective, &permitted)
+        .or_else(|_| err("capset", "effective", Errno::EPERM))
+}
+
+/// Empty every capability set: bounding, ambient, inheritable, permitted,
+/// effective (in that order: the bounding set needs CAP_SETPCAP).
+pub fn drop_all_caps() -> SysResult<()> {
+    for cap in caps::all() {
+        if caps::has_cap(None, caps::CapSet::Bounding, cap).unwrap_or(false) {
+            caps::drop(None, caps::CapSet::Bounding, cap)
+                .or_else(|_| err("prctl", format!("PR_CAPBSET_DROP {cap}"), Errno::EPERM))?;
+        }
+    }
+    caps::clear(None, caps::CapSet::Ambient)
+        .or_else(|_| err("prctl", "PR_CAP_AMBIENT_CLEAR_ALL", Errno::EPERM))?;
+    for set in [
+        caps::CapSet::Inheritable,
+        caps::CapSet::Effective,
+        caps::CapSet::Permitted,
+    ] {
+        caps::clear(None, set).or_else(|_| err("capset", format!("{set:?}"), Errno::EPERM))?;
+    }
+    Ok(())
+}
+
+pub fn sethostname(name: &str) -> SysResult<()> {
+    nix::unistd::sethostname(name).or_else(|e| err("sethostname", name, e))
+}
+
+/// Resource limit, soft = hard.
+pub fn setrlimit(res: nix::sys::resource::Resource, name: &'static str, v: u64) -> SysResult<()> {
+    nix::sys::resource::setrlimit(res, v, v).or_else(|e| err("setrlimit", format!("{name}={v}"), e))
+}
+
+pub fn kill(pid: i32, sig: i32) -> SysResult<()> {
+    // SAFETY: kill takes integers only.
+    let r = unsafe { libc::kill(pid, sig) };
+    if r < 0 {
+        return err("kill", format!("{pid}, {sig}"), last_errno());
+    }
+    Ok(())
+}
+
+pub fn pidfd_send_signal(pidfd: &OwnedFd, sig: i32) -> SysResult<()> {
+    // SAFETY: pidfd_send_signal with a valid pidfd, a signal number, a null
+    // siginfo and no flags.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if r < 0 {
+        return err("pidfd_send_signal", sig, last_errno());
+    }
+    Ok(())
+}
+
+/// How a child ended, with its resource usage.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChildEnd {
+    /// Exit code when it exited.
+    pub code: Option<i32>,
+    /// Signal when it was killed.
+    pub signal: Option<i32>,
+    pub core_dumped: bool,
+}
+
+impl ChildEnd {
+    pub fn from_wait_status(st: i32) -> ChildEnd {
+        if libc::WIFEXITED(st) {
+            ChildEnd {
+                code: Some(libc::WEXITSTATUS(st)),
+                ..Default::default()
+            }
+        } else if libc::WIFSIGNALED(st) {
+            ChildEnd {
+                signal: Some(libc::WTERMSIG(st)),
+                core_dumped: libc::WCOREDUMP(st),
+                ..Default::default()
+            }
+        } else {
+            ChildEnd::default()
+        }
+    }
+}
+
+/// waitpid(pid, WNOHANG or blocking), retrying EINTR. Returns the raw status.
+pub fn waitpid(pid: i32, nohang: bool) -> SysResult<Option<(i32, i32)>> {
+    let mut st: libc::c_int = 0;
+    loop {
+        // SAFETY: `st` is a valid out-pointer for the duration of the call.
+        let r = unsafe { libc::waitpid(pid, &mut st, if nohang { libc::WNOHANG } else { 0 }) };
+        if r < 0 {
+            let e = last_errno();
+            if e == Errno::EINTR {
+                continue;
+            }
+            return err("waitpid", pid, e);
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        return Ok(Some((r, st)));
+    }
+}
+
+/// wait4 on a pid, blocking, with rusage of the reaped child (and its
+/// reaped descendants).
+pub fn wait4(pid: i32) -> SysResult<(i32, libc::rusage)> {
+    let mut st: libc::c_int = 0;
+    // SAFETY: rusage is plain old data; zeroed is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: both out-pointers are valid for the duration of the call.
+        let r = unsafe { libc::wait4(pid, &mut st, 0, &mut ru) };
+        if r < 0 {
+            let e = last_errno();
+            if e == Errno::EINTR {
+                continue;
+            }
+            return err("wait4", pid, e);
+        }
+        return Ok((st, ru));
+    }
+}
+
+/// Block `sigs` and return a signalfd for them.
+pub fn signalfd_for(sigs: &[nix::sys::signal::Signal]) -> SysResult<nix::sys::signalfd::SignalFd> {
+    let mut set = nix::sys::signal::SigSet::empty();
+    for s in sigs {
+        set.add(*s);
+    }
+    set.thread_block()
+        .or_else(|e| err("sigprocmask", "SIG_BLOCK", e))?;
+    nix::sys::signalfd::SignalFd::with_flags(
+        &set,
+        nix::sys::signalfd::SfdFlags::SFD_CLOEXEC | nix::sys::signalfd::SfdFlags::SFD_NONBLOCK,
+    )
+    .or_else(|e| err("signalfd", "", e))
+}
+
+/// Unblock every signal and restore default dispositions (for the payload).
+pub fn reset_signals() -> SysResult<()> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    SigSet::all()
+        .thread_unblock()
+        .or_else(|e| err("sigprocmask", "SIG_UNBLOCK", e))?;
+    let dfl = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    for s in Signal::iterator() {
+        if s == Signal::SIGKILL || s == Signal::SIGSTOP {
+            continue;
+        }
+        // SAFETY: installing SIG_DFL replaces no Rust handler state.
+        let _ = unsafe { sigaction(s, &dfl) };
+    }
+    Ok(())
+}
+
+/// Ignore SIGPIPE (the supervisor writes to pipes whose reader may be gone).
+pub fn ignore_sigpipe() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: SIG_IGN installs no handler code.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigIgn) };
+}
+
+// ---------------------------------------------------------------- fds
+
+pub fn pipe() -> SysResult<(OwnedFd, OwnedFd)> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).or_else(|e| err("pipe2", "O_CLOEXEC", e))
+}
+
+pub fn write_all(fd: RawFd, mut buf: &[u8]) -> SysResult<()> {
+    while !buf.is_empty() {
+        // SAFETY: buf is a valid slice for its length.
+        let r = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if r < 0 {
+            let e = last_errno();
+            if e == Errno::EINTR {
+                continue;
+            }
+            return err("write", fd, e);
+        }
+        buf = &buf[r as usize..];
+    }
+    Ok(())
+}
+
+pub fn read(fd: RawFd, buf: &mut [u8]) -> SysResult<usize> {
+    loop {
+        // SAFETY: buf is a valid, writable slice for its length.
+        let r = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if r < 0 {
+            let e = last_errno();
+            if e == Errno::EINTR {
+                continue;
+            }
+            return err("read", fd, e);
+        }
+        return Ok(r as usize);
+    }
+}
+
+/// Mark every fd >= 3 close-on-exec except those in `keep`, which lose their
+/// close-on-exec flag.
+pub fn cloexec_all_but(keep: &[RawFd]) -> SysResult<()> {
+    let mut keep: Vec<RawFd> = keep.iter().copied().filter(|&f| f >= 3).collect();
+    keep.sort_unstable();
+    keep.dedup();
+    let mut from: u32 = 3;
+    let ranges = keep
+        .iter()
+        .map(|&k| (k as u32).saturating_sub(1))
+        .chain(std::iter::once(u32::MAX));
+    for (i, to) in ranges.enumerate() {
+        if from <= to {
+            close_range(from, to, libc::CLOSE_RANGE_CLOEXEC)?;
+        }
+        if let Some(&k) = keep.get(i) {
+            set_cloexec(k, false)?;
+            from = k as u32 + 1;
+        }
+    }
+    Ok(())
+}
+
+fn close_range(from: u32, to: u32, flags: libc::c_uint) -> SysResult<()> {
+    // SAFETY: close_range takes integers only; it affects only our fd table.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, from, to, flags) };
+    if r < 0 {
+        return err("close_range", format!("{from}, {to}"), last_errno());
+    }
+    Ok(())
+}
+
+pub fn set_cloexec(fd: RawFd, on: bool) -> SysResult<()> {
+    // SAFETY: fcntl F_SETFD on an integer fd.
+    let r = unsafe { libc::fcntl(fd, libc::F_SETFD, if on { libc::FD_CLOEXEC } else { 0 }) };
+    if r < 0 {
+        return err("fcntl", format!("{fd}, F_SETFD"), last_errno());
+    }
+    Ok(())
+}
+
+/// Is `fd` open in this process?
+pub fn fd_is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD on an integer fd only reads flags.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+/// dup2 that keeps going on EINTR.
+pub fn dup2(from: RawFd, to: RawFd) -> SysResult<()> {
+    // SAFETY: dup2 on integer fds.
+    let r = unsafe { libc::dup2(from, to) };
+    if r < 0 {
+        return err("dup2", format!("{from}, {to}"), last_errno());
+    }
+    Ok(())
+}
+
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> SysResult<usize> {
+    // SAFETY: fds is a valid mutable slice of pollfd for its length.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if r < 0 {
+        let e = last_errno();
+        if e == Errno::EINTR {
+            return Ok(0);
+        }
+        return err("poll", fds.len(), e);
+    }
+    Ok(r as usize)
+}
+
+pub fn set_nonblocking(fd: RawFd) -> SysResult<()> {
+    // SAFETY: fcntl on an integer fd.
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if fl < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) } < 0 {
+        return err("fcntl", format!("{fd}, O_NONBLOCK"), last_errno());
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- mounts
+
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const RESOLVE_IN_ROOT: u64 = 0x10;
+
+fn openat2(
+    dirfd: RawFd,
+    path: &CStr,
+    flags: i32,
+    resolve: u64,
+    shown: &dyn fmt::Display,
+) -> SysResult<OwnedFd> {
+    let how = OpenHow {
+        flags: (flags | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve,
+    };
+    loop {
+        // SAFETY: `path` is NUL-terminated and `how` is a valid open_how that
+        // outlives the call.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                dirfd,
+                path.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if r < 0 {
+            let e = last_errno();
+            if e == Errno::EINTR || e == Errno::EAGAIN {
+                continue;
+            }
+            return err("openat2", shown, e);
+        }
+        // SAFETY: the kernel returned a fresh fd that nobody else owns.
+        return Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) });
+    }
+}
+
+/// Open an absolute host path as O_PATH, refusing any symlink on the way
+/// (the path was canonicalized before; a symlink now means someone swapped
+/// one in).
+pub fn open_path_nofollow(path: &Path) -> SysResult<OwnedFd> {
+    let c = cpath(path);
+    openat2(
+        libc::AT_FDCWD,
+        &c,
+        libc::O_PATH,
+        RESOLVE_NO_SYMLINKS,
+        &path.display(),
+    )
+}
+
+/// Open `rel` (relative, may contain symlinks) under `root` as if `root`
+/// were `/`: symlinks cannot lead out of it.
+pub fn open_in_root(root: &OwnedFd, rel: &Path, flags: i32) -> SysResult<OwnedFd> {
+    let c = cpath(rel);
+    openat2(
+        root.as_raw_fd(),
+        &c,
+        flags,
+        RESOLVE_IN_ROOT,
+        &format_args!("/{}", rel.display()),
+    )
+}
+
+/// Like [`open_in_root`] with O_PATH.
+pub fn open_path_in_root(root: &OwnedFd, rel: &Path) -> SysResult<OwnedFd> {
+    open_in_root(root, rel, libc::O_PATH)
+}
+
+/// Create every missing directory of `rel` under `root` (contained as in
+/// [`open_in_root`]) and return an O_PATH fd of the last one.
+pub fn mkdir_p_in_root(root: &OwnedFd, rel: &Path, mode: u32) -> SysResult<OwnedFd> {
+    let mut cur = std::path::PathBuf::new();
+    let mut last: Option<OwnedFd> = None;
+    for comp in rel.components() {
+        let name = comp.as_os_str();
+        cur.push(name);
+        match open_in_root(root, &cur, libc::O_PATH | libc::O_DIRECTORY) {
+            Ok(fd) => last = Some(fd),
+            Err(e) if e.errno == Errno::ENOENT => {
+                let parent = last.as_ref().unwrap_or(root);
+                mkdirat(parent, Path::new(name), mode, &cur)?;
+                last = Some(open_in_root(root, &cur, libc::O_PATH | libc::O_DIRECTORY)?);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    match last {
+        Some(fd) => Ok(fd),
+        None => open_in_root(root, Path::new("."), libc::O_PATH | libc::O_DIRECTORY),
+    }
+}
+
+fn mkdirat(dir: &OwnedFd, name: &Path, mode: u32, shown: &Path) -> SysResult<()> {
+    let c = cpath(name);
+    // SAFETY: `c` is NUL-terminated; dir is a valid directory fd.
+    let r = unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode) };
+    if r < 0 && last_errno() != Errno::EEXIST {
+        return err("mkdir", format_args!("/{}", shown.display()), last_errno());
+    }
+    Ok(())
+}
+
+/// Create (or truncate) a regular file at `rel` under `root`, parent dirs
+/// included, with `content` and `mode`; returns an O_PATH fd to it.
+pub fn write_file_in_root(
+    root: &OwnedFd,
+    rel: &Path,
+    content: &[u8],
+    mode: u32,
+) -> SysResult<OwnedFd> {
+    if let Some(parent) = rel.parent() {
+        mkdir_p_in_root(root, parent, 0o755)?;
+    }
+    let c = cpath(rel);
+    let how = OpenHow {
+        flags: (libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            as u64,
+        mode: mode as u64,
+        resolve: RESOLVE_IN_ROOT,
+    };
+    // SAFETY: `c` is NUL-terminated and `how` outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root.as_raw_fd(),
+            c.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if r < 0 {
+        return err("open", format_args!("/{}", rel.display()), last_errno());
+    }
+    // SAFETY: fresh fd from the kernel.
+    let fd = unsafe { OwnedFd::from_raw_fd(r as RawFd) };
+    write_all(fd.as_raw_fd(), content).map_err(|e| SysError {
+        call: "write",
+        arg: format!("/{}", rel.display()),
+        errno: e.errno,
+    })?;
+    // fchmod: the umask may have trimmed the mode.
+    // SAFETY: fchmod on a valid fd.
+    unsafe { libc::fchmod(fd.as_raw_fd(), mode) };
+    drop(fd);
+    open_path_in_root(root, rel)
+}
+
+/// Create a symlink `rel` -> `target` under `root` (parents created).
+pub fn symlink_in_root(root: &OwnedFd, target: &Path, rel: &Path) -> SysResult<()> {
+    let parent = match rel.parent() {
+        Some(p) if !p.as_os_str().is_empty() => mkdir_p_in_root(root, p, 0o755)?,
+        _ => open_in_root(root, Path::new("."), libc::O_PATH | libc::O_DIRECTORY)?,
+    };
+    let name = rel.file_name().map(Path::new).unwrap_or(rel);
+    let t = cpath(target);
+    let n = cpath(name);
+    // SAFETY: both strings are NUL-terminated; parent is a directory fd.
+    let r = unsafe { libc::symlinkat(t.as_ptr(), parent.as_raw_fd(), n.as_ptr()) };
+    if r < 0 {
+        return err(
+            "symlink",
+            format_args!("{} -> /{}", target.display(), rel.display()),
+            last_errno(),
+        );
+    }
+    Ok(())
+}
+
+/// Make sure a mount point of the right kind (dir, or empty file for a file
+/// bind) exists at `rel` and return its O_PATH fd.
+pub fn mountpoint_in_root(root: &OwnedFd, rel: &Path, is_dir: bool) -> SysResult<OwnedFd> {
+    if is_dir {
+        return mkdir_p_in_root(root, rel, 0o755);
+    }
+    match open_path_in_root(root, rel) {
+        Ok(fd) => Ok(fd),
+        Err(e) if e.errno == Errno::ENOENT => write_file_in_root(root, rel, b"", 0o644),
+        Err(e) => Err(e),
+    }
+}
+
+pub fn fd_path(fd: &OwnedFd) -> CString {
+    CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_default()
+}
+
+pub fn mount(
+    src: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> SysResult<()> {
+    mount_c(src, &cpath(target), &target.display(), fstype, flags, data)
+}
+
+fn mount_c(
+    src: Option<&str>,
+    target: &CStr,
+    shown: &dyn fmt::Display,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> SysResult<()> {
+    let s = src.map(|s| CString::new(s).unwrap_or_default());
+    let t = fstype.map(|s| CString::new(s).unwrap_or_default());
+    let d = data.map(|s| CString::new(s).unwrap_or_default());
+    // SAFETY: every pointer is either null or a NUL-terminated string that
+    // outlives the call.
+    let r = unsafe {
+        libc::mount(
+            s.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            target.as_ptr(),
+            t.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            flags,
+            d.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()).cast(),
+        )
+    };
+    if r < 0 {
+        return err("mount", shown, last_errno());
+    }
+    Ok(())
+}
+
+/// Mount a fresh filesystem (tmpfs, proc, devpts, mqueue) on the directory `fd`
+/// refers to.
+pub fn mount_fs_on(
+    fd: &OwnedFd,
+    fstype: &str,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+    shown: &Path,
+) -> SysResult<()> {
+    mount_c(
+        Some(fstype),
+        &fd_path(fd),
+        &shown.display(),
+        Some(fstype),
+        flags,
+        data,
+    )
+}
+
+/// Bind `src_fd` onto `dst_fd` with the classic mount(2) API (used for
+/// masks over /proc files and where open_tree is missing).
+pub fn bind_fd_on(
+    src_fd: &OwnedFd,
+    dst_fd: &OwnedFd,
+    recursive: bool,
+    shown: &Path,
+) -> SysResult<()> {
+    let src = fd_path(src_fd);
+    let dst = fd_path(dst_fd);
+    let flags = libc::MS_BIND | if recursive { libc::MS_REC } else { 0 };
+    // SAFETY: both strings are NUL-terminated and outlive the call.
+    let r = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            dst.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    if r < 0 {
+        return err(
+            "mount",
+            format_args!("bind {}", shown.display()),
+            last_errno(),
+        );
+    }
+    Ok(())
+}
+
+/// Clone the mount tree at `src` (recursively) as a detached mount.
+pub fn open_tree_clone(src: &OwnedFd, shown: &Path) -> SysResult<OwnedFd> {
+    const OPEN_TREE_CLONE: u32 = 1;
+    const AT_RECURSIVE: u32 = 0x8000;
+    let flags =
+        OPEN_TREE_CLONE | AT_RECURSIVE | libc::AT_EMPTY_PATH as u32 | libc::O_CLOEXEC as u32;
+    // SAFETY: empty NUL-terminated path with AT_EMPTY_PATH on a valid fd.
+    let r = unsafe { libc::syscall(libc::SYS_open_tree, src.as_raw_fd(), c"".as_ptr(), flags) };
+    if r < 0 {
+        return err("open_tree", shown.display(), last_errno());
+    }
+    // SAFETY: fresh fd from the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
+}
+
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Set mount attributes on the mount (tree) `fd` refers to. Only the named
+/// bits are set; locked flags are left as they are, so this never trips
+/// over flags the kernel locked in a user namespace.
+pub fn mount_setattr(fd: &OwnedFd, set: u64, recursive: bool, shown: &Path) -> SysResult<()> {
+    const AT_RECURSIVE: u32 = 0x8000;
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = libc::AT_EMPTY_PATH as u32 | if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: empty path with AT_EMPTY_PATH on a valid fd; `attr` outlives
+    // the call and its size is passed.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if r < 0 {
+        return err("mount_setattr", shown.display(), last_errno());
+    }
+    Ok(())
+}
+
+/// Attach the detached tree `tree` onto the mount point `dst`.
+pub fn move_mount(tree: &OwnedFd, dst: &OwnedFd, shown: &Path) -> SysResult<()> {
+    const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;
+    const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
+    // SAFETY: empty paths with the EMPTY_PATH flags on two valid fds.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            dst.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    };
+    if r < 0 {
+        return err("move_mount", shown.display(), last_errno());
+    }
+    Ok(())
+}
+
+/// (st_dev, st_ino, st_mode) of an fd.
+pub fn fstat_id(fd: &OwnedFd) -> SysResult<(u64, u64, u32)> {
+    let st = nix::sys::stat::fstat(fd).or_else(|e| err("fstat", fd.as_raw_fd(), e))?;
+    Ok((st.st_dev, st.st_ino, st.st_mode))
+}
+
+/// (st_dev, st_ino) of what `rel` under `root` resolves to now.
+pub fn stat_in_root(root: &OwnedFd, rel: &Path) -> SysResult<(u64, u64, u32)> {
+    let fd = open_path_in_root(root, rel)?;
+    fstat_id(&fd)
+}
+
+/// pivot_root into `newroot` (an absolute path we mounted), stacking the old
+/// root under it and detaching that at once (the ". ." idiom).
+pub fn pivot_root_and_detach(newroot: &Path) -> SysResult<()> {
+    nix::unistd::chdir(newroot).or_else(|e| err("chdir", newroot.display(), e))?;
+    // SAFETY: both arguments are NUL-terminated static strings.
+    let r = unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) };
+    if r < 0 {
+        return err("pivot_root", newroot.display(), last_errno());
+    }
+    nix::mount::umount2(".", nix::mount::MntFlags::MNT_DETACH)
+        .or_else(|e| err("umount2", "old root", e))?;
+    nix::unistd::chdir("/").or_else(|e| err("chdir", "/", e))
+}
+
+pub fn chdir(p: &Path) -> SysResult<()> {
+    nix::unistd::chdir(p).or_else(|e| err("chdir", p.display(), e))
+}
+
+/// Bring the loopback interface up in the current network namespace.
+pub fn loopback_up() -> SysResult<()> {
+    // SAFETY: socket() with constant arguments.
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return err("socket", "AF_INET", last_errno());
+    }
+    // SAFETY: fresh fd.
+    let sock = unsafe { OwnedFd::from_raw_fd(s) };
+    // SAFETY: ifreq is plain old data; zeroed is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (i, b) in b"lo".iter().enumerate() {
+        ifr.ifr_name[i] = *b as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write the ifreq we own.
+    unsafe {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr) < 0 {
+            return err("ioctl", "lo, SIOCGIFFLAGS", last_errno());
+        }
+        ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &ifr) < 0 {
+            return err("ioctl", "lo, SIOCSIFFLAGS", last_errno());
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- exec
+
+/// execve; returns only on failure, with the errno.
+pub fn execve(path: &CStr, argv: &[CString], envp: &[CString]) -> Errno {
+    match nix::unistd::execve(path, argv, envp) {
+        Ok(never) => match never {},
+        Err(e) => e,
+    }
+}
+
+/// Install a seccomp BPF program on the calling thread. With `listener`,
+/// asks for a user-notification fd (SECCOMP_FILTER_FLAG_NEW_LISTENER) and
+/// returns it.
+pub fn seccomp_install(prog: &[libc::sock_filter], listener: bool) -> SysResult<Option<OwnedFd>> {
+    const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
+    const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
+    let fprog = libc::sock_fprog {
+        len: prog.len() as libc::c_ushort,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    let flags = if listener {
+        SECCOMP_FILTER_FLAG_NEW_LISTENER
+    } else {
+        0
+    };
+    // SAFETY: fprog points to `prog`, which outlives the call; the kernel
+    // copies the program.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_SET_MODE_FILTER,
+            flags,
+            &fprog as *const libc::sock_fprog,
+        )
+    };
+    if r < 0 {
+        return err("seccomp", "SECCOMP_SET_MODE_FILTER", last_errno());
+    }
+    if listener {
+        // SAFETY: with NEW_LISTENER the return value is a fresh fd.
+        return Ok(Some(unsafe { OwnedFd::from_raw_fd(r as RawFd) }));
+    }
+    Ok(None)
+}
