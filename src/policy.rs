@@ -8,6 +8,7 @@ pub mod units;
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
 
 /// Where a bad value came from: a CLI flag or `file:line:column field`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +95,120 @@ impl Network {
     }
 }
 
+/// What a syscall outside the allowlist gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeccompAction {
+    /// Fail with EPERM (programs fail cleanly: Python raises PermissionError).
+    Errno,
+    /// Kill the process; reported as `seccomp_violation`.
+    Kill,
+    /// Allow, but tell the supervisor (learning mode).
+    Learn,
+}
+
+/// The seccomp layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeccompPolicy {
+    pub enabled: bool,
+    /// Named groups (`@default`, `@basic-io`, …).
+    pub groups: Vec<String>,
+    /// Single syscalls allowed on top of the groups.
+    pub allow: Vec<String>,
+    pub action: SeccompAction,
+}
+
+impl Default for SeccompPolicy {
+    fn default() -> Self {
+        SeccompPolicy {
+            enabled: true,
+            groups: vec!["@default".into()],
+            allow: Vec::new(),
+            action: SeccompAction::Errno,
+        }
+    }
+}
+
+/// The Landlock layer. Its rules are derived from the mount list.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LandlockPolicy {
+    pub disabled: bool,
+    /// Jail paths that are mounted but left out of the ruleset.
+    pub exclude: Vec<PathBuf>,
+}
+
+/// Resource limits. `None` means no limit of that kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Bytes of memory (cgroup memory.max, or RLIMIT_AS as fallback).
+    pub memory: Option<u64>,
+    /// cgroup memory.high (throttling point).
+    pub memory_high: Option<u64>,
+    /// CPUs (cpu.max quota/period).
+    pub cpus: Option<f64>,
+    /// Processes and threads (pids.max, or RLIMIT_NPROC as fallback).
+    pub pids: Option<u64>,
+    /// CPU time (RLIMIT_CPU).
+    pub cpu_time: Option<Duration>,
+    /// Wall-clock deadline.
+    pub timeout: Option<Duration>,
+    /// Between SIGTERM and SIGKILL at the deadline.
+    pub grace: Duration,
+    /// stdout + stderr bytes.
+    pub max_output: Option<u64>,
+    /// RLIMIT_FSIZE.
+    pub max_file_size: Option<u64>,
+    /// RLIMIT_NOFILE.
+    pub max_open_files: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory: None,
+            memory_high: None,
+            cpus: None,
+            pids: None,
+            cpu_time: None,
+            timeout: None,
+            grace: Duration::from_secs(2),
+            max_output: None,
+            max_file_size: None,
+            max_open_files: None,
+        }
+    }
+}
+
+/// A layer a policy can require: if it cannot be applied the run fails
+/// (exit 125) instead of running without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Layer {
+    Userns,
+    Landlock,
+    Seccomp,
+    Cgroup,
+}
+
+impl Layer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::Userns => "userns",
+            Layer::Landlock => "landlock",
+            Layer::Seccomp => "seccomp",
+            Layer::Cgroup => "cgroup",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Layer> {
+        Some(match s {
+            "userns" | "namespaces" => Layer::Userns,
+            "landlock" => Layer::Landlock,
+            "seccomp" => Layer::Seccomp,
+            "cgroup" => Layer::Cgroup,
+            _ => return None,
+        })
+    }
+}
+
 /// The jail's working directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workdir {
@@ -130,6 +245,13 @@ pub struct Policy {
     pub network: Network,
     /// Caller fds passed through to the payload under the same number.
     pub keep_fds: Vec<i32>,
+    pub seccomp: SeccompPolicy,
+    pub landlock: LandlockPolicy,
+    pub limits: Limits,
+    /// Layers that must be applied or the run fails.
+    pub require: Vec<Layer>,
+    /// Keep stdout and stderr in the outcome.
+    pub capture: bool,
 }
 
 pub const DEFAULT_UID: u32 = 1000;
@@ -345,6 +467,11 @@ impl Policy {
             hostname: DEFAULT_HOSTNAME.into(),
             network: Network::None,
             keep_fds: Vec::new(),
+            seccomp: SeccompPolicy::default(),
+            landlock: LandlockPolicy::default(),
+            limits: Limits::default(),
+            require: Vec::new(),
+            capture: false,
         }
     }
 

@@ -12,6 +12,13 @@ use std::path::Path;
 
 pub use nix::errno::Errno;
 
+#[allow(unsafe_code)]
+pub mod cgroup;
+#[allow(unsafe_code)]
+pub mod landlock;
+#[allow(unsafe_code)]
+pub mod seccomp;
+
 /// A failed system call: which call, on what, and the errno.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SysError {
@@ -28,9 +35,9 @@ impl fmt::Display for SysError {
 
 impl std::error::Error for SysError {}
 
-/// `ENOENT (No such file or directory)`.
+/// `ENOENT: No such file or directory`.
 pub fn errno_text(e: Errno) -> String {
-    format!("{} ({})", e, e.desc())
+    e.to_string()
 }
 
 pub type SysResult<T> = Result<T, SysError>;

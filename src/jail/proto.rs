@@ -28,6 +28,12 @@ pub enum Report {
         path: String,
     },
     Status(i32),
+    /// A layer applied in the payload (landlock, seccomp, …), its detail as
+    /// one line of JSON.
+    Layer {
+        name: String,
+        detail: String,
+    },
 }
 
 fn clean(s: &str) -> String {
@@ -41,6 +47,9 @@ pub fn encode(r: &Report) -> Vec<u8> {
         }
         Report::Exec { errno, path } => format!("X{}\t{}\n", errno, clean(path)).into_bytes(),
         Report::Status(st) => format!("S{st}\n").into_bytes(),
+        Report::Layer { name, detail } => {
+            format!("L{}\t{}\n", clean(name), clean(detail)).into_bytes()
+        }
     }
 }
 
@@ -63,6 +72,10 @@ pub fn decode(buf: &[u8]) -> Vec<Report> {
             'X' => out.push(Report::Exec {
                 errno: f.next().and_then(|e| e.parse().ok()).unwrap_or(0),
                 path: f.next().unwrap_or("").to_string(),
+            }),
+            'L' => out.push(Report::Layer {
+                name: f.next().unwrap_or("").to_string(),
+                detail: f.next().unwrap_or("").to_string(),
             }),
             'S' => {
                 if let Ok(st) = rest.trim().parse() {

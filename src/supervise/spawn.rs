@@ -109,6 +109,7 @@ fn run_inner(plan: &Plan, start: Instant) -> Result<Outcome, SetupError> {
                 o.error = Some(SetupError::new("execve", path, sys::errno_text(e)).to_string());
             }
             proto::Report::Status(s) => payload_status = Some(s),
+            proto::Report::Layer { .. } => {}
         }
     }
     let end = match payload_status {

@@ -1,0 +1,1 @@
+//! Raw kernel calls for the landlock layer (the only unsafe code for it).
