@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
-use crate::policy::{self, units, MountSpec, Network, Policy, PolicyError};
+use crate::policy::{self, units, Layer, MountSpec, Network, Policy, PolicyError, SeccompAction};
 use crate::Status;
 
 #[derive(Parser, Debug)]
@@ -36,6 +36,14 @@ enum NetArg {
     None,
     /// Share the host's network (recorded in the outcome).
     Host,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum SeccompActionArg {
+    /// Fail the syscall with EPERM (default)
+    Errno,
+    /// Kill the jail; reported as seccomp_violation
+    Kill,
 }
 
 #[derive(Args, Debug)]
@@ -88,6 +96,66 @@ struct RunArgs {
     /// Host gid the jail maps to when started by root [default: 65534]
     #[arg(long, value_name = "GID")]
     host_gid: Option<u32>,
+    /// What a syscall outside the allowlist gets: errno (EPERM) or kill
+    #[arg(long, value_enum, value_name = "ACTION")]
+    seccomp_action: Option<SeccompActionArg>,
+    /// Learning mode: allow every syscall, and list those outside the allowlist the command used
+    #[arg(long)]
+    seccomp_learn: bool,
+    /// Allow one more syscall, or a group (@network-io, …), on top of the profile's
+    #[arg(long, value_name = "NAME|@GROUP")]
+    seccomp_allow: Vec<String>,
+    /// Do not install a seccomp filter
+    #[arg(long)]
+    no_seccomp: bool,
+    /// Do not apply Landlock
+    #[arg(long)]
+    no_landlock: bool,
+    /// Leave a jail path out of the Landlock ruleset (it stays mounted, but unreadable)
+    #[arg(long, value_name = "PATH")]
+    landlock_exclude: Vec<PathBuf>,
+    /// Fail (exit 125) unless this layer is applied: userns, landlock, seccomp, cgroup
+    #[arg(long, value_name = "LAYER")]
+    require: Vec<String>,
+    /// Memory limit (cgroup memory.max; RLIMIT_AS when no memory controller)
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+    /// Memory throttling point (cgroup memory.high)
+    #[arg(long, value_name = "SIZE")]
+    memory_high: Option<String>,
+    /// CPU quota in CPUs, e.g. 0.5 (cgroup cpu.max)
+    #[arg(long, value_name = "N")]
+    cpus: Option<f64>,
+    /// Maximum processes and threads (cgroup pids.max; RLIMIT_NPROC when no pids controller)
+    #[arg(long, value_name = "N")]
+    pids_limit: Option<u64>,
+    /// CPU time limit, e.g. 5s (RLIMIT_CPU)
+    #[arg(long, value_name = "DURATION")]
+    cpu_time: Option<String>,
+    /// Wall-clock deadline, e.g. 10s: SIGTERM to the whole jail, SIGKILL after --grace
+    #[arg(long, value_name = "DURATION")]
+    timeout: Option<String>,
+    /// Time between SIGTERM and SIGKILL at the deadline [default: 2s]
+    #[arg(long, value_name = "DURATION")]
+    grace: Option<String>,
+    /// Cap on stdout + stderr bytes; the jail is killed at the cap
+    #[arg(long, value_name = "SIZE")]
+    max_output: Option<String>,
+    /// Largest file the command may write (RLIMIT_FSIZE)
+    #[arg(long, value_name = "SIZE")]
+    max_file_size: Option<String>,
+    /// Most open files (RLIMIT_NOFILE)
+    #[arg(long, value_name = "N")]
+    max_open_files: Option<u64>,
+    /// Keep stdout and stderr in the outcome (UTF-8, or base64)
+    #[arg(long)]
+    capture: bool,
+    /// Write the JSON outcome to FILE (- for stdout)
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Write the JSON outcome to an inherited fd
+    #[arg(long, value_name = "N")]
+    report_fd: Option<i32>,
     /// The command and its arguments
     #[arg(
         required = true,
@@ -236,6 +304,76 @@ fn run_policy(a: &RunArgs, m: &ArgMatches) -> Result<Policy, PolicyError> {
         }
     }
     p.keep_fds = a.keep_fd.clone();
+
+    if let Some(act) = a.seccomp_action {
+        p.seccomp.action = match act {
+            SeccompActionArg::Errno => SeccompAction::Errno,
+            SeccompActionArg::Kill => SeccompAction::Kill,
+        };
+    }
+    if a.seccomp_learn {
+        p.seccomp.action = SeccompAction::Learn;
+    }
+    for n in &a.seccomp_allow {
+        if let Some(g) = n.strip_prefix('@') {
+            p.seccomp.groups.push(format!("@{g}"));
+        } else {
+            p.seccomp.allow.push(n.clone());
+        }
+    }
+    if a.no_seccomp {
+        p.seccomp.enabled = false;
+    }
+    p.landlock.disabled = a.no_landlock;
+    for x in &a.landlock_exclude {
+        p.landlock
+            .exclude
+            .push(policy::jail_path("--landlock-exclude", x)?);
+    }
+    for r in &a.require {
+        let l = Layer::parse(r).ok_or_else(|| {
+            PolicyError::new(
+                "--require",
+                format!("{r:?}: unknown layer (userns, landlock, seccomp, cgroup)"),
+            )
+        })?;
+        if !p.require.contains(&l) {
+            p.require.push(l);
+        }
+    }
+    let size = |flag: &str, v: &Option<String>| -> Result<Option<u64>, PolicyError> {
+        v.as_deref()
+            .map(|s| units::parse_size(s).map_err(|e| PolicyError::new(flag, e)))
+            .transpose()
+    };
+    let dur =
+        |flag: &str, v: &Option<String>| -> Result<Option<std::time::Duration>, PolicyError> {
+            v.as_deref()
+                .map(|s| units::parse_duration(s).map_err(|e| PolicyError::new(flag, e)))
+                .transpose()
+        };
+    let l = &mut p.limits;
+    l.memory = size("--memory", &a.memory)?.or(l.memory);
+    l.memory_high = size("--memory-high", &a.memory_high)?.or(l.memory_high);
+    if let Some(c) = a.cpus {
+        if !(c.is_finite() && c > 0.0 && c <= 4096.0) {
+            return Err(PolicyError::new(
+                "--cpus",
+                format!("{c}: must be a number of CPUs above 0"),
+            ));
+        }
+        l.cpus = Some(c);
+    }
+    l.pids = a.pids_limit.or(l.pids);
+    l.cpu_time = dur("--cpu-time", &a.cpu_time)?.or(l.cpu_time);
+    l.timeout = dur("--timeout", &a.timeout)?.or(l.timeout);
+    if let Some(g) = dur("--grace", &a.grace)? {
+        l.grace = g;
+    }
+    l.max_output = size("--max-output", &a.max_output)?.or(l.max_output);
+    l.max_file_size = size("--max-file-size", &a.max_file_size)?.or(l.max_file_size);
+    l.max_open_files = a.max_open_files.or(l.max_open_files);
+    p.capture = a.capture;
     p.validate()?;
     Ok(p)
 }

@@ -6,6 +6,8 @@
 
 pub mod caps;
 pub mod init;
+pub mod landlock;
 pub mod payload;
 pub mod proto;
 pub mod rootfs;
+pub mod seccomp;

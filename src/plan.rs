@@ -116,6 +116,14 @@ pub struct Plan {
     pub keep_fds: Vec<i32>,
     /// The command as the user typed it, for messages.
     pub command: String,
+    /// Landlock is applied with `landlock_rules` unless disabled.
+    pub landlock: bool,
+    /// Deny TCP bind/connect through Landlock (every network but `host`).
+    pub landlock_deny_tcp: bool,
+    /// The compiled seccomp filter, if any.
+    pub seccomp: Option<crate::jail::seccomp::Compiled>,
+    /// Layers that must be applied.
+    pub require: Vec<crate::policy::Layer>,
 }
 
 fn cstr(origin: &str, b: &[u8]) -> Result<CString, SetupError> {
@@ -300,7 +308,21 @@ impl Plan {
             c
         };
 
+        landlock_rules.retain(|(path, _)| !p.landlock.exclude.iter().any(|x| path.starts_with(x)));
+        let seccomp = if p.seccomp.enabled {
+            Some(
+                crate::jail::seccomp::compile(&p.seccomp)
+                    .map_err(|e| SetupError::new("seccomp", "", e))?,
+            )
+        } else {
+            None
+        };
+
         Ok(Plan {
+            landlock: !p.landlock.disabled,
+            landlock_deny_tcp: p.network != Network::Host,
+            seccomp,
+            require: p.require.clone(),
             clone_flags: flags,
             network: p.network,
             uid_map: format!("{} {} 1\n", p.uid, outer_uid),

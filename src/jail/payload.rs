@@ -6,9 +6,10 @@
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use super::caps;
 use super::proto::{self, Report};
+use super::{caps, landlock, seccomp};
 use crate::plan::Plan;
+use crate::policy::Layer;
 use crate::sys::{self, Errno};
 
 fn fail(fd: RawFd, step: &str, path: &str, reason: &str) -> ! {
@@ -21,6 +22,20 @@ fn fail(fd: RawFd, step: &str, path: &str, reason: &str) -> ! {
         }),
     );
     sys::exit_now(125)
+}
+
+fn layer(fd: RawFd, name: &str, detail: &str) {
+    let _ = sys::write_all(
+        fd,
+        &proto::encode(&Report::Layer {
+            name: name.into(),
+            detail: detail.into(),
+        }),
+    );
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
 /// Never returns: execs the command or exits 125/126/127.
@@ -47,10 +62,47 @@ pub fn main(plan: &Plan, rep: OwnedFd) -> ! {
     if let Err(e) = sys::set_no_new_privs() {
         fail(rep_fd, "no_new_privs", "", &e.to_string());
     }
+    if plan.landlock {
+        match landlock::apply(&plan.landlock_rules, plan.landlock_deny_tcp) {
+            Ok(r) => {
+                if r.status != "fully_enforced" && plan.require.contains(&Layer::Landlock) {
+                    fail(
+                        rep_fd,
+                        "landlock",
+                        "",
+                        &format!("required but {}: {}", r.status, r.detail),
+                    );
+                }
+                layer(rep_fd, "landlock", &r.detail);
+            }
+            Err(e) => {
+                if plan.require.contains(&Layer::Landlock) {
+                    fail(rep_fd, "landlock", "", &e);
+                }
+                layer(
+                    rep_fd,
+                    "landlock",
+                    &format!("{{\"status\":\"unavailable\",\"why\":{}}}", json_str(&e)),
+                );
+            }
+        }
+    }
     // Only 0, 1, 2 and the kept fds survive execve; the report pipe is
     // close-on-exec and still usable until then.
     if let Err(e) = sys::cloexec_all_but(&plan.keep_fds) {
         fail(rep_fd, "close fds", "", &e.to_string());
+    }
+    // seccomp last: nothing after it but execve.
+    if let Some(f) = &plan.seccomp {
+        layer(rep_fd, "seccomp", &seccomp::detail_json(f));
+        match seccomp::install(f) {
+            Ok(listener) => {
+                if let Some(l) = listener {
+                    seccomp::hand_over_listener(plan, l);
+                }
+            }
+            Err(e) => fail(rep_fd, "seccomp", "", &e.to_string()),
+        }
     }
 
     let mut first_err: Option<(Errno, &std::ffi::CStr)> = None;

@@ -1,4 +1,19 @@
+//! `cargo xtask test | bench | vm-test`: the project's own tasks.
+
+mod bench;
+mod test;
+mod vm;
+
 fn main() {
-    eprintln!("xtask: usage: cargo xtask <ci|bench|vm-test>");
-    std::process::exit(2);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match args.first().map(String::as_str) {
+        Some("test") => test::main(&args[1..]),
+        Some("bench") => bench::main(&args[1..]),
+        Some("vm-test") => vm::main(&args[1..]),
+        _ => {
+            eprintln!("usage: cargo xtask <test|bench|vm-test>\n  test     every test: cargo tests (as root and uid 65534), the VM cgroup tests, the Docker tests; prints a summary\n  bench    start-up and syscall cost beside bare exec, bwrap and firejail\n  vm-test  the cgroup v2 tests inside a small VM");
+            2
+        }
+    };
+    std::process::exit(code);
 }

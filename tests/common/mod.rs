@@ -1,0 +1,173 @@
+//! Shared by the integration tests: start the real stockade binary as root
+//! and as an unprivileged user (uid 65534), and record skips.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+pub const NOBODY: u32 = 65534;
+
+/// Who starts stockade.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// The test process's own user (root in CI).
+    Root,
+    /// uid/gid 65534, the rootless case.
+    Nobody,
+}
+
+pub fn is_root() -> bool {
+    std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false)
+}
+
+/// The users to test as: both when the suite runs as root, else only the
+/// current user (and a SKIPPED line for the other).
+pub fn users(test: &str) -> Vec<Who> {
+    if is_root() {
+        vec![Who::Root, Who::Nobody]
+    } else {
+        skip(test, "not running as root: cannot also start stockade as uid 65534 and as root");
+        vec![Who::Nobody]
+    }
+}
+
+/// A copy of the stockade binary that every user can execute (the build
+/// directory may sit under a 0700 home).
+pub fn binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let src = PathBuf::from(env!("CARGO_BIN_EXE_stockade"));
+        let dir = PathBuf::from(format!("/tmp/stockade-test-bin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dst = dir.join("stockade");
+        let tmp = dir.join(".stockade.tmp");
+        std::fs::copy(&src, &tmp).unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&tmp, &dst).unwrap();
+        dst
+    })
+}
+
+/// `stockade ARGS…` started as `who`, with a clean environment.
+pub fn stockade(who: Who) -> Command {
+    let mut c = Command::new(binary());
+    c.env_clear();
+    c.env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    c.env("LANG", "C.UTF-8");
+    c.current_dir("/");
+    if who == Who::Nobody && is_root() {
+        c.uid(NOBODY).gid(NOBODY);
+    }
+    c.stdin(Stdio::null());
+    c
+}
+
+/// Run `stockade run [flags…] -- cmd…` as `who` and collect its output.
+pub fn run(who: Who, flags: &[&str], cmd: &[&str]) -> Output {
+    let mut c = stockade(who);
+    c.arg("run").args(flags).arg("--").args(cmd);
+    c.output().expect("start stockade")
+}
+
+/// Run a shell snippet inside a default jail.
+pub fn sh(who: Who, script: &str) -> Output {
+    run(who, &[], &["/bin/sh", "-c", script])
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Panic with everything useful when `o` did not exit with `code`.
+pub fn expect_code(o: &Output, code: i32, what: &str) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "{what}: exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status,
+        stdout(o),
+        stderr(o)
+    );
+}
+
+/// A fresh directory under /tmp that uid 65534 can enter (mode 0755), removed
+/// when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(tag: &str) -> Scratch {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let p = PathBuf::from(format!("/tmp/stockade-test-{}-{}-{}", tag, std::process::id(), n));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Scratch(p)
+    }
+
+    /// Make the directory writable by everyone (for writable binds as 65534).
+    pub fn world_writable(self) -> Scratch {
+        std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o777)).unwrap();
+        self
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn join(&self, p: &str) -> PathBuf {
+        self.0.join(p)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Record that `test` was skipped and why: printed now (visible with
+/// --nocapture) and appended to the skip log that `cargo xtask test`
+/// counts in its summary.
+pub fn skip(test: &str, reason: &str) {
+    let line = format!("SKIPPED: {test}: {reason}");
+    eprintln!("{line}");
+    let log = std::env::var_os("STOCKADE_SKIP_LOG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("skipped.log"));
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+/// Compile a C program from tests/payloads/NAME.c (static, so it needs
+/// nothing from the jail) into /tmp/stockade-test-payloads, readable by
+/// every user; returns the binary's path. Bind it into the jail to run it.
+pub fn c_payload(name: &str) -> PathBuf {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/payloads").join(format!("{name}.c"));
+    let dir = PathBuf::from("/tmp/stockade-test-payloads");
+    std::fs::create_dir_all(&dir).unwrap();
+    let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755));
+    let out = dir.join(name);
+    let tmp = dir.join(format!(".{name}.{}.{:?}", std::process::id(), std::thread::current().id()));
+    let st = Command::new("cc")
+        .args(["-O1", "-static", "-o"])
+        .arg(&tmp)
+        .arg(&src)
+        .status()
+        .expect("run cc");
+    assert!(st.success(), "cc {}", src.display());
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&tmp, &out).unwrap();
+    out
+}

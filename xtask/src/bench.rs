@@ -1,0 +1,6 @@
+//! cargo xtask bench
+
+pub fn main(_args: &[String]) -> i32 {
+    eprintln!("xtask bench: not written yet");
+    1
+}
