@@ -374,6 +374,21 @@ fn run_policy(a: &RunArgs, m: &ArgMatches) -> Result<Policy, PolicyError> {
     l.max_file_size = size("--max-file-size", &a.max_file_size)?.or(l.max_file_size);
     l.max_open_files = a.max_open_files.or(l.max_open_files);
     p.capture = a.capture;
+    p.stdout_in_report = a.report.as_deref() == Some(std::path::Path::new("-"));
+    if let Some(fd) = a.report_fd {
+        if !crate::sys::fd_is_open(fd) {
+            return Err(PolicyError::new(
+                "--report-fd",
+                format!("{fd}: not an open file descriptor"),
+            ));
+        }
+        if p.keep_fds.contains(&fd) {
+            return Err(PolicyError::new(
+                "--report-fd",
+                format!("{fd}: also given to --keep-fd"),
+            ));
+        }
+    }
     p.validate()?;
     Ok(p)
 }
@@ -424,11 +439,59 @@ pub fn main(args: Vec<OsString>) -> i32 {
                     return 125;
                 }
             };
+            // Open the report file before running: a bad path is bad input.
+            let report_file = match a.report.as_deref() {
+                Some(p) if p != std::path::Path::new("-") => match std::fs::File::create(p) {
+                    Ok(f) => Some(f),
+                    Err(e) => {
+                        eprint_line(&format!("--report: {}: {e}", p.display()));
+                        return 125;
+                    }
+                },
+                _ => None,
+            };
             let o = crate::run(&policy);
             if let Some(err) = &o.error {
                 eprint_line(err);
             }
-            if o.status == Status::SetupError {
+            if let Some(learned) = &o.seccomp_learned {
+                eprint_line(&format!(
+                    "seccomp-learn: syscalls outside the allowlist: {}",
+                    if learned.is_empty() {
+                        "(none)".to_string()
+                    } else {
+                        learned.join(", ")
+                    }
+                ));
+            }
+            let json = o.to_json() + "\n";
+            let mut wrote = Ok(());
+            if let Some(mut f) = report_file {
+                use std::io::Write;
+                wrote = f
+                    .write_all(json.as_bytes())
+                    .map_err(|e| format!("--report: {e}"));
+            }
+            if policy.stdout_in_report {
+                use std::io::Write;
+                let mut so = std::io::stdout().lock();
+                wrote = wrote.and(
+                    so.write_all(json.as_bytes())
+                        .and_then(|_| so.flush())
+                        .map_err(|e| format!("--report -: {e}")),
+                );
+            }
+            if let Some(fd) = a.report_fd {
+                wrote = wrote.and(
+                    crate::sys::write_all(fd, json.as_bytes())
+                        .map_err(|e| format!("--report-fd: {e}")),
+                );
+            }
+            if let Err(e) = wrote {
+                eprint_line(&e);
+                return 125;
+            }
+            if o.status == Status::SetupError && o.exit_code != 126 && o.exit_code != 127 {
                 return 125;
             }
             o.exit_code

@@ -9,5 +9,6 @@ pub mod init;
 pub mod landlock;
 pub mod payload;
 pub mod proto;
+pub mod rlimits;
 pub mod rootfs;
 pub mod seccomp;

@@ -22,7 +22,7 @@ pub use policy::{Policy, PolicyError};
 /// (a multi-threaded one cannot create a user namespace).
 pub fn run(policy: &Policy) -> Outcome {
     match Plan::build(policy) {
-        Ok(plan) => supervise::spawn::run(&plan),
+        Ok(plan) => supervise::spawn::run(plan),
         Err(e) => Outcome::setup_error(&e),
     }
 }

@@ -1,6 +1,9 @@
-//! How a run ended, what it used, and which layers were applied.
+//! How a run ended, what it used, and which layers were applied: the JSON
+//! outcome (schema in schema/outcome.schema.json).
 
 #![deny(unsafe_code)]
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -9,49 +12,260 @@ use crate::plan::SetupError;
 /// Version of the JSON outcome; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// How the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
+    /// The payload exited on its own; `exit_code` is its code.
     Exited,
+    /// The payload was killed by a signal nobody in stockade sent.
     Signaled,
+    /// The wall-clock deadline (--timeout) passed.
     Timeout,
+    /// The memory limit was hit (cgroup OOM kill, or the rlimit fallback).
     MemoryLimit,
+    /// The CPU-time limit was hit (SIGXCPU / SIGKILL from RLIMIT_CPU).
     CpuLimit,
+    /// The process-count limit was reached.
     PidsLimit,
+    /// stdout + stderr reached --max-output; the jail was killed.
     OutputLimit,
+    /// A denied syscall killed the payload (seccomp action kill).
     SeccompViolation,
+    /// The jail could not be set up, or the command could not be executed.
     SetupError,
 }
 
+/// Whether a layer is in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LayerState {
+    Applied,
+    Unavailable,
+    Skipped,
+}
+
+/// One layer's state with detail (kernel's reason when unavailable).
+#[derive(Debug, Clone, Serialize)]
+pub struct LayerReport {
+    pub state: LayerState,
+    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+    pub detail: serde_json::Value,
+}
+
+impl LayerReport {
+    pub fn applied(detail: serde_json::Value) -> Self {
+        LayerReport {
+            state: LayerState::Applied,
+            detail,
+        }
+    }
+    pub fn unavailable(why: impl Into<String>) -> Self {
+        LayerReport {
+            state: LayerState::Unavailable,
+            detail: serde_json::json!({ "why": why.into() }),
+        }
+    }
+    pub fn skipped(why: impl Into<String>) -> Self {
+        LayerReport {
+            state: LayerState::Skipped,
+            detail: serde_json::json!({ "why": why.into() }),
+        }
+    }
+}
+
+/// One limit in force and how it was enforced.
+#[derive(Debug, Clone, Serialize)]
+pub struct LimitReport {
+    /// Bytes, seconds, CPUs or a count, as the limit's unit.
+    pub limit: serde_json::Value,
+    /// `cgroup`, `rlimit_as`, `rlimit_cpu`, `rlimit_nproc`, `rlimit_fsize`,
+    /// `rlimit_nofile`, `rlimit_core`, `tmpfs`, `supervisor`, or `none`.
+    pub enforced_by: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// Captured output of one stream.
+#[derive(Debug, Clone, Serialize)]
+pub struct Captured {
+    /// `utf-8` or `base64`.
+    pub encoding: &'static str,
+    pub data: String,
+    /// True when more was written than kept.
+    pub truncated: bool,
+}
+
+/// Resource usage of the whole jail.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Usage {
+    pub wall_time_ms: u64,
+    pub user_time_ms: u64,
+    pub system_time_ms: u64,
+    /// cgroup memory.peak, else the largest resident set of one process.
+    pub peak_memory_bytes: u64,
+    /// Where peak_memory_bytes comes from: `cgroup` or `rusage`.
+    pub peak_memory_source: &'static str,
+    /// Most tasks alive at once (cgroup pids.peak, else sampled by init).
+    pub peak_pids: u64,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+}
+
+/// The syscall that killed the payload, when it can be known.
+#[derive(Debug, Clone, Serialize)]
+pub struct Violation {
+    pub syscall_nr: Option<i64>,
+    pub syscall_name: Option<String>,
+}
+
+/// The whole outcome of one run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
     pub schema_version: u32,
     pub status: Status,
     /// What stockade exits with: the payload's code, 128+N for signal N,
-    /// 125 setup, 126 not executable, 127 not found.
+    /// 125 setup error, 126 not executable, 127 not found.
     pub exit_code: i32,
+    /// The signal that ended the payload, if one did.
     pub signal: Option<i32>,
     /// One line, `<step>: <path>: <reason>`, when the jail could not be set up
     /// or the command could not be executed.
     pub error: Option<String>,
-    pub wall_time_ms: u64,
-    pub user_time_ms: u64,
-    pub system_time_ms: u64,
-    pub max_rss_bytes: u64,
+    pub usage: Usage,
+    pub limits: BTreeMap<&'static str, LimitReport>,
+    pub layers: BTreeMap<&'static str, LayerReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seccomp_violation: Option<Violation>,
+    /// Learning mode: syscalls used outside the allowlist.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seccomp_learned: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<Captured>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<Captured>,
 }
 
 impl Outcome {
-    pub fn setup_error(e: &SetupError) -> Outcome {
+    /// An outcome with nothing run yet.
+    pub fn new() -> Outcome {
         Outcome {
             schema_version: SCHEMA_VERSION,
-            status: Status::SetupError,
-            exit_code: 125,
+            status: Status::Exited,
+            exit_code: 0,
             signal: None,
-            error: Some(e.to_string()),
-            wall_time_ms: 0,
-            user_time_ms: 0,
-            system_time_ms: 0,
-            max_rss_bytes: 0,
+            error: None,
+            usage: Usage {
+                peak_memory_source: "rusage",
+                ..Default::default()
+            },
+            limits: BTreeMap::new(),
+            layers: BTreeMap::new(),
+            seccomp_violation: None,
+            seccomp_learned: None,
+            stdout: None,
+            stderr: None,
         }
+    }
+
+    pub fn setup_error(e: &SetupError) -> Outcome {
+        let mut o = Outcome::new();
+        o.set_setup_error(e);
+        o
+    }
+
+    pub fn set_setup_error(&mut self, e: &SetupError) {
+        self.status = Status::SetupError;
+        self.exit_code = 125;
+        self.signal = None;
+        self.error = Some(e.to_string());
+    }
+
+    /// Compact, one-line JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"schema_version\":{SCHEMA_VERSION},\"status\":\"setup_error\",\"exit_code\":125,\"error\":\"cannot serialize outcome: {e}\"}}"))
+    }
+}
+
+impl Default for Outcome {
+    fn default() -> Self {
+        Outcome::new()
+    }
+}
+
+/// Keep `data` as UTF-8 when it is, else base64.
+pub fn capture(data: &[u8], truncated: bool) -> Captured {
+    match std::str::from_utf8(data) {
+        Ok(s) => Captured {
+            encoding: "utf-8",
+            data: s.to_string(),
+            truncated,
+        },
+        Err(_) => Captured {
+            encoding: "base64",
+            data: base64(data),
+            truncated,
+        },
+    }
+}
+
+fn base64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let b = [c[0], *c.get(1).unwrap_or(&0), *c.get(2).unwrap_or(&0)];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        out.push(T[(n >> 18) as usize & 63] as char);
+        out.push(T[(n >> 12) as usize & 63] as char);
+        out.push(if c.len() > 1 {
+            T[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if c.len() > 2 {
+            T[n as usize & 63] as char
+        } else {
+            '='
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc4648_vectors() {
+        for (i, o) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(i.as_bytes()), o);
+        }
+    }
+
+    #[test]
+    fn capture_picks_encoding() {
+        assert_eq!(capture(b"hi\n", false).encoding, "utf-8");
+        let c = capture(&[0xff, 0x00], true);
+        assert_eq!(
+            (c.encoding, c.data.as_str(), c.truncated),
+            ("base64", "/wA=", true)
+        );
+    }
+
+    #[test]
+    fn json_has_schema_version_and_snake_case_status() {
+        let mut o = Outcome::new();
+        o.status = Status::MemoryLimit;
+        let j = o.to_json();
+        assert!(j.contains("\"schema_version\":1"), "{j}");
+        assert!(j.contains("\"status\":\"memory_limit\""), "{j}");
     }
 }

@@ -124,6 +124,22 @@ pub struct Plan {
     pub seccomp: Option<crate::jail::seccomp::Compiled>,
     /// Layers that must be applied.
     pub require: Vec<crate::policy::Layer>,
+    /// The limits asked for (how each is enforced is decided by the supervisor).
+    pub limits: crate::policy::Limits,
+    /// rlimits the payload sets (filled in by the supervisor once it knows
+    /// which cgroup controllers it has).
+    pub rlimits: Vec<crate::jail::rlimits::Rlimit>,
+    /// How often init samples the jail's task count and memory (ms; -1: only
+    /// when a child exits).
+    pub sample_ms: i32,
+    /// Pipe stdout/stderr through the supervisor (cap, capture, report).
+    pub pipe_output: bool,
+    /// Keep stdout and stderr in the outcome.
+    pub capture: bool,
+    /// stdout carries the JSON report: the payload's stdout goes only into it.
+    pub stdout_in_report: bool,
+    /// /tmp's size cap, for the outcome.
+    pub tmp_size: u64,
 }
 
 fn cstr(origin: &str, b: &[u8]) -> Result<CString, SetupError> {
@@ -318,7 +334,15 @@ impl Plan {
             None
         };
 
+        let stdout_in_report = p.stdout_in_report;
         Ok(Plan {
+            limits: p.limits.clone(),
+            rlimits: Vec::new(),
+            sample_ms: 100,
+            pipe_output: p.capture || stdout_in_report || p.limits.max_output.is_some(),
+            capture: p.capture || stdout_in_report,
+            stdout_in_report,
+            tmp_size: p.tmp_size,
             landlock: !p.landlock.disabled,
             landlock_deny_tcp: p.network != Network::Host,
             seccomp,

@@ -252,6 +252,9 @@ pub struct Policy {
     pub require: Vec<Layer>,
     /// Keep stdout and stderr in the outcome.
     pub capture: bool,
+    /// The JSON report goes to stdout: the payload's stdout is captured into
+    /// it instead of streamed.
+    pub stdout_in_report: bool,
 }
 
 pub const DEFAULT_UID: u32 = 1000;
@@ -472,6 +475,7 @@ impl Policy {
             limits: Limits::default(),
             require: Vec::new(),
             capture: false,
+            stdout_in_report: false,
         }
     }
 

@@ -3,5 +3,8 @@
 
 #![deny(unsafe_code)]
 
+pub mod cgroup;
+pub mod learn;
+pub mod limits;
 pub mod namespaces;
 pub mod spawn;

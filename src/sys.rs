@@ -352,9 +352,15 @@ pub fn sethostname(name: &str) -> SysResult<()> {
     nix::unistd::sethostname(name).or_else(|e| err("sethostname", name, e))
 }
 
-/// Resource limit, soft = hard.
-pub fn setrlimit(res: nix::sys::resource::Resource, name: &'static str, v: u64) -> SysResult<()> {
-    nix::sys::resource::setrlimit(res, v, v).or_else(|e| err("setrlimit", format!("{name}={v}"), e))
+/// Set a resource limit (soft, hard).
+pub fn setrlimit2(
+    res: nix::sys::resource::Resource,
+    name: &'static str,
+    soft: u64,
+    hard: u64,
+) -> SysResult<()> {
+    nix::sys::resource::setrlimit(res, soft, hard)
+        .or_else(|e| err("setrlimit", format!("{name}={soft}:{hard}"), e))
 }
 
 pub fn kill(pid: i32, sig: i32) -> SysResult<()> {

@@ -29,9 +29,15 @@ fn fail(fd: RawFd, step: &str, path: &str, reason: &str) -> ! {
     sys::exit_now(125)
 }
 
-/// Entry point of the cloned child. Never returns.
-pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd) -> ! {
+/// Entry point of the cloned child. Never returns. `stdio`, when given,
+/// replaces stdout and stderr (the supervisor's capped pipes).
+pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, OwnedFd)>) -> ! {
     let rep_fd = rep.as_raw_fd();
+    if let Some((out, err)) = stdio {
+        if sys::dup2(out.as_raw_fd(), 1).is_err() || sys::dup2(err.as_raw_fd(), 2).is_err() {
+            sys::exit_now(125);
+        }
+    }
 
     // Wait until the supervisor has written the id maps.
     let mut b = [0u8; 1];
@@ -95,17 +101,71 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd) -> ! {
         Err(e) => fail(rep_fd, "fork payload", "", &e.to_string()),
     };
 
-    let status = supervise(child, &sfd, ctl.as_raw_fd());
+    let mut peak = Peak::default();
+    let status = supervise(child, &sfd, ctl.as_raw_fd(), plan.sample_ms, &mut peak);
     // The payload is gone: nothing else in the jail outlives it.
     let _ = sys::kill(-1, libc::SIGKILL);
     while let Ok(Some(_)) = sys::waitpid(-1, false) {}
+    report(
+        rep_fd,
+        &Report::Peak {
+            tasks: peak.tasks,
+            vm_bytes: peak.vm_bytes,
+        },
+    );
     report(rep_fd, &Report::Status(status));
     sys::exit_now(0)
 }
 
+/// Peaks seen by sampling the jail's /proc.
+#[derive(Default)]
+struct Peak {
+    tasks: u64,
+    vm_bytes: u64,
+}
+
+impl Peak {
+    /// Count the tasks (threads included) alive in the jail, excluding init,
+    /// and the largest VmPeak of one process.
+    fn sample(&mut self) {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        let mut tasks = 0u64;
+        for e in dir.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if pid == 1 {
+                continue;
+            }
+            let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+                continue;
+            };
+            for line in st.lines() {
+                if let Some(v) = line.strip_prefix("Threads:") {
+                    tasks += v.trim().parse::<u64>().unwrap_or(1);
+                } else if let Some(v) = line.strip_prefix("VmPeak:") {
+                    let kb: u64 = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+                    self.vm_bytes = self.vm_bytes.max(kb * 1024);
+                }
+            }
+        }
+        self.tasks = self.tasks.max(tasks);
+    }
+}
+
 /// Reap until the payload ends; return its raw wait status.
-fn supervise(child: i32, sfd: &nix::sys::signalfd::SignalFd, ctl: RawFd) -> i32 {
+fn supervise(
+    child: i32,
+    sfd: &nix::sys::signalfd::SignalFd,
+    ctl: RawFd,
+    sample_ms: i32,
+    peak: &mut Peak,
+) -> i32 {
     let mut ctl_open = true;
+    peak.sample();
     loop {
         let mut fds = [
             libc::pollfd {
@@ -119,10 +179,11 @@ fn supervise(child: i32, sfd: &nix::sys::signalfd::SignalFd, ctl: RawFd) -> i32 
                 revents: 0,
             },
         ];
-        if sys::poll(&mut fds, -1).is_err() {
+        if sys::poll(&mut fds, sample_ms).is_err() {
             // Should not happen; keep reaping without busy-looping.
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+        peak.sample();
         if fds[0].revents != 0 {
             while let Ok(Some(si)) = sfd.read_signal() {
                 let sig = si.ssi_signo as i32;

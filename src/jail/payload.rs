@@ -7,7 +7,7 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use super::proto::{self, Report};
-use super::{caps, landlock, seccomp};
+use super::{caps, landlock, rlimits, seccomp};
 use crate::plan::Plan;
 use crate::policy::Layer;
 use crate::sys::{self, Errno};
@@ -55,6 +55,9 @@ pub fn main(plan: &Plan, rep: OwnedFd) -> ! {
             &plan.cwd.display().to_string(),
             &e.to_string(),
         );
+    }
+    if let Err(e) = rlimits::apply(&plan.rlimits) {
+        fail(rep_fd, "rlimits", "", &e.to_string());
     }
     if let Err(e) = caps::drop_all() {
         fail(rep_fd, "drop capabilities", "", &e.to_string());

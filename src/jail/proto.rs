@@ -28,6 +28,11 @@ pub enum Report {
         path: String,
     },
     Status(i32),
+    /// Peaks init sampled: tasks alive at once, largest VmPeak of a process.
+    Peak {
+        tasks: u64,
+        vm_bytes: u64,
+    },
     /// A layer applied in the payload (landlock, seccomp, …), its detail as
     /// one line of JSON.
     Layer {
@@ -47,6 +52,7 @@ pub fn encode(r: &Report) -> Vec<u8> {
         }
         Report::Exec { errno, path } => format!("X{}\t{}\n", errno, clean(path)).into_bytes(),
         Report::Status(st) => format!("S{st}\n").into_bytes(),
+        Report::Peak { tasks, vm_bytes } => format!("P{tasks}\t{vm_bytes}\n").into_bytes(),
         Report::Layer { name, detail } => {
             format!("L{}\t{}\n", clean(name), clean(detail)).into_bytes()
         }
@@ -76,6 +82,10 @@ pub fn decode(buf: &[u8]) -> Vec<Report> {
             'L' => out.push(Report::Layer {
                 name: f.next().unwrap_or("").to_string(),
                 detail: f.next().unwrap_or("").to_string(),
+            }),
+            'P' => out.push(Report::Peak {
+                tasks: f.next().and_then(|v| v.trim().parse().ok()).unwrap_or(0),
+                vm_bytes: f.next().and_then(|v| v.trim().parse().ok()).unwrap_or(0),
             }),
             'S' => {
                 if let Ok(st) = rest.trim().parse() {

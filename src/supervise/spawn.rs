@@ -1,40 +1,84 @@
-//! Start the jail and wait for it.
+//! Start the jail and wait for it: one poll loop over the init's pidfd, the
+//! report pipe, forwarded signals, the output pipes and the deadline.
 
 #![deny(unsafe_code)]
 
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::time::Instant;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
+use serde_json::json;
 
-use super::namespaces;
+use super::{limits, namespaces};
 use crate::jail::{self, proto};
-use crate::outcome::{Outcome, Status, SCHEMA_VERSION};
+use crate::outcome::{self, LayerReport, Outcome, Status, Violation};
 use crate::plan::{Plan, SetupError};
+use crate::policy::{Layer, Network, SeccompAction};
 use crate::sys::{self, Cloned, Errno};
 
 fn setup_err(step: &str, path: &str, reason: impl Into<String>) -> SetupError {
     SetupError::new(step, path, reason)
 }
 
+/// Captured bytes kept per stream when --capture has no --max-output.
+const DEFAULT_CAPTURE: u64 = 16 << 20;
+
 /// Run the plan to completion. The caller must be single-threaded.
-pub fn run(plan: &Plan) -> Outcome {
+pub fn run(mut plan: Plan) -> Outcome {
     let start = Instant::now();
-    match run_inner(plan, start) {
-        Ok(o) => o,
-        Err(e) => {
-            let mut o = Outcome::setup_error(&e);
-            o.wall_time_ms = start.elapsed().as_millis() as u64;
-            o
-        }
+    let mut o = Outcome::new();
+    if let Err(e) = run_inner(&mut plan, &mut o, start) {
+        o.set_setup_error(&e);
+    }
+    o.usage.wall_time_ms = start.elapsed().as_millis() as u64;
+    o
+}
+
+/// Why the cgroup controllers cannot be used (until the run's cgroup exists).
+fn controllers() -> limits::Controllers {
+    let why = "cgroup v2 limits are not enabled in this build".to_string();
+    limits::Controllers {
+        memory: Err(why.clone()),
+        cpu: Err(why.clone()),
+        pids: Err(why),
     }
 }
 
-fn run_inner(plan: &Plan, start: Instant) -> Result<Outcome, SetupError> {
+fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), SetupError> {
+    // 1. Decide how each limit is enforced.
+    let ctl = controllers();
+    let decision = limits::decide(&plan.limits, &ctl, plan.tmp_size);
+    if plan.require.contains(&Layer::Cgroup) {
+        if let Err(why) = &ctl.memory {
+            return Err(setup_err(
+                "cgroup",
+                "",
+                format!("required but unavailable: {why}"),
+            ));
+        }
+    }
+    for w in &decision.unenforced {
+        eprintln!("stockade: warning: {w}");
+    }
+    plan.rlimits = decision.rlimits.clone();
+    if decision.memory_by_rlimit || decision.pids_by_rlimit {
+        plan.sample_ms = 10;
+    }
+    o.limits = decision.report.clone();
+
+    // 2. Pipes.
     let (ctl_rd, ctl_wr) = sys::pipe().map_err(|e| setup_err("pipe", "", e.to_string()))?;
     let (rep_rd, rep_wr) = sys::pipe().map_err(|e| setup_err("pipe", "", e.to_string()))?;
+    let (out_pipe, err_pipe) = if plan.pipe_output {
+        let a = sys::pipe().map_err(|e| setup_err("pipe", "", e.to_string()))?;
+        let b = sys::pipe().map_err(|e| setup_err("pipe", "", e.to_string()))?;
+        (Some(a), Some(b))
+    } else {
+        (None, None)
+    };
 
-    let (cloned, _via) = match sys::clone_jail(plan.clone_flags, None) {
+    // 3. Clone into the new namespaces.
+    let (cloned, via) = match sys::clone_jail(plan.clone_flags, None) {
         Ok(c) => c,
         Err(e) => {
             let reason = if matches!(
@@ -56,13 +100,24 @@ fn run_inner(plan: &Plan, start: Instant) -> Result<Outcome, SetupError> {
         Cloned::Child => {
             drop(ctl_wr);
             drop(rep_rd);
-            jail::init::main(plan, ctl_rd, rep_wr)
+            let stdio = match (out_pipe, err_pipe) {
+                (Some((r1, w1)), Some((r2, w2))) => {
+                    drop(r1);
+                    drop(r2);
+                    Some((w1, w2))
+                }
+                _ => None,
+            };
+            jail::init::main(plan, ctl_rd, rep_wr, stdio)
         }
         Cloned::Parent { pid, pidfd } => (pid, pidfd),
     };
     drop(ctl_rd);
     drop(rep_wr);
+    let out_rd = out_pipe.map(|(r, _w)| r);
+    let err_rd = err_pipe.map(|(r, _w)| r);
 
+    // 4. Id maps, then let the child go.
     if let Err((path, e)) = namespaces::write_id_maps(pid, plan) {
         let _ = sys::pidfd_send_signal(&pidfd, libc::SIGKILL);
         let _ = sys::wait4(pid);
@@ -80,127 +135,433 @@ fn run_inner(plan: &Plan, start: Instant) -> Result<Outcome, SetupError> {
     ])
     .map_err(|e| setup_err("signalfd", "", e.to_string()))?;
 
-    let reports = wait_loop(&pidfd, &rep_rd, &ctl_wr, &sfd);
-    let (st, ru) = sys::wait4(pid).map_err(|e| setup_err("wait", "", e.to_string()))?;
-    let wall = start.elapsed();
-
-    let mut o = Outcome {
-        schema_version: SCHEMA_VERSION,
-        status: Status::Exited,
-        exit_code: 0,
-        signal: None,
-        error: None,
-        wall_time_ms: wall.as_millis() as u64,
-        user_time_ms: tv_ms(ru.ru_utime),
-        system_time_ms: tv_ms(ru.ru_stime),
-        max_rss_bytes: (ru.ru_maxrss as u64) * 1024,
+    // 5. Wait, pumping output and watching the deadline.
+    let keep = if plan.capture {
+        plan.limits.max_output.unwrap_or(DEFAULT_CAPTURE)
+    } else {
+        0
     };
+    let mut w = Watch {
+        pidfd,
+        ctl: ctl_wr,
+        deadline: plan.limits.timeout.map(|t| start + t),
+        grace: plan.limits.grace,
+        kill_at: None,
+        timed_out: false,
+        cap: plan.limits.max_output,
+        total: 0,
+        hit_cap: false,
+        out: out_rd
+            .map(|fd| Stream::new(fd, if plan.stdout_in_report { None } else { Some(1) }, keep)),
+        err: err_rd.map(|fd| Stream::new(fd, Some(2), keep)),
+    };
+    let reports = w.wait(&rep_rd, &sfd);
+    let (st, ru) = sys::wait4(pid).map_err(|e| setup_err("wait", "", e.to_string()))?;
+
+    // 6. What happened.
+    o.usage.user_time_ms = tv_ms(ru.ru_utime);
+    o.usage.system_time_ms = tv_ms(ru.ru_stime);
+    o.usage.peak_memory_bytes = (ru.ru_maxrss as u64) * 1024;
+    for (s, field, bytes) in [
+        (&w.out, &mut o.stdout, &mut o.usage.stdout_bytes),
+        (&w.err, &mut o.stderr, &mut o.usage.stderr_bytes),
+    ] {
+        if let Some(s) = s {
+            *bytes = s.bytes;
+            if plan.capture {
+                *field = Some(outcome::capture(&s.captured, s.truncated));
+            }
+        }
+    }
+
     let mut payload_status = None;
+    let mut peak_vm = 0u64;
+    let mut exec_error: Option<(Errno, String)> = None;
+    let mut payload_layers = Vec::new();
     for r in proto::decode(&reports) {
         match r {
             proto::Report::Setup { step, path, reason } => {
-                o.status = Status::SetupError;
-                o.exit_code = 125;
-                o.error = Some(SetupError::new(step, path, reason).to_string());
-                return Ok(o);
+                return Err(SetupError::new(step, path, reason));
             }
             proto::Report::Exec { errno, path } => {
-                let e = Errno::from_raw(errno);
-                o.error = Some(SetupError::new("execve", path, sys::errno_text(e)).to_string());
+                exec_error = Some((Errno::from_raw(errno), path))
             }
             proto::Report::Status(s) => payload_status = Some(s),
-            proto::Report::Layer { .. } => {}
+            proto::Report::Peak { tasks, vm_bytes } => {
+                o.usage.peak_pids = tasks;
+                peak_vm = vm_bytes;
+            }
+            proto::Report::Layer { name, detail } => payload_layers.push((name, detail)),
         }
+    }
+    record_layers(plan, o, via, payload_layers);
+
+    if let Some((errno, path)) = exec_error {
+        o.status = Status::SetupError;
+        o.exit_code = if errno == Errno::ENOENT { 127 } else { 126 };
+        o.error = Some(SetupError::new("execve", path, sys::errno_text(errno)).to_string());
+        return Ok(());
     }
     let end = match payload_status {
         Some(s) => sys::ChildEnd::from_wait_status(s),
-        // init itself died (killed from outside): report how.
+        // init itself died (killed by us at the deadline or the output cap,
+        // or from outside): that is how the payload ended too.
         None => sys::ChildEnd::from_wait_status(st),
     };
-    if let Some(sig) = end.signal {
-        o.status = Status::Signaled;
-        o.signal = Some(sig);
-        o.exit_code = 128 + sig;
-    } else {
-        o.exit_code = end.code.unwrap_or(125);
-        if payload_status.is_none() {
-            o.status = Status::SetupError;
-            if o.error.is_none() {
-                o.error = Some(
-                    SetupError::new(
-                        "init",
-                        "",
-                        format!(
-                            "jail init exited with {} before the payload ended",
-                            o.exit_code
-                        ),
-                    )
-                    .to_string(),
-                );
-            }
-            o.exit_code = 125;
-        }
+    if payload_status.is_none() && end.signal.is_none() {
+        return Err(setup_err(
+            "init",
+            "",
+            format!(
+                "jail init exited with {} before the payload ended",
+                end.code.unwrap_or(-1)
+            ),
+        ));
     }
-    Ok(o)
+    o.signal = end.signal;
+    o.exit_code = match end.signal {
+        Some(sig) => 128 + sig,
+        None => end.code.unwrap_or(125),
+    };
+    let abnormal = end.signal.is_some() || end.code != Some(0);
+    let cpu_ms = o.usage.user_time_ms + o.usage.system_time_ms;
+    o.status = if abnormal
+        && decision.memory_by_rlimit
+        && plan.limits.memory.is_some_and(|m| peak_vm >= m / 10 * 9)
+    {
+        Status::MemoryLimit
+    } else if abnormal
+        && decision.pids_by_rlimit
+        && plan.limits.pids.is_some_and(|p| o.usage.peak_pids + 1 >= p)
+    {
+        Status::PidsLimit
+    } else if w.hit_cap {
+        Status::OutputLimit
+    } else if w.timed_out {
+        Status::Timeout
+    } else if end.signal == Some(libc::SIGSYS)
+        && plan
+            .seccomp
+            .as_ref()
+            .is_some_and(|s| s.action == SeccompAction::Kill)
+    {
+        o.seccomp_violation = Some(Violation {
+            syscall_nr: None,
+            syscall_name: None,
+        });
+        Status::SeccompViolation
+    } else if end.signal == Some(libc::SIGXCPU)
+        || (end.signal == Some(libc::SIGKILL)
+            && plan
+                .limits
+                .cpu_time
+                .is_some_and(|t| cpu_ms + 50 >= t.as_millis() as u64))
+    {
+        Status::CpuLimit
+    } else if end.signal.is_some() {
+        Status::Signaled
+    } else {
+        Status::Exited
+    };
+    Ok(())
+}
+
+fn record_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia, payload: Vec<(String, String)>) {
+    let entry = match via {
+        sys::CloneVia::Clone3 => "clone3",
+        sys::CloneVia::Clone3IntoCgroup => "clone3+CLONE_INTO_CGROUP",
+        sys::CloneVia::Clone => "clone",
+    };
+    o.layers.insert(
+        "user_namespace",
+        LayerReport::applied(json!({
+            "uid_map": plan.uid_map.trim(), "gid_map": plan.gid_map.trim(), "setgroups": "deny", "created_by": entry
+        })),
+    );
+    for name in [
+        "mount_namespace",
+        "pid_namespace",
+        "ipc_namespace",
+        "uts_namespace",
+        "cgroup_namespace",
+    ] {
+        o.layers
+            .insert(name, LayerReport::applied(serde_json::Value::Null));
+    }
+    o.layers.insert(
+        "net_namespace",
+        match plan.network {
+            Network::None => {
+                LayerReport::applied(json!({ "network": "none", "interfaces": ["lo"] }))
+            }
+            Network::Host => {
+                LayerReport::skipped("--network host: the host's network namespace is shared")
+            }
+        },
+    );
+    o.layers.insert(
+        "rootfs",
+        LayerReport::applied(
+            json!({ "root": "tmpfs", "pivot_root": true, "entries": plan.steps.len() }),
+        ),
+    );
+    o.layers.insert("capabilities", LayerReport::applied(json!({ "effective": 0, "permitted": 0, "inheritable": 0, "bounding": 0, "ambient": 0 })));
+    o.layers.insert(
+        "no_new_privs",
+        LayerReport::applied(serde_json::Value::Null),
+    );
+    let rl: serde_json::Map<String, serde_json::Value> = plan
+        .rlimits
+        .iter()
+        .map(|r| (r.name.to_string(), json!(r.soft)))
+        .collect();
+    o.layers.insert(
+        "rlimits",
+        LayerReport::applied(serde_json::Value::Object(rl)),
+    );
+    o.layers.insert(
+        "cgroup",
+        LayerReport::unavailable("cgroup v2 limits are not enabled in this build"),
+    );
+    if !plan.landlock {
+        o.layers.insert(
+            "landlock",
+            LayerReport::skipped("disabled by the policy (--no-landlock)"),
+        );
+    }
+    if plan.seccomp.is_none() {
+        o.layers.insert(
+            "seccomp",
+            LayerReport::skipped("disabled by the policy (--no-seccomp)"),
+        );
+    }
+    for (name, detail) in payload {
+        let v: serde_json::Value =
+            serde_json::from_str(&detail).unwrap_or(json!({ "raw": detail }));
+        let state = v.get("status").and_then(|s| s.as_str()).unwrap_or("");
+        let report = if state == "unavailable" || state == "not_enforced" {
+            LayerReport {
+                state: outcome::LayerState::Unavailable,
+                detail: v,
+            }
+        } else {
+            LayerReport::applied(v)
+        };
+        match name.as_str() {
+            "landlock" => o.layers.insert("landlock", report),
+            "seccomp" => o.layers.insert("seccomp", report),
+            _ => None,
+        };
+    }
 }
 
 fn tv_ms(t: libc::timeval) -> u64 {
     (t.tv_sec as u64) * 1000 + (t.tv_usec as u64) / 1000
 }
 
-/// Poll the jail until init exits; forward our signals; return what it reported.
-fn wait_loop(
-    pidfd: &OwnedFd,
-    rep: &OwnedFd,
-    ctl: &OwnedFd,
-    sfd: &nix::sys::signalfd::SignalFd,
-) -> Vec<u8> {
-    let mut buf = Vec::new();
-    let mut rep_open = true;
-    loop {
-        let mut fds = [
-            libc::pollfd {
-                fd: pidfd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: if rep_open { rep.as_raw_fd() } else { -1 },
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: sfd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        if sys::poll(&mut fds, -1).is_err() {
-            break;
-        }
-        if fds[1].revents != 0 {
-            let mut chunk = [0u8; 4096];
-            match sys::read(rep.as_raw_fd(), &mut chunk) {
-                Ok(0) | Err(_) => rep_open = false,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-        if fds[2].revents != 0 {
-            while let Ok(Some(si)) = sfd.read_signal() {
-                let _ = sys::write_all(ctl.as_raw_fd(), &[proto::FORWARD, si.ssi_signo as u8]);
-            }
-        }
-        if fds[0].revents != 0 {
-            break;
+/// One output stream of the payload.
+struct Stream {
+    fd: OwnedFd,
+    open: bool,
+    /// Where to stream it (our stdout or stderr); None: capture only.
+    forward: Option<RawFd>,
+    captured: Vec<u8>,
+    keep: u64,
+    truncated: bool,
+    bytes: u64,
+}
+
+impl Stream {
+    fn new(fd: OwnedFd, forward: Option<RawFd>, keep: u64) -> Stream {
+        let _ = sys::set_nonblocking(fd.as_raw_fd());
+        Stream {
+            fd,
+            open: true,
+            forward,
+            captured: Vec::new(),
+            keep,
+            truncated: false,
+            bytes: 0,
         }
     }
-    // init has exited; the pid namespace is gone, so the pipe reaches EOF.
-    while rep_open {
-        let mut chunk = [0u8; 4096];
-        match sys::read(rep.as_raw_fd(), &mut chunk) {
-            Ok(0) | Err(_) => rep_open = false,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+}
+
+/// The supervisor's view of a running jail.
+struct Watch {
+    pidfd: OwnedFd,
+    ctl: OwnedFd,
+    deadline: Option<Instant>,
+    grace: Duration,
+    kill_at: Option<Instant>,
+    timed_out: bool,
+    cap: Option<u64>,
+    total: u64,
+    hit_cap: bool,
+    out: Option<Stream>,
+    err: Option<Stream>,
+}
+
+impl Watch {
+    /// Kill every process in the jail: init's death takes the pid namespace.
+    fn kill_all(&self) {
+        let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
+    }
+
+    /// Read what is available on one stream; stream it, capture it, count it.
+    fn pump(&mut self, which: usize) {
+        let mut chunk = vec![0u8; 65536];
+        let s = match which {
+            0 => self.out.as_mut(),
+            _ => self.err.as_mut(),
+        };
+        let Some(s) = s else { return };
+        let n = match sys::read(s.fd.as_raw_fd(), &mut chunk) {
+            Ok(0) => {
+                s.open = false;
+                return;
+            }
+            Ok(n) => n,
+            Err(e) if e.errno == Errno::EAGAIN => return,
+            Err(_) => {
+                s.open = false;
+                return;
+            }
+        };
+        let data = &chunk[..n];
+        let room = match self.cap {
+            Some(c) => c.saturating_sub(self.total) as usize,
+            None => usize::MAX,
+        };
+        let pass = &data[..n.min(room)];
+        if let Some(fd) = s.forward {
+            if sys::write_all(fd, pass).is_err() {
+                s.forward = None;
+            }
+        }
+        let keep_room = s.keep.saturating_sub(s.captured.len() as u64) as usize;
+        s.captured
+            .extend_from_slice(&pass[..pass.len().min(keep_room)]);
+        if pass.len() > keep_room || pass.len() < n {
+            s.truncated = true;
+        }
+        s.bytes += n as u64;
+        self.total += n as u64;
+        if self.cap.is_some_and(|c| self.total > c) && !self.hit_cap {
+            self.hit_cap = true;
+            self.kill_all();
         }
     }
-    buf
+
+    /// Loop until init has exited and every pipe is closed; return what the
+    /// jail reported.
+    fn wait(&mut self, rep: &OwnedFd, sfd: &nix::sys::signalfd::SignalFd) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut rep_open = true;
+        let mut init_done = false;
+        let mut drain_until: Option<Instant> = None;
+        loop {
+            let now = Instant::now();
+            if let Some(d) = self.deadline {
+                if now >= d && !self.timed_out {
+                    self.timed_out = true;
+                    let _ = sys::write_all(self.ctl.as_raw_fd(), &[proto::TERM_ALL]);
+                    self.kill_at = Some(now + self.grace);
+                }
+            }
+            if let Some(k) = self.kill_at {
+                if now >= k {
+                    self.kill_all();
+                    self.kill_at = None;
+                }
+            }
+            let out_open = self.out.as_ref().is_some_and(|s| s.open);
+            let err_open = self.err.as_ref().is_some_and(|s| s.open);
+            if init_done && !rep_open && !out_open && !err_open {
+                break;
+            }
+            if drain_until.is_some_and(|d| now >= d) {
+                break;
+            }
+            let mut next: Option<Instant> = None;
+            for t in [
+                if self.timed_out { None } else { self.deadline },
+                self.kill_at,
+                drain_until,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                next = Some(next.map_or(t, |n: Instant| n.min(t)));
+            }
+            let timeout = next.map_or(-1, |t| {
+                t.saturating_duration_since(now)
+                    .as_millis()
+                    .min(i32::MAX as u128) as i32
+                    + 1
+            });
+            let fd_or = |open: bool, fd: RawFd| if open { fd } else { -1 };
+            let mut fds = [
+                libc::pollfd {
+                    fd: fd_or(!init_done, self.pidfd.as_raw_fd()),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: fd_or(rep_open, rep.as_raw_fd()),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: sfd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: self
+                        .out
+                        .as_ref()
+                        .map_or(-1, |s| fd_or(s.open, s.fd.as_raw_fd())),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: self
+                        .err
+                        .as_ref()
+                        .map_or(-1, |s| fd_or(s.open, s.fd.as_raw_fd())),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            if sys::poll(&mut fds, timeout).is_err() {
+                break;
+            }
+            if fds[1].revents != 0 {
+                let mut chunk = [0u8; 4096];
+                match sys::read(rep.as_raw_fd(), &mut chunk) {
+                    Ok(0) | Err(_) => rep_open = false,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            if fds[2].revents != 0 {
+                while let Ok(Some(si)) = sfd.read_signal() {
+                    let _ =
+                        sys::write_all(self.ctl.as_raw_fd(), &[proto::FORWARD, si.ssi_signo as u8]);
+                }
+            }
+            if fds[3].revents != 0 {
+                self.pump(0);
+            }
+            if fds[4].revents != 0 {
+                self.pump(1);
+            }
+            if fds[0].revents != 0 && !init_done {
+                init_done = true;
+                // Everything in the jail is gone with init; the pipes reach
+                // EOF at once. Bound the drain in case something else holds them.
+                drain_until = Some(Instant::now() + Duration::from_secs(2));
+            }
+        }
+        buf
+    }
 }
