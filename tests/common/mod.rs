@@ -22,7 +22,9 @@ pub enum Who {
 }
 
 pub fn is_root() -> bool {
-    std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false)
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
 }
 
 /// The users to test as: both when the suite runs as root, else only the
@@ -31,7 +33,10 @@ pub fn users(test: &str) -> Vec<Who> {
     if is_root() {
         vec![Who::Root, Who::Nobody]
     } else {
-        skip(test, "not running as root: cannot also start stockade as uid 65534 and as root");
+        skip(
+            test,
+            "not running as root: cannot also start stockade as uid 65534 and as root",
+        );
         vec![Who::Nobody]
     }
 }
@@ -108,7 +113,12 @@ impl Scratch {
     pub fn new(tag: &str) -> Scratch {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let p = PathBuf::from(format!("/tmp/stockade-test-{}-{}-{}", tag, std::process::id(), n));
+        let p = PathBuf::from(format!(
+            "/tmp/stockade-test-{}-{}-{}",
+            tag,
+            std::process::id(),
+            n
+        ));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -145,7 +155,11 @@ pub fn skip(test: &str, reason: &str) {
     let log = std::env::var_os("STOCKADE_SKIP_LOG")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("skipped.log"));
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+    {
         let _ = writeln!(f, "{line}");
     }
 }
@@ -154,12 +168,18 @@ pub fn skip(test: &str, reason: &str) {
 /// nothing from the jail) into /tmp/stockade-test-payloads, readable by
 /// every user; returns the binary's path. Bind it into the jail to run it.
 pub fn c_payload(name: &str) -> PathBuf {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/payloads").join(format!("{name}.c"));
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/payloads")
+        .join(format!("{name}.c"));
     let dir = PathBuf::from("/tmp/stockade-test-payloads");
     std::fs::create_dir_all(&dir).unwrap();
     let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755));
     let out = dir.join(name);
-    let tmp = dir.join(format!(".{name}.{}.{:?}", std::process::id(), std::thread::current().id()));
+    let tmp = dir.join(format!(
+        ".{name}.{}.{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     let st = Command::new("cc")
         .args(["-O1", "-static", "-o"])
         .arg(&tmp)
