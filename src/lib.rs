@@ -20,9 +20,57 @@ pub use policy::{Policy, PolicyError};
 
 /// Run `policy` to completion. Must be called from a single-threaded process
 /// (a multi-threaded one cannot create a user namespace).
+///
+/// Where the kernel refuses user namespaces (an unprivileged container, a
+/// hardened sysctl) and the policy does not require them, the payload still
+/// runs with every layer the kernel allows (Landlock, seccomp, rlimits,
+/// setsid, a cleared environment, closed fds, a private run directory,
+/// process-tree kill); one stderr line and the outcome say what is missing.
 pub fn run(policy: &Policy) -> Outcome {
-    match Plan::build(policy) {
-        Ok(plan) => supervise::spawn::run(plan),
-        Err(e) => Outcome::setup_error(&e),
+    let plan = match Plan::build(policy) {
+        Ok(p) => p,
+        Err(e) => return Outcome::setup_error(&e),
+    };
+    let (errno, why) = match supervise::spawn::run(plan) {
+        supervise::spawn::Spawned::Ran(o) => return o,
+        supervise::spawn::Spawned::Refused { errno, why } => (errno, why),
+    };
+    if policy.require.contains(&policy::Layer::Userns) {
+        return Outcome::setup_error(&SetupError::new(
+            "create namespaces",
+            "",
+            format!(
+                "{errno}; user namespaces refused and required (--require userns): {why}. To allow them: Docker `--security-opt seccomp=unconfined` (or a seccomp profile that allows clone/unshare with CLONE_NEWUSER); Kubernetes `securityContext.seccompProfile: {{type: Unconfined}}` or a Localhost profile, an AppArmor profile with `userns,`, or `hostUsers: false`"
+            ),
+        ));
+    }
+    eprintln!(
+        "stockade: warning: user namespaces refused ({errno}: {why}); running without namespaces: Landlock, seccomp, rlimits, setsid, a private run directory and process-tree kill only"
+    );
+    let plan = match Plan::build_fallback(policy) {
+        Ok(p) => p,
+        Err(e) => return Outcome::setup_error(&e),
+    };
+    match supervise::spawn::run(plan) {
+        supervise::spawn::Spawned::Ran(mut o) => {
+            for l in [
+                "user_namespace",
+                "mount_namespace",
+                "pid_namespace",
+                "net_namespace",
+                "ipc_namespace",
+                "uts_namespace",
+                "cgroup_namespace",
+            ] {
+                o.layers.insert(
+                    l,
+                    outcome::LayerReport::unavailable(format!("{errno}: {why}")),
+                );
+            }
+            o
+        }
+        supervise::spawn::Spawned::Refused { errno, why } => {
+            Outcome::setup_error(&SetupError::new("fallback", "", format!("{errno}: {why}")))
+        }
     }
 }

@@ -140,6 +140,14 @@ pub struct Plan {
     pub stdout_in_report: bool,
     /// /tmp's size cap, for the outcome.
     pub tmp_size: u64,
+    /// No namespaces could be had: the payload runs on the host's file
+    /// system behind Landlock, seccomp and rlimits only.
+    pub fallback: bool,
+    /// Fallback started by root: the payload becomes this uid/gid.
+    pub fallback_ids: Option<(u32, u32)>,
+    /// Fallback: the private per-run directory (the only writable place),
+    /// removed after the run.
+    pub run_dir: Option<PathBuf>,
 }
 
 fn cstr(origin: &str, b: &[u8]) -> Result<CString, SetupError> {
@@ -165,6 +173,79 @@ fn resolve_source(src: &Path, optional: bool) -> Result<Option<PathBuf>, SetupEr
     }
 }
 
+/// Landlock rules for the fallback: read-only binds' sources read and
+/// execute, writable ones read-write, /proc readable, the device nodes.
+fn fallback_rules(steps: &[RootStep]) -> Vec<(PathBuf, Access)> {
+    let mut rules = Vec::new();
+    for s in steps {
+        match s {
+            RootStep::Bind { src, writable, .. } => rules.push((
+                src.clone(),
+                if *writable {
+                    Access::ReadWrite
+                } else {
+                    Access::ReadExec
+                },
+            )),
+            RootStep::Proc { .. } => rules.push((PathBuf::from("/proc"), Access::ReadExec)),
+            RootStep::Dev { .. } => {
+                for d in ["null", "zero", "full", "random", "urandom", "tty"] {
+                    rules.push((PathBuf::from("/dev").join(d), Access::Device));
+                }
+            }
+            _ => {}
+        }
+    }
+    rules
+}
+
+/// Create the fallback's private per-run directory (0700, owned by the
+/// payload's user).
+fn make_run_dir(owner: Option<(u32, u32)>) -> Result<PathBuf, SetupError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let base = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let base = std::fs::canonicalize(&base)
+        .map_err(|e| SetupError::new("run directory", base.display().to_string(), e.to_string()))?;
+    for n in 0..1000u32 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir = base.join(format!(
+            "stockade-run-{}-{:08x}{n}",
+            std::process::id(),
+            nanos
+        ));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {
+                let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+                if let Some((u, g)) = owner {
+                    std::os::unix::fs::chown(&dir, Some(u), Some(g)).map_err(|e| {
+                        SetupError::new("run directory", dir.display().to_string(), e.to_string())
+                    })?;
+                }
+                return Ok(dir);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(SetupError::new(
+                    "run directory",
+                    dir.display().to_string(),
+                    e.to_string(),
+                ))
+            }
+        }
+    }
+    Err(SetupError::new(
+        "run directory",
+        base.display().to_string(),
+        "could not create a unique directory",
+    ))
+}
+
 fn tmpfs_data(size: u64, mode: u32) -> String {
     format!("size={size},mode={mode:o}")
 }
@@ -173,6 +254,17 @@ impl Plan {
     /// Turn a validated policy into a plan. Reads the host (bind sources,
     /// caller ids), allocates every string the child will need.
     pub fn build(p: &Policy) -> Result<Plan, SetupError> {
+        Plan::build_mode(p, false)
+    }
+
+    /// The plan for a host where user namespaces are refused: no namespaces,
+    /// no new root; Landlock rules name host paths (the binds' sources), and a
+    /// private per-run directory is the only writable place.
+    pub fn build_fallback(p: &Policy) -> Result<Plan, SetupError> {
+        Plan::build_mode(p, true)
+    }
+
+    fn build_mode(p: &Policy, fallback: bool) -> Result<Plan, SetupError> {
         let euid = sys::geteuid();
         let egid = sys::getegid();
         let (outer_uid, outer_gid) = if euid == 0 {
@@ -195,6 +287,9 @@ impl Plan {
             | libc::CLONE_NEWCGROUP) as u64;
         if p.network == Network::None {
             flags |= libc::CLONE_NEWNET as u64;
+        }
+        if fallback {
+            flags = 0;
         }
 
         let mut specs: Vec<MountSpec> =
@@ -275,6 +370,33 @@ impl Plan {
             }
         }
 
+        let mut env = p.env.clone();
+        let mut cwd = p.chdir.clone().unwrap_or_else(|| p.workdir.inner.clone());
+        let mut run_dir = None;
+        let mut fallback_ids = None;
+        if fallback {
+            // Rules name host paths; only binds and the device nodes carry over.
+            landlock_rules = fallback_rules(&steps);
+            steps.clear();
+            if euid == 0 {
+                fallback_ids = Some((outer_uid, outer_gid));
+            }
+            let dir = make_run_dir(fallback_ids)?;
+            landlock_rules.push((dir.clone(), Access::ReadWrite));
+            let work = match &p.workdir.host {
+                Some(h) => std::fs::canonicalize(h).map_err(|e| {
+                    SetupError::new("workdir", h.display().to_string(), e.to_string())
+                })?,
+                None => dir.clone(),
+            };
+            if p.chdir.is_none() {
+                cwd = work.clone();
+            }
+            crate::policy::set_env(&mut env, "HOME".into(), work.into_os_string());
+            crate::policy::set_env(&mut env, "TMPDIR".into(), dir.clone().into_os_string());
+            run_dir = Some(dir);
+        }
+
         let base = ["/tmp", "/run", "/mnt", "/var/tmp"]
             .iter()
             .map(PathBuf::from)
@@ -286,8 +408,7 @@ impl Plan {
             .iter()
             .map(|a| cstr("command", a.as_bytes()))
             .collect::<Result<_, _>>()?;
-        let envp: Vec<CString> = p
-            .env
+        let envp: Vec<CString> = env
             .iter()
             .map(|(k, v)| {
                 let mut b = k.as_bytes().to_vec();
@@ -300,8 +421,7 @@ impl Plan {
         let exec_candidates = if cmd.contains(&b'/') {
             vec![argv[0].clone()]
         } else {
-            let path = p
-                .env
+            let path = env
                 .iter()
                 .find(|(k, _)| k == "PATH")
                 .map(|(_, v)| v.as_bytes().to_vec())
@@ -359,7 +479,10 @@ impl Plan {
             steps,
             hostname: p.hostname.clone(),
             landlock_rules,
-            cwd: p.chdir.clone().unwrap_or_else(|| p.workdir.inner.clone()),
+            cwd,
+            fallback,
+            fallback_ids,
+            run_dir,
             exec_candidates,
             argv,
             envp,

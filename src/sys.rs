@@ -267,6 +267,10 @@ pub fn set_pdeathsig(sig: i32) -> SysResult<()> {
     .map(|_| ())
 }
 
+pub fn set_child_subreaper() -> SysResult<()> {
+    prctl(libc::PR_SET_CHILD_SUBREAPER, 1, "PR_SET_CHILD_SUBREAPER").map(|_| ())
+}
+
 pub fn set_dumpable(on: bool) -> SysResult<()> {
     prctl(
         libc::PR_SET_DUMPABLE,
@@ -327,15 +331,21 @@ pub fn raise_effective_caps() -> SysResult<()> {
         .or_else(|_| err("capset", "effective", Errno::EPERM))
 }
 
-/// Empty every capability set: bounding, ambient, inheritable, permitted,
-/// effective (in that order: the bounding set needs CAP_SETPCAP).
-pub fn drop_all_caps() -> SysResult<()> {
+/// Empty the bounding set (needs CAP_SETPCAP, so before anything else).
+pub fn drop_bounding_caps() -> SysResult<()> {
     for cap in caps::all() {
         if caps::has_cap(None, caps::CapSet::Bounding, cap).unwrap_or(false) {
             caps::drop(None, caps::CapSet::Bounding, cap)
                 .or_else(|_| err("prctl", format!("PR_CAPBSET_DROP {cap}"), Errno::EPERM))?;
         }
     }
+    Ok(())
+}
+
+/// Empty every capability set: bounding, ambient, inheritable, permitted,
+/// effective (in that order: the bounding set needs CAP_SETPCAP).
+pub fn drop_all_caps() -> SysResult<()> {
+    drop_bounding_caps()?;
     caps::clear(None, caps::CapSet::Ambient)
         .or_else(|_| err("prctl", "PR_CAP_AMBIENT_CLEAR_ALL", Errno::EPERM))?;
     for set in [

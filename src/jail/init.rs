@@ -46,8 +46,10 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
         _ => sys::exit_now(125),
     }
 
-    if let Err(e) = caps::become_jail_user(plan.inner_uid, plan.inner_gid) {
-        fail(rep_fd, "switch to jail user", "", &e.to_string());
+    if !plan.fallback {
+        if let Err(e) = caps::become_jail_user(plan.inner_uid, plan.inner_gid) {
+            fail(rep_fd, "switch to jail user", "", &e.to_string());
+        }
     }
     // After the credential change (which clears it): die with the supervisor.
     if let Err(e) = sys::set_pdeathsig(libc::SIGKILL) {
@@ -63,15 +65,35 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
         sys::exit_now(125);
     }
 
-    if let Err(e) = rootfs::build(plan) {
-        fail(rep_fd, e.step, &e.path, &e.err.to_string());
-    }
-    if let Err(e) = sys::sethostname(&plan.hostname) {
-        fail(rep_fd, "hostname", &plan.hostname, &e.to_string());
-    }
-    if plan.network == crate::policy::Network::None {
-        if let Err(e) = sys::loopback_up() {
-            fail(rep_fd, "network", "lo", &e.to_string());
+    if plan.fallback {
+        // No pid namespace: orphans of the payload must still come back to
+        // us so the whole tree can be found and killed.
+        if let Err(e) = sys::set_child_subreaper() {
+            fail(rep_fd, "child subreaper", "", &e.to_string());
+        }
+    } else {
+        match rootfs::build(plan) {
+            Ok(notes) => {
+                if let Some(why) = notes.proc_unavailable {
+                    report(
+                        rep_fd,
+                        &Report::Layer {
+                            name: "proc".into(),
+                            detail: serde_json::json!({ "status": "unavailable", "why": why })
+                                .to_string(),
+                        },
+                    );
+                }
+            }
+            Err(e) => fail(rep_fd, e.step, &e.path, &e.err.to_string()),
+        }
+        if let Err(e) = sys::sethostname(&plan.hostname) {
+            fail(rep_fd, "hostname", &plan.hostname, &e.to_string());
+        }
+        if plan.network == crate::policy::Network::None {
+            if let Err(e) = sys::loopback_up() {
+                fail(rep_fd, "network", "lo", &e.to_string());
+            }
         }
     }
     // No one in the jail may ptrace init or read its memory.
@@ -102,10 +124,22 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
     };
 
     let mut peak = Peak::default();
-    let status = supervise(child, &sfd, ctl.as_raw_fd(), plan.sample_ms, &mut peak);
+    let tree = Tree {
+        contained: !plan.fallback,
+    };
+    let status = supervise(
+        child,
+        &sfd,
+        ctl.as_raw_fd(),
+        plan.sample_ms,
+        &mut peak,
+        &tree,
+    );
     // The payload is gone: nothing else in the jail outlives it.
-    let _ = sys::kill(-1, libc::SIGKILL);
-    while let Ok(Some(_)) = sys::waitpid(-1, false) {}
+    tree.kill_all(libc::SIGKILL);
+    while let Ok(Some(_)) = sys::waitpid(-1, false) {
+        tree.kill_all(libc::SIGKILL);
+    }
     report(
         rep_fd,
         &Report::Peak {
@@ -115,6 +149,60 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
     );
     report(rep_fd, &Report::Status(status));
     sys::exit_now(0)
+}
+
+/// Every process of the jail.
+struct Tree {
+    /// In our own pid namespace: "everyone but init" is `kill(-1)`. Without
+    /// one, kill(-1) would reach the caller's other processes, so the jail is
+    /// the tree of init's descendants (init is a subreaper, orphans come back).
+    contained: bool,
+}
+
+impl Tree {
+    /// Pids of every descendant of init.
+    fn members(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut todo = vec![std::process::id()];
+        while let Some(p) = todo.pop() {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+                continue;
+            };
+            for t in tasks.flatten() {
+                let path = t.path().join("children");
+                if let Ok(c) = std::fs::read_to_string(path) {
+                    for kid in c.split_whitespace().filter_map(|k| k.parse::<u32>().ok()) {
+                        if !out.contains(&kid) {
+                            out.push(kid);
+                            todo.push(kid);
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn kill_all(&self, sig: i32) {
+        if self.contained {
+            let _ = sys::kill(-1, sig);
+            return;
+        }
+        // Walk until nothing is left to signal: a process that forks while we
+        // walk is found on the next pass (SIGKILL stops it forking again).
+        for _ in 0..64 {
+            let m = self.members();
+            if m.is_empty() {
+                break;
+            }
+            for p in &m {
+                let _ = sys::kill(*p as i32, sig);
+            }
+            if sig != libc::SIGKILL {
+                break;
+            }
+        }
+    }
 }
 
 /// Peaks seen by sampling the jail's /proc.
@@ -127,19 +215,20 @@ struct Peak {
 impl Peak {
     /// Count the tasks (threads included) alive in the jail, excluding init,
     /// and the largest VmPeak of one process.
-    fn sample(&mut self) {
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return;
+    fn sample(&mut self, tree: &Tree) {
+        let pids: Vec<u32> = if tree.contained {
+            let Ok(dir) = std::fs::read_dir("/proc") else {
+                return;
+            };
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+                .filter(|p| *p != 1)
+                .collect()
+        } else {
+            tree.members()
         };
         let mut tasks = 0u64;
-        for e in dir.flatten() {
-            let name = e.file_name();
-            let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
-                continue;
-            };
-            if pid == 1 {
-                continue;
-            }
+        for pid in pids {
             let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
                 continue;
             };
@@ -163,9 +252,10 @@ fn supervise(
     ctl: RawFd,
     sample_ms: i32,
     peak: &mut Peak,
+    tree: &Tree,
 ) -> i32 {
     let mut ctl_open = true;
-    peak.sample();
+    peak.sample(tree);
     loop {
         let mut fds = [
             libc::pollfd {
@@ -183,7 +273,7 @@ fn supervise(
             // Should not happen; keep reaping without busy-looping.
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        peak.sample();
+        peak.sample(tree);
         if fds[0].revents != 0 {
             while let Ok(Some(si)) = sfd.read_signal() {
                 let sig = si.ssi_signo as i32;
@@ -203,18 +293,14 @@ fn supervise(
                 Ok(0) | Err(_) => {
                     // The supervisor is gone (PDEATHSIG will follow).
                     ctl_open = false;
-                    let _ = sys::kill(-1, libc::SIGKILL);
+                    tree.kill_all(libc::SIGKILL);
                 }
                 Ok(n) => {
                     let mut i = 0;
                     while i < n {
                         match buf[i] {
-                            proto::TERM_ALL => {
-                                let _ = sys::kill(-1, libc::SIGTERM);
-                            }
-                            proto::KILL_ALL => {
-                                let _ = sys::kill(-1, libc::SIGKILL);
-                            }
+                            proto::TERM_ALL => tree.kill_all(libc::SIGTERM),
+                            proto::KILL_ALL => tree.kill_all(libc::SIGKILL),
                             proto::FORWARD if i + 1 < n => {
                                 let _ = sys::kill(child, buf[i + 1] as i32);
                                 i += 1;

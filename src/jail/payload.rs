@@ -56,6 +56,15 @@ pub fn main(plan: &Plan, rep: OwnedFd) -> ! {
             &e.to_string(),
         );
     }
+    // Fallback started by root: nothing of the payload stays root.
+    if let Some((uid, gid)) = plan.fallback_ids {
+        if let Err(e) = sys::drop_bounding_caps()
+            .and_then(|_| sys::setresgid(gid))
+            .and_then(|_| sys::setresuid(uid))
+        {
+            fail(rep_fd, "switch to unprivileged user", "", &e.to_string());
+        }
+    }
     if let Err(e) = rlimits::apply(&plan.rlimits) {
         fail(rep_fd, "rlimits", "", &e.to_string());
     }

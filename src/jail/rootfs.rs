@@ -90,9 +90,18 @@ fn open_sources(plan: &Plan) -> Result<Sources, StepError> {
     Ok(Sources { binds, devices })
 }
 
+/// What could not be built but did not stop the jail.
+#[derive(Debug, Default)]
+pub struct Notes {
+    /// Why there is no /proc (the kernel refused a new proc mount, as it does
+    /// in containers whose /proc has masked entries).
+    pub proc_unavailable: Option<String>,
+}
+
 /// Build the root on a tmpfs at `plan.base` and pivot into it. Runs in init,
 /// in the new mount namespace, with capabilities in the new user namespace.
-pub fn build(plan: &Plan) -> Result<(), StepError> {
+pub fn build(plan: &Plan) -> Result<Notes, StepError> {
+    let mut notes = Notes::default();
     // Nothing we mount may propagate back to the host.
     sys::mount(
         None,
@@ -141,7 +150,11 @@ pub fn build(plan: &Plan) -> Result<(), StepError> {
             RootStep::Dir { dst } => {
                 sys::mkdir_p_in_root(&root, dst, 0o755).step("dir", dst)?;
             }
-            RootStep::Proc { dst } => proc(&root, dst, &src.devices[0])?,
+            RootStep::Proc { dst } => {
+                if let Err(why) = proc(&root, dst, &src.devices[0])? {
+                    notes.proc_unavailable = Some(why);
+                }
+            }
             RootStep::Dev { dst } => dev(&root, dst, &src.devices)?,
         }
     }
@@ -156,7 +169,8 @@ pub fn build(plan: &Plan) -> Result<(), StepError> {
     .step("seal root", Path::new(""))?;
     drop(src);
     drop(root);
-    sys::pivot_root_and_detach(&plan.base).step("pivot_root", &plan.base)
+    sys::pivot_root_and_detach(&plan.base).step("pivot_root", &plan.base)?;
+    Ok(notes)
 }
 
 /// Bind `src` at `dst`: clone its mount tree, set nosuid,nodev (and rdonly)
@@ -188,16 +202,20 @@ fn bind(root: &OwnedFd, src: &OwnedFd, dst: &Path, writable: bool) -> Result<(),
     Ok(())
 }
 
-fn proc(root: &OwnedFd, dst: &Path, devnull: &OwnedFd) -> Result<(), StepError> {
+/// Mount /proc; `Ok(Err(why))` when the kernel refuses a new proc mount
+/// (EPERM: the caller's /proc has masked entries, as in containers), which
+/// leaves /proc empty rather than exposing the outer one.
+fn proc(root: &OwnedFd, dst: &Path, devnull: &OwnedFd) -> Result<Result<(), String>, StepError> {
     let mp = sys::mkdir_p_in_root(root, dst, 0o555).step("proc", dst)?;
-    sys::mount_fs_on(
-        &mp,
-        "proc",
-        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-        None,
-        dst,
-    )
-    .step("proc", dst)?;
+    match sys::mount_fs_on(&mp, "proc", libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None, dst) {
+        Ok(()) => {}
+        Err(e) if e.errno == Errno::EPERM || e.errno == Errno::EACCES => {
+            return Ok(Err(format!(
+                "{e}: the kernel refuses a new proc mount where the caller's /proc is partly masked (a container runtime's masked paths); /proc is left empty"
+            )))
+        }
+        Err(e) => return Err(e).step("proc", dst),
+    }
     // /proc/sys read-only: bind it onto itself and set the flag.
     let sys_dir = dst.join("sys");
     let fd = sys::open_path_in_root(root, &sys_dir).step("proc", &sys_dir)?;
@@ -233,7 +251,7 @@ fn proc(root: &OwnedFd, dst: &Path, devnull: &OwnedFd) -> Result<(), StepError> 
             Err(e) => return Err(e).step("mask", &p),
         }
     }
-    Ok(())
+    Ok(Ok(()))
 }
 
 fn dev(root: &OwnedFd, dst: &Path, devices: &[OwnedFd]) -> Result<(), StepError> {

@@ -23,15 +23,42 @@ fn setup_err(step: &str, path: &str, reason: impl Into<String>) -> SetupError {
 /// Captured bytes kept per stream when --capture has no --max-output.
 const DEFAULT_CAPTURE: u64 = 16 << 20;
 
+/// The result of [`run`].
+pub enum Spawned {
+    /// The jail ran (or failed to set up) and this is how it ended.
+    Ran(Outcome),
+    /// The kernel refused to create the namespaces; nothing was started.
+    Refused { errno: Errno, why: String },
+}
+
+/// Why the kernel refused the namespaces (internal).
+struct Refusal(Errno, String);
+
 /// Run the plan to completion. The caller must be single-threaded.
-pub fn run(mut plan: Plan) -> Outcome {
+pub fn run(mut plan: Plan) -> Spawned {
     let start = Instant::now();
     let mut o = Outcome::new();
-    if let Err(e) = run_inner(&mut plan, &mut o, start) {
-        o.set_setup_error(&e);
+    match run_inner(&mut plan, &mut o, start) {
+        Ok(()) => {}
+        Err(Err2::Setup(e)) => o.set_setup_error(&e),
+        Err(Err2::Refused(Refusal(errno, why))) => return Spawned::Refused { errno, why },
+    }
+    if let Some(d) = &plan.run_dir {
+        let _ = std::fs::remove_dir_all(d);
     }
     o.usage.wall_time_ms = start.elapsed().as_millis() as u64;
-    o
+    Spawned::Ran(o)
+}
+
+enum Err2 {
+    Setup(SetupError),
+    Refused(Refusal),
+}
+
+impl From<SetupError> for Err2 {
+    fn from(e: SetupError) -> Self {
+        Err2::Setup(e)
+    }
 }
 
 /// Why the cgroup controllers cannot be used (until the run's cgroup exists).
@@ -44,17 +71,13 @@ fn controllers() -> limits::Controllers {
     }
 }
 
-fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), SetupError> {
+fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err2> {
     // 1. Decide how each limit is enforced.
     let ctl = controllers();
     let decision = limits::decide(&plan.limits, &ctl, plan.tmp_size);
     if plan.require.contains(&Layer::Cgroup) {
         if let Err(why) = &ctl.memory {
-            return Err(setup_err(
-                "cgroup",
-                "",
-                format!("required but unavailable: {why}"),
-            ));
+            return Err(setup_err("cgroup", "", format!("required but unavailable: {why}")).into());
         }
     }
     for w in &decision.unenforced {
@@ -80,21 +103,17 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Set
     // 3. Clone into the new namespaces.
     let (cloned, via) = match sys::clone_jail(plan.clone_flags, None) {
         Ok(c) => c,
-        Err(e) => {
-            let reason = if matches!(
-                e.errno,
-                Errno::EPERM | Errno::ENOSPC | Errno::EACCES | Errno::EINVAL
-            ) {
-                format!(
-                    "{}; user namespaces refused: {}",
-                    sys::errno_text(e.errno),
-                    namespaces::userns_refusal_reasons(e.errno).join("; ")
-                )
-            } else {
-                e.to_string()
-            };
-            return Err(setup_err("create namespaces", "", reason));
+        Err(e)
+            if plan.clone_flags != 0
+                && matches!(
+                    e.errno,
+                    Errno::EPERM | Errno::ENOSPC | Errno::EACCES | Errno::EINVAL
+                ) =>
+        {
+            let why = namespaces::userns_refusal_reasons(e.errno).join("; ");
+            return Err(Err2::Refused(Refusal(e.errno, why)));
         }
+        Err(e) => return Err(setup_err("create namespaces", "", e.to_string()).into()),
     };
     let (pid, pidfd) = match cloned {
         Cloned::Child => {
@@ -118,10 +137,12 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Set
     let err_rd = err_pipe.map(|(r, _w)| r);
 
     // 4. Id maps, then let the child go.
-    if let Err((path, e)) = namespaces::write_id_maps(pid, plan) {
-        let _ = sys::pidfd_send_signal(&pidfd, libc::SIGKILL);
-        let _ = sys::wait4(pid);
-        return Err(setup_err("id map", &path, e.to_string()));
+    if plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
+        if let Err((path, e)) = namespaces::write_id_maps(pid, plan) {
+            let _ = sys::pidfd_send_signal(&pidfd, libc::SIGKILL);
+            let _ = sys::wait4(pid);
+            return Err(setup_err("id map", &path, e.to_string()).into());
+        }
     }
     sys::ignore_sigpipe();
     sys::write_all(ctl_wr.as_raw_fd(), &[proto::GO])
@@ -181,7 +202,7 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Set
     for r in proto::decode(&reports) {
         match r {
             proto::Report::Setup { step, path, reason } => {
-                return Err(SetupError::new(step, path, reason));
+                return Err(SetupError::new(step, path, reason).into());
             }
             proto::Report::Exec { errno, path } => {
                 exec_error = Some((Errno::from_raw(errno), path))
@@ -216,7 +237,8 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Set
                 "jail init exited with {} before the payload ended",
                 end.code.unwrap_or(-1)
             ),
-        ));
+        )
+        .into());
     }
     o.signal = end.signal;
     o.exit_code = match end.signal {
@@ -272,40 +294,60 @@ fn record_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia, payload: Vec<
         sys::CloneVia::Clone3IntoCgroup => "clone3+CLONE_INTO_CGROUP",
         sys::CloneVia::Clone => "clone",
     };
-    o.layers.insert(
-        "user_namespace",
-        LayerReport::applied(json!({
-            "uid_map": plan.uid_map.trim(), "gid_map": plan.gid_map.trim(), "setgroups": "deny", "created_by": entry
-        })),
-    );
-    for name in [
-        "mount_namespace",
-        "pid_namespace",
-        "ipc_namespace",
-        "uts_namespace",
-        "cgroup_namespace",
-    ] {
-        o.layers
-            .insert(name, LayerReport::applied(serde_json::Value::Null));
+    if plan.fallback {
+        // The caller (lib::run) fills the namespaces with the kernel's reason.
+        o.layers.insert(
+            "rootfs",
+            LayerReport::unavailable(
+                "no mount namespace: the payload sees the host's file system, confined by Landlock to the binds and its private run directory",
+            ),
+        );
+        o.layers.insert(
+            "process_tree",
+            LayerReport::applied(json!({
+                "kill": "every descendant of a subreaper init", "setsid": true, "run_dir": plan.run_dir
+            })),
+        );
+    } else {
+        o.layers.insert(
+            "user_namespace",
+            LayerReport::applied(json!({
+                "uid_map": plan.uid_map.trim(), "gid_map": plan.gid_map.trim(),
+                "setgroups": "deny", "created_by": entry
+            })),
+        );
+        for name in [
+            "mount_namespace",
+            "pid_namespace",
+            "ipc_namespace",
+            "uts_namespace",
+            "cgroup_namespace",
+        ] {
+            o.layers
+                .insert(name, LayerReport::applied(serde_json::Value::Null));
+        }
+        o.layers.insert(
+            "net_namespace",
+            match plan.network {
+                Network::None => {
+                    LayerReport::applied(json!({ "network": "none", "interfaces": ["lo"] }))
+                }
+                Network::Host => {
+                    LayerReport::skipped("--network host: the host's network namespace is shared")
+                }
+            },
+        );
+        o.layers.insert(
+            "rootfs",
+            LayerReport::applied(
+                json!({ "root": "tmpfs", "pivot_root": true, "entries": plan.steps.len() }),
+            ),
+        );
     }
     o.layers.insert(
-        "net_namespace",
-        match plan.network {
-            Network::None => {
-                LayerReport::applied(json!({ "network": "none", "interfaces": ["lo"] }))
-            }
-            Network::Host => {
-                LayerReport::skipped("--network host: the host's network namespace is shared")
-            }
-        },
+        "capabilities",
+        LayerReport::applied(json!({ "effective": 0, "permitted": 0, "inheritable": 0, "bounding": 0, "ambient": 0 })),
     );
-    o.layers.insert(
-        "rootfs",
-        LayerReport::applied(
-            json!({ "root": "tmpfs", "pivot_root": true, "entries": plan.steps.len() }),
-        ),
-    );
-    o.layers.insert("capabilities", LayerReport::applied(json!({ "effective": 0, "permitted": 0, "inheritable": 0, "bounding": 0, "ambient": 0 })));
     o.layers.insert(
         "no_new_privs",
         LayerReport::applied(serde_json::Value::Null),
@@ -350,6 +392,7 @@ fn record_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia, payload: Vec<
         match name.as_str() {
             "landlock" => o.layers.insert("landlock", report),
             "seccomp" => o.layers.insert("seccomp", report),
+            "proc" => o.layers.insert("proc", report),
             _ => None,
         };
     }
