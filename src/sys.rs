@@ -332,7 +332,13 @@ pub fn raise_effective_caps() -> SysResult<()> {
 }
 
 /// Empty the bounding set (needs CAP_SETPCAP, so before anything else).
+/// Without CAP_SETPCAP (the fallback, started unprivileged) there is nothing
+/// to do that we are allowed to do: the set stays, and no_new_privs keeps
+/// execve from gaining any of it.
 pub fn drop_bounding_caps() -> SysResult<()> {
+    if !caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SETPCAP).unwrap_or(false) {
+        return Ok(());
+    }
     for cap in caps::all() {
         if caps::has_cap(None, caps::CapSet::Bounding, cap).unwrap_or(false) {
             caps::drop(None, caps::CapSet::Bounding, cap)
@@ -344,6 +350,13 @@ pub fn drop_bounding_caps() -> SysResult<()> {
 
 /// Empty every capability set: bounding, ambient, inheritable, permitted,
 /// effective (in that order: the bounding set needs CAP_SETPCAP).
+/// Number of capabilities left in (effective, permitted, inheritable,
+/// bounding, ambient).
+pub fn caps_left() -> [usize; 5] {
+    use caps::CapSet::*;
+    [Effective, Permitted, Inheritable, Bounding, Ambient].map(|s| caps::read(None, s).map(|c| c.len()).unwrap_or(usize::MAX))
+}
+
 pub fn drop_all_caps() -> SysResult<()> {
     drop_bounding_caps()?;
     caps::clear(None, caps::CapSet::Ambient)

@@ -71,6 +71,12 @@ pub fn main(plan: &Plan, rep: OwnedFd) -> ! {
     if let Err(e) = caps::drop_all() {
         fail(rep_fd, "drop capabilities", "", &e.to_string());
     }
+    let [eff, prm, inh, bnd, amb] = sys::caps_left();
+    layer(
+        rep_fd,
+        "capabilities",
+        &serde_json::json!({ "effective": eff, "permitted": prm, "inheritable": inh, "bounding": bnd, "ambient": amb }).to_string(),
+    );
     if let Err(e) = sys::set_no_new_privs() {
         fail(rep_fd, "no_new_privs", "", &e.to_string());
     }

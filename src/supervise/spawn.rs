@@ -393,6 +393,7 @@ fn record_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia, payload: Vec<
             "landlock" => o.layers.insert("landlock", report),
             "seccomp" => o.layers.insert("seccomp", report),
             "proc" => o.layers.insert("proc", report),
+            "capabilities" => o.layers.insert("capabilities", report),
             _ => None,
         };
     }

@@ -1,0 +1,112 @@
+//! Where user namespaces are refused (a container runtime's seccomp filter,
+//! simulated by tests/payloads/fb_nouserns.c), stockade still runs the
+//! payload behind Landlock, seccomp, rlimits and a process-tree kill, and
+//! says so; `--require userns` fails closed.
+
+mod common;
+
+use common::{c_payload, stderr, stdout, Scratch, Who};
+use std::process::Command;
+
+/// `fb_nouserns stockade run FLAGS -- CMD` as `who`.
+fn run_refused(who: Who, flags: &[&str], cmd: &[&str]) -> std::process::Output {
+    let wrapper = c_payload("fb_nouserns");
+    let mut c = common::stockade(who);
+    // Re-target the prepared command at the wrapper, keeping uid/env setup.
+    let mut w = Command::new(&wrapper);
+    w.arg(common::binary()).arg("run").args(flags).arg("--").args(cmd);
+    w.env_clear();
+    w.env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    w.current_dir("/");
+    if who == Who::Nobody && common::is_root() {
+        use std::os::unix::process::CommandExt;
+        w.uid(common::NOBODY).gid(common::NOBODY);
+    }
+    let _ = &mut c;
+    w.output().expect("start wrapper")
+}
+
+fn report(o: &std::process::Output) -> serde_json::Value {
+    let text = stdout(o);
+    let line = text.lines().last().unwrap_or("");
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("no JSON report ({e}):\n{text}\n--- stderr\n{}", stderr(o)))
+}
+
+#[test]
+fn refused_userns_still_confines_the_payload_and_says_so() {
+    let canary = Scratch::new("fb-canary");
+    std::fs::write(canary.join("secret"), "fb-canary-7781").unwrap();
+    std::fs::set_permissions(canary.join("secret"), std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let secret = canary.join("secret");
+    let script = format!(
+        "cat {} ; echo rc-read=$?; \
+         echo x > /usr/stockade-fb-probe 2>/dev/null; echo rc-usr=$?; \
+         echo y > \"$HOME/ok\" && echo rc-home=0; \
+         python3 -c 'import socket\ns=socket.socket()\ntry:\n s.connect((\"127.0.0.1\", 9))\nexcept OSError as e: print(\"connect\", e.errno)'; \
+         id -u",
+        secret.display()
+    );
+    for who in common::users("refused_userns_still_confines_the_payload_and_says_so") {
+        let o = run_refused(who, &["--report", "-"], &["/bin/sh", "-c", &script]);
+        let r = report(&o);
+        let out = r["stdout"]["data"].as_str().unwrap_or("").to_string();
+        let err = stderr(&o);
+        assert_eq!(r["status"], "exited", "{who:?}: {r}\n{err}");
+        assert!(!out.contains("fb-canary-7781"), "{who:?}: canary leaked: {out}");
+        assert!(out.contains("rc-read=1"), "{who:?}: {out}");
+        assert!(out.contains("rc-usr=") && !out.contains("rc-usr=0"), "{who:?}: {out}");
+        assert!(out.contains("rc-home=0"), "{who:?}: private run dir not writable: {out}\n{err}");
+        // Landlock denies TCP connect with EACCES (13).
+        assert!(out.contains("connect 13"), "{who:?}: {out}");
+        // Started by root, the payload is never root.
+        assert!(out.trim_end().ends_with("65534"), "{who:?}: payload uid: {out}");
+        assert!(!std::path::Path::new("/usr/stockade-fb-probe").exists());
+        for l in ["user_namespace", "mount_namespace", "pid_namespace", "net_namespace"] {
+            assert_eq!(r["layers"][l]["state"], "unavailable", "{who:?}: {l}: {r}");
+        }
+        for l in ["landlock", "seccomp", "process_tree", "rlimits", "capabilities"] {
+            assert_eq!(r["layers"][l]["state"], "applied", "{who:?}: {l}: {r}");
+        }
+        assert_eq!(err.lines().filter(|l| l.starts_with("stockade: warning: user namespaces refused")).count(), 1, "{err}");
+        // The private run directory is gone afterwards.
+        let run_dir = r["layers"]["process_tree"]["detail"]["run_dir"].as_str().unwrap().to_string();
+        assert!(!std::path::Path::new(&run_dir).exists(), "{run_dir} left behind");
+    }
+}
+
+#[test]
+fn require_userns_fails_closed_naming_the_setting() {
+    for who in common::users("require_userns_fails_closed_naming_the_setting") {
+        let o = run_refused(who, &["--require", "userns"], &["/bin/sh", "-c", "echo ran"]);
+        common::expect_code(&o, 125, "require userns");
+        assert!(!stdout(&o).contains("ran"));
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("stockade: create namespaces: "), "{err}");
+        assert!(err.contains("seccomp"), "{err}");
+    }
+}
+
+#[test]
+fn refused_userns_still_kills_the_whole_process_tree() {
+    for who in common::users("refused_userns_still_kills_the_whole_process_tree") {
+        let tag = format!("{}", 900000 + std::process::id() % 90000 + if who == Who::Root { 1 } else { 2 });
+        let script = format!("setsid sh -c 'exec sleep {tag}' </dev/null >/dev/null 2>&1 & sleep 0.3; echo started");
+        let o = run_refused(who, &[], &["/bin/sh", "-c", &script]);
+        common::expect_code(&o, 0, "daemonizing payload");
+        assert!(stdout(&o).contains("started"));
+        let mut left = true;
+        for _ in 0..40 {
+            left = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .map(|c| String::from_utf8_lossy(&c).contains(&tag))
+                    .unwrap_or(false)
+            });
+            if !left {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(!left, "{who:?}: `sleep {tag}` survived the jail");
+    }
+}
