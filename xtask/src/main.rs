@@ -1,6 +1,7 @@
 //! `cargo xtask test | bench | vm-test`: the project's own tasks.
 
 mod bench;
+mod docker;
 mod test;
 mod vm;
 
@@ -10,8 +11,9 @@ fn main() {
         Some("test") => test::main(&args[1..]),
         Some("bench") => bench::main(&args[1..]),
         Some("vm-test") => vm::main(&args[1..]),
+        Some("docker-test") => docker::main(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <test|bench|vm-test>\n  test     every test: cargo tests (as root and uid 65534), the VM cgroup tests, the Docker tests; prints a summary\n  bench    start-up and syscall cost beside bare exec, bwrap and firejail\n  vm-test  the cgroup v2 tests inside a small VM");
+            eprintln!("usage: cargo xtask <test|bench|vm-test>\n  test     every test: cargo tests (as root and uid 65534), the VM cgroup tests, the Docker tests; prints a summary\n  bench    start-up and syscall cost beside bare exec, bwrap and firejail\n  vm-test  the cgroup v2 tests inside a small VM\n  docker-test  the container tests under a real Docker engine");
             2
         }
     };
