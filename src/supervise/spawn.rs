@@ -100,6 +100,16 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
         (None, None)
     };
 
+    // Block the signals we forward before clone, so none of them can kill
+    // us between clone and the poll loop (the payload unblocks them).
+    let sfd = sys::signalfd_for(&[
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ])
+    .map_err(|e| setup_err("signalfd", "", e.to_string()))?;
+
     // 3. Clone into the new namespaces.
     let (cloned, via) = match sys::clone_jail(plan.clone_flags, None) {
         Ok(c) => c,
@@ -117,6 +127,7 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     };
     let (pid, pidfd) = match cloned {
         Cloned::Child => {
+            drop(sfd);
             drop(ctl_wr);
             drop(rep_rd);
             let stdio = match (out_pipe, err_pipe) {
@@ -148,13 +159,7 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     sys::write_all(ctl_wr.as_raw_fd(), &[proto::GO])
         .map_err(|e| setup_err("start jail", "", e.to_string()))?;
 
-    let sfd = sys::signalfd_for(&[
-        Signal::SIGTERM,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-    ])
-    .map_err(|e| setup_err("signalfd", "", e.to_string()))?;
+
 
     // 5. Wait, pumping output and watching the deadline.
     let keep = if plan.capture {

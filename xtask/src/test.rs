@@ -120,7 +120,7 @@ fn is_root() -> bool {
 /// Install what the tests need when it is missing (Debian packages as
 /// root, rustup components).
 fn prepare() {
-    let want = [("cc", "gcc libc6-dev"), ("python3", "python3"), ("tmux", "tmux"), ("setpriv", "util-linux")];
+    let want = [("cc", "gcc libc6-dev"), ("python3", "python3"), ("tmux", "tmux"), ("setpriv", "util-linux"), ("/usr/share/doc/python3-jsonschema", "python3-jsonschema")];
     let missing: Vec<&str> = want.iter().filter(|(c, _)| !have(c)).map(|(_, p)| *p).collect();
     if !missing.is_empty() {
         if is_root() {
