@@ -1,0 +1,185 @@
+//! Bad command lines: one `stockade: ` line on stderr naming the flag, exit
+//! 125, no panic, and the command never runs. As root and as uid 65534.
+
+mod common;
+
+use common::{stderr, stdout, Who};
+
+const RAN: &str = "payload-ran";
+
+/// `stockade ARGS…` (ARGS include `run`) as `who`.
+fn stockade(who: Who, args: &[&str]) -> std::process::Output {
+    common::stockade(who)
+        .args(args)
+        .output()
+        .expect("start stockade")
+}
+
+/// Run `stockade run FLAGS -- echo payload-ran` and check the error shape:
+/// exit 125, exactly one stderr line starting `stockade: ` that contains
+/// every string in `names`, no panic, nothing printed by the payload.
+fn rejects(test: &str, flags: &[&str], names: &[&str]) {
+    for who in common::users(test) {
+        let mut args = vec!["run"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--", "/bin/echo", RAN]);
+        let o = stockade(who, &args);
+        check(who, &args, &o, names);
+    }
+}
+
+fn check(who: Who, args: &[&str], o: &std::process::Output, names: &[&str]) {
+    let what = format!("{who:?}: stockade {}", args.join(" "));
+    let err = stderr(o);
+    assert!(!err.contains("panicked"), "{what}: panic: {err}");
+    assert!(!stdout(o).contains(RAN), "{what}: the command ran");
+    assert_eq!(
+        o.status.code(),
+        Some(125),
+        "{what}: {:?}; stderr: {err}",
+        o.status
+    );
+    assert_eq!(err.lines().count(), 1, "{what}: want one line: {err:?}");
+    assert!(err.starts_with("stockade: "), "{what}: {err}");
+    for n in names {
+        assert!(err.contains(n), "{what}: {n:?} not named in: {err}");
+    }
+}
+
+#[test]
+fn unknown_flag_is_rejected() {
+    rejects(
+        "unknown_flag_is_rejected",
+        &["--bogus-flag"],
+        &["--bogus-flag"],
+    );
+}
+
+#[test]
+fn relative_tmpfs_is_rejected() {
+    rejects(
+        "relative_tmpfs_is_rejected",
+        &["--tmpfs", "relative"],
+        &["--tmpfs", "relative"],
+    );
+}
+
+#[test]
+fn relative_ro_bind_destination_is_rejected() {
+    // /usr exists: the only thing wrong is the relative destination.
+    for src in ["/usr", "/x"] {
+        let v = format!("{src}:relative");
+        rejects(
+            "relative_ro_bind_destination_is_rejected",
+            &["--ro-bind", &v],
+            &["--ro-bind", "relative"],
+        );
+    }
+}
+
+#[test]
+fn bad_tmp_size_is_rejected() {
+    rejects(
+        "bad_tmp_size_is_rejected",
+        &["--tmp-size", "lots"],
+        &["--tmp-size", "lots"],
+    );
+}
+
+#[test]
+fn bad_memory_size_is_rejected() {
+    rejects(
+        "bad_memory_size_is_rejected",
+        &["--memory", "12q"],
+        &["--memory", "12q"],
+    );
+}
+
+#[test]
+fn bad_timeout_is_rejected() {
+    rejects(
+        "bad_timeout_is_rejected",
+        &["--timeout", "soon"],
+        &["--timeout", "soon"],
+    );
+}
+
+#[test]
+fn keep_fd_that_is_not_open_is_rejected() {
+    // The harness opens everything close-on-exec: fd 99 is not open in stockade.
+    rejects(
+        "keep_fd_that_is_not_open_is_rejected",
+        &["--keep-fd", "99"],
+        &["--keep-fd", "99"],
+    );
+}
+
+#[test]
+fn setenv_without_equals_is_rejected() {
+    rejects(
+        "setenv_without_equals_is_rejected",
+        &["--setenv", "NOEQUALS"],
+        &["--setenv", "NOEQUALS"],
+    );
+}
+
+#[test]
+fn unknown_required_layer_is_rejected() {
+    rejects(
+        "unknown_required_layer_is_rejected",
+        &["--require", "bogus"],
+        &["--require", "bogus"],
+    );
+}
+
+#[test]
+fn missing_command_is_rejected() {
+    for who in common::users("missing_command_is_rejected") {
+        for args in [
+            &["run"][..],
+            &["run", "--"][..],
+            &["run", "--hostname", "x"][..],
+        ] {
+            let o = stockade(who, args);
+            // The line must say what is missing: the command (CMD).
+            let err = stderr(&o).to_lowercase();
+            check(who, args, &o, &[]);
+            assert!(
+                err.contains("cmd") || err.contains("command"),
+                "{who:?}: stockade {}: does not say the command is missing: {err}",
+                args.join(" ")
+            );
+        }
+    }
+}
+
+#[test]
+fn valid_flags_still_run_the_command() {
+    // Control for the tests above: the same shape of command line, without
+    // the mistake, runs the command.
+    for who in common::users("valid_flags_still_run_the_command") {
+        let args = [
+            "run",
+            "--tmpfs",
+            "/x:1m",
+            "--ro-bind",
+            "/usr:/u",
+            "--tmp-size",
+            "8m",
+            "--memory",
+            "512m",
+            "--timeout",
+            "30s",
+            "--setenv",
+            "A=b",
+            "--require",
+            "userns",
+            "--",
+            "/bin/echo",
+            RAN,
+        ];
+        let o = stockade(who, &args);
+        assert_eq!(o.status.code(), Some(0), "{who:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o), format!("{RAN}\n"), "{who:?}");
+    }
+}
