@@ -339,17 +339,21 @@ pub fn drop_bounding_caps() -> SysResult<()> {
     if !caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SETPCAP).unwrap_or(false) {
         return Ok(());
     }
-    for cap in caps::all() {
-        if caps::has_cap(None, caps::CapSet::Bounding, cap).unwrap_or(false) {
-            caps::drop(None, caps::CapSet::Bounding, cap)
-                .or_else(|_| err("prctl", format!("PR_CAPBSET_DROP {cap}"), Errno::EPERM))?;
+    // One prctl per capability the kernel knows: EINVAL marks the end.
+    for cap in 0..64 {
+        // SAFETY: PR_CAPBSET_DROP takes integer arguments only.
+        let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+        if r < 0 {
+            let e = last_errno();
+            if e == Errno::EINVAL && cap > 0 {
+                break;
+            }
+            return err("prctl", format!("PR_CAPBSET_DROP {cap}"), e);
         }
     }
     Ok(())
 }
 
-/// Empty every capability set: bounding, ambient, inheritable, permitted,
-/// effective (in that order: the bounding set needs CAP_SETPCAP).
 /// Number of capabilities left in (effective, permitted, inheritable,
 /// bounding, ambient).
 pub fn caps_left() -> [usize; 5] {
@@ -497,19 +501,18 @@ pub fn signalfd_for(sigs: &[nix::sys::signal::Signal]) -> SysResult<nix::sys::si
     .or_else(|e| err("signalfd", "", e))
 }
 
-/// Unblock every signal and restore default dispositions (for the payload).
+/// Unblock every signal and restore the default disposition of the ones
+/// an ignore survives execve for (handlers are reset by execve itself; the
+/// Rust runtime and the supervisor set SIGPIPE to SIG_IGN).
 pub fn reset_signals() -> SysResult<()> {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
     SigSet::all()
         .thread_unblock()
         .or_else(|e| err("sigprocmask", "SIG_UNBLOCK", e))?;
     let dfl = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
-    for s in Signal::iterator() {
-        if s == Signal::SIGKILL || s == Signal::SIGSTOP {
-            continue;
-        }
+    for s in [Signal::SIGPIPE, Signal::SIGXFSZ, Signal::SIGCHLD] {
         // SAFETY: installing SIG_DFL replaces no Rust handler state.
-        let _ = unsafe { sigaction(s, &dfl) };
+        unsafe { sigaction(s, &dfl) }.or_else(|e| err("sigaction", format!("{s}, SIG_DFL"), e))?;
     }
     Ok(())
 }
