@@ -148,6 +148,9 @@ pub struct Plan {
     /// Fallback: the private per-run directory (the only writable place),
     /// removed after the run.
     pub run_dir: Option<PathBuf>,
+    /// The payload's end of the supervisor's seccomp socket (learning and
+    /// kill mode): the listener is sent over it. Set by the supervisor.
+    pub seccomp_channel: Option<std::os::fd::RawFd>,
 }
 
 fn cstr(origin: &str, b: &[u8]) -> Result<CString, SetupError> {
@@ -459,6 +462,7 @@ impl Plan {
             limits: p.limits.clone(),
             rlimits: Vec::new(),
             sample_ms: 100,
+            seccomp_channel: None,
             pipe_output: p.capture || stdout_in_report || p.limits.max_output.is_some(),
             capture: p.capture || stdout_in_report,
             stdout_in_report,

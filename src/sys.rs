@@ -1071,38 +1071,3 @@ pub fn execve(path: &CStr, argv: &[CString], envp: &[CString]) -> Errno {
         Err(e) => e,
     }
 }
-
-/// Install a seccomp BPF program on the calling thread. With `listener`,
-/// asks for a user-notification fd (SECCOMP_FILTER_FLAG_NEW_LISTENER) and
-/// returns it.
-pub fn seccomp_install(prog: &[libc::sock_filter], listener: bool) -> SysResult<Option<OwnedFd>> {
-    const SECCOMP_SET_MODE_FILTER: libc::c_uint = 1;
-    const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
-    let fprog = libc::sock_fprog {
-        len: prog.len() as libc::c_ushort,
-        filter: prog.as_ptr() as *mut libc::sock_filter,
-    };
-    let flags = if listener {
-        SECCOMP_FILTER_FLAG_NEW_LISTENER
-    } else {
-        0
-    };
-    // SAFETY: fprog points to `prog`, which outlives the call; the kernel
-    // copies the program.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            SECCOMP_SET_MODE_FILTER,
-            flags,
-            &fprog as *const libc::sock_fprog,
-        )
-    };
-    if r < 0 {
-        return err("seccomp", "SECCOMP_SET_MODE_FILTER", last_errno());
-    }
-    if listener {
-        // SAFETY: with NEW_LISTENER the return value is a fresh fd.
-        return Ok(Some(unsafe { OwnedFd::from_raw_fd(r as RawFd) }));
-    }
-    Ok(None)
-}

@@ -188,7 +188,8 @@ fn denied_syscall_in_kill_mode_is_seccomp_violation() {
         );
         assert_eq!(v["status"], "seccomp_violation", "{v}");
         assert_eq!(v["signal"], 31, "{v}");
-        assert!(v.get("seccomp_violation").is_some(), "{v}");
+        assert_eq!(v["seccomp_violation"]["syscall_name"], "ptrace", "{v}");
+        assert_eq!(v["seccomp_violation"]["syscall_nr"], 101, "{v}");
     }
 }
 

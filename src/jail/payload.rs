@@ -113,13 +113,10 @@ pub fn main(plan: &Plan, rep: OwnedFd) -> ! {
     // seccomp last: nothing after it but execve.
     if let Some(f) = &plan.seccomp {
         layer(rep_fd, "seccomp", &seccomp::detail_json(f));
-        match seccomp::install(f) {
-            Ok(listener) => {
-                if let Some(l) = listener {
-                    seccomp::hand_over_listener(plan, l);
-                }
-            }
-            Err(e) => fail(rep_fd, "seccomp", "", &e.to_string()),
+        // In learning and kill mode this also sends the listener to the
+        // supervisor over plan.seccomp_channel.
+        if let Err(e) = seccomp::install_with(f, plan.seccomp_channel) {
+            fail(rep_fd, "seccomp", "", &e.to_string());
         }
     }
 

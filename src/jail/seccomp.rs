@@ -1,39 +1,702 @@
 //! seccomp-bpf allowlist: compiled in the supervisor before clone, installed
 //! last in the payload, right before execve.
+//!
+//! Two filters are installed, in this order:
+//!
+//! 1. the *ABI guard* (hand-written, 9 instructions): kills the process for
+//!    a foreign architecture (the i386 `int 0x80` entry included) and for
+//!    x32 syscall numbers (`nr | 0x40000000`), and answers `clone3` with
+//!    ENOSYS: its flags live in memory a filter cannot read, and ENOSYS makes
+//!    libc fall back to `clone`, whose flags the allowlist checks;
+//! 2. the *allowlist* (built with seccompiler): the syscalls of the policy's
+//!    groups and single names, some with argument filters; anything else
+//!    gets the policy's action: EPERM, kill, or (learning mode) a user
+//!    notification the supervisor answers with "continue".
+//!
+//! The kernel runs every filter and keeps the most severe verdict, so the
+//! guard's kill and ENOSYS win over the allowlist's allow. The allowlist
+//! always allows `clone3` itself, so the guard's ENOSYS never ties with an
+//! allowlist ERRNO (whose winner would depend on the installation order).
 
 #![deny(unsafe_code)]
 
-use std::os::fd::OwnedFd;
+pub mod syscalls;
+
+use std::collections::BTreeMap;
+use std::os::fd::{IntoRawFd, RawFd};
+
+use seccompiler::{
+    BpfProgram, SeccompAction as Act, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
+    SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
+};
 
 use crate::policy::{SeccompAction, SeccompPolicy};
-use crate::sys::SysResult;
+use crate::sys::{self, Errno, SysError, SysResult};
+
+/// `TIOCSTI`: push a byte into a terminal's input queue.
+pub const TIOCSTI: u32 = 0x5412;
+/// `TIOCLINUX`: console tricks, including selection paste.
+pub const TIOCLINUX: u32 = 0x541C;
+
+/// Namespace flags `clone` may not carry.
+pub const CLONE_NS_FLAGS: u64 = (libc::CLONE_NEWUSER
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWCGROUP) as u64
+    | 0x80; // CLONE_NEWTIME
+
+/// personality(2) values allowed: PER_LINUX, PER_LINUX32, and the query.
+pub const PERSONAS: &[u64] = &[0x0000, 0x0008, 0xffff_ffff];
+
+/// Always in the allowlist: without them the jail cannot start the command
+/// or end.
+const ALWAYS: &[&str] = &["execve", "exit", "exit_group", "clone3"];
+/// Also allowed when a listener is handed to the supervisor: the payload
+/// sends it with sendmsg after the filter is in force.
+const WITH_LISTENER: &[&str] = &["sendmsg"];
+
+/// SECCOMP_RET_TRACE data used as a placeholder for the mismatch action
+/// while compiling; replaced before install.
+const MARK: u32 = 0x5ecc;
+
+#[cfg(target_arch = "x86_64")]
+const ARCH: TargetArch = TargetArch::x86_64;
+#[cfg(target_arch = "aarch64")]
+const ARCH: TargetArch = TargetArch::aarch64;
+
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xC000_00B7; // AUDIT_ARCH_AARCH64
+
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
 /// A compiled policy, ready to install.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Compiled {
     pub action: SeccompAction,
     /// Number of syscalls the allowlist names.
     pub allowed: usize,
+    /// The groups the policy named, for the outcome.
+    pub groups: Vec<String>,
+    guard: Vec<libc::sock_filter>,
+    /// The allowlist, with the mismatch action filled in for an install
+    /// without a supervisor channel (EPERM, kill, or user-notif for Learn).
+    allowlist: Vec<libc::sock_filter>,
+    /// Indices of the mismatch returns in `allowlist`.
+    mismatch_at: Vec<usize>,
 }
 
-/// Compile `p` (placeholder until the allowlist lands).
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled")
+            .field("action", &self.action)
+            .field("allowed", &self.allowed)
+            .field("groups", &self.groups)
+            .field("instructions", &(self.guard.len() + self.allowlist.len()))
+            .finish()
+    }
+}
+
+impl Compiled {
+    /// The payload should hand a user-notification listener to the
+    /// supervisor: always in learning mode; in kill mode so the supervisor
+    /// learns which syscall was refused (without a channel, kill mode
+    /// falls back to SECCOMP_RET_KILL_PROCESS).
+    pub fn wants_listener(&self) -> bool {
+        matches!(self.action, SeccompAction::Learn | SeccompAction::Kill)
+    }
+
+    /// Instructions in both filters.
+    pub fn len(&self) -> usize {
+        self.guard.len() + self.allowlist.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn action_name(a: SeccompAction) -> &'static str {
+    match a {
+        SeccompAction::Errno => "errno",
+        SeccompAction::Kill => "kill",
+        SeccompAction::Learn => "learn",
+    }
+}
+
+fn cond(arg: u8, len: Len, op: Op, v: u64) -> Result<Cond, String> {
+    Cond::new(arg, len, op, v).map_err(|e| format!("argument filter: {e}"))
+}
+
+fn rule(c: Vec<Cond>) -> Result<SeccompRule, String> {
+    SeccompRule::new(c).map_err(|e| format!("argument filter: {e}"))
+}
+
+/// The argument filter for a syscall that is only ever allowed with one.
+fn arg_rules(name: &str) -> Result<Vec<SeccompRule>, String> {
+    let mut r = Vec::new();
+    match name {
+        // No namespace flags (clone uses the low 32 bits of its flags).
+        "clone" => r.push(rule(vec![cond(
+            0,
+            Len::Dword,
+            Op::MaskedEq(CLONE_NS_FLAGS),
+            0,
+        )?])?),
+        // Only the ordinary families, no raw or packet sockets (the type
+        // argument carries SOCK_NONBLOCK/SOCK_CLOEXEC above bit 3).
+        "socket" => {
+            for fam in [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6] {
+                for ty in [libc::SOCK_STREAM, libc::SOCK_DGRAM, libc::SOCK_SEQPACKET] {
+                    r.push(rule(vec![
+                        cond(0, Len::Dword, Op::Eq, fam as u64)?,
+                        cond(1, Len::Dword, Op::MaskedEq(0xf), ty as u64)?,
+                    ])?);
+                }
+            }
+        }
+        "socketpair" => r.push(rule(vec![cond(
+            0,
+            Len::Dword,
+            Op::Eq,
+            libc::AF_UNIX as u64,
+        )?])?),
+        // The kernel truncates the command to 32 bits, so compare only the
+        // low 32 bits (Dword): TIOCSTI | 1 << 32 is TIOCSTI.
+        "ioctl" => r.push(rule(vec![
+            cond(1, Len::Dword, Op::Ne, TIOCSTI as u64)?,
+            cond(1, Len::Dword, Op::Ne, TIOCLINUX as u64)?,
+        ])?),
+        "personality" => {
+            for p in PERSONAS {
+                r.push(rule(vec![cond(0, Len::Dword, Op::Eq, *p)?])?);
+            }
+        }
+        _ => {}
+    }
+    Ok(r)
+}
+
+/// Resolve the policy's groups and names to syscall numbers.
+pub fn resolve(p: &SeccompPolicy) -> Result<BTreeMap<u32, &'static str>, String> {
+    let mut set: BTreeMap<u32, &'static str> = BTreeMap::new();
+    for g in &p.groups {
+        let Some(members) = syscalls::group(g) else {
+            let known: Vec<&str> = syscalls::GROUPS.iter().map(|(n, _)| *n).collect();
+            return Err(format!(
+                "unknown syscall group {g:?} (known: {})",
+                known.join(", ")
+            ));
+        };
+        for m in members {
+            // A member this architecture lacks (open on aarch64) is skipped.
+            if let Some(nr) = syscalls::number(m) {
+                set.insert(nr, m);
+            }
+        }
+    }
+    for n in &p.allow {
+        let Some(nr) = syscalls::number(n) else {
+            return Err(format!(
+                "unknown syscall {n:?} (not in the {} syscall table)",
+                std::env::consts::ARCH
+            ));
+        };
+        let name = syscalls::name(nr).unwrap_or("?");
+        set.insert(nr, name);
+    }
+    Ok(set)
+}
+
+/// Compile `p` into the two filters. Errors are one line naming the bad
+/// group or syscall.
 pub fn compile(p: &SeccompPolicy) -> Result<Compiled, String> {
+    let mut set = resolve(p)?;
+    let mut extra: Vec<&str> = ALWAYS.to_vec();
+    if matches!(p.action, SeccompAction::Learn | SeccompAction::Kill) {
+        extra.extend_from_slice(WITH_LISTENER);
+    }
+    for n in extra {
+        if let Some(nr) = syscalls::number(n) {
+            set.insert(nr, n);
+        }
+    }
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for (nr, name) in &set {
+        let r = if syscalls::FILTERED.contains(name) {
+            arg_rules(name)?
+        } else {
+            Vec::new()
+        };
+        rules.insert(*nr as i64, r);
+    }
+    let filter = SeccompFilter::new(rules, Act::Trace(MARK), Act::Allow, ARCH)
+        .map_err(|e| format!("building the filter: {e}"))?;
+    let prog: BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| format!("compiling the filter: {e}"))?;
+    let mut allowlist: Vec<libc::sock_filter> = prog
+        .iter()
+        .map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect();
+
+    let marker = libc::SECCOMP_RET_TRACE | MARK;
+    let ret_k = (libc::BPF_RET | libc::BPF_K) as u16;
+    let mismatch_at: Vec<usize> = allowlist
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.code == ret_k && i.k == marker)
+        .map(|(n, _)| n)
+        .collect();
+    let ret = match p.action {
+        SeccompAction::Errno => libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        SeccompAction::Kill => libc::SECCOMP_RET_KILL_PROCESS,
+        SeccompAction::Learn => libc::SECCOMP_RET_USER_NOTIF,
+    };
+    for &i in &mismatch_at {
+        allowlist[i].k = ret;
+    }
+    if allowlist.len() + GUARD_LEN > u16::MAX as usize {
+        return Err(format!(
+            "the filter has {} instructions, more than the kernel accepts",
+            allowlist.len()
+        ));
+    }
     Ok(Compiled {
         action: p.action,
-        allowed: 0,
+        allowed: set.len(),
+        groups: p.groups.clone(),
+        guard: guard(),
+        allowlist,
+        mismatch_at,
     })
 }
 
-/// Install in the calling thread; returns the user-notification fd in
-/// learning mode.
-pub fn install(_c: &Compiled) -> SysResult<Option<OwnedFd>> {
-    Ok(None)
+const GUARD_LEN: usize = 9;
+
+fn stmt(code: u32, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    }
 }
 
-/// Send the learning-mode listener to the supervisor (placeholder).
-pub fn hand_over_listener(_plan: &crate::plan::Plan, _listener: OwnedFd) {}
+fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    }
+}
+
+/// The ABI guard: foreign arch or x32 → kill; clone3 → ENOSYS; else allow.
+fn guard() -> Vec<libc::sock_filter> {
+    use libc::{
+        BPF_ABS, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W, SECCOMP_RET_ALLOW,
+        SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS,
+    };
+    const NR: u32 = 0; // offsetof(struct seccomp_data, nr)
+    const ARCH_OFF: u32 = 4; // offsetof(struct seccomp_data, arch)
+    let g = vec![
+        stmt(BPF_LD | BPF_W | BPF_ABS, ARCH_OFF),
+        jump(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH, 1, 0),
+        stmt(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        stmt(BPF_LD | BPF_W | BPF_ABS, NR),
+        jump(BPF_JMP | BPF_JGE | BPF_K, X32_SYSCALL_BIT, 0, 1),
+        stmt(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        jump(BPF_JMP | BPF_JEQ | BPF_K, libc::SYS_clone3 as u32, 0, 1),
+        stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+        stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    ];
+    debug_assert_eq!(g.len(), GUARD_LEN);
+    g
+}
+
+/// Install both filters in the calling (single-threaded) process;
+/// no_new_privs must be set. With `channel` (the payload's end of the
+/// supervisor's socket) and an action that wants a listener, the allowlist
+/// is installed with a user-notification listener that is sent over
+/// `channel` at once. Learning mode without a channel is an error; kill
+/// mode without one kills with SIGSYS in the kernel.
+///
+/// Nothing but `sendmsg` and then `execve` may run after this in learning
+/// or kill mode (both are always allowed).
+pub fn install_with(c: &Compiled, channel: Option<RawFd>) -> SysResult<()> {
+    sys::seccomp::install(&c.guard, false)?;
+    let listener = match (c.action, channel) {
+        (SeccompAction::Errno, _) | (SeccompAction::Kill, None) => {
+            return sys::seccomp::install(&c.allowlist, false).map(|_| ());
+        }
+        (SeccompAction::Learn, None) => {
+            return Err(SysError {
+                call: "seccomp",
+                arg: "learning mode without a supervisor channel".into(),
+                errno: Errno::EINVAL,
+            })
+        }
+        (SeccompAction::Learn, Some(_)) => sys::seccomp::install(&c.allowlist, true)?,
+        (SeccompAction::Kill, Some(_)) => {
+            let mut prog = c.allowlist.clone();
+            for &i in &c.mismatch_at {
+                prog[i].k = libc::SECCOMP_RET_USER_NOTIF;
+            }
+            sys::seccomp::install(&prog, true)?
+        }
+    };
+    let (Some(l), Some(ch)) = (listener, channel) else {
+        return Err(SysError {
+            call: "seccomp",
+            arg: "NEW_LISTENER returned no fd".into(),
+            errno: Errno::EINVAL,
+        });
+    };
+    sys::seccomp::send_fd(ch, std::os::fd::AsRawFd::as_raw_fd(&l))?;
+    // Keep the listener open: it is close-on-exec, and close(2) may not be
+    // in the allowlist. execve closes it.
+    let _ = l.into_raw_fd();
+    Ok(())
+}
 
 /// One line of JSON for the outcome.
 pub fn detail_json(c: &Compiled) -> String {
-    format!("{{\"allowed\":{}}}", c.allowed)
+    format!(
+        "{{\"action\":\"{}\",\"allowed\":{},\"groups\":{},\"instructions\":{}}}",
+        action_name(c.action),
+        c.allowed,
+        serde_json::to_string(&c.groups).unwrap_or_else(|_| "[]".into()),
+        c.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(groups: &[&str], allow: &[&str], action: SeccompAction) -> SeccompPolicy {
+        SeccompPolicy {
+            enabled: true,
+            groups: groups.iter().map(|s| s.to_string()).collect(),
+            allow: allow.iter().map(|s| s.to_string()).collect(),
+            action,
+        }
+    }
+
+    #[test]
+    fn no_group_contains_a_never_allowed_syscall() {
+        for (g, _) in syscalls::GROUPS {
+            for m in syscalls::group(g).unwrap() {
+                assert!(
+                    !syscalls::NEVER.contains(&m),
+                    "{g} contains never-allowed {m}"
+                );
+            }
+        }
+        // The list, spelled out so a shortened NEVER cannot pass.
+        let required = [
+            "bpf",
+            "perf_event_open",
+            "userfaultfd",
+            "io_uring_setup",
+            "io_uring_enter",
+            "io_uring_register",
+            "keyctl",
+            "add_key",
+            "request_key",
+            "kexec_load",
+            "kexec_file_load",
+            "init_module",
+            "finit_module",
+            "delete_module",
+            "ptrace",
+            "process_vm_readv",
+            "process_vm_writev",
+            "mount",
+            "umount2",
+            "pivot_root",
+            "chroot",
+            "unshare",
+            "setns",
+            "open_by_handle_at",
+            "name_to_handle_at",
+            "reboot",
+            "swapon",
+            "swapoff",
+            "acct",
+            "quotactl",
+            "settimeofday",
+            "clock_settime",
+            "clock_adjtime",
+            "adjtimex",
+            "syslog",
+            "lookup_dcookie",
+            "iopl",
+            "ioperm",
+            "fanotify_init",
+            "mount_setattr",
+            "move_mount",
+            "open_tree",
+            "fsopen",
+            "fsconfig",
+            "fsmount",
+            "fspick",
+            "kcmp",
+            "vhangup",
+            "nfsservctl",
+        ];
+        for r in required {
+            assert!(syscalls::NEVER.contains(&r), "{r} missing from NEVER");
+            assert!(
+                syscalls::number(r).is_some() || cfg!(not(target_arch = "x86_64")),
+                "{r} not in the table"
+            );
+        }
+        // personality only ever with its argument filter.
+        assert!(syscalls::FILTERED.contains(&"personality"));
+    }
+
+    #[test]
+    fn default_allowlist_leaves_out_every_never_allowed_syscall() {
+        let c = policy(&["@default"], &[], SeccompAction::Errno);
+        let set = resolve(&c).unwrap();
+        for n in syscalls::NEVER {
+            if let Some(nr) = syscalls::number(n) {
+                assert!(!set.contains_key(&nr), "{n} resolved into @default");
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn every_group_member_is_a_real_x86_64_syscall() {
+        for (g, members) in syscalls::GROUPS {
+            for m in members.iter() {
+                if m.starts_with('@') {
+                    assert!(syscalls::group(m).is_some(), "{g}: {m}");
+                } else {
+                    assert!(syscalls::number(m).is_some(), "{g}: unknown {m}");
+                }
+            }
+        }
+        for n in syscalls::NEVER.iter().chain(syscalls::FILTERED) {
+            assert!(syscalls::number(n).is_some(), "unknown {n}");
+        }
+    }
+
+    #[test]
+    fn table_is_sorted_and_consistent() {
+        for w in syscalls::BY_NR.windows(2) {
+            assert!(w[0].0 < w[1].0);
+        }
+        for w in syscalls::BY_NAME.windows(2) {
+            assert!(w[0].0 < w[1].0);
+        }
+        assert_eq!(syscalls::BY_NR.len(), syscalls::BY_NAME.len());
+        for (nr, n) in syscalls::BY_NR {
+            assert_eq!(syscalls::number(n), Some(*nr));
+            assert_eq!(syscalls::name(*nr), Some(*n));
+        }
+        assert_eq!(syscalls::number("read"), Some(libc::SYS_read as u32));
+        assert_eq!(syscalls::number("openat"), Some(libc::SYS_openat as u32));
+        assert_eq!(syscalls::number("clone3"), Some(libc::SYS_clone3 as u32));
+        assert_eq!(syscalls::display(99999), "syscall_99999");
+    }
+
+    #[test]
+    fn unknown_names_are_clear_errors() {
+        let e = compile(&policy(&["@default", "@bogus"], &[], SeccompAction::Errno)).unwrap_err();
+        assert!(e.contains("unknown syscall group \"@bogus\""), "{e}");
+        let e = compile(&policy(
+            &["@default"],
+            &["frobnicate"],
+            SeccompAction::Errno,
+        ))
+        .unwrap_err();
+        assert!(e.contains("unknown syscall \"frobnicate\""), "{e}");
+        let e = compile(&policy(&["basic-io"], &[], SeccompAction::Errno)).unwrap_err();
+        assert!(e.contains("\"basic-io\""), "{e}");
+    }
+
+    #[test]
+    fn default_compiles_and_counts() {
+        let c = compile(&policy(&["@default"], &[], SeccompAction::Errno)).unwrap();
+        assert!(c.allowed > 250, "{}", c.allowed);
+        assert!(c.len() < 4096, "{}", c.len());
+        assert!(!c.mismatch_at.is_empty());
+        let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        for &i in &c.mismatch_at {
+            assert_eq!(c.allowlist[i].k, eperm);
+        }
+        let j = detail_json(&c);
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(v["action"], "errno");
+        assert_eq!(v["allowed"], c.allowed as u64);
+        let k = compile(&policy(&["@default"], &[], SeccompAction::Kill)).unwrap();
+        for &i in &k.mismatch_at {
+            assert_eq!(k.allowlist[i].k, libc::SECCOMP_RET_KILL_PROCESS);
+        }
+        let l = compile(&policy(&["@default"], &[], SeccompAction::Learn)).unwrap();
+        for &i in &l.mismatch_at {
+            assert_eq!(l.allowlist[i].k, libc::SECCOMP_RET_USER_NOTIF);
+        }
+        assert!(l.wants_listener() && k.wants_listener() && !c.wants_listener());
+    }
+
+    #[test]
+    fn single_names_add_to_the_groups() {
+        let base = resolve(&policy(&["@basic-io"], &[], SeccompAction::Errno)).unwrap();
+        let more = resolve(&policy(&["@basic-io"], &["uname"], SeccompAction::Errno)).unwrap();
+        assert_eq!(more.len(), base.len() + 1);
+        assert!(more.contains_key(&(libc::SYS_uname as u32)));
+    }
+
+    /// Run the classic-BPF program on a seccomp_data, the way the kernel
+    /// does, to check the argument filters without installing anything.
+    fn run(prog: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+        let mut data = [0u32; 16];
+        data[0] = nr;
+        data[1] = arch;
+        for (i, a) in args.iter().enumerate() {
+            data[4 + 2 * i] = *a as u32;
+            data[5 + 2 * i] = (*a >> 32) as u32;
+        }
+        let mut acc: u32 = 0;
+        let mut pc = 0usize;
+        loop {
+            let i = prog[pc];
+            let code = i.code as u32;
+            match code & 0x07 {
+                0x00 => {
+                    acc = data[(i.k / 4) as usize];
+                    pc += 1;
+                }
+                0x04 => {
+                    assert_eq!(code, libc::BPF_ALU | libc::BPF_AND | libc::BPF_K);
+                    acc &= i.k;
+                    pc += 1;
+                }
+                0x05 => {
+                    let op = code & 0xf0;
+                    if op == libc::BPF_JA {
+                        pc += 1 + i.k as usize;
+                        continue;
+                    }
+                    let t = match op {
+                        libc::BPF_JEQ => acc == i.k,
+                        libc::BPF_JGT => acc > i.k,
+                        libc::BPF_JGE => acc >= i.k,
+                        libc::BPF_JSET => acc & i.k != 0,
+                        _ => panic!("op {op:#x}"),
+                    };
+                    pc += 1 + if t { i.jt as usize } else { i.jf as usize };
+                }
+                0x06 => return i.k,
+                c => panic!("class {c:#x}"),
+            }
+        }
+    }
+
+    /// The combined verdict: the most severe of both filters (lowest action
+    /// value; for equal actions, the filter installed last).
+    fn verdict(c: &Compiled, arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+        let a = run(&c.allowlist, arch, nr, args);
+        let g = run(&c.guard, arch, nr, args);
+        let act = |v: u32| (v & libc::SECCOMP_RET_ACTION_FULL) as i32;
+        if act(a) < act(g) {
+            a
+        } else {
+            g
+        }
+    }
+
+    #[test]
+    fn argument_filters_decide_as_intended() {
+        let c = compile(&policy(&["@default"], &[], SeccompAction::Errno)).unwrap();
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        let kill = libc::SECCOMP_RET_KILL_PROCESS;
+        let a = AUDIT_ARCH;
+        let nr = |n: &str| syscalls::number(n).unwrap();
+        let ioctl = nr("ioctl");
+        assert_eq!(verdict(&c, a, ioctl, [0, 0x5401, 0, 0, 0, 0]), allow);
+        assert_eq!(
+            verdict(&c, a, ioctl, [0, TIOCSTI as u64, 0, 0, 0, 0]),
+            eperm
+        );
+        assert_eq!(
+            verdict(&c, a, ioctl, [0, TIOCSTI as u64 | 1 << 32, 0, 0, 0, 0]),
+            eperm
+        );
+        assert_eq!(
+            verdict(
+                &c,
+                a,
+                ioctl,
+                [0, TIOCLINUX as u64 | 0xdead << 32, 0, 0, 0, 0]
+            ),
+            eperm
+        );
+        let clone = nr("clone");
+        assert_eq!(verdict(&c, a, clone, [0x01200011, 0, 0, 0, 0, 0]), allow);
+        for f in [
+            libc::CLONE_NEWUSER,
+            libc::CLONE_NEWNS,
+            libc::CLONE_NEWPID,
+            libc::CLONE_NEWNET,
+            libc::CLONE_NEWIPC,
+            libc::CLONE_NEWUTS,
+            libc::CLONE_NEWCGROUP,
+            0x80,
+        ] {
+            assert_eq!(
+                verdict(&c, a, clone, [f as u64 | 0x11, 0, 0, 0, 0, 0]),
+                eperm
+            );
+        }
+        assert_eq!(
+            verdict(&c, a, nr("clone3"), [0; 6]),
+            libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32
+        );
+        let sock = nr("socket");
+        let s = |f: i32, t: i32| verdict(&c, a, sock, [f as u64, t as u64, 0, 0, 0, 0]);
+        assert_eq!(
+            s(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC),
+            allow
+        );
+        assert_eq!(s(libc::AF_INET, libc::SOCK_DGRAM), allow);
+        assert_eq!(
+            s(libc::AF_INET6, libc::SOCK_STREAM | libc::SOCK_NONBLOCK),
+            allow
+        );
+        assert_eq!(s(libc::AF_INET, libc::SOCK_RAW), eperm);
+        assert_eq!(s(libc::AF_PACKET, libc::SOCK_RAW), eperm);
+        assert_eq!(s(libc::AF_PACKET, libc::SOCK_DGRAM), eperm);
+        assert_eq!(s(libc::AF_NETLINK, libc::SOCK_DGRAM), eperm);
+        let pers = nr("personality");
+        for (v, want) in [
+            (0u64, allow),
+            (8, allow),
+            (0xffff_ffff, allow),
+            (0x0040000, eperm),
+            (0x0400000, eperm),
+        ] {
+            assert_eq!(verdict(&c, a, pers, [v, 0, 0, 0, 0, 0]), want, "{v:#x}");
+        }
+        // Foreign ABIs die whatever the action.
+        assert_eq!(verdict(&c, 0x4000_0003, 20, [0; 6]), kill); // i386
+        assert_eq!(verdict(&c, a, X32_SYSCALL_BIT | 39, [0; 6]), kill);
+        assert_eq!(verdict(&c, a, nr("bpf"), [0; 6]), eperm);
+        assert_eq!(verdict(&c, a, nr("read"), [0; 6]), allow);
+    }
 }

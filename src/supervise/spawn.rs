@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use serde_json::json;
 
+use super::learn::Learner;
 use super::{limits, namespaces};
 use crate::jail::{self, proto};
 use crate::outcome::{self, LayerReport, Outcome, Status, Violation};
@@ -110,6 +111,15 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     ])
     .map_err(|e| setup_err("signalfd", "", e.to_string()))?;
 
+    // seccomp learning/kill mode: the payload sends its user-notification
+    // listener over this socket.
+    let mut learner = match &plan.seccomp {
+        Some(c) if c.wants_listener() => Learner::for_action(c.action)
+            .map_err(|e| setup_err("seccomp", "", e.to_string()))?,
+        _ => None,
+    };
+    plan.seccomp_channel = learner.as_ref().map(|l| l.child_fd());
+
     // 3. Clone into the new namespaces.
     let (cloned, via) = match sys::clone_jail(plan.clone_flags, None) {
         Ok(c) => c,
@@ -144,6 +154,9 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     };
     drop(ctl_rd);
     drop(rep_wr);
+    if let Some(l) = &mut learner {
+        l.close_child_end();
+    }
     let out_rd = out_pipe.map(|(r, _w)| r);
     let err_rd = err_pipe.map(|(r, _w)| r);
 
@@ -180,9 +193,20 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
         out: out_rd
             .map(|fd| Stream::new(fd, if plan.stdout_in_report { None } else { Some(1) }, keep)),
         err: err_rd.map(|fd| Stream::new(fd, Some(2), keep)),
+        learner,
+        violation: None,
     };
     let reports = w.wait(&rep_rd, &sfd);
     let (st, ru) = sys::wait4(pid).map_err(|e| setup_err("wait", "", e.to_string()))?;
+    let violation = w.violation.clone();
+    if let Some(l) = w.learner.take() {
+        let learn = l.mode() == super::learn::Mode::Learn;
+        let names = l.finish();
+        if learn {
+            // The CLI prints them as `stockade: seccomp-learn: …`.
+            o.seccomp_learned = Some(names);
+        }
+    }
 
     // 6. What happened.
     o.usage.user_time_ms = tv_ms(ru.ru_utime);
@@ -250,6 +274,19 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
         Some(sig) => 128 + sig,
         None => end.code.unwrap_or(125),
     };
+    if let Some((nr, name)) = violation {
+        // Killed by the supervisor on a refused syscall (kill mode): report
+        // it as the SIGSYS death the kernel would have dealt.
+        eprintln!("stockade: seccomp: {name} is not allowed: jail killed");
+        o.seccomp_violation = Some(Violation {
+            syscall_nr: Some(nr),
+            syscall_name: Some(name),
+        });
+        o.signal = Some(libc::SIGSYS);
+        o.exit_code = 128 + libc::SIGSYS;
+        o.status = Status::SeccompViolation;
+        return Ok(());
+    }
     let abnormal = end.signal.is_some() || end.code != Some(0);
     let cpu_ms = o.usage.user_time_ms + o.usage.system_time_ms;
     o.status = if abnormal
@@ -448,6 +485,10 @@ struct Watch {
     hit_cap: bool,
     out: Option<Stream>,
     err: Option<Stream>,
+    /// seccomp listener (learning and kill mode).
+    learner: Option<Learner>,
+    /// Kill mode: the refused syscall the jail was killed for.
+    violation: Option<(i64, String)>,
 }
 
 impl Watch {
@@ -549,6 +590,8 @@ impl Watch {
                     + 1
             });
             let fd_or = |open: bool, fd: RawFd| if open { fd } else { -1 };
+            let lfds = self.learner.as_ref().map(|l| l.fds()).unwrap_or_default();
+            let lfd = |i: usize| lfds.get(i).copied().unwrap_or(-1);
             let mut fds = [
                 libc::pollfd {
                     fd: fd_or(!init_done, self.pidfd.as_raw_fd()),
@@ -581,6 +624,16 @@ impl Watch {
                     events: libc::POLLIN,
                     revents: 0,
                 },
+                libc::pollfd {
+                    fd: lfd(0),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: lfd(1),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
             ];
             if sys::poll(&mut fds, timeout).is_err() {
                 break;
@@ -603,6 +656,19 @@ impl Watch {
             }
             if fds[4].revents != 0 {
                 self.pump(1);
+            }
+            for p in &fds[5..] {
+                if p.fd >= 0 && p.revents != 0 {
+                    if let Some(l) = self.learner.as_mut() {
+                        l.on_ready(p.fd);
+                    }
+                }
+            }
+            if self.violation.is_none() {
+                if let Some(v) = self.learner.as_ref().and_then(|l| l.violation()) {
+                    self.violation = Some(v);
+                    self.kill_all();
+                }
             }
             if fds[0].revents != 0 && !init_done {
                 init_done = true;

@@ -1,0 +1,223 @@
+//! The supervisor's end of the seccomp user-notification listener: learning
+//! mode (record and let through every syscall outside the allowlist) and
+//! kill mode (record the first refused syscall; the caller then kills the
+//! jail).
+//!
+//! Lifecycle: [`Learner::new`] before clone (a socketpair); the child keeps
+//! [`Learner::child_fd`] open and the payload sends the listener over it
+//! right after installing its filter (`jail::seccomp::install_with`). After
+//! clone the supervisor calls [`Learner::close_child_end`], polls
+//! [`Learner::fds`], calls [`Learner::on_ready`] for each readable one, and
+//! at the end [`Learner::finish`].
+
+#![deny(unsafe_code)]
+
+use std::collections::BTreeSet;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use crate::jail::seccomp::syscalls;
+use crate::policy::SeccompAction;
+use crate::sys::{self, SysResult};
+
+/// What the supervisor does with a notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Record the syscall and let it run.
+    Learn,
+    /// Record the syscall and leave the caller blocked: the supervisor
+    /// kills the jail (see [`Learner::violation`]).
+    Kill,
+}
+
+/// Supervisor side of the listener hand-over and the notifications.
+#[derive(Debug)]
+pub struct Learner {
+    mode: Mode,
+    /// Our end of the socketpair, until the listener arrives or EOF.
+    sock: Option<OwnedFd>,
+    /// The child's end; closed in the supervisor after clone.
+    child: Option<OwnedFd>,
+    child_raw: RawFd,
+    listener: Option<OwnedFd>,
+    /// Syscall numbers seen, in the order first seen.
+    seen: Vec<i64>,
+    seen_set: BTreeSet<i64>,
+    violation: Option<i64>,
+}
+
+impl Learner {
+    /// For a compiled filter whose action wants a listener (learn, kill);
+    /// `None` for errno mode.
+    pub fn for_action(action: SeccompAction) -> SysResult<Option<Learner>> {
+        let mode = match action {
+            SeccompAction::Learn => Mode::Learn,
+            SeccompAction::Kill => Mode::Kill,
+            SeccompAction::Errno => return Ok(None),
+        };
+        Learner::new(mode).map(Some)
+    }
+
+    /// Create the socketpair (both ends close-on-exec).
+    pub fn new(mode: Mode) -> SysResult<Learner> {
+        let (ours, theirs) = sys::seccomp::socketpair()?;
+        let child_raw = theirs.as_raw_fd();
+        Ok(Learner {
+            mode,
+            sock: Some(ours),
+            child: Some(theirs),
+            child_raw,
+            listener: None,
+            seen: Vec::new(),
+            seen_set: BTreeSet::new(),
+            violation: None,
+        })
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The fd number the payload sends the listener over (valid in the
+    /// child after clone; close-on-exec, so the command never sees it).
+    pub fn child_fd(&self) -> RawFd {
+        self.child_raw
+    }
+
+    /// Call in the supervisor right after clone, so that the socket reports
+    /// EOF when the jail dies before handing over a listener.
+    pub fn close_child_end(&mut self) {
+        self.child = None;
+    }
+
+    /// The fds to poll for POLLIN: the socket until the listener arrives,
+    /// then the listener until every filtered process is gone.
+    pub fn fds(&self) -> Vec<RawFd> {
+        let mut v = Vec::with_capacity(1);
+        if let Some(s) = &self.sock {
+            v.push(s.as_raw_fd());
+        }
+        if let Some(l) = &self.listener {
+            v.push(l.as_raw_fd());
+        }
+        v
+    }
+
+    /// Handle one readable (or hung-up) fd from [`Learner::fds`]. Never
+    /// blocks: it drains what is pending and returns.
+    pub fn on_ready(&mut self, fd: RawFd) {
+        if self.sock.as_ref().is_some_and(|s| s.as_raw_fd() == fd) {
+            self.take_listener();
+        } else if self.listener.as_ref().is_some_and(|l| l.as_raw_fd() == fd) {
+            self.drain();
+        }
+    }
+
+    fn take_listener(&mut self) {
+        let Some(sock) = &self.sock else { return };
+        let (readable, hup) = sys::seccomp::poll_now(sock.as_raw_fd());
+        if readable {
+            // Only the first fd is accepted; the socket is closed after it,
+            // so nothing the command does later can reach us this way.
+            if let Ok(Some(l)) = sys::seccomp::recv_fd(sock.as_raw_fd()) {
+                self.listener = Some(l);
+            }
+            self.sock = None;
+            if self.listener.is_some() {
+                self.drain();
+            }
+        } else if hup {
+            self.sock = None;
+        }
+    }
+
+    fn drain(&mut self) {
+        loop {
+            let Some(l) = &self.listener else { return };
+            let (readable, hup) = sys::seccomp::poll_now(l.as_raw_fd());
+            if !readable {
+                if hup {
+                    // Every process under the filter is gone.
+                    self.listener = None;
+                }
+                return;
+            }
+            let n = match sys::seccomp::notif_recv(l) {
+                Ok(Some(n)) => n,
+                Ok(None) => continue,
+                Err(_) => {
+                    self.listener = None;
+                    return;
+                }
+            };
+            let nr = n.nr as i64;
+            if self.seen_set.insert(nr) {
+                self.seen.push(nr);
+            }
+            match self.mode {
+                Mode::Learn => {
+                    let _ = sys::seccomp::notif_reply(l, n.id, true, 0);
+                }
+                Mode::Kill => {
+                    // Leave the caller blocked: the syscall never runs, and
+                    // the supervisor kills the jail now.
+                    if self.violation.is_none() {
+                        self.violation = Some(nr);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Kill mode: the first syscall refused, as (number, name). The caller
+    /// must kill the jail as soon as this is Some.
+    pub fn violation(&self) -> Option<(i64, String)> {
+        self.violation.map(|nr| (nr, syscalls::display(nr)))
+    }
+
+    /// Names of the syscalls seen outside the allowlist, in the order first
+    /// seen. Closes the listener (any caller still blocked gets ENOSYS).
+    pub fn finish(mut self) -> Vec<String> {
+        if self.listener.is_some() {
+            self.drain();
+        }
+        self.seen.iter().map(|&nr| syscalls::display(nr)).collect()
+    }
+}
+
+/// The line learning mode prints on stderr at the end of the run.
+pub fn summary_line(names: &[String]) -> String {
+    if names.is_empty() {
+        "stockade: seccomp-learn: syscalls outside the allowlist: (none)".to_string()
+    } else {
+        format!(
+            "stockade: seccomp-learn: syscalls outside the allowlist: {}",
+            names.join(", ")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_lists_names_in_order() {
+        assert_eq!(
+            summary_line(&["acct".into(), "personality".into()]),
+            "stockade: seccomp-learn: syscalls outside the allowlist: acct, personality"
+        );
+        assert!(summary_line(&[]).ends_with("(none)"));
+    }
+
+    #[test]
+    fn socket_eof_without_listener_stops_polling() {
+        let mut l = Learner::new(Mode::Learn).unwrap();
+        let fds = l.fds();
+        assert_eq!(fds.len(), 1);
+        l.close_child_end();
+        l.on_ready(fds[0]);
+        assert!(l.fds().is_empty());
+        assert!(l.finish().is_empty());
+    }
+}
