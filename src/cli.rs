@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
-use crate::policy::{self, units, Layer, MountSpec, Network, Policy, PolicyError, SeccompAction};
+use crate::policy::{
+    self, profile, units, Layer, MountSpec, Network, Policy, PolicyError, SeccompAction,
+};
 use crate::Status;
 
 #[derive(Parser, Debug)]
@@ -17,7 +19,13 @@ use crate::Status;
     about = "A Linux jail for code nobody trusts",
     long_about = "stockade runs a command in new user, mount, pid, net, ipc, uts and cgroup namespaces, \
 on a minimal read-only root where only what is named exists.\n\n\
-Examples:\n  stockade run -- python3 -c 'print(1)'\n  stockade run --bind ./out:/work -- sh -c 'echo hi > /work/x'"
+Examples:\n\
+  # an evaluator: JSON in on stdin, the JSON outcome (with the program's stdout) on stdout\n\
+  stockade run --profile python --report - --timeout 10s -- python3 -c 'import json,sys; print(json.load(sys.stdin))' < input.json\n\
+  # a service on a hardened host: every layer required, or it does not start\n\
+  stockade check --profile strict && stockade run --profile ./my-service.toml -- /usr/bin/my-service\n\
+  # a persistent shell for an agent: state lives in the workdir between calls\n\
+  stockade run --workdir ./agent-home -- bash -c 'cd ~ && ls'"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -26,8 +34,50 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Run a command in a new jail.
-    Run(RunArgs),
+    /// Run a command in a new jail (default profile: shell).
+    #[command(long_about = RUN_ABOUT)]
+    Run(Box<RunArgs>),
+    /// List, show or check profiles.
+    #[command(subcommand)]
+    Profile(ProfileCmd),
+    /// Say which layers this host can enforce, and why not.
+    Check(CheckArgs),
+}
+
+const RUN_ABOUT: &str = "Run a command in a new jail.\n\n\
+Without --profile the `shell` profile is used: the host's /usr, /bin, /lib* and a few /etc files \
+read-only, a fresh /proc, a minimal /dev, a writable /tmp and workdir (/work), no network but \
+loopback, the default seccomp allowlist and Landlock. Flags override the profile's fields. \
+Built-in profiles: minimal, shell, python, strict (`stockade profile list`).";
+
+#[derive(Subcommand, Debug)]
+enum ProfileCmd {
+    /// List the built-in profiles.
+    List,
+    /// Print a profile fully resolved: binds with their real paths, syscalls, limits.
+    Show {
+        /// A built-in name or a path to a .toml file
+        #[arg(value_name = "NAME|FILE")]
+        profile: String,
+        /// The Python interpreter to discover (profiles that discover Python)
+        #[arg(long, value_name = "PATH")]
+        python: Option<PathBuf>,
+    },
+    /// Validate a profile file: exit 0, or 125 with a one-line error.
+    Check {
+        #[arg(value_name = "FILE")]
+        file: String,
+    },
+}
+
+#[derive(Args, Debug)]
+struct CheckArgs {
+    /// Exit 1 unless every layer this profile requires is available [default: shell]
+    #[arg(long, value_name = "NAME|FILE")]
+    profile: Option<String>,
+    /// Print the result as JSON
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -48,6 +98,12 @@ enum SeccompActionArg {
 
 #[derive(Args, Debug)]
 struct RunArgs {
+    /// Profile: a built-in name (minimal, shell, python, strict) or a .toml file [default: shell]
+    #[arg(long, value_name = "NAME|FILE")]
+    profile: Option<String>,
+    /// The Python interpreter the jail runs (discovered and bound read-only) [default: python3 on PATH]
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
     /// uid inside the jail [default: 1000]
     #[arg(long, value_name = "UID")]
     uid: Option<u32>,
@@ -78,9 +134,9 @@ struct RunArgs {
     /// Directory to start in, inside the jail [default: the workdir]
     #[arg(long, value_name = "DIR")]
     chdir: Option<PathBuf>,
-    /// Network: none (only loopback) or host
-    #[arg(long, value_enum, default_value_t = NetArg::None)]
-    network: NetArg,
+    /// Network: none (only loopback) or host [default: the profile's, none]
+    #[arg(long, value_enum)]
+    network: Option<NetArg>,
     /// Read-write working directory, also $HOME [default: a fresh tmpfs at /work]
     #[arg(long, value_name = "HOST[:INNER]")]
     workdir: Option<String>,
@@ -249,7 +305,19 @@ fn ordered_mounts(m: &ArgMatches) -> Result<Vec<MountSpec>, PolicyError> {
 }
 
 fn run_policy(a: &RunArgs, m: &ArgMatches) -> Result<Policy, PolicyError> {
-    let mut p = Policy::with_defaults(a.command.clone());
+    let workdir = a.workdir.as_deref().map(split_src_dst);
+    let workdir_inner = match workdir.as_ref().and_then(|(_, i)| i.as_deref()) {
+        Some(i) => Some(policy::jail_path("--workdir", std::path::Path::new(i))?),
+        None => None,
+    };
+    let opts = profile::Options {
+        python: a.python.clone(),
+        workdir_inner: workdir_inner.clone(),
+    };
+    let spec = a.profile.as_deref().unwrap_or(profile::DEFAULT_PROFILE);
+    let resolved = profile::resolve(spec, "--profile", &opts)?;
+    let mut p = resolved.policy.clone();
+    p.argv = a.command.clone();
     if let Some(u) = a.uid {
         p.uid = u;
     }
@@ -262,28 +330,29 @@ fn run_policy(a: &RunArgs, m: &ArgMatches) -> Result<Policy, PolicyError> {
     if let Some(g) = a.host_gid {
         p.root_host_gid = g;
     }
-    if let Some(w) = &a.workdir {
-        let (host, inner) = split_src_dst(w);
-        p.workdir.host = Some(policy::host_path("--workdir", std::path::Path::new(&host))?);
-        if let Some(i) = inner {
-            p.workdir.inner = policy::jail_path("--workdir", std::path::Path::new(&i))?;
+    if let Some((host, _)) = &workdir {
+        p.workdir.host = Some(policy::host_path("--workdir", std::path::Path::new(host))?);
+        if let Some(i) = workdir_inner {
+            p.workdir.inner = i;
+            let home = p.workdir.inner.as_os_str().to_owned();
+            policy::set_env(&mut p.env, "HOME".into(), home);
         }
-        p.env = policy::default_env(&p.workdir.inner);
     }
     if let Some(s) = &a.tmp_size {
         p.tmp_size = units::parse_size(s).map_err(|e| PolicyError::new("--tmp-size", e))?;
     }
-    p.mounts = ordered_mounts(m)?;
+    p.mounts.extend(ordered_mounts(m)?);
     if let Some(h) = &a.hostname {
         p.hostname = h.clone();
     }
     if let Some(c) = &a.chdir {
         p.chdir = Some(policy::jail_path("--chdir", c)?);
     }
-    p.network = match a.network {
-        NetArg::None => Network::None,
-        NetArg::Host => Network::Host,
-    };
+    match a.network {
+        Some(NetArg::None) => p.network = Network::None,
+        Some(NetArg::Host) => p.network = Network::Host,
+        None => {}
+    }
     for k in &a.keep_env {
         if let Some(v) = std::env::var_os(k) {
             policy::set_env(&mut p.env, k.into(), v);
@@ -324,7 +393,9 @@ fn run_policy(a: &RunArgs, m: &ArgMatches) -> Result<Policy, PolicyError> {
     if a.no_seccomp {
         p.seccomp.enabled = false;
     }
-    p.landlock.disabled = a.no_landlock;
+    if a.no_landlock {
+        p.landlock.disabled = true;
+    }
     for x in &a.landlock_exclude {
         p.landlock
             .exclude
@@ -373,6 +444,33 @@ fn run_policy(a: &RunArgs, m: &ArgMatches) -> Result<Policy, PolicyError> {
     l.max_output = size("--max-output", &a.max_output)?.or(l.max_output);
     l.max_file_size = size("--max-file-size", &a.max_file_size)?.or(l.max_file_size);
     l.max_open_files = a.max_open_files.or(l.max_open_files);
+    if let Some(i) = &resolved.python {
+        // The jail runs as an unprivileged host uid: an interpreter under a
+        // private home (pyenv in /root) is out of its reach. Say so now.
+        let (ou, og) = if crate::sys::geteuid() == 0 {
+            (p.root_host_uid, p.root_host_gid)
+        } else {
+            (crate::sys::geteuid(), crate::sys::getegid())
+        };
+        for m in policy::python::mounts(i, resolved.system_root) {
+            if let MountSpec::Bind { src, .. } = &m {
+                if let Some(why) = policy::python::unreachable_by(src, ou, og) {
+                    return Err(PolicyError::new(
+                        if a.python.is_some() {
+                            "--python"
+                        } else {
+                            "python"
+                        },
+                        format!(
+                            "{}: the jail (host uid {ou}) cannot reach the interpreter's {}: {why}",
+                            i.executable.display(),
+                            src.display()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
     p.capture = a.capture;
     p.stdout_in_report = a.report.as_deref() == Some(std::path::Path::new("-"));
     if let Some(fd) = a.report_fd {
@@ -495,6 +593,78 @@ pub fn main(args: Vec<OsString>) -> i32 {
                 return 125;
             }
             o.exit_code
+        }
+        Cmd::Profile(pc) => profile_cmd(pc),
+        Cmd::Check(c) => {
+            let spec = c.profile.as_deref().unwrap_or(profile::DEFAULT_PROFILE);
+            let r = match profile::resolve(spec, "--profile", &profile::Options::default()) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprint_line(&e.to_string());
+                    return 125;
+                }
+            };
+            let report = crate::check::probe_all();
+            let code = crate::check::exit_code(&report, &r.policy.require);
+            let text = if c.json {
+                crate::check::to_json(&report, spec, &r.policy.require)
+            } else {
+                crate::check::to_text(&report, spec, &r.policy.require)
+            };
+            print!("{text}");
+            code
+        }
+    }
+}
+
+fn profile_cmd(pc: ProfileCmd) -> i32 {
+    match pc {
+        ProfileCmd::List => {
+            for (name, text) in profile::BUILTIN {
+                let about = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("description = "))
+                    .map(|d| d.trim_matches('"'))
+                    .unwrap_or("");
+                let mark = if *name == profile::DEFAULT_PROFILE {
+                    " (default)"
+                } else {
+                    ""
+                };
+                println!("{name:<8} {about}{mark}");
+            }
+            0
+        }
+        ProfileCmd::Show {
+            profile: spec,
+            python,
+        } => {
+            let opts = profile::Options {
+                python,
+                workdir_inner: None,
+            };
+            match profile::resolve(&spec, "profile show", &opts) {
+                Ok(r) => {
+                    print!("{}", profile::show(&r));
+                    0
+                }
+                Err(e) => {
+                    eprint_line(&e.to_string());
+                    125
+                }
+            }
+        }
+        ProfileCmd::Check { file } => {
+            match profile::resolve(&file, "profile check", &profile::Options::default()) {
+                Ok(r) => {
+                    println!("{}: ok ({})", file, r.chain.join(" <- "));
+                    0
+                }
+                Err(e) => {
+                    eprint_line(&e.to_string());
+                    125
+                }
+            }
         }
     }
 }

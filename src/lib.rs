@@ -5,6 +5,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod check;
 pub mod cli;
 pub mod jail;
 pub mod outcome;
@@ -40,7 +41,7 @@ pub fn run(policy: &Policy) -> Outcome {
             "create namespaces",
             "",
             format!(
-                "{errno}; user namespaces refused and required (--require userns): {why}. To allow them: Docker `--security-opt seccomp=unconfined` (or a seccomp profile that allows clone/unshare with CLONE_NEWUSER); Kubernetes `securityContext.seccompProfile: {{type: Unconfined}}` or a Localhost profile, an AppArmor profile with `userns,`, or `hostUsers: false`"
+                "{errno}; user namespaces refused and required (--require userns): {why}. To allow them: Docker `--security-opt seccomp=unconfined` (or a seccomp profile that allows clone/unshare with CLONE_NEWUSER); Kubernetes `securityContext.seccompProfile: {{type: Unconfined}}` or a Localhost profile, an AppArmor profile with `userns,`; `hostUsers: false` helps only together with such a seccomp profile"
             ),
         ));
     }

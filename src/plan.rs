@@ -297,6 +297,9 @@ impl Plan {
 
         let mut specs: Vec<MountSpec> =
             crate::policy::default_mounts(p.uid, p.gid, &p.hostname, &p.workdir.inner, p.tmp_size);
+        if p.base == crate::policy::BaseRoot::Empty {
+            specs.retain(|m| !matches!(m, MountSpec::Bind { .. } | MountSpec::Symlink { .. }));
+        }
         specs.push(match &p.workdir.host {
             Some(h) => MountSpec::Bind {
                 src: h.clone(),

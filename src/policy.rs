@@ -3,6 +3,8 @@
 
 #![deny(unsafe_code)]
 
+pub mod profile;
+pub mod python;
 pub mod units;
 
 use std::ffi::OsString;
@@ -220,6 +222,18 @@ pub struct Workdir {
     pub size: u64,
 }
 
+/// What the jail's root holds before the policy's own mounts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BaseRoot {
+    /// The host's /usr, /bin, /sbin, /lib* and a few /etc files (read-only),
+    /// plus the generated /etc files, /proc, /dev and /tmp.
+    #[default]
+    System,
+    /// Only the generated /etc files, /proc, /dev and /tmp: nothing from the
+    /// host unless a mount names it (the `minimal` profile).
+    Empty,
+}
+
 /// Everything about one run.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -232,6 +246,8 @@ pub struct Policy {
     /// Host ids the jail maps to when started by real root.
     pub root_host_uid: u32,
     pub root_host_gid: u32,
+    /// What the root holds before `mounts`.
+    pub base: BaseRoot,
     /// Filesystem entries in order; the defaults come first.
     pub mounts: Vec<MountSpec>,
     pub workdir: Workdir,
@@ -458,6 +474,7 @@ impl Policy {
             gid: DEFAULT_GID,
             root_host_uid: NOBODY,
             root_host_gid: NOBODY,
+            base: BaseRoot::System,
             mounts: Vec::new(),
             env: default_env(&workdir),
             workdir: Workdir {

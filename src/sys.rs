@@ -1018,17 +1018,30 @@ pub fn stat_in_root(root: &OwnedFd, rel: &Path) -> SysResult<(u64, u64, u32)> {
 }
 
 /// pivot_root into `newroot` (an absolute path we mounted), stacking the old
-/// root under it and detaching that at once (the ". ." idiom).
-pub fn pivot_root_and_detach(newroot: &Path) -> SysResult<()> {
+/// root under it and detaching that at once (the ". ." idiom). Returns
+/// false when pivot_root was refused and a move + chroot was used instead.
+pub fn pivot_root_and_detach(newroot: &Path) -> SysResult<bool> {
     nix::unistd::chdir(newroot).or_else(|e| err("chdir", newroot.display(), e))?;
     // SAFETY: both arguments are NUL-terminated static strings.
     let r = unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) };
     if r < 0 {
-        return err("pivot_root", newroot.display(), last_errno());
+        let e = last_errno();
+        if e != Errno::EPERM {
+            return err("pivot_root", newroot.display(), e);
+        }
+        // Some container runtimes' seccomp profiles refuse pivot_root even
+        // with CAP_SYS_ADMIN. Move the new root over / and chroot into it:
+        // the old root stays underneath, unreachable without
+        // CAP_SYS_CHROOT, which the payload never holds.
+        mount_c(Some("."), c"/", &"/", None, libc::MS_MOVE, None)?;
+        nix::unistd::chroot(".").or_else(|e| err("chroot", newroot.display(), e))?;
+        nix::unistd::chdir("/").or_else(|e| err("chdir", "/", e))?;
+        return Ok(false);
     }
     nix::mount::umount2(".", nix::mount::MntFlags::MNT_DETACH)
         .or_else(|e| err("umount2", "old root", e))?;
-    nix::unistd::chdir("/").or_else(|e| err("chdir", "/", e))
+    nix::unistd::chdir("/").or_else(|e| err("chdir", "/", e))?;
+    Ok(true)
 }
 
 pub fn chdir(p: &Path) -> SysResult<()> {

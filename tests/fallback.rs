@@ -10,9 +10,12 @@ use std::process::Command;
 
 /// `fb_nouserns stockade run FLAGS -- CMD` as `who`.
 fn run_refused(who: Who, flags: &[&str], cmd: &[&str]) -> std::process::Output {
-    let wrapper = c_payload("fb_nouserns");
-    let mut c = common::stockade(who);
-    // Re-target the prepared command at the wrapper, keeping uid/env setup.
+    run_wrapped("fb_nouserns", who, flags, cmd)
+}
+
+/// `WRAPPER stockade run FLAGS -- CMD` as `who`.
+fn run_wrapped(wrapper: &str, who: Who, flags: &[&str], cmd: &[&str]) -> std::process::Output {
+    let wrapper = c_payload(wrapper);
     let mut w = Command::new(&wrapper);
     w.arg(common::binary()).arg("run").args(flags).arg("--").args(cmd);
     w.env_clear();
@@ -22,7 +25,6 @@ fn run_refused(who: Who, flags: &[&str], cmd: &[&str]) -> std::process::Output {
         use std::os::unix::process::CommandExt;
         w.uid(common::NOBODY).gid(common::NOBODY);
     }
-    let _ = &mut c;
     w.output().expect("start wrapper")
 }
 
@@ -108,5 +110,22 @@ fn refused_userns_still_kills_the_whole_process_tree() {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         assert!(!left, "{who:?}: `sleep {tag}` survived the jail");
+    }
+}
+
+#[test]
+fn refused_pivot_root_still_gives_the_minimal_root() {
+    let canary = Scratch::new("fb-pivot");
+    std::fs::write(canary.join("secret"), "pivot-canary-5521").unwrap();
+    let script = format!("ls -A /; cat {}/secret; echo rc=$?", canary.path().display());
+    for who in common::users("refused_pivot_root_still_gives_the_minimal_root") {
+        let o = run_wrapped("fb_nopivot", who, &["--report", "-"], &["/bin/sh", "-c", &script]);
+        let r = report(&o);
+        assert_eq!(r["status"], "exited", "{who:?}: {r}");
+        let out = r["stdout"]["data"].as_str().unwrap_or("");
+        assert!(!out.contains("pivot-canary-5521") && out.contains("rc=1"), "{who:?}: {out}");
+        assert!(out.contains("proc") && out.contains("usr") && !out.contains("root\n") && !out.contains("home"), "{who:?}: {out}");
+        assert_eq!(r["layers"]["rootfs"]["detail"]["chroot"], true, "{who:?}: {r}");
+        assert_eq!(r["layers"]["user_namespace"]["state"], "applied", "{who:?}: {r}");
     }
 }

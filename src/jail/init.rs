@@ -46,7 +46,12 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
         _ => sys::exit_now(125),
     }
 
+    let mut sources = None;
     if !plan.fallback {
+        match rootfs::open_sources(plan) {
+            Ok(s) => sources = Some(s),
+            Err(e) => fail(rep_fd, e.step, &e.path, &e.err.to_string()),
+        }
         if let Err(e) = caps::become_jail_user(plan.inner_uid, plan.inner_gid) {
             fail(rep_fd, "switch to jail user", "", &e.to_string());
         }
@@ -72,8 +77,18 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
             fail(rep_fd, "child subreaper", "", &e.to_string());
         }
     } else {
-        match rootfs::build(plan) {
+        let sources = sources.take().expect("opened above");
+        match rootfs::build(plan, sources) {
             Ok(notes) => {
+                if notes.chrooted {
+                    report(
+                        rep_fd,
+                        &Report::Layer {
+                            name: "pivot".into(),
+                            detail: serde_json::json!({ "status": "chroot", "why": "pivot_root refused (EPERM): the new root was moved over / and chrooted into" }).to_string(),
+                        },
+                    );
+                }
                 if let Some(why) = notes.proc_unavailable {
                     report(
                         rep_fd,

@@ -52,13 +52,15 @@ impl<T> Step<T> for SysResult<T> {
     }
 }
 
-/// Host fds opened before the new root covers anything.
-struct Sources {
+/// Host fds opened before the new root covers anything, and before init
+/// becomes the jail user (so a root caller can bind what only root can
+/// reach, such as an interpreter under /root).
+pub struct Sources {
     binds: Vec<Option<OwnedFd>>,
     devices: Vec<OwnedFd>,
 }
 
-fn open_sources(plan: &Plan) -> Result<Sources, StepError> {
+pub fn open_sources(plan: &Plan) -> Result<Sources, StepError> {
     let mut binds = Vec::with_capacity(plan.steps.len());
     for s in &plan.steps {
         binds.push(match s {
@@ -96,11 +98,14 @@ pub struct Notes {
     /// Why there is no /proc (the kernel refused a new proc mount, as it does
     /// in containers whose /proc has masked entries).
     pub proc_unavailable: Option<String>,
+    /// pivot_root was refused (a runtime's seccomp profile): the root was
+    /// moved over / and chrooted into instead.
+    pub chrooted: bool,
 }
 
 /// Build the root on a tmpfs at `plan.base` and pivot into it. Runs in init,
 /// in the new mount namespace, with capabilities in the new user namespace.
-pub fn build(plan: &Plan) -> Result<Notes, StepError> {
+pub fn build(plan: &Plan, src: Sources) -> Result<Notes, StepError> {
     let mut notes = Notes::default();
     // Nothing we mount may propagate back to the host.
     sys::mount(
@@ -111,7 +116,6 @@ pub fn build(plan: &Plan) -> Result<Notes, StepError> {
         None,
     )
     .step("make / private", Path::new(""))?;
-    let src = open_sources(plan)?;
 
     sys::mount(
         Some("tmpfs"),
@@ -169,7 +173,7 @@ pub fn build(plan: &Plan) -> Result<Notes, StepError> {
     .step("seal root", Path::new(""))?;
     drop(src);
     drop(root);
-    sys::pivot_root_and_detach(&plan.base).step("pivot_root", &plan.base)?;
+    notes.chrooted = !sys::pivot_root_and_detach(&plan.base).step("pivot_root", &plan.base)?;
     Ok(notes)
 }
 

@@ -436,9 +436,21 @@ fn record_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia, payload: Vec<
             "seccomp" => o.layers.insert("seccomp", report),
             "proc" => o.layers.insert("proc", report),
             "capabilities" => o.layers.insert("capabilities", report),
+            "pivot" => {
+                if let Some(r) = o.layers.get_mut("rootfs") {
+                    r.detail["pivot_root"] = json!(false);
+                    r.detail["chroot"] = json!(true);
+                    r.detail["why"] = v_why(&report.detail);
+                }
+                None
+            }
             _ => None,
         };
     }
+}
+
+fn v_why(v: &serde_json::Value) -> serde_json::Value {
+    v.get("why").cloned().unwrap_or(serde_json::Value::Null)
 }
 
 fn tv_ms(t: libc::timeval) -> u64 {

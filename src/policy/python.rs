@@ -1,0 +1,363 @@
+//! Python interpreter discovery for the `python` profile.
+//!
+//! The interpreter is asked about itself: it is run once, outside the jail,
+//! as the caller, in isolated mode (`-I`), and prints its real executable
+//! (which resolves pyenv shims and other wrapper scripts), its prefixes,
+//! sys.path, the targets of editable installs and every file it has mapped.
+//! The jail then binds exactly those paths read-only.
+
+#![deny(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::MountSpec;
+
+/// What the interpreter said about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interpreter {
+    /// The path that was asked (`--python`, or found on PATH).
+    pub asked: PathBuf,
+    /// `sys.executable`: the real interpreter, wrappers resolved.
+    pub executable: PathBuf,
+    pub version: String,
+    pub prefix: PathBuf,
+    pub base_prefix: PathBuf,
+    pub exec_prefix: PathBuf,
+    pub base_exec_prefix: PathBuf,
+    /// Existing `sys.path` directories and zip files.
+    pub path: Vec<PathBuf>,
+    /// Targets of editable installs (`__editable___*_finder` MAPPING values
+    /// and directories named by `.pth` files).
+    pub editable: Vec<PathBuf>,
+    /// Directories of the shared objects the interpreter mapped at start.
+    pub libs: Vec<PathBuf>,
+}
+
+impl Interpreter {
+    pub fn is_venv(&self) -> bool {
+        self.prefix != self.base_prefix
+    }
+
+    /// The directory `python3` is found in inside the jail.
+    pub fn bin_dir(&self) -> PathBuf {
+        self.executable
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| "/usr/bin".into())
+    }
+}
+
+/// Printed by the interpreter as one JSON line.
+const PROBE: &str = r##"
+import sys, os, json, glob, ast
+out = {"executable": sys.executable, "version": sys.version.split()[0],
+       "prefix": sys.prefix, "base_prefix": sys.base_prefix,
+       "exec_prefix": sys.exec_prefix, "base_exec_prefix": sys.base_exec_prefix,
+       "path": [p for p in sys.path if p and os.path.exists(p)],
+       "editable": [], "libs": []}
+dirs = [p for p in sys.path if p and os.path.isdir(p)]
+try:
+    import site
+    dirs += [d for d in site.getsitepackages() if os.path.isdir(d) and d not in dirs]
+except Exception:
+    pass
+for d in dirs:
+    for f in sorted(glob.glob(os.path.join(d, "__editable___*_finder.py"))):
+        try:
+            tree = ast.parse(open(f, encoding="utf-8").read())
+        except Exception:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "MAPPING" for t in node.targets):
+                try:
+                    m = ast.literal_eval(node.value)
+                except Exception:
+                    continue
+                out["editable"] += [str(v) for v in m.values()]
+    for f in sorted(glob.glob(os.path.join(d, "*.pth"))):
+        try:
+            lines = open(f, encoding="utf-8", errors="replace").read().splitlines()
+        except Exception:
+            continue
+        for line in lines:
+            line = line.strip()
+            if not line or line.startswith("#") or line.startswith(("import ", "import\t")):
+                continue
+            p = os.path.abspath(os.path.join(d, line))
+            if os.path.isdir(p):
+                out["editable"].append(p)
+try:
+    for line in open("/proc/self/maps"):
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].startswith("/") and ".so" in parts[5]:
+            out["libs"].append(os.path.dirname(parts[5].strip()))
+except Exception:
+    pass
+print(json.dumps(out))
+"##;
+
+#[derive(serde::Deserialize)]
+struct Probe {
+    executable: String,
+    version: String,
+    prefix: String,
+    base_prefix: String,
+    exec_prefix: String,
+    base_exec_prefix: String,
+    path: Vec<String>,
+    editable: Vec<String>,
+    libs: Vec<String>,
+}
+
+/// Find `name` on the caller's PATH (a name with a `/` is used as is).
+fn which(name: &Path) -> Result<PathBuf, String> {
+    if name.as_os_str().is_empty() {
+        return Err("empty interpreter path".into());
+    }
+    if name.to_string_lossy().contains('/') {
+        return super::host_path("", name).map_err(|e| e.msg);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    for d in std::env::split_paths(&path) {
+        let c = d.join(name);
+        if let Ok(m) = std::fs::metadata(&c) {
+            if m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+            {
+                return Ok(c);
+            }
+        }
+    }
+    Err(format!(
+        "{}: not found on PATH ({}); give one with --python PATH",
+        name.display(),
+        path.to_string_lossy()
+    ))
+}
+
+/// Can a process with `uid`/`gid` search (x) or read (r) what `m` is?
+fn allowed(m: &std::fs::Metadata, uid: u32, gid: u32, bit: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if uid == 0 {
+        return true;
+    }
+    let mode = m.mode();
+    if m.uid() == uid {
+        mode & (bit << 6) != 0
+    } else if m.gid() == gid {
+        mode & (bit << 3) != 0
+    } else {
+        mode & bit != 0
+    }
+}
+
+/// The first ancestor of `p` that `uid`/`gid` cannot traverse, with why.
+/// Supplementary groups are not considered.
+pub fn unreachable_by(p: &Path, uid: u32, gid: u32) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut cur = PathBuf::from("/");
+    let comps: Vec<_> = p.components().skip(1).collect();
+    for c in comps {
+        if let Ok(m) = std::fs::metadata(&cur) {
+            if !allowed(&m, uid, gid, 0o1) {
+                return Some(format!(
+                    "{} (mode {:04o}, owner uid {}) is not searchable by uid {uid}",
+                    cur.display(),
+                    m.mode() & 0o7777,
+                    m.uid()
+                ));
+            }
+        }
+        cur.push(c);
+    }
+    None
+}
+
+/// Run the interpreter once and ask it about itself.
+pub fn discover(name: &Path) -> Result<Interpreter, String> {
+    let asked = which(name)?;
+    let me = (crate::sys::geteuid(), crate::sys::getegid());
+    let out = Command::new(&asked)
+        .args(["-I", "-c", PROBE])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                match unreachable_by(&asked, me.0, me.1) {
+                    Some(why) => format!("{}: permission denied: {why}", asked.display()),
+                    None => format!("{}: permission denied", asked.display()),
+                }
+            } else if e.kind() == std::io::ErrorKind::NotFound {
+                format!("{}: no such file", asked.display())
+            } else {
+                format!("{}: cannot run: {e}", asked.display())
+            }
+        })?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return Err(format!(
+            "{}: the interpreter failed when asked about itself ({}){}",
+            asked.display(),
+            out.status,
+            if last.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", last.trim())
+            }
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or("");
+    let p: Probe = serde_json::from_str(line).map_err(|_| {
+        format!(
+            "{}: is not a Python 3 interpreter (it did not answer the probe)",
+            asked.display()
+        )
+    })?;
+    if p.executable.is_empty() || !p.executable.starts_with('/') {
+        return Err(format!(
+            "{}: the interpreter does not know its own path (sys.executable = {:?})",
+            asked.display(),
+            p.executable
+        ));
+    }
+    let abs = |v: Vec<String>| -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for s in v {
+            let pb = PathBuf::from(s);
+            if pb.is_absolute() && !out.contains(&pb) {
+                out.push(pb);
+            }
+        }
+        out
+    };
+    Ok(Interpreter {
+        asked,
+        executable: p.executable.into(),
+        version: p.version,
+        prefix: p.prefix.into(),
+        base_prefix: p.base_prefix.into(),
+        exec_prefix: p.exec_prefix.into(),
+        base_exec_prefix: p.base_exec_prefix.into(),
+        path: abs(p.path),
+        editable: abs(p.editable),
+        libs: abs(p.libs),
+    })
+}
+
+/// Directories the system root already binds at the same path.
+const SYSTEM: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32",
+];
+
+/// Read-only binds for the interpreter: prefix and base prefix (the venv and
+/// the installation it was made from), the directory of the executable,
+/// every sys.path entry, editable-install targets and shared-object
+/// directories — each once, and none already inside another (or inside the
+/// system root when `system_root`).
+pub fn mounts(i: &Interpreter, system_root: bool) -> Vec<MountSpec> {
+    let mut want: Vec<PathBuf> = Vec::new();
+    let exe_dir = i.bin_dir();
+    let mut cands: Vec<&Path> = vec![
+        &i.prefix,
+        &i.base_prefix,
+        &i.exec_prefix,
+        &i.base_exec_prefix,
+        &exe_dir,
+    ];
+    cands.extend(i.path.iter().map(PathBuf::as_path));
+    cands.extend(i.editable.iter().map(PathBuf::as_path));
+    cands.extend(i.libs.iter().map(PathBuf::as_path));
+    // The real executable (a venv's python3 is a symlink to the base one).
+    let real_exe = std::fs::canonicalize(&i.executable).ok();
+    let real_dir = real_exe
+        .as_ref()
+        .and_then(|e| e.parent().map(Path::to_path_buf));
+    if let Some(d) = &real_dir {
+        cands.push(d);
+    }
+    for c in cands {
+        if !c.is_absolute() || !c.exists() {
+            continue;
+        }
+        // Bind at the path the interpreter uses, and also where it really
+        // is when that differs (symlinked prefixes).
+        for p in [Some(c.to_path_buf()), std::fs::canonicalize(c).ok()]
+            .into_iter()
+            .flatten()
+        {
+            if system_root && SYSTEM.iter().any(|s| p.starts_with(s)) {
+                continue;
+            }
+            if !want.contains(&p) {
+                want.push(p);
+            }
+        }
+    }
+    // Drop entries inside another entry.
+    let all = want.clone();
+    want.retain(|p| !all.iter().any(|q| q != p && p.starts_with(q)));
+    want.sort();
+    want.into_iter()
+        .map(|p| MountSpec::Bind {
+            src: p.clone(),
+            dst: p,
+            writable: false,
+            optional: false,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn interp(prefix: &str, base: &str) -> Interpreter {
+        Interpreter {
+            asked: "/x/python3".into(),
+            executable: format!("{prefix}/bin/python3").into(),
+            version: "3.12.1".into(),
+            prefix: prefix.into(),
+            base_prefix: base.into(),
+            exec_prefix: prefix.into(),
+            base_exec_prefix: base.into(),
+            path: vec![],
+            editable: vec![],
+            libs: vec![],
+        }
+    }
+
+    #[test]
+    fn system_python_needs_no_extra_binds() {
+        let i = interp("/usr", "/usr");
+        assert!(mounts(&i, true).is_empty());
+        assert!(!i.is_venv());
+    }
+
+    #[test]
+    fn nested_entries_are_bound_once() {
+        let d = std::env::temp_dir().join(format!("stockade-py-unit-{}", std::process::id()));
+        std::fs::create_dir_all(d.join("venv/lib/site")).unwrap();
+        std::fs::create_dir_all(d.join("proj/src/pkg")).unwrap();
+        let mut i = interp(d.join("venv").to_str().unwrap(), "/usr");
+        i.path = vec![d.join("venv/lib/site")];
+        i.editable = vec![d.join("proj/src/pkg")];
+        let m: Vec<PathBuf> = mounts(&i, true)
+            .iter()
+            .map(|m| m.dst().to_path_buf())
+            .collect();
+        let _ = std::fs::remove_dir_all(&d);
+        assert_eq!(m, vec![d.join("proj/src/pkg"), d.join("venv")]);
+    }
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/busybox sh
+# pid 1 of the test VM: mount the pseudo file systems and a pure cgroup v2
+# hierarchy, delegate a subtree to uid 1000, run tests.sh as root and as that
+# user, print VMTEST DONE and power off. Output goes to the serial console,
+# which `cargo xtask vm-test` reads.
+
+export PATH=/usr/bin
+# The initramfs is rootfs, which pivot_root(2) refuses to move (EINVAL), and
+# the jail pivots. So stage 1 copies the files into a tmpfs and switch_root's
+# into it; stage 2 is the real init.
+if [ "$1" != stage2 ]; then
+    /usr/bin/busybox mkdir -p /newroot
+    /usr/bin/busybox mount -t tmpfs -o mode=755 tmpfs /newroot
+    for f in /*; do
+        [ "$f" = /newroot ] || /usr/bin/busybox cp -a "$f" /newroot/
+    done
+    exec /usr/bin/busybox switch_root /newroot /init stage2
+fi
+/usr/bin/busybox --install -s /usr/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount -t cgroup2 -o nsdelegate cgroup2 /sys/fs/cgroup
+hostname vmtest
+exec </dev/null
+
+C=/sys/fs/cgroup
+echo "VMTEST BOOT kernel $(uname -r), $(nproc) cpus, cgroup2 controllers: $(cat $C/cgroup.controllers)"
+
+check() { # check NAME CONDITION-COMMAND...
+    name=$1
+    shift
+    if "$@" >/dev/null 2>&1; then
+        echo "VMTEST PASS $name"
+    else
+        echo "VMTEST FAIL $name: $* is false"
+    fi
+}
+
+for c in memory cpu pids; do
+    check "boot/cgroup2_has_$c" grep -qw "$c" $C/cgroup.controllers
+done
+check boot/cgroup_kill_exists test -e $C/init.scope/cgroup.kill -o -e "$(mkdir -p $C/probe && echo $C/probe/cgroup.kill)"
+rmdir $C/probe 2>/dev/null
+
+# Controllers for the children of the root; the root is exempt from the
+# no-internal-processes rule, so this works with init inside it.
+echo "+memory +cpu +pids" >$C/cgroup.subtree_control
+
+# A delegated subtree for uid 1000, the way systemd's Delegate=yes does it:
+# the directory and its cgroup.procs, cgroup.subtree_control, cgroup.threads
+# belong to the user. The user's shell lives in deleg/session, so deleg itself
+# holds no processes and stockade can create deleg/stockade/run-… there.
+D=$C/deleg
+mkdir $D $D/session
+chown 1000:1000 $D $D/cgroup.procs $D/cgroup.subtree_control $D/cgroup.threads
+check boot/deleg_has_memory grep -qw memory $D/cgroup.controllers
+
+sh /usr/share/vmtest/tests.sh root
+sh -c "echo \$\$ >$D/session/cgroup.procs && cd /home/user && HOME=/home/user exec /usr/bin/runas 1000 1000 sh /usr/share/vmtest/tests.sh user"
+
+check vm/still_works_after_all_tests sh -c 'echo alive | grep -q alive'
+echo "VMTEST DONE"
+sync
+poweroff -f

@@ -1,0 +1,188 @@
+#!/bin/sh
+# The cgroup tests, run inside the VM by init.sh: `tests.sh root` as root,
+# `tests.sh user` as uid 1000 in a delegated subtree. One line per test:
+# `VMTEST PASS who/name` or `VMTEST FAIL who/name: detail`.
+#
+# What each test needs (besides the cgroup module):
+#   runs_true, batch_sequential_*            the jail itself
+#   report_exited                            --report - (the JSON outcome)
+#   cgroup_layer_applied                     the outcome's layers.cgroup
+#   payload_runs_inside_run_cgroup           the supervisor creating the run cgroup
+#   memory_limit, batch_concurrent_memory    memory.max + status memory_limit (oom_kill)
+#   pids_limit                               pids.max + status pids_limit (pids.events max)
+#   cpu_quota                                cpu.max (ratio of CPU time to wall time)
+#   timeout                                  --timeout (status timeout)
+#   output_limit                             --max-output (status output_limit)
+#   stale_cgroup_removed_after_crash         cleanup_stale() at start
+#   no_leftover_*                            RunCgroup::remove after every run
+
+who=$1
+case $who in
+root) P=/sys/fs/cgroup/stockade ;;
+*) P=/sys/fs/cgroup/deleg/stockade ;;
+esac
+S=/usr/bin/stockade
+T=/tmp/vmtest-$who
+mkdir -p $T
+
+pass() { echo "VMTEST PASS $who/$1"; }
+fail() { echo "VMTEST FAIL $who/$1: $(echo "$2" | tr '\n' ' ' | cut -c1-600)"; }
+# field NAME JSON: the first numeric value of "NAME":N
+field() { echo "$2" | sed -n "s/.*\"$1\":\([0-9][0-9]*\).*/\1/p" | head -n 1; }
+status_is() { echo "$1" | grep -q "\"status\":\"$2\""; }
+leftovers() { ls -d $P/run-* 2>/dev/null | tr '\n' ' '; }
+# Every run gets a hard stop, so one hung run cannot eat the VM's budget.
+st() { timeout -s KILL 120 $S "$@"; }
+
+echo "VMTEST INFO $who: uid $(id -u), cgroup $(cat /proc/self/cgroup)"
+
+# --- the jail runs at all
+out=$(st run -- /usr/bin/true 2>&1)
+rc=$?
+if [ $rc = 0 ]; then pass runs_true; else fail runs_true "exit $rc: $out"; fi
+
+out=$(st run -- /usr/bin/echo hello-from-jail 2>&1)
+if [ "$out" = hello-from-jail ]; then pass runs_echo; else fail runs_echo "$out"; fi
+
+# --- the JSON outcome
+out=$(st run --report - -- /usr/bin/true 2>&1)
+if status_is "$out" exited; then pass report_exited; else fail report_exited "$out"; fi
+if echo "$out" | grep -q '"cgroup":{"state":"applied"'; then
+    pass cgroup_layer_applied
+else
+    fail cgroup_layer_applied "$out"
+fi
+
+# --- the payload lives in a run cgroup below $P, the supervisor does not
+st run --timeout 60s -- /usr/bin/sleep 30 >/dev/null 2>&1 &
+spid=$!
+found=
+i=0
+while [ $i -lt 100 ] && [ -z "$found" ]; do
+    for d in $P/run-*; do
+        [ -f "$d/cgroup.procs" ] || continue
+        comms=$(for p in $(cat $d/cgroup.procs); do cat /proc/$p/comm 2>/dev/null; done | tr '\n' ' ')
+        if echo " $comms" | grep -q ' sleep ' && ! grep -qx "$spid" $d/cgroup.procs; then
+            found="$d: $comms"
+        fi
+    done
+    [ -n "$found" ] || sleep 0.1
+    i=$((i + 1))
+done
+kill -TERM $spid 2>/dev/null
+wait $spid
+if [ -n "$found" ]; then
+    pass payload_runs_inside_run_cgroup
+else
+    fail payload_runs_inside_run_cgroup "no run-* cgroup under $P held the payload (have: $(leftovers))"
+fi
+
+# --- memory: 64 MiB limit, the payload wants 256 MiB
+out=$(st run --report - --memory 64m -- /usr/bin/memhog 256 2>&1)
+if status_is "$out" memory_limit && ! echo "$out" | grep -q survived; then
+    pass memory_limit
+else
+    fail memory_limit "$out"
+fi
+
+# --- pids: a fork bomb against 32 pids; the VM keeps working afterwards
+out=$(st run --report - --pids-limit 32 --timeout 60s -- /usr/bin/forkbomb 2>&1)
+if status_is "$out" pids_limit && echo "$out" | grep -q 'fork refused'; then
+    pass pids_limit
+else
+    fail pids_limit "$out"
+fi
+out=$(st run -- /usr/bin/echo alive 2>&1)
+if [ "$out" = alive ]; then pass runs_after_fork_bomb; else fail runs_after_fork_bomb "$out"; fi
+
+# --- cpu: half a CPU for 2 s of wall time uses about 1 s of CPU. A ratio,
+# not a timing: used/wall < 0.8 (unlimited it is ~1.0), and > 0.2 so a
+# payload that did not spin cannot pass.
+out=$(st run --report - --cpus 0.5 -- /usr/bin/spin 2 2>&1)
+wall=$(field wall_time_ms "$out")
+u=$(field user_time_ms "$out")
+s=$(field system_time_ms "$out")
+if [ -n "$wall" ] && [ -n "$u" ] && [ -n "$s" ] && status_is "$out" exited &&
+    [ $(((u + s) * 10)) -lt $((wall * 8)) ] && [ $(((u + s) * 10)) -gt $((wall * 2)) ]; then
+    pass "cpu_quota (cpu $((u + s)) ms of wall $wall ms)"
+else
+    fail cpu_quota "cpu=$u+$s wall=$wall: $out"
+fi
+
+# --- wall-clock deadline
+out=$(st run --report - --timeout 1s -- /usr/bin/sleep 100 2>&1)
+if status_is "$out" timeout; then pass timeout; else fail timeout "$out"; fi
+
+# --- output cap: 64 MiB offered, 1 MiB allowed
+bytes=$(st run --report $T/out.json --max-output 1m -- /usr/bin/spew 64 2>/dev/null | wc -c)
+rep=$(cat $T/out.json 2>&1)
+if status_is "$rep" output_limit && [ "$bytes" -le 2097152 ]; then
+    pass output_limit
+else
+    fail output_limit "stdout $bytes bytes: $rep"
+fi
+
+left=$(leftovers)
+if [ -z "$left" ]; then pass no_leftover_after_limit_tests; else fail no_leftover_after_limit_tests "$left"; fi
+
+# --- a crashed supervisor's cgroup is removed by the next start
+st run --timeout 60s -- /usr/bin/sleep 30 >/dev/null 2>&1 &
+spid=$!
+# busybox timeout execs the command in itself (its watchdog is a child), so
+# $spid is stockade; with a timeout(1) that forks, it is timeout's child.
+sup=$spid
+if [ "$(cat /proc/$spid/comm 2>/dev/null)" != stockade ]; then
+    sup=$(for p in $(pidof stockade); do [ "$(cut -d' ' -f4 /proc/$p/stat)" = "$spid" ] && echo $p; done)
+fi
+stale=
+i=0
+while [ $i -lt 100 ] && [ -z "$stale" ]; do
+    for d in $P/run-$sup-*; do
+        [ -d "$d" ] && [ -n "$(cat $d/cgroup.procs)" ] && stale=$d
+    done
+    [ -n "$stale" ] || sleep 0.1
+    i=$((i + 1))
+done
+[ -n "$sup" ] && kill -KILL $sup
+wait $spid 2>/dev/null
+st run -- /usr/bin/true >/dev/null 2>&1
+if [ -n "$stale" ] && [ ! -d "$stale" ]; then
+    pass stale_cgroup_removed_after_crash
+else
+    fail stale_cgroup_removed_after_crash "stale=$stale sup=$sup left: $(leftovers)"
+fi
+
+# --- many runs leave nothing behind (issue item 9, scaled down for a TCG VM:
+# 50 sequential and 20 concurrent, 10 of them hitting the memory limit)
+bad=0
+i=0
+while [ $i -lt 50 ]; do
+    st run --memory 64m --pids-limit 64 --cpus 1 -- /usr/bin/true >/dev/null 2>&1 || bad=$((bad + 1))
+    i=$((i + 1))
+done
+left=$(leftovers)
+if [ $bad = 0 ] && [ -z "$left" ]; then
+    pass batch_sequential_50
+else
+    fail batch_sequential_50 "$bad failed; left: $left"
+fi
+
+i=0
+while [ $i -lt 10 ]; do
+    st run --report $T/mem.$i.json --memory 32m -- /usr/bin/memhog 128 >/dev/null 2>&1 &
+    st run --memory 32m --pids-limit 16 -- /usr/bin/true >/dev/null 2>&1 &
+    i=$((i + 1))
+done
+wait
+bad=
+i=0
+while [ $i -lt 10 ]; do
+    status_is "$(cat $T/mem.$i.json 2>&1)" memory_limit || bad="$bad $i:$(cat $T/mem.$i.json 2>&1 | cut -c1-120)"
+    i=$((i + 1))
+done
+left=$(leftovers)
+if [ -z "$bad" ] && [ -z "$left" ]; then
+    pass batch_concurrent_20_memory
+else
+    fail batch_concurrent_20_memory "not memory_limit:$bad; left: $left"
+fi
