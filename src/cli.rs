@@ -216,7 +216,6 @@ struct RunArgs {
     #[arg(
         required = true,
         trailing_var_arg = true,
-        allow_hyphen_values = true,
         value_name = "CMD"
     )]
     command: Vec<OsString>,
@@ -224,7 +223,7 @@ struct RunArgs {
 
 /// Split `a:b` at the first `:` that starts an absolute second part.
 fn split_src_dst(s: &str) -> (String, Option<String>) {
-    match s.find(":/") {
+    match s.find(':') {
         Some(i) => (s[..i].to_string(), Some(s[i + 1..].to_string())),
         None => (s.to_string(), None),
     }
@@ -515,6 +514,15 @@ pub fn main(args: Vec<OsString>) -> i32 {
                 };
             }
             let text = e.to_string();
+            if e.kind() == ErrorKind::MissingRequiredArgument {
+                let missing: Vec<&str> = text.lines().skip(1).map(str::trim).filter(|l| l.starts_with('<') || l.starts_with("--")).collect();
+                if missing.iter().any(|m| m.starts_with("<CMD>")) {
+                    eprint_line("no command given (stockade run [OPTIONS] -- CMD [ARGS…])");
+                } else {
+                    eprint_line(&format!("missing required argument: {}", missing.join(", ")));
+                }
+                return 125;
+            }
             let first = text.lines().next().unwrap_or("invalid arguments");
             eprint_line(first.trim_start_matches("error: "));
             return 125;
