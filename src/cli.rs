@@ -213,11 +213,7 @@ struct RunArgs {
     #[arg(long, value_name = "N")]
     report_fd: Option<i32>,
     /// The command and its arguments
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        value_name = "CMD"
-    )]
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     command: Vec<OsString>,
 }
 
@@ -515,11 +511,19 @@ pub fn main(args: Vec<OsString>) -> i32 {
             }
             let text = e.to_string();
             if e.kind() == ErrorKind::MissingRequiredArgument {
-                let missing: Vec<&str> = text.lines().skip(1).map(str::trim).filter(|l| l.starts_with('<') || l.starts_with("--")).collect();
+                let missing: Vec<&str> = text
+                    .lines()
+                    .skip(1)
+                    .map(str::trim)
+                    .filter(|l| l.starts_with('<') || l.starts_with("--"))
+                    .collect();
                 if missing.iter().any(|m| m.starts_with("<CMD>")) {
                     eprint_line("no command given (stockade run [OPTIONS] -- CMD [ARGS…])");
                 } else {
-                    eprint_line(&format!("missing required argument: {}", missing.join(", ")));
+                    eprint_line(&format!(
+                        "missing required argument: {}",
+                        missing.join(", ")
+                    ));
                 }
                 return 125;
             }

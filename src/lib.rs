@@ -33,7 +33,7 @@ pub fn run(policy: &Policy) -> Outcome {
         Err(e) => return Outcome::setup_error(&e),
     };
     let (errno, why) = match supervise::spawn::run(plan) {
-        supervise::spawn::Spawned::Ran(o) => return o,
+        supervise::spawn::Spawned::Ran(o) => return *o,
         supervise::spawn::Spawned::Refused { errno, why } => (errno, why),
     };
     if policy.require.contains(&policy::Layer::Userns) {
@@ -68,7 +68,7 @@ pub fn run(policy: &Policy) -> Outcome {
                     outcome::LayerReport::unavailable(format!("{errno}: {why}")),
                 );
             }
-            o
+            *o
         }
         supervise::spawn::Spawned::Refused { errno, why } => {
             Outcome::setup_error(&SetupError::new("fallback", "", format!("{errno}: {why}")))

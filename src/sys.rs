@@ -336,13 +336,22 @@ pub fn raise_effective_caps() -> SysResult<()> {
 /// to do that we are allowed to do: the set stays, and no_new_privs keeps
 /// execve from gaining any of it.
 pub fn drop_bounding_caps() -> SysResult<()> {
-    if !caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SETPCAP).unwrap_or(false) {
+    if !caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SETPCAP).unwrap_or(false)
+    {
         return Ok(());
     }
     // One prctl per capability the kernel knows: EINVAL marks the end.
     for cap in 0..64 {
         // SAFETY: PR_CAPBSET_DROP takes integer arguments only.
-        let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+        let r = unsafe {
+            libc::prctl(
+                libc::PR_CAPBSET_DROP,
+                cap as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            )
+        };
         if r < 0 {
             let e = last_errno();
             if e == Errno::EINVAL && cap > 0 {
@@ -358,7 +367,8 @@ pub fn drop_bounding_caps() -> SysResult<()> {
 /// bounding, ambient).
 pub fn caps_left() -> [usize; 5] {
     use caps::CapSet::*;
-    [Effective, Permitted, Inheritable, Bounding, Ambient].map(|s| caps::read(None, s).map(|c| c.len()).unwrap_or(usize::MAX))
+    [Effective, Permitted, Inheritable, Bounding, Ambient]
+        .map(|s| caps::read(None, s).map(|c| c.len()).unwrap_or(usize::MAX))
 }
 
 pub fn drop_all_caps() -> SysResult<()> {

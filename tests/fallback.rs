@@ -17,7 +17,11 @@ fn run_refused(who: Who, flags: &[&str], cmd: &[&str]) -> std::process::Output {
 fn run_wrapped(wrapper: &str, who: Who, flags: &[&str], cmd: &[&str]) -> std::process::Output {
     let wrapper = c_payload(wrapper);
     let mut w = Command::new(&wrapper);
-    w.arg(common::binary()).arg("run").args(flags).arg("--").args(cmd);
+    w.arg(common::binary())
+        .arg("run")
+        .args(flags)
+        .arg("--")
+        .args(cmd);
     w.env_clear();
     w.env("PATH", "/usr/local/bin:/usr/bin:/bin");
     w.current_dir("/");
@@ -31,14 +35,19 @@ fn run_wrapped(wrapper: &str, who: Who, flags: &[&str], cmd: &[&str]) -> std::pr
 fn report(o: &std::process::Output) -> serde_json::Value {
     let text = stdout(o);
     let line = text.lines().last().unwrap_or("");
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("no JSON report ({e}):\n{text}\n--- stderr\n{}", stderr(o)))
+    serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}):\n{text}\n--- stderr\n{}", stderr(o)))
 }
 
 #[test]
 fn refused_userns_still_confines_the_payload_and_says_so() {
     let canary = Scratch::new("fb-canary");
     std::fs::write(canary.join("secret"), "fb-canary-7781").unwrap();
-    std::fs::set_permissions(canary.join("secret"), std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(
+        canary.join("secret"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
     let secret = canary.join("secret");
     let script = format!(
         "cat {} ; echo rc-read=$?; \
@@ -54,32 +63,71 @@ fn refused_userns_still_confines_the_payload_and_says_so() {
         let out = r["stdout"]["data"].as_str().unwrap_or("").to_string();
         let err = stderr(&o);
         assert_eq!(r["status"], "exited", "{who:?}: {r}\n{err}");
-        assert!(!out.contains("fb-canary-7781"), "{who:?}: canary leaked: {out}");
+        assert!(
+            !out.contains("fb-canary-7781"),
+            "{who:?}: canary leaked: {out}"
+        );
         assert!(out.contains("rc-read=1"), "{who:?}: {out}");
-        assert!(out.contains("rc-usr=") && !out.contains("rc-usr=0"), "{who:?}: {out}");
-        assert!(out.contains("rc-home=0"), "{who:?}: private run dir not writable: {out}\n{err}");
+        assert!(
+            out.contains("rc-usr=") && !out.contains("rc-usr=0"),
+            "{who:?}: {out}"
+        );
+        assert!(
+            out.contains("rc-home=0"),
+            "{who:?}: private run dir not writable: {out}\n{err}"
+        );
         // Landlock denies TCP connect with EACCES (13).
         assert!(out.contains("connect 13"), "{who:?}: {out}");
         // Started by root, the payload is never root.
-        assert!(out.trim_end().ends_with("65534"), "{who:?}: payload uid: {out}");
+        assert!(
+            out.trim_end().ends_with("65534"),
+            "{who:?}: payload uid: {out}"
+        );
         assert!(!std::path::Path::new("/usr/stockade-fb-probe").exists());
-        for l in ["user_namespace", "mount_namespace", "pid_namespace", "net_namespace"] {
+        for l in [
+            "user_namespace",
+            "mount_namespace",
+            "pid_namespace",
+            "net_namespace",
+        ] {
             assert_eq!(r["layers"][l]["state"], "unavailable", "{who:?}: {l}: {r}");
         }
-        for l in ["landlock", "seccomp", "process_tree", "rlimits", "capabilities"] {
+        for l in [
+            "landlock",
+            "seccomp",
+            "process_tree",
+            "rlimits",
+            "capabilities",
+        ] {
             assert_eq!(r["layers"][l]["state"], "applied", "{who:?}: {l}: {r}");
         }
-        assert_eq!(err.lines().filter(|l| l.starts_with("stockade: warning: user namespaces refused")).count(), 1, "{err}");
+        assert_eq!(
+            err.lines()
+                .filter(|l| l.starts_with("stockade: warning: user namespaces refused"))
+                .count(),
+            1,
+            "{err}"
+        );
         // The private run directory is gone afterwards.
-        let run_dir = r["layers"]["process_tree"]["detail"]["run_dir"].as_str().unwrap().to_string();
-        assert!(!std::path::Path::new(&run_dir).exists(), "{run_dir} left behind");
+        let run_dir = r["layers"]["process_tree"]["detail"]["run_dir"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            !std::path::Path::new(&run_dir).exists(),
+            "{run_dir} left behind"
+        );
     }
 }
 
 #[test]
 fn require_userns_fails_closed_naming_the_setting() {
     for who in common::users("require_userns_fails_closed_naming_the_setting") {
-        let o = run_refused(who, &["--require", "userns"], &["/bin/sh", "-c", "echo ran"]);
+        let o = run_refused(
+            who,
+            &["--require", "userns"],
+            &["/bin/sh", "-c", "echo ran"],
+        );
         common::expect_code(&o, 125, "require userns");
         assert!(!stdout(&o).contains("ran"));
         let err = stderr(&o);
@@ -92,8 +140,13 @@ fn require_userns_fails_closed_naming_the_setting() {
 #[test]
 fn refused_userns_still_kills_the_whole_process_tree() {
     for who in common::users("refused_userns_still_kills_the_whole_process_tree") {
-        let tag = format!("{}", 900000 + std::process::id() % 90000 + if who == Who::Root { 1 } else { 2 });
-        let script = format!("setsid sh -c 'exec sleep {tag}' </dev/null >/dev/null 2>&1 & sleep 0.3; echo started");
+        let tag = format!(
+            "{}",
+            900000 + std::process::id() % 90000 + if who == Who::Root { 1 } else { 2 }
+        );
+        let script = format!(
+            "setsid sh -c 'exec sleep {tag}' </dev/null >/dev/null 2>&1 & sleep 0.3; echo started"
+        );
         let o = run_refused(who, &[], &["/bin/sh", "-c", &script]);
         common::expect_code(&o, 0, "daemonizing payload");
         assert!(stdout(&o).contains("started"));
@@ -117,15 +170,38 @@ fn refused_userns_still_kills_the_whole_process_tree() {
 fn refused_pivot_root_still_gives_the_minimal_root() {
     let canary = Scratch::new("fb-pivot");
     std::fs::write(canary.join("secret"), "pivot-canary-5521").unwrap();
-    let script = format!("ls -A /; cat {}/secret; echo rc=$?", canary.path().display());
+    let script = format!(
+        "ls -A /; cat {}/secret; echo rc=$?",
+        canary.path().display()
+    );
     for who in common::users("refused_pivot_root_still_gives_the_minimal_root") {
-        let o = run_wrapped("fb_nopivot", who, &["--report", "-"], &["/bin/sh", "-c", &script]);
+        let o = run_wrapped(
+            "fb_nopivot",
+            who,
+            &["--report", "-"],
+            &["/bin/sh", "-c", &script],
+        );
         let r = report(&o);
         assert_eq!(r["status"], "exited", "{who:?}: {r}");
         let out = r["stdout"]["data"].as_str().unwrap_or("");
-        assert!(!out.contains("pivot-canary-5521") && out.contains("rc=1"), "{who:?}: {out}");
-        assert!(out.contains("proc") && out.contains("usr") && !out.contains("root\n") && !out.contains("home"), "{who:?}: {out}");
-        assert_eq!(r["layers"]["rootfs"]["detail"]["chroot"], true, "{who:?}: {r}");
-        assert_eq!(r["layers"]["user_namespace"]["state"], "applied", "{who:?}: {r}");
+        assert!(
+            !out.contains("pivot-canary-5521") && out.contains("rc=1"),
+            "{who:?}: {out}"
+        );
+        assert!(
+            out.contains("proc")
+                && out.contains("usr")
+                && !out.contains("root\n")
+                && !out.contains("home"),
+            "{who:?}: {out}"
+        );
+        assert_eq!(
+            r["layers"]["rootfs"]["detail"]["chroot"], true,
+            "{who:?}: {r}"
+        );
+        assert_eq!(
+            r["layers"]["user_namespace"]["state"], "applied",
+            "{who:?}: {r}"
+        );
     }
 }

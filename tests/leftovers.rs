@@ -54,7 +54,8 @@ fn procs_with(tag: &str) -> Vec<String> {
         .filter_map(|e| {
             let c = std::fs::read(e.path().join("cmdline")).ok()?;
             let c = String::from_utf8_lossy(&c).replace('\0', " ");
-            c.contains(tag).then(|| format!("{}: {c}", e.file_name().to_string_lossy()))
+            c.contains(tag)
+                .then(|| format!("{}: {c}", e.file_name().to_string_lossy()))
         })
         .collect()
 }
@@ -63,12 +64,17 @@ fn procs_with(tag: &str) -> Vec<String> {
 /// with a daemonized child left running that must die with the jail.
 fn limited_run(who: Who, i: usize, tag: &str) {
     let script = format!("setsid sleep {tag} </dev/null >/dev/null 2>&1 & yes {i}");
-    let flags: &[&str] = if i % 2 == 0 { &["--max-output", "64k"] } else { &["--timeout", "200ms", "--max-output", "64m"] };
+    let flags: &[&str] = if i % 2 == 0 {
+        &["--max-output", "64k"]
+    } else {
+        &["--timeout", "200ms", "--max-output", "64m"]
+    };
     let mut f = vec!["--report", "/dev/null"];
     f.extend_from_slice(flags);
     let mut c = common::stockade(who);
     c.arg("run").args(&f).args(["--", "/bin/sh", "-c", &script]);
-    c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+    c.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
     let o = c.output().expect("start stockade");
     let code = o.status.code();
     assert!(
@@ -82,7 +88,10 @@ fn limited_run(who: Who, i: usize, tag: &str) {
 #[test]
 fn no_process_mount_cgroup_or_directory_is_left_after_many_runs() {
     for who in common::users("no_process_mount_cgroup_or_directory_is_left_after_many_runs") {
-        let tag = format!("{}", 700000 + std::process::id() % 100000 + if who == Who::Root { 1 } else { 3 });
+        let tag = format!(
+            "{}",
+            700000 + std::process::id() % 100000 + if who == Who::Root { 1 } else { 3 }
+        );
         let (m0, d0, c0) = (mounts(), run_dirs(), cgroups());
         for i in 0..500 {
             limited_run(who, i, &tag);
@@ -110,10 +119,16 @@ fn no_process_mount_cgroup_or_directory_is_left_after_many_runs() {
         assert!(left.is_empty(), "{who:?}: processes left: {left:?}");
         let m1 = mounts();
         let new_mounts: Vec<_> = m1.difference(&m0).collect();
-        assert!(new_mounts.is_empty(), "{who:?}: mounts left: {new_mounts:?}");
+        assert!(
+            new_mounts.is_empty(),
+            "{who:?}: mounts left: {new_mounts:?}"
+        );
         let d1 = run_dirs();
         let new_dirs: Vec<_> = d1.difference(&d0).collect();
-        assert!(new_dirs.is_empty(), "{who:?}: directories left: {new_dirs:?}");
+        assert!(
+            new_dirs.is_empty(),
+            "{who:?}: directories left: {new_dirs:?}"
+        );
         let c1 = cgroups();
         let new_cg: Vec<_> = c1.difference(&c0).collect();
         assert!(new_cg.is_empty(), "{who:?}: cgroups left: {new_cg:?}");

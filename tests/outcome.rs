@@ -38,23 +38,46 @@ fn outcome(who: Who, flags: &[&str], cmd: &[&str]) -> (serde_json::Value, std::p
     let o = common::run(who, &f, cmd);
     let text = stdout(&o);
     let line = text.lines().last().unwrap_or("").to_string();
-    let v: serde_json::Value = serde_json::from_str(&line)
-        .unwrap_or_else(|e| panic!("{who:?}: no JSON outcome ({e}):\n{text}\n--- stderr\n{}", stderr(&o)));
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+        panic!(
+            "{who:?}: no JSON outcome ({e}):\n{text}\n--- stderr\n{}",
+            stderr(&o)
+        )
+    });
     validate(&line);
-    assert_eq!(v["exit_code"].as_i64(), o.status.code().map(i64::from), "{who:?}: exit code differs from outcome: {v}");
+    assert_eq!(
+        v["exit_code"].as_i64(),
+        o.status.code().map(i64::from),
+        "{who:?}: exit code differs from outcome: {v}"
+    );
     (v, o)
 }
 
 #[test]
 fn exited_reports_code_usage_and_layers() {
     for who in common::users("exited_reports_code_usage_and_layers") {
-        let (v, _) = outcome(who, &["--capture"], &["/bin/sh", "-c", "echo out; echo err >&2; exit 3"]);
+        let (v, _) = outcome(
+            who,
+            &["--capture"],
+            &["/bin/sh", "-c", "echo out; echo err >&2; exit 3"],
+        );
         assert_eq!(v["status"], "exited", "{v}");
         assert_eq!(v["exit_code"], 3);
         assert_eq!(v["stdout"]["data"], "out\n");
         assert_eq!(v["stderr"]["data"], "err\n");
         assert_eq!(v["usage"]["stdout_bytes"], 4);
-        for l in ["user_namespace", "mount_namespace", "pid_namespace", "net_namespace", "rootfs", "capabilities", "no_new_privs", "rlimits", "landlock", "seccomp"] {
+        for l in [
+            "user_namespace",
+            "mount_namespace",
+            "pid_namespace",
+            "net_namespace",
+            "rootfs",
+            "capabilities",
+            "no_new_privs",
+            "rlimits",
+            "landlock",
+            "seccomp",
+        ] {
             assert_eq!(v["layers"][l]["state"], "applied", "{who:?} {l}: {v}");
         }
         assert_eq!(v["layers"]["capabilities"]["detail"]["bounding"], 0, "{v}");
@@ -64,7 +87,11 @@ fn exited_reports_code_usage_and_layers() {
 #[test]
 fn non_utf8_output_is_captured_as_base64() {
     for who in common::users("non_utf8_output_is_captured_as_base64") {
-        let (v, _) = outcome(who, &["--capture"], &["/bin/sh", "-c", "printf '\\377\\000ok'"]);
+        let (v, _) = outcome(
+            who,
+            &["--capture"],
+            &["/bin/sh", "-c", "printf '\\377\\000ok'"],
+        );
         assert_eq!(v["stdout"]["encoding"], "base64", "{v}");
         assert_eq!(v["stdout"]["data"], "/wBvaw==", "{v}");
     }
@@ -83,7 +110,11 @@ fn signaled_is_128_plus_n() {
 #[test]
 fn sleep_past_timeout_is_timeout() {
     for who in common::users("sleep_past_timeout_is_timeout") {
-        let (v, _) = outcome(who, &["--timeout", "1s", "--grace", "1s"], &["sleep", "100"]);
+        let (v, _) = outcome(
+            who,
+            &["--timeout", "1s", "--grace", "1s"],
+            &["sleep", "100"],
+        );
         assert_eq!(v["status"], "timeout", "{v}");
         assert_eq!(v["limits"]["timeout"]["enforced_by"], "supervisor");
         // The deadline ended the run: it did not run for 100 s.
@@ -94,7 +125,11 @@ fn sleep_past_timeout_is_timeout() {
 #[test]
 fn term_ignoring_payload_is_killed_after_grace_and_is_timeout() {
     for who in common::users("term_ignoring_payload_is_killed_after_grace_and_is_timeout") {
-        let (v, _) = outcome(who, &["--timeout", "1s", "--grace", "1s"], &["/bin/sh", "-c", "trap '' TERM; while :; do sleep 1; done"]);
+        let (v, _) = outcome(
+            who,
+            &["--timeout", "1s", "--grace", "1s"],
+            &["/bin/sh", "-c", "trap '' TERM; while :; do sleep 1; done"],
+        );
         assert_eq!(v["status"], "timeout", "{v}");
         assert_eq!(v["signal"], 9, "{v}");
         assert_eq!(v["exit_code"], 137);
@@ -117,7 +152,11 @@ fn yes_past_max_output_is_output_limit() {
 #[test]
 fn stderr_is_never_dropped_and_counts_toward_the_cap() {
     for who in common::users("stderr_is_never_dropped_and_counts_toward_the_cap") {
-        let o = common::run(who, &["--max-output", "100k"], &["/bin/sh", "-c", "echo to-stderr >&2; echo to-stdout"]);
+        let o = common::run(
+            who,
+            &["--max-output", "100k"],
+            &["/bin/sh", "-c", "echo to-stderr >&2; echo to-stdout"],
+        );
         common::expect_code(&o, 0, "small output under the cap");
         assert!(stderr(&o).contains("to-stderr"));
         assert!(stdout(&o).contains("to-stdout"));
@@ -130,13 +169,20 @@ fn memory_hog_is_memory_limit_under_rlimit_fallback() {
         let (v, _) = outcome(
             who,
             &["--memory", "128m", "--timeout", "60s"],
-            &["python3", "-c", "a = []\nwhile True:\n    a.append(bytearray(1 << 20))"],
+            &[
+                "python3",
+                "-c",
+                "a = []\nwhile True:\n    a.append(bytearray(1 << 20))",
+            ],
         );
         assert_eq!(v["status"], "memory_limit", "{v}");
         let m = &v["limits"]["memory"];
         assert_eq!(m["limit"], 128u64 << 20);
         if m["enforced_by"] == "rlimit_as" {
-            assert!(m["why"].as_str().unwrap_or("").len() > 10, "fallback must say why: {m}");
+            assert!(
+                m["why"].as_str().unwrap_or("").len() > 10,
+                "fallback must say why: {m}"
+            );
         }
     }
 }
@@ -144,7 +190,11 @@ fn memory_hog_is_memory_limit_under_rlimit_fallback() {
 #[test]
 fn busy_loop_past_cpu_time_is_cpu_limit() {
     for who in common::users("busy_loop_past_cpu_time_is_cpu_limit") {
-        let (v, _) = outcome(who, &["--cpu-time", "1s", "--timeout", "60s"], &["python3", "-c", "while True: pass"]);
+        let (v, _) = outcome(
+            who,
+            &["--cpu-time", "1s", "--timeout", "60s"],
+            &["python3", "-c", "while True: pass"],
+        );
         assert_eq!(v["status"], "cpu_limit", "{v}");
         assert_eq!(v["limits"]["cpu_time"]["enforced_by"], "rlimit_cpu");
     }
@@ -172,7 +222,13 @@ fn missing_bind_source_is_setup_error() {
         let (v, o) = outcome(who, &["--ro-bind", "/nonexistent/stockade-src"], &["true"]);
         assert_eq!(v["status"], "setup_error", "{v}");
         assert_eq!(v["exit_code"], 125);
-        assert!(v["error"].as_str().unwrap().starts_with("bind: /nonexistent/stockade-src: "), "{v}");
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("bind: /nonexistent/stockade-src: "),
+            "{v}"
+        );
         assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
     }
 }
@@ -184,7 +240,11 @@ fn denied_syscall_in_kill_mode_is_seccomp_violation() {
         let (v, _) = outcome(
             who,
             &["--seccomp-action", "kill"],
-            &["python3", "-c", "import ctypes\nctypes.CDLL(None).syscall(101, 0, 0, 0, 0)\nprint('survived')"],
+            &[
+                "python3",
+                "-c",
+                "import ctypes\nctypes.CDLL(None).syscall(101, 0, 0, 0, 0)\nprint('survived')",
+            ],
         );
         assert_eq!(v["status"], "seccomp_violation", "{v}");
         assert_eq!(v["signal"], 31, "{v}");
@@ -197,8 +257,16 @@ fn denied_syscall_in_kill_mode_is_seccomp_violation() {
 fn not_found_and_not_executable_are_127_and_126() {
     for who in common::users("not_found_and_not_executable_are_127_and_126") {
         let (v, _) = outcome(who, &[], &["/no/such/cmd"]);
-        assert_eq!((v["status"].as_str(), v["exit_code"].as_i64()), (Some("setup_error"), Some(127)), "{v}");
+        assert_eq!(
+            (v["status"].as_str(), v["exit_code"].as_i64()),
+            (Some("setup_error"), Some(127)),
+            "{v}"
+        );
         let (v, _) = outcome(who, &[], &["/etc/passwd"]);
-        assert_eq!((v["status"].as_str(), v["exit_code"].as_i64()), (Some("setup_error"), Some(126)), "{v}");
+        assert_eq!(
+            (v["status"].as_str(), v["exit_code"].as_i64()),
+            (Some("setup_error"), Some(126)),
+            "{v}"
+        );
     }
 }

@@ -453,7 +453,7 @@ fn kill_mode_names_the_refused_syscall_and_kills_the_whole_jail() {
         assert_eq!(v["seccomp_violation"]["syscall_name"], "acct", "{json}");
         assert_eq!(
             v["seccomp_violation"]["syscall_nr"],
-            libc::SYS_acct as i64,
+            libc::SYS_acct,
             "{json}"
         );
     }

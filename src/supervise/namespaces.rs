@@ -50,7 +50,7 @@ pub fn userns_refusal_reasons(errno: Errno) -> Vec<String> {
                 .to_string(),
         );
     }
-    if let Some(status) = std::fs::read_to_string("/proc/self/status").ok() {
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
         if status
             .lines()
             .any(|l| l.starts_with("Seccomp:") && l.trim_end().ends_with('2'))

@@ -27,7 +27,7 @@ const DEFAULT_CAPTURE: u64 = 16 << 20;
 /// The result of [`run`].
 pub enum Spawned {
     /// The jail ran (or failed to set up) and this is how it ended.
-    Ran(Outcome),
+    Ran(Box<Outcome>),
     /// The kernel refused to create the namespaces; nothing was started.
     Refused { errno: Errno, why: String },
 }
@@ -48,7 +48,7 @@ pub fn run(mut plan: Plan) -> Spawned {
         let _ = std::fs::remove_dir_all(d);
     }
     o.usage.wall_time_ms = start.elapsed().as_millis() as u64;
-    Spawned::Ran(o)
+    Spawned::Ran(Box::new(o))
 }
 
 enum Err2 {
@@ -114,8 +114,9 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     // seccomp learning/kill mode: the payload sends its user-notification
     // listener over this socket.
     let mut learner = match &plan.seccomp {
-        Some(c) if c.wants_listener() => Learner::for_action(c.action)
-            .map_err(|e| setup_err("seccomp", "", e.to_string()))?,
+        Some(c) if c.wants_listener() => {
+            Learner::for_action(c.action).map_err(|e| setup_err("seccomp", "", e.to_string()))?
+        }
         _ => None,
     };
     plan.seccomp_channel = learner.as_ref().map(|l| l.child_fd());
@@ -171,8 +172,6 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     sys::ignore_sigpipe();
     sys::write_all(ctl_wr.as_raw_fd(), &[proto::GO])
         .map_err(|e| setup_err("start jail", "", e.to_string()))?;
-
-
 
     // 5. Wait, pumping output and watching the deadline.
     let keep = if plan.capture {
