@@ -23,7 +23,10 @@ struct Tally {
 }
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Run a command, echo its output as it comes, and return (success, lines).
@@ -47,7 +50,10 @@ fn run_echo(label: &str, cmd: &mut Command) -> (bool, Vec<String>) {
         lines
     });
     let mut lines = Vec::new();
-    for l in BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok) {
+    for l in BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+    {
         println!("{l}");
         lines.push(l);
     }
@@ -59,10 +65,17 @@ fn run_echo(label: &str, cmd: &mut Command) -> (bool, Vec<String>) {
 /// Sum cargo's `test result:` lines.
 fn cargo_counts(lines: &[String], t: &mut Tally) {
     for l in lines {
-        let Some(rest) = l.trim().strip_prefix("test result: ") else { continue };
+        let Some(rest) = l.trim().strip_prefix("test result: ") else {
+            continue;
+        };
         for part in rest.split(';') {
             let words: Vec<&str> = part.split_whitespace().collect();
-            let n = |i: usize| words.get(i).and_then(|w| w.parse::<u64>().ok()).unwrap_or(0);
+            let n = |i: usize| {
+                words
+                    .get(i)
+                    .and_then(|w| w.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
             if part.contains(" passed") {
                 t.passed += n(words.len().saturating_sub(2));
             } else if part.contains(" failed") {
@@ -84,7 +97,9 @@ fn cargo_counts(lines: &[String], t: &mut Tally) {
 fn tagged_counts(tag: &str, ok: bool, lines: &[String], t: &mut Tally) {
     let (mut p, mut f, mut s) = (0, 0, 0);
     for l in lines {
-        let Some(rest) = l.trim().strip_prefix(tag) else { continue };
+        let Some(rest) = l.trim().strip_prefix(tag) else {
+            continue;
+        };
         let rest = rest.trim_start();
         if rest.starts_with("PASS") {
             p += 1;
@@ -98,7 +113,8 @@ fn tagged_counts(tag: &str, ok: bool, lines: &[String], t: &mut Tally) {
     if !ok && f == 0 {
         // The suite itself broke (build, boot, engine): one failure.
         f = 1;
-        t.failures.push(format!("{tag}: the suite did not complete"));
+        t.failures
+            .push(format!("{tag}: the suite did not complete"));
     }
     t.passed += p;
     t.failed += f;
@@ -114,14 +130,28 @@ fn have(cmd: &str) -> bool {
 }
 
 fn is_root() -> bool {
-    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0\n"))
+        .unwrap_or(false)
 }
 
 /// Install what the tests need when it is missing (Debian packages as
 /// root, rustup components).
 fn prepare() {
-    let want = [("cc", "gcc libc6-dev"), ("python3", "python3"), ("tmux", "tmux"), ("setpriv", "util-linux"), ("/usr/share/doc/python3-jsonschema", "python3-jsonschema")];
-    let missing: Vec<&str> = want.iter().filter(|(c, _)| !have(c)).map(|(_, p)| *p).collect();
+    let want = [
+        ("cc", "gcc libc6-dev"),
+        ("python3", "python3"),
+        ("tmux", "tmux"),
+        ("setpriv", "util-linux"),
+        ("/usr/share/doc/python3-jsonschema", "python3-jsonschema"),
+    ];
+    let missing: Vec<&str> = want
+        .iter()
+        .filter(|(c, _)| !have(c))
+        .map(|(_, p)| *p)
+        .collect();
     if !missing.is_empty() {
         if is_root() {
             eprintln!("xtask: installing {}", missing.join(" "));
@@ -132,13 +162,27 @@ fn prepare() {
                 .env("DEBIAN_FRONTEND", "noninteractive")
                 .status();
         } else {
-            eprintln!("xtask: missing {} (not root, not installing)", missing.join(" "));
+            eprintln!(
+                "xtask: missing {} (not root, not installing)",
+                missing.join(" ")
+            );
         }
     }
     for comp in ["rustfmt", "clippy"] {
-        let probe = if comp == "rustfmt" { "cargo fmt --version" } else { "cargo clippy --version" };
-        if !Command::new("sh").args(["-c", &format!("{probe} >/dev/null 2>&1")]).status().map(|s| s.success()).unwrap_or(false) {
-            let _ = Command::new("rustup").args(["component", "add", comp]).status();
+        let probe = if comp == "rustfmt" {
+            "cargo fmt --version"
+        } else {
+            "cargo clippy --version"
+        };
+        if !Command::new("sh")
+            .args(["-c", &format!("{probe} >/dev/null 2>&1")])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+        {
+            let _ = Command::new("rustup")
+                .args(["component", "add", comp])
+                .status();
         }
     }
 }
@@ -153,7 +197,12 @@ pub fn main(args: &[String]) -> i32 {
     let mut t = Tally::default();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
 
-    let (ok, _) = run_echo("cargo fmt --check", Command::new(&cargo).current_dir(&root).args(["fmt", "--all", "--", "--check"]));
+    let (ok, _) = run_echo(
+        "cargo fmt --check",
+        Command::new(&cargo)
+            .current_dir(&root)
+            .args(["fmt", "--all", "--", "--check"]),
+    );
     if ok {
         t.passed += 1
     } else {
@@ -162,7 +211,14 @@ pub fn main(args: &[String]) -> i32 {
     }
     let (ok, _) = run_echo(
         "cargo clippy -D warnings",
-        Command::new(&cargo).current_dir(&root).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+        Command::new(&cargo).current_dir(&root).args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
     );
     if ok {
         t.passed += 1
@@ -182,18 +238,27 @@ pub fn main(args: &[String]) -> i32 {
     cargo_counts(&lines, &mut t);
     if !ok && t.failed == before {
         t.failed += 1;
-        t.failures.push("cargo test did not complete (build error?)".into());
+        t.failures
+            .push("cargo test did not complete (build error?)".into());
     }
-    let skipped_cargo = std::fs::read_to_string(&skip_log).map(|s| s.lines().count() as u64).unwrap_or(0);
+    let skipped_cargo = std::fs::read_to_string(&skip_log)
+        .map(|s| s.lines().count() as u64)
+        .unwrap_or(0);
     // A skipped test returned early and cargo counted it as passed: it is not.
     t.passed = t.passed.saturating_sub(skipped_cargo);
     t.skipped += skipped_cargo;
 
     if !only_cargo {
         let me = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("xtask"));
-        let (ok, lines) = run_echo("cargo xtask vm-test", Command::new(&me).current_dir(&root).arg("vm-test"));
+        let (ok, lines) = run_echo(
+            "cargo xtask vm-test",
+            Command::new(&me).current_dir(&root).arg("vm-test"),
+        );
         tagged_counts("VMTEST", ok, &lines, &mut t);
-        let (ok, lines) = run_echo("cargo xtask docker-test", Command::new(&me).current_dir(&root).arg("docker-test"));
+        let (ok, lines) = run_echo(
+            "cargo xtask docker-test",
+            Command::new(&me).current_dir(&root).arg("docker-test"),
+        );
         tagged_counts("DOCKERTEST", ok, &lines, &mut t);
     }
 
@@ -209,7 +274,10 @@ pub fn main(args: &[String]) -> i32 {
             println!("  {f}");
         }
     }
-    println!("\n{} passed, {} failed, {} skipped", t.passed, t.failed, t.skipped);
+    println!(
+        "\n{} passed, {} failed, {} skipped",
+        t.passed, t.failed, t.skipped
+    );
     if t.failed == 0 {
         0
     } else {
