@@ -440,8 +440,9 @@ fn run_policy(a: &RunArgs, m: &ArgMatches) -> Result<Policy, PolicyError> {
     l.max_file_size = size("--max-file-size", &a.max_file_size)?.or(l.max_file_size);
     l.max_open_files = a.max_open_files.or(l.max_open_files);
     if let Some(i) = &resolved.python {
-        // The jail runs as an unprivileged host uid: an interpreter under a
-        // private home (pyenv in /root) is out of its reach. Say so now.
+        // The jail runs as an unprivileged host uid: the caller opens the
+        // binds (so a private parent such as /root is fine), but what is
+        // bound must be readable by the jail's host uid. Say so now.
         let (ou, og) = if crate::sys::geteuid() == 0 {
             (p.root_host_uid, p.root_host_gid)
         } else {
@@ -449,7 +450,7 @@ fn run_policy(a: &RunArgs, m: &ArgMatches) -> Result<Policy, PolicyError> {
         };
         for m in policy::python::mounts(i, resolved.system_root) {
             if let MountSpec::Bind { src, .. } = &m {
-                if let Some(why) = policy::python::unreachable_by(src, ou, og) {
+                if let Some(why) = policy::python::not_readable_by(src, ou, og) {
                     return Err(PolicyError::new(
                         if a.python.is_some() {
                             "--python"

@@ -173,6 +173,23 @@ pub fn unreachable_by(p: &Path, uid: u32, gid: u32) -> Option<String> {
     None
 }
 
+/// Why uid/gid cannot list and enter the directory (or read the file) `p`
+/// itself, if it cannot. Bind sources are opened by the caller before the
+/// jail's user switch, so only the bound object's own mode matters inside.
+pub fn not_readable_by(p: &Path, uid: u32, gid: u32) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).ok()?;
+    let want = if m.is_dir() { 0o5 } else { 0o4 };
+    (!allowed(&m, uid, gid, want)).then(|| {
+        format!(
+            "{} (mode {:04o}, owner uid {}) is not readable by uid {uid}",
+            p.display(),
+            m.mode() & 0o7777,
+            m.uid()
+        )
+    })
+}
+
 /// Run the interpreter once and ask it about itself.
 pub fn discover(name: &Path) -> Result<Interpreter, String> {
     let asked = which(name)?;
