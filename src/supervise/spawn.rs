@@ -10,7 +10,7 @@ use nix::sys::signal::Signal;
 use serde_json::json;
 
 use super::learn::Learner;
-use super::{limits, namespaces};
+use super::{cgroup, limits, namespaces};
 use crate::jail::{self, proto};
 use crate::outcome::{self, LayerReport, Outcome, Status, Violation};
 use crate::plan::{Plan, SetupError};
@@ -62,25 +62,75 @@ impl From<SetupError> for Err2 {
     }
 }
 
-/// Why the cgroup controllers cannot be used (until the run's cgroup exists).
-fn controllers() -> limits::Controllers {
-    let why = "cgroup v2 limits are not enabled in this build".to_string();
+/// Map the cgroup layer's answer to what the limits decision needs.
+fn controllers(setup: Option<&cgroup::Setup>) -> limits::Controllers {
+    let one = |e: Option<&cgroup::Enforced>| match e {
+        Some(cgroup::Enforced::Cgroup) => Ok(()),
+        Some(cgroup::Enforced::Unavailable(why)) => Err(why.clone()),
+        _ => Err("no cgroup limit was asked for".to_string()),
+    };
     limits::Controllers {
-        memory: Err(why.clone()),
-        cpu: Err(why.clone()),
-        pids: Err(why),
+        memory: one(setup.map(|s| &s.memory)),
+        cpu: one(setup.map(|s| &s.cpu)),
+        pids: one(setup.map(|s| &s.pids)),
     }
 }
 
 fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err2> {
-    // 1. Decide how each limit is enforced.
-    let ctl = controllers();
+    // 1. The run's cgroup (only when a cgroup limit is asked for or the
+    //    layer is required), then how each limit is enforced.
+    let l = &plan.limits;
+    let wants_cgroup =
+        l.memory.is_some() || l.memory_high.is_some() || l.cpus.is_some() || l.pids.is_some();
+    let require_cgroup = plan.require.contains(&Layer::Cgroup);
+    let cg_setup = if wants_cgroup || require_cgroup {
+        cgroup::cleanup_stale();
+        Some(cgroup::prepare(&cgroup::Request::from(&plan.limits)))
+    } else {
+        None
+    };
+    let ctl = controllers(cg_setup.as_ref());
     let decision = limits::decide(&plan.limits, &ctl, plan.tmp_size);
-    if plan.require.contains(&Layer::Cgroup) {
-        if let Err(why) = &ctl.memory {
+    if require_cgroup {
+        let why = match &cg_setup {
+            Some(cgroup::Setup {
+                cgroup: None, why, ..
+            }) => Some(why.clone().unwrap_or_default()),
+            Some(s) => [&s.memory, &s.cpu, &s.pids].iter().find_map(|e| match e {
+                cgroup::Enforced::Unavailable(w) => Some(w.clone()),
+                _ => None,
+            }),
+            None => None,
+        };
+        if let Some(why) = why {
             return Err(setup_err("cgroup", "", format!("required but unavailable: {why}")).into());
         }
     }
+    let (cg, cg_why) = match cg_setup {
+        Some(s) => (s.cgroup, s.why),
+        None => (None, None),
+    };
+    let enabled: Vec<&str> = [
+        ("memory", ctl.memory.is_ok()),
+        ("cpu", ctl.cpu.is_ok()),
+        ("pids", ctl.pids.is_ok()),
+    ]
+    .iter()
+    .filter(|(_, on)| *on)
+    .map(|(n, _)| *n)
+    .collect();
+    o.layers.insert(
+        "cgroup",
+        match &cg {
+            Some(c) => LayerReport::applied(json!({ "path": c.path(), "controllers": enabled })),
+            None if wants_cgroup || require_cgroup => LayerReport::unavailable(
+                cg_why.unwrap_or_else(|| "no cgroup could be created".into()),
+            ),
+            None => LayerReport::skipped(
+                "no cgroup limit was asked for (--memory, --memory-high, --cpus, --pids-limit)",
+            ),
+        },
+    );
     for w in &decision.unenforced {
         eprintln!("stockade: warning: {w}");
     }
@@ -122,7 +172,13 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     plan.seccomp_channel = learner.as_ref().map(|l| l.child_fd());
 
     // 3. Clone into the new namespaces.
-    let (cloned, via) = match sys::clone_jail(plan.clone_flags, None) {
+    let mut attempt = sys::clone_jail(plan.clone_flags, cg.as_ref().map(|c| c.dir_fd()));
+    if cg.is_some() && attempt.as_ref().is_err_and(|e| e.call == "clone3") {
+        // CLONE_INTO_CGROUP refused: clone plainly and move the child in
+        // before it is let go.
+        attempt = sys::clone_jail(plan.clone_flags, None);
+    }
+    let (cloned, via) = match attempt {
         Ok(c) => c,
         Err(e)
             if plan.clone_flags != 0
@@ -161,7 +217,22 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     let out_rd = out_pipe.map(|(r, _w)| r);
     let err_rd = err_pipe.map(|(r, _w)| r);
 
-    // 4. Id maps, then let the child go.
+    // 4. Into the cgroup (when clone3 could not put it there), id maps,
+    //    then let the child go.
+    if let Some(c) = &cg {
+        if via != sys::CloneVia::Clone3IntoCgroup {
+            if let Err(e) = c.add_pid(pid) {
+                let _ = sys::pidfd_send_signal(&pidfd, libc::SIGKILL);
+                let _ = sys::wait4(pid);
+                return Err(setup_err(
+                    "cgroup",
+                    &c.path().join("cgroup.procs").display().to_string(),
+                    e.to_string(),
+                )
+                .into());
+            }
+        }
+    }
     if plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
         if let Err((path, e)) = namespaces::write_id_maps(pid, plan) {
             let _ = sys::pidfd_send_signal(&pidfd, libc::SIGKILL);
@@ -194,9 +265,23 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
         err: err_rd.map(|fd| Stream::new(fd, Some(2), keep)),
         learner,
         violation: None,
+        cg,
     };
     let reports = w.wait(&rep_rd, &sfd);
     let (st, ru) = sys::wait4(pid).map_err(|e| setup_err("wait", "", e.to_string()))?;
+    // Everything in the cgroup is gone with init; read what it used, remove it.
+    let cg_stats = w.cg.take().map(|c| {
+        c.kill();
+        let stats = c.stats();
+        let path = c.path().to_path_buf();
+        if let Err(e) = c.remove() {
+            eprintln!(
+                "stockade: warning: cgroup {} not removed: {e}",
+                path.display()
+            );
+        }
+        stats
+    });
     let violation = w.violation.clone();
     if let Some(l) = w.learner.take() {
         let learn = l.mode() == super::learn::Mode::Learn;
@@ -286,9 +371,29 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
         o.status = Status::SeccompViolation;
         return Ok(());
     }
+    if let Some(st) = &cg_stats {
+        if let Some(peak) = st.memory_peak {
+            o.usage.peak_memory_bytes = peak;
+            o.usage.peak_memory_source = "cgroup";
+        }
+        if let Some(p) = st.pids_peak {
+            o.usage.peak_pids = o.usage.peak_pids.max(p.saturating_sub(1));
+        }
+        if let Some(c) = &st.cpu {
+            // cpu.stat counts every process of the run, reaped or not.
+            o.usage.user_time_ms = o.usage.user_time_ms.max(c.user_usec / 1000);
+            o.usage.system_time_ms = o.usage.system_time_ms.max(c.system_usec / 1000);
+        }
+    }
+    let oom = cg_stats.as_ref().is_some_and(|s| s.oom_killed());
+    let pids_hit = cg_stats.as_ref().is_some_and(|s| s.pids_limit_hit());
     let abnormal = end.signal.is_some() || end.code != Some(0);
     let cpu_ms = o.usage.user_time_ms + o.usage.system_time_ms;
-    o.status = if abnormal
+    o.status = if oom && plan.limits.memory.is_some() {
+        Status::MemoryLimit
+    } else if pids_hit && abnormal {
+        Status::PidsLimit
+    } else if abnormal
         && decision.memory_by_rlimit
         && plan.limits.memory.is_some_and(|m| peak_vm >= m / 10 * 9)
     {
@@ -402,10 +507,6 @@ fn record_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia, payload: Vec<
         "rlimits",
         LayerReport::applied(serde_json::Value::Object(rl)),
     );
-    o.layers.insert(
-        "cgroup",
-        LayerReport::unavailable("cgroup v2 limits are not enabled in this build"),
-    );
     if !plan.landlock {
         o.layers.insert(
             "landlock",
@@ -500,12 +601,17 @@ struct Watch {
     learner: Option<Learner>,
     /// Kill mode: the refused syscall the jail was killed for.
     violation: Option<(i64, String)>,
+    /// The run's cgroup, when there is one.
+    cg: Option<cgroup::RunCgroup>,
 }
 
 impl Watch {
     /// Kill every process in the jail: init's death takes the pid namespace.
     fn kill_all(&self) {
         let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
+        if let Some(c) = &self.cg {
+            c.kill();
+        }
     }
 
     /// Read what is available on one stream; stream it, capture it, count it.
