@@ -69,7 +69,9 @@ fn limited_run(who: Who, i: usize, tag: &str) {
     } else {
         &["--timeout", "200ms", "--max-output", "64m"]
     };
-    let mut f = vec!["--report", "/dev/null"];
+    // A cgroup limit, so that every run also creates (and must remove) its
+    // cgroup where the caller may create one.
+    let mut f = vec!["--report", "/dev/null", "--pids-limit", "256"];
     f.extend_from_slice(flags);
     let mut c = common::stockade(who);
     c.arg("run").args(&f).args(["--", "/bin/sh", "-c", &script]);
