@@ -1036,11 +1036,12 @@ pub fn pivot_root_and_detach(newroot: &Path) -> SysResult<bool> {
     let r = unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) };
     if r < 0 {
         let e = last_errno();
-        if e != Errno::EPERM {
+        if e != Errno::EPERM && e != Errno::EINVAL {
             return err("pivot_root", newroot.display(), e);
         }
-        // Some container runtimes' seccomp profiles refuse pivot_root even
-        // with CAP_SYS_ADMIN. Move the new root over / and chroot into it:
+        // EPERM: some container runtimes' seccomp profiles refuse pivot_root
+        // even with CAP_SYS_ADMIN. EINVAL: / is the initramfs (rootfs), which
+        // cannot be pivoted away from. Move the new root over / and chroot into it:
         // the old root stays underneath, unreachable without
         // CAP_SYS_CHROOT, which the payload never holds.
         mount_c(Some("."), c"/", &"/", None, libc::MS_MOVE, None)?;
@@ -1052,6 +1053,12 @@ pub fn pivot_root_and_detach(newroot: &Path) -> SysResult<bool> {
         .or_else(|e| err("umount2", "old root", e))?;
     nix::unistd::chdir("/").or_else(|e| err("chdir", "/", e))?;
     Ok(true)
+}
+
+/// A new cgroup namespace rooted at the caller's current cgroup.
+pub fn unshare_cgroupns() -> SysResult<()> {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
+        .or_else(|e| err("unshare", "CLONE_NEWCGROUP", e))
 }
 
 pub fn chdir(p: &Path) -> SysResult<()> {

@@ -43,6 +43,11 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
     let mut b = [0u8; 1];
     match sys::read(ctl.as_raw_fd(), &mut b) {
         Ok(1) if b[0] == proto::GO => {}
+        Ok(1) if b[0] == proto::GO_REROOT_CGROUP => {
+            if let Err(e) = sys::unshare_cgroupns() {
+                fail(rep_fd, "cgroup namespace", "", &e.to_string());
+            }
+        }
         _ => sys::exit_now(125),
     }
 

@@ -1,6 +1,7 @@
 //! The two pipes between the supervisor and the jail.
 //!
-//! control (supervisor → init): `G` go (maps are written), `T` SIGTERM to
+//! control (supervisor → init): `G` go (maps are written), `R` go after
+//! re-rooting the cgroup namespace, `T` SIGTERM to
 //! every process in the jail, `K` SIGKILL to every process, `F<sig>` forward
 //! one signal to the payload. EOF means the supervisor is gone.
 //!
@@ -11,6 +12,9 @@
 #![deny(unsafe_code)]
 
 pub const GO: u8 = b'G';
+/// Go, after re-rooting the cgroup namespace at the run cgroup (the child
+/// was moved into it after clone).
+pub const GO_REROOT_CGROUP: u8 = b'R';
 pub const TERM_ALL: u8 = b'T';
 pub const KILL_ALL: u8 = b'K';
 pub const FORWARD: u8 = b'F';

@@ -241,7 +241,13 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
         }
     }
     sys::ignore_sigpipe();
-    sys::write_all(ctl_wr.as_raw_fd(), &[proto::GO])
+    let moved_after_clone = cg.is_some() && via != sys::CloneVia::Clone3IntoCgroup;
+    let go = if moved_after_clone && plan.clone_flags & libc::CLONE_NEWCGROUP as u64 != 0 {
+        proto::GO_REROOT_CGROUP
+    } else {
+        proto::GO
+    };
+    sys::write_all(ctl_wr.as_raw_fd(), &[go])
         .map_err(|e| setup_err("start jail", "", e.to_string()))?;
 
     // 5. Wait, pumping output and watching the deadline.

@@ -8,6 +8,7 @@
 #   report_exited                            --report - (the JSON outcome)
 #   cgroup_layer_applied                     the outcome's layers.cgroup
 #   payload_runs_inside_run_cgroup           the supervisor creating the run cgroup
+#   jail_sees_only_its_own_cgroup            clone3 CLONE_INTO_CGROUP (with CLONE_NEWCGROUP)
 #   memory_limit, batch_concurrent_memory    memory.max + status memory_limit (oom_kill)
 #   pids_limit                               pids.max + status pids_limit (pids.events max)
 #   cpu_quota                                cpu.max (ratio of CPU time to wall time)
@@ -33,6 +34,16 @@ status_is() { echo "$1" | grep -q "\"status\":\"$2\""; }
 leftovers() { ls -d $P/run-* 2>/dev/null | tr '\n' ' '; }
 # Every run gets a hard stop, so one hung run cannot eat the VM's budget.
 st() { timeout -s KILL 120 $S "$@"; }
+# The stockade process of a background `st` started as $1: busybox timeout
+# execs the command itself (its watchdog is a child); a timeout(1) that forks
+# has stockade as its child.
+stockade_of() {
+    if [ "$(cat /proc/$1/comm 2>/dev/null)" = stockade ]; then
+        echo $1
+    else
+        for p in $(pidof stockade); do [ "$(cut -d' ' -f4 /proc/$p/stat)" = "$1" ] && echo $p; done
+    fi
+}
 
 echo "VMTEST INFO $who: uid $(id -u), cgroup $(cat /proc/self/cgroup)"
 
@@ -56,26 +67,35 @@ fi
 # --- the payload lives in a run cgroup below $P, the supervisor does not
 st run --timeout 60s -- /usr/bin/sleep 30 >/dev/null 2>&1 &
 spid=$!
+sleep 0.1
+sup=$(stockade_of $spid)
 found=
 i=0
 while [ $i -lt 100 ] && [ -z "$found" ]; do
     for d in $P/run-*; do
         [ -f "$d/cgroup.procs" ] || continue
         comms=$(for p in $(cat $d/cgroup.procs); do cat /proc/$p/comm 2>/dev/null; done | tr '\n' ' ')
-        if echo " $comms" | grep -q ' sleep ' && ! grep -qx "$spid" $d/cgroup.procs; then
+        if echo " $comms" | grep -q ' sleep ' && ! grep -qx "$sup" $d/cgroup.procs; then
             found="$d: $comms"
         fi
     done
     [ -n "$found" ] || sleep 0.1
     i=$((i + 1))
 done
-kill -TERM $spid 2>/dev/null
+# SIGTERM to stockade is forwarded to the jail; the run ends normally.
+kill -TERM $sup 2>/dev/null
 wait $spid
 if [ -n "$found" ]; then
     pass payload_runs_inside_run_cgroup
 else
     fail payload_runs_inside_run_cgroup "no run-* cgroup under $P held the payload (have: $(leftovers))"
 fi
+
+# --- the jail's cgroup namespace is rooted at its run cgroup: it sees itself
+# as / and nothing above (with payload_runs_inside_run_cgroup: CLONE_INTO_CGROUP
+# happened before the namespace was made)
+out=$(st run -- /usr/bin/cat /proc/self/cgroup 2>&1)
+if [ "$out" = "0::/" ]; then pass jail_sees_only_its_own_cgroup; else fail jail_sees_only_its_own_cgroup "$out"; fi
 
 # --- memory: 64 MiB limit, the payload wants 256 MiB
 out=$(st run --report - --memory 64m -- /usr/bin/memhog 256 2>&1)
@@ -128,12 +148,8 @@ if [ -z "$left" ]; then pass no_leftover_after_limit_tests; else fail no_leftove
 # --- a crashed supervisor's cgroup is removed by the next start
 st run --timeout 60s -- /usr/bin/sleep 30 >/dev/null 2>&1 &
 spid=$!
-# busybox timeout execs the command in itself (its watchdog is a child), so
-# $spid is stockade; with a timeout(1) that forks, it is timeout's child.
-sup=$spid
-if [ "$(cat /proc/$spid/comm 2>/dev/null)" != stockade ]; then
-    sup=$(for p in $(pidof stockade); do [ "$(cut -d' ' -f4 /proc/$p/stat)" = "$spid" ] && echo $p; done)
-fi
+sleep 0.1
+sup=$(stockade_of $spid)
 stale=
 i=0
 while [ $i -lt 100 ] && [ -z "$stale" ]; do

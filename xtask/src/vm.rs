@@ -1,6 +1,573 @@
-//! cargo xtask vm
+//! `cargo xtask vm-test`: the cgroup v2 tests inside a small VM.
+//!
+//! The host's cgroups are hybrid and its v2 hierarchy has no memory, cpu or
+//! pids controller, so the cgroup layer is tested in a VM with a pure v2
+//! hierarchy: Debian's kernel (downloaded, unpacked, never installed),
+//! busybox, a static stockade, static C payloads, and an /init that runs
+//! tests/vm/tests.sh as root and as a user with a delegated subtree. The VM
+//! prints `VMTEST PASS|FAIL …` lines and `VMTEST DONE` on its serial port.
+//!
+//! Everything downloaded is cached in target/vm/.
 
-pub fn main(_args: &[String]) -> i32 {
-    eprintln!("xtask vm: not written yet");
-    1
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const TARGET: &str = "x86_64-unknown-linux-gnu";
+const PAYLOADS: &[&str] = &["memhog", "forkbomb", "spin", "spew", "runas"];
+const DEFAULT_TIMEOUT_S: u64 = 240;
+
+type R<T> = Result<T, String>;
+
+pub fn main(args: &[String]) -> i32 {
+    let mut timeout = DEFAULT_TIMEOUT_S;
+    let mut prebuilt = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--timeout" => match it.next().and_then(|v| v.parse().ok()) {
+                Some(v) => timeout = v,
+                None => {
+                    eprintln!("xtask vm-test: --timeout needs a number of seconds");
+                    return 2;
+                }
+            },
+            "--stockade" => match it.next() {
+                Some(v) => prebuilt = Some(PathBuf::from(v)),
+                None => {
+                    eprintln!("xtask vm-test: --stockade needs the path of a static stockade");
+                    return 2;
+                }
+            },
+            "-h" | "--help" => {
+                println!("usage: cargo xtask vm-test [--timeout SECS] [--stockade STATIC-BINARY]\n  boots a VM (qemu, TCG) with a pure cgroup v2 hierarchy and runs tests/vm/tests.sh\n  as root and as a delegated user; exits 1 on any FAIL, a missing DONE or a timeout (default {DEFAULT_TIMEOUT_S}s)");
+                return 0;
+            }
+            other => {
+                eprintln!("xtask vm-test: unknown argument {other:?} (try --help)");
+                return 2;
+            }
+        }
+    }
+    match run(timeout, prebuilt) {
+        Ok(true) => 0,
+        Ok(false) => 1,
+        Err(e) => {
+            eprintln!("xtask vm-test: {e}");
+            1
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn step(what: &str) {
+    eprintln!("xtask vm-test: {what}");
+}
+
+fn run(timeout: u64, prebuilt: Option<PathBuf>) -> R<bool> {
+    let t0 = Instant::now();
+    let root = root();
+    let vm = root.join("target/vm");
+    fs::create_dir_all(&vm).map_err(|e| format!("mkdir {}: {e}", vm.display()))?;
+
+    ensure_tools()?;
+    let kernel = kernel(&vm)?;
+    let busybox = busybox(&vm)?;
+    let stockade = match prebuilt {
+        Some(p) if is_static(&p)? => p,
+        Some(p) => return Err(format!("{} is not statically linked", p.display())),
+        None => static_stockade(&root)?,
+    };
+    let bins = payloads(&root, &vm)?;
+    let initrd = vm.join("initramfs.cpio");
+    initramfs(&root, &initrd, &busybox, &stockade, &bins)?;
+    step(&format!("prepared in {:.0?}; booting", t0.elapsed()));
+    boot(&kernel, &initrd, Duration::from_secs(timeout))
+}
+
+// ---------------------------------------------------------------- host tools
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd} >/dev/null 2>&1")])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn output(cmd: &mut Command) -> R<String> {
+    let shown = format!("{cmd:?}");
+    let out = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("{shown}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{shown}: {}", out.status));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn status(cmd: &mut Command) -> R<()> {
+    let shown = format!("{cmd:?}");
+    let st = cmd.status().map_err(|e| format!("{shown}: {e}"))?;
+    if !st.success() {
+        return Err(format!("{shown}: {st}"));
+    }
+    Ok(())
+}
+
+fn is_static(path: &Path) -> R<bool> {
+    let f = output(Command::new("file").arg("-L").arg(path))?;
+    Ok(f.contains("statically linked") || f.contains("static-pie linked"))
+}
+
+fn apt_updated() -> &'static std::sync::Mutex<bool> {
+    static DONE: std::sync::OnceLock<std::sync::Mutex<bool>> = std::sync::OnceLock::new();
+    DONE.get_or_init(|| std::sync::Mutex::new(false))
+}
+
+fn apt_update() -> R<()> {
+    let mut done = apt_updated().lock().map_err(|_| "apt lock poisoned")?;
+    if !*done {
+        step("apt-get update");
+        status(Command::new("apt-get").args(["update", "-q"]))?;
+        *done = true;
+    }
+    Ok(())
+}
+
+fn ensure_tools() -> R<()> {
+    let mut want = Vec::new();
+    if !have("qemu-system-x86_64") {
+        want.push("qemu-system-x86");
+    }
+    if !Path::new("/bin/busybox").exists() || !is_static(Path::new("/bin/busybox"))? {
+        want.push("busybox-static");
+    }
+    if !have("gcc") {
+        want.extend(["gcc", "libc6-dev"]);
+    }
+    if !have("file") {
+        want.push("file");
+    }
+    if want.is_empty() {
+        return Ok(());
+    }
+    apt_update()?;
+    step(&format!("apt-get install {}", want.join(" ")));
+    status(
+        Command::new("apt-get")
+            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .args(&want)
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
+}
+
+// ---------------------------------------------------------------- kernel
+
+/// Debian's kernel, unpacked (not installed) into target/vm/kernel.
+fn kernel(vm: &Path) -> R<PathBuf> {
+    let vmlinuz = vm.join("vmlinuz");
+    if vmlinuz.exists() {
+        return Ok(vmlinuz);
+    }
+    let deps = match output(Command::new("apt-cache").args(["depends", "linux-image-amd64"])) {
+        Ok(d) if d.contains("Depends: linux-image-") => d,
+        _ => {
+            apt_update()?;
+            output(Command::new("apt-cache").args(["depends", "linux-image-amd64"]))?
+        }
+    };
+    let pkg = deps
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Depends: "))
+        .find(|p| p.starts_with("linux-image-") && p.ends_with("-amd64"))
+        .ok_or_else(|| {
+            format!("no linux-image-*-amd64 in `apt-cache depends linux-image-amd64`:\n{deps}")
+        })?
+        .to_string();
+    let dl = vm.join("dl");
+    let _ = fs::remove_dir_all(&dl);
+    fs::create_dir_all(&dl).map_err(|e| format!("mkdir {}: {e}", dl.display()))?;
+    step(&format!("apt-get download {pkg}"));
+    status(
+        Command::new("apt-get")
+            .args(["download", "-q", &pkg])
+            .current_dir(&dl),
+    )?;
+    let deb = fs::read_dir(&dl)
+        .map_err(|e| format!("{}: {e}", dl.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "deb"))
+        .ok_or_else(|| format!("apt-get download {pkg} left no .deb in {}", dl.display()))?;
+    let unpacked = vm.join("kernel");
+    let _ = fs::remove_dir_all(&unpacked);
+    step(&format!("dpkg-deb -x {}", deb.display()));
+    status(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked))?;
+    let boot = unpacked.join("boot");
+    let mut image = None;
+    let mut config = None;
+    for e in fs::read_dir(&boot)
+        .map_err(|e| format!("{}: {e}", boot.display()))?
+        .flatten()
+    {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.starts_with("vmlinuz-") {
+            image = Some(e.path());
+        } else if n.starts_with("config-") {
+            config = Some(e.path());
+        }
+    }
+    let image = image.ok_or_else(|| format!("no vmlinuz-* in {}", boot.display()))?;
+    if let Some(c) = config {
+        check_config(&c)?;
+    }
+    fs::copy(&image, &vmlinuz).map_err(|e| format!("copy {}: {e}", image.display()))?;
+    // The modules are not needed: everything the tests use is built in.
+    let _ = fs::remove_dir_all(&dl);
+    let _ = fs::remove_dir_all(&unpacked);
+    Ok(vmlinuz)
+}
+
+/// The tests need these built in (the initramfs carries no modules).
+fn check_config(path: &Path) -> R<()> {
+    let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let need = [
+        "CONFIG_BLK_DEV_INITRD",
+        "CONFIG_DEVTMPFS",
+        "CONFIG_SERIAL_8250_CONSOLE",
+        "CONFIG_CGROUPS",
+        "CONFIG_MEMCG",
+        "CONFIG_CGROUP_PIDS",
+        "CONFIG_CFS_BANDWIDTH",
+        "CONFIG_USER_NS",
+        "CONFIG_PID_NS",
+        "CONFIG_NET_NS",
+        "CONFIG_SECCOMP_FILTER",
+        "CONFIG_SECURITY_LANDLOCK",
+    ];
+    let missing: Vec<&str> = need
+        .iter()
+        .copied()
+        .filter(|o| !text.lines().any(|l| l == format!("{o}=y")))
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: not built in: {} (the VM has no modules)",
+            path.display(),
+            missing.join(", ")
+        ))
+    }
+}
+
+fn busybox(vm: &Path) -> R<PathBuf> {
+    let dst = vm.join("busybox");
+    if !dst.exists() {
+        fs::copy("/bin/busybox", &dst).map_err(|e| format!("copy /bin/busybox: {e}"))?;
+    }
+    if !is_static(&dst)? {
+        let _ = fs::remove_file(&dst);
+        return Err("/bin/busybox is not static (install busybox-static)".into());
+    }
+    Ok(dst)
+}
+
+// ---------------------------------------------------------------- binaries
+
+/// A static release stockade in target/static (its own target dir, so it
+/// does not invalidate the normal builds).
+fn static_stockade(root: &Path) -> R<PathBuf> {
+    step("building a static stockade (target/static)");
+    let tdir = root.join("target/static");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    status(
+        Command::new(cargo)
+            .args([
+                "build",
+                "--release",
+                "--target",
+                TARGET,
+                "-p",
+                "stockade",
+                "--bin",
+                "stockade",
+            ])
+            .arg("--target-dir")
+            .arg(&tdir)
+            .current_dir(root)
+            .env("RUSTFLAGS", "-C target-feature=+crt-static")
+            // Faster to build; the VM does not measure speed.
+            .env("CARGO_PROFILE_RELEASE_LTO", "false")
+            .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16"),
+    )?;
+    let bin = tdir.join(TARGET).join("release/stockade");
+    if !is_static(&bin)? {
+        return Err(format!("{} is not statically linked", bin.display()));
+    }
+    Ok(bin)
+}
+
+fn payloads(root: &Path, vm: &Path) -> R<Vec<(String, PathBuf)>> {
+    let out = vm.join("bin");
+    fs::create_dir_all(&out).map_err(|e| format!("mkdir {}: {e}", out.display()))?;
+    let mut bins = Vec::new();
+    for name in PAYLOADS {
+        let src = root.join("tests/vm").join(format!("{name}.c"));
+        let bin = out.join(name);
+        let fresh = match (fs::metadata(&src), fs::metadata(&bin)) {
+            (Ok(s), Ok(b)) => match (s.modified(), b.modified()) {
+                (Ok(s), Ok(b)) => b > s,
+                _ => false,
+            },
+            _ => false,
+        };
+        if !fresh {
+            status(
+                Command::new("gcc")
+                    .args(["-static", "-O2", "-Wall", "-Werror", "-o"])
+                    .arg(&bin)
+                    .arg(&src),
+            )?;
+        }
+        bins.push((name.to_string(), bin));
+    }
+    Ok(bins)
+}
+
+// ---------------------------------------------------------------- initramfs
+
+/// A cpio archive in the "newc" format the kernel unpacks into its rootfs.
+struct Cpio {
+    buf: Vec<u8>,
+    ino: u32,
+}
+
+const S_IFDIR: u32 = 0o040000;
+const S_IFREG: u32 = 0o100000;
+const S_IFLNK: u32 = 0o120000;
+const S_IFCHR: u32 = 0o020000;
+
+impl Cpio {
+    fn new() -> Cpio {
+        Cpio {
+            buf: Vec::new(),
+            ino: 1,
+        }
+    }
+
+    fn pad(&mut self) {
+        while !self.buf.len().is_multiple_of(4) {
+            self.buf.push(0);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn entry(&mut self, name: &str, mode: u32, uid: u32, gid: u32, data: &[u8], rdev: (u32, u32)) {
+        let nlink = if mode & 0o170000 == S_IFDIR { 2 } else { 1 };
+        let fields = [
+            self.ino,
+            mode,
+            uid,
+            gid,
+            nlink,
+            0, // mtime
+            data.len() as u32,
+            0,
+            0,
+            rdev.0,
+            rdev.1,
+            name.len() as u32 + 1,
+            0, // check
+        ];
+        self.ino += 1;
+        self.buf.extend_from_slice(b"070701");
+        for f in fields {
+            self.buf.extend_from_slice(format!("{f:08X}").as_bytes());
+        }
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.push(0);
+        self.pad();
+        self.buf.extend_from_slice(data);
+        self.pad();
+    }
+
+    fn dir(&mut self, name: &str, mode: u32, owner: u32) {
+        self.entry(name, S_IFDIR | mode, owner, owner, &[], (0, 0));
+    }
+
+    fn file(&mut self, name: &str, mode: u32, data: &[u8]) {
+        self.entry(name, S_IFREG | mode, 0, 0, data, (0, 0));
+    }
+
+    fn symlink(&mut self, name: &str, target: &str) {
+        self.entry(name, S_IFLNK | 0o777, 0, 0, target.as_bytes(), (0, 0));
+    }
+
+    fn chardev(&mut self, name: &str, mode: u32, major: u32, minor: u32) {
+        self.entry(name, S_IFCHR | mode, 0, 0, &[], (major, minor));
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        self.entry("TRAILER!!!", 0, 0, 0, &[], (0, 0));
+        while !self.buf.len().is_multiple_of(512) {
+            self.buf.push(0);
+        }
+        self.buf
+    }
+}
+
+fn read(p: &Path) -> R<Vec<u8>> {
+    fs::read(p).map_err(|e| format!("read {}: {e}", p.display()))
+}
+
+fn initramfs(
+    root: &Path,
+    dst: &Path,
+    busybox: &Path,
+    stockade: &Path,
+    bins: &[(String, PathBuf)],
+) -> R<()> {
+    let mut c = Cpio::new();
+    for d in [
+        "usr",
+        "usr/bin",
+        "usr/share",
+        "usr/share/vmtest",
+        "etc",
+        "proc",
+        "sys",
+        "dev",
+        "tmp",
+        "root",
+        "home",
+        "run",
+        "var",
+    ] {
+        c.dir(d, 0o755, 0);
+    }
+    c.dir("home/user", 0o755, 1000);
+    c.symlink("bin", "usr/bin");
+    c.symlink("sbin", "usr/bin");
+    c.chardev("dev/console", 0o600, 5, 1);
+    c.chardev("dev/null", 0o666, 1, 3);
+    c.file("usr/bin/busybox", 0o755, &read(busybox)?);
+    c.file("usr/bin/stockade", 0o755, &read(stockade)?);
+    for (name, p) in bins {
+        c.file(&format!("usr/bin/{name}"), 0o755, &read(p)?);
+    }
+    c.file("init", 0o755, &read(&root.join("tests/vm/init.sh"))?);
+    c.file(
+        "usr/share/vmtest/tests.sh",
+        0o755,
+        &read(&root.join("tests/vm/tests.sh"))?,
+    );
+    c.file(
+        "etc/passwd",
+        0o644,
+        b"root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:delegated user:/home/user:/bin/sh\n",
+    );
+    c.file("etc/group", 0o644, b"root:x:0:\nuser:x:1000:\n");
+    let data = c.finish();
+    let mut f = fs::File::create(dst).map_err(|e| format!("create {}: {e}", dst.display()))?;
+    f.write_all(&data)
+        .map_err(|e| format!("write {}: {e}", dst.display()))
+}
+
+// ---------------------------------------------------------------- boot
+
+fn boot(kernel: &Path, initrd: &Path, timeout: Duration) -> R<bool> {
+    let mut child = Command::new("qemu-system-x86_64")
+        .args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2"])
+        .args(["-nographic", "-no-reboot"])
+        .arg("-kernel")
+        .arg(kernel)
+        .arg("-initrd")
+        .arg(initrd)
+        .args([
+            "-append",
+            "console=ttyS0 quiet panic=-1 systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all lsm=landlock,yama",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("qemu-system-x86_64: {e}"))?;
+    let stdout = child.stdout.take().ok_or("qemu: no stdout")?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(stdout);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match r.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let s = String::from_utf8_lossy(&line)
+                        .trim_end_matches(['\r', '\n'])
+                        .to_string();
+                    if tx.send(s).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    let deadline = Instant::now() + timeout;
+    let (mut pass, mut fail, mut done, mut timed_out) = (0, Vec::new(), false, false);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            timed_out = true;
+            break;
+        }
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                println!("{line}");
+                if let Some(i) = line.find("VMTEST ") {
+                    let rest = &line[i + 7..];
+                    if rest.starts_with("PASS ") {
+                        pass += 1;
+                    } else if let Some(f) = rest.strip_prefix("FAIL ") {
+                        fail.push(f.to_string());
+                    } else if rest.starts_with("DONE") {
+                        done = true;
+                    }
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                timed_out = true;
+                break;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    if timed_out {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+    eprintln!(
+        "xtask vm-test: {pass} passed, {} failed{}{}",
+        fail.len(),
+        if done { "" } else { ", no VMTEST DONE" },
+        if timed_out {
+            format!(", killed qemu after {}s", timeout.as_secs())
+        } else {
+            String::new()
+        }
+    );
+    for f in &fail {
+        eprintln!("  FAIL {f}");
+    }
+    Ok(fail.is_empty() && done && !timed_out && pass > 0)
 }
