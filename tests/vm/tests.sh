@@ -55,8 +55,8 @@ if [ $rc = 0 ]; then pass runs_true; else fail runs_true "exit $rc: $out"; fi
 out=$(st run -- /usr/bin/echo hello-from-jail 2>&1)
 if [ "$out" = hello-from-jail ]; then pass runs_echo; else fail runs_echo "$out"; fi
 
-# --- the JSON outcome
-out=$(st run --report - -- /usr/bin/true 2>&1)
+# --- the JSON outcome (a run cgroup is made when a cgroup limit is asked for)
+out=$(st run --report - --pids-limit 1000 -- /usr/bin/true 2>&1)
 if status_is "$out" exited; then pass report_exited; else fail report_exited "$out"; fi
 if echo "$out" | grep -q '"cgroup":{"state":"applied"'; then
     pass cgroup_layer_applied
@@ -65,7 +65,7 @@ else
 fi
 
 # --- the payload lives in a run cgroup below $P, the supervisor does not
-st run --timeout 60s -- /usr/bin/sleep 30 >/dev/null 2>&1 &
+st run --timeout 60s --pids-limit 1000 -- /usr/bin/sleep 30 >/dev/null 2>&1 &
 spid=$!
 sleep 0.1
 sup=$(stockade_of $spid)
@@ -94,7 +94,7 @@ fi
 # --- the jail's cgroup namespace is rooted at its run cgroup: it sees itself
 # as / and nothing above (with payload_runs_inside_run_cgroup: CLONE_INTO_CGROUP
 # happened before the namespace was made)
-out=$(st run -- /usr/bin/cat /proc/self/cgroup 2>&1)
+out=$(st run --pids-limit 1000 -- /usr/bin/cat /proc/self/cgroup 2>&1)
 if [ "$out" = "0::/" ]; then pass jail_sees_only_its_own_cgroup; else fail jail_sees_only_its_own_cgroup "$out"; fi
 
 # --- memory: 64 MiB limit, the payload wants 256 MiB
@@ -146,7 +146,7 @@ left=$(leftovers)
 if [ -z "$left" ]; then pass no_leftover_after_limit_tests; else fail no_leftover_after_limit_tests "$left"; fi
 
 # --- a crashed supervisor's cgroup is removed by the next start
-st run --timeout 60s -- /usr/bin/sleep 30 >/dev/null 2>&1 &
+st run --timeout 60s --pids-limit 1000 -- /usr/bin/sleep 30 >/dev/null 2>&1 &
 spid=$!
 sleep 0.1
 sup=$(stockade_of $spid)
@@ -161,7 +161,7 @@ while [ $i -lt 100 ] && [ -z "$stale" ]; do
 done
 [ -n "$sup" ] && kill -KILL $sup
 wait $spid 2>/dev/null
-st run -- /usr/bin/true >/dev/null 2>&1
+st run --pids-limit 1000 -- /usr/bin/true >/dev/null 2>&1
 if [ -n "$stale" ] && [ ! -d "$stale" ]; then
     pass stale_cgroup_removed_after_crash
 else
