@@ -452,8 +452,12 @@ impl Plan {
 
         landlock_rules.retain(|(path, _)| !p.landlock.exclude.iter().any(|x| path.starts_with(x)));
         let seccomp = if p.seccomp.enabled {
+            let mut sp = p.seccomp.clone();
+            // Without a network namespace only Landlock stands between the
+            // payload and the network, and it knows TCP only: no inet sockets.
+            sp.unix_sockets_only |= fallback && p.network == Network::None;
             Some(
-                crate::jail::seccomp::compile(&p.seccomp)
+                crate::jail::seccomp::compile(&sp)
                     .map_err(|e| SetupError::new("seccomp", "", e))?,
             )
         } else {

@@ -117,6 +117,9 @@ pub struct SeccompPolicy {
     /// Single syscalls allowed on top of the groups.
     pub allow: Vec<String>,
     pub action: SeccompAction,
+    /// socket() only for AF_UNIX: set for the fallback without a network
+    /// namespace, where Landlock can deny TCP but not UDP.
+    pub unix_sockets_only: bool,
 }
 
 impl Default for SeccompPolicy {
@@ -126,6 +129,7 @@ impl Default for SeccompPolicy {
             groups: vec!["@default".into()],
             allow: Vec::new(),
             action: SeccompAction::Errno,
+            unix_sockets_only: false,
         }
     }
 }

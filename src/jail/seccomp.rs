@@ -137,7 +137,7 @@ fn rule(c: Vec<Cond>) -> Result<SeccompRule, String> {
 }
 
 /// The argument filter for a syscall that is only ever allowed with one.
-fn arg_rules(name: &str) -> Result<Vec<SeccompRule>, String> {
+fn arg_rules(name: &str, unix_only: bool) -> Result<Vec<SeccompRule>, String> {
     let mut r = Vec::new();
     match name {
         // No namespace flags (clone uses the low 32 bits of its flags).
@@ -150,7 +150,12 @@ fn arg_rules(name: &str) -> Result<Vec<SeccompRule>, String> {
         // Only the ordinary families, no raw or packet sockets (the type
         // argument carries SOCK_NONBLOCK/SOCK_CLOEXEC above bit 3).
         "socket" => {
-            for fam in [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6] {
+            let families: &[i32] = if unix_only {
+                &[libc::AF_UNIX]
+            } else {
+                &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6]
+            };
+            for &fam in families {
                 for ty in [libc::SOCK_STREAM, libc::SOCK_DGRAM, libc::SOCK_SEQPACKET] {
                     r.push(rule(vec![
                         cond(0, Len::Dword, Op::Eq, fam as u64)?,
@@ -228,7 +233,7 @@ pub fn compile(p: &SeccompPolicy) -> Result<Compiled, String> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for (nr, name) in &set {
         let r = if syscalls::FILTERED.contains(name) {
-            arg_rules(name)?
+            arg_rules(name, p.unix_sockets_only)?
         } else {
             Vec::new()
         };
@@ -390,6 +395,7 @@ mod tests {
             groups: groups.iter().map(|s| s.to_string()).collect(),
             allow: allow.iter().map(|s| s.to_string()).collect(),
             action,
+            unix_sockets_only: false,
         }
     }
 
