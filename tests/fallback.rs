@@ -1,5 +1,5 @@
 //! Where user namespaces are refused (a container runtime's seccomp filter,
-//! simulated by tests/payloads/fb_nouserns.c), stockade still runs the
+//! simulated by tests/payloads/chk_nouserns.c), stockade still runs the
 //! payload behind Landlock, seccomp, rlimits and a process-tree kill, and
 //! says so; `--require userns` fails closed.
 
@@ -8,9 +8,9 @@ mod common;
 use common::{c_payload, stderr, stdout, Scratch, Who};
 use std::process::Command;
 
-/// `fb_nouserns stockade run FLAGS -- CMD` as `who`.
+/// `chk_nouserns stockade run FLAGS -- CMD` as `who`.
 fn run_refused(who: Who, flags: &[&str], cmd: &[&str]) -> std::process::Output {
-    run_wrapped("fb_nouserns", who, flags, cmd)
+    run_wrapped("chk_nouserns", who, flags, cmd)
 }
 
 /// `WRAPPER stockade run FLAGS -- CMD` as `who`.
