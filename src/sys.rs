@@ -267,6 +267,39 @@ pub fn set_pdeathsig(sig: i32) -> SysResult<()> {
     .map(|_| ())
 }
 
+/// Replace what /proc/self/cmdline shows with `name`: the jail's init is a
+/// clone of the supervisor, whose command line names host paths the payload
+/// must not learn. Best effort: on any doubt it leaves the area as it is.
+pub fn scrub_cmdline(name: &[u8]) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return;
+    };
+    // Fields after the parenthesised comm; arg_start and arg_end are 48 and 49.
+    let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r) else {
+        return;
+    };
+    let f: Vec<&str> = rest.split(' ').collect();
+    let (Some(start), Some(end)) = (
+        f.get(45).and_then(|v| v.parse::<usize>().ok()),
+        f.get(46).and_then(|v| v.parse::<usize>().ok()),
+    ) else {
+        return;
+    };
+    if end <= start || end - start > 1 << 20 || name.len() >= end - start {
+        return;
+    }
+    // SAFETY: [arg_start, arg_end) is this process's own argv string area,
+    // mapped and writable (it lives on the initial stack). Only the C
+    // strings are overwritten, never the argv pointer array; after clone,
+    // nothing in this process reads the arguments again (the CLI parsed them
+    // before), and the supervisor's copy is a separate copy-on-write page.
+    unsafe {
+        let p = start as *mut u8;
+        std::ptr::write_bytes(p, 0, end - start);
+        std::ptr::copy_nonoverlapping(name.as_ptr(), p, name.len());
+    }
+}
+
 pub fn set_child_subreaper() -> SysResult<()> {
     prctl(libc::PR_SET_CHILD_SUBREAPER, 1, "PR_SET_CHILD_SUBREAPER").map(|_| ())
 }

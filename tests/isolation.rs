@@ -1061,3 +1061,28 @@ fn dangerous_proc_files_are_masked() {
         assert!(out.ends_with("alive\n"), "{what}: {out}");
     }
 }
+
+#[test]
+fn init_command_line_does_not_reveal_host_paths() {
+    for who in common::users("init_command_line_does_not_reveal_host_paths") {
+        let s = Scratch::new("cmdline-src");
+        let bind = format!("{}:/data", s.path().display());
+        let o = common::run(
+            who,
+            &["--ro-bind", &bind],
+            &["/bin/sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline; echo"],
+        );
+        common::expect_code(&o, 0, "read /proc/1/cmdline");
+        let out = common::stdout(&o);
+        assert!(out.contains("stockade-init"), "{who:?}: {out}");
+        let bin = common::binary().display().to_string();
+        assert!(
+            !out.contains(&bin),
+            "{who:?}: host binary path visible: {out}"
+        );
+        assert!(
+            !out.contains(&s.path().display().to_string()),
+            "{who:?}: bind source visible: {out}"
+        );
+    }
+}

@@ -33,6 +33,7 @@ fn fail(fd: RawFd, step: &str, path: &str, reason: &str) -> ! {
 /// replaces stdout and stderr (the supervisor's capped pipes).
 pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, OwnedFd)>) -> ! {
     let rep_fd = rep.as_raw_fd();
+    sys::scrub_cmdline(b"stockade-init");
     if let Some((out, err)) = stdio {
         if sys::dup2(out.as_raw_fd(), 1).is_err() || sys::dup2(err.as_raw_fd(), 2).is_err() {
             sys::exit_now(125);
