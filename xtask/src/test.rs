@@ -145,6 +145,8 @@ fn prepare() {
         ("python3", "python3"),
         ("tmux", "tmux"),
         ("setpriv", "util-linux"),
+        ("bwrap", "bubblewrap"),
+        ("busybox", "busybox-static"),
         ("/usr/share/doc/python3-jsonschema", "python3-jsonschema"),
     ];
     let missing: Vec<&str> = want
