@@ -54,15 +54,7 @@ pub fn run(policy: &Policy) -> Outcome {
     };
     match supervise::spawn::run(plan) {
         supervise::spawn::Spawned::Ran(mut o) => {
-            for l in [
-                "user_namespace",
-                "mount_namespace",
-                "pid_namespace",
-                "net_namespace",
-                "ipc_namespace",
-                "uts_namespace",
-                "cgroup_namespace",
-            ] {
+            for l in outcome::NAMESPACE_LAYERS {
                 o.layers.insert(
                     l,
                     outcome::LayerReport::unavailable(format!("{errno}: {why}")),

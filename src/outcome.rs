@@ -36,6 +36,17 @@ pub enum Status {
     SetupError,
 }
 
+/// The namespace layers, in the order the outcome documents them.
+pub const NAMESPACE_LAYERS: [&str; 7] = [
+    "user_namespace",
+    "mount_namespace",
+    "pid_namespace",
+    "net_namespace",
+    "ipc_namespace",
+    "uts_namespace",
+    "cgroup_namespace",
+];
+
 /// Whether a layer is in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -468,13 +468,11 @@ fn record_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia, payload: Vec<
                 "setgroups": "deny", "created_by": entry
             })),
         );
-        for name in [
-            "mount_namespace",
-            "pid_namespace",
-            "ipc_namespace",
-            "uts_namespace",
-            "cgroup_namespace",
-        ] {
+        // user and net have their own detail (above and below).
+        for name in outcome::NAMESPACE_LAYERS
+            .into_iter()
+            .filter(|n| !matches!(*n, "user_namespace" | "net_namespace"))
+        {
             o.layers
                 .insert(name, LayerReport::applied(serde_json::Value::Null));
         }
