@@ -339,12 +339,6 @@ pub fn set_no_new_privs() -> SysResult<()> {
     Ok(())
 }
 
-pub fn no_new_privs_is_set() -> bool {
-    prctl(libc::PR_GET_NO_NEW_PRIVS, 0, "PR_GET_NO_NEW_PRIVS")
-        .map(|r| r == 1)
-        .unwrap_or(false)
-}
-
 pub fn setresuid(uid: u32) -> SysResult<()> {
     let u = nix::unistd::Uid::from_raw(uid);
     nix::unistd::setresuid(u, u, u).or_else(|e| err("setresuid", uid, e))

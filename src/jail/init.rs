@@ -321,7 +321,6 @@ fn supervise(
                     while i < n {
                         match buf[i] {
                             proto::TERM_ALL => tree.kill_all(libc::SIGTERM),
-                            proto::KILL_ALL => tree.kill_all(libc::SIGKILL),
                             proto::FORWARD if i + 1 < n => {
                                 let _ = sys::kill(child, buf[i + 1] as i32);
                                 i += 1;

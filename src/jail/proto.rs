@@ -2,7 +2,7 @@
 //!
 //! control (supervisor → init): `G` go (maps are written), `R` go after
 //! re-rooting the cgroup namespace, `T` SIGTERM to
-//! every process in the jail, `K` SIGKILL to every process, `F<sig>` forward
+//! every process in the jail, `F<sig>` forward
 //! one signal to the payload. EOF means the supervisor is gone.
 //!
 //! report (jail → supervisor), one line each:
@@ -16,7 +16,6 @@ pub const GO: u8 = b'G';
 /// was moved into it after clone).
 pub const GO_REROOT_CGROUP: u8 = b'R';
 pub const TERM_ALL: u8 = b'T';
-pub const KILL_ALL: u8 = b'K';
 pub const FORWARD: u8 = b'F';
 
 /// A message from the jail.
