@@ -13,6 +13,8 @@ use std::path::Path;
 pub use nix::errno::Errno;
 
 #[allow(unsafe_code)]
+pub mod at;
+#[allow(unsafe_code)]
 pub mod cgroup;
 #[allow(unsafe_code)]
 pub mod landlock;
@@ -208,6 +210,81 @@ pub fn fork() -> SysResult<Option<i32>> {
     }
 }
 
+/// Start `child` in a new process that shares our memory until it calls
+/// execve or exits, as vfork(2) does: the caller is suspended until then.
+/// This skips fork's copy of the page tables and the copy-on-write faults
+/// that follow it in both processes. Returns the child's pid.
+///
+/// `child` runs on its own stack and must end in execve or [`exit_now`]. It
+/// must not close or drop anything of ours: our fd table is copied (no
+/// CLONE_FILES), but values it moves out of shared memory are gone for us
+/// too. The caller must be single-threaded, so no lock (the allocator's
+/// included) can be held by anyone else while the child runs.
+pub fn spawn_vfork(child: &mut dyn FnMut() -> std::convert::Infallible) -> SysResult<i32> {
+    const STACK: usize = 1 << 20;
+    const GUARD: usize = 1 << 16;
+    extern "C" fn trampoline(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the `&mut &mut dyn FnMut` built below; it lives in
+        // the parent's frame, which stays put while the parent is suspended.
+        let f = unsafe { &mut *(arg as *mut &mut dyn FnMut() -> std::convert::Infallible) };
+        // The release profile aborts on panic; a debug build unwinds here,
+        // where the child just ends.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match f() {}));
+        exit_now(125)
+    }
+    // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
+    let stack = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if stack == libc::MAP_FAILED {
+        return err("mmap", "child stack", last_errno());
+    }
+    // A guard at the low end: an overflow faults instead of writing into
+    // our memory below the stack.
+    // SAFETY: the range lies within the mapping made above.
+    if unsafe { libc::mprotect(stack, GUARD, libc::PROT_NONE) } < 0 {
+        let e = last_errno();
+        // SAFETY: unmapping exactly the mapping made above.
+        unsafe { libc::munmap(stack, STACK) };
+        return err("mprotect", "child stack guard", e);
+    }
+    let mut f: &mut dyn FnMut() -> std::convert::Infallible = child;
+    // SAFETY: the stack top is the end of our mapping (16-byte aligned, as
+    // mmap returns page-aligned memory); with CLONE_VFORK we do not run
+    // again until the child has left this address space (execve) or exited,
+    // so `f` and the stack outlive every use the child makes of them.
+    let pid = unsafe {
+        libc::clone(
+            trampoline,
+            (stack as *mut u8).add(STACK) as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &mut f as *mut &mut dyn FnMut() -> std::convert::Infallible as *mut libc::c_void,
+        )
+    };
+    let e = last_errno();
+    // SAFETY: the child no longer uses the stack (it has exec'd or exited).
+    unsafe { libc::munmap(stack, STACK) };
+    if pid < 0 {
+        return err("clone", "CLONE_VM|CLONE_VFORK", e);
+    }
+    Ok(pid)
+}
+
+/// Close a raw fd we do not own as an OwnedFd (the vfork child closing
+/// its copies of the parent's fds).
+pub fn close_raw(fd: RawFd) {
+    // SAFETY: closing an fd number has no memory effects; the caller owns
+    // this copy of it.
+    unsafe { libc::close(fd) };
+}
+
 /// Leave at once without running destructors or atexit handlers (the state
 /// is a fork of the supervisor's).
 pub fn exit_now(code: i32) -> ! {
@@ -362,10 +439,10 @@ pub fn raise_effective_caps() -> SysResult<()> {
 /// Without CAP_SETPCAP (the fallback, started unprivileged) there is nothing
 /// to do that we are allowed to do: the set stays, and no_new_privs keeps
 /// execve from gaining any of it.
-pub fn drop_bounding_caps() -> SysResult<()> {
+pub fn drop_bounding_caps() -> SysResult<usize> {
     if !caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SETPCAP).unwrap_or(false)
     {
-        return Ok(());
+        return Ok(caps::read(None, caps::CapSet::Bounding).map_or(usize::MAX, |c| c.len()));
     }
     // One prctl per capability the kernel knows: EINVAL marks the end.
     for cap in 0..64 {
@@ -387,19 +464,31 @@ pub fn drop_bounding_caps() -> SysResult<()> {
             return err("prctl", format!("PR_CAPBSET_DROP {cap}"), e);
         }
     }
-    Ok(())
+    // Every drop succeeded up to the kernel's last capability.
+    Ok(0)
 }
 
 /// Number of capabilities left in (effective, permitted, inheritable,
-/// bounding, ambient).
-pub fn caps_left() -> [usize; 5] {
+/// bounding, ambient), given what [`drop_all_caps`] said of the bounding
+/// set (each of its drops succeeded, or the set as read back).
+pub fn caps_left(bounding: usize) -> [usize; 5] {
     use caps::CapSet::*;
-    [Effective, Permitted, Inheritable, Bounding, Ambient]
-        .map(|s| caps::read(None, s).map(|c| c.len()).unwrap_or(usize::MAX))
+    let [e, p, i] = [Effective, Permitted, Inheritable]
+        .map(|s| caps::read(None, s).map(|c| c.len()).unwrap_or(usize::MAX));
+    // The kernel keeps ambient within permitted: nothing permitted, nothing
+    // ambient.
+    let a = if p == 0 {
+        0
+    } else {
+        caps::read(None, Ambient).map_or(usize::MAX, |c| c.len())
+    };
+    [e, p, i, bounding, a]
 }
 
-pub fn drop_all_caps() -> SysResult<()> {
-    drop_bounding_caps()?;
+/// Empty every capability set; returns how many capabilities the bounding
+/// set still holds (0 unless CAP_SETPCAP was missing).
+pub fn drop_all_caps() -> SysResult<usize> {
+    let bounding = drop_bounding_caps()?;
     caps::clear(None, caps::CapSet::Ambient)
         .or_else(|_| err("prctl", "PR_CAP_AMBIENT_CLEAR_ALL", Errno::EPERM))?;
     for set in [
@@ -409,7 +498,7 @@ pub fn drop_all_caps() -> SysResult<()> {
     ] {
         caps::clear(None, set).or_else(|_| err("capset", format!("{set:?}"), Errno::EPERM))?;
     }
-    Ok(())
+    Ok(bounding)
 }
 
 pub fn sethostname(name: &str) -> SysResult<()> {
@@ -1108,11 +1197,11 @@ pub fn loopback_up() -> SysResult<()> {
     }
     // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write the ifreq we own.
     unsafe {
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut ifr) < 0 {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut ifr) < 0 {
             return err("ioctl", "lo, SIOCGIFFLAGS", last_errno());
         }
         ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &ifr) < 0 {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as _, &ifr) < 0 {
             return err("ioctl", "lo, SIOCSIFFLAGS", last_errno());
         }
     }

@@ -15,7 +15,8 @@ pub fn become_jail_user(uid: u32, gid: u32) -> SysResult<()> {
     sys::set_keepcaps(false)
 }
 
-/// Empty bounding, ambient, inheritable, permitted and effective sets.
-pub fn drop_all() -> SysResult<()> {
+/// Empty bounding, ambient, inheritable, permitted and effective sets;
+/// returns how many capabilities the bounding set still holds.
+pub fn drop_all() -> SysResult<usize> {
     sys::drop_all_caps()
 }

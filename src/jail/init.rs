@@ -40,6 +40,15 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
         }
     }
 
+    // Open the bind sources while the supervisor writes the id maps: the
+    // host checks them against our unchanged host credentials either way.
+    let mut sources = None;
+    if !plan.fallback {
+        match rootfs::open_sources(plan) {
+            Ok(s) => sources = Some(s),
+            Err(e) => fail(rep_fd, e.step, &e.path, &e.err.to_string()),
+        }
+    }
     // Wait until the supervisor has written the id maps.
     let mut b = [0u8; 1];
     match sys::read(ctl.as_raw_fd(), &mut b) {
@@ -52,12 +61,7 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
         _ => sys::exit_now(125),
     }
 
-    let mut sources = None;
     if !plan.fallback {
-        match rootfs::open_sources(plan) {
-            Ok(s) => sources = Some(s),
-            Err(e) => fail(rep_fd, e.step, &e.path, &e.err.to_string()),
-        }
         if let Err(e) = caps::become_jail_user(plan.inner_uid, plan.inner_gid) {
             fail(rep_fd, "switch to jail user", "", &e.to_string());
         }
@@ -134,14 +138,15 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
         Err(e) => fail(rep_fd, "signalfd", "", &e.to_string()),
     };
 
-    let child = match sys::fork() {
-        Ok(Some(pid)) => pid,
-        Ok(None) => {
-            drop(sfd);
-            drop(ctl);
-            payload::main(plan, rep)
-        }
-        Err(e) => fail(rep_fd, "fork payload", "", &e.to_string()),
+    let (sfd_raw, ctl_raw) = (sfd.as_raw_fd(), ctl.as_raw_fd());
+    let mut start_payload = || {
+        sys::close_raw(sfd_raw);
+        sys::close_raw(ctl_raw);
+        payload::main(plan, rep_fd)
+    };
+    let child = match sys::spawn_vfork(&mut start_payload) {
+        Ok(pid) => pid,
+        Err(e) => fail(rep_fd, "start payload", "", &e.to_string()),
     };
 
     let mut peak = Peak::default();
@@ -276,7 +281,15 @@ fn supervise(
     tree: &Tree,
 ) -> i32 {
     let mut ctl_open = true;
-    peak.sample(tree);
+    // Sampling reads /proc for every process: on every wake-up only when a
+    // limit's classification depends on it (the rlimit fallbacks ask for a
+    // short period), otherwise once per period. The payload alone is one task.
+    let eager = (0..=10).contains(&sample_ms);
+    if eager {
+        peak.sample(tree);
+    } else {
+        peak.tasks = 1;
+    }
     loop {
         let mut fds = [
             libc::pollfd {
@@ -290,11 +303,13 @@ fn supervise(
                 revents: 0,
             },
         ];
-        if sys::poll(&mut fds, sample_ms).is_err() {
+        match sys::poll(&mut fds, sample_ms) {
+            Ok(0) => peak.sample(tree),
+            Ok(_) if eager => peak.sample(tree),
+            Ok(_) => {}
             // Should not happen; keep reaping without busy-looping.
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
         }
-        peak.sample(tree);
         if fds[0].revents != 0 {
             while let Ok(Some(si)) = sfd.read_signal() {
                 let sig = si.ssi_signo as i32;

@@ -4,7 +4,7 @@
 
 #![deny(unsafe_code)]
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 
 use super::proto::{self, Report};
 use super::{caps, landlock, rlimits, seccomp};
@@ -38,9 +38,11 @@ fn json_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
-/// Never returns: execs the command or exits 125/126/127.
-pub fn main(plan: &Plan, rep: OwnedFd) -> ! {
-    let rep_fd = rep.as_raw_fd();
+/// Never returns: execs the command or exits 125/126/127. Runs in init's
+/// memory until execve (see `sys::spawn_vfork`): it may allocate, but must
+/// not change or drop anything of init's; `rep_fd` is its copy of init's
+/// report pipe.
+pub fn main(plan: &Plan, rep_fd: RawFd) -> std::convert::Infallible {
     if let Err(e) = sys::reset_signals() {
         fail(rep_fd, "signals", "", &e.to_string());
     }
@@ -68,10 +70,11 @@ pub fn main(plan: &Plan, rep: OwnedFd) -> ! {
     if let Err(e) = rlimits::apply(&plan.rlimits) {
         fail(rep_fd, "rlimits", "", &e.to_string());
     }
-    if let Err(e) = caps::drop_all() {
-        fail(rep_fd, "drop capabilities", "", &e.to_string());
-    }
-    let [eff, prm, inh, bnd, amb] = sys::caps_left();
+    let bounding = match caps::drop_all() {
+        Ok(b) => b,
+        Err(e) => fail(rep_fd, "drop capabilities", "", &e.to_string()),
+    };
+    let [eff, prm, inh, bnd, amb] = sys::caps_left(bounding);
     layer(
         rep_fd,
         "capabilities",

@@ -3,12 +3,13 @@
 
 #![deny(unsafe_code)]
 
+use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use crate::plan::{Plan, RootStep};
 use crate::sys::{
-    self, Errno, SysError, SysResult, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID,
+    self, at, Errno, SysError, SysResult, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID,
     MOUNT_ATTR_RDONLY,
 };
 
@@ -103,6 +104,86 @@ pub struct Notes {
     pub chrooted: bool,
 }
 
+/// The new root while it is built: its fd and a cache of O_PATH fds of the
+/// directories walked so far, keyed by their path under the root. Only
+/// directories reached one plain name at a time without meeting a symlink
+/// are cached, so a key is the directory's real path; a mount on a path
+/// drops the entries at and below it (the cached fd would show the
+/// covered directory). Nothing else runs in this mount namespace while it
+/// is built, so nothing can change the tree behind the cache.
+struct Root {
+    fd: OwnedFd,
+    dirs: Vec<(PathBuf, OwnedFd)>,
+}
+
+/// A directory fd: cached in [`Root`] or resolved through a symlink (and
+/// then not cached).
+enum Dir {
+    Root,
+    Cached(usize),
+    Resolved(OwnedFd),
+}
+
+impl Root {
+    fn fd_of<'a>(&'a self, d: &'a Dir) -> &'a OwnedFd {
+        match d {
+            Dir::Root => &self.fd,
+            Dir::Cached(i) => &self.dirs[*i].1,
+            Dir::Resolved(fd) => fd,
+        }
+    }
+
+    /// The directory `rel`, creating what is missing with `mode`.
+    fn dir(&mut self, rel: &Path, mode: u32) -> SysResult<Dir> {
+        if rel.as_os_str().is_empty() {
+            return Ok(Dir::Root);
+        }
+        if let Some(i) = self.dirs.iter().position(|(p, _)| p == rel) {
+            return Ok(Dir::Cached(i));
+        }
+        let plain = rel.components().all(|c| matches!(c, Component::Normal(_)));
+        let (Some(parent), Some(name), true) = (rel.parent(), rel.file_name(), plain) else {
+            return Ok(Dir::Resolved(sys::mkdir_p_in_root(&self.fd, rel, mode)?));
+        };
+        let pdir = self.dir(parent, mode)?;
+        if let Dir::Resolved(_) = pdir {
+            // Beneath a symlink: resolve the whole path inside the root.
+            return Ok(Dir::Resolved(sys::mkdir_p_in_root(&self.fd, rel, mode)?));
+        }
+        let pfd = self.fd_of(&pdir);
+        let fd = match at::open_dir(pfd, name, rel) {
+            Ok(fd) => fd,
+            Err(e) if e.errno == Errno::ENOENT => {
+                at::mkdir(pfd, name, mode, rel)?;
+                at::open_dir(pfd, name, rel)?
+            }
+            Err(e) if e.errno == Errno::ENOTDIR || e.errno == Errno::ELOOP => {
+                // A symlink (or a file: the slow path gives the error).
+                return Ok(Dir::Resolved(sys::mkdir_p_in_root(&self.fd, rel, mode)?));
+            }
+            Err(e) => return Err(e),
+        };
+        self.dirs.push((rel.to_path_buf(), fd));
+        Ok(Dir::Cached(self.dirs.len() - 1))
+    }
+
+    /// The parent directory of `rel` and its last name.
+    fn parent<'p>(&mut self, rel: &'p Path) -> SysResult<(Dir, &'p OsStr)> {
+        let name = rel.file_name().ok_or_else(|| SysError {
+            call: "path",
+            arg: format!("/{}", rel.display()),
+            errno: Errno::EINVAL,
+        })?;
+        let d = self.dir(rel.parent().unwrap_or(Path::new("")), 0o755)?;
+        Ok((d, name))
+    }
+
+    /// Something was mounted on `rel`: forget the fds at and below it.
+    fn mounted(&mut self, rel: &Path) {
+        self.dirs.retain(|(p, _)| !p.starts_with(rel));
+    }
+}
+
 /// Build the root on a tmpfs at `plan.base` and pivot into it. Runs in init,
 /// in the new mount namespace, with capabilities in the new user namespace.
 pub fn build(plan: &Plan, src: Sources) -> Result<Notes, StepError> {
@@ -125,47 +206,57 @@ pub fn build(plan: &Plan, src: Sources) -> Result<Notes, StepError> {
         Some("size=4m,nr_inodes=4096,mode=755"),
     )
     .step("new root", &plan.base)?;
-    let root = sys::open_path_nofollow(&plan.base).step("new root", &plan.base)?;
+    let fd = sys::open_path_nofollow(&plan.base).step("new root", &plan.base)?;
+    let mut root = Root {
+        fd,
+        dirs: Vec::new(),
+    };
+    // Modes below are meant as written.
+    let umask = at::umask(0);
 
     for (i, step) in plan.steps.iter().enumerate() {
         match step {
             RootStep::Bind { dst, writable, .. } => {
                 if let Some(fd) = &src.binds[i] {
-                    bind(&root, fd, dst, *writable)?;
+                    bind(&mut root, fd, dst, *writable)?;
                 }
             }
             RootStep::Tmpfs { dst, data } => {
-                let mp = sys::mkdir_p_in_root(&root, dst, 0o755).step("tmpfs", dst)?;
+                let d = root.dir(dst, 0o755).step("tmpfs", dst)?;
                 sys::mount_fs_on(
-                    &mp,
+                    root.fd_of(&d),
                     "tmpfs",
                     libc::MS_NOSUID | libc::MS_NODEV,
                     Some(data),
                     dst,
                 )
                 .step("tmpfs", dst)?;
+                root.mounted(dst);
             }
             RootStep::Symlink { target, link } => {
-                sys::symlink_in_root(&root, target, link).step("symlink", link)?;
+                let (d, name) = root.parent(link).step("symlink", link)?;
+                at::symlink(target, root.fd_of(&d), name, link).step("symlink", link)?;
             }
             RootStep::File { dst, content, mode } => {
-                sys::write_file_in_root(&root, dst, content, *mode).step("file", dst)?;
+                let (d, name) = root.parent(dst).step("file", dst)?;
+                at::write_file(root.fd_of(&d), name, content, *mode, dst).step("file", dst)?;
             }
             RootStep::Dir { dst } => {
-                sys::mkdir_p_in_root(&root, dst, 0o755).step("dir", dst)?;
+                root.dir(dst, 0o755).step("dir", dst)?;
             }
             RootStep::Proc { dst } => {
-                if let Err(why) = proc(&root, dst, &src.devices[0])? {
+                if let Err(why) = proc(&mut root, dst, &src.devices[0])? {
                     notes.proc_unavailable = Some(why);
                 }
             }
-            RootStep::Dev { dst } => dev(&root, dst, &src.devices)?,
+            RootStep::Dev { dst } => dev(&mut root, dst, &src.devices)?,
         }
     }
+    at::umask(umask);
 
     // Seal: the root tmpfs itself (/etc files, mount points) is read-only.
     sys::mount_setattr(
-        &root,
+        &root.fd,
         MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         false,
         Path::new("/"),
@@ -177,10 +268,22 @@ pub fn build(plan: &Plan, src: Sources) -> Result<Notes, StepError> {
     Ok(notes)
 }
 
+fn verify_error(dst: &Path) -> StepError {
+    StepError {
+        step: "bind",
+        path: Path::new("/").join(dst).display().to_string(),
+        err: SysError {
+            call: "verify",
+            arg: "mount point does not show the source".into(),
+            errno: Errno::EXDEV,
+        },
+    }
+}
+
 /// Bind `src` at `dst`: clone its mount tree, set nosuid,nodev (and rdonly)
 /// on the whole detached tree, attach it, then check the mount point now
 /// shows the very inode we opened.
-fn bind(root: &OwnedFd, src: &OwnedFd, dst: &Path, writable: bool) -> Result<(), StepError> {
+fn bind(root: &mut Root, src: &OwnedFd, dst: &Path, writable: bool) -> Result<(), StepError> {
     let (dev, ino, mode) = sys::fstat_id(src).step("bind", dst)?;
     let is_dir = mode & libc::S_IFMT == libc::S_IFDIR;
     let tree = sys::open_tree_clone(src, dst).step("bind", dst)?;
@@ -189,29 +292,57 @@ fn bind(root: &OwnedFd, src: &OwnedFd, dst: &Path, writable: bool) -> Result<(),
         attrs |= MOUNT_ATTR_RDONLY;
     }
     sys::mount_setattr(&tree, attrs, true, dst).step("bind", dst)?;
-    let mp = sys::mountpoint_in_root(root, dst, is_dir).step("bind", dst)?;
-    sys::move_mount(&tree, &mp, dst).step("bind", dst)?;
-    let (d2, i2, _) = sys::stat_in_root(root, dst).step("bind", dst)?;
-    if (d2, i2) != (dev, ino) {
+    let (d, name) = root.parent(dst).step("bind", dst)?;
+    let pfd = root.fd_of(&d);
+    // The mount point: a directory or an empty file of our own, or what a
+    // bind before this one put there (of the same kind).
+    if is_dir {
+        at::mkdir(pfd, name, 0o755, dst).step("bind", dst)?;
+    } else {
+        at::open(pfd, name, libc::O_RDONLY | libc::O_CREAT, 0o644, dst).step("bind", dst)?;
+    }
+    let (_, _, mp_mode) = at::stat(pfd, name, dst).step("bind", dst)?;
+    if mp_mode & libc::S_IFMT != mode & libc::S_IFMT {
+        // A symlink or a different kind of file is in the way.
         return Err(StepError {
             step: "bind",
             path: Path::new("/").join(dst).display().to_string(),
             err: SysError {
-                call: "verify",
-                arg: "mount point does not show the source".into(),
-                errno: Errno::EXDEV,
+                call: "mount point",
+                arg: format!(
+                    "/{} is not a {}",
+                    dst.display(),
+                    if is_dir { "directory" } else { "file" }
+                ),
+                errno: if is_dir {
+                    Errno::ENOTDIR
+                } else {
+                    Errno::EISDIR
+                },
             },
         });
     }
+    at::move_mount(&tree, pfd, name, dst).step("bind", dst)?;
+    let (d2, i2, _) = at::stat(pfd, name, dst).step("bind", dst)?;
+    if (d2, i2) != (dev, ino) {
+        return Err(verify_error(dst));
+    }
+    root.mounted(dst);
     Ok(())
 }
 
 /// Mount /proc; `Ok(Err(why))` when the kernel refuses a new proc mount
 /// (EPERM: the caller's /proc has masked entries, as in containers), which
 /// leaves /proc empty rather than exposing the outer one.
-fn proc(root: &OwnedFd, dst: &Path, devnull: &OwnedFd) -> Result<Result<(), String>, StepError> {
-    let mp = sys::mkdir_p_in_root(root, dst, 0o555).step("proc", dst)?;
-    match sys::mount_fs_on(&mp, "proc", libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None, dst) {
+fn proc(root: &mut Root, dst: &Path, devnull: &OwnedFd) -> Result<Result<(), String>, StepError> {
+    let d = root.dir(dst, 0o555).step("proc", dst)?;
+    match sys::mount_fs_on(
+        root.fd_of(&d),
+        "proc",
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+        dst,
+    ) {
         Ok(()) => {}
         Err(e) if e.errno == Errno::EPERM || e.errno == Errno::EACCES => {
             return Ok(Err(format!(
@@ -220,10 +351,13 @@ fn proc(root: &OwnedFd, dst: &Path, devnull: &OwnedFd) -> Result<Result<(), Stri
         }
         Err(e) => return Err(e).step("proc", dst),
     }
-    // /proc/sys read-only: bind it onto itself and set the flag.
+    root.mounted(dst);
+    let d = root.dir(dst, 0o555).step("proc", dst)?;
+    let pfd = root.fd_of(&d);
+    // /proc/sys read-only: a copy of it, flagged, attached over it.
     let sys_dir = dst.join("sys");
-    let fd = sys::open_path_in_root(root, &sys_dir).step("proc", &sys_dir)?;
-    let tree = sys::open_tree_clone(&fd, &sys_dir).step("proc", &sys_dir)?;
+    let name = OsStr::new("sys");
+    let tree = at::open_tree_clone(pfd, name, &sys_dir).step("proc", &sys_dir)?;
     sys::mount_setattr(
         &tree,
         MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
@@ -231,53 +365,76 @@ fn proc(root: &OwnedFd, dst: &Path, devnull: &OwnedFd) -> Result<Result<(), Stri
         &sys_dir,
     )
     .step("proc", &sys_dir)?;
-    sys::move_mount(&tree, &fd, &sys_dir).step("proc", &sys_dir)?;
+    at::move_mount(&tree, pfd, name, &sys_dir).step("proc", &sys_dir)?;
     for f in PROC_MASKED_FILES {
         let p = dst.join(f);
-        match sys::open_path_in_root(root, &p) {
-            Ok(fd) => sys::bind_fd_on(devnull, &fd, false, &p).step("mask", &p)?,
+        match at::bind_onto(devnull, pfd, OsStr::new(f), &p) {
+            Ok(()) => {}
             Err(e) if e.errno == Errno::ENOENT => {}
             Err(e) => return Err(e).step("mask", &p),
         }
     }
-    for d in PROC_MASKED_DIRS {
-        let p = dst.join(d);
-        match sys::open_in_root(root, &p, libc::O_PATH | libc::O_DIRECTORY) {
-            Ok(fd) => sys::mount_fs_on(
-                &fd,
-                "tmpfs",
-                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                Some("size=4k,nr_inodes=1,mode=555"),
-                &p,
-            )
-            .step("mask", &p)?,
-            Err(e) if e.errno == Errno::ENOENT || e.errno == Errno::ENOTDIR => {}
-            Err(e) => return Err(e).step("mask", &p),
+    // The masked directories: one empty read-only tmpfs, bound over the
+    // others (one superblock, not five).
+    let mut first: Option<OwnedFd> = None;
+    for dname in PROC_MASKED_DIRS {
+        let p = dst.join(dname);
+        let name = OsStr::new(dname);
+        match &first {
+            None => match at::open_dir(pfd, name, &p) {
+                Ok(fd) => {
+                    sys::mount_fs_on(
+                        &fd,
+                        "tmpfs",
+                        libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                        Some("size=4k,nr_inodes=1,mode=555"),
+                        &p,
+                    )
+                    .step("mask", &p)?;
+                    first = Some(at::open_dir(pfd, name, &p).step("mask", &p)?);
+                }
+                Err(e) if e.errno == Errno::ENOENT || e.errno == Errno::ENOTDIR => {}
+                Err(e) => return Err(e).step("mask", &p),
+            },
+            Some(empty) => match at::bind_onto(empty, pfd, name, &p) {
+                Ok(()) => {}
+                Err(e) if e.errno == Errno::ENOENT || e.errno == Errno::ENOTDIR => {}
+                Err(e) => return Err(e).step("mask", &p),
+            },
         }
     }
     Ok(Ok(()))
 }
 
-fn dev(root: &OwnedFd, dst: &Path, devices: &[OwnedFd]) -> Result<(), StepError> {
-    let mp = sys::mkdir_p_in_root(root, dst, 0o755).step("dev", dst)?;
+fn dev(root: &mut Root, dst: &Path, devices: &[OwnedFd]) -> Result<(), StepError> {
+    let d = root.dir(dst, 0o755).step("dev", dst)?;
     sys::mount_fs_on(
-        &mp,
+        root.fd_of(&d),
         "tmpfs",
         libc::MS_NOSUID | libc::MS_NOEXEC,
         Some("size=64k,nr_inodes=64,mode=755"),
         dst,
     )
     .step("dev", dst)?;
-    let devmount = sys::open_path_in_root(root, dst).step("dev", dst)?;
+    root.mounted(dst);
+    let d = root.dir(dst, 0o755).step("dev", dst)?;
+    let dfd = root.fd_of(&d);
     for (name, fd) in DEVICES.iter().zip(devices) {
         let p = dst.join(name);
-        let node = sys::mountpoint_in_root(root, &p, false).step("dev", &p)?;
+        let name = OsStr::new(name);
+        at::open(
+            dfd,
+            name,
+            libc::O_RDONLY | libc::O_CREAT | libc::O_EXCL,
+            0o666,
+            &p,
+        )
+        .step("dev", &p)?;
         // The bind keeps the host /dev mount's flags (not nodev), so the node
-        // works; nosuid and noexec are added.
+        // works; nosuid, noexec (and read-only: writing a device node is not
+        // writing the filesystem) come with /dev's recursive seal below.
         let tree = sys::open_tree_clone(fd, &p).step("dev", &p)?;
-        sys::mount_setattr(&tree, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false, &p)
-            .step("dev", &p)?;
-        sys::move_mount(&tree, &node, &p).step("dev", &p)?;
+        at::move_mount(&tree, dfd, name, &p).step("dev", &p)?;
     }
     for (target, link) in [
         ("/proc/self/fd", "fd"),
@@ -287,10 +444,22 @@ fn dev(root: &OwnedFd, dst: &Path, devices: &[OwnedFd]) -> Result<(), StepError>
         ("pts/ptmx", "ptmx"),
     ] {
         let l = dst.join(link);
-        sys::symlink_in_root(root, Path::new(target), &l).step("dev", &l)?;
+        at::symlink(Path::new(target), dfd, OsStr::new(link), &l).step("dev", &l)?;
     }
     let shm = dst.join("shm");
-    let fd = sys::mkdir_p_in_root(root, &shm, 0o1777).step("dev", &shm)?;
+    at::mkdir(dfd, OsStr::new("shm"), 0o1777, &shm).step("dev", &shm)?;
+    let pts = dst.join("pts");
+    at::mkdir(dfd, OsStr::new("pts"), 0o755, &pts).step("dev", &pts)?;
+    // Nothing new may be created in /dev; the device binds get nosuid and
+    // noexec with it. shm and pts are mounted after, writable.
+    sys::mount_setattr(
+        dfd,
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+        true,
+        dst,
+    )
+    .step("dev", dst)?;
+    let fd = at::open_dir(dfd, OsStr::new("shm"), &shm).step("dev", &shm)?;
     sys::mount_fs_on(
         &fd,
         "tmpfs",
@@ -299,8 +468,7 @@ fn dev(root: &OwnedFd, dst: &Path, devices: &[OwnedFd]) -> Result<(), StepError>
         &shm,
     )
     .step("dev", &shm)?;
-    let pts = dst.join("pts");
-    let fd = sys::mkdir_p_in_root(root, &pts, 0o755).step("dev", &pts)?;
+    let fd = at::open_dir(dfd, OsStr::new("pts"), &pts).step("dev", &pts)?;
     sys::mount_fs_on(
         &fd,
         "devpts",
@@ -309,12 +477,7 @@ fn dev(root: &OwnedFd, dst: &Path, devices: &[OwnedFd]) -> Result<(), StepError>
         &pts,
     )
     .step("dev", &pts)?;
-    // Nothing new may be created in /dev.
-    sys::mount_setattr(
-        &devmount,
-        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
-        false,
-        dst,
-    )
-    .step("dev", dst)
+    root.mounted(&shm);
+    root.mounted(&pts);
+    Ok(())
 }

@@ -222,8 +222,9 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     if let Some(c) = &cg {
         if via != sys::CloneVia::Clone3IntoCgroup {
             if let Err(e) = c.add_pid(pid) {
-                let _ = sys::pidfd_send_signal(&pidfd, libc::SIGKILL);
-                let _ = sys::wait4(pid);
+                if let Some(first) = failed_first(&pidfd, pid, &rep_rd) {
+                    return Err(first.into());
+                }
                 return Err(setup_err(
                     "cgroup",
                     &c.path().join("cgroup.procs").display().to_string(),
@@ -235,8 +236,9 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     }
     if plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
         if let Err((path, e)) = namespaces::write_id_maps(pid, plan) {
-            let _ = sys::pidfd_send_signal(&pidfd, libc::SIGKILL);
-            let _ = sys::wait4(pid);
+            if let Some(first) = failed_first(&pidfd, pid, &rep_rd) {
+                return Err(first.into());
+            }
             return Err(setup_err("id map", &path, e.to_string()).into());
         }
     }
@@ -247,8 +249,12 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     } else {
         proto::GO
     };
-    sys::write_all(ctl_wr.as_raw_fd(), &[go])
-        .map_err(|e| setup_err("start jail", "", e.to_string()))?;
+    if let Err(e) = sys::write_all(ctl_wr.as_raw_fd(), &[go]) {
+        if let Some(first) = failed_first(&pidfd, pid, &rep_rd) {
+            return Err(first.into());
+        }
+        return Err(setup_err("start jail", "", e.to_string()).into());
+    }
 
     // 5. Wait, pumping output and watching the deadline.
     let keep = if plan.capture {
@@ -555,6 +561,23 @@ fn record_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia, payload: Vec<
 
 fn v_why(v: &serde_json::Value) -> serde_json::Value {
     v.get("why").cloned().unwrap_or(serde_json::Value::Null)
+}
+
+/// The child is killed and reaped after a step of ours failed; if it had
+/// failed first (init opens the bind sources before it waits for the go),
+/// its own error is the one to report.
+fn failed_first(pidfd: &OwnedFd, pid: i32, rep: &OwnedFd) -> Option<SetupError> {
+    let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
+    let _ = sys::wait4(pid);
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(n @ 1..) = sys::read(rep.as_raw_fd(), &mut chunk) {
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    proto::decode(&buf).into_iter().find_map(|r| match r {
+        proto::Report::Setup { step, path, reason } => Some(SetupError::new(step, path, reason)),
+        _ => None,
+    })
 }
 
 fn tv_ms(t: libc::timeval) -> u64 {
