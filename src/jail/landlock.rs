@@ -196,10 +196,19 @@ fn unescape_mountinfo(field: &str) -> PathBuf {
     PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
-/// Whether every mount point in this mount namespace other than `/` is at
-/// or beneath one of `granted`. False when /proc/self/mountinfo cannot be
-/// read (fail closed: `/` then stays unlistable).
-fn every_mount_granted(granted: &[&Path]) -> bool {
+/// Whether every mount point other than `/` is at or beneath one of
+/// `granted`. The mount points are `mounts` when the caller knows them
+/// (the jail's own root: init mounted exactly what the plan lists, with `/`
+/// made private first, so nothing else can appear), otherwise those of
+/// /proc/self/mountinfo. False when that cannot be read (fail closed: `/`
+/// then stays unlistable).
+fn every_mount_granted(granted: &[&Path], absent: &[&Path], mounts: Option<&[PathBuf]>) -> bool {
+    if let Some(m) = mounts {
+        return m
+            .iter()
+            .filter(|mp| !absent.contains(&mp.as_path()))
+            .all(|mp| granted.iter().any(|g| mp.starts_with(g)));
+    }
     let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return false;
     };
@@ -224,7 +233,14 @@ fn every_mount_granted(granted: &[&Path]) -> bool {
 ///
 /// Errors (the kernel refused a step; nothing is enforced): creating the
 /// ruleset, adding a rule, or `landlock_restrict_self`.
-pub fn apply(rules: &[(PathBuf, Grant)], deny_tcp: bool) -> Result<Report, String> {
+///
+/// `mounts`: every mount point of the jail's own root (absolute), when it
+/// has one; None reads them from /proc/self/mountinfo.
+pub fn apply(
+    rules: &[(PathBuf, Grant)],
+    deny_tcp: bool,
+    mounts: Option<&[PathBuf]>,
+) -> Result<Report, String> {
     let (kernel_raw, kernel, why) = match sys::landlock::abi_version() {
         Ok(v) => (v, ABI::from(v), None),
         Err(e) => (0, ABI::Unsupported, Some(e.to_string())),
@@ -252,10 +268,16 @@ pub fn apply(rules: &[(PathBuf, Grant)], deny_tcp: bool) -> Result<Report, Strin
     let mut fs_rules = 0usize;
     let mut skipped = Vec::new();
     let mut granted: Vec<&Path> = Vec::with_capacity(rules.len());
+    // Rule paths that do not exist: an optional bind whose source was
+    // missing, so no mount is there either.
+    let mut absent: Vec<&Path> = Vec::new();
     for (path, g) in rules {
         let f = match open_rule_path(path) {
             Ok(f) => f,
             Err(e) => {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    absent.push(path);
+                }
                 skipped.push(Skipped {
                     path: path.display().to_string(),
                     why: e.to_string(),
@@ -300,7 +322,7 @@ pub fn apply(rules: &[(PathBuf, Grant)], deny_tcp: bool) -> Result<Report, Strin
     // it, so with a mount left out of the ruleset (--landlock-exclude) it
     // would reveal the names inside that mount: then `/` stays unlistable.
     let list = BitFlags::from(AccessFs::ReadDir) & wanted.fs;
-    let root_listable = !list.is_empty() && every_mount_granted(&granted);
+    let root_listable = !list.is_empty() && every_mount_granted(&granted, &absent, mounts);
     if root_listable {
         let f = open_rule_path(Path::new("/"))
             .map_err(|e| format!("landlock rule for /: open: {e}"))?;

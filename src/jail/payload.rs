@@ -84,7 +84,12 @@ pub fn main(plan: &Plan, rep_fd: RawFd) -> std::convert::Infallible {
         fail(rep_fd, "no_new_privs", "", &e.to_string());
     }
     if plan.landlock {
-        match landlock::apply(&plan.landlock_rules, plan.landlock_deny_tcp) {
+        let mounts = (!plan.fallback).then(|| plan.mount_points());
+        match landlock::apply(
+            &plan.landlock_rules,
+            plan.landlock_deny_tcp,
+            mounts.as_deref(),
+        ) {
             Ok(r) => {
                 if r.status != "fully_enforced" && plan.require.contains(&Layer::Landlock) {
                     fail(
