@@ -57,16 +57,59 @@ impl<T> Step<T> for SysResult<T> {
 /// becomes the jail user (so a root caller can bind what only root can
 /// reach, such as an interpreter under /root).
 pub struct Sources {
-    binds: Vec<Option<OwnedFd>>,
+    binds: Vec<Option<Source>>,
     devices: Vec<OwnedFd>,
+}
+
+/// A bind source: mounted, or (small read-only world-readable files such
+/// as /etc/ld.so.cache) copied into the root, which is cheaper to set up
+/// and to tear down than a mount and shows the payload the same bytes.
+enum Source {
+    Mount(OwnedFd),
+    Copy { content: Vec<u8>, mode: u32 },
+}
+
+/// Read-only file binds up to this size are copied, up to COPY_TOTAL in
+/// all (the root tmpfs holds 4 MiB).
+const COPY_MAX: u64 = 128 * 1024;
+const COPY_TOTAL: u64 = 1024 * 1024;
+
+/// The bytes of the world-readable regular file `fd` (an O_PATH fd), when
+/// it is small enough to copy; None: bind it.
+fn copy_of(fd: &OwnedFd, budget: &mut u64) -> Option<(Vec<u8>, u32)> {
+    use std::io::Read;
+    let (_, _, mode) = sys::fstat_id(fd).ok()?;
+    // World-readable only: the jail user owns the copy, so a file it could
+    // not read through the bind must stay a bind.
+    if mode & libc::S_IFMT != libc::S_IFREG || mode & 0o004 == 0 {
+        return None;
+    }
+    let f = std::fs::File::open(sys::fd_path(fd).to_str().ok()?).ok()?;
+    let mut content = Vec::new();
+    f.take(COPY_MAX + 1).read_to_end(&mut content).ok()?;
+    if content.len() as u64 > COPY_MAX.min(*budget) {
+        return None;
+    }
+    *budget -= content.len() as u64;
+    Some((content, mode & 0o755))
 }
 
 pub fn open_sources(plan: &Plan) -> Result<Sources, StepError> {
     let mut binds = Vec::with_capacity(plan.steps.len());
+    let mut budget = COPY_TOTAL;
     for s in &plan.steps {
         binds.push(match s {
-            RootStep::Bind { src, optional, .. } => match sys::open_path_nofollow(src) {
-                Ok(fd) => Some(fd),
+            RootStep::Bind {
+                src,
+                optional,
+                writable,
+                ..
+            } => match sys::open_path_nofollow(src) {
+                Ok(fd) if *writable => Some(Source::Mount(fd)),
+                Ok(fd) => match copy_of(&fd, &mut budget) {
+                    Some((content, mode)) => Some(Source::Copy { content, mode }),
+                    None => Some(Source::Mount(fd)),
+                },
                 Err(e) if *optional && e.errno == Errno::ENOENT => None,
                 Err(e) => {
                     return Err(StepError {
@@ -233,11 +276,14 @@ pub fn build(plan: &Plan, src: Sources) -> Result<Notes, StepError> {
 
     for (i, step) in plan.steps.iter().enumerate() {
         match step {
-            RootStep::Bind { dst, writable, .. } => {
-                if let Some(fd) = &src.binds[i] {
-                    bind(&mut root, fd, dst, *writable)?;
+            RootStep::Bind { dst, writable, .. } => match &src.binds[i] {
+                Some(Source::Mount(fd)) => bind(&mut root, fd, dst, *writable)?,
+                Some(Source::Copy { content, mode }) => {
+                    let (d, name) = root.parent(dst).step("bind", dst)?;
+                    at::write_file(root.fd_of(&d), name, content, *mode, dst).step("bind", dst)?;
                 }
-            }
+                None => {}
+            },
             RootStep::Tmpfs { dst, data } => {
                 let d = root.dir(dst, 0o755).step("tmpfs", dst)?;
                 sys::mount_fs_on(
