@@ -169,6 +169,43 @@ fn payload_cannot_read_etc_shadow_or_home() {
     }
 }
 
+/// Small read-only file binds are copied into the jail's root (cheaper than
+/// a mount); the copy belongs to the jail user, so a file the jail could not
+/// read through a bind must not become readable, and a copy must be as
+/// unwritable as a bind.
+#[test]
+fn read_only_file_binds_keep_the_host_permissions() {
+    for who in common::users("read_only_file_binds_keep_the_host_permissions") {
+        let secret = token();
+        let public = token();
+        let scratch = Scratch::new("iso-perm");
+        let sec = scratch.join("secret");
+        let publ = scratch.join("public");
+        std::fs::write(&sec, &secret).unwrap();
+        std::fs::set_permissions(&sec, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(&publ, &public).unwrap();
+        std::fs::set_permissions(&publ, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let b1 = format!("{}:/etc/secret", s(&sec));
+        let b2 = format!("{}:/etc/public", s(&publ));
+        let o = sh_with(
+            who,
+            &["--ro-bind", &b1, "--ro-bind", &b2],
+            "cat /etc/secret; echo secret-rc=$?; cat /etc/public; echo; \
+             echo x >> /etc/public; echo append-rc=$?; chmod 666 /etc/public; echo chmod-rc=$?; \
+             rm -f /etc/public; echo rm-rc=$?; cat /etc/public",
+        );
+        expect_code(&o, 0, &format!("{who:?}: read-only file binds"));
+        let out = stdout(&o);
+        assert!(!out.contains(&secret), "{who:?}: 0600 file leaked: {out}");
+        assert!(out.contains("secret-rc=1"), "{who:?}: {out}");
+        assert_eq!(out.matches(&public).count(), 2, "{who:?}: public file: {out}");
+        for rc in ["append-rc=0", "chmod-rc=0", "rm-rc=0"] {
+            assert!(!out.contains(rc), "{who:?}: {rc}: {out}");
+        }
+        assert_eq!(std::fs::read_to_string(&publ).unwrap(), public);
+    }
+}
+
 // ---------------------------------------------------------------- writing
 
 #[test]
