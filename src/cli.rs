@@ -278,28 +278,302 @@ fn symlink_spec(v: &str) -> Result<MountSpec, PolicyError> {
     })
 }
 
-/// Filesystem flags in the order they were given (they apply in that order).
-fn ordered_mounts(m: &ArgMatches) -> Result<Vec<MountSpec>, PolicyError> {
-    let mut items: Vec<(usize, MountSpec)> = Vec::new();
-    for id in ["ro_bind", "bind", "tmpfs", "symlink"] {
-        let (Some(vals), Some(idx)) = (m.get_many::<String>(id), m.indices_of(id)) else {
+/// A filesystem flag of `stockade run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MountFlag {
+    RoBind,
+    Bind,
+    Tmpfs,
+    Symlink,
+}
+
+impl MountFlag {
+    const ALL: [MountFlag; 4] = [
+        MountFlag::RoBind,
+        MountFlag::Bind,
+        MountFlag::Tmpfs,
+        MountFlag::Symlink,
+    ];
+
+    /// The clap argument id.
+    fn id(self) -> &'static str {
+        match self {
+            MountFlag::RoBind => "ro_bind",
+            MountFlag::Bind => "bind",
+            MountFlag::Tmpfs => "tmpfs",
+            MountFlag::Symlink => "symlink",
+        }
+    }
+}
+
+/// The filesystem flags with their position on the command line.
+type MountFlags = Vec<(usize, MountFlag, String)>;
+
+/// The filesystem flags of a `run` parsed by clap, with their positions.
+fn mount_flags(m: &ArgMatches) -> MountFlags {
+    let mut out = Vec::new();
+    for f in MountFlag::ALL {
+        let (Some(vals), Some(idx)) = (m.get_many::<String>(f.id()), m.indices_of(f.id())) else {
             continue;
         };
         for (v, i) in vals.zip(idx) {
-            let spec = match id {
-                "ro_bind" => bind_spec("--ro-bind", v, false)?,
-                "bind" => bind_spec("--bind", v, true)?,
-                "tmpfs" => tmpfs_spec(v)?,
-                _ => symlink_spec(v)?,
+            out.push((i, f, v.clone()));
+        }
+    }
+    out
+}
+
+/// Filesystem flags in the order they were given (they apply in that order).
+/// Values are checked flag by flag (--ro-bind, --bind, --tmpfs, --symlink),
+/// so the first error reported does not depend on the order given.
+fn ordered_mounts(flags: &[(usize, MountFlag, String)]) -> Result<Vec<MountSpec>, PolicyError> {
+    let mut items: Vec<(usize, MountSpec)> = Vec::new();
+    for f in MountFlag::ALL {
+        for (i, _, v) in flags.iter().filter(|(_, g, _)| *g == f) {
+            let spec = match f {
+                MountFlag::RoBind => bind_spec("--ro-bind", v, false)?,
+                MountFlag::Bind => bind_spec("--bind", v, true)?,
+                MountFlag::Tmpfs => tmpfs_spec(v)?,
+                MountFlag::Symlink => symlink_spec(v)?,
             };
-            items.push((i, spec));
+            items.push((*i, spec));
         }
     }
     items.sort_by_key(|(i, _)| *i);
     Ok(items.into_iter().map(|(_, s)| s).collect())
 }
 
-fn run_policy(a: &RunArgs, m: &ArgMatches) -> Result<Policy, PolicyError> {
+/// What a flag of `stockade run` takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Takes {
+    /// Nothing (a switch); once at most.
+    Switch,
+    /// One value; once at most.
+    One,
+    /// One value; may repeat.
+    Many,
+}
+
+/// Every flag of `stockade run`, as the fast path knows them.
+const RUN_FLAGS: &[(&str, Takes)] = &[
+    ("profile", Takes::One),
+    ("python", Takes::One),
+    ("uid", Takes::One),
+    ("gid", Takes::One),
+    ("ro-bind", Takes::Many),
+    ("bind", Takes::Many),
+    ("tmpfs", Takes::Many),
+    ("symlink", Takes::Many),
+    ("setenv", Takes::Many),
+    ("keep-env", Takes::Many),
+    ("hostname", Takes::One),
+    ("chdir", Takes::One),
+    ("network", Takes::One),
+    ("workdir", Takes::One),
+    ("keep-fd", Takes::Many),
+    ("tmp-size", Takes::One),
+    ("host-uid", Takes::One),
+    ("host-gid", Takes::One),
+    ("seccomp-action", Takes::One),
+    ("seccomp-learn", Takes::Switch),
+    ("seccomp-allow", Takes::Many),
+    ("no-seccomp", Takes::Switch),
+    ("no-landlock", Takes::Switch),
+    ("landlock-exclude", Takes::Many),
+    ("require", Takes::Many),
+    ("memory", Takes::One),
+    ("memory-high", Takes::One),
+    ("cpus", Takes::One),
+    ("pids-limit", Takes::One),
+    ("cpu-time", Takes::One),
+    ("timeout", Takes::One),
+    ("grace", Takes::One),
+    ("max-output", Takes::One),
+    ("max-file-size", Takes::One),
+    ("max-open-files", Takes::One),
+    ("capture", Takes::Switch),
+    ("report", Takes::One),
+    ("report-fd", Takes::One),
+];
+
+/// `stockade run …` parsed without clap, for the plain command lines a
+/// program or a script gives: long flags with valid values, then the
+/// command. Anything else (help, a short or unknown flag, a repeated
+/// single flag, a value clap would refuse or read differently, no command)
+/// is `None`, and clap parses it and words the error. Building clap's
+/// parser for the 40-odd flags costs about as much as the rest of the
+/// supervisor's start; the unit tests check this parser against clap's.
+/// A flag given a clap constraint (conflicts_with, requires, a value
+/// parser of its own) must be refused here (`return None`) or mirrored.
+fn fast_run_args(args: &[OsString]) -> Option<(RunArgs, MountFlags)> {
+    if args.get(1).map(|a| a.as_os_str()) != Some(std::ffi::OsStr::new("run")) {
+        return None;
+    }
+    let mut a = RunArgs {
+        profile: None,
+        python: None,
+        uid: None,
+        gid: None,
+        ro_bind: Vec::new(),
+        bind: Vec::new(),
+        tmpfs: Vec::new(),
+        symlink: Vec::new(),
+        setenv: Vec::new(),
+        keep_env: Vec::new(),
+        hostname: None,
+        chdir: None,
+        network: None,
+        workdir: None,
+        keep_fd: Vec::new(),
+        tmp_size: None,
+        host_uid: None,
+        host_gid: None,
+        seccomp_action: None,
+        seccomp_learn: false,
+        seccomp_allow: Vec::new(),
+        no_seccomp: false,
+        no_landlock: false,
+        landlock_exclude: Vec::new(),
+        require: Vec::new(),
+        memory: None,
+        memory_high: None,
+        cpus: None,
+        pids_limit: None,
+        cpu_time: None,
+        timeout: None,
+        grace: None,
+        max_output: None,
+        max_file_size: None,
+        max_open_files: None,
+        capture: false,
+        report: None,
+        report_fd: None,
+        command: Vec::new(),
+    };
+    let mut mounts = MountFlags::new();
+    let mut seen = [false; RUN_FLAGS.len()];
+    let mut i = 2;
+    while i < args.len() {
+        let arg = args[i].to_str()?;
+        if arg == "--" {
+            i += 1;
+            break;
+        }
+        let Some(body) = arg.strip_prefix("--") else {
+            // The first positional starts the command (trailing_var_arg).
+            if arg.starts_with('-') {
+                return None;
+            }
+            break;
+        };
+        let (name, inline) = match body.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (body, None),
+        };
+        let k = RUN_FLAGS.iter().position(|(n, _)| *n == name)?;
+        let takes = RUN_FLAGS[k].1;
+        if takes != Takes::Many && std::mem::replace(&mut seen[k], true) {
+            return None;
+        }
+        if takes == Takes::Switch {
+            if inline.is_some() {
+                return None;
+            }
+            match name {
+                "seccomp-learn" => a.seccomp_learn = true,
+                "no-seccomp" => a.no_seccomp = true,
+                "no-landlock" => a.no_landlock = true,
+                "capture" => a.capture = true,
+                _ => return None,
+            }
+            i += 1;
+            continue;
+        }
+        let v = match inline {
+            Some(v) => v,
+            None => {
+                i += 1;
+                args.get(i)?.to_str()?
+            }
+        };
+        // clap refuses an empty path and reads `-x` as a flag; leave both
+        // (and their messages) to it. A lone `-` is a value (`--report -`).
+        if v.is_empty() || (v.starts_with('-') && v != "-") {
+            return None;
+        }
+        let s = || Some(v.to_string());
+        let path = || Some(PathBuf::from(v));
+        match name {
+            "profile" => a.profile = s(),
+            "python" => a.python = path(),
+            "uid" => a.uid = Some(v.parse().ok()?),
+            "gid" => a.gid = Some(v.parse().ok()?),
+            "ro-bind" => mounts.push((i, MountFlag::RoBind, v.to_string())),
+            "bind" => mounts.push((i, MountFlag::Bind, v.to_string())),
+            "tmpfs" => mounts.push((i, MountFlag::Tmpfs, v.to_string())),
+            "symlink" => mounts.push((i, MountFlag::Symlink, v.to_string())),
+            "setenv" => a.setenv.push(v.to_string()),
+            "keep-env" => a.keep_env.push(v.to_string()),
+            "hostname" => a.hostname = s(),
+            "chdir" => a.chdir = path(),
+            "network" => {
+                a.network = Some(match v {
+                    "none" => NetArg::None,
+                    "host" => NetArg::Host,
+                    _ => return None,
+                })
+            }
+            "workdir" => a.workdir = s(),
+            "keep-fd" => a.keep_fd.push(v.parse().ok()?),
+            "tmp-size" => a.tmp_size = s(),
+            "host-uid" => a.host_uid = Some(v.parse().ok()?),
+            "host-gid" => a.host_gid = Some(v.parse().ok()?),
+            "seccomp-action" => {
+                a.seccomp_action = Some(match v {
+                    "errno" => SeccompActionArg::Errno,
+                    "kill" => SeccompActionArg::Kill,
+                    _ => return None,
+                })
+            }
+            "seccomp-allow" => a.seccomp_allow.push(v.to_string()),
+            "landlock-exclude" => a.landlock_exclude.push(PathBuf::from(v)),
+            "require" => a.require.push(v.to_string()),
+            "memory" => a.memory = s(),
+            "memory-high" => a.memory_high = s(),
+            "cpus" => a.cpus = Some(v.parse().ok()?),
+            "pids-limit" => a.pids_limit = Some(v.parse().ok()?),
+            "cpu-time" => a.cpu_time = s(),
+            "timeout" => a.timeout = s(),
+            "grace" => a.grace = s(),
+            "max-output" => a.max_output = s(),
+            "max-file-size" => a.max_file_size = s(),
+            "max-open-files" => a.max_open_files = Some(v.parse().ok()?),
+            "report" => a.report = path(),
+            "report-fd" => a.report_fd = Some(v.parse().ok()?),
+            _ => return None,
+        }
+        i += 1;
+    }
+    a.command = args.get(i..)?.to_vec();
+    if a.command.is_empty() {
+        return None;
+    }
+    a.ro_bind = mount_values(&mounts, MountFlag::RoBind);
+    a.bind = mount_values(&mounts, MountFlag::Bind);
+    a.tmpfs = mount_values(&mounts, MountFlag::Tmpfs);
+    a.symlink = mount_values(&mounts, MountFlag::Symlink);
+    Some((a, mounts))
+}
+
+fn mount_values(flags: &[(usize, MountFlag, String)], f: MountFlag) -> Vec<String> {
+    flags
+        .iter()
+        .filter(|(_, g, _)| *g == f)
+        .map(|(_, _, v)| v.clone())
+        .collect()
+}
+
+fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Policy, PolicyError> {
     let workdir = a.workdir.as_deref().map(split_src_dst);
     let workdir_inner = match workdir.as_ref().and_then(|(_, i)| i.as_deref()) {
         Some(i) => Some(policy::jail_path("--workdir", std::path::Path::new(i))?),
@@ -336,7 +610,7 @@ fn run_policy(a: &RunArgs, m: &ArgMatches) -> Result<Policy, PolicyError> {
     if let Some(s) = &a.tmp_size {
         p.tmp_size = units::parse_size(s).map_err(|e| PolicyError::new("--tmp-size", e))?;
     }
-    p.mounts.extend(ordered_mounts(m)?);
+    p.mounts.extend(ordered_mounts(mounts)?);
     if let Some(h) = &a.hostname {
         p.hostname = h.clone();
     }
@@ -493,6 +767,9 @@ fn eprint_line(msg: &str) {
 
 /// Parse and run; return the process exit code.
 pub fn main(args: Vec<OsString>) -> i32 {
+    if let Some((a, mounts)) = fast_run_args(&args) {
+        return run_cmd(&a, &mounts);
+    }
     let matches = match Cli::command().try_get_matches_from(args) {
         Ok(m) => m,
         Err(e) => {
@@ -542,70 +819,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
     };
     match cli.cmd {
         Cmd::Run(a) => {
-            let sub = matches.subcommand_matches("run").expect("run matched");
-            let policy = match run_policy(&a, sub) {
-                Ok(p) => p,
-                Err(e) => {
-                    eprint_line(&e.to_string());
-                    return 125;
-                }
-            };
-            // Open the report file before running: a bad path is bad input.
-            let report_file = match a.report.as_deref() {
-                Some(p) if p != std::path::Path::new("-") => match std::fs::File::create(p) {
-                    Ok(f) => Some(f),
-                    Err(e) => {
-                        eprint_line(&format!("--report: {}: {e}", p.display()));
-                        return 125;
-                    }
-                },
-                _ => None,
-            };
-            let o = crate::run(&policy);
-            if let Some(err) = &o.error {
-                eprint_line(err);
-            }
-            if let Some(learned) = &o.seccomp_learned {
-                eprint_line(&format!(
-                    "seccomp-learn: syscalls outside the allowlist: {}",
-                    if learned.is_empty() {
-                        "(none)".to_string()
-                    } else {
-                        learned.join(", ")
-                    }
-                ));
-            }
-            let json = o.to_json() + "\n";
-            let mut wrote = Ok(());
-            if let Some(mut f) = report_file {
-                use std::io::Write;
-                wrote = f
-                    .write_all(json.as_bytes())
-                    .map_err(|e| format!("--report: {e}"));
-            }
-            if policy.stdout_in_report {
-                use std::io::Write;
-                let mut so = std::io::stdout().lock();
-                wrote = wrote.and(
-                    so.write_all(json.as_bytes())
-                        .and_then(|_| so.flush())
-                        .map_err(|e| format!("--report -: {e}")),
-                );
-            }
-            if let Some(fd) = a.report_fd {
-                wrote = wrote.and(
-                    crate::sys::write_all(fd, json.as_bytes())
-                        .map_err(|e| format!("--report-fd: {e}")),
-                );
-            }
-            if let Err(e) = wrote {
-                eprint_line(&e);
-                return 125;
-            }
-            if o.status == Status::SetupError && o.exit_code != 126 && o.exit_code != 127 {
-                return 125;
-            }
-            o.exit_code
+            let sub = matches.subcommand_matches("run");
+            run_cmd(&a, &sub.map(mount_flags).unwrap_or_default())
         }
         Cmd::Profile(pc) => profile_cmd(pc),
         Cmd::Check(c) => {
@@ -628,6 +843,79 @@ pub fn main(args: Vec<OsString>) -> i32 {
             code
         }
     }
+}
+
+/// `stockade run`: build the policy, run it, write the report; the exit code.
+fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32 {
+    let policy = match run_policy(a, mounts) {
+        Ok(p) => p,
+        Err(e) => {
+            eprint_line(&e.to_string());
+            return 125;
+        }
+    };
+    // Open the report file before running: a bad path is bad input.
+    let report_file = match a.report.as_deref() {
+        Some(p) if p != std::path::Path::new("-") => match std::fs::File::create(p) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprint_line(&format!("--report: {}: {e}", p.display()));
+                return 125;
+            }
+        },
+        _ => None,
+    };
+    let o = crate::run(&policy);
+    if let Some(err) = &o.error {
+        eprint_line(err);
+    }
+    if let Some(learned) = &o.seccomp_learned {
+        eprint_line(&format!(
+            "seccomp-learn: syscalls outside the allowlist: {}",
+            if learned.is_empty() {
+                "(none)".to_string()
+            } else {
+                learned.join(", ")
+            }
+        ));
+    }
+    let wants_report = report_file.is_some() || policy.stdout_in_report || a.report_fd.is_some();
+    // Serialized only when some report is asked for: the run is over, but
+    // the caller still waits for this process to exit.
+    let json = if wants_report {
+        o.to_json() + "\n"
+    } else {
+        String::new()
+    };
+    let mut wrote = Ok(());
+    if let Some(mut f) = report_file {
+        use std::io::Write;
+        wrote = f
+            .write_all(json.as_bytes())
+            .map_err(|e| format!("--report: {e}"));
+    }
+    if policy.stdout_in_report {
+        use std::io::Write;
+        let mut so = std::io::stdout().lock();
+        wrote = wrote.and(
+            so.write_all(json.as_bytes())
+                .and_then(|_| so.flush())
+                .map_err(|e| format!("--report -: {e}")),
+        );
+    }
+    if let Some(fd) = a.report_fd {
+        wrote = wrote.and(
+            crate::sys::write_all(fd, json.as_bytes()).map_err(|e| format!("--report-fd: {e}")),
+        );
+    }
+    if let Err(e) = wrote {
+        eprint_line(&e);
+        return 125;
+    }
+    if o.status == Status::SetupError && o.exit_code != 126 && o.exit_code != 127 {
+        return 125;
+    }
+    o.exit_code
 }
 
 fn profile_cmd(pc: ProfileCmd) -> i32 {
@@ -678,6 +966,306 @@ fn profile_cmd(pc: ProfileCmd) -> i32 {
                     125
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    /// The run arguments and the filesystem flags in order, as text.
+    fn shown(a: &RunArgs, m: &[(usize, MountFlag, String)]) -> String {
+        let mut m = m.to_vec();
+        m.sort_by_key(|(i, _, _)| *i);
+        let m: Vec<(MountFlag, String)> = m.into_iter().map(|(_, f, v)| (f, v)).collect();
+        format!("{a:?} {m:?}")
+    }
+
+    fn by_clap(args: &[OsString]) -> Option<String> {
+        let matches = Cli::command().try_get_matches_from(args).ok()?;
+        let Cmd::Run(a) = Cli::from_arg_matches(&matches).ok()?.cmd else {
+            return None;
+        };
+        let sub = matches.subcommand_matches("run")?;
+        Some(shown(&a, &mount_flags(sub)))
+    }
+
+    #[test]
+    fn fast_parser_reads_what_clap_reads_or_leaves_it_to_clap() {
+        let cases: &[&[&str]] = &[
+            &["s", "run", "--", "/bin/true"],
+            &["s", "run", "/bin/true"],
+            &["s", "run", "/bin/echo", "-n", "--x", "--", "y"],
+            &["s", "run", "--no-seccomp", "/bin/true", "--", "x"],
+            &["s", "run", "--", "/bin/echo", "", "--", "-x"],
+            &["s", "run", "--report", "-", "--", "true"],
+            &["s", "run", "--report=-", "--capture", "--", "true"],
+            &[
+                "s",
+                "run",
+                "--profile",
+                "python",
+                "--python",
+                "/usr/bin/python3",
+                "--",
+                "python3",
+                "-c",
+                "pass",
+            ],
+            &[
+                "s",
+                "run",
+                "--profile=./x.toml",
+                "--timeout",
+                "10s",
+                "--grace=1s",
+                "--",
+                "sh",
+            ],
+            &[
+                "s",
+                "run",
+                "--ro-bind",
+                "/a:/b",
+                "--tmpfs",
+                "/t:8m",
+                "--bind=/c",
+                "--symlink",
+                "x:/y",
+                "--ro-bind",
+                "/d",
+                "--",
+                "ls",
+            ],
+            &["s", "run", "--tmpfs", "/t", "--tmpfs=/u:1m", "--", "ls"],
+            &[
+                "s",
+                "run",
+                "--uid",
+                "0",
+                "--gid=+7",
+                "--host-uid",
+                "1000",
+                "--host-gid",
+                "007",
+                "--",
+                "id",
+            ],
+            &["s", "run", "--uid", "4294967296", "--", "id"],
+            &["s", "run", "--uid", "1", "--uid", "2", "--", "id"],
+            &["s", "run", "--uid", "-1", "--", "id"],
+            &["s", "run", "--uid", " 1", "--", "id"],
+            &[
+                "s",
+                "run",
+                "--network",
+                "host",
+                "--seccomp-action",
+                "kill",
+                "--",
+                "id",
+            ],
+            &["s", "run", "--network", "Host", "--", "id"],
+            &[
+                "s",
+                "run",
+                "--network=none",
+                "--seccomp-action=errno",
+                "--seccomp-learn",
+                "--",
+                "id",
+            ],
+            &[
+                "s",
+                "run",
+                "--seccomp-allow",
+                "ptrace",
+                "--seccomp-allow=@network-io",
+                "--no-landlock",
+                "--",
+                "id",
+            ],
+            &["s", "run", "--no-seccomp", "--no-seccomp", "--", "id"],
+            &["s", "run", "--no-seccomp=true", "--", "id"],
+            &[
+                "s",
+                "run",
+                "--landlock-exclude",
+                "/work/x",
+                "--require",
+                "seccomp",
+                "--require=landlock",
+                "--",
+                "id",
+            ],
+            &[
+                "s",
+                "run",
+                "--memory",
+                "64m",
+                "--memory-high=32m",
+                "--cpus",
+                "0.5",
+                "--pids-limit",
+                "10",
+                "--",
+                "id",
+            ],
+            &[
+                "s",
+                "run",
+                "--cpus",
+                "1e0",
+                "--cpu-time",
+                "5s",
+                "--max-output",
+                "1k",
+                "--",
+                "id",
+            ],
+            &["s", "run", "--cpus", "inf", "--", "id"],
+            &["s", "run", "--cpus", "-1", "--", "id"],
+            &["s", "run", "--cpus=-1", "--", "id"],
+            &[
+                "s",
+                "run",
+                "--max-file-size",
+                "1m",
+                "--max-open-files",
+                "64",
+                "--",
+                "id",
+            ],
+            &[
+                "s",
+                "run",
+                "--keep-fd",
+                "3",
+                "--keep-fd=+4",
+                "--report-fd",
+                "5",
+                "--",
+                "id",
+            ],
+            &[
+                "s",
+                "run",
+                "--setenv",
+                "A=1",
+                "--setenv=B=",
+                "--keep-env",
+                "TERM",
+                "--",
+                "env",
+            ],
+            &[
+                "s",
+                "run",
+                "--hostname",
+                "box",
+                "--chdir",
+                "/tmp",
+                "--workdir",
+                "./w:/home",
+                "--tmp-size",
+                "1m",
+                "--",
+                "pwd",
+            ],
+            &["s", "run", "--profile=", "--", "id"],
+            &["s", "run", "--python=", "--", "id"],
+            &["s", "run", "--python", "--", "id"],
+            &["s", "run", "--profile"],
+            &["s", "run", "--"],
+            &["s", "run"],
+            &["s", "run", "--help"],
+            &["s", "run", "-h", "--", "id"],
+            &["s", "run", "--version"],
+            &["s", "run", "--prof", "shell", "--", "id"],
+            &["s", "run", "--frobnicate", "--", "id"],
+            &["s", "--version", "run", "--", "id"],
+            &["s", "check"],
+            &["s", "runx", "--", "id"],
+        ];
+        let mut fast = 0;
+        for c in cases {
+            let args = argv(c);
+            if let Some((a, m)) = fast_run_args(&args) {
+                fast += 1;
+                assert_eq!(Some(shown(&a, &m)), by_clap(&args), "{c:?}");
+            }
+        }
+        assert!(fast >= 20, "only {fast} cases took the fast path");
+    }
+
+    #[test]
+    fn fast_parser_takes_the_common_command_lines() {
+        for c in [
+            &["s", "run", "--", "/bin/true"][..],
+            &[
+                "s",
+                "run",
+                "--profile",
+                "python",
+                "--report",
+                "-",
+                "--timeout",
+                "10s",
+                "--",
+                "python3",
+                "x.py",
+            ],
+            &[
+                "s",
+                "run",
+                "--no-seccomp",
+                "--no-landlock",
+                "--",
+                "/bin/true",
+            ],
+            &[
+                "s",
+                "run",
+                "--ro-bind",
+                "/bin/x:/bench/x",
+                "--",
+                "/bench/x",
+                "2",
+            ],
+        ] {
+            assert!(fast_run_args(&argv(c)).is_some(), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn flag_table_matches_clap() {
+        let cmd = Cli::command();
+        let run = cmd.find_subcommand("run").expect("run");
+        let mut clap_flags: Vec<String> = run
+            .get_arguments()
+            .filter_map(|a| a.get_long().map(str::to_string))
+            .filter(|l| l != "help")
+            .collect();
+        clap_flags.sort();
+        let mut ours: Vec<String> = RUN_FLAGS.iter().map(|(n, _)| n.to_string()).collect();
+        ours.sort();
+        assert_eq!(ours, clap_flags);
+        for (n, t) in RUN_FLAGS {
+            let a = run
+                .get_arguments()
+                .find(|a| a.get_long() == Some(n))
+                .expect("flag");
+            let want = match a.get_action() {
+                clap::ArgAction::SetTrue => Takes::Switch,
+                clap::ArgAction::Append => Takes::Many,
+                _ => Takes::One,
+            };
+            assert!(want == *t, "--{n}");
         }
     }
 }

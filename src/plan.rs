@@ -162,18 +162,75 @@ fn rel(p: &Path) -> PathBuf {
     p.strip_prefix("/").unwrap_or(p).to_path_buf()
 }
 
-/// Resolve a bind source to its canonical host path. The child opens that
-/// path again refusing every symlink, so a symlink swapped in later fails.
-fn resolve_source(src: &Path, optional: bool) -> Result<Option<PathBuf>, SetupError> {
-    match std::fs::canonicalize(src) {
-        Ok(p) => Ok(Some(p)),
-        Err(e) if optional && e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(SetupError::new(
-            "bind",
-            src.display().to_string(),
-            sys::errno_text(sys::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))),
-        )),
+/// Canonical host paths of bind sources. The directories already resolved
+/// are remembered: the default binds share /etc, whose every component
+/// realpath(3) would otherwise read again for each file under it.
+#[derive(Default)]
+struct Sources {
+    /// (directory as named, its canonical path).
+    dirs: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Sources {
+    /// The canonical path of `p`, as `std::fs::canonicalize` gives it (same
+    /// result, same errors): the parent directory from the cache when it
+    /// is there, then one readlink(2) of the last component.
+    fn canonicalize(&mut self, p: &Path) -> std::io::Result<PathBuf> {
+        let Some((parent, name)) = plain_split(p) else {
+            return std::fs::canonicalize(p);
+        };
+        let dir = match self.dirs.iter().find(|(d, _)| d == parent) {
+            Some((_, c)) => c.clone(),
+            None => {
+                let c = std::fs::canonicalize(parent)?;
+                self.dirs.push((parent.to_path_buf(), c.clone()));
+                c
+            }
+        };
+        let full = dir.join(name);
+        match std::fs::read_link(&full) {
+            Ok(_) => std::fs::canonicalize(&full),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(full),
+            Err(e) => Err(e),
+        }
     }
+
+    /// Resolve a bind source to its canonical host path. The child opens
+    /// that path again refusing every symlink, so a symlink swapped in later
+    /// fails.
+    fn resolve(&mut self, src: &Path, optional: bool) -> Result<Option<PathBuf>, SetupError> {
+        match self.canonicalize(src) {
+            Ok(p) => Ok(Some(p)),
+            Err(e) if optional && e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SetupError::new(
+                "bind",
+                src.display().to_string(),
+                sys::errno_text(sys::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))),
+            )),
+        }
+    }
+}
+
+/// `/a/b/c` as (`/a/b`, `c`) when every component is a plain name (no `.`,
+/// `..`, empty component or trailing slash, whose meaning realpath(3) settles
+/// itself); `None` otherwise.
+fn plain_split(p: &Path) -> Option<(&Path, &std::ffi::OsStr)> {
+    let b = p.as_os_str().as_bytes();
+    if b.first() != Some(&b'/') || b.len() < 2 {
+        return None;
+    }
+    if b[1..]
+        .split(|c| *c == b'/')
+        .any(|c| c.is_empty() || c == b"." || c == b"..")
+    {
+        return None;
+    }
+    let cut = b.iter().rposition(|c| *c == b'/')?;
+    let parent = if cut == 0 { &b[..1] } else { &b[..cut] };
+    Some((
+        Path::new(std::ffi::OsStr::from_bytes(parent)),
+        std::ffi::OsStr::from_bytes(&b[cut + 1..]),
+    ))
 }
 
 /// Landlock rules for the fallback: read-only binds' sources read and
@@ -317,6 +374,7 @@ impl Plan {
 
         let mut steps = Vec::with_capacity(specs.len());
         let mut landlock_rules = Vec::new();
+        let mut sources = Sources::default();
         for s in &specs {
             match s {
                 MountSpec::Bind {
@@ -325,7 +383,7 @@ impl Plan {
                     writable,
                     optional,
                 } => {
-                    let Some(src) = resolve_source(src, *optional)? else {
+                    let Some(src) = sources.resolve(src, *optional)? else {
                         continue;
                     };
                     landlock_rules.push((
@@ -500,5 +558,85 @@ impl Plan {
             keep_fds: p.keep_fds.clone(),
             command: p.argv[0].to_string_lossy().into_owned(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_resolve_as_canonicalize_does() {
+        let root = std::env::temp_dir().join(format!("stockade-plan-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("real/sub")).unwrap();
+        std::fs::write(root.join("real/f"), b"x").unwrap();
+        std::fs::write(root.join("real/sub/g"), b"x").unwrap();
+        let link = |t: &str, l: &str| std::os::unix::fs::symlink(t, root.join(l)).unwrap();
+        link("real", "dirlink");
+        link(&root.join("real/f").display().to_string(), "abslink");
+        link("real/sub/../f", "rellink");
+        link("missing", "dangling");
+        link("loop", "loop");
+        let r = root.display().to_string();
+        let mut names: Vec<String> = [
+            "",
+            "/real",
+            "/real/f",
+            "/real/sub/g",
+            "/dirlink",
+            "/dirlink/f",
+            "/dirlink/sub/g",
+            "/abslink",
+            "/rellink",
+            "/dangling",
+            "/loop",
+            "/missing",
+            "/missing/x",
+            "/real/f/x",
+            "/real/",
+            "/real//f",
+            "/real/./f",
+            "/real/sub/../f",
+            "/dirlink/../real/f",
+            "/real/sub/",
+            "/real/f/",
+        ]
+        .iter()
+        .map(|n| format!("{r}{n}"))
+        .collect();
+        names
+            .extend(["/", "/usr", "/etc/hostname", "/proc/self", "/nonexistent"].map(String::from));
+        let mut sources = Sources::default();
+        for pass in 0..2 {
+            for n in &names {
+                let p = Path::new(n);
+                let want = std::fs::canonicalize(p).map_err(|e| e.raw_os_error());
+                let got = sources.canonicalize(p).map_err(|e| e.raw_os_error());
+                assert_eq!(got, want, "{n} (pass {pass})");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn plain_split_takes_only_plain_paths() {
+        let s = |p: &str| {
+            plain_split(Path::new(p)).map(|(a, b)| (a.display().to_string(), b.to_os_string()))
+        };
+        assert_eq!(s("/usr"), Some(("/".into(), "usr".into())));
+        assert_eq!(s("/etc/ssl"), Some(("/etc".into(), "ssl".into())));
+        for p in [
+            "/",
+            "",
+            "etc",
+            "/etc/",
+            "/etc//ssl",
+            "/etc/./ssl",
+            "/etc/..",
+            "/a/../b",
+        ] {
+            assert_eq!(s(p), None, "{p}");
+        }
     }
 }

@@ -331,6 +331,24 @@ pub fn host_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
     }
 }
 
+/// What readlink(2) says of a host path.
+enum Link {
+    /// A symlink, and where it points.
+    Symlink(PathBuf),
+    /// It exists and is not a symlink (EINVAL).
+    Other,
+    /// Missing, or not reachable.
+    Absent,
+}
+
+fn read_link(p: &str) -> Link {
+    match std::fs::read_link(p) {
+        Ok(t) => Link::Symlink(t),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Link::Other,
+        Err(_) => Link::Absent,
+    }
+}
+
 /// The default filesystem: /usr and the host's /bin /sbin /lib* layout, the
 /// few /etc files programs need to start, /proc, /dev and /tmp.
 pub fn default_mounts(
@@ -346,22 +364,22 @@ pub fn default_mounts(
         writable: false,
         optional: false,
     }];
+    // readlink first: one call answers for a symlink (a merged /usr) and for
+    // a missing path; only a real directory needs a stat as well.
     for d in ["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"] {
-        match std::fs::symlink_metadata(d) {
-            Ok(md) if md.file_type().is_symlink() => {
-                if let Ok(t) = std::fs::read_link(d) {
-                    m.push(MountSpec::Symlink {
-                        target: t,
-                        link: d.into(),
-                    });
-                }
-            }
-            Ok(md) if md.is_dir() => m.push(MountSpec::Bind {
-                src: d.into(),
-                dst: d.into(),
-                writable: false,
-                optional: true,
+        match read_link(d) {
+            Link::Symlink(t) => m.push(MountSpec::Symlink {
+                target: t,
+                link: d.into(),
             }),
+            Link::Other if std::fs::symlink_metadata(d).is_ok_and(|md| md.is_dir()) => {
+                m.push(MountSpec::Bind {
+                    src: d.into(),
+                    dst: d.into(),
+                    writable: false,
+                    optional: true,
+                })
+            }
             _ => {}
         }
     }
@@ -383,22 +401,18 @@ pub fn default_mounts(
         });
     }
     // localtime is usually a symlink into /usr/share/zoneinfo: keep it so.
-    match std::fs::symlink_metadata("/etc/localtime") {
-        Ok(md) if md.file_type().is_symlink() => {
-            if let Ok(t) = std::fs::read_link("/etc/localtime") {
-                m.push(MountSpec::Symlink {
-                    target: t,
-                    link: "/etc/localtime".into(),
-                });
-            }
-        }
-        Ok(_) => m.push(MountSpec::Bind {
+    match read_link("/etc/localtime") {
+        Link::Symlink(t) => m.push(MountSpec::Symlink {
+            target: t,
+            link: "/etc/localtime".into(),
+        }),
+        Link::Other => m.push(MountSpec::Bind {
             src: "/etc/localtime".into(),
             dst: "/etc/localtime".into(),
             writable: false,
             optional: true,
         }),
-        Err(_) => {}
+        Link::Absent => {}
     }
     let home = workdir.display();
     let passwd = if uid == 0 {

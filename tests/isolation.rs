@@ -198,7 +198,11 @@ fn read_only_file_binds_keep_the_host_permissions() {
         let out = stdout(&o);
         assert!(!out.contains(&secret), "{who:?}: 0600 file leaked: {out}");
         assert!(out.contains("secret-rc=1"), "{who:?}: {out}");
-        assert_eq!(out.matches(&public).count(), 2, "{who:?}: public file: {out}");
+        assert_eq!(
+            out.matches(&public).count(),
+            2,
+            "{who:?}: public file: {out}"
+        );
         for rc in ["append-rc=0", "chmod-rc=0", "rm-rc=0"] {
             assert!(!out.contains(rc), "{who:?}: {rc}: {out}");
         }

@@ -573,9 +573,98 @@ fn chain(spec: &str, origin: &str) -> Result<Vec<(Source, Raw)>, PolicyError> {
     Ok(out)
 }
 
+/// Lines that set a field to the value it has anyway, with the table they
+/// must sit in (`""`: the top level). A built-in profile made only of these
+/// (and a plain `description`) is the defaults.
+const DEFAULT_LINES: &[(&str, &str)] = &[
+    ("", "network = \"none\""),
+    ("filesystem", "system = true"),
+    ("seccomp", "groups = [\"@default\"]"),
+    ("seccomp", "action = \"errno\""),
+    ("landlock", "enabled = true"),
+];
+
+/// Tables [`DEFAULT_LINES`] may open.
+const DEFAULT_TABLES: &[&str] = &["filesystem", "seccomp", "landlock"];
+
+/// The description of a profile text that only restates the defaults
+/// (comments, blank lines, [`DEFAULT_LINES`] and a `description` without
+/// escapes, each at most once), or `None` for any other text.
+fn defaults_only(text: &str) -> Option<&str> {
+    let mut table = "";
+    let mut seen_tables: Vec<&str> = Vec::new();
+    let mut seen_lines = [false; DEFAULT_LINES.len()];
+    let mut description = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some(t) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            if !DEFAULT_TABLES.contains(&t) || seen_tables.contains(&t) {
+                return None;
+            }
+            seen_tables.push(t);
+            table = t;
+            continue;
+        }
+        if let Some(d) = line
+            .strip_prefix("description = \"")
+            .and_then(|l| l.strip_suffix('"'))
+        {
+            let plain = !d.contains(['"', '\\']) && !d.chars().any(char::is_control);
+            if !table.is_empty() || !plain || description.is_some() {
+                return None;
+            }
+            description = Some(d);
+            continue;
+        }
+        let k = DEFAULT_LINES
+            .iter()
+            .position(|(t, l)| *t == table && *l == line)?;
+        if std::mem::replace(&mut seen_lines[k], true) {
+            return None;
+        }
+    }
+    description
+}
+
+/// A built-in profile that only restates the defaults (the default `shell`
+/// profile), resolved without the TOML parser: the same result as the full
+/// path below (the unit tests compare them), for a fraction of the start-up
+/// cost.
+fn resolve_defaults_only(spec: &str, opts: &Options) -> Option<Resolved> {
+    if opts.python.is_some() || is_path(spec) {
+        return None;
+    }
+    let description = defaults_only(builtin(spec)?)?;
+    let workdir_inner = opts
+        .workdir_inner
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(super::DEFAULT_WORKDIR));
+    let mut p = Policy::with_defaults(Vec::new());
+    p.env = super::default_env(&workdir_inner);
+    p.workdir.inner = workdir_inner;
+    Some(Resolved {
+        policy: p,
+        chain: vec![format!("profiles/{spec}.toml")],
+        description: Some(description.to_string()),
+        python: None,
+        system_root: true,
+    })
+}
+
 /// Resolve `spec` (a built-in name or a path) into a policy. `origin`
 /// names the flag that chose it, for errors about the choice itself.
 pub fn resolve(spec: &str, origin: &str, opts: &Options) -> Result<Resolved, PolicyError> {
+    match resolve_defaults_only(spec, opts) {
+        Some(r) => Ok(r),
+        None => resolve_parsed(spec, origin, opts),
+    }
+}
+
+/// [`resolve`] through the TOML parser.
+fn resolve_parsed(spec: &str, origin: &str, opts: &Options) -> Result<Resolved, PolicyError> {
     let layers = chain(spec, origin)?;
 
     // First pass: is Python discovered, and which interpreter?
@@ -1421,6 +1510,78 @@ exclude = ["/out/secret"]
                 dir: None,
             };
             parse(&s).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    #[test]
+    fn default_profile_skips_the_parser_and_resolves_the_same() {
+        let shell = builtin(DEFAULT_PROFILE).unwrap();
+        assert!(
+            defaults_only(shell).is_some(),
+            "profiles/{DEFAULT_PROFILE}.toml no longer only restates the defaults: \
+             extend DEFAULT_LINES (with a test) or accept the parser's cost"
+        );
+        for opts in [
+            Options::default(),
+            Options {
+                python: None,
+                workdir_inner: Some("/home/agent".into()),
+            },
+        ] {
+            let fast = resolve_defaults_only(DEFAULT_PROFILE, &opts).unwrap();
+            assert_eq!(
+                format!("{fast:?}"),
+                format!(
+                    "{:?}",
+                    resolve_parsed(DEFAULT_PROFILE, "--profile", &opts).unwrap()
+                )
+            );
+        }
+        let with_python = Options {
+            python: Some("python3".into()),
+            workdir_inner: None,
+        };
+        assert!(resolve_defaults_only(DEFAULT_PROFILE, &with_python).is_none());
+        for (name, text) in BUILTIN {
+            if defaults_only(text).is_some() {
+                let fast = resolve_defaults_only(name, &Options::default()).unwrap();
+                let slow = resolve_parsed(name, "--profile", &Options::default()).unwrap();
+                assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_default_line_is_the_default() {
+        let base = apply_text("").unwrap();
+        for (table, line) in DEFAULT_LINES {
+            let text = if table.is_empty() {
+                format!("{line}\n")
+            } else {
+                format!("[{table}]\n{line}\n")
+            };
+            assert!(defaults_only(&format!("description = \"d\"\n{text}")).is_some());
+            let p = apply_text(&text).unwrap();
+            assert_eq!(format!("{p:?}"), format!("{base:?}"), "{text}");
+        }
+    }
+
+    #[test]
+    fn anything_else_takes_the_parser() {
+        for text in [
+            "description = \"d\"\nnetwork = \"host\"\n",
+            "description = \"d\"\nsystem = true\n",
+            "description = \"d\"\n[filesystem]\nsystem = false\n",
+            "description = \"d\"\n[seccomp]\n[seccomp]\n",
+            "description = \"d\"\nnetwork = \"none\"\nnetwork = \"none\"\n",
+            "description = \"a\\\"b\"\n",
+            "description = \"d\" # x\n",
+            "description = \"\"\"\nd\n\"\"\"\n",
+            "[limits]\ndescription = \"d\"\n",
+            "network = \"none\"\n",
+            "extends = \"shell\"\ndescription = \"d\"\n",
+        ] {
+            assert!(defaults_only(text).is_none(), "{text:?}");
         }
     }
 

@@ -8,20 +8,26 @@
 //! cache, a noisy neighbour) lands on every case alike. The bench only prints;
 //! nothing here asserts a timing.
 
+use crate::binaries;
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: cargo xtask bench [--runs N] [--json FILE] [--syscalls N] [--syscall-reps N] [--user UID[:GID]] [--no-install] [--no-build]
+const USAGE: &str = "usage: cargo xtask bench [--runs N] [--json FILE] [--syscalls N] [--syscall-reps N] [--user UID[:GID]] [--no-install] [--no-build] [--also PATH]
   --runs N          timed runs per start-up case (default 200)
   --json FILE       also write the results as JSON to FILE
   --syscalls N      getpid() calls per run of the syscall probe (default 2000000)
   --syscall-reps N  runs of the syscall probe per case; the median is kept (default 7)
   --user UID[:GID]  run every measured command as this user (root only), e.g. 65534
   --no-install      do not apt-get install missing bubblewrap / firejail
-  --no-build        use target/release/stockade as it is";
+  --no-build        measure the binaries as they are, without building them
+  --also PATH       also measure this stockade binary: one more /bin/true row (repeatable)
+The `stockade` rows measure the static binary that ships, built as the README
+says (RUSTFLAGS=\"-C target-feature=+crt-static\" cargo build --release
+--target x86_64-unknown-linux-gnu, in target/static); one more row measures the
+dynamic target/release/stockade.";
 
 /// Source of the per-syscall probe: N raw getpid() calls; prints ns/call and
 /// the `Seccomp:` mode of /proc/self/status (-1 when unreadable), so a run
@@ -67,6 +73,8 @@ struct Options {
     user: Option<(u32, u32)>,
     install: bool,
     build: bool,
+    /// More stockade binaries to measure (`--also`).
+    also: Vec<PathBuf>,
 }
 
 fn parse_args(args: &[String]) -> Result<Options, String> {
@@ -78,6 +86,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         user: None,
         install: true,
         build: true,
+        also: Vec::new(),
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -101,6 +110,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--user" => o.user = Some(parse_user(&value("--user")?)?),
             "--no-install" => o.install = false,
             "--no-build" => o.build = false,
+            "--also" => o.also.push(PathBuf::from(value("--also")?)),
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("xtask bench: unknown argument {other:?}")),
         }
@@ -155,6 +165,8 @@ enum Kind {
     Bwrap,
     Firejail,
     Layer,
+    /// Another stockade binary (the dynamic build, `--also`).
+    Variant,
 }
 
 struct Case {
@@ -227,28 +239,53 @@ fn run(opts: &Options) -> Result<(), String> {
     }
 
     if opts.build {
-        eprintln!("xtask bench: cargo build --release -p stockade");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "--release", "-p", "stockade"])
-            .current_dir(&root)
-            .status()
-            .map_err(|e| format!("cannot start cargo: {e}"))?;
-        if !st.success() {
-            return Err(format!(
-                "cargo build --release -p stockade: {st} (--no-build measures the existing target/release/stockade)"
-            ));
-        }
+        binaries::build_static(&root)?;
+        binaries::build_dynamic(&root)?;
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(|t| root.join(t))
-        .unwrap_or_else(|| root.join("target"));
-    let stockade = target.join("release/stockade");
+    // The rows named `stockade` measure the static binary that ships.
+    let stockade = binaries::static_path(&root);
     if !stockade.is_file() {
-        return Err(format!("{} does not exist", stockade.display()));
+        return Err(format!(
+            "{} does not exist (build it without --no-build)",
+            stockade.display()
+        ));
+    }
+    let linkage = binaries::linkage(&stockade)?;
+    if linkage == binaries::Linkage::Dynamic {
+        return Err(format!(
+            "{} is dynamically linked: not the shipped static build (build it without --no-build)",
+            stockade.display()
+        ));
+    }
+    let dynamic = binaries::dynamic_path(&root);
+    let mut variants = vec![Variant {
+        name: "stockade run -- /bin/true (dynamic build)".into(),
+        linkage: binaries::linkage(&dynamic).ok(),
+        path: dynamic,
+    }];
+    for p in &opts.also {
+        let path = if p.is_absolute() {
+            p.clone()
+        } else {
+            std::env::current_dir()
+                .map_err(|e| format!("--also: {e}"))?
+                .join(p)
+        };
+        let linkage = binaries::linkage(&path).ok();
+        variants.push(Variant {
+            name: format!(
+                "stockade run -- /bin/true ({}{})",
+                p.display(),
+                linkage
+                    .map(|l| format!(", {}", l.name()))
+                    .unwrap_or_default()
+            ),
+            path,
+            linkage,
+        });
     }
 
-    let mut notes = Vec::new();
+    let mut notes = vec![binaries_note(&root, &stockade, linkage, &variants[0])];
     if let Some(n) = busy_host() {
         notes.push(n);
     }
@@ -264,6 +301,7 @@ fn run(opts: &Options) -> Result<(), String> {
 
     let mut cases = build_cases(
         &stockade,
+        &variants,
         bwrap.as_deref(),
         firejail.as_deref(),
         python.as_deref(),
@@ -293,6 +331,33 @@ fn run(opts: &Options) -> Result<(), String> {
         eprintln!("xtask bench: wrote {}", path.display());
     }
     Ok(())
+}
+
+/// Another stockade binary measured on /bin/true beside the shipped one.
+struct Variant {
+    name: String,
+    path: PathBuf,
+    /// `None`: not a readable ELF (the row says why it did not run).
+    linkage: Option<binaries::Linkage>,
+}
+
+/// Which binary each stockade row measured.
+fn binaries_note(
+    root: &Path,
+    stockade: &Path,
+    linkage: binaries::Linkage,
+    dynamic: &Variant,
+) -> String {
+    let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
+    format!(
+        "`stockade` rows: {} ({}, the shipped build: RUSTFLAGS=\"{}\" cargo build --release --target {}); `(dynamic build)` row: {} ({})",
+        rel(stockade),
+        linkage.name(),
+        binaries::STATIC_RUSTFLAGS,
+        binaries::TARGET,
+        rel(&dynamic.path),
+        dynamic.linkage.map(|l| l.name()).unwrap_or("missing")
+    )
 }
 
 fn workspace_root() -> Result<PathBuf, String> {
@@ -461,6 +526,7 @@ fn firejail_args(firejail: &Path) -> Vec<OsString> {
 
 fn build_cases(
     stockade: &Path,
+    variants: &[Variant],
     bwrap: Option<&Path>,
     firejail: Option<&Path>,
     python: Option<&Path>,
@@ -508,6 +574,15 @@ fn build_cases(
         with(Some(st_run(&[])), &t),
         "",
     );
+    for v in variants {
+        let argv = v.path.is_file().then(|| {
+            let mut a: Vec<OsString> = vec![v.path.clone().into(), "run".into(), "--".into()];
+            a.extend(t.iter().cloned());
+            a
+        });
+        let why = format!("{} does not exist", v.path.display());
+        push(Group::True, Kind::Variant, &v.name, argv, &why);
+    }
     push(
         Group::True,
         Kind::Bwrap,
@@ -1036,6 +1111,33 @@ fn render_verdict(o: &mut String, cases: &[Case], group: Group) {
             let _ = writeln!(o, " (no bwrap to compare)");
         }
     }
+    render_variants(o, cases, group, bare);
+}
+
+/// One line per other stockade binary: its jail cost, and how it compares
+/// with the shipped binary round by round.
+fn render_variants(o: &mut String, cases: &[Case], group: Group, bare: Stats) {
+    let Some(shipped) = cases
+        .iter()
+        .find(|c| c.group == group && c.kind == Kind::Stockade)
+    else {
+        return;
+    };
+    for v in cases
+        .iter()
+        .filter(|c| c.group == group && c.kind == Kind::Variant)
+    {
+        let Some(s) = stats(&v.samples) else { continue };
+        let paired = paired_delta(v, shipped)
+            .map(|d| format!("{d:+.3} ms"))
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            o,
+            "  {}: jail cost {:.3} ms; minus `stockade` (median of per-round differences) {paired}",
+            v.name,
+            s.median - bare.median
+        );
+    }
 }
 
 /// Median of the per-round differences a − b (ms): both ran in the same
@@ -1299,6 +1401,13 @@ mod tests {
             (o.runs, o.user, o.json),
             (7, Some((65534, 65534)), Some("f.json".into()))
         );
+        let o = a(&["--no-build", "--also", "/x/stockade", "--also=y"]).unwrap();
+        assert!(!o.build);
+        assert_eq!(o.also, vec![PathBuf::from("/x/stockade"), "y".into()]);
+        assert!(a(&["--also"])
+            .err()
+            .unwrap()
+            .contains("--also needs a value"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `cargo xtask test | bench | vm-test`: the project's own tasks.
 
 mod bench;
+mod binaries;
 mod docker;
 mod test;
 mod vm;
