@@ -1,13 +1,13 @@
 //! seccomp-bpf allowlist: compiled in the supervisor before clone, installed
 //! last in the payload, right before execve.
 //!
-//! Two filters are installed, in this order:
+//! One filter, read top to bottom:
 //!
-//! 1. the *ABI guard* (hand-written, 9 instructions): kills the process for
-//!    a foreign architecture (the i386 `int 0x80` entry included) and for
-//!    x32 syscall numbers (`nr | 0x40000000`), and answers `clone3` with
-//!    ENOSYS: its flags live in memory a filter cannot read, and ENOSYS makes
-//!    libc fall back to `clone`, whose flags the allowlist checks;
+//! 1. the *ABI guard*: kill the process for a foreign architecture (the
+//!    i386 `int 0x80` entry included) and for x32 syscall numbers
+//!    (`nr | 0x40000000`), whatever the policy's action; answer `clone3`
+//!    with ENOSYS: its flags live in memory a filter cannot read, and
+//!    ENOSYS makes libc fall back to `clone`, whose flags are checked;
 //! 2. the *allowlist*: the syscalls of the policy's groups and single
 //!    names, some with argument filters; anything else gets the policy's
 //!    action: EPERM, kill, or (learning mode) a user notification the
@@ -18,10 +18,8 @@
 //!    cost a millisecond and more. The few argument-checked syscalls jump
 //!    to a block compiled by seccompiler.
 //!
-//! The kernel runs every filter and keeps the most severe verdict, so the
-//! guard's kill and ENOSYS win over the allowlist's allow. The allowlist
-//! always allows `clone3` itself, so the guard's ENOSYS never ties with an
-//! allowlist ERRNO (whose winner would depend on the installation order).
+//! One filter rather than two: the kernel translates and JIT-compiles each
+//! filter when it is attached, a fixed cost of about 100 µs a filter here.
 
 #![deny(unsafe_code)]
 
@@ -87,7 +85,6 @@ pub struct Compiled {
     pub allowed: usize,
     /// The groups the policy named, for the outcome.
     pub groups: Vec<String>,
-    guard: Vec<libc::sock_filter>,
     /// The allowlist, with the mismatch action filled in for an install
     /// without a supervisor channel (EPERM, kill, or user-notif for Learn).
     allowlist: Vec<libc::sock_filter>,
@@ -101,7 +98,7 @@ impl std::fmt::Debug for Compiled {
             .field("action", &self.action)
             .field("allowed", &self.allowed)
             .field("groups", &self.groups)
-            .field("instructions", &(self.guard.len() + self.allowlist.len()))
+            .field("instructions", &self.allowlist.len())
             .finish()
     }
 }
@@ -117,7 +114,7 @@ impl Compiled {
 
     /// Instructions in both filters.
     pub fn len(&self) -> usize {
-        self.guard.len() + self.allowlist.len()
+        self.allowlist.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -279,7 +276,6 @@ pub fn compile(p: &SeccompPolicy) -> Result<Compiled, String> {
         action: p.action,
         allowed: set.len(),
         groups: p.groups.clone(),
-        guard: guard(),
         allowlist,
         mismatch_at,
     })
@@ -429,22 +425,27 @@ fn arg_block(nr: u32, rules: Vec<SeccompRule>) -> Result<Vec<libc::sock_filter>,
         .collect())
 }
 
-/// The allowlist's first instructions: a foreign architecture is killed
-/// (the guard does it too; the allowlist does not rely on it), then the
-/// syscall number is loaded for the search.
+/// The filter's first instructions, the ABI guard: a foreign architecture
+/// or an x32 number is killed and clone3 gets ENOSYS, whatever the policy's
+/// action; then the syscall number is in the accumulator for the search.
 fn head() -> Vec<libc::sock_filter> {
     use libc::{
-        BPF_ABS, BPF_JEQ, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W, SECCOMP_RET_KILL_PROCESS,
+        BPF_ABS, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W, SECCOMP_RET_ERRNO,
+        SECCOMP_RET_KILL_PROCESS,
     };
+    const NR: u32 = 0; // offsetof(struct seccomp_data, nr)
+    const ARCH_OFF: u32 = 4; // offsetof(struct seccomp_data, arch)
     vec![
-        stmt(BPF_LD | BPF_W | BPF_ABS, 4),
+        stmt(BPF_LD | BPF_W | BPF_ABS, ARCH_OFF),
         jump(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH, 1, 0),
         stmt(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-        stmt(BPF_LD | BPF_W | BPF_ABS, 0),
+        stmt(BPF_LD | BPF_W | BPF_ABS, NR),
+        jump(BPF_JMP | BPF_JGE | BPF_K, X32_SYSCALL_BIT, 0, 1),
+        stmt(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        jump(BPF_JMP | BPF_JEQ | BPF_K, libc::SYS_clone3 as u32, 0, 1),
+        stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
     ]
 }
-
-const GUARD_LEN: usize = 9;
 
 fn stmt(code: u32, k: u32) -> libc::sock_filter {
     libc::sock_filter {
@@ -464,30 +465,7 @@ fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     }
 }
 
-/// The ABI guard: foreign arch or x32 → kill; clone3 → ENOSYS; else allow.
-fn guard() -> Vec<libc::sock_filter> {
-    use libc::{
-        BPF_ABS, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W, SECCOMP_RET_ALLOW,
-        SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS,
-    };
-    const NR: u32 = 0; // offsetof(struct seccomp_data, nr)
-    const ARCH_OFF: u32 = 4; // offsetof(struct seccomp_data, arch)
-    let g = vec![
-        stmt(BPF_LD | BPF_W | BPF_ABS, ARCH_OFF),
-        jump(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH, 1, 0),
-        stmt(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-        stmt(BPF_LD | BPF_W | BPF_ABS, NR),
-        jump(BPF_JMP | BPF_JGE | BPF_K, X32_SYSCALL_BIT, 0, 1),
-        stmt(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-        jump(BPF_JMP | BPF_JEQ | BPF_K, libc::SYS_clone3 as u32, 0, 1),
-        stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
-        stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    ];
-    debug_assert_eq!(g.len(), GUARD_LEN);
-    g
-}
-
-/// Install both filters in the calling (single-threaded) process;
+/// Install the filter in the calling (single-threaded) process;
 /// no_new_privs must be set. With `channel` (the payload's end of the
 /// supervisor's socket) and an action that wants a listener, the allowlist
 /// is installed with a user-notification listener that is sent over
@@ -497,7 +475,6 @@ fn guard() -> Vec<libc::sock_filter> {
 /// Nothing but `sendmsg` and then `execve` may run after this in learning
 /// or kill mode (both are always allowed).
 pub fn install_with(c: &Compiled, channel: Option<RawFd>) -> SysResult<()> {
-    sys::seccomp::install(&c.guard, false)?;
     let listener = match (c.action, channel) {
         (SeccompAction::Errno, _) | (SeccompAction::Kill, None) => {
             return sys::seccomp::install(&c.allowlist, false).map(|_| ());
@@ -771,17 +748,8 @@ mod tests {
         }
     }
 
-    /// The combined verdict: the most severe of both filters (lowest action
-    /// value; for equal actions, the filter installed last).
     fn verdict(c: &Compiled, arch: u32, nr: u32, args: [u64; 6]) -> u32 {
-        let a = run(&c.allowlist, arch, nr, args);
-        let g = run(&c.guard, arch, nr, args);
-        let act = |v: u32| (v & libc::SECCOMP_RET_ACTION_FULL) as i32;
-        if act(a) < act(g) {
-            a
-        } else {
-            g
-        }
+        run(&c.allowlist, arch, nr, args)
     }
 
     #[test]
@@ -864,6 +832,18 @@ mod tests {
         assert_eq!(verdict(&c, a, nr("read"), [0; 6]), allow);
     }
 
+    /// What the ABI guard at the head decides before the search: x32
+    /// numbers die, clone3 gets ENOSYS; else the search's `want`.
+    fn guarded(nr: u32, want: u32) -> u32 {
+        if nr >= X32_SYSCALL_BIT {
+            libc::SECCOMP_RET_KILL_PROCESS
+        } else if nr == libc::SYS_clone3 as u32 {
+            libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32
+        } else {
+            want
+        }
+    }
+
     /// Every number, and the edges of the 32-bit space, gets the verdict
     /// the resolved set says, for several policies.
     #[test]
@@ -888,11 +868,14 @@ mod tests {
                 if syscalls::FILTERED.contains(&name) {
                     continue; // argument_filters_decide_as_intended
                 }
-                let want = if set.contains_key(&nr) || ALWAYS.contains(&name) {
-                    libc::SECCOMP_RET_ALLOW
-                } else {
-                    eperm
-                };
+                let want = guarded(
+                    nr,
+                    if set.contains_key(&nr) || ALWAYS.contains(&name) {
+                        libc::SECCOMP_RET_ALLOW
+                    } else {
+                        eperm
+                    },
+                );
                 assert_eq!(
                     run(&c.allowlist, AUDIT_ARCH, nr, [0; 6]),
                     want,
@@ -922,18 +905,21 @@ mod tests {
             .iter()
             .any(|i| i.code == (libc::BPF_JMP | libc::BPF_JA) as u16 && i.k > 255));
         for nr in 0..3100u32 {
-            let want = if nr == 3001 {
-                0x1234
-            } else if nr < 3000 && nr % 2 == 0 {
-                libc::SECCOMP_RET_ALLOW
-            } else {
-                libc::SECCOMP_RET_TRACE | MARK
-            };
+            let want = guarded(
+                nr,
+                if nr == 3001 {
+                    0x1234
+                } else if nr < 3000 && nr % 2 == 0 {
+                    libc::SECCOMP_RET_ALLOW
+                } else {
+                    libc::SECCOMP_RET_TRACE | MARK
+                },
+            );
             assert_eq!(run(&prog, AUDIT_ARCH, nr, [0; 6]), want, "{nr}");
         }
         assert_eq!(
             run(&prog, AUDIT_ARCH, u32::MAX, [0; 6]),
-            libc::SECCOMP_RET_TRACE | MARK
+            libc::SECCOMP_RET_KILL_PROCESS
         );
         assert_eq!(
             run(&prog, 0x4000_0003, 2, [0; 6]),

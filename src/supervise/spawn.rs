@@ -686,11 +686,15 @@ impl Watch {
         }
     }
 
-    /// Loop until init has exited and every pipe is closed; return what the
-    /// jail reported.
+    /// Loop until init has exited and every output pipe is closed; return
+    /// what the jail reported.
+    ///
+    /// The report pipe is read once init has exited, not polled: every
+    /// record is written before init exits, they are few and small (far
+    /// below a pipe's capacity), and each wake-up costs; here a wake-up of
+    /// an idle vCPU takes a few hundred microseconds.
     fn wait(&mut self, rep: &OwnedFd, sfd: &nix::sys::signalfd::SignalFd) -> Vec<u8> {
         let mut buf = Vec::new();
-        let mut rep_open = true;
         let mut init_done = false;
         let mut drain_until: Option<Instant> = None;
         loop {
@@ -710,7 +714,7 @@ impl Watch {
             }
             let out_open = self.out.as_ref().is_some_and(|s| s.open);
             let err_open = self.err.as_ref().is_some_and(|s| s.open);
-            if init_done && !rep_open && !out_open && !err_open {
+            if init_done && !out_open && !err_open {
                 break;
             }
             if drain_until.is_some_and(|d| now >= d) {
@@ -743,8 +747,8 @@ impl Watch {
                     revents: 0,
                 },
                 libc::pollfd {
-                    fd: fd_or(rep_open, rep.as_raw_fd()),
-                    events: libc::POLLIN,
+                    fd: -1,
+                    events: 0,
                     revents: 0,
                 },
                 libc::pollfd {
@@ -782,13 +786,6 @@ impl Watch {
             if sys::poll(&mut fds, timeout).is_err() {
                 break;
             }
-            if fds[1].revents != 0 {
-                let mut chunk = [0u8; 4096];
-                match sys::read(rep.as_raw_fd(), &mut chunk) {
-                    Ok(0) | Err(_) => rep_open = false,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                }
-            }
             if fds[2].revents != 0 {
                 while let Ok(Some(si)) = sfd.read_signal() {
                     let _ =
@@ -820,6 +817,14 @@ impl Watch {
                 // EOF at once. Bound the drain in case something else holds them.
                 drain_until = Some(Instant::now() + Duration::from_secs(2));
             }
+        }
+        // Init is gone, and with it every writer of the report pipe (the
+        // payload's copy closed at execve); read what is left without
+        // blocking, in case a stray holder keeps it open.
+        let _ = sys::set_nonblocking(rep.as_raw_fd());
+        let mut chunk = [0u8; 4096];
+        while let Ok(n @ 1..) = sys::read(rep.as_raw_fd(), &mut chunk) {
+            buf.extend_from_slice(&chunk[..n]);
         }
         buf
     }
