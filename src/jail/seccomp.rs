@@ -188,22 +188,20 @@ fn arg_rules(name: &str, unix_only: bool) -> Result<Vec<SeccompRule>, String> {
     Ok(r)
 }
 
-/// Resolve the policy's groups and names to syscall numbers.
-pub fn resolve(p: &SeccompPolicy) -> Result<BTreeMap<u32, &'static str>, String> {
-    let mut set: BTreeMap<u32, &'static str> = BTreeMap::new();
+/// The set of syscall numbers the policy's groups and single names allow.
+/// Errors are one line naming the bad group or syscall.
+pub fn resolve_bits(p: &SeccompPolicy) -> Result<syscalls::Bits, String> {
+    let mut bits = [0u64; syscalls::WORDS];
     for g in &p.groups {
-        let Some(members) = syscalls::group(g) else {
+        let Some(members) = syscalls::group_bits(g) else {
             let known: Vec<&str> = syscalls::GROUPS.iter().map(|(n, _)| *n).collect();
             return Err(format!(
                 "unknown syscall group {g:?} (known: {})",
                 known.join(", ")
             ));
         };
-        for m in members {
-            // A member this architecture lacks (open on aarch64) is skipped.
-            if let Some(nr) = syscalls::number(m) {
-                set.insert(nr, m);
-            }
+        for (w, m) in bits.iter_mut().zip(members) {
+            *w |= m;
         }
     }
     for n in &p.allow {
@@ -213,40 +211,64 @@ pub fn resolve(p: &SeccompPolicy) -> Result<BTreeMap<u32, &'static str>, String>
                 std::env::consts::ARCH
             ));
         };
-        let name = syscalls::name(nr).unwrap_or("?");
-        set.insert(nr, name);
+        set_bit(&mut bits, nr);
     }
-    Ok(set)
+    Ok(bits)
 }
 
-/// Compile `p` into the two filters. Errors are one line naming the bad
-/// group or syscall.
+fn set_bit(bits: &mut syscalls::Bits, nr: u32) {
+    bits[nr as usize / 64] |= 1 << (nr % 64);
+}
+
+/// The numbers in `bits`, ascending.
+fn numbers(bits: &syscalls::Bits) -> impl Iterator<Item = u32> + '_ {
+    bits.iter().enumerate().flat_map(|(w, &word)| {
+        (0..64u32)
+            .filter(move |b| word & (1 << b) != 0)
+            .map(move |b| w as u32 * 64 + b)
+    })
+}
+
+/// Resolve the policy's groups and names to syscall numbers and names.
+pub fn resolve(p: &SeccompPolicy) -> Result<BTreeMap<u32, &'static str>, String> {
+    Ok(numbers(&resolve_bits(p)?)
+        .map(|nr| (nr, syscalls::name(nr).unwrap_or("?")))
+        .collect())
+}
+
+/// Compile `p` into the filter. Errors are one line naming the bad group
+/// or syscall.
 pub fn compile(p: &SeccompPolicy) -> Result<Compiled, String> {
-    let mut set = resolve(p)?;
+    let mut bits = resolve_bits(p)?;
     let mut extra: Vec<&str> = ALWAYS.to_vec();
     if matches!(p.action, SeccompAction::Learn | SeccompAction::Kill) {
         extra.extend_from_slice(WITH_LISTENER);
     }
     for n in extra {
         if let Some(nr) = syscalls::number(n) {
-            set.insert(nr, n);
+            set_bit(&mut bits, nr);
         }
     }
-    let mut leaves: BTreeMap<u32, Leaf> = BTreeMap::new();
+    let filtered: Vec<(u32, &str)> = syscalls::FILTERED
+        .iter()
+        .filter_map(|n| Some((syscalls::number(n)?, *n)))
+        .collect();
+    let mut leaves: Vec<(u32, Leaf)> = Vec::with_capacity(512);
     let mut blocks: Vec<Vec<libc::sock_filter>> = Vec::new();
-    for (nr, name) in &set {
-        let rules = if syscalls::FILTERED.contains(name) {
-            arg_rules(name, p.unix_sockets_only)?
-        } else {
-            Vec::new()
+    let mut allowed = 0;
+    for nr in numbers(&bits) {
+        allowed += 1;
+        let rules = match filtered.iter().find(|(f, _)| *f == nr) {
+            Some((_, name)) => arg_rules(name, p.unix_sockets_only)?,
+            None => Vec::new(),
         };
         let leaf = if rules.is_empty() {
             Leaf::Allow
         } else {
-            blocks.push(arg_block(*nr, rules)?);
+            blocks.push(arg_block(nr, rules)?);
             Leaf::Block(blocks.len() - 1)
         };
-        leaves.insert(*nr, leaf);
+        leaves.push((nr, leaf));
     }
     let mut allowlist = assemble(&leaves, blocks);
 
@@ -274,7 +296,7 @@ pub fn compile(p: &SeccompPolicy) -> Result<Compiled, String> {
     }
     Ok(Compiled {
         action: p.action,
-        allowed: set.len(),
+        allowed,
         groups: p.groups.clone(),
         allowlist,
         mismatch_at,
@@ -301,10 +323,10 @@ struct Span {
 
 /// Cover all of `0..=u32::MAX` with spans: runs of allowed numbers, one
 /// span per argument-checked number, refusal in the gaps.
-fn spans(set: &BTreeMap<u32, Leaf>) -> Vec<Span> {
-    let mut out: Vec<Span> = Vec::new();
+fn spans(set: &[(u32, Leaf)]) -> Vec<Span> {
+    let mut out: Vec<Span> = Vec::with_capacity(2 * set.len() + 1);
     let mut next: u64 = 0; // first number not yet covered
-    for (&nr, &leaf) in set {
+    for &(nr, leaf) in set {
         if u64::from(nr) > next {
             out.push(Span {
                 lo: next as u32,
@@ -338,63 +360,63 @@ fn spans(set: &BTreeMap<u32, Leaf>) -> Vec<Span> {
     out
 }
 
-/// A binary search over `spans` on the syscall number in the accumulator.
-/// Jumps to argument blocks are left as `BPF_JA` with the block's index in
-/// `fixups` (position in the returned code, block number), patched once the
-/// blocks are laid out after the tree.
-fn search(spans: &[Span], fixups: &mut Vec<(usize, usize)>) -> Vec<libc::sock_filter> {
-    use libc::{BPF_JA, BPF_JGE, BPF_JMP, BPF_K, BPF_RET, SECCOMP_RET_ALLOW, SECCOMP_RET_TRACE};
-    if let [only] = spans {
-        return match only.leaf {
-            Leaf::Allow => vec![stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)],
-            Leaf::Refuse => vec![stmt(BPF_RET | BPF_K, SECCOMP_RET_TRACE | MARK)],
-            Leaf::Block(n) => {
-                fixups.push((0, n));
-                vec![stmt(BPF_JMP | BPF_JA, 0)]
-            }
-        };
+/// Instructions [`search`] emits for `spans`.
+fn search_len(spans: &[Span]) -> usize {
+    if spans.len() == 1 {
+        return 1;
     }
     let mid = spans.len() / 2;
-    let mut lf = Vec::new();
-    let mut rf = Vec::new();
-    let left = search(&spans[..mid], &mut lf);
-    let right = search(&spans[mid..], &mut rf);
+    let left = search_len(&spans[..mid]);
+    let jump = if left <= u8::MAX as usize { 1 } else { 2 };
+    jump + left + search_len(&spans[mid..])
+}
+
+/// Append a binary search over `spans` on the syscall number in the
+/// accumulator to `out`. Jumps to argument blocks are left as `BPF_JA`
+/// with the block's index in `fixups` (position in `out`, block number),
+/// patched once the blocks are laid out after the tree.
+fn search(spans: &[Span], out: &mut Vec<libc::sock_filter>, fixups: &mut Vec<(usize, usize)>) {
+    use libc::{BPF_JA, BPF_JGE, BPF_JMP, BPF_K, BPF_RET, SECCOMP_RET_ALLOW, SECCOMP_RET_TRACE};
+    if let [only] = spans {
+        out.push(match only.leaf {
+            Leaf::Allow => stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+            Leaf::Refuse => stmt(BPF_RET | BPF_K, SECCOMP_RET_TRACE | MARK),
+            Leaf::Block(n) => {
+                fixups.push((out.len(), n));
+                stmt(BPF_JMP | BPF_JA, 0)
+            }
+        });
+        return;
+    }
+    let mid = spans.len() / 2;
     let key = spans[mid].lo;
     // Conditional jumps reach 255 instructions; a longer left side is
     // jumped over with an unconditional BPF_JA (32-bit offset).
-    let mut code = match u8::try_from(left.len()) {
-        Ok(n) => vec![jump(BPF_JMP | BPF_JGE | BPF_K, key, n, 0)],
-        Err(_) => vec![
-            jump(BPF_JMP | BPF_JGE | BPF_K, key, 0, 1),
-            stmt(BPF_JMP | BPF_JA, left.len() as u32),
-        ],
-    };
-    let l0 = code.len();
-    fixups.extend(lf.into_iter().map(|(at, n)| (at + l0, n)));
-    code.extend(left);
-    let r0 = code.len();
-    fixups.extend(rf.into_iter().map(|(at, n)| (at + r0, n)));
-    code.extend(right);
-    code
+    let left = search_len(&spans[..mid]);
+    match u8::try_from(left) {
+        Ok(n) => out.push(jump(BPF_JMP | BPF_JGE | BPF_K, key, n, 0)),
+        Err(_) => {
+            out.push(jump(BPF_JMP | BPF_JGE | BPF_K, key, 0, 1));
+            out.push(stmt(BPF_JMP | BPF_JA, left as u32));
+        }
+    }
+    search(&spans[..mid], out, fixups);
+    search(&spans[mid..], out, fixups);
 }
 
 /// The whole allowlist: head, search tree, then the argument blocks.
-fn assemble(
-    leaves: &BTreeMap<u32, Leaf>,
-    blocks: Vec<Vec<libc::sock_filter>>,
-) -> Vec<libc::sock_filter> {
+fn assemble(leaves: &[(u32, Leaf)], blocks: Vec<Vec<libc::sock_filter>>) -> Vec<libc::sock_filter> {
     let mut fixups = Vec::new();
-    let tree = search(&spans(leaves), &mut fixups);
+    let spans = spans(leaves);
     let mut prog = head();
-    let t0 = prog.len();
-    prog.extend(tree);
+    prog.reserve(search_len(&spans) + blocks.iter().map(Vec::len).sum::<usize>());
+    search(&spans, &mut prog, &mut fixups);
     let mut starts = Vec::with_capacity(blocks.len());
     for b in blocks {
         starts.push(prog.len());
         prog.extend(b);
     }
-    for (at, n) in fixups {
-        let pos = t0 + at;
+    for (pos, n) in fixups {
         prog[pos].k = (starts[n] - pos - 1) as u32;
     }
     prog
@@ -894,11 +916,11 @@ mod tests {
     /// jump reaches; the BPF_JA trampolines must land right.
     #[test]
     fn long_subtrees_jump_over_with_ja() {
-        let mut leaves = BTreeMap::new();
+        let mut leaves = Vec::new();
         for nr in (0..3000u32).step_by(2) {
-            leaves.insert(nr, Leaf::Allow);
+            leaves.push((nr, Leaf::Allow));
         }
-        leaves.insert(3001, Leaf::Block(0));
+        leaves.push((3001, Leaf::Block(0)));
         let block = vec![stmt(libc::BPF_RET | libc::BPF_K, 0x1234)];
         let prog = assemble(&leaves, vec![block]);
         assert!(prog
@@ -925,5 +947,23 @@ mod tests {
             run(&prog, 0x4000_0003, 2, [0; 6]),
             libc::SECCOMP_RET_KILL_PROCESS
         );
+    }
+
+    /// The group sets computed when stockade is built are the groups'
+    /// members looked up one by one.
+    #[test]
+    fn group_bits_match_the_member_lists() {
+        for (g, _) in syscalls::GROUPS {
+            let mut want = [0u64; syscalls::WORDS];
+            for m in syscalls::group(g).unwrap() {
+                if let Some(nr) = syscalls::number(m) {
+                    set_bit(&mut want, nr);
+                }
+            }
+            assert_eq!(syscalls::group_bits(g), Some(&want), "{g}");
+            assert!(want.iter().any(|w| *w != 0), "{g} is empty");
+        }
+        let top = syscalls::BY_NAME.iter().map(|(_, nr)| *nr).max().unwrap();
+        assert!((top as usize) < 64 * syscalls::WORDS, "{top}");
     }
 }

@@ -530,6 +530,93 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     ("@default", DEFAULT),
 ];
 
+/// Syscall numbers of this architecture are below `64 * WORDS`.
+pub const WORDS: usize = 8;
+
+/// A set of syscall numbers.
+pub type Bits = [u64; WORDS];
+
+/// `a` before, equal to or after `b`, bytewise (-1, 0, 1), in a const fn.
+const fn cmp_str(a: &str, b: &str) -> i32 {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut i = 0;
+    while i < a.len() && i < b.len() {
+        if a[i] != b[i] {
+            return if a[i] < b[i] { -1 } else { 1 };
+        }
+        i += 1;
+    }
+    if a.len() == b.len() {
+        0
+    } else if a.len() < b.len() {
+        -1
+    } else {
+        1
+    }
+}
+
+/// [`number`] at compile time.
+const fn const_number(name: &str) -> Option<u32> {
+    let (mut lo, mut hi) = (0, BY_NAME.len());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        match cmp_str(BY_NAME[mid].0, name) {
+            0 => return Some(BY_NAME[mid].1),
+            c if c < 0 => lo = mid + 1,
+            _ => hi = mid,
+        }
+    }
+    None
+}
+
+/// The numbers of `members` (nested groups expanded; names this
+/// architecture lacks skipped), at compile time.
+const fn bits_of(members: &[&str]) -> Bits {
+    let mut out = [0u64; WORDS];
+    let mut i = 0;
+    while i < members.len() {
+        let m = members[i];
+        if !m.is_empty() && m.as_bytes()[0] == b'@' {
+            let mut g = 0;
+            while g < GROUPS.len() {
+                if cmp_str(GROUPS[g].0, m) == 0 {
+                    let sub = bits_of(GROUPS[g].1);
+                    let mut w = 0;
+                    while w < WORDS {
+                        out[w] |= sub[w];
+                        w += 1;
+                    }
+                }
+                g += 1;
+            }
+        } else if let Some(nr) = const_number(m) {
+            out[nr as usize / 64] |= 1 << (nr % 64);
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Each group of [`GROUPS`] as a set of numbers, computed when stockade is
+/// built, so a policy resolves without a lookup per member.
+const GROUP_BITS: [Bits; GROUPS.len()] = {
+    let mut out = [[0u64; WORDS]; GROUPS.len()];
+    let mut g = 0;
+    while g < GROUPS.len() {
+        out[g] = bits_of(GROUPS[g].1);
+        g += 1;
+    }
+    out
+};
+
+/// The numbers of group `g`, or None if there is no such group.
+pub fn group_bits(g: &str) -> Option<&'static Bits> {
+    GROUPS
+        .iter()
+        .position(|(n, _)| *n == g)
+        .map(|i| &GROUP_BITS[i])
+}
+
 /// The members of group `g` (`@default` expanded), or None if there is no
 /// such group.
 pub fn group(g: &str) -> Option<Vec<&'static str>> {
@@ -1262,7 +1349,7 @@ pub static BY_NR: &[(u32, &str)] = &[
 
 /// x86_64, sorted by name (for binary search).
 #[cfg(target_arch = "x86_64")]
-pub static BY_NAME: &[(&str, u32)] = &[
+pub const BY_NAME: &[(&str, u32)] = &[
     ("_sysctl", 156),
     ("accept", 43),
     ("accept4", 288),
@@ -1648,7 +1735,7 @@ pub static BY_NAME: &[(&str, u32)] = &[
 
 /// aarch64, sorted by name (for binary search).
 #[cfg(target_arch = "aarch64")]
-pub static BY_NAME: &[(&str, u32)] = &[
+pub const BY_NAME: &[(&str, u32)] = &[
     ("accept", 202),
     ("accept4", 242),
     ("acct", 89),
