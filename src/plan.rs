@@ -259,6 +259,68 @@ fn fallback_rules(steps: &[RootStep]) -> Vec<(PathBuf, Access)> {
     rules
 }
 
+/// Fewer Landlock rules for the same grants: each rule costs the payload
+/// an open, two stats and a landlock_add_rule before execve.
+///
+/// Read-only rules beneath a top-level directory that stockade created on
+/// the root tmpfs itself (such as /etc, which holds only what the plan
+/// puts there) become one read-only rule on that directory, when
+/// everything the plan puts beneath it is read-only and granted (read-only
+/// binds, files, symlinks, empty directories) and no --landlock-exclude
+/// lies at, above or beneath it. The same paths are readable either way;
+/// the directory itself becomes listable, as `/` is when every mount is
+/// granted.
+fn coalesce_rules(
+    rules: Vec<(PathBuf, Access)>,
+    steps: &[RootStep],
+    exclude: &[PathBuf],
+) -> Vec<(PathBuf, Access)> {
+    let top = |p: &Path| -> Option<PathBuf> {
+        let mut c = p.components();
+        match (c.next(), c.next(), c.next()) {
+            (Some(std::path::Component::RootDir), Some(t), Some(_)) => {
+                Some(Path::new("/").join(t.as_os_str()))
+            }
+            _ => None,
+        }
+    };
+    let mut tops: Vec<PathBuf> = Vec::new();
+    for (path, access) in &rules {
+        if *access != Access::ReadExec {
+            continue;
+        }
+        let Some(t) = top(path) else { continue };
+        if tops.contains(&t) || rules.iter().any(|(r, _)| *r == t) {
+            continue;
+        }
+        let blocked = exclude
+            .iter()
+            .any(|x| x.starts_with(&t) || t.starts_with(x));
+        let all_read_only = steps.iter().all(|s| {
+            let (dst, ok) = match s {
+                RootStep::Bind { dst, writable, .. } => (dst, !writable),
+                RootStep::File { dst, .. } | RootStep::Dir { dst } => (dst, true),
+                RootStep::Symlink { link, .. } => (link, true),
+                RootStep::Tmpfs { dst, .. } | RootStep::Proc { dst } | RootStep::Dev { dst } => {
+                    (dst, false)
+                }
+            };
+            ok || !Path::new("/").join(dst).starts_with(&t)
+        });
+        if !blocked && all_read_only {
+            tops.push(t);
+        }
+    }
+    let mut out: Vec<(PathBuf, Access)> = rules
+        .into_iter()
+        .filter(|(path, access)| {
+            *access != Access::ReadExec || !tops.iter().any(|t| path.starts_with(t))
+        })
+        .collect();
+    out.extend(tops.into_iter().map(|t| (t, Access::ReadExec)));
+    out
+}
+
 /// Create the fallback's private per-run directory (0700, owned by the
 /// payload's user).
 fn make_run_dir(owner: Option<(u32, u32)>) -> Result<PathBuf, SetupError> {
@@ -509,6 +571,9 @@ impl Plan {
         };
 
         landlock_rules.retain(|(path, _)| !p.landlock.exclude.iter().any(|x| path.starts_with(x)));
+        if !fallback {
+            landlock_rules = coalesce_rules(landlock_rules, &steps, &p.landlock.exclude);
+        }
         let seccomp = if p.seccomp.enabled {
             let mut sp = p.seccomp.clone();
             // Without a network namespace only Landlock stands between the
@@ -564,6 +629,86 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn bind(dst: &str, writable: bool) -> RootStep {
+        RootStep::Bind {
+            src: PathBuf::from("/x"),
+            dst: PathBuf::from(dst),
+            writable,
+            optional: false,
+        }
+    }
+
+    fn ro(p: &str) -> (PathBuf, Access) {
+        (PathBuf::from(p), Access::ReadExec)
+    }
+
+    #[test]
+    fn read_only_rules_under_a_created_directory_become_one() {
+        let steps = vec![
+            bind("usr", false),
+            bind("etc/ld.so.cache", false),
+            bind("etc/ssl", false),
+            RootStep::File {
+                dst: PathBuf::from("etc/passwd"),
+                content: Vec::new(),
+                mode: 0o644,
+            },
+            RootStep::Symlink {
+                target: PathBuf::from("/usr/share/zoneinfo/UTC"),
+                link: PathBuf::from("etc/localtime"),
+            },
+            RootStep::Tmpfs {
+                dst: PathBuf::from("tmp"),
+                data: String::new(),
+            },
+        ];
+        let rules = vec![
+            ro("/usr"),
+            ro("/etc/ld.so.cache"),
+            ro("/etc/ssl"),
+            ro("/etc/passwd"),
+            (PathBuf::from("/tmp"), Access::ReadWrite),
+        ];
+        let mut got = coalesce_rules(rules.clone(), &steps, &[]);
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            got,
+            vec![
+                ro("/etc"),
+                (PathBuf::from("/tmp"), Access::ReadWrite),
+                ro("/usr")
+            ]
+        );
+        // An exclusion beneath /etc, or at or above it, keeps the rules apart.
+        for x in ["/etc/ssl", "/etc", "/"] {
+            let kept: Vec<_> = rules
+                .iter()
+                .filter(|(p, _)| !p.starts_with(x))
+                .cloned()
+                .collect();
+            assert_eq!(
+                coalesce_rules(kept.clone(), &steps, &[PathBuf::from(x)]),
+                kept,
+                "{x}"
+            );
+        }
+        // Something writable (or a mount of its own) beneath /etc, too.
+        for extra in [
+            bind("etc/rw", true),
+            RootStep::Tmpfs {
+                dst: PathBuf::from("etc/t"),
+                data: String::new(),
+            },
+            RootStep::Dev {
+                dst: PathBuf::from("etc/dev"),
+            },
+        ] {
+            let mut st = steps.clone();
+            st.push(extra);
+            assert_eq!(coalesce_rules(rules.clone(), &st, &[]), rules);
+        }
+    }
 
     #[test]
     fn sources_resolve_as_canonicalize_does() {
