@@ -166,15 +166,38 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
     while let Ok(Some(_)) = sys::waitpid(-1, false) {
         tree.kill_all(libc::SIGKILL);
     }
-    report(
-        rep_fd,
-        &Report::Peak {
-            tasks: peak.tasks,
-            vm_bytes: peak.vm_bytes,
-        },
-    );
-    report(rep_fd, &Report::Status(status));
+    // The jail is empty. Let go of the output pipes so the supervisor sees
+    // their end now, then send the last records in one write: the
+    // supervisor may finish on them without waiting for this process's
+    // exit (unmapping its memory, tearing down the namespaces).
+    sys::close_raw(1);
+    sys::close_raw(2);
+    let mut last = proto::encode(&children_usage());
+    last.extend(proto::encode(&Report::Peak {
+        tasks: peak.tasks,
+        vm_bytes: peak.vm_bytes,
+    }));
+    last.extend(proto::encode(&Report::Status(status)));
+    let _ = sys::write_all(rep_fd, &last);
     sys::exit_now(0)
+}
+
+/// What every reaped process of the jail used.
+fn children_usage() -> Report {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let us = |t: nix::sys::time::TimeVal| (t.tv_sec() as u64) * 1_000_000 + t.tv_usec() as u64;
+    match getrusage(UsageWho::RUSAGE_CHILDREN) {
+        Ok(r) => Report::Usage {
+            user_us: us(r.user_time()),
+            system_us: us(r.system_time()),
+            maxrss_kb: r.max_rss().max(0) as u64,
+        },
+        Err(_) => Report::Usage {
+            user_us: 0,
+            system_us: 0,
+            maxrss_kb: 0,
+        },
+    }
 }
 
 /// Every process of the jail.

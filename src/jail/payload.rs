@@ -24,14 +24,12 @@ fn fail(fd: RawFd, step: &str, path: &str, reason: &str) -> ! {
     sys::exit_now(125)
 }
 
-fn layer(fd: RawFd, name: &str, detail: &str) {
-    let _ = sys::write_all(
-        fd,
-        &proto::encode(&Report::Layer {
-            name: name.into(),
-            detail: detail.into(),
-        }),
-    );
+/// Add a layer's report to `out`, written in one go before seccomp.
+fn layer(out: &mut Vec<u8>, name: &str, detail: &str) {
+    out.extend(proto::encode(&Report::Layer {
+        name: name.into(),
+        detail: detail.into(),
+    }));
 }
 
 fn json_str(s: &str) -> String {
@@ -75,8 +73,9 @@ pub fn main(plan: &Plan, rep_fd: RawFd) -> std::convert::Infallible {
         Err(e) => fail(rep_fd, "drop capabilities", "", &e.to_string()),
     };
     let [eff, prm, inh, bnd, amb] = sys::caps_left(bounding);
+    let mut layers = Vec::new();
     layer(
-        rep_fd,
+        &mut layers,
         "capabilities",
         &serde_json::json!({ "effective": eff, "permitted": prm, "inheritable": inh, "bounding": bnd, "ambient": amb }).to_string(),
     );
@@ -99,14 +98,14 @@ pub fn main(plan: &Plan, rep_fd: RawFd) -> std::convert::Infallible {
                         &format!("required but {}: {}", r.status, r.detail),
                     );
                 }
-                layer(rep_fd, "landlock", &r.detail);
+                layer(&mut layers, "landlock", &r.detail);
             }
             Err(e) => {
                 if plan.require.contains(&Layer::Landlock) {
                     fail(rep_fd, "landlock", "", &e);
                 }
                 layer(
-                    rep_fd,
+                    &mut layers,
                     "landlock",
                     &format!("{{\"status\":\"unavailable\",\"why\":{}}}", json_str(&e)),
                 );
@@ -120,7 +119,10 @@ pub fn main(plan: &Plan, rep_fd: RawFd) -> std::convert::Infallible {
     }
     // seccomp last: nothing after it but execve.
     if let Some(f) = &plan.seccomp {
-        layer(rep_fd, "seccomp", &seccomp::detail_json(f));
+        layer(&mut layers, "seccomp", &seccomp::detail_json(f));
+    }
+    let _ = sys::write_all(rep_fd, &layers);
+    if let Some(f) = &plan.seccomp {
         // In learning and kill mode this also sends the listener to the
         // supervisor over plan.seccomp_channel.
         if let Err(e) = seccomp::install_with(f, plan.seccomp_channel) {

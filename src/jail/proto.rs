@@ -7,7 +7,11 @@
 //!
 //! report (jail → supervisor), one line each:
 //! `E<step>\t<path>\t<reason>` setup failed; `X<errno>\t<path>` execve
-//! failed; `S<wait status>` the payload ended (written by init last).
+//! failed; `L<layer>\t<json>` a layer the payload applied; `P<tasks>\t<vm>`
+//! sampled peaks; `U<user µs>\t<system µs>\t<maxrss KiB>` what the jail's
+//! processes used; `S<wait status>` the payload ended and every other
+//! process of the jail is dead. Init writes U, P and S together, last,
+//! right before it exits.
 
 #![deny(unsafe_code)]
 
@@ -36,6 +40,13 @@ pub enum Report {
         tasks: u64,
         vm_bytes: u64,
     },
+    /// CPU time and largest resident set of every process init reaped
+    /// (getrusage RUSAGE_CHILDREN), sent once the jail is empty.
+    Usage {
+        user_us: u64,
+        system_us: u64,
+        maxrss_kb: u64,
+    },
     /// A layer applied in the payload (landlock, seccomp, …), its detail as
     /// one line of JSON.
     Layer {
@@ -56,6 +67,11 @@ pub fn encode(r: &Report) -> Vec<u8> {
         Report::Exec { errno, path } => format!("X{}\t{}\n", errno, clean(path)).into_bytes(),
         Report::Status(st) => format!("S{st}\n").into_bytes(),
         Report::Peak { tasks, vm_bytes } => format!("P{tasks}\t{vm_bytes}\n").into_bytes(),
+        Report::Usage {
+            user_us,
+            system_us,
+            maxrss_kb,
+        } => format!("U{user_us}\t{system_us}\t{maxrss_kb}\n").into_bytes(),
         Report::Layer { name, detail } => {
             format!("L{}\t{}\n", clean(name), clean(detail)).into_bytes()
         }
@@ -90,6 +106,15 @@ pub fn decode(buf: &[u8]) -> Vec<Report> {
                 tasks: f.next().and_then(|v| v.trim().parse().ok()).unwrap_or(0),
                 vm_bytes: f.next().and_then(|v| v.trim().parse().ok()).unwrap_or(0),
             }),
+            'U' => {
+                let mut n = || f.next().and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+                let (user_us, system_us, maxrss_kb) = (n(), n(), n());
+                out.push(Report::Usage {
+                    user_us,
+                    system_us,
+                    maxrss_kb,
+                })
+            }
             'S' => {
                 if let Ok(st) = rest.trim().parse() {
                     out.push(Report::Status(st))
@@ -117,6 +142,11 @@ mod tests {
                 errno: 2,
                 path: "/bin/nope".into(),
             },
+            Report::Usage {
+                user_us: 1,
+                system_us: 22,
+                maxrss_kb: 333,
+            },
             Report::Status(9),
         ];
         let mut buf = Vec::new();
@@ -124,7 +154,7 @@ mod tests {
             buf.extend(encode(m));
         }
         let back = decode(&buf);
-        assert_eq!(back.len(), 3);
+        assert_eq!(back.len(), 4);
         assert_eq!(
             back[0],
             Report::Setup {
@@ -135,5 +165,6 @@ mod tests {
         );
         assert_eq!(back[1], msgs[1]);
         assert_eq!(back[2], msgs[2]);
+        assert_eq!(back[3], msgs[3]);
     }
 }

@@ -37,6 +37,7 @@ struct Refusal(Errno, String);
 
 /// Run the plan to completion. The caller must be single-threaded.
 pub fn run(mut plan: Plan) -> Spawned {
+    reap_earlier();
     let start = Instant::now();
     let mut o = Outcome::new();
     match run_inner(&mut plan, &mut o, start) {
@@ -278,9 +279,21 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
         learner,
         violation: None,
         cg,
+        init_done: false,
     };
     let reports = w.wait(&rep_rd, &sfd);
-    let (st, ru) = sys::wait4(pid).map_err(|e| setup_err("wait", "", e.to_string()))?;
+    let decoded = proto::decode(&reports);
+    // Init's last records say the jail is empty; what is left is init's
+    // own exit (unmapping its memory, tearing down the namespaces), which
+    // takes longer than a small command's whole run. Without a cgroup to
+    // remove there is nothing to wait for: the exiting init is reaped by
+    // the next run in this process, or after we exit.
+    let waited = if w.init_done || w.cg.is_some() || !has_status(&decoded) {
+        Some(sys::wait4(pid).map_err(|e| setup_err("wait", "", e.to_string()))?)
+    } else {
+        unreaped().push(pid);
+        None
+    };
     // Everything in the cgroup is gone with init; read what it used, remove it.
     let cg_stats = w.cg.take().map(|c| {
         c.kill();
@@ -305,9 +318,11 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     }
 
     // 6. What happened.
-    o.usage.user_time_ms = tv_ms(ru.ru_utime);
-    o.usage.system_time_ms = tv_ms(ru.ru_stime);
-    o.usage.peak_memory_bytes = (ru.ru_maxrss as u64) * 1024;
+    if let Some((_, ru)) = &waited {
+        o.usage.user_time_ms = tv_ms(ru.ru_utime);
+        o.usage.system_time_ms = tv_ms(ru.ru_stime);
+        o.usage.peak_memory_bytes = (ru.ru_maxrss as u64) * 1024;
+    }
     for (s, field, bytes) in [
         (&w.out, &mut o.stdout, &mut o.usage.stdout_bytes),
         (&w.err, &mut o.stderr, &mut o.usage.stderr_bytes),
@@ -324,7 +339,7 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     let mut peak_vm = 0u64;
     let mut exec_error: Option<(Errno, String)> = None;
     let mut payload_layers = Vec::new();
-    for r in proto::decode(&reports) {
+    for r in decoded {
         match r {
             proto::Report::Setup { step, path, reason } => {
                 return Err(SetupError::new(step, path, reason).into());
@@ -338,6 +353,18 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
                 peak_vm = vm_bytes;
             }
             proto::Report::Layer { name, detail } => payload_layers.push((name, detail)),
+            // What every process of the jail used (init's own few
+            // milliseconds aside, which wait4 on init would add).
+            proto::Report::Usage {
+                user_us,
+                system_us,
+                maxrss_kb,
+            } if waited.is_none() => {
+                o.usage.user_time_ms = user_us / 1000;
+                o.usage.system_time_ms = system_us / 1000;
+                o.usage.peak_memory_bytes = maxrss_kb * 1024;
+            }
+            proto::Report::Usage { .. } => {}
         }
     }
     record_layers(plan, o, via, payload_layers);
@@ -351,8 +378,9 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     let end = match payload_status {
         Some(s) => sys::ChildEnd::from_wait_status(s),
         // init itself died (killed by us at the deadline or the output cap,
-        // or from outside): that is how the payload ended too.
-        None => sys::ChildEnd::from_wait_status(st),
+        // or from outside): that is how the payload ended too. Without a
+        // status record, init was waited for.
+        None => sys::ChildEnd::from_wait_status(waited.map_or(0, |(st, _)| st)),
     };
     if payload_status.is_none() && end.signal.is_none() {
         return Err(setup_err(
@@ -563,6 +591,23 @@ fn v_why(v: &serde_json::Value) -> serde_json::Value {
     v.get("why").cloned().unwrap_or(serde_json::Value::Null)
 }
 
+/// Inits of earlier runs in this process that were still exiting when their
+/// run finished (see `run_inner`).
+fn unreaped() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    static PIDS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+    PIDS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Reap the inits of earlier runs that have finished exiting, so a process
+/// that runs many jails keeps at most one zombie.
+fn reap_earlier() {
+    unreaped().retain(|&pid| !matches!(sys::waitpid(pid, true), Ok(Some(_))));
+}
+
+fn has_status(r: &[proto::Report]) -> bool {
+    r.iter().any(|r| matches!(r, proto::Report::Status(_)))
+}
+
 /// The child is killed and reaped after a step of ours failed; if it had
 /// failed first (init opens the bind sources before it waits for the go),
 /// its own error is the one to report.
@@ -630,6 +675,8 @@ struct Watch {
     violation: Option<(i64, String)>,
     /// The run's cgroup, when there is one.
     cg: Option<cgroup::RunCgroup>,
+    /// Init has exited (its pidfd was readable).
+    init_done: bool,
 }
 
 impl Watch {
@@ -686,15 +733,17 @@ impl Watch {
         }
     }
 
-    /// Loop until init has exited and every output pipe is closed; return
-    /// what the jail reported.
+    /// Loop until every output pipe is closed and either init has exited
+    /// or (with no cgroup to remove) init's last records said the jail is
+    /// empty; return what the jail reported.
     ///
-    /// The report pipe is read once init has exited, not polled: every
-    /// record is written before init exits, they are few and small (far
-    /// below a pipe's capacity), and each wake-up costs; here a wake-up of
-    /// an idle vCPU takes a few hundred microseconds.
+    /// Records come in few writes (the payload's layers at once, init's
+    /// last ones at once): each wake-up costs, and here a wake-up of an
+    /// idle vCPU takes a few hundred microseconds.
     fn wait(&mut self, rep: &OwnedFd, sfd: &nix::sys::signalfd::SignalFd) -> Vec<u8> {
         let mut buf = Vec::new();
+        let mut rep_open = true;
+        let mut emptied = false;
         let mut init_done = false;
         let mut drain_until: Option<Instant> = None;
         loop {
@@ -714,7 +763,7 @@ impl Watch {
             }
             let out_open = self.out.as_ref().is_some_and(|s| s.open);
             let err_open = self.err.as_ref().is_some_and(|s| s.open);
-            if init_done && !out_open && !err_open {
+            if (init_done || (emptied && self.cg.is_none())) && !out_open && !err_open {
                 break;
             }
             if drain_until.is_some_and(|d| now >= d) {
@@ -747,8 +796,8 @@ impl Watch {
                     revents: 0,
                 },
                 libc::pollfd {
-                    fd: -1,
-                    events: 0,
+                    fd: fd_or(rep_open && !init_done, rep.as_raw_fd()),
+                    events: libc::POLLIN,
                     revents: 0,
                 },
                 libc::pollfd {
@@ -786,6 +835,16 @@ impl Watch {
             if sys::poll(&mut fds, timeout).is_err() {
                 break;
             }
+            if fds[1].revents != 0 {
+                let mut chunk = [0u8; 4096];
+                match sys::read(rep.as_raw_fd(), &mut chunk) {
+                    Ok(0) | Err(_) => rep_open = false,
+                    Ok(n) => {
+                        buf.extend_from_slice(&chunk[..n]);
+                        emptied = has_status(&proto::decode(&buf));
+                    }
+                }
+            }
             if fds[2].revents != 0 {
                 while let Ok(Some(si)) = sfd.read_signal() {
                     let _ =
@@ -818,9 +877,9 @@ impl Watch {
                 drain_until = Some(Instant::now() + Duration::from_secs(2));
             }
         }
-        // Init is gone, and with it every writer of the report pipe (the
-        // payload's copy closed at execve); read what is left without
-        // blocking, in case a stray holder keeps it open.
+        self.init_done = init_done;
+        // Read what is left without blocking: init may still be exiting,
+        // or (init gone) a stray holder may keep the pipe open.
         let _ = sys::set_nonblocking(rep.as_raw_fd());
         let mut chunk = [0u8; 4096];
         while let Ok(n @ 1..) = sys::read(rep.as_raw_fd(), &mut chunk) {
