@@ -881,85 +881,6 @@ fn mkdirat(dir: &OwnedFd, name: &Path, mode: u32, shown: &Path) -> SysResult<()>
     Ok(())
 }
 
-/// Create (or truncate) a regular file at `rel` under `root`, parent dirs
-/// included, with `content` and `mode`; returns an O_PATH fd to it.
-pub fn write_file_in_root(
-    root: &OwnedFd,
-    rel: &Path,
-    content: &[u8],
-    mode: u32,
-) -> SysResult<OwnedFd> {
-    if let Some(parent) = rel.parent() {
-        mkdir_p_in_root(root, parent, 0o755)?;
-    }
-    let c = cpath(rel);
-    let how = OpenHow {
-        flags: (libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            as u64,
-        mode: mode as u64,
-        resolve: RESOLVE_IN_ROOT,
-    };
-    // SAFETY: `c` is NUL-terminated and `how` outlives the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            root.as_raw_fd(),
-            c.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    if r < 0 {
-        return err("open", format_args!("/{}", rel.display()), last_errno());
-    }
-    // SAFETY: fresh fd from the kernel.
-    let fd = unsafe { OwnedFd::from_raw_fd(r as RawFd) };
-    write_all(fd.as_raw_fd(), content).map_err(|e| SysError {
-        call: "write",
-        arg: format!("/{}", rel.display()),
-        errno: e.errno,
-    })?;
-    // fchmod: the umask may have trimmed the mode.
-    // SAFETY: fchmod on a valid fd.
-    unsafe { libc::fchmod(fd.as_raw_fd(), mode) };
-    drop(fd);
-    open_path_in_root(root, rel)
-}
-
-/// Create a symlink `rel` -> `target` under `root` (parents created).
-pub fn symlink_in_root(root: &OwnedFd, target: &Path, rel: &Path) -> SysResult<()> {
-    let parent = match rel.parent() {
-        Some(p) if !p.as_os_str().is_empty() => mkdir_p_in_root(root, p, 0o755)?,
-        _ => open_in_root(root, Path::new("."), libc::O_PATH | libc::O_DIRECTORY)?,
-    };
-    let name = rel.file_name().map(Path::new).unwrap_or(rel);
-    let t = cpath(target);
-    let n = cpath(name);
-    // SAFETY: both strings are NUL-terminated; parent is a directory fd.
-    let r = unsafe { libc::symlinkat(t.as_ptr(), parent.as_raw_fd(), n.as_ptr()) };
-    if r < 0 {
-        return err(
-            "symlink",
-            format_args!("{} -> /{}", target.display(), rel.display()),
-            last_errno(),
-        );
-    }
-    Ok(())
-}
-
-/// Make sure a mount point of the right kind (dir, or empty file for a file
-/// bind) exists at `rel` and return its O_PATH fd.
-pub fn mountpoint_in_root(root: &OwnedFd, rel: &Path, is_dir: bool) -> SysResult<OwnedFd> {
-    if is_dir {
-        return mkdir_p_in_root(root, rel, 0o755);
-    }
-    match open_path_in_root(root, rel) {
-        Ok(fd) => Ok(fd),
-        Err(e) if e.errno == Errno::ENOENT => write_file_in_root(root, rel, b"", 0o644),
-        Err(e) => Err(e),
-    }
-}
-
 pub fn fd_path(fd: &OwnedFd) -> CString {
     CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_default()
 }
@@ -1021,37 +942,6 @@ pub fn mount_fs_on(
     )
 }
 
-/// Bind `src_fd` onto `dst_fd` with the classic mount(2) API (used for
-/// masks over /proc files and where open_tree is missing).
-pub fn bind_fd_on(
-    src_fd: &OwnedFd,
-    dst_fd: &OwnedFd,
-    recursive: bool,
-    shown: &Path,
-) -> SysResult<()> {
-    let src = fd_path(src_fd);
-    let dst = fd_path(dst_fd);
-    let flags = libc::MS_BIND | if recursive { libc::MS_REC } else { 0 };
-    // SAFETY: both strings are NUL-terminated and outlive the call.
-    let r = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            dst.as_ptr(),
-            std::ptr::null(),
-            flags,
-            std::ptr::null(),
-        )
-    };
-    if r < 0 {
-        return err(
-            "mount",
-            format_args!("bind {}", shown.display()),
-            last_errno(),
-        );
-    }
-    Ok(())
-}
-
 /// Clone the mount tree at `src` (recursively) as a detached mount.
 pub fn open_tree_clone(src: &OwnedFd, shown: &Path) -> SysResult<OwnedFd> {
     const OPEN_TREE_CLONE: u32 = 1;
@@ -1110,37 +1000,10 @@ pub fn mount_setattr(fd: &OwnedFd, set: u64, recursive: bool, shown: &Path) -> S
     Ok(())
 }
 
-/// Attach the detached tree `tree` onto the mount point `dst`.
-pub fn move_mount(tree: &OwnedFd, dst: &OwnedFd, shown: &Path) -> SysResult<()> {
-    const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;
-    const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
-    // SAFETY: empty paths with the EMPTY_PATH flags on two valid fds.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            dst.as_raw_fd(),
-            c"".as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
-        )
-    };
-    if r < 0 {
-        return err("move_mount", shown.display(), last_errno());
-    }
-    Ok(())
-}
-
 /// (st_dev, st_ino, st_mode) of an fd.
 pub fn fstat_id(fd: &OwnedFd) -> SysResult<(u64, u64, u32)> {
     let st = nix::sys::stat::fstat(fd).or_else(|e| err("fstat", fd.as_raw_fd(), e))?;
     Ok((st.st_dev, st.st_ino, st.st_mode))
-}
-
-/// (st_dev, st_ino) of what `rel` under `root` resolves to now.
-pub fn stat_in_root(root: &OwnedFd, rel: &Path) -> SysResult<(u64, u64, u32)> {
-    let fd = open_path_in_root(root, rel)?;
-    fstat_id(&fd)
 }
 
 /// pivot_root into `newroot` (an absolute path we mounted), stacking the old
