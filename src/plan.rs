@@ -151,6 +151,10 @@ pub struct Plan {
     /// The payload's end of the supervisor's seccomp socket (learning and
     /// kill mode): the listener is sent over it. Set by the supervisor.
     pub seccomp_channel: Option<std::os::fd::RawFd>,
+    /// Where the root build mounts something (absolute jail paths; the
+    /// masks inside /proc and /dev's own mounts lie beneath these). Empty
+    /// in the fallback, which has no root of its own.
+    pub mount_points: Vec<PathBuf>,
 }
 
 fn cstr(origin: &str, b: &[u8]) -> Result<CString, SetupError> {
@@ -257,6 +261,19 @@ fn fallback_rules(steps: &[RootStep]) -> Vec<(PathBuf, Access)> {
         }
     }
     rules
+}
+
+fn mount_points(steps: &[RootStep]) -> Vec<PathBuf> {
+    steps
+        .iter()
+        .filter_map(|s| match s {
+            RootStep::Bind { dst, .. }
+            | RootStep::Tmpfs { dst, .. }
+            | RootStep::Proc { dst }
+            | RootStep::Dev { dst } => Some(Path::new("/").join(dst)),
+            RootStep::Symlink { .. } | RootStep::File { .. } | RootStep::Dir { .. } => None,
+        })
+        .collect()
 }
 
 /// Fewer Landlock rules for the same grants: each rule costs the payload
@@ -593,6 +610,7 @@ impl Plan {
             rlimits: Vec::new(),
             sample_ms: 100,
             seccomp_channel: None,
+            mount_points: mount_points(&steps),
             pipe_output: p.capture || stdout_in_report || p.limits.max_output.is_some(),
             capture: p.capture || stdout_in_report,
             stdout_in_report,

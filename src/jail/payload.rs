@@ -83,11 +83,10 @@ pub fn main(plan: &Plan, rep_fd: RawFd) -> std::convert::Infallible {
         fail(rep_fd, "no_new_privs", "", &e.to_string());
     }
     if plan.landlock {
-        let mounts = (!plan.fallback).then(|| plan.mount_points());
         match landlock::apply(
             &plan.landlock_rules,
             plan.landlock_deny_tcp,
-            mounts.as_deref(),
+            (!plan.fallback).then_some(plan.mount_points.as_slice()),
         ) {
             Ok(r) => {
                 if r.status != "fully_enforced" && plan.require.contains(&Layer::Landlock) {

@@ -136,23 +136,6 @@ pub fn open_sources(plan: &Plan) -> Result<Sources, StepError> {
     Ok(Sources { binds, devices })
 }
 
-impl Plan {
-    /// Where the root build mounts something (absolute jail paths); the
-    /// masks inside /proc and /dev's own mounts lie beneath these.
-    pub fn mount_points(&self) -> Vec<PathBuf> {
-        self.steps
-            .iter()
-            .filter_map(|s| match s {
-                RootStep::Bind { dst, .. }
-                | RootStep::Tmpfs { dst, .. }
-                | RootStep::Proc { dst }
-                | RootStep::Dev { dst } => Some(Path::new("/").join(dst)),
-                RootStep::Symlink { .. } | RootStep::File { .. } | RootStep::Dir { .. } => None,
-            })
-            .collect()
-    }
-}
-
 /// What could not be built but did not stop the jail.
 #[derive(Debug, Default)]
 pub struct Notes {
