@@ -229,13 +229,6 @@ fn numbers(bits: &syscalls::Bits) -> impl Iterator<Item = u32> + '_ {
     })
 }
 
-/// Resolve the policy's groups and names to syscall numbers and names.
-pub fn resolve(p: &SeccompPolicy) -> Result<BTreeMap<u32, &'static str>, String> {
-    Ok(numbers(&resolve_bits(p)?)
-        .map(|nr| (nr, syscalls::name(nr).unwrap_or("?")))
-        .collect())
-}
-
 /// Compile `p` into the filter. Errors are one line naming the bad group
 /// or syscall.
 pub fn compile(p: &SeccompPolicy) -> Result<Compiled, String> {
@@ -545,6 +538,13 @@ pub fn detail_json(c: &Compiled) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The policy's syscall numbers with their names.
+    fn resolve(p: &SeccompPolicy) -> Result<BTreeMap<u32, &'static str>, String> {
+        Ok(numbers(&resolve_bits(p)?)
+            .map(|nr| (nr, syscalls::name(nr).unwrap_or("?")))
+            .collect())
+    }
 
     fn policy(groups: &[&str], allow: &[&str], action: SeccompAction) -> SeccompPolicy {
         SeccompPolicy {

@@ -744,7 +744,6 @@ impl Watch {
         let mut buf = Vec::new();
         let mut rep_open = true;
         let mut emptied = false;
-        let mut init_done = false;
         let mut drain_until: Option<Instant> = None;
         loop {
             let now = Instant::now();
@@ -763,7 +762,7 @@ impl Watch {
             }
             let out_open = self.out.as_ref().is_some_and(|s| s.open);
             let err_open = self.err.as_ref().is_some_and(|s| s.open);
-            if (init_done || (emptied && self.cg.is_none())) && !out_open && !err_open {
+            if (self.init_done || (emptied && self.cg.is_none())) && !out_open && !err_open {
                 break;
             }
             if drain_until.is_some_and(|d| now >= d) {
@@ -791,12 +790,12 @@ impl Watch {
             let lfd = |i: usize| lfds.get(i).copied().unwrap_or(-1);
             let mut fds = [
                 libc::pollfd {
-                    fd: fd_or(!init_done, self.pidfd.as_raw_fd()),
+                    fd: fd_or(!self.init_done, self.pidfd.as_raw_fd()),
                     events: libc::POLLIN,
                     revents: 0,
                 },
                 libc::pollfd {
-                    fd: fd_or(rep_open && !init_done, rep.as_raw_fd()),
+                    fd: fd_or(rep_open && !self.init_done, rep.as_raw_fd()),
                     events: libc::POLLIN,
                     revents: 0,
                 },
@@ -870,14 +869,13 @@ impl Watch {
                     self.kill_all();
                 }
             }
-            if fds[0].revents != 0 && !init_done {
-                init_done = true;
+            if fds[0].revents != 0 && !self.init_done {
+                self.init_done = true;
                 // Everything in the jail is gone with init; the pipes reach
                 // EOF at once. Bound the drain in case something else holds them.
                 drain_until = Some(Instant::now() + Duration::from_secs(2));
             }
         }
-        self.init_done = init_done;
         // Read what is left without blocking: init may still be exiting,
         // or (init gone) a stray holder may keep the pipe open.
         let _ = sys::set_nonblocking(rep.as_raw_fd());
