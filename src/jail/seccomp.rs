@@ -112,7 +112,7 @@ impl Compiled {
         matches!(self.action, SeccompAction::Learn | SeccompAction::Kill)
     }
 
-    /// Instructions in both filters.
+    /// Instructions in the filter.
     pub fn len(&self) -> usize {
         self.allowlist.len()
     }
