@@ -92,7 +92,11 @@ pub enum Access {
 /// The syscall-ready description of a run.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// Namespaces clone creates (never CLONE_NEWNET: see `new_netns`).
     pub clone_flags: u64,
+    /// Init creates a network namespace with only `lo` (up) and joins it
+    /// before it starts the payload.
+    pub new_netns: bool,
     pub network: Network,
     /// `inner outer 1` lines for /proc/PID/uid_map and gid_map.
     pub uid_map: String,
@@ -424,9 +428,10 @@ impl Plan {
             | libc::CLONE_NEWIPC
             | libc::CLONE_NEWUTS
             | libc::CLONE_NEWCGROUP) as u64;
-        if p.network == Network::None {
-            flags |= libc::CLONE_NEWNET as u64;
-        }
+        // The network namespace is not made by clone: init makes it in a
+        // thread of its own while it builds the root (setting one up costs
+        // about as much as the rest of the clone), then joins it.
+        let new_netns = p.network == Network::None && !fallback;
         if fallback {
             flags = 0;
         }
@@ -620,6 +625,7 @@ impl Plan {
             seccomp,
             require: p.require.clone(),
             clone_flags: flags,
+            new_netns,
             network: p.network,
             uid_map: format!("{} {} 1\n", p.uid, outer_uid),
             gid_map: format!("{} {} 1\n", p.gid, outer_gid),

@@ -17,7 +17,11 @@ pub mod at;
 #[allow(unsafe_code)]
 pub mod cgroup;
 #[allow(unsafe_code)]
+pub mod fdpass;
+#[allow(unsafe_code)]
 pub mod landlock;
+#[allow(unsafe_code)]
+pub mod netns;
 #[allow(unsafe_code)]
 pub mod seccomp;
 
@@ -221,6 +225,15 @@ pub fn fork() -> SysResult<Option<i32>> {
 /// too. The caller must be single-threaded, so no lock (the allocator's
 /// included) can be held by anyone else while the child runs.
 pub fn spawn_vfork(child: &mut dyn FnMut() -> std::convert::Infallible) -> SysResult<i32> {
+    spawn_vfork_with(0, child)
+}
+
+/// [`spawn_vfork`] with more clone flags (CLONE_FILES: the child's new fds
+/// are ours too).
+pub fn spawn_vfork_with(
+    extra: libc::c_int,
+    child: &mut dyn FnMut() -> std::convert::Infallible,
+) -> SysResult<i32> {
     const STACK: usize = 1 << 20;
     const GUARD: usize = 1 << 16;
     extern "C" fn trampoline(arg: *mut libc::c_void) -> libc::c_int {
@@ -264,7 +277,7 @@ pub fn spawn_vfork(child: &mut dyn FnMut() -> std::convert::Infallible) -> SysRe
         libc::clone(
             trampoline,
             (stack as *mut u8).add(STACK) as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD | extra,
             &mut f as *mut &mut dyn FnMut() -> std::convert::Infallible as *mut libc::c_void,
         )
     };
@@ -344,32 +357,84 @@ pub fn set_pdeathsig(sig: i32) -> SysResult<()> {
     .map(|_| ())
 }
 
+/// Where the kernel put our argument strings: `[start, end)`, found from
+/// argv when the program starts (see `ARGV_RANGE_INIT`).
+static ARGV_START: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static ARGV_END: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[cfg(target_env = "gnu")]
+extern "C" fn record_argv_range(
+    argc: libc::c_int,
+    argv: *const *const libc::c_char,
+    _envp: *const *const libc::c_char,
+) {
+    if argc < 1 || argv.is_null() {
+        return;
+    }
+    // SAFETY: glibc calls .init_array functions with the process's own
+    // argc and argv: argc valid pointers to NUL-terminated strings, which
+    // the kernel laid out one after another on the initial stack.
+    unsafe {
+        let first = *argv;
+        let last = *argv.add(argc as usize - 1);
+        if first.is_null() || last.is_null() {
+            return;
+        }
+        let end = last as usize + libc::strlen(last) + 1;
+        ARGV_START.store(first as usize, std::sync::atomic::Ordering::Relaxed);
+        ARGV_END.store(end, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Runs before main, as the standard library's own argument capture does
+/// on glibc (which, unlike musl, passes argc, argv and envp to these
+/// functions); it only reads argv and stores two integers.
+#[cfg(target_env = "gnu")]
+#[used]
+#[link_section = ".init_array"]
+static ARGV_RANGE_INIT: extern "C" fn(
+    libc::c_int,
+    *const *const libc::c_char,
+    *const *const libc::c_char,
+) = record_argv_range;
+
+/// The argv string area: as recorded before main, or else (not glibc) as
+/// /proc/self/stat gives it (fields 48 and 49, arg_start and arg_end).
+fn argv_range() -> (usize, usize) {
+    let start = ARGV_START.load(std::sync::atomic::Ordering::Relaxed);
+    if start != 0 {
+        return (start, ARGV_END.load(std::sync::atomic::Ordering::Relaxed));
+    }
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0, 0);
+    };
+    let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r) else {
+        return (0, 0);
+    };
+    let mut f = rest.split(' ').skip(45);
+    match (
+        f.next().and_then(|v| v.parse().ok()),
+        f.next().and_then(|v| v.parse().ok()),
+    ) {
+        (Some(a), Some(b)) => (a, b),
+        _ => (0, 0),
+    }
+}
+
 /// Replace what /proc/self/cmdline shows with `name`: the jail's init is a
 /// clone of the supervisor, whose command line names host paths the payload
 /// must not learn. Best effort: on any doubt it leaves the area as it is.
 pub fn scrub_cmdline(name: &[u8]) {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return;
-    };
-    // Fields after the parenthesised comm; arg_start and arg_end are 48 and 49.
-    let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r) else {
-        return;
-    };
-    let f: Vec<&str> = rest.split(' ').collect();
-    let (Some(start), Some(end)) = (
-        f.get(45).and_then(|v| v.parse::<usize>().ok()),
-        f.get(46).and_then(|v| v.parse::<usize>().ok()),
-    ) else {
-        return;
-    };
-    if end <= start || end - start > 1 << 20 || name.len() >= end - start {
+    let (start, end) = argv_range();
+    if start == 0 || end <= start || end - start > 1 << 20 || name.len() >= end - start {
         return;
     }
-    // SAFETY: [arg_start, arg_end) is this process's own argv string area,
-    // mapped and writable (it lives on the initial stack). Only the C
-    // strings are overwritten, never the argv pointer array; after clone,
-    // nothing in this process reads the arguments again (the CLI parsed them
-    // before), and the supervisor's copy is a separate copy-on-write page.
+    // SAFETY: [start, end) is this process's own argv string area (recorded
+    // from argv before main), mapped and writable on the initial stack.
+    // Only the C strings are overwritten, never the argv pointer array;
+    // after clone, nothing in this process reads the arguments again (the
+    // CLI parsed them before), and the supervisor's copy is a separate
+    // copy-on-write page.
     unsafe {
         let p = start as *mut u8;
         std::ptr::write_bytes(p, 0, end - start);
@@ -416,14 +481,28 @@ pub fn set_no_new_privs() -> SysResult<()> {
     Ok(())
 }
 
+/// setresuid for the calling thread only. libc's wrapper would also signal
+/// every other thread to change with it; init's network thread (see
+/// [`netns`]) must keep its credentials until it is done.
 pub fn setresuid(uid: u32) -> SysResult<()> {
-    let u = nix::unistd::Uid::from_raw(uid);
-    nix::unistd::setresuid(u, u, u).or_else(|e| err("setresuid", uid, e))
+    let u = libc::c_long::from(uid);
+    // SAFETY: setresuid takes integer arguments only.
+    let r = unsafe { libc::syscall(libc::SYS_setresuid, u, u, u) };
+    if r < 0 {
+        return err("setresuid", uid, last_errno());
+    }
+    Ok(())
 }
 
+/// setresgid for the calling thread only (see [`setresuid`]).
 pub fn setresgid(gid: u32) -> SysResult<()> {
-    let g = nix::unistd::Gid::from_raw(gid);
-    nix::unistd::setresgid(g, g, g).or_else(|e| err("setresgid", gid, e))
+    let g = libc::c_long::from(gid);
+    // SAFETY: setresgid takes integer arguments only.
+    let r = unsafe { libc::syscall(libc::SYS_setresgid, g, g, g) };
+    if r < 0 {
+        return err("setresgid", gid, last_errno());
+    }
+    Ok(())
 }
 
 /// Make the permitted capabilities effective again (after a setresuid under
@@ -1001,6 +1080,29 @@ pub fn mount_setattr(fd: &OwnedFd, set: u64, recursive: bool, shown: &Path) -> S
 }
 
 /// (st_dev, st_ino, st_mode) of an fd.
+/// (st_mode, st_size) of `fd`.
+pub fn fstat_mode_size(fd: &OwnedFd) -> SysResult<(u32, u64)> {
+    let st = nix::sys::stat::fstat(fd).or_else(|e| err("fstat", fd.as_raw_fd(), e))?;
+    Ok((st.st_mode, st.st_size as u64))
+}
+
+/// Open what the O_PATH fd `fd` refers to, for reading.
+pub fn reopen_read(fd: &OwnedFd) -> SysResult<OwnedFd> {
+    let p = fd_path(fd);
+    // SAFETY: `p` is NUL-terminated and outlives the call.
+    let r = unsafe {
+        libc::open(
+            p.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY,
+        )
+    };
+    if r < 0 {
+        return err("open", fd.as_raw_fd(), last_errno());
+    }
+    // SAFETY: fresh fd from the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(r) })
+}
+
 pub fn fstat_id(fd: &OwnedFd) -> SysResult<(u64, u64, u32)> {
     let st = nix::sys::stat::fstat(fd).or_else(|e| err("fstat", fd.as_raw_fd(), e))?;
     Ok((st.st_dev, st.st_ino, st.st_mode))
@@ -1045,30 +1147,10 @@ pub fn chdir(p: &Path) -> SysResult<()> {
 }
 
 /// Bring the loopback interface up in the current network namespace.
-pub fn loopback_up() -> SysResult<()> {
-    // SAFETY: socket() with constant arguments.
-    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if s < 0 {
-        return err("socket", "AF_INET", last_errno());
-    }
-    // SAFETY: fresh fd.
-    let sock = unsafe { OwnedFd::from_raw_fd(s) };
-    // SAFETY: ifreq is plain old data; zeroed is valid.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (i, b) in b"lo".iter().enumerate() {
-        ifr.ifr_name[i] = *b as libc::c_char;
-    }
-    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write the ifreq we own.
-    unsafe {
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut ifr) < 0 {
-            return err("ioctl", "lo, SIOCGIFFLAGS", last_errno());
-        }
-        ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as _, &ifr) < 0 {
-            return err("ioctl", "lo, SIOCSIFFLAGS", last_errno());
-        }
-    }
-    Ok(())
+/// Move the calling thread into the network namespace `ns`.
+pub fn enter_netns(ns: &OwnedFd) -> SysResult<()> {
+    nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET)
+        .or_else(|e| err("setns", "CLONE_NEWNET", e))
 }
 
 // ---------------------------------------------------------------- exec

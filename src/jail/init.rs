@@ -80,6 +80,7 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
         sys::exit_now(125);
     }
 
+    let mut held = None;
     if plan.fallback {
         // No pid namespace: orphans of the payload must still come back to
         // us so the whole tree can be found and killed.
@@ -89,7 +90,8 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
     } else {
         let sources = sources.take().expect("opened above");
         match rootfs::build(plan, sources) {
-            Ok(notes) => {
+            Ok((notes, h)) => {
+                held = Some(h);
                 if notes.chrooted {
                     report(
                         rep_fd,
@@ -115,9 +117,16 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
         if let Err(e) = sys::sethostname(&plan.hostname) {
             fail(rep_fd, "hostname", &plan.hostname, &e.to_string());
         }
-        if plan.network == crate::policy::Network::None {
-            if let Err(e) = sys::loopback_up() {
-                fail(rep_fd, "network", "lo", &e.to_string());
+        if plan.new_netns {
+            // The supervisor made it while we built the root.
+            match sys::fdpass::recv_fd(ctl.as_raw_fd()) {
+                Ok(Some(ns)) => {
+                    if let Err(e) = sys::enter_netns(&ns) {
+                        fail(rep_fd, "network", "lo", &e.to_string());
+                    }
+                }
+                // The supervisor is gone (or failed and says why).
+                _ => sys::exit_now(125),
             }
         }
     }
@@ -149,6 +158,7 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
         Err(e) => fail(rep_fd, "start payload", "", &e.to_string()),
     };
 
+    drop(held);
     let mut peak = Peak::default();
     let tree = Tree {
         contained: !plan.fallback,

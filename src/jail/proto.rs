@@ -1,7 +1,8 @@
-//! The two pipes between the supervisor and the jail.
+//! The two channels between the supervisor and the jail.
 //!
-//! control (supervisor → init): `G` go (maps are written), `R` go after
-//! re-rooting the cgroup namespace, `T` SIGTERM to
+//! control (supervisor → init, a unix stream socket): `G` go (maps are
+//! written), `R` go after re-rooting the cgroup namespace, `N` with an fd
+//! (SCM_RIGHTS) the network namespace to join, `T` SIGTERM to
 //! every process in the jail, `F<sig>` forward
 //! one signal to the payload. EOF means the supervisor is gone.
 //!
@@ -19,6 +20,8 @@ pub const GO: u8 = b'G';
 /// Go, after re-rooting the cgroup namespace at the run cgroup (the child
 /// was moved into it after clone).
 pub const GO_REROOT_CGROUP: u8 = b'R';
+/// The network namespace's fd, sent after GO (when the plan makes one).
+pub const NETNS: u8 = b'N';
 pub const TERM_ALL: u8 = b'T';
 pub const FORWARD: u8 = b'F';
 

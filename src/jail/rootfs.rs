@@ -66,7 +66,13 @@ pub struct Sources {
 /// and to tear down than a mount and shows the payload the same bytes.
 enum Source {
     Mount(OwnedFd),
-    Copy { content: Vec<u8>, mode: u32 },
+    /// Open for reading; copied with its permission bits, at most `len`
+    /// bytes (its size when opened).
+    Copy {
+        file: OwnedFd,
+        len: u64,
+        mode: u32,
+    },
 }
 
 /// Read-only file binds up to this size are copied, up to COPY_TOTAL in
@@ -74,24 +80,22 @@ enum Source {
 const COPY_MAX: u64 = 128 * 1024;
 const COPY_TOTAL: u64 = 1024 * 1024;
 
-/// The bytes of the world-readable regular file `fd` (an O_PATH fd), when
-/// it is small enough to copy; None: bind it.
-fn copy_of(fd: &OwnedFd, budget: &mut u64) -> Option<(Vec<u8>, u32)> {
-    use std::io::Read;
-    let (_, _, mode) = sys::fstat_id(fd).ok()?;
+/// The world-readable regular file `fd` (an O_PATH fd) open for reading,
+/// its size and mode, when it is small enough to copy; None: bind it.
+fn copy_of(fd: &OwnedFd, budget: &mut u64) -> Option<Source> {
+    let (mode, len) = sys::fstat_mode_size(fd).ok()?;
     // World-readable only: the jail user owns the copy, so a file it could
     // not read through the bind must stay a bind.
-    if mode & libc::S_IFMT != libc::S_IFREG || mode & 0o004 == 0 {
+    if mode & libc::S_IFMT != libc::S_IFREG || mode & 0o004 == 0 || len > COPY_MAX.min(*budget) {
         return None;
     }
-    let f = std::fs::File::open(sys::fd_path(fd).to_str().ok()?).ok()?;
-    let mut content = Vec::new();
-    f.take(COPY_MAX + 1).read_to_end(&mut content).ok()?;
-    if content.len() as u64 > COPY_MAX.min(*budget) {
-        return None;
-    }
-    *budget -= content.len() as u64;
-    Some((content, mode & 0o755))
+    let file = sys::reopen_read(fd).ok()?;
+    *budget -= len;
+    Some(Source::Copy {
+        file,
+        len,
+        mode: mode & 0o755,
+    })
 }
 
 pub fn open_sources(plan: &Plan) -> Result<Sources, StepError> {
@@ -107,7 +111,7 @@ pub fn open_sources(plan: &Plan) -> Result<Sources, StepError> {
             } => match sys::open_path_nofollow(src) {
                 Ok(fd) if *writable => Some(Source::Mount(fd)),
                 Ok(fd) => match copy_of(&fd, &mut budget) {
-                    Some((content, mode)) => Some(Source::Copy { content, mode }),
+                    Some(copy) => Some(copy),
                     None => Some(Source::Mount(fd)),
                 },
                 Err(e) if *optional && e.errno == Errno::ENOENT => None,
@@ -229,7 +233,7 @@ impl Root {
 
 /// Build the root on a tmpfs at `plan.base` and pivot into it. Runs in init,
 /// in the new mount namespace, with capabilities in the new user namespace.
-pub fn build(plan: &Plan, src: Sources) -> Result<Notes, StepError> {
+pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), StepError> {
     let mut notes = Notes::default();
     // Nothing we mount may propagate back to the host.
     sys::mount(
@@ -261,9 +265,10 @@ pub fn build(plan: &Plan, src: Sources) -> Result<Notes, StepError> {
         match step {
             RootStep::Bind { dst, writable, .. } => match &src.binds[i] {
                 Some(Source::Mount(fd)) => bind(&mut root, fd, dst, *writable)?,
-                Some(Source::Copy { content, mode }) => {
+                Some(Source::Copy { file, len, mode }) => {
                     let (d, name) = root.parent(dst).step("bind", dst)?;
-                    at::write_file(root.fd_of(&d), name, content, *mode, dst).step("bind", dst)?;
+                    at::copy_file(root.fd_of(&d), name, file, *len, *mode, dst)
+                        .step("bind", dst)?;
                 }
                 None => {}
             },
@@ -308,10 +313,22 @@ pub fn build(plan: &Plan, src: Sources) -> Result<Notes, StepError> {
         Path::new("/"),
     )
     .step("seal root", Path::new(""))?;
-    drop(src);
-    drop(root);
     notes.chrooted = !sys::pivot_root_and_detach(&plan.base).step("pivot_root", &plan.base)?;
-    Ok(notes)
+    Ok((
+        notes,
+        Held {
+            _src: src,
+            _root: root,
+        },
+    ))
+}
+
+/// The fds the build used (sources, directories of the new root). Closing
+/// a few dozen fds takes a while; init drops this once the payload runs.
+/// Init is not dumpable by then, so no one in the jail can reach them.
+pub struct Held {
+    _src: Sources,
+    _root: Root,
 }
 
 fn verify_error(dst: &Path) -> StepError {

@@ -517,7 +517,7 @@ pub fn install_with(c: &Compiled, channel: Option<RawFd>) -> SysResult<()> {
             errno: Errno::EINVAL,
         });
     };
-    sys::seccomp::send_fd(ch, std::os::fd::AsRawFd::as_raw_fd(&l))?;
+    sys::fdpass::send_fd(ch, std::os::fd::AsRawFd::as_raw_fd(&l), b'L')?;
     // Keep the listener open: it is close-on-exec, and close(2) may not be
     // in the allowlist. execve closes it.
     let _ = l.into_raw_fd();

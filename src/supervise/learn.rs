@@ -59,7 +59,7 @@ impl Learner {
 
     /// Create the socketpair (both ends close-on-exec).
     pub fn new(mode: Mode) -> SysResult<Learner> {
-        let (ours, theirs) = sys::seccomp::socketpair()?;
+        let (ours, theirs) = sys::fdpass::socketpair(libc::SOCK_SEQPACKET)?;
         let child_raw = theirs.as_raw_fd();
         Ok(Learner {
             mode,
@@ -118,7 +118,7 @@ impl Learner {
         if readable {
             // Only the first fd is accepted; the socket is closed after it,
             // so nothing the command does later can reach us this way.
-            if let Ok(Some(l)) = sys::seccomp::recv_fd(sock.as_raw_fd()) {
+            if let Ok(Some(l)) = sys::fdpass::recv_fd(sock.as_raw_fd()) {
                 self.listener = Some(l);
             }
             self.sock = None;

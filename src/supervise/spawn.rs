@@ -142,7 +142,9 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     o.limits = decision.report.clone();
 
     // 2. Pipes.
-    let (ctl_rd, ctl_wr) = sys::pipe().map_err(|e| setup_err("pipe", "", e.to_string()))?;
+    // A socket, not a pipe: it also carries the network namespace's fd.
+    let (ctl_rd, ctl_wr) = sys::fdpass::socketpair(libc::SOCK_STREAM)
+        .map_err(|e| setup_err("socketpair", "", e.to_string()))?;
     let (rep_rd, rep_wr) = sys::pipe().map_err(|e| setup_err("pipe", "", e.to_string()))?;
     let (out_pipe, err_pipe) = if plan.pipe_output {
         let a = sys::pipe().map_err(|e| setup_err("pipe", "", e.to_string()))?;
@@ -172,7 +174,6 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     };
     plan.seccomp_channel = learner.as_ref().map(|l| l.child_fd());
 
-    // 3. Clone into the new namespaces.
     let mut attempt = sys::clone_jail(plan.clone_flags, cg.as_ref().map(|c| c.dir_fd()));
     if cg.is_some() && attempt.as_ref().is_err_and(|e| e.call == "clone3") {
         // CLONE_INTO_CGROUP refused: clone plainly and move the child in
@@ -257,6 +258,17 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
         return Err(setup_err("start jail", "", e.to_string()).into());
     }
 
+    // The network namespace, made while init builds the root.
+    if plan.new_netns {
+        let sent = sys::netns::create_for(&pidfd, pid)
+            .and_then(|ns| sys::fdpass::send_fd(ctl_wr.as_raw_fd(), ns.as_raw_fd(), proto::NETNS));
+        if let Err(e) = sent {
+            if let Some(first) = failed_first(&pidfd, pid, &rep_rd) {
+                return Err(first.into());
+            }
+            return Err(setup_err("network", "lo", e.to_string()).into());
+        }
+    }
     // 5. Wait, pumping output and watching the deadline.
     let keep = if plan.capture {
         plan.limits.max_output.unwrap_or(DEFAULT_CAPTURE)

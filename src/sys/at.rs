@@ -104,6 +104,49 @@ pub fn write_file(
     })
 }
 
+/// Create `name` in `dir` with `mode` and copy at most `max` bytes of
+/// `src` (open for reading) into it, in the kernel (no buffer of ours).
+pub fn copy_file(
+    dir: &OwnedFd,
+    name: &OsStr,
+    src: &OwnedFd,
+    max: u64,
+    mode: u32,
+    shown: &Path,
+) -> SysResult<()> {
+    let fd = open(
+        dir,
+        name,
+        libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+        mode,
+        shown,
+    )?;
+    let mut left = max;
+    while left > 0 {
+        // SAFETY: both fds are valid; a null offset means "the file
+        // position of `src`".
+        let r = unsafe {
+            libc::sendfile(
+                fd.as_raw_fd(),
+                src.as_raw_fd(),
+                std::ptr::null_mut(),
+                left as usize,
+            )
+        };
+        match r {
+            0 => break,
+            n if n > 0 => left -= n as u64,
+            _ => {
+                let e = last_errno();
+                if e != Errno::EINTR {
+                    return err("sendfile", format_args!("/{}", shown.display()), e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// (st_dev, st_ino, st_mode) of `name` in `dir`, not following a final
 /// symlink; a mount point shows the root of what is mounted on it.
 pub fn stat(dir: &OwnedFd, name: &OsStr, shown: &Path) -> SysResult<(u64, u64, u32)> {

@@ -1,0 +1,126 @@
+//! Unix socket pairs and passing an fd over them.
+
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+use super::{err, last_errno, Errno, SysResult};
+
+/// A connected pair of unix sockets of `kind` (SOCK_STREAM,
+/// SOCK_SEQPACKET), both close-on-exec.
+pub fn socketpair(kind: libc::c_int) -> SysResult<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1 as RawFd; 2];
+    // SAFETY: `fds` is a valid out-array of two ints.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            kind | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if r < 0 {
+        return err("socketpair", "AF_UNIX", last_errno());
+    }
+    // SAFETY: the kernel returned two fresh fds nobody else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Room for one fd in a control message, u64-aligned.
+#[repr(C, align(8))]
+struct CmsgBuf([u8; 32]);
+
+/// Send `fd` over the unix socket `sock`: one byte of data, `tag`, with
+/// one SCM_RIGHTS.
+pub fn send_fd(sock: RawFd, fd: RawFd, tag: u8) -> SysResult<()> {
+    let mut byte = [tag];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut cbuf = CmsgBuf([0; 32]);
+    // SAFETY: msghdr is plain old data; zeroed is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.0.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE only computes a size.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as _;
+    // SAFETY: msg_control points to a zeroed, aligned buffer of at least
+    // CMSG_SPACE(sizeof(int)) bytes (32 >= 24), so CMSG_FIRSTHDR is non-null
+    // and the header and its int payload lie inside `cbuf`.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd);
+    }
+    loop {
+        // SAFETY: every pointer in `msg` refers to locals that outlive the call.
+        let r = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
+        if r < 0 {
+            let e = last_errno();
+            if e == Errno::EINTR {
+                continue;
+            }
+            return err("sendmsg", "SCM_RIGHTS", e);
+        }
+        return Ok(());
+    }
+}
+
+/// Receive one fd sent by [`send_fd`]. `Ok(None)` on end of file (the peer
+/// closed without sending) or a message without an fd.
+pub fn recv_fd(sock: RawFd) -> SysResult<Option<OwnedFd>> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut cbuf = CmsgBuf([0; 32]);
+    // SAFETY: msghdr is plain old data; zeroed is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.0.as_mut_ptr().cast();
+    msg.msg_controllen = cbuf.0.len() as _;
+    let r = loop {
+        // SAFETY: every pointer in `msg` refers to locals that outlive the
+        // call; MSG_CMSG_CLOEXEC makes a received fd close-on-exec.
+        let r = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if r < 0 {
+            let e = last_errno();
+            if e == Errno::EINTR {
+                continue;
+            }
+            return err("recvmsg", "SCM_RIGHTS", e);
+        }
+        break r;
+    };
+    if r == 0 {
+        return Ok(None);
+    }
+    let mut got: Option<OwnedFd> = None;
+    // SAFETY: the kernel filled msg_control with msg_controllen bytes of
+    // well-formed control messages; CMSG_FIRSTHDR/NXTHDR stay inside it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let n = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<RawFd>();
+                let data = libc::CMSG_DATA(c).cast::<RawFd>();
+                for i in 0..n {
+                    let fd = std::ptr::read_unaligned(data.add(i));
+                    // Each received fd is ours now: keep the first, close
+                    // the rest (OwnedFd's drop).
+                    let owned = OwnedFd::from_raw_fd(fd);
+                    if got.is_none() {
+                        got = Some(owned);
+                    }
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok(got)
+}

@@ -1,0 +1,88 @@
+//! The jail's network namespace, made by a short-lived helper of the
+//! supervisor while init builds the root.
+//!
+//! Setting up a network namespace costs the kernel about as much as the
+//! rest of the clone together. Made by init's clone, it would delay
+//! everything init does; made here, it overlaps with the root build. The
+//! helper is a vfork child (we are suspended until it exits) that joins
+//! the jail's user namespace, so the new network namespace belongs to the
+//! jail (its root may bring `lo` up; init may setns into it), unshares a
+//! network namespace, brings `lo` up, and leaves an fd of the namespace in
+//! the fd table it shares with us. The supervisor passes it to init.
+//!
+//! The helper lives in our pid namespace, not the jail's, so the payload is
+//! still pid 2.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use super::{err, last_errno, Errno, SysError, SysResult};
+
+/// SIOCGSKNSFD from <linux/sockios.h>: an fd of a socket's namespace.
+const SIOCGSKNSFD: libc::c_ulong = 0x894C;
+
+/// A new network namespace owned by the user namespace of `pid` (the
+/// jail's init; `pidfd` refers to it), with `lo` up and nothing else.
+pub fn create_for(pidfd: &OwnedFd, pid: i32) -> SysResult<OwnedFd> {
+    let mut made: SysResult<RawFd> = Err(SysError {
+        call: "clone",
+        arg: "network helper".into(),
+        errno: Errno::ECHILD,
+    });
+    let mut helper = || -> std::convert::Infallible {
+        made = in_helper(pidfd, pid);
+        super::exit_now(0)
+    };
+    let hpid = super::spawn_vfork_with(libc::CLONE_FILES, &mut helper)?;
+    // The helper has exited (vfork): reap it.
+    let _ = super::waitpid(hpid, false);
+    // SAFETY: the helper made this fd in the fd table it shared with us and
+    // then exited; nothing else owns it.
+    made.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Runs in the helper (our memory, our fd table, its own credentials).
+fn in_helper(pidfd: &OwnedFd, pid: i32) -> SysResult<RawFd> {
+    // Join the jail's user namespace: by pidfd (Linux 5.8), else by path.
+    if nix::sched::setns(pidfd, nix::sched::CloneFlags::CLONE_NEWUSER).is_err() {
+        let p = format!("/proc/{pid}/ns/user");
+        let fd = nix::fcntl::open(
+            p.as_str(),
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .or_else(|e| err("open", &p, e))?;
+        nix::sched::setns(&fd, nix::sched::CloneFlags::CLONE_NEWUSER)
+            .or_else(|e| err("setns", &p, e))?;
+    }
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
+        .or_else(|e| err("unshare", "CLONE_NEWNET", e))?;
+    // SAFETY: socket() with constant arguments.
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return err("socket", "AF_INET", last_errno());
+    }
+    // SAFETY: a fresh fd that only this function uses.
+    let sock = unsafe { OwnedFd::from_raw_fd(s) };
+    // SAFETY: ifreq is plain old data; zeroed is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (i, b) in b"lo".iter().enumerate() {
+        ifr.ifr_name[i] = *b as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS/SIOCSIFFLAGS read and write the ifreq we own.
+    unsafe {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut ifr) < 0 {
+            return err("ioctl", "lo, SIOCGIFFLAGS", last_errno());
+        }
+        ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as _, &ifr) < 0 {
+            return err("ioctl", "lo, SIOCSIFFLAGS", last_errno());
+        }
+    }
+    // SAFETY: SIOCGSKNSFD takes no argument and returns a new fd
+    // (close-on-exec) or -1.
+    let fd = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGSKNSFD as _) };
+    if fd < 0 {
+        return err("ioctl", "SIOCGSKNSFD", last_errno());
+    }
+    Ok(fd)
+}
