@@ -481,28 +481,14 @@ pub fn set_no_new_privs() -> SysResult<()> {
     Ok(())
 }
 
-/// setresuid for the calling thread only. libc's wrapper would also signal
-/// every other thread to change with it; init's network thread (see
-/// [`netns`]) must keep its credentials until it is done.
 pub fn setresuid(uid: u32) -> SysResult<()> {
-    let u = libc::c_long::from(uid);
-    // SAFETY: setresuid takes integer arguments only.
-    let r = unsafe { libc::syscall(libc::SYS_setresuid, u, u, u) };
-    if r < 0 {
-        return err("setresuid", uid, last_errno());
-    }
-    Ok(())
+    let u = nix::unistd::Uid::from_raw(uid);
+    nix::unistd::setresuid(u, u, u).or_else(|e| err("setresuid", uid, e))
 }
 
-/// setresgid for the calling thread only (see [`setresuid`]).
 pub fn setresgid(gid: u32) -> SysResult<()> {
-    let g = libc::c_long::from(gid);
-    // SAFETY: setresgid takes integer arguments only.
-    let r = unsafe { libc::syscall(libc::SYS_setresgid, g, g, g) };
-    if r < 0 {
-        return err("setresgid", gid, last_errno());
-    }
-    Ok(())
+    let g = nix::unistd::Gid::from_raw(gid);
+    nix::unistd::setresgid(g, g, g).or_else(|e| err("setresgid", gid, e))
 }
 
 /// Make the permitted capabilities effective again (after a setresuid under
