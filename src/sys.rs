@@ -273,21 +273,122 @@ pub fn spawn_vfork_with(
     // mmap returns page-aligned memory); with CLONE_VFORK we do not run
     // again until the child has left this address space (execve) or exited,
     // so `f` and the stack outlive every use the child makes of them.
-    let pid = unsafe {
-        libc::clone(
-            trampoline,
-            (stack as *mut u8).add(STACK) as *mut libc::c_void,
+    let r = unsafe {
+        clone_on_stack(
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD | extra,
+            (stack as *mut u8).add(STACK),
+            trampoline,
             &mut f as *mut &mut dyn FnMut() -> std::convert::Infallible as *mut libc::c_void,
         )
     };
-    let e = last_errno();
+    let (pid, e) = if r < 0 {
+        (-1, Errno::from_raw(-r as i32))
+    } else {
+        (r as i32, Errno::UnknownErrno)
+    };
     // SAFETY: the child no longer uses the stack (it has exec'd or exited).
     unsafe { libc::munmap(stack, STACK) };
     if pid < 0 {
         return err("clone", "CLONE_VM|CLONE_VFORK", e);
     }
     Ok(pid)
+}
+
+/// The clone system call with the child on `stack_top`, running
+/// `f(arg)` and then exiting; returns the child's pid or `-errno`.
+///
+/// Not libc's clone(): musl's wrapper emulates fork in the child, writing
+/// the child's tid into the thread descriptor it shares with us under
+/// CLONE_VM. Here nothing of libc runs between clone and `f`.
+///
+/// # Safety
+/// `stack_top` must be the 16-byte-aligned top of memory the child may use
+/// as its stack, valid until the child has exited or exec'd; `f` must
+/// never return into the caller's frame (it runs on the new stack) and
+/// `arg` must stay valid for it; with CLONE_VM, the caller must not run
+/// again until then (CLONE_VFORK).
+#[cfg(target_arch = "x86_64")]
+unsafe fn clone_on_stack(
+    flags: libc::c_int,
+    stack_top: *mut u8,
+    f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> isize {
+    let ret: isize;
+    // SAFETY: the x86_64 clone ABI: clone(flags, newsp, ptid, ctid, tls)
+    // in rdi, rsi, rdx, r10, r8; the kernel clobbers rcx and r11 and keeps
+    // every other register, so the child finds `f` and `arg` in r13 and
+    // r12, on its new stack (aligned: the call pushes the return address
+    // as the ABI expects). The child calls f(arg) and exits with its
+    // result; it never comes back here. The parent continues at 2.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "xor ebp, ebp",
+            "mov rdi, r12",
+            "call r13",
+            "mov edi, eax",
+            "mov eax, {exit}",
+            "syscall",
+            "ud2",
+            "2:",
+            exit = const libc::SYS_exit,
+            inlateout("rax") libc::SYS_clone as isize => ret,
+            in("rdi") flags as usize,
+            in("rsi") stack_top,
+            in("rdx") 0usize,
+            in("r10") 0usize,
+            in("r8") 0usize,
+            in("r12") arg,
+            in("r13") f,
+            lateout("rcx") _,
+            lateout("r11") _,
+        );
+    }
+    ret
+}
+
+/// See the x86_64 version.
+///
+/// # Safety
+/// As for the x86_64 version.
+#[cfg(target_arch = "aarch64")]
+unsafe fn clone_on_stack(
+    flags: libc::c_int,
+    stack_top: *mut u8,
+    f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> isize {
+    let ret: isize;
+    // SAFETY: the aarch64 clone ABI: clone(flags, newsp, ptid, tls, ctid)
+    // in x0-x4, number in x8; the kernel returns in x0 and keeps every
+    // other register, so the child finds `arg` and `f` in x9 and x10, on
+    // its new (16-byte aligned) stack. The child calls f(arg) and exits
+    // with its result; the parent continues at 2.
+    unsafe {
+        core::arch::asm!(
+            "svc 0",
+            "cbnz x0, 2f",
+            "mov x0, x9",
+            "blr x10",
+            "mov x8, {exit}",
+            "svc 0",
+            "brk #0",
+            "2:",
+            exit = const libc::SYS_exit,
+            in("x8") libc::SYS_clone,
+            inlateout("x0") flags as usize => ret,
+            in("x1") stack_top,
+            in("x2") 0usize,
+            in("x3") 0usize,
+            in("x4") 0usize,
+            in("x9") arg,
+            in("x10") f,
+        );
+    }
+    ret
 }
 
 /// Close a raw fd we do not own as an OwnedFd (the vfork child closing
