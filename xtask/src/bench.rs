@@ -25,9 +25,12 @@ const USAGE: &str = "usage: cargo xtask bench [--runs N] [--json FILE] [--syscal
   --no-build        measure the binaries as they are, without building them
   --also PATH       also measure this stockade binary: one more /bin/true row (repeatable)
 The `stockade` rows measure the static binary that ships, built as the README
-says (RUSTFLAGS=\"-C target-feature=+crt-static\" cargo build --release
---target x86_64-unknown-linux-gnu, in target/static); one more row measures the
-dynamic target/release/stockade.";
+says: the musl build (cargo build --release --target x86_64-unknown-linux-musl,
+in target/static), or, when the musl target cannot be installed, the glibc
+crt-static build (RUSTFLAGS=\"-C target-feature=+crt-static\", --target
+x86_64-unknown-linux-gnu), which starts slower (glibc probes the CPU at start).
+With --no-build, the musl binary if it exists, else the glibc one. One more row
+measures the dynamic target/release/stockade.";
 
 /// Source of the per-syscall probe: N raw getpid() calls; prints ns/call and
 /// the `Seccomp:` mode of /proc/self/status (-1 when unreadable), so a run
@@ -238,12 +241,17 @@ fn run(opts: &Options) -> Result<(), String> {
         return Err("--user needs root (it sets the uid of every measured command)".into());
     }
 
-    if opts.build {
-        binaries::build_static(&root)?;
+    // The rows named `stockade` measure the static binary that ships: the
+    // one just built (musl, or the glibc fallback), or with --no-build the
+    // one `static_path` finds.
+    let stockade = if opts.build {
+        let built = binaries::build_static(&root)
+            .map_err(|e| format!("{e} (--no-build measures the binaries as they are)"))?;
         binaries::build_dynamic(&root)?;
-    }
-    // The rows named `stockade` measure the static binary that ships.
-    let stockade = binaries::static_path(&root);
+        built
+    } else {
+        binaries::static_path(&root)
+    };
     if !stockade.is_file() {
         return Err(format!(
             "{} does not exist (build it without --no-build)",
@@ -350,11 +358,10 @@ fn binaries_note(
 ) -> String {
     let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
     format!(
-        "`stockade` rows: {} ({}, the shipped build: RUSTFLAGS=\"{}\" cargo build --release --target {}); `(dynamic build)` row: {} ({})",
+        "`stockade` rows: {} ({}, the shipped build: {}); `(dynamic build)` row: {} ({})",
         rel(stockade),
         linkage.name(),
-        binaries::STATIC_RUSTFLAGS,
-        binaries::TARGET,
+        binaries::static_command(stockade),
         rel(&dynamic.path),
         dynamic.linkage.map(|l| l.name()).unwrap_or("missing")
     )

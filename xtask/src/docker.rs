@@ -1,14 +1,15 @@
 //! `cargo xtask docker-test`: stockade inside a real Docker engine.
 //!
-//! Builds the static binary (crt-static glibc, target/static), assembles an
-//! image from local files only (FROM scratch: the binary, busybox-static,
-//! Debian's python3.11 and bwrap with their shared libraries; no registry),
-//! and runs tests/docker/case.sh under several `docker run` settings. Each
-//! setting is one container; the script prints `key=value` lines and the
-//! checks below assert on them: the JSON outcome's status and layers, and the
-//! *effects* of a hostile Python payload (canary not read, no file written
-//! outside, the listener never saw a connection), each beside a control run
-//! outside stockade in the same container.
+//! Builds the static binary (musl, or the glibc crt-static fallback, in
+//! target/static; see `binaries`), assembles an image from local files only
+//! (FROM scratch: the binary, busybox-static, Debian's python3.11 and bwrap
+//! with their shared libraries; no registry), and runs tests/docker/case.sh
+//! under several `docker run` settings. Each setting is one container; the
+//! script prints `key=value` lines and the checks below assert on them: the
+//! JSON outcome's status and layers, and the *effects* of a hostile Python
+//! payload (canary not read, no file written outside, the listener never saw
+//! a connection), each beside a control run outside stockade in the same
+//! container.
 //!
 //! Each check prints one line, `DOCKERTEST PASS|FAIL|SKIPPED: <name>…`, which
 //! `cargo xtask test` counts; the run ends with `N passed, N failed, N
@@ -23,7 +24,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: cargo xtask docker-test [--no-build]
-  --no-build  use target/static/x86_64-unknown-linux-gnu/release/stockade as it is";
+  --no-build  use the static binary as it is: target/static/x86_64-unknown-linux-musl/release/stockade,
+              else (the glibc fallback) target/static/x86_64-unknown-linux-gnu/release/stockade";
 
 /// The image the cases run in.
 const IMAGE: &str = "stockade-docker-test:latest";
@@ -374,35 +376,16 @@ fn elf_interpreter(path: &Path) -> Result<Option<String>, String> {
     Ok(None)
 }
 
-/// The documented one-command static build (README, "Static binary").
+/// The static binary that ships (README, "A static binary for `FROM
+/// scratch`"), built by `binaries::build_static`: the musl build, or the
+/// glibc crt-static fallback. With `--no-build`, the one `static_path` finds.
 fn static_binary(root: &Path, build: bool) -> Result<PathBuf, String> {
-    let bin = root.join("target/static/x86_64-unknown-linux-gnu/release/stockade");
-    if build {
-        let o = output(
-            Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-                .current_dir(root)
-                .env("RUSTFLAGS", "-C target-feature=+crt-static")
-                .env("CARGO_TARGET_DIR", root.join("target/static"))
-                .args([
-                    "build",
-                    "--release",
-                    "--target",
-                    "x86_64-unknown-linux-gnu",
-                    "-p",
-                    "stockade",
-                ]),
-            "cargo build (static)",
-        )?;
-        if !o.status.success() {
-            let err = String::from_utf8_lossy(&o.stderr);
-            let tail: Vec<&str> = err.lines().rev().take(15).collect();
-            return Err(format!(
-                "static build failed ({}):\n{}",
-                o.status,
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-            ));
-        }
-    }
+    let bin = if build {
+        crate::binaries::build_static(root)
+            .map_err(|e| format!("static build failed: {e} (cargo's output is above)"))?
+    } else {
+        crate::binaries::static_path(root)
+    };
     if !bin.exists() {
         return Err(format!(
             "{} missing (run without --no-build)",

@@ -16,7 +16,6 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const TARGET: &str = "x86_64-unknown-linux-gnu";
 const PAYLOADS: &[&str] = &["memhog", "forkbomb", "spin", "spew", "runas"];
 const DEFAULT_TIMEOUT_S: u64 = 240;
 
@@ -285,32 +284,13 @@ fn busybox(vm: &Path) -> R<PathBuf> {
 
 // ---------------------------------------------------------------- binaries
 
-/// A static release stockade in target/static (its own target dir, so it
-/// does not invalidate the normal builds).
+/// The static release stockade that ships, built in target/static (its own
+/// target dir, so it does not invalidate the normal builds) by
+/// `binaries::build_static`, as the README's, the Docker suite's and the
+/// bench's: the musl build, or the glibc crt-static fallback.
 fn static_stockade(root: &Path) -> R<PathBuf> {
     step("building a static stockade (target/static)");
-    let tdir = root.join("target/static");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    status(
-        Command::new(cargo)
-            .args([
-                "build",
-                "--release",
-                "--target",
-                TARGET,
-                "-p",
-                "stockade",
-                "--bin",
-                "stockade",
-            ])
-            .arg("--target-dir")
-            .arg(&tdir)
-            .current_dir(root)
-            // The same build as the README's, the Docker suite's and the
-            // bench's, so the three share one binary in target/static.
-            .env("RUSTFLAGS", "-C target-feature=+crt-static"),
-    )?;
-    let bin = tdir.join(TARGET).join("release/stockade");
+    let bin = crate::binaries::build_static(root)?;
     if !is_static(&bin)? {
         return Err(format!("{} is not statically linked", bin.display()));
     }
