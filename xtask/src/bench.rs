@@ -954,6 +954,12 @@ fn find(cases: &[Case], group: Group, kind: Kind) -> Option<Stats> {
         .and_then(|c| stats(&c.samples))
 }
 
+fn case(cases: &[Case], group: Group, kind: Kind) -> Option<&Case> {
+    cases
+        .iter()
+        .find(|c| c.group == group && c.kind == kind && c.skipped.is_none())
+}
+
 fn ratio(a: f64, b: Option<Stats>) -> String {
     match b {
         Some(b) if b.median > 0.0 => format!("{:.2}", a / b.median),
@@ -1113,6 +1119,21 @@ fn render_verdict(o: &mut String, cases: &[Case], group: Group) {
                 ", bwrap {bw_cost:.3} ms → stockade/bwrap {r:.2} (target ≤ 0.50: {})",
                 if r <= 0.5 { "met" } else { "NOT met" }
             );
+            // The same costs from the rounds (each case once per round,
+            // back to back): less sensitive to load that drifts, which
+            // matters when the command itself is long (python3).
+            let paired =
+                |k: Kind| paired_delta(case(cases, group, k)?, case(cases, group, Kind::Bare)?);
+            if let (Some(sp), Some(bp)) = (paired(Kind::Stockade), paired(Kind::Bwrap)) {
+                if bp > 0.0 {
+                    let r = sp / bp;
+                    let _ = writeln!(
+                        o,
+                        "jail cost (median of per-round differences − bare): stockade {sp:.3} ms, bwrap {bp:.3} ms → stockade/bwrap {r:.2} (target ≤ 0.50: {})",
+                        if r <= 0.5 { "met" } else { "NOT met" }
+                    );
+                }
+            }
         }
         None => {
             let _ = writeln!(o, " (no bwrap to compare)");
