@@ -244,6 +244,20 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
             return Err(setup_err("id map", &path, e.to_string()).into());
         }
     }
+    // Before GO, while init still has our credentials (see userns_of).
+    let userns = if plan.new_netns {
+        match sys::netns::userns_of(&pidfd, pid) {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                if let Some(first) = failed_first(&pidfd, pid, &rep_rd) {
+                    return Err(first.into());
+                }
+                return Err(setup_err("network", "lo", e.to_string()).into());
+            }
+        }
+    } else {
+        None
+    };
     sys::ignore_sigpipe();
     let moved_after_clone = cg.is_some() && via != sys::CloneVia::Clone3IntoCgroup;
     let go = if moved_after_clone && plan.clone_flags & libc::CLONE_NEWCGROUP as u64 != 0 {
@@ -259,8 +273,8 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     }
 
     // The network namespace, made while init builds the root.
-    if plan.new_netns {
-        let sent = sys::netns::create_for(&pidfd, pid)
+    if let Some(userns) = userns {
+        let sent = sys::netns::create_in(&userns)
             .and_then(|ns| sys::fdpass::send_fd(ctl_wr.as_raw_fd(), ns.as_raw_fd(), proto::NETNS));
         if let Err(e) = sent {
             if let Some(first) = failed_first(&pidfd, pid, &rep_rd) {

@@ -20,16 +20,39 @@ use super::{err, last_errno, Errno, SysError, SysResult};
 /// SIOCGSKNSFD from <linux/sockios.h>: an fd of a socket's namespace.
 const SIOCGSKNSFD: libc::c_ulong = 0x894C;
 
-/// A new network namespace owned by the user namespace of `pid` (the
-/// jail's init; `pidfd` refers to it), with `lo` up and nothing else.
-pub fn create_for(pidfd: &OwnedFd, pid: i32) -> SysResult<OwnedFd> {
+/// An fd of the user namespace of the jail's init (`pidfd`, `pid`): by
+/// PIDFD_GET_USER_NAMESPACE (Linux 6.11), else from /proc. Open it before
+/// init changes its credentials: after that (a different uid, and not
+/// dumpable) only a caller with CAP_SYS_PTRACE may, which root in a
+/// container lacks. Joining through the fd needs no such check.
+pub fn userns_of(pidfd: &OwnedFd, pid: i32) -> SysResult<OwnedFd> {
+    /// _IO(PIDFS_IOCTL_MAGIC, 9) from <linux/pidfd.h>.
+    const PIDFD_GET_USER_NAMESPACE: libc::c_ulong = 0xFF09;
+    // SAFETY: the ioctl takes no argument and returns a new fd or -1.
+    let r = unsafe { libc::ioctl(pidfd.as_raw_fd(), PIDFD_GET_USER_NAMESPACE as _, 0) };
+    if r >= 0 {
+        // SAFETY: a fresh fd from the kernel.
+        return Ok(unsafe { OwnedFd::from_raw_fd(r) });
+    }
+    let p = format!("/proc/{pid}/ns/user");
+    nix::fcntl::open(
+        p.as_str(),
+        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .or_else(|e| err("open", &p, e))
+}
+
+/// A new network namespace owned by the user namespace `userns` (from
+/// [`userns_of`]), with `lo` up and nothing else.
+pub fn create_in(userns: &OwnedFd) -> SysResult<OwnedFd> {
     let mut made: SysResult<RawFd> = Err(SysError {
         call: "clone",
         arg: "network helper".into(),
         errno: Errno::ECHILD,
     });
     let mut helper = || -> std::convert::Infallible {
-        made = in_helper(pidfd, pid);
+        made = in_helper(userns);
         super::exit_now(0)
     };
     let hpid = super::spawn_vfork_with(libc::CLONE_FILES, &mut helper)?;
@@ -41,19 +64,10 @@ pub fn create_for(pidfd: &OwnedFd, pid: i32) -> SysResult<OwnedFd> {
 }
 
 /// Runs in the helper (our memory, our fd table, its own credentials).
-fn in_helper(pidfd: &OwnedFd, pid: i32) -> SysResult<RawFd> {
-    // Join the jail's user namespace: by pidfd (Linux 5.8), else by path.
-    if nix::sched::setns(pidfd, nix::sched::CloneFlags::CLONE_NEWUSER).is_err() {
-        let p = format!("/proc/{pid}/ns/user");
-        let fd = nix::fcntl::open(
-            p.as_str(),
-            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
-            nix::sys::stat::Mode::empty(),
-        )
-        .or_else(|e| err("open", &p, e))?;
-        nix::sched::setns(&fd, nix::sched::CloneFlags::CLONE_NEWUSER)
-            .or_else(|e| err("setns", &p, e))?;
-    }
+fn in_helper(userns: &OwnedFd) -> SysResult<RawFd> {
+    // As the namespace's owner we hold every capability in it.
+    nix::sched::setns(userns, nix::sched::CloneFlags::CLONE_NEWUSER)
+        .or_else(|e| err("setns", "CLONE_NEWUSER", e))?;
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
         .or_else(|e| err("unshare", "CLONE_NEWNET", e))?;
     // SAFETY: socket() with constant arguments.
