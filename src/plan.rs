@@ -94,7 +94,8 @@ pub enum Access {
 pub struct Plan {
     /// Namespaces clone creates (never CLONE_NEWNET: see `new_netns`).
     pub clone_flags: u64,
-    /// Init creates a network namespace with only `lo` (up) and joins it
+    /// A network namespace with only `lo` (up): the supervisor makes it in
+    /// the jail's user namespace while init builds the root; init joins it
     /// before it starts the payload.
     pub new_netns: bool,
     pub network: Network,
@@ -428,9 +429,9 @@ impl Plan {
             | libc::CLONE_NEWIPC
             | libc::CLONE_NEWUTS
             | libc::CLONE_NEWCGROUP) as u64;
-        // The network namespace is not made by clone: init makes it in a
-        // thread of its own while it builds the root (setting one up costs
-        // about as much as the rest of the clone), then joins it.
+        // The network namespace is not made by clone: setting one up costs
+        // about as much as the rest of the clone. The supervisor makes it
+        // while init builds the root (sys::netns), and init joins it.
         let new_netns = p.network == Network::None && !fallback;
         if fallback {
             flags = 0;

@@ -174,6 +174,7 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     };
     plan.seccomp_channel = learner.as_ref().map(|l| l.child_fd());
 
+    // 3. Clone into the new namespaces (all but the network's: see 4b).
     let mut attempt = sys::clone_jail(plan.clone_flags, cg.as_ref().map(|c| c.dir_fd()));
     if cg.is_some() && attempt.as_ref().is_err_and(|e| e.call == "clone3") {
         // CLONE_INTO_CGROUP refused: clone plainly and move the child in
@@ -272,7 +273,7 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
         return Err(setup_err("start jail", "", e.to_string()).into());
     }
 
-    // The network namespace, made while init builds the root.
+    // 4b. The network namespace, made while init builds the root.
     if let Some(userns) = userns {
         let sent = sys::netns::create_in(&userns)
             .and_then(|ns| sys::fdpass::send_fd(ctl_wr.as_raw_fd(), ns.as_raw_fd(), proto::NETNS));
