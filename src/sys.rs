@@ -281,17 +281,12 @@ pub fn spawn_vfork_with(
             &mut f as *mut &mut dyn FnMut() -> std::convert::Infallible as *mut libc::c_void,
         )
     };
-    let (pid, e) = if r < 0 {
-        (-1, Errno::from_raw(-r as i32))
-    } else {
-        (r as i32, Errno::UnknownErrno)
-    };
     // SAFETY: the child no longer uses the stack (it has exec'd or exited).
     unsafe { libc::munmap(stack, STACK) };
-    if pid < 0 {
-        return err("clone", "CLONE_VM|CLONE_VFORK", e);
+    if r < 0 {
+        return err("clone", "CLONE_VM|CLONE_VFORK", Errno::from_raw(-r as i32));
     }
-    Ok(pid)
+    Ok(r as i32)
 }
 
 /// The clone system call with the child on `stack_top`, running
@@ -459,7 +454,8 @@ pub fn set_pdeathsig(sig: i32) -> SysResult<()> {
 }
 
 /// Where the kernel put our argument strings: `[start, end)`, found from
-/// argv when the program starts (see `ARGV_RANGE_INIT`).
+/// argv when the program starts (glibc, see `ARGV_RANGE_INIT`) or from
+/// /proc before clone ([`record_argv_range_from_proc`]); 0 if unknown.
 static ARGV_START: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 static ARGV_END: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -499,26 +495,27 @@ static ARGV_RANGE_INIT: extern "C" fn(
     *const *const libc::c_char,
 ) = record_argv_range;
 
-/// The argv string area: as recorded before main, or else (not glibc) as
-/// /proc/self/stat gives it (fields 48 and 49, arg_start and arg_end).
-fn argv_range() -> (usize, usize) {
-    let start = ARGV_START.load(std::sync::atomic::Ordering::Relaxed);
-    if start != 0 {
-        return (start, ARGV_END.load(std::sync::atomic::Ordering::Relaxed));
+/// Make sure the argv string area is known before clone: recorded before
+/// main (glibc), or else read from /proc/self/stat (fields 48 and 49,
+/// arg_start and arg_end) here, so init does not read it between clone
+/// and the payload's execve.
+pub fn record_argv_range_from_proc() {
+    if ARGV_START.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+        return;
     }
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return (0, 0);
+        return;
     };
     let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r) else {
-        return (0, 0);
+        return;
     };
     let mut f = rest.split(' ').skip(45);
-    match (
+    if let (Some(a), Some(b)) = (
         f.next().and_then(|v| v.parse().ok()),
         f.next().and_then(|v| v.parse().ok()),
     ) {
-        (Some(a), Some(b)) => (a, b),
-        _ => (0, 0),
+        ARGV_END.store(b, std::sync::atomic::Ordering::Relaxed);
+        ARGV_START.store(a, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -526,12 +523,14 @@ fn argv_range() -> (usize, usize) {
 /// clone of the supervisor, whose command line names host paths the payload
 /// must not learn. Best effort: on any doubt it leaves the area as it is.
 pub fn scrub_cmdline(name: &[u8]) {
-    let (start, end) = argv_range();
+    let start = ARGV_START.load(std::sync::atomic::Ordering::Relaxed);
+    let end = ARGV_END.load(std::sync::atomic::Ordering::Relaxed);
     if start == 0 || end <= start || end - start > 1 << 20 || name.len() >= end - start {
         return;
     }
-    // SAFETY: [start, end) is this process's own argv string area (recorded
-    // from argv before main), mapped and writable on the initial stack.
+    // SAFETY: [start, end) is this process's own argv string area (from
+    // argv before main, or the kernel's arg_start/arg_end), mapped and
+    // writable on the initial stack.
     // Only the C strings are overwritten, never the argv pointer array;
     // after clone, nothing in this process reads the arguments again (the
     // CLI parsed them before), and the supervisor's copy is a separate

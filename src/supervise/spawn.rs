@@ -174,6 +174,9 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     };
     plan.seccomp_channel = learner.as_ref().map(|l| l.child_fd());
 
+    // Init scrubs its copy of our command line (see sys::scrub_cmdline).
+    sys::record_argv_range_from_proc();
+
     // 3. Clone into the new namespaces (all but the network's: see 4b).
     let mut attempt = sys::clone_jail(plan.clone_flags, cg.as_ref().map(|c| c.dir_fd()));
     if cg.is_some() && attempt.as_ref().is_err_and(|e| e.call == "clone3") {
