@@ -948,10 +948,7 @@ fn first_line(b: &[u8]) -> String {
 }
 
 fn find(cases: &[Case], group: Group, kind: Kind) -> Option<Stats> {
-    cases
-        .iter()
-        .find(|c| c.group == group && c.kind == kind)
-        .and_then(|c| stats(&c.samples))
+    case(cases, group, kind).and_then(|c| stats(&c.samples))
 }
 
 fn case(cases: &[Case], group: Group, kind: Kind) -> Option<&Case> {
