@@ -46,6 +46,7 @@ pub fn users(test: &str) -> Vec<Who> {
 pub fn binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
+        remove_stale_test_dirs();
         let src = PathBuf::from(env!("CARGO_BIN_EXE_stockade"));
         let dir = PathBuf::from(format!("/tmp/stockade-test-bin-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -57,6 +58,27 @@ pub fn binary() -> &'static Path {
         std::fs::rename(&tmp, &dst).unwrap();
         dst
     })
+}
+
+/// Remove the binary directories of earlier test processes that are gone
+/// (a directory is named after its process; a live one is never touched).
+fn remove_stale_test_dirs() {
+    let Ok(rd) = std::fs::read_dir("/tmp") else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("stockade-test-bin-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// `stockade ARGS…` started as `who`, with a clean environment.
@@ -165,21 +187,24 @@ pub fn skip(test: &str, reason: &str) {
 }
 
 /// Compile a C program from tests/payloads/NAME.c (static, so it needs
-/// nothing from the jail) into /tmp/stockade-test-payloads, readable by
-/// every user; returns the binary's path. Bind it into the jail to run it.
+/// nothing from the jail), once per test process, into this process's own
+/// directory (beside the binary copy), readable by every user; returns the
+/// binary's path. Bind it into the jail to run it. No other process writes
+/// there, and a built payload is never replaced while a test may bind it.
 pub fn c_payload(name: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = built.iter().find(|(n, _)| n == name) {
+        return p.clone();
+    }
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/payloads")
         .join(format!("{name}.c"));
-    let dir = PathBuf::from("/tmp/stockade-test-payloads");
+    let dir = binary().parent().expect("binary dir").join("payloads");
     std::fs::create_dir_all(&dir).unwrap();
-    let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755));
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = dir.join(name);
-    let tmp = dir.join(format!(
-        ".{name}.{}.{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
+    let tmp = dir.join(format!(".{name}.tmp"));
     let st = Command::new("cc")
         .args(["-O1", "-static", "-o"])
         .arg(&tmp)
@@ -189,5 +214,6 @@ pub fn c_payload(name: &str) -> PathBuf {
     assert!(st.success(), "cc {}", src.display());
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::rename(&tmp, &out).unwrap();
+    built.push((name.to_string(), out.clone()));
     out
 }
