@@ -779,12 +779,23 @@ pub fn wait4(pid: i32) -> SysResult<(i32, libc::rusage)> {
 
 /// Block `sigs` and return a signalfd for them.
 pub fn signalfd_for(sigs: &[nix::sys::signal::Signal]) -> SysResult<nix::sys::signalfd::SignalFd> {
-    let mut set = nix::sys::signal::SigSet::empty();
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
+    let mut set = SigSet::empty();
     for s in sigs {
         set.add(*s);
     }
     set.thread_block()
         .or_else(|e| err("sigprocmask", "SIG_BLOCK", e))?;
+    // An ignored signal is discarded when it is sent, blocked or not, so it
+    // would never reach the signalfd (a caller that started us with SIGHUP
+    // or SIGINT ignored, as nohup and shells' background jobs do). Blocked
+    // first, so no default action can run in between.
+    let dfl = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    for s in sigs {
+        // SAFETY: installing SIG_DFL replaces no Rust handler state; the
+        // signal is blocked, so the default action cannot run.
+        unsafe { sigaction(*s, &dfl) }.or_else(|e| err("sigaction", format!("{s}, SIG_DFL"), e))?;
+    }
     nix::sys::signalfd::SignalFd::with_flags(
         &set,
         nix::sys::signalfd::SfdFlags::SFD_CLOEXEC | nix::sys::signalfd::SfdFlags::SFD_NONBLOCK,

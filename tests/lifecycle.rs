@@ -369,6 +369,117 @@ fn signals_are_forwarded_to_payload() {
     }
 }
 
+/// A signal sent to stockade at every moment of its start-up and teardown:
+/// before it blocks signals, between clone and the id maps, while init
+/// builds the root, while the payload starts, runs, exits and init tears the
+/// jail down. Whatever the moment, stockade ends promptly (it never waits
+/// for a signal that was lost), with one of the outcomes that moment allows,
+/// and nothing of the jail is left.
+#[test]
+fn a_signal_at_any_moment_of_start_up_or_teardown_ends_the_run() {
+    use nix::sys::signal::Signal;
+    for who in common::users("a_signal_at_any_moment_of_start_up_or_teardown_ends_the_run") {
+        for sig in [
+            Signal::SIGTERM,
+            Signal::SIGINT,
+            Signal::SIGHUP,
+            Signal::SIGQUIT,
+        ] {
+            // Delays in microseconds from spawn, through a debug build's
+            // start-up (a few ms) and a loaded machine's (tens of ms).
+            for delay_us in (0..=60_000u64).step_by(2_500) {
+                for lasting in [true, false] {
+                    // Lasting: the payload runs until the signal ends it.
+                    // Not lasting: it exits at once, so the signal meets
+                    // the teardown.
+                    let marker = unique_arg(5);
+                    let arg = if lasting {
+                        format!("30.{marker}")
+                    } else {
+                        format!("0.00{marker}")
+                    };
+                    let mut c = common::stockade(who);
+                    c.args(["run", "--", "/bin/sleep", &arg])
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::piped());
+                    let mut child = c.spawn().unwrap();
+                    let start = Instant::now();
+                    while start.elapsed() < Duration::from_micros(delay_us) {
+                        std::hint::spin_loop();
+                    }
+                    let what = format!("{who:?}: {sig} after {delay_us}us (lasting: {lasting})");
+                    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig)
+                        .unwrap();
+                    let st = wait_limited(&mut child, &what);
+                    let mut err = String::new();
+                    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err)
+                        .unwrap();
+                    use std::os::unix::process::ExitStatusExt;
+                    // Killed before it could block the signal (nothing was
+                    // started yet), the payload killed by the forwarded
+                    // signal, or the payload done before the signal came.
+                    let ok = st.signal() == Some(sig as i32)
+                        || st.code() == Some(128 + sig as i32)
+                        || (!lasting && st.code() == Some(0));
+                    assert!(ok, "{what}: {st:?}, stderr: {err}");
+                    let gone = poll_until(Duration::from_secs(10), || {
+                        host_pids_with_argv(&["/bin/sleep", &arg]).is_empty()
+                    });
+                    if gone.is_none() {
+                        let left = host_pids_with_argv(&["/bin/sleep", &arg]);
+                        kill_pids(&left);
+                        panic!("{what}: the payload outlived stockade: {left:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A caller that ignores SIGHUP, SIGINT, SIGQUIT and SIGTERM (nohup, a
+/// shell's background job) passes the ignore on to stockade; a signal sent
+/// to stockade still reaches the payload instead of being discarded.
+#[test]
+fn signals_reach_the_payload_even_when_the_caller_ignored_them() {
+    for who in common::users("signals_reach_the_payload_even_when_the_caller_ignored_them") {
+        for name in ["TERM", "INT", "HUP", "QUIT"] {
+            let script = format!(
+                "trap 'echo got-{name}; exit 0' {name}; echo ready; while :; do sleep 0.05; done"
+            );
+            // `trap ''` sets SIG_IGN, which execve keeps.
+            let mut c2 = Command::new("/bin/sh");
+            c2.args(["-c", "trap '' HUP INT QUIT TERM; exec \"$0\" \"$@\""])
+                .arg(common::binary())
+                .args(["run", "--", "/bin/sh", "-c", &script])
+                .env_clear()
+                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .current_dir("/")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            if who == Who::Nobody && common::is_root() {
+                c2.uid(common::NOBODY).gid(common::NOBODY);
+            }
+            let mut child = c2.spawn().unwrap();
+            let lines = line_reader(&mut child);
+            let what = format!("{who:?}: ignored SIG{name}");
+            match lines.recv_timeout(Duration::from_secs(30)) {
+                Ok(l) if l == "ready" => {}
+                other => {
+                    let _ = child.kill();
+                    panic!("{what}: expected `ready`, got {other:?}");
+                }
+            }
+            let sig: nix::sys::signal::Signal = format!("SIG{name}").parse().unwrap();
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+            let st = wait_limited(&mut child, &what);
+            let rest: Vec<String> = lines.iter().collect();
+            assert_eq!(st.code(), Some(0), "{what}: {st:?}; stdout {rest:?}");
+            assert_eq!(rest, [format!("got-{name}")], "{what}");
+        }
+    }
+}
+
 // ---------------------------------------------------------------- stdio
 
 #[test]

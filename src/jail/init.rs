@@ -314,6 +314,7 @@ fn supervise(
     tree: &Tree,
 ) -> i32 {
     let mut ctl_open = true;
+    let mut forward_next = false;
     // Sampling reads /proc for every process: on every wake-up only when a
     // limit's classification depends on it (the rlimit fallbacks ask for a
     // short period), otherwise once per period. The payload alone is one task.
@@ -365,17 +366,19 @@ fn supervise(
                     tree.kill_all(libc::SIGKILL);
                 }
                 Ok(n) => {
-                    let mut i = 0;
-                    while i < n {
-                        match buf[i] {
+                    for &b in &buf[..n] {
+                        // A FORWARD and its signal number may arrive in
+                        // two reads: the stream has no record boundaries.
+                        if forward_next {
+                            forward_next = false;
+                            let _ = sys::kill(child, b as i32);
+                            continue;
+                        }
+                        match b {
                             proto::TERM_ALL => tree.kill_all(libc::SIGTERM),
-                            proto::FORWARD if i + 1 < n => {
-                                let _ = sys::kill(child, buf[i + 1] as i32);
-                                i += 1;
-                            }
+                            proto::FORWARD => forward_next = true,
                             _ => {}
                         }
-                        i += 1;
                     }
                 }
             }
