@@ -22,7 +22,7 @@ on a minimal read-only root where only what is named exists.\n\n\
 Examples:\n\
   # an evaluator: JSON in on stdin, the JSON outcome (with the program's stdout) on stdout\n\
   stockade run --profile python --report - --timeout 10s -- python3 -c 'import json,sys; print(json.load(sys.stdin))' < input.json\n\
-  # a service on a hardened host: every layer required, or it does not start\n\
+  # a service on a hardened host: the layers the profile requires, or it does not start\n\
   stockade check --profile strict && stockade run --profile ./my-service.toml -- /usr/bin/my-service\n\
   # a persistent shell for an agent: state lives in the workdir between calls\n\
   stockade run --workdir ./agent-home -- bash -c 'cd ~ && ls'"
