@@ -5,15 +5,43 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::plan::SetupError;
+
+/// A name from one of the outcome's fixed vocabularies.
+pub type Name = &'static str;
+
+/// The one `&'static str` for `s`: the outcome's names and vocabularies
+/// (layer and limit names, `enforced_by`, encodings) are a small fixed set,
+/// so each distinct string is kept once, however many outcomes are read.
+fn intern(s: String) -> &'static str {
+    static SEEN: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(k) = seen.iter().find(|k| **k == s) {
+        return k;
+    }
+    let k: &'static str = Box::leak(s.into_boxed_str());
+    seen.push(k);
+    k
+}
+
+fn static_str<'de, D: Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
+    String::deserialize(d).map(intern)
+}
+
+fn static_keys<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<BTreeMap<Name, T>, D::Error> {
+    let m = BTreeMap::<String, T>::deserialize(d)?;
+    Ok(m.into_iter().map(|(k, v)| (intern(k), v)).collect())
+}
 
 /// Version of the JSON outcome; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// How the run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// The payload exited on its own; `exit_code` is its code.
@@ -48,7 +76,7 @@ pub const NAMESPACE_LAYERS: [&str; 7] = [
 ];
 
 /// Whether a layer is in force.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LayerState {
     Applied,
@@ -57,10 +85,10 @@ pub enum LayerState {
 }
 
 /// One layer's state with detail (kernel's reason when unavailable).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LayerReport {
     pub state: LayerState,
-    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+    #[serde(skip_serializing_if = "serde_json::Value::is_null", default)]
     pub detail: serde_json::Value,
 }
 
@@ -86,29 +114,31 @@ impl LayerReport {
 }
 
 /// One limit in force and how it was enforced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LimitReport {
     /// Bytes, seconds, CPUs or a count, as the limit's unit.
     pub limit: serde_json::Value,
     /// `cgroup`, `rlimit_as`, `rlimit_cpu`, `rlimit_nproc`, `rlimit_fsize`,
     /// `rlimit_nofile`, `rlimit_core`, `tmpfs`, `supervisor`, or `none`.
-    pub enforced_by: &'static str,
+    #[serde(deserialize_with = "static_str")]
+    pub enforced_by: Name,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
 }
 
 /// Captured output of one stream.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Captured {
     /// `utf-8` or `base64`.
-    pub encoding: &'static str,
+    #[serde(deserialize_with = "static_str")]
+    pub encoding: Name,
     pub data: String,
     /// True when more was written than kept.
     pub truncated: bool,
 }
 
 /// Resource usage of the whole jail.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Usage {
     pub wall_time_ms: u64,
     pub user_time_ms: u64,
@@ -116,7 +146,8 @@ pub struct Usage {
     /// cgroup memory.peak, else the largest resident set of one process.
     pub peak_memory_bytes: u64,
     /// Where peak_memory_bytes comes from: `cgroup` or `rusage`.
-    pub peak_memory_source: &'static str,
+    #[serde(deserialize_with = "static_str")]
+    pub peak_memory_source: Name,
     /// Most tasks alive at once (cgroup pids.peak, else sampled by init).
     pub peak_pids: u64,
     pub stdout_bytes: u64,
@@ -124,14 +155,14 @@ pub struct Usage {
 }
 
 /// The syscall that killed the payload, when it can be known.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Violation {
     pub syscall_nr: Option<i64>,
     pub syscall_name: Option<String>,
 }
 
 /// The whole outcome of one run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Outcome {
     pub schema_version: u32,
     pub status: Status,
@@ -144,8 +175,10 @@ pub struct Outcome {
     /// or the command could not be executed.
     pub error: Option<String>,
     pub usage: Usage,
-    pub limits: BTreeMap<&'static str, LimitReport>,
-    pub layers: BTreeMap<&'static str, LayerReport>,
+    #[serde(deserialize_with = "static_keys")]
+    pub limits: BTreeMap<Name, LimitReport>,
+    #[serde(deserialize_with = "static_keys")]
+    pub layers: BTreeMap<Name, LayerReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seccomp_violation: Option<Violation>,
     /// Learning mode: syscalls used outside the allowlist.

@@ -37,7 +37,7 @@ impl fmt::Display for PolicyError {
 impl std::error::Error for PolicyError {}
 
 /// One entry of the jail's filesystem, applied in order on a fresh tmpfs root.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum MountSpec {
     /// Bind a host path. `optional` entries are skipped when the source is
     /// missing (the defaults); others are a setup error.
@@ -80,7 +80,7 @@ impl MountSpec {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Network {
     /// A new network namespace with only `lo`.
     None,
@@ -98,7 +98,7 @@ impl Network {
 }
 
 /// What a syscall outside the allowlist gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SeccompAction {
     /// Fail with EPERM (programs fail cleanly: Python raises PermissionError).
     Errno,
@@ -109,7 +109,7 @@ pub enum SeccompAction {
 }
 
 /// The seccomp layer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SeccompPolicy {
     pub enabled: bool,
     /// Named groups (`@default`, `@basic-io`, …).
@@ -135,7 +135,7 @@ impl Default for SeccompPolicy {
 }
 
 /// The Landlock layer. Its rules are derived from the mount list.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct LandlockPolicy {
     pub disabled: bool,
     /// Jail paths that are mounted but left out of the ruleset.
@@ -143,7 +143,7 @@ pub struct LandlockPolicy {
 }
 
 /// Resource limits. `None` means no limit of that kind.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     /// Bytes of memory (cgroup memory.max, or RLIMIT_AS as fallback).
     pub memory: Option<u64>,
@@ -186,7 +186,9 @@ impl Default for Limits {
 
 /// A layer a policy can require: if it cannot be applied the run fails
 /// (exit 125) instead of running without it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Layer {
     Userns,
     Landlock,
@@ -216,7 +218,7 @@ impl Layer {
 }
 
 /// The jail's working directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Workdir {
     /// Host directory bound read-write; `None` means a fresh tmpfs.
     pub host: Option<PathBuf>,
@@ -227,7 +229,7 @@ pub struct Workdir {
 }
 
 /// What the jail's root holds before the policy's own mounts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum BaseRoot {
     /// The host's /usr, /bin, /sbin, /lib* and a few /etc files (read-only),
     /// plus the generated /etc files, /proc, /dev and /tmp.
@@ -239,7 +241,7 @@ pub enum BaseRoot {
 }
 
 /// Everything about one run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Policy {
     /// The command and its arguments; `argv[0]` is looked up in the jail's PATH
     /// when it has no `/`.
