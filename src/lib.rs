@@ -5,16 +5,19 @@
 
 #![deny(unsafe_code)]
 
+mod api;
 pub mod check;
 pub mod cli;
 pub mod jail;
 pub mod outcome;
 pub mod plan;
 pub mod policy;
+pub mod spawner;
 pub mod supervise;
 #[allow(unsafe_code)]
 pub mod sys;
 
+pub use api::{Child, Error, Jail, Output, Stdio};
 pub use outcome::{Outcome, Status};
 pub use plan::{Plan, SetupError};
 pub use policy::{Policy, PolicyError};
@@ -28,11 +31,16 @@ pub use policy::{Policy, PolicyError};
 /// setsid, a cleared environment, closed fds, a private run directory,
 /// process-tree kill); one stderr line and the outcome say what is missing.
 pub fn run(policy: &Policy) -> Outcome {
+    run_with(policy, None)
+}
+
+/// [`run`], killed early when `control` says so (see `supervise::spawn::run`).
+pub(crate) fn run_with(policy: &Policy, control: Option<std::os::fd::RawFd>) -> Outcome {
     let plan = match Plan::build(policy) {
         Ok(p) => p,
         Err(e) => return Outcome::setup_error(&e),
     };
-    let (errno, why) = match supervise::spawn::run(plan) {
+    let (errno, why) = match supervise::spawn::run(plan, control) {
         supervise::spawn::Spawned::Ran(o) => return *o,
         supervise::spawn::Spawned::Refused { errno, why } => (errno, why),
     };
@@ -52,7 +60,7 @@ pub fn run(policy: &Policy) -> Outcome {
         Ok(p) => p,
         Err(e) => return Outcome::setup_error(&e),
     };
-    match supervise::spawn::run(plan) {
+    match supervise::spawn::run(plan, control) {
         supervise::spawn::Spawned::Ran(mut o) => {
             for l in outcome::NAMESPACE_LAYERS {
                 o.layers.insert(

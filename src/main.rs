@@ -3,6 +3,13 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == stockade::spawner::SPAWNER_ARG)
+    {
+        // A spawner for a multi-threaded program's `stockade::Jail` (hidden).
+        stockade::spawner::serve(stockade::spawner::stdin_socket());
+    }
     let code = stockade::cli::main(std::env::args_os().collect());
     ExitCode::from(code.clamp(0, 255) as u8)
 }

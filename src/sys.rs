@@ -886,6 +886,56 @@ pub fn cloexec_all_but(keep: &[RawFd]) -> SysResult<()> {
     Ok(())
 }
 
+/// Close every fd except those in `keep`.
+///
+/// # Safety
+///
+/// The fds closed may be owned by values elsewhere in this process (an
+/// `OwnedFd`, a `File`): the caller must never use or drop any of them
+/// afterwards (a process that just forked and never returns to the code
+/// that owns them), or a later drop closes an unrelated fd that reuses the
+/// number.
+pub unsafe fn close_all_but(keep: &[RawFd]) -> SysResult<()> {
+    let mut keep: Vec<RawFd> = keep.iter().copied().filter(|&f| f >= 0).collect();
+    keep.sort_unstable();
+    keep.dedup();
+    let mut from: u32 = 0;
+    for k in keep.iter().map(|&k| k as u32) {
+        if from < k {
+            close_range(from, k - 1, 0)?;
+        }
+        from = k + 1;
+    }
+    close_range(from, u32::MAX, 0)
+}
+
+/// The number of threads of this process (from /proc/self/status).
+pub fn thread_count() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(usize::MAX)
+}
+
+/// A close-on-exec duplicate of `fd` numbered `min` or above.
+pub fn dup_above(fd: RawFd, min: RawFd) -> SysResult<OwnedFd> {
+    // SAFETY: fcntl F_DUPFD_CLOEXEC on an integer fd returns a new fd or -1.
+    let r = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) };
+    if r < 0 {
+        return err(
+            "fcntl",
+            format!("{fd}, F_DUPFD_CLOEXEC {min}"),
+            last_errno(),
+        );
+    }
+    // SAFETY: a fresh fd nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(r) })
+}
+
 fn close_range(from: u32, to: u32, flags: libc::c_uint) -> SysResult<()> {
     // SAFETY: close_range takes integers only; it affects only our fd table.
     let r = unsafe { libc::syscall(libc::SYS_close_range, from, to, flags) };

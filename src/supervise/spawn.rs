@@ -36,11 +36,13 @@ pub enum Spawned {
 struct Refusal(Errno, String);
 
 /// Run the plan to completion. The caller must be single-threaded.
-pub fn run(mut plan: Plan) -> Spawned {
+/// `control`, when given, is a socket of whoever asked for the run: a `K`
+/// on it, or its end (the asker is gone), kills the jail.
+pub fn run(mut plan: Plan, control: Option<RawFd>) -> Spawned {
     reap_earlier();
     let start = Instant::now();
     let mut o = Outcome::new();
-    match run_inner(&mut plan, &mut o, start) {
+    match run_inner(&mut plan, &mut o, start, control) {
         Ok(()) => {}
         Err(Err2::Setup(e)) => o.set_setup_error(&e),
         Err(Err2::Refused(Refusal(errno, why))) => return Spawned::Refused { errno, why },
@@ -77,7 +79,12 @@ fn controllers(setup: Option<&cgroup::Setup>) -> limits::Controllers {
     }
 }
 
-fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err2> {
+fn run_inner(
+    plan: &mut Plan,
+    o: &mut Outcome,
+    start: Instant,
+    control: Option<RawFd>,
+) -> Result<(), Err2> {
     // 1. The run's cgroup (only when a cgroup limit is asked for or the
     //    layer is required), then how each limit is enforced.
     let l = &plan.limits;
@@ -310,6 +317,7 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
         violation: None,
         cg,
         init_done: false,
+        control,
     };
     let reports = w.wait(&rep_rd, &sfd);
     let decoded = proto::decode(&reports);
@@ -707,6 +715,8 @@ struct Watch {
     cg: Option<cgroup::RunCgroup>,
     /// Init has exited (its pidfd was readable).
     init_done: bool,
+    /// The asker's socket (see [`run`]); None once it has spoken or closed.
+    control: Option<RawFd>,
 }
 
 impl Watch {
@@ -716,6 +726,19 @@ impl Watch {
         if let Some(c) = &self.cg {
             c.kill();
         }
+    }
+
+    /// The asker said kill (`K`), or is gone: kill the jail, once.
+    fn on_control(&mut self) {
+        let Some(fd) = self.control else { return };
+        let mut b = [0u8; 16];
+        match sys::read(fd, &mut b) {
+            Ok(n) if n > 0 && !b[..n].contains(&b'K') => return,
+            Err(e) if e.errno == Errno::EAGAIN => return,
+            _ => {}
+        }
+        self.control = None;
+        self.kill_all();
     }
 
     /// Read what is available on one stream; stream it, capture it, count it.
@@ -860,6 +883,11 @@ impl Watch {
                     events: libc::POLLIN,
                     revents: 0,
                 },
+                libc::pollfd {
+                    fd: self.control.unwrap_or(-1),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
             ];
             if sys::poll(&mut fds, timeout).is_err() {
                 break;
@@ -886,7 +914,10 @@ impl Watch {
             if fds[4].revents != 0 {
                 self.pump(1);
             }
-            for p in &fds[5..] {
+            if fds[7].revents != 0 {
+                self.on_control();
+            }
+            for p in &fds[5..7] {
                 if p.fd >= 0 && p.revents != 0 {
                     if let Some(l) = self.learner.as_mut() {
                         l.on_ready(p.fd);

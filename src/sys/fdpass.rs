@@ -2,7 +2,7 @@
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
-use super::{err, last_errno, Errno, SysResult};
+use super::{err, last_errno, Errno, SysError, SysResult};
 
 /// A connected pair of unix sockets of `kind` (SOCK_STREAM,
 /// SOCK_SEQPACKET), both close-on-exec.
@@ -123,4 +123,57 @@ pub fn recv_fd(sock: RawFd) -> SysResult<Option<OwnedFd>> {
         }
     }
     Ok(got)
+}
+
+/// Send one message of `data` with `fds` attached (SCM_RIGHTS) over the
+/// unix socket `sock` (SOCK_SEQPACKET keeps it one message).
+pub fn send_with_fds(sock: RawFd, data: &[u8], fds: &[RawFd]) -> SysResult<()> {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+    let iov = [std::io::IoSlice::new(data)];
+    let cmsg = [ControlMessage::ScmRights(fds)];
+    let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &cmsg };
+    loop {
+        match sendmsg::<()>(sock, &iov, cmsgs, MsgFlags::MSG_NOSIGNAL, None) {
+            Ok(_) => return Ok(()),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return err("sendmsg", format!("{} fds", fds.len()), e),
+        }
+    }
+}
+
+/// Most fds [`recv_with_fds`] takes from one message.
+pub const MAX_FDS: usize = 16;
+
+/// Receive one message into `buf` with up to [`MAX_FDS`] fds
+/// (close-on-exec). Returns the bytes received (0: the peer closed) and the
+/// fds; a message that carried more fds is an error (EMSGSIZE).
+pub fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> SysResult<(usize, Vec<OwnedFd>)> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
+    let mut iov = [std::io::IoSliceMut::new(buf)];
+    let msg = loop {
+        match recvmsg::<()>(sock, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC) {
+            Ok(m) => break m,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return err("recvmsg", "SCM_RIGHTS", e),
+        }
+    };
+    let mut fds = Vec::new();
+    for c in msg.cmsgs().map_err(|e| SysError {
+        call: "recvmsg",
+        arg: "control messages".into(),
+        errno: e,
+    })? {
+        if let ControlMessageOwned::ScmRights(got) = c {
+            for fd in got {
+                // SAFETY: the kernel installed this fd in our table for
+                // this message; nothing else owns it.
+                fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+        }
+    }
+    if msg.flags.contains(MsgFlags::MSG_CTRUNC) {
+        return err("recvmsg", "too many fds", Errno::EMSGSIZE);
+    }
+    Ok((msg.bytes, fds))
 }

@@ -1,0 +1,421 @@
+//! The library's front door: [`Jail`], shaped like [`std::process::Command`],
+//! and the [`Child`] it starts.
+//!
+//! ```
+//! use std::time::Duration;
+//! use stockade::{Jail, Stdio};
+//!
+//! let out = Jail::profile("shell")?
+//!     .arg("sh").arg("-c").arg("echo hello from $(hostname)")
+//!     .memory(256 << 20)
+//!     .timeout(Duration::from_secs(5))
+//!     .stdout(Stdio::piped())
+//!     .spawn()?
+//!     .wait_with_output()?;
+//! assert_eq!(out.outcome.exit_code, 0);
+//! assert_eq!(out.stdout, b"hello from stockade\n");
+//! # Ok::<(), stockade::Error>(())
+//! ```
+//!
+//! Every front end (the CLI, and the HTTP server, the bwrap command line and
+//! sessions as they come) builds a [`Policy`] and runs it through here.
+
+#![deny(unsafe_code)]
+
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::time::Duration;
+
+use crate::outcome::Outcome;
+use crate::policy::{self, profile, Layer, MountSpec, Network, Policy, PolicyError};
+use crate::spawner;
+
+/// What can go wrong before a jail runs. How a jail that ran ended (setup
+/// errors inside it included) is in its [`Outcome`].
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A bad value: names the field (or `file:line:col: field`) and why.
+    #[error("{0}")]
+    Policy(#[from] PolicyError),
+    /// The spawner could not start the run.
+    #[error("{0}")]
+    Spawn(String),
+    /// Reading or writing the caller's side of the run.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Where one of the payload's standard streams goes.
+#[derive(Debug)]
+pub struct Stdio(StdioKind);
+
+#[derive(Debug)]
+enum StdioKind {
+    Inherit,
+    Null,
+    Piped,
+    Fd(OwnedFd),
+}
+
+impl Stdio {
+    /// The caller's own stream (the default).
+    pub fn inherit() -> Stdio {
+        Stdio(StdioKind::Inherit)
+    }
+    /// `/dev/null`.
+    pub fn null() -> Stdio {
+        Stdio(StdioKind::Null)
+    }
+    /// A pipe to the caller: [`Child::stdin`], [`Child::stdout`],
+    /// [`Child::stderr`].
+    pub fn piped() -> Stdio {
+        Stdio(StdioKind::Piped)
+    }
+}
+
+impl From<OwnedFd> for Stdio {
+    fn from(fd: OwnedFd) -> Stdio {
+        Stdio(StdioKind::Fd(fd))
+    }
+}
+
+impl From<std::fs::File> for Stdio {
+    fn from(f: std::fs::File) -> Stdio {
+        Stdio(StdioKind::Fd(f.into()))
+    }
+}
+
+/// A jail to start: a [`Policy`] plus the payload's stdio. Built like
+/// [`std::process::Command`]; usable from any thread (see [`Jail::spawn`]).
+#[derive(Debug)]
+pub struct Jail {
+    policy: Policy,
+    /// The first bad value given to a builder method, reported by `spawn`.
+    error: Option<PolicyError>,
+    stdio: [Option<Stdio>; 3],
+}
+
+impl Jail {
+    /// A jail running `policy` as it is.
+    pub fn new(policy: Policy) -> Jail {
+        Jail {
+            policy,
+            error: None,
+            stdio: [None, None, None],
+        }
+    }
+
+    /// A jail from a profile: a built-in name (`minimal`, `shell`, `python`,
+    /// `strict`) or a TOML file's path, with no command yet.
+    pub fn profile(spec: &str) -> Result<Jail, Error> {
+        let r = profile::resolve(spec, "profile", &profile::Options::default())?;
+        Ok(Jail::new(r.policy))
+    }
+
+    /// The policy as built so far.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    fn keep(&mut self, r: Result<(), PolicyError>) -> &mut Jail {
+        if let Err(e) = r {
+            self.error.get_or_insert(e);
+        }
+        self
+    }
+
+    /// Add an argument (the first is the command, looked up in the jail's
+    /// PATH when it has no `/`).
+    pub fn arg(&mut self, a: impl AsRef<OsStr>) -> &mut Jail {
+        self.policy.argv.push(a.as_ref().to_owned());
+        self
+    }
+
+    /// Add arguments.
+    pub fn args<I, S>(&mut self, args: I) -> &mut Jail
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        for a in args {
+            self.arg(a);
+        }
+        self
+    }
+
+    /// Set a variable in the payload's environment.
+    pub fn env(&mut self, k: impl AsRef<OsStr>, v: impl AsRef<OsStr>) -> &mut Jail {
+        policy::set_env(
+            &mut self.policy.env,
+            k.as_ref().to_owned(),
+            v.as_ref().to_owned(),
+        );
+        self
+    }
+
+    /// The directory (inside the jail) the payload starts in.
+    pub fn current_dir(&mut self, dir: impl AsRef<Path>) -> &mut Jail {
+        let r = policy::jail_path("current_dir", dir.as_ref()).map(|p| self.policy.chdir = Some(p));
+        self.keep(r)
+    }
+
+    /// Memory limit in bytes.
+    pub fn memory(&mut self, bytes: u64) -> &mut Jail {
+        let r = positive("memory", bytes).map(|b| self.policy.limits.memory = Some(b));
+        self.keep(r)
+    }
+
+    /// CPU limit in CPUs (`0.5`: half a core).
+    pub fn cpus(&mut self, cpus: f64) -> &mut Jail {
+        let r = if cpus.is_finite() && cpus > 0.0 {
+            self.policy.limits.cpus = Some(cpus);
+            Ok(())
+        } else {
+            Err(PolicyError::new(
+                "cpus",
+                format!("{cpus}: must be greater than 0"),
+            ))
+        };
+        self.keep(r)
+    }
+
+    /// Most processes and threads at once.
+    pub fn pids(&mut self, n: u64) -> &mut Jail {
+        let r = positive("pids", n).map(|n| self.policy.limits.pids = Some(n));
+        self.keep(r)
+    }
+
+    /// Wall-clock deadline: SIGTERM to the jail, SIGKILL after the grace.
+    pub fn timeout(&mut self, d: Duration) -> &mut Jail {
+        let r = if d.is_zero() {
+            Err(PolicyError::new("timeout", "must be greater than 0"))
+        } else {
+            self.policy.limits.timeout = Some(d);
+            Ok(())
+        };
+        self.keep(r)
+    }
+
+    /// Cap on stdout and stderr together; the jail is killed at the cap.
+    pub fn max_output(&mut self, bytes: u64) -> &mut Jail {
+        let r = positive("max_output", bytes).map(|b| self.policy.limits.max_output = Some(b));
+        self.keep(r)
+    }
+
+    /// Bind the host path `src` read-only at `dst` inside the jail.
+    pub fn ro_bind(&mut self, src: impl AsRef<Path>, dst: impl AsRef<Path>) -> &mut Jail {
+        let r = bind(src.as_ref(), dst.as_ref(), false).map(|m| self.policy.mounts.push(m));
+        self.keep(r)
+    }
+
+    /// Bind the host path `src` read-write at `dst` inside the jail.
+    pub fn bind(&mut self, src: impl AsRef<Path>, dst: impl AsRef<Path>) -> &mut Jail {
+        let r = bind(src.as_ref(), dst.as_ref(), true).map(|m| self.policy.mounts.push(m));
+        self.keep(r)
+    }
+
+    /// The jail's network: [`Network::None`] (the default) or the host's.
+    pub fn network(&mut self, n: Network) -> &mut Jail {
+        self.policy.network = n;
+        self
+    }
+
+    /// A layer that must be applied, or the run fails (status
+    /// `setup_error`) instead of running without it.
+    pub fn require(&mut self, layer: Layer) -> &mut Jail {
+        if !self.policy.require.contains(&layer) {
+            self.policy.require.push(layer);
+        }
+        self
+    }
+
+    /// The payload's stdin (default: inherited).
+    pub fn stdin(&mut self, s: Stdio) -> &mut Jail {
+        self.stdio[0] = Some(s);
+        self
+    }
+
+    /// The payload's stdout (default: inherited).
+    pub fn stdout(&mut self, s: Stdio) -> &mut Jail {
+        self.stdio[1] = Some(s);
+        self
+    }
+
+    /// The payload's stderr (default: inherited).
+    pub fn stderr(&mut self, s: Stdio) -> &mut Jail {
+        self.stdio[2] = Some(s);
+        self
+    }
+
+    /// The policy, checked.
+    fn checked(&self) -> Result<&Policy, Error> {
+        if let Some(e) = &self.error {
+            return Err(e.clone().into());
+        }
+        self.policy.validate()?;
+        Ok(&self.policy)
+    }
+
+    /// Start the jail and return at once. Works from any thread: the jail
+    /// is started by this process's spawner, a single-threaded process made
+    /// on first use (see [`crate::spawner::start`]).
+    pub fn spawn(&mut self) -> Result<Child, Error> {
+        let policy = self.checked()?.clone();
+        // Our ends of the pipes, and the fds the spawner gets.
+        let mut ours: [Option<OwnedFd>; 3] = [None, None, None];
+        let mut theirs: Vec<OwnedFd> = Vec::new();
+        let mut given: [RawFd; 3] = [0, 1, 2];
+        for (i, s) in self.stdio.iter_mut().enumerate() {
+            let kind = s.take().map(|s| s.0).unwrap_or(StdioKind::Inherit);
+            match kind {
+                StdioKind::Inherit => {}
+                StdioKind::Null => {
+                    let f = std::fs::OpenOptions::new()
+                        .read(i == 0)
+                        .write(i != 0)
+                        .open("/dev/null")?;
+                    given[i] = f.as_raw_fd();
+                    theirs.push(f.into());
+                }
+                StdioKind::Piped => {
+                    let (r, w) = crate::sys::pipe().map_err(|e| Error::Spawn(e.to_string()))?;
+                    let (mine, child) = if i == 0 { (w, r) } else { (r, w) };
+                    given[i] = child.as_raw_fd();
+                    ours[i] = Some(mine);
+                    theirs.push(child);
+                }
+                StdioKind::Fd(fd) => {
+                    given[i] = fd.as_raw_fd();
+                    theirs.push(fd);
+                }
+            }
+        }
+        let started = spawner::request(&policy, given, &policy.keep_fds).map_err(Error::Spawn)?;
+        drop(theirs);
+        let [stdin, stdout, stderr] = ours;
+        Ok(Child {
+            pid: started.pid,
+            control: started.control,
+            stdin: stdin.map(std::fs::File::from),
+            stdout: stdout.map(std::fs::File::from),
+            stderr: stderr.map(std::fs::File::from),
+        })
+    }
+
+    /// Run to the end with stdout and stderr captured (stdin `/dev/null`
+    /// unless set).
+    pub fn output(&mut self) -> Result<Output, Error> {
+        if self.stdio[0].is_none() {
+            self.stdio[0] = Some(Stdio::null());
+        }
+        self.stdio[1] = Some(Stdio::piped());
+        self.stdio[2] = Some(Stdio::piped());
+        self.spawn()?.wait_with_output()
+    }
+
+    /// Run to the end; return how it ended.
+    pub fn status(&mut self) -> Result<Outcome, Error> {
+        self.spawn()?.wait()
+    }
+
+    /// Run to the end in this process, with this process's stdio, without
+    /// a spawner. This process must be single-threaded (the CLI is).
+    #[doc(hidden)]
+    pub fn run_here(&self) -> Result<Outcome, Error> {
+        let policy = self.checked()?;
+        Ok(crate::run(policy))
+    }
+}
+
+fn positive(field: &str, n: u64) -> Result<u64, PolicyError> {
+    if n == 0 {
+        Err(PolicyError::new(field, "must be greater than 0"))
+    } else {
+        Ok(n)
+    }
+}
+
+fn bind(src: &Path, dst: &Path, writable: bool) -> Result<MountSpec, PolicyError> {
+    let flag = if writable { "bind" } else { "ro_bind" };
+    Ok(MountSpec::Bind {
+        src: policy::host_path(flag, src)?,
+        dst: policy::jail_path(flag, dst)?,
+        writable,
+        optional: false,
+    })
+}
+
+/// A running jail, from [`Jail::spawn`]. Dropping it without waiting kills
+/// the jail (unlike `std::process::Child`): nothing runs unwatched.
+#[derive(Debug)]
+pub struct Child {
+    pid: i32,
+    control: OwnedFd,
+    /// The payload's stdin, when [`Stdio::piped`].
+    pub stdin: Option<std::fs::File>,
+    /// The payload's stdout, when [`Stdio::piped`].
+    pub stdout: Option<std::fs::File>,
+    /// The payload's stderr, when [`Stdio::piped`].
+    pub stderr: Option<std::fs::File>,
+}
+
+/// How a jail ended, with what it wrote when stdout and stderr were piped.
+#[derive(Debug)]
+pub struct Output {
+    pub outcome: Outcome,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl Child {
+    /// The pid of the run's supervisor (a process of the caller's user;
+    /// SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to it reach the payload).
+    pub fn id(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Kill the whole jail now. [`Child::wait`] then reports how it ended.
+    pub fn kill(&mut self) -> Result<(), Error> {
+        match crate::sys::write_all(self.control.as_raw_fd(), b"K") {
+            Ok(()) => Ok(()),
+            // Already over: nothing left to kill.
+            Err(e) if e.errno == crate::sys::Errno::EPIPE => Ok(()),
+            Err(e) => Err(Error::Spawn(e.to_string())),
+        }
+    }
+
+    /// Wait for the end; return how it ended. Closes stdin first, as
+    /// `std::process::Child::wait` does.
+    pub fn wait(&mut self) -> Result<Outcome, Error> {
+        drop(self.stdin.take());
+        spawner::read_outcome(&self.control).map_err(Error::Spawn)
+    }
+
+    /// Wait for the end, reading stdout and stderr (when piped) meanwhile.
+    pub fn wait_with_output(mut self) -> Result<Output, Error> {
+        drop(self.stdin.take());
+        let read = |f: Option<std::fs::File>| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                if let Some(mut f) = f {
+                    f.read_to_end(&mut v)?;
+                }
+                Ok::<_, std::io::Error>(v)
+            })
+        };
+        let out = read(self.stdout.take());
+        let err = read(self.stderr.take());
+        let outcome = self.wait()?;
+        let join = |h: std::thread::JoinHandle<std::io::Result<Vec<u8>>>| {
+            h.join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("reader thread panicked")))
+        };
+        Ok(Output {
+            outcome,
+            stdout: join(out)?,
+            stderr: join(err)?,
+        })
+    }
+}

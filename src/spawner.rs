@@ -1,0 +1,336 @@
+//! The spawner: a single-threaded process that starts jails for callers
+//! that may have threads.
+//!
+//! A process with more than one thread cannot create a user namespace, and
+//! the child of a fork in such a process may only make async-signal-safe
+//! calls. So [`crate::Jail::spawn`] does not clone itself: it asks the
+//! spawner, a process that was single-threaded when it was made and stays
+//! so, over a unix socket. The spawner forks one supervisor per run (a fork
+//! of a single-threaded process may do anything), which runs the jail
+//! exactly as `stockade run` does and reports the outcome.
+//!
+//! How the spawner is made:
+//! - when the caller is single-threaded (first use before any thread, or
+//!   [`start`] called early in `main`): a fork of the caller;
+//! - otherwise: the `stockade` binary exec'd as `stockade __spawner` (from
+//!   `STOCKADE_BIN`, the current executable when it is stockade, or PATH),
+//!   since only an exec gives a clean process.
+//!
+//! The protocol, per run:
+//! 1. the caller makes a stream socket pair (the run's *control* socket)
+//!    and sends the spawner one message, `run`, with five fds: the payload's
+//!    stdin, stdout and stderr, the control socket's other end, and (for
+//!    `keep_fds`) nothing else: kept fds travel in the same message after
+//!    those, their numbers in the message text;
+//! 2. the spawner forks the supervisor and answers with its pid;
+//! 3. the caller writes the policy (JSON, length-prefixed) on the control
+//!    socket; the supervisor reads it, runs the jail (a `K` on the control
+//!    socket, or its end, kills the jail), writes the outcome (JSON) and
+//!    exits. The end of the control socket tells the caller it is over.
+
+#![deny(unsafe_code)]
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Mutex;
+
+use crate::outcome::Outcome;
+use crate::policy::Policy;
+use crate::sys::{self, fdpass};
+
+/// The argument that makes the stockade binary a spawner.
+#[doc(hidden)]
+pub const SPAWNER_ARG: &str = "__spawner";
+
+/// Most kept fds one run may pass (the message carries at most 16 fds).
+const MAX_KEEP: usize = fdpass::MAX_FDS - 4;
+
+/// The caller's handle on its spawner.
+struct Handle {
+    sock: OwnedFd,
+}
+
+static SPAWNER: Mutex<Option<Handle>> = Mutex::new(None);
+
+/// Start this process's spawner now, if it has none. Call it first thing in
+/// `main`, before any thread exists, to get a forked spawner (no `stockade`
+/// binary needed); later, from a multi-threaded process, the spawner is the
+/// `stockade` binary. [`crate::Jail::spawn`] starts one on first use anyway.
+pub fn start() -> Result<(), String> {
+    let mut s = SPAWNER.lock().unwrap_or_else(|e| e.into_inner());
+    if s.is_none() {
+        *s = Some(launch()?);
+    }
+    Ok(())
+}
+
+fn launch() -> Result<Handle, String> {
+    let (ours, theirs) =
+        fdpass::socketpair(libc::SOCK_SEQPACKET).map_err(|e| format!("spawner: {e}"))?;
+    if sys::thread_count() == 1 {
+        // Single-threaded: a fork of us may run anything.
+        match sys::fork().map_err(|e| format!("spawner: {e}"))? {
+            None => {
+                drop(ours);
+                serve(theirs)
+            }
+            Some(_) => return Ok(Handle { sock: ours }),
+        }
+    }
+    let bin = binary()?;
+    std::process::Command::new(&bin)
+        .arg(SPAWNER_ARG)
+        .stdin(std::process::Stdio::from(theirs))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "spawner: {}: {e} (a multi-threaded process starts jails through the stockade binary: set STOCKADE_BIN, or call stockade::spawner::start() before any thread starts)",
+                bin.display()
+            )
+        })?;
+    Ok(Handle { sock: ours })
+}
+
+/// The stockade binary to exec as a spawner.
+fn binary() -> Result<std::path::PathBuf, String> {
+    if let Some(p) = std::env::var_os("STOCKADE_BIN") {
+        return Ok(p.into());
+    }
+    if let Ok(me) = std::env::current_exe() {
+        if me.file_name().is_some_and(|n| n == "stockade") {
+            return Ok(me);
+        }
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join("stockade"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            "spawner: this process has threads, and no stockade binary was found (STOCKADE_BIN, PATH); call stockade::spawner::start() before any thread starts".to_string()
+        })
+}
+
+/// What a caller gets back for one run.
+pub(crate) struct Started {
+    /// The run's supervisor.
+    pub pid: i32,
+    /// The run's control socket (see the module doc).
+    pub control: OwnedFd,
+}
+
+/// Ask the spawner to start a run of `policy` with `stdio` (stdin, stdout,
+/// stderr) as the payload's, and `keep` passed through by number.
+pub(crate) fn request(
+    policy: &Policy,
+    stdio: [RawFd; 3],
+    keep: &[RawFd],
+) -> Result<Started, String> {
+    if keep.len() > MAX_KEEP {
+        return Err(format!("keep_fds: at most {MAX_KEEP} fds"));
+    }
+    let json = serde_json::to_vec(policy).map_err(|e| format!("policy: {e}"))?;
+    let (control, theirs) =
+        fdpass::socketpair(libc::SOCK_STREAM).map_err(|e| format!("spawner: {e}"))?;
+    let mut fds = vec![stdio[0], stdio[1], stdio[2], theirs.as_raw_fd()];
+    fds.extend_from_slice(keep);
+    let text = format!(
+        "run {}",
+        keep.iter()
+            .map(|k| k.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let pid = {
+        let mut s = SPAWNER.lock().unwrap_or_else(|e| e.into_inner());
+        if s.is_none() {
+            *s = Some(launch()?);
+        }
+        let sock = s.as_ref().map(|h| h.sock.as_raw_fd()).unwrap_or(-1);
+        let asked = fdpass::send_with_fds(sock, text.as_bytes(), &fds)
+            .map_err(|e| format!("spawner: {e}"))
+            .and_then(|()| {
+                let mut buf = [0u8; 512];
+                let (n, _) =
+                    fdpass::recv_with_fds(sock, &mut buf).map_err(|e| format!("spawner: {e}"))?;
+                let reply = String::from_utf8_lossy(&buf[..n]).into_owned();
+                match reply.strip_prefix("pid ") {
+                    Some(p) => p.parse::<i32>().map_err(|_| format!("spawner: {reply}")),
+                    None if n == 0 => Err("spawner: it has exited".to_string()),
+                    None => Err(format!("spawner: {reply}")),
+                }
+            });
+        if asked.is_err() {
+            // A spawner that failed us is not asked again: the next run
+            // starts a new one.
+            *s = None;
+        }
+        asked?
+    };
+    drop(theirs);
+    let mut f = std::fs::File::from(control);
+    let len = (json.len() as u64).to_le_bytes();
+    f.write_all(&len)
+        .and_then(|()| f.write_all(&json))
+        .map_err(|e| format!("spawner: sending the policy to the supervisor (pid {pid}): {e}"))?;
+    Ok(Started {
+        pid,
+        control: OwnedFd::from(f),
+    })
+}
+
+/// Read the outcome a supervisor wrote on its control socket, to its end.
+pub(crate) fn read_outcome(control: &OwnedFd) -> Result<Outcome, String> {
+    let dup = control
+        .try_clone()
+        .map_err(|e| format!("control socket: {e}"))?;
+    let mut text = Vec::new();
+    std::fs::File::from(dup)
+        .read_to_end(&mut text)
+        .map_err(|e| format!("control socket: {e}"))?;
+    if text.is_empty() {
+        return Err("the run's supervisor ended without an outcome".into());
+    }
+    serde_json::from_slice(&text).map_err(|e| format!("outcome: {e}"))
+}
+
+// ------------------------------------------------------------ spawner side
+
+/// The spawner's loop (in a forked child, or `stockade __spawner` with the
+/// socket on fd 0). Never returns.
+#[doc(hidden)]
+pub fn serve(sock: OwnedFd) -> ! {
+    // The caller's other fds (files, sockets, pipe ends it waits on) are
+    // not ours to hold open.
+    let keep_err = sys::fd_is_open(2);
+    let sock = match sys::dup_above(sock.as_raw_fd(), 3) {
+        Ok(s) => s,
+        Err(_) => sys::exit_now(1),
+    };
+    let mut keep = vec![sock.as_raw_fd()];
+    if keep_err {
+        keep.push(2);
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: this process never returns into the code that owns the fds
+    // closed here: it loops below and ends with exit_now.
+    if unsafe { sys::close_all_but(&keep) }.is_err() {
+        sys::exit_now(1);
+    }
+    loop {
+        reap();
+        let mut buf = [0u8; 512];
+        let (n, fds) = match fdpass::recv_with_fds(sock.as_raw_fd(), &mut buf) {
+            Ok((0, _)) => sys::exit_now(0),
+            Ok(got) => got,
+            Err(_) => sys::exit_now(1),
+        };
+        let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+        let reply = match start_run(&text, fds, sock.as_raw_fd()) {
+            Ok(pid) => format!("pid {pid}"),
+            Err(e) => e,
+        };
+        if fdpass::send_with_fds(sock.as_raw_fd(), reply.as_bytes(), &[]).is_err() {
+            sys::exit_now(1);
+        }
+    }
+}
+
+/// Reap the supervisors that have finished.
+fn reap() {
+    while let Ok(Some(_)) = sys::waitpid(-1, true) {}
+}
+
+/// Fork the supervisor of one run; returns its pid.
+fn start_run(text: &str, fds: Vec<OwnedFd>, spawner_sock: RawFd) -> Result<i32, String> {
+    let mut words = text.split_whitespace();
+    if words.next() != Some("run") {
+        return Err(format!("unknown request {text:?}"));
+    }
+    let keep: Vec<RawFd> = words
+        .map(|w| {
+            w.parse::<RawFd>()
+                .map_err(|_| format!("bad fd number {w:?}"))
+        })
+        .collect::<Result<_, _>>()?;
+    if fds.len() != 4 + keep.len() {
+        return Err(format!(
+            "expected {} fds, got {}",
+            4 + keep.len(),
+            fds.len()
+        ));
+    }
+    match sys::fork().map_err(|e| e.to_string())? {
+        Some(pid) => Ok(pid),
+        None => supervise_one(fds, &keep, spawner_sock),
+    }
+}
+
+/// The supervisor of one run (a child of the spawner). Never returns.
+fn supervise_one(fds: Vec<OwnedFd>, keep: &[RawFd], spawner_sock: RawFd) -> ! {
+    sys::close_raw(spawner_sock);
+    // Move every fd we were given out of the way, then into place: the
+    // payload's stdio on 0, 1, 2, kept fds under their own numbers.
+    let top = keep.iter().copied().max().unwrap_or(0).max(2) + 1;
+    let moved: Vec<OwnedFd> = match fds
+        .iter()
+        .map(|f| sys::dup_above(f.as_raw_fd(), top))
+        .collect::<Result<_, _>>()
+    {
+        Ok(m) => m,
+        Err(_) => sys::exit_now(1),
+    };
+    drop(fds);
+    for (i, f) in moved.iter().take(3).enumerate() {
+        if sys::dup2(f.as_raw_fd(), i as RawFd).is_err() {
+            sys::exit_now(1);
+        }
+    }
+    for (f, to) in moved.iter().skip(4).zip(keep.iter().copied()) {
+        if sys::dup2(f.as_raw_fd(), to).is_err() {
+            sys::exit_now(1);
+        }
+    }
+    // Only the control socket stays besides the fds now in place.
+    let mut moved = moved;
+    let control_fd = moved.swap_remove(3);
+    drop(moved);
+    let control = control_fd.as_raw_fd();
+    let outcome = match read_policy(control) {
+        Ok(p) => crate::run_with(&p, Some(control)),
+        Err(e) => Outcome::setup_error(&crate::SetupError::new("spawner", "", e)),
+    };
+    let _ = sys::write_all(control, outcome.to_json().as_bytes());
+    sys::exit_now(0)
+}
+
+/// Read the length-prefixed policy from the control socket.
+fn read_policy(control: RawFd) -> Result<Policy, String> {
+    // Borrowed for reading only: `f` must not close the fd.
+    let dup = sys::dup_above(control, 3).map_err(|e| e.to_string())?;
+    let mut f = std::fs::File::from(dup);
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len)
+        .map_err(|e| format!("reading the policy: {e}"))?;
+    let len = u64::from_le_bytes(len);
+    if len > 1 << 30 {
+        return Err(format!("policy of {len} bytes"));
+    }
+    let mut json = vec![0u8; len as usize];
+    f.read_exact(&mut json)
+        .map_err(|e| format!("reading the policy: {e}"))?;
+    serde_json::from_slice(&json).map_err(|e| format!("policy: {e}"))
+}
+
+/// The socket of `stockade __spawner`: its stdin.
+#[doc(hidden)]
+pub fn stdin_socket() -> OwnedFd {
+    match sys::dup_above(0, 3) {
+        Ok(fd) => fd,
+        Err(_) => {
+            // Nothing to serve.
+            let _ = std::io::stderr().write_all(b"stockade: __spawner: no socket on stdin\n");
+            sys::exit_now(2)
+        }
+    }
+}
