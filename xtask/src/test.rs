@@ -56,9 +56,12 @@ fn prepare(root: &Path, only_cargo: bool) {
         .flat_map(|(_, p)| p.split(' '))
         .collect();
     if !only_cargo {
-        missing.extend(crate::vm::missing_packages());
+        for p in crate::vm::missing_packages() {
+            if !missing.contains(&p) {
+                missing.push(p);
+            }
+        }
     }
-    missing.dedup();
     if !missing.is_empty() {
         if is_root() {
             if let Err(e) = logs::apt_install(&missing) {
