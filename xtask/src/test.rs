@@ -1,146 +1,44 @@
-//! `cargo xtask test`: every test the project has, in one command, with one
-//! closing summary line `N passed, N failed, N skipped`.
+//! `cargo xtask test`: every test the project has, in one command, one line
+//! per step on the terminal, and one closing line `N passed, N failed, N
+//! skipped` (the last line printed; CI reads it).
 //!
 //! 1. `cargo fmt --check` and `cargo clippy -- -D warnings`;
-//! 2. `cargo test --workspace` (the integration tests start real jails as
-//!    root and as uid 65534 themselves);
-//! 3. `cargo xtask vm-test` (cgroup v2 limits inside a small VM);
-//! 4. `cargo xtask docker-test` (inside a real Docker engine).
+//! 2. `cargo test --workspace --no-fail-fast` (the integration tests start
+//!    real jails as root and as uid 65534 themselves), counted against the
+//!    list of tests of every test binary;
+//! 3. pytest, if `clients/python/tests` exists;
+//! 4. `cargo xtask vm-test` (cgroup v2 limits inside a small VM);
+//! 5. `cargo xtask docker-test` (inside a real Docker engine).
 //!
-//! A test that cannot run here says `SKIPPED: <test>: <reason>`; skips are
-//! counted apart and never as passed.
+//! Each step's full output goes to `target/xtask-logs/<step>.log`, package
+//! installs to `apt.log`, the VM's console to `vm-console.log`. A test that
+//! cannot run here says `SKIPPED: <test>: <reason>`; skips are counted apart
+//! and never as passed.
 
-use std::io::{BufRead, BufReader};
+use crate::json;
+use crate::logs::{self, Step};
+use crate::tally::{self, Binary, Tally};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-#[derive(Default, Debug)]
-struct Tally {
-    passed: u64,
-    failed: u64,
-    skipped: u64,
-    failures: Vec<String>,
-}
+/// The most lines of one failed test's output shown on the terminal.
+const FAILURE_LINES: usize = 40;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// Run a command, echo its output as it comes, and return (success, lines).
-fn run_echo(label: &str, cmd: &mut Command) -> (bool, Vec<String>) {
-    eprintln!("\n==> {label}");
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("xtask: cannot start {label}: {e}");
-            return (false, Vec::new());
-        }
-    };
-    let err = child.stderr.take().unwrap();
-    let err_thread = std::thread::spawn(move || {
-        let mut lines = Vec::new();
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            eprintln!("{l}");
-            lines.push(l);
-        }
-        lines
-    });
-    let mut lines = Vec::new();
-    for l in BufReader::new(child.stdout.take().unwrap())
-        .lines()
-        .map_while(Result::ok)
-    {
-        println!("{l}");
-        lines.push(l);
-    }
-    lines.extend(err_thread.join().unwrap_or_default());
-    let ok = child.wait().map(|s| s.success()).unwrap_or(false);
-    (ok, lines)
-}
-
-/// Sum cargo's `test result:` lines.
-fn cargo_counts(lines: &[String], t: &mut Tally) {
-    for l in lines {
-        let Some(rest) = l.trim().strip_prefix("test result: ") else {
-            continue;
-        };
-        for part in rest.split(';') {
-            let words: Vec<&str> = part.split_whitespace().collect();
-            let n = |i: usize| {
-                words
-                    .get(i)
-                    .and_then(|w| w.parse::<u64>().ok())
-                    .unwrap_or(0)
-            };
-            if part.contains(" passed") {
-                t.passed += n(words.len().saturating_sub(2));
-            } else if part.contains(" failed") {
-                t.failed += n(0);
-            }
-        }
-        if l.contains("FAILED") {
-            t.failures.push(l.trim().to_string());
-        }
-    }
-    for l in lines {
-        if l.starts_with("test ") && l.ends_with("FAILED") {
-            t.failures.push(l.clone());
-        }
-    }
-}
-
-/// Count `<TAG> PASS|FAIL|SKIPPED` lines of a sub-suite.
-fn tagged_counts(tag: &str, ok: bool, lines: &[String], t: &mut Tally) {
-    let (mut p, mut f, mut s) = (0, 0, 0);
-    for l in lines {
-        let Some(rest) = l.trim().strip_prefix(tag) else {
-            continue;
-        };
-        let rest = rest.trim_start();
-        if rest.starts_with("PASS") {
-            p += 1;
-        } else if rest.starts_with("FAIL") {
-            f += 1;
-            t.failures.push(l.clone());
-        } else if rest.starts_with("SKIP") {
-            s += 1;
-        }
-    }
-    if !ok && f == 0 {
-        // The suite itself broke (build, boot, engine): one failure.
-        f = 1;
-        t.failures
-            .push(format!("{tag}: the suite did not complete"));
-    }
-    t.passed += p;
-    t.failed += f;
-    t.skipped += s;
-}
-
-fn have(cmd: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {cmd} >/dev/null 2>&1")])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
 fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
-        .map(|o| o.stdout.starts_with(b"0\n"))
-        .unwrap_or(false)
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
 }
 
-/// Install what the tests need when it is missing (Debian packages as
-/// root, rustup components).
-fn prepare() {
-    let want = [
+/// Installs what the tests need when it is missing (Debian packages as
+/// root, in one apt-get call; rustup components).
+fn prepare(root: &Path, only_cargo: bool) {
+    let mut want = vec![
         ("cc", "gcc libc6-dev"),
         ("python3", "python3"),
         ("tmux", "tmux"),
@@ -149,71 +47,272 @@ fn prepare() {
         ("busybox", "busybox-static"),
         ("/usr/share/doc/python3-jsonschema", "python3-jsonschema"),
     ];
-    let missing: Vec<&str> = want
+    if root.join("clients/python/tests").is_dir() {
+        want.push(("/usr/share/doc/python3-pytest", "python3-pytest"));
+    }
+    let mut missing: Vec<&str> = want
         .iter()
-        .filter(|(c, _)| !have(c))
-        .map(|(_, p)| *p)
+        .filter(|(c, _)| !logs::have(c))
+        .flat_map(|(_, p)| p.split(' '))
         .collect();
+    if !only_cargo {
+        for p in crate::vm::missing_packages() {
+            if !missing.contains(&p) {
+                missing.push(p);
+            }
+        }
+    }
     if !missing.is_empty() {
         if is_root() {
-            eprintln!("xtask: installing {}", missing.join(" "));
-            let _ = Command::new("apt-get").arg("update").arg("-q").status();
-            let _ = Command::new("apt-get")
-                .args(["install", "-y", "-q", "--no-install-recommends"])
-                .args(missing.iter().flat_map(|p| p.split(' ')))
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .status();
+            if let Err(e) = logs::apt_install(&missing) {
+                eprintln!("xtask: {e}");
+            }
         } else {
             eprintln!(
-                "xtask: missing {} (not root, not installing)",
+                "xtask: missing Debian packages (not root, not installing): {}",
                 missing.join(" ")
             );
         }
     }
-    for comp in ["rustfmt", "clippy"] {
-        let probe = if comp == "rustfmt" {
-            "cargo fmt --version"
-        } else {
-            "cargo clippy --version"
-        };
-        if !Command::new("sh")
-            .args(["-c", &format!("{probe} >/dev/null 2>&1")])
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false)
+    for (comp, sub) in [("rustfmt", "fmt"), ("clippy", "clippy")] {
+        if !cargo()
+            .args([sub, "--version"])
+            .output()
+            .is_ok_and(|o| o.status.success())
         {
-            let _ = Command::new("rustup")
-                .args(["component", "add", comp])
-                .status();
+            eprintln!("xtask: rustup component add {comp}");
+            let _ = logs::run_to(
+                "rustup.log",
+                true,
+                Command::new("rustup").args(["component", "add", comp]),
+            );
         }
     }
 }
 
+/// A step that is one check: one passed or one failed.
+fn check_step(t: &mut Tally, label: &str, log: &str, cmd: &mut Command) {
+    let step = Step::start(label);
+    let ok = logs::run_to(log, false, cmd).unwrap_or_else(|e| {
+        logs::note(log, &e);
+        false
+    });
+    step.end(ok, "", &logs::shown(log));
+    if ok {
+        t.pass();
+    } else {
+        t.fail(label.to_string());
+    }
+}
+
+/// Builds the test targets and lists each test binary's tests. A build
+/// that fails is one failure; what did build is still returned, with
+/// whether the build succeeded.
+fn build_tests(root: &Path, t: &mut Tally) -> (Vec<Binary>, bool) {
+    const LOG: &str = "cargo-build.log";
+    let step = Step::start("cargo test --no-run (build the tests)");
+    let ok = logs::run_to(
+        LOG,
+        false,
+        cargo().current_dir(root).args([
+            "test",
+            "--workspace",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ]),
+    )
+    .unwrap_or(false);
+    let mut bins: Vec<Binary> = logs::read(LOG)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| test_binary(root, l))
+        .collect();
+    bins.sort_by(|a, b| a.label.cmp(&b.label));
+    let what = format!("{} test binaries", bins.len());
+    step.end(ok, &what, &logs::shown(LOG));
+    if !ok {
+        t.fail("cargo test --no-run: the test targets did not build".into());
+        print_build_errors(&logs::read(LOG));
+    }
+    (bins, ok)
+}
+
+/// The first compiler errors and where they are, from a build log.
+fn print_build_errors(log: &str) {
+    let mut lines = log.lines().peekable();
+    let mut shown = 0;
+    while let Some(l) = lines.next() {
+        if !l.starts_with("error") || shown >= 10 {
+            continue;
+        }
+        println!("    {l}");
+        shown += 1;
+        if let Some(at) = lines.next_if(|n| n.trim_start().starts_with("--> ")) {
+            println!("    {at}");
+        }
+    }
+}
+
+/// A test executable from one of cargo's JSON messages, with its tests.
+fn test_binary(root: &Path, msg: &str) -> Option<Binary> {
+    let v = json::parse(msg).ok()?;
+    if v.get("reason")?.as_str()? != "compiler-artifact"
+        || v.at(&["profile", "test"]) != Some(&json::Value::Bool(true))
+    {
+        return None;
+    }
+    let exe = PathBuf::from(v.get("executable")?.as_str()?);
+    let src = Path::new(v.at(&["target", "src_path"])?.as_str()?);
+    let label = src.strip_prefix(root).unwrap_or(src).display().to_string();
+    let dir = Path::new(v.get("manifest_path")?.as_str()?).parent()?;
+    let listed = Command::new(&exe)
+        .args(["--list", "--format", "terse"])
+        .current_dir(dir)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| tally::listed_tests(&String::from_utf8_lossy(&o.stdout)));
+    Some(Binary {
+        label,
+        file: exe.file_name()?.to_string_lossy().into_owned(),
+        tests: listed,
+    })
+}
+
+/// `cargo test --workspace --no-fail-fast`, every test counted.
+fn cargo_tests(root: &Path, t: &mut Tally) {
+    let (bins, built) = build_tests(root, t);
+    const LOG: &str = "cargo-test.log";
+    let skip_log = root.join("target/stockade-skipped.log");
+    let _ = std::fs::remove_file(&skip_log);
+    let step = Step::start("cargo test --workspace");
+    let ok = logs::run_to(
+        LOG,
+        false,
+        cargo()
+            .current_dir(root)
+            .env("STOCKADE_SKIP_LOG", &skip_log)
+            .args(["test", "--workspace", "--no-fail-fast"])
+            .args(["--", "--test-threads", "4"]),
+    )
+    .unwrap_or(false);
+    let skips = std::fs::read_to_string(&skip_log).unwrap_or_default();
+    let (failed0, n0, names0) = (t.failed, t.passed + t.failed + t.skipped, t.failures.len());
+    let blocks = tally::cargo_tests(&bins, &logs::read(LOG), &skips, t);
+    let failed = t.failed - failed0;
+    let n = t.passed + t.failed + t.skipped - n0;
+    if failed == 0 {
+        step.end(ok, &format!("{n} tests"), &logs::shown(LOG));
+    } else {
+        step.end(
+            false,
+            &format!("{failed} of {n} tests failed"),
+            &logs::shown(LOG),
+        );
+    }
+    if !ok && failed == 0 && built {
+        t.fail("cargo test: failed with no failed test (see its log)".into());
+    }
+    print_blocks(&blocks);
+    if failed > 0 {
+        println!();
+        for f in &t.failures[names0..] {
+            println!("    {f}");
+        }
+    }
+}
+
+/// The failed tests' own output, without backtraces or trailing blank
+/// lines, each block cut at FAILURE_LINES lines.
+fn print_blocks(lines: &[String]) {
+    let mut blocks: Vec<Vec<&str>> = Vec::new();
+    for l in lines {
+        if l.starts_with("---- ") || blocks.is_empty() {
+            blocks.push(Vec::new());
+        }
+        blocks.last_mut().into_iter().for_each(|b| b.push(l));
+    }
+    for mut b in blocks {
+        if let Some(i) = b.iter().position(|l| *l == "stack backtrace:") {
+            b.truncate(i);
+            b.push("[backtrace in the log]");
+        }
+        while b.last().is_some_and(|l| l.trim().is_empty()) {
+            b.pop();
+        }
+        let cut = b.len().saturating_sub(FAILURE_LINES);
+        for l in &b[..b.len() - cut] {
+            println!("    {l}");
+        }
+        if cut > 0 {
+            println!("    [{cut} more lines in the log]");
+        }
+    }
+}
+
+/// pytest, when there are Python tests.
+fn python_tests(root: &Path, t: &mut Tally) {
+    let dir = root.join("clients/python/tests");
+    if !dir.is_dir() {
+        return;
+    }
+    const LOG: &str = "pytest.log";
+    let step = Step::start("pytest clients/python/tests");
+    let ok = logs::run_to(
+        LOG,
+        false,
+        Command::new("python3")
+            .args(["-m", "pytest", "-q", "-rfEs"])
+            .arg(&dir)
+            .current_dir(root),
+    )
+    .unwrap_or(false);
+    let (failed0, n0) = (t.failed, t.passed + t.failed + t.skipped);
+    tally::pytest(ok, &logs::read(LOG), t);
+    let n = t.passed + t.failed + t.skipped - n0;
+    step.end(
+        t.failed == failed0,
+        &format!("{n} tests"),
+        &logs::shown(LOG),
+    );
+}
+
+/// A sub-suite that prints `<TAG> PASS|FAIL|SKIPPED` lines: `cargo xtask
+/// <task>`.
+fn suite(root: &Path, t: &mut Tally, task: &str, tag: &str, extra_log: Option<&str>) {
+    let log = format!("{task}.log");
+    let me = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("xtask"));
+    let step = Step::start(&format!("cargo xtask {task}"));
+    let ok =
+        logs::run_to(&log, false, Command::new(&me).current_dir(root).arg(task)).unwrap_or(false);
+    let (failed0, n0) = (t.failed, t.passed + t.failed + t.skipped);
+    tally::tagged(tag, ok, &logs::read(&log), t);
+    let n = t.passed + t.failed + t.skipped - n0;
+    let mut shown = logs::shown(&log);
+    if let Some(x) = extra_log {
+        shown = format!("{shown} (and {})", logs::shown(x));
+    }
+    step.end(t.failed == failed0, &format!("{n} tests"), &shown);
+}
+
 pub fn main(args: &[String]) -> i32 {
     let only_cargo = args.iter().any(|a| a == "--cargo-only");
-    prepare();
-    let root = root();
-    let skip_log = root.join("target").join("stockade-skipped.log");
-    let _ = std::fs::create_dir_all(root.join("target"));
-    let _ = std::fs::remove_file(&skip_log);
+    let root = logs::root();
+    prepare(&root, only_cargo);
     let mut t = Tally::default();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-
-    let (ok, _) = run_echo(
+    check_step(
+        &mut t,
         "cargo fmt --check",
-        Command::new(&cargo)
+        "fmt.log",
+        cargo()
             .current_dir(&root)
             .args(["fmt", "--all", "--", "--check"]),
     );
-    if ok {
-        t.passed += 1
-    } else {
-        t.failed += 1;
-        t.failures.push("cargo fmt --check".into());
-    }
-    let (ok, _) = run_echo(
+    check_step(
+        &mut t,
         "cargo clippy -D warnings",
-        Command::new(&cargo).current_dir(&root).args([
+        "clippy.log",
+        cargo().current_dir(&root).args([
             "clippy",
             "--workspace",
             "--all-targets",
@@ -222,67 +321,37 @@ pub fn main(args: &[String]) -> i32 {
             "warnings",
         ]),
     );
-    if ok {
-        t.passed += 1
-    } else {
-        t.failed += 1;
-        t.failures.push("cargo clippy".into());
-    }
-
-    let (ok, lines) = run_echo(
-        "cargo test --workspace",
-        Command::new(&cargo)
-            .current_dir(&root)
-            .env("STOCKADE_SKIP_LOG", &skip_log)
-            .args(["test", "--workspace", "--", "--test-threads", "4"]),
-    );
-    let before = t.failed;
-    cargo_counts(&lines, &mut t);
-    if !ok && t.failed == before {
-        t.failed += 1;
-        t.failures
-            .push("cargo test did not complete (build error?)".into());
-    }
-    let skipped_cargo = std::fs::read_to_string(&skip_log)
-        .map(|s| s.lines().count() as u64)
-        .unwrap_or(0);
-    // A skipped test returned early and cargo counted it as passed: it is not.
-    t.passed = t.passed.saturating_sub(skipped_cargo);
-    t.skipped += skipped_cargo;
-
+    cargo_tests(&root, &mut t);
+    python_tests(&root, &mut t);
     if !only_cargo {
-        let me = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("xtask"));
-        let (ok, lines) = run_echo(
-            "cargo xtask vm-test",
-            Command::new(&me).current_dir(&root).arg("vm-test"),
+        suite(
+            &root,
+            &mut t,
+            "vm-test",
+            "VMTEST",
+            Some(crate::vm::CONSOLE_LOG),
         );
-        tagged_counts("VMTEST", ok, &lines, &mut t);
-        let (ok, lines) = run_echo(
-            "cargo xtask docker-test",
-            Command::new(&me).current_dir(&root).arg("docker-test"),
-        );
-        tagged_counts("DOCKERTEST", ok, &lines, &mut t);
+        suite(&root, &mut t, "docker-test", "DOCKERTEST", None);
     }
+    closing(&t);
+    i32::from(t.failed > 0)
+}
 
-    if let Ok(s) = std::fs::read_to_string(&skip_log) {
-        if !s.is_empty() {
-            println!("\nSkipped:");
-            print!("{s}");
+/// The closing lines: skips, where the logs are, failures again, and the
+/// summary line last.
+fn closing(t: &Tally) {
+    if !t.skips.is_empty() {
+        println!("\nSkipped:");
+        for s in &t.skips {
+            println!("  {s}");
         }
     }
+    println!("\nLogs: {}/", logs::DIR);
     if !t.failures.is_empty() {
-        println!("\nFailures:");
+        println!("Failed:");
         for f in &t.failures {
             println!("  {f}");
         }
     }
-    println!(
-        "\n{} passed, {} failed, {} skipped",
-        t.passed, t.failed, t.skipped
-    );
-    if t.failed == 0 {
-        0
-    } else {
-        1
-    }
+    println!("{}", t.line());
 }

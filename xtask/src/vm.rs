@@ -7,7 +7,9 @@
 //! tests/vm/tests.sh as root and as a user with a delegated subtree. The VM
 //! prints `VMTEST PASS|FAIL …` lines and `VMTEST DONE` on its serial port.
 //!
-//! Everything downloaded is cached in target/vm/.
+//! Everything downloaded is cached in target/vm/. The VM's console goes to
+//! target/xtask-logs/vm-console.log (only the `VMTEST` lines are printed),
+//! package installs and downloads to target/xtask-logs/apt.log.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -18,6 +20,8 @@ use std::time::{Duration, Instant};
 
 const PAYLOADS: &[&str] = &["memhog", "forkbomb", "spin", "spew", "runas"];
 const DEFAULT_TIMEOUT_S: u64 = 240;
+/// The log of the VM's console (under target/xtask-logs).
+pub const CONSOLE_LOG: &str = "vm-console.log";
 
 type R<T> = Result<T, String>;
 
@@ -61,20 +65,13 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
 fn step(what: &str) {
     eprintln!("xtask vm-test: {what}");
 }
 
 fn run(timeout: u64, prebuilt: Option<PathBuf>) -> R<bool> {
     let t0 = Instant::now();
-    let root = root();
+    let root = crate::logs::root();
     let vm = root.join("target/vm");
     fs::create_dir_all(&vm).map_err(|e| format!("mkdir {}: {e}", vm.display()))?;
 
@@ -94,13 +91,6 @@ fn run(timeout: u64, prebuilt: Option<PathBuf>) -> R<bool> {
 }
 
 // ---------------------------------------------------------------- host tools
-
-fn have(cmd: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {cmd} >/dev/null 2>&1")])
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 fn output(cmd: &mut Command) -> R<String> {
     let shown = format!("{cmd:?}");
@@ -123,51 +113,42 @@ fn status(cmd: &mut Command) -> R<()> {
     Ok(())
 }
 
+/// Static or static-pie, read from the ELF headers.
 fn is_static(path: &Path) -> R<bool> {
-    let f = output(Command::new("file").arg("-L").arg(path))?;
-    Ok(f.contains("statically linked") || f.contains("static-pie linked"))
+    crate::binaries::linkage(path).map(|l| l != crate::binaries::Linkage::Dynamic)
 }
 
-fn apt_updated() -> &'static std::sync::Mutex<bool> {
-    static DONE: std::sync::OnceLock<std::sync::Mutex<bool>> = std::sync::OnceLock::new();
-    DONE.get_or_init(|| std::sync::Mutex::new(false))
-}
-
-fn apt_update() -> R<()> {
-    let mut done = apt_updated().lock().map_err(|_| "apt lock poisoned")?;
-    if !*done {
-        step("apt-get update");
-        status(Command::new("apt-get").args(["update", "-q"]))?;
-        *done = true;
+/// The Debian packages the VM suite needs that are not installed.
+pub fn missing_packages() -> Vec<&'static str> {
+    let mut want = Vec::new();
+    if !crate::logs::have("qemu-system-x86_64") {
+        want.push("qemu-system-x86");
     }
-    Ok(())
+    if !is_static(Path::new("/bin/busybox")).unwrap_or(false) {
+        want.push("busybox-static");
+    }
+    if !crate::logs::have("gcc") {
+        want.extend(["gcc", "libc6-dev"]);
+    }
+    want
 }
 
 fn ensure_tools() -> R<()> {
-    let mut want = Vec::new();
-    if !have("qemu-system-x86_64") {
-        want.push("qemu-system-x86");
+    crate::logs::apt_install(&missing_packages())
+}
+
+/// A download step, its output into apt.log.
+fn logged(cmd: &mut Command) -> R<()> {
+    let shown = format!("{cmd:?}");
+    crate::logs::note(crate::logs::APT_LOG, &format!("$ {shown}"));
+    if crate::logs::run_to(crate::logs::APT_LOG, true, cmd)? {
+        Ok(())
+    } else {
+        Err(format!(
+            "{shown} failed, log: {}",
+            crate::logs::shown(crate::logs::APT_LOG)
+        ))
     }
-    if !Path::new("/bin/busybox").exists() || !is_static(Path::new("/bin/busybox"))? {
-        want.push("busybox-static");
-    }
-    if !have("gcc") {
-        want.extend(["gcc", "libc6-dev"]);
-    }
-    if !have("file") {
-        want.push("file");
-    }
-    if want.is_empty() {
-        return Ok(());
-    }
-    apt_update()?;
-    step(&format!("apt-get install {}", want.join(" ")));
-    status(
-        Command::new("apt-get")
-            .args(["install", "-y", "-q", "--no-install-recommends"])
-            .args(&want)
-            .env("DEBIAN_FRONTEND", "noninteractive"),
-    )
 }
 
 // ---------------------------------------------------------------- kernel
@@ -181,7 +162,7 @@ fn kernel(vm: &Path) -> R<PathBuf> {
     let deps = match output(Command::new("apt-cache").args(["depends", "linux-image-amd64"])) {
         Ok(d) if d.contains("Depends: linux-image-") => d,
         _ => {
-            apt_update()?;
+            crate::logs::apt_update()?;
             output(Command::new("apt-cache").args(["depends", "linux-image-amd64"]))?
         }
     };
@@ -196,8 +177,10 @@ fn kernel(vm: &Path) -> R<PathBuf> {
     let dl = vm.join("dl");
     let _ = fs::remove_dir_all(&dl);
     fs::create_dir_all(&dl).map_err(|e| format!("mkdir {}: {e}", dl.display()))?;
-    step(&format!("apt-get download {pkg}"));
-    status(
+    step(&format!(
+        "downloading Debian's kernel ({pkg}, not installed)"
+    ));
+    logged(
         Command::new("apt-get")
             .args(["download", "-q", &pkg])
             .current_dir(&dl),
@@ -210,8 +193,7 @@ fn kernel(vm: &Path) -> R<PathBuf> {
         .ok_or_else(|| format!("apt-get download {pkg} left no .deb in {}", dl.display()))?;
     let unpacked = vm.join("kernel");
     let _ = fs::remove_dir_all(&unpacked);
-    step(&format!("dpkg-deb -x {}", deb.display()));
-    status(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked))?;
+    logged(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked))?;
     let boot = unpacked.join("boot");
     let mut image = None;
     let mut config = None;
@@ -466,6 +448,10 @@ fn initramfs(
 // ---------------------------------------------------------------- boot
 
 fn boot(kernel: &Path, initrd: &Path, timeout: Duration) -> R<bool> {
+    let mut console = crate::logs::fresh(CONSOLE_LOG)?;
+    let qemu_err = console
+        .try_clone()
+        .map_err(|e| format!("{CONSOLE_LOG}: {e}"))?;
     let mut child = Command::new("qemu-system-x86_64")
         .args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2"])
         .args(["-nographic", "-no-reboot"])
@@ -479,7 +465,7 @@ fn boot(kernel: &Path, initrd: &Path, timeout: Duration) -> R<bool> {
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(qemu_err)
         .spawn()
         .map_err(|e| format!("qemu-system-x86_64: {e}"))?;
     let stdout = child.stdout.take().ok_or("qemu: no stdout")?;
@@ -502,51 +488,74 @@ fn boot(kernel: &Path, initrd: &Path, timeout: Duration) -> R<bool> {
             }
         }
     });
-    let deadline = Instant::now() + timeout;
-    let (mut pass, mut fail, mut done, mut timed_out) = (0, Vec::new(), false, false);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            timed_out = true;
-            break;
-        }
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                println!("{line}");
-                if let Some(i) = line.find("VMTEST ") {
-                    let rest = &line[i + 7..];
-                    if rest.starts_with("PASS ") {
-                        pass += 1;
-                    } else if let Some(f) = rest.strip_prefix("FAIL ") {
-                        fail.push(f.to_string());
-                    } else if rest.starts_with("DONE") {
-                        done = true;
-                    }
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                timed_out = true;
-                break;
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    if timed_out {
+    let seen = watch(&rx, Instant::now() + timeout, &mut console);
+    if seen.timed_out {
         let _ = child.kill();
     }
     let _ = child.wait();
     eprintln!(
-        "xtask vm-test: {pass} passed, {} failed{}{}",
-        fail.len(),
-        if done { "" } else { ", no VMTEST DONE" },
-        if timed_out {
+        "xtask vm-test: {} passed, {} failed{}{}",
+        seen.pass,
+        seen.fail.len(),
+        if seen.done { "" } else { ", no VMTEST DONE" },
+        if seen.timed_out {
             format!(", killed qemu after {}s", timeout.as_secs())
         } else {
             String::new()
         }
     );
-    for f in &fail {
+    for f in &seen.fail {
         eprintln!("  FAIL {f}");
     }
-    Ok(fail.is_empty() && done && !timed_out && pass > 0)
+    let ok = seen.fail.is_empty() && seen.done && !seen.timed_out && seen.pass > 0;
+    if !ok {
+        eprintln!(
+            "xtask vm-test: the console: {}",
+            crate::logs::shown(CONSOLE_LOG)
+        );
+    }
+    Ok(ok)
+}
+
+/// What the VM's console said.
+#[derive(Default)]
+struct Seen {
+    pass: u32,
+    fail: Vec<String>,
+    done: bool,
+    timed_out: bool,
+}
+
+/// Reads the console until qemu exits or the deadline: every line into the
+/// console log, the `VMTEST` lines also to stdout.
+fn watch(rx: &mpsc::Receiver<String>, deadline: Instant, console: &mut fs::File) -> Seen {
+    let mut seen = Seen::default();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            seen.timed_out = true;
+            return seen;
+        }
+        let line = match rx.recv_timeout(left) {
+            Ok(line) => line,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                seen.timed_out = true;
+                return seen;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return seen,
+        };
+        let _ = writeln!(console, "{line}");
+        let Some(i) = line.find("VMTEST ") else {
+            continue;
+        };
+        println!("{}", &line[i..]);
+        let rest = &line[i + 7..];
+        if rest.starts_with("PASS ") {
+            seen.pass += 1;
+        } else if let Some(f) = rest.strip_prefix("FAIL ") {
+            seen.fail.push(f.to_string());
+        } else if rest.starts_with("DONE") {
+            seen.done = true;
+        }
+    }
 }
