@@ -150,6 +150,9 @@ pub struct Plan {
     pub fallback: bool,
     /// Fallback started by root: the payload becomes this uid/gid.
     pub fallback_ids: Option<(u32, u32)>,
+    /// The lease on `fallback_ids` (see supervise::uids), held until the
+    /// plan is dropped after the run.
+    pub uid_lease: Option<std::sync::Arc<crate::supervise::uids::Lease>>,
     /// Fallback: the private per-run directory (the only writable place),
     /// removed after the run.
     pub run_dir: Option<PathBuf>,
@@ -523,12 +526,18 @@ impl Plan {
         let mut cwd = p.chdir.clone().unwrap_or_else(|| p.workdir.inner.clone());
         let mut run_dir = None;
         let mut fallback_ids = None;
+        let mut uid_lease = None;
         if fallback {
             // Rules name host paths; only binds and the device nodes carry over.
             landlock_rules = fallback_rules(&steps);
             steps.clear();
             if euid == 0 {
-                fallback_ids = Some((outer_uid, outer_gid));
+                // Its own host id: RLIMIT_NPROC, signals and /proc go by
+                // the real uid, shared with every process that has it.
+                let lease = crate::supervise::uids::lease(p.fallback_uid_range)
+                    .map_err(|e| SetupError::new("--uid-range", "", e))?;
+                fallback_ids = Some((lease.id, lease.id));
+                uid_lease = Some(std::sync::Arc::new(lease));
             }
             let dir = make_run_dir(fallback_ids)?;
             landlock_rules.push((dir.clone(), Access::ReadWrite));
@@ -641,6 +650,7 @@ impl Plan {
             cwd,
             fallback,
             fallback_ids,
+            uid_lease,
             run_dir,
             exec_candidates,
             argv,
