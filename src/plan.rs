@@ -156,6 +156,9 @@ pub struct Plan {
     /// Fallback: the private per-run directory (the only writable place),
     /// removed after the run.
     pub run_dir: Option<PathBuf>,
+    /// Fallback: the host directories beneath which the payload may connect
+    /// to a pathname unix socket (see jail::unix_agent).
+    pub unix_roots: Vec<PathBuf>,
     /// The payload's end of the supervisor's seccomp socket (learning and
     /// kill mode): the listener is sent over it. Set by the supervisor.
     pub seccomp_channel: Option<std::os::fd::RawFd>,
@@ -603,6 +606,19 @@ impl Plan {
         };
 
         landlock_rules.retain(|(path, _)| !p.landlock.exclude.iter().any(|x| path.starts_with(x)));
+        // Where a pathname socket may be reached in the fallback: beneath
+        // what Landlock grants, but not /proc (magic links) or /dev.
+        let unix_roots = if fallback {
+            landlock_rules
+                .iter()
+                .filter(|(path, a)| {
+                    *a != Access::Device && !path.starts_with("/proc") && !path.starts_with("/dev")
+                })
+                .map(|(path, _)| path.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
         if !fallback {
             landlock_rules = coalesce_rules(landlock_rules, &steps, &p.landlock.exclude);
         }
@@ -611,6 +627,9 @@ impl Plan {
             // Without a network namespace only Landlock stands between the
             // payload and the network, and it knows TCP only: no inet sockets.
             sp.unix_sockets_only |= fallback && p.network == Network::None;
+            // Nor a mount namespace to hide the host's unix sockets:
+            // connect() is mediated, no unix datagram sockets.
+            sp.mediate_unix = fallback;
             Some(
                 crate::jail::seccomp::compile(&sp)
                     .map_err(|e| SetupError::new("seccomp", "", e))?,
@@ -652,6 +671,7 @@ impl Plan {
             fallback_ids,
             uid_lease,
             run_dir,
+            unix_roots,
             exec_candidates,
             argv,
             envp,

@@ -120,6 +120,9 @@ pub struct SeccompPolicy {
     /// socket() only for AF_UNIX: set for the fallback without a network
     /// namespace, where Landlock can deny TCP but not UDP.
     pub unix_sockets_only: bool,
+    /// The fallback's unix-socket mediation (see supervise::unix): connect()
+    /// goes to the supervisor, and AF_UNIX datagram sockets are refused.
+    pub mediate_unix: bool,
 }
 
 impl Default for SeccompPolicy {
@@ -130,6 +133,7 @@ impl Default for SeccompPolicy {
             allow: Vec::new(),
             action: SeccompAction::Errno,
             unix_sockets_only: false,
+            mediate_unix: false,
         }
     }
 }

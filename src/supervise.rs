@@ -9,3 +9,4 @@ pub mod limits;
 pub mod namespaces;
 pub mod spawn;
 pub mod uids;
+pub mod unix;

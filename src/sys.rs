@@ -875,6 +875,14 @@ pub fn cloexec_all_but(keep: &[RawFd]) -> SysResult<()> {
     Ok(())
 }
 
+/// Close every fd but `keep` (0, 1 and 2 included).
+pub fn close_all_but(keep: RawFd) -> SysResult<()> {
+    if keep > 0 {
+        close_range(0, keep as u32 - 1, 0)?;
+    }
+    close_range(keep as u32 + 1, u32::MAX, 0)
+}
+
 fn close_range(from: u32, to: u32, flags: libc::c_uint) -> SysResult<()> {
     // SAFETY: close_range takes integers only; it affects only our fd table.
     let r = unsafe { libc::syscall(libc::SYS_close_range, from, to, flags) };
@@ -942,6 +950,8 @@ struct OpenHow {
 }
 
 const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_BENEATH: u64 = 0x08;
 const RESOLVE_IN_ROOT: u64 = 0x10;
 
 fn openat2(
@@ -1004,6 +1014,19 @@ pub fn open_in_root(root: &OwnedFd, rel: &Path, flags: i32) -> SysResult<OwnedFd
         flags,
         RESOLVE_IN_ROOT,
         &format_args!("/{}", rel.display()),
+    )
+}
+
+/// An O_PATH fd of `rel` beneath the directory `dir`: EXDEV when the path
+/// (through `..` or a symlink) would leave it; no /proc magic links.
+pub fn open_path_beneath(dir: &OwnedFd, rel: &Path) -> SysResult<OwnedFd> {
+    let c = cpath(rel);
+    openat2(
+        dir.as_raw_fd(),
+        &c,
+        libc::O_PATH,
+        RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+        &rel.display(),
     )
 }
 

@@ -188,7 +188,7 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
     // listener over this socket.
     let mut learner = match &plan.seccomp {
         Some(c) if c.wants_listener() => {
-            Learner::for_action(c.action).map_err(|e| setup_err("seccomp", "", e.to_string()))?
+            Learner::for_compiled(c).map_err(|e| setup_err("seccomp", "", e.to_string()))?
         }
         _ => None,
     };
