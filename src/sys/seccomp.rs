@@ -164,7 +164,21 @@ pub fn notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
 pub fn take_fd(tid: u32, fd: i32) -> SysResult<OwnedFd> {
     const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
     // SAFETY: integers only; a returned fd is fresh and ours.
-    let p = unsafe { libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, PIDFD_THREAD) };
+    let mut p = unsafe { libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, PIDFD_THREAD) };
+    if p < 0 && last_errno() == Errno::EINVAL {
+        // Before Linux 6.9 (no PIDFD_THREAD): the thread group's leader,
+        // whose fd table the threads share.
+        let tgid = std::fs::read_to_string(format!("/proc/{tid}/status"))
+            .ok()
+            .and_then(|st| {
+                st.lines()
+                    .find_map(|l| l.strip_prefix("Tgid:"))
+                    .and_then(|v| v.trim().parse::<libc::pid_t>().ok())
+            })
+            .unwrap_or(tid as libc::pid_t);
+        // SAFETY: as above.
+        p = unsafe { libc::syscall(libc::SYS_pidfd_open, tgid, 0) };
+    }
     if p < 0 {
         return err("pidfd_open", tid, last_errno());
     }
