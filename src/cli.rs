@@ -152,6 +152,9 @@ struct RunArgs {
     /// Host gid the jail maps to when started by root [default: 65534]
     #[arg(long, value_name = "GID")]
     host_gid: Option<u32>,
+    /// Where user namespaces are refused and stockade is root: host uids to give each jail one of [default: 2147418112:65536]
+    #[arg(long, value_name = "START:COUNT")]
+    uid_range: Option<String>,
     /// What a syscall outside the allowlist gets: errno (EPERM) or kill
     #[arg(long, value_enum, value_name = "ACTION")]
     seccomp_action: Option<SeccompActionArg>,
@@ -374,6 +377,7 @@ const RUN_FLAGS: &[(&str, Takes)] = &[
     ("tmp-size", Takes::One),
     ("host-uid", Takes::One),
     ("host-gid", Takes::One),
+    ("uid-range", Takes::One),
     ("seccomp-action", Takes::One),
     ("seccomp-learn", Takes::Switch),
     ("seccomp-allow", Takes::Many),
@@ -428,6 +432,7 @@ fn fast_run_args(args: &[OsString]) -> Option<(RunArgs, MountFlags)> {
         tmp_size: None,
         host_uid: None,
         host_gid: None,
+        uid_range: None,
         seccomp_action: None,
         seccomp_learn: false,
         seccomp_allow: Vec::new(),
@@ -528,6 +533,7 @@ fn fast_run_args(args: &[OsString]) -> Option<(RunArgs, MountFlags)> {
             "tmp-size" => a.tmp_size = s(),
             "host-uid" => a.host_uid = Some(v.parse().ok()?),
             "host-gid" => a.host_gid = Some(v.parse().ok()?),
+            "uid-range" => a.uid_range = s(),
             "seccomp-action" => {
                 a.seccomp_action = Some(match v {
                     "errno" => SeccompActionArg::Errno,
@@ -598,6 +604,10 @@ fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Poli
     }
     if let Some(g) = a.host_gid {
         p.root_host_gid = g;
+    }
+    if let Some(r) = &a.uid_range {
+        p.fallback_uid_range =
+            policy::parse_uid_range(r).map_err(|e| PolicyError::new("--uid-range", e))?;
     }
     if let Some((host, _)) = &workdir {
         p.workdir.host = Some(policy::host_path("--workdir", std::path::Path::new(host))?);

@@ -12,3 +12,4 @@ pub mod proto;
 pub mod rlimits;
 pub mod rootfs;
 pub mod seccomp;
+pub mod unix_agent;

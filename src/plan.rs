@@ -150,9 +150,15 @@ pub struct Plan {
     pub fallback: bool,
     /// Fallback started by root: the payload becomes this uid/gid.
     pub fallback_ids: Option<(u32, u32)>,
+    /// The lease on `fallback_ids` (see supervise::uids), held until the
+    /// plan is dropped after the run.
+    pub uid_lease: Option<std::sync::Arc<crate::supervise::uids::Lease>>,
     /// Fallback: the private per-run directory (the only writable place),
     /// removed after the run.
     pub run_dir: Option<PathBuf>,
+    /// Fallback: the host directories beneath which the payload may connect
+    /// to a pathname unix socket (see jail::unix_agent).
+    pub unix_roots: Vec<PathBuf>,
     /// The payload's end of the supervisor's seccomp socket (learning and
     /// kill mode): the listener is sent over it. Set by the supervisor.
     pub seccomp_channel: Option<std::os::fd::RawFd>,
@@ -523,12 +529,18 @@ impl Plan {
         let mut cwd = p.chdir.clone().unwrap_or_else(|| p.workdir.inner.clone());
         let mut run_dir = None;
         let mut fallback_ids = None;
+        let mut uid_lease = None;
         if fallback {
             // Rules name host paths; only binds and the device nodes carry over.
             landlock_rules = fallback_rules(&steps);
             steps.clear();
             if euid == 0 {
-                fallback_ids = Some((outer_uid, outer_gid));
+                // Its own host id: RLIMIT_NPROC, signals and /proc go by
+                // the real uid, shared with every process that has it.
+                let lease = crate::supervise::uids::lease(p.fallback_uid_range)
+                    .map_err(|e| SetupError::new("--uid-range", "", e))?;
+                fallback_ids = Some((lease.id, lease.id));
+                uid_lease = Some(std::sync::Arc::new(lease));
             }
             let dir = make_run_dir(fallback_ids)?;
             landlock_rules.push((dir.clone(), Access::ReadWrite));
@@ -594,6 +606,19 @@ impl Plan {
         };
 
         landlock_rules.retain(|(path, _)| !p.landlock.exclude.iter().any(|x| path.starts_with(x)));
+        // Where a pathname socket may be reached in the fallback: beneath
+        // what Landlock grants, but not /proc (magic links) or /dev.
+        let unix_roots = if fallback {
+            landlock_rules
+                .iter()
+                .filter(|(path, a)| {
+                    *a != Access::Device && !path.starts_with("/proc") && !path.starts_with("/dev")
+                })
+                .map(|(path, _)| path.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
         if !fallback {
             landlock_rules = coalesce_rules(landlock_rules, &steps, &p.landlock.exclude);
         }
@@ -602,6 +627,9 @@ impl Plan {
             // Without a network namespace only Landlock stands between the
             // payload and the network, and it knows TCP only: no inet sockets.
             sp.unix_sockets_only |= fallback && p.network == Network::None;
+            // Nor a mount namespace to hide the host's unix sockets:
+            // connect() is mediated, no unix datagram sockets.
+            sp.mediate_unix = fallback;
             Some(
                 crate::jail::seccomp::compile(&sp)
                     .map_err(|e| SetupError::new("seccomp", "", e))?,
@@ -641,7 +669,9 @@ impl Plan {
             cwd,
             fallback,
             fallback_ids,
+            uid_lease,
             run_dir,
+            unix_roots,
             exec_candidates,
             argv,
             envp,

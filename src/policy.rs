@@ -120,6 +120,9 @@ pub struct SeccompPolicy {
     /// socket() only for AF_UNIX: set for the fallback without a network
     /// namespace, where Landlock can deny TCP but not UDP.
     pub unix_sockets_only: bool,
+    /// The fallback's unix-socket mediation (see supervise::unix): connect()
+    /// goes to the supervisor, and AF_UNIX datagram sockets are refused.
+    pub mediate_unix: bool,
 }
 
 impl Default for SeccompPolicy {
@@ -130,6 +133,7 @@ impl Default for SeccompPolicy {
             allow: Vec::new(),
             action: SeccompAction::Errno,
             unix_sockets_only: false,
+            mediate_unix: false,
         }
     }
 }
@@ -252,6 +256,9 @@ pub struct Policy {
     /// Host ids the jail maps to when started by real root.
     pub root_host_uid: u32,
     pub root_host_gid: u32,
+    /// Where user namespaces are refused and stockade is root: the host
+    /// ids (uid = gid) each jail gets one of, as (first, count).
+    pub fallback_uid_range: (u32, u32),
     /// What the root holds before `mounts`.
     pub base: BaseRoot,
     /// Filesystem entries in order; the defaults come first.
@@ -286,6 +293,30 @@ pub const DEFAULT_WORKDIR: &str = "/work";
 pub const DEFAULT_TMP_SIZE: u64 = 128 << 20;
 pub const DEFAULT_WORKDIR_SIZE: u64 = 128 << 20;
 pub const NOBODY: u32 = 65534;
+
+/// The default `--uid-range`: the 65536 ids just below 2^31, above the
+/// ranges systemd hands out (containers end at 1879048191, its foreign
+/// range at 2147418111) and far above useradd's subordinate ids.
+pub const DEFAULT_UID_RANGE: (u32, u32) = (2_147_418_112, 65_536);
+
+/// Parse `START:COUNT` for `--uid-range`: a range of host ids that holds
+/// neither 0 nor 4294967295.
+pub fn parse_uid_range(v: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("{v}: expected START:COUNT (e.g. 2147418112:65536)");
+    let (a, b) = v.split_once(':').ok_or_else(bad)?;
+    let start: u32 = a.parse().map_err(|_| bad())?;
+    let count: u32 = b.parse().map_err(|_| bad())?;
+    if start == 0 {
+        return Err(format!("{v}: the range may not hold uid 0"));
+    }
+    if count == 0 {
+        return Err(format!("{v}: COUNT must be at least 1"));
+    }
+    if u64::from(start) + u64::from(count) > u64::from(u32::MAX) {
+        return Err(format!("{v}: the range runs past 4294967294"));
+    }
+    Ok((start, count))
+}
 
 /// Check that a jail path is absolute and plain (no `..`), and normalize it.
 pub fn jail_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
@@ -494,6 +525,7 @@ impl Policy {
             gid: DEFAULT_GID,
             root_host_uid: NOBODY,
             root_host_gid: NOBODY,
+            fallback_uid_range: DEFAULT_UID_RANGE,
             base: BaseRoot::System,
             mounts: Vec::new(),
             env: default_env(&workdir),

@@ -8,3 +8,5 @@ pub mod learn;
 pub mod limits;
 pub mod namespaces;
 pub mod spawn;
+pub mod uids;
+pub mod unix;

@@ -1003,6 +1003,8 @@ struct OpenHow {
 }
 
 const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_BENEATH: u64 = 0x08;
 const RESOLVE_IN_ROOT: u64 = 0x10;
 
 fn openat2(
@@ -1065,6 +1067,19 @@ pub fn open_in_root(root: &OwnedFd, rel: &Path, flags: i32) -> SysResult<OwnedFd
         flags,
         RESOLVE_IN_ROOT,
         &format_args!("/{}", rel.display()),
+    )
+}
+
+/// An O_PATH fd of `rel` beneath the directory `dir`: EXDEV when the path
+/// (through `..` or a symlink) would leave it; no /proc magic links.
+pub fn open_path_beneath(dir: &OwnedFd, rel: &Path) -> SysResult<OwnedFd> {
+    let c = cpath(rel);
+    openat2(
+        dir.as_raw_fd(),
+        &c,
+        libc::O_PATH,
+        RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+        &rel.display(),
     )
 }
 

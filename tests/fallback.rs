@@ -86,11 +86,22 @@ fn refused_userns_still_confines_the_payload_and_says_so() {
             out.contains("udp 1\n") && !out.contains("udp sent"),
             "{who:?}: UDP must not leave: {out}"
         );
-        // Started by root, the payload is never root.
-        assert!(
-            out.trim_end().ends_with("65534"),
-            "{who:?}: payload uid: {out}"
-        );
+        // Started by root, the payload is never root: it runs as a host uid
+        // leased from --uid-range (default 2147418112:65536); started by
+        // 65534, as 65534.
+        let uid: u64 = out
+            .trim_end()
+            .lines()
+            .last()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{who:?}: no uid printed: {out}"));
+        match who {
+            Who::Root => assert!(
+                (2147418112..2147418112 + 65536).contains(&uid),
+                "{who:?}: payload uid {uid} not in the default --uid-range: {out}"
+            ),
+            Who::Nobody => assert_eq!(uid, 65534, "{who:?}: {out}"),
+        }
         assert!(!std::path::Path::new("/usr/stockade-fb-probe").exists());
         for l in [
             "user_namespace",

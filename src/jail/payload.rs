@@ -4,10 +4,10 @@
 
 #![deny(unsafe_code)]
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 
 use super::proto::{self, Report};
-use super::{caps, landlock, rlimits, seccomp};
+use super::{caps, landlock, rlimits, seccomp, unix_agent};
 use crate::plan::Plan;
 use crate::policy::Layer;
 use crate::sys::{self, Errno};
@@ -108,6 +108,20 @@ pub fn main(plan: &Plan, rep_fd: RawFd) -> std::convert::Infallible {
                     "landlock",
                     &format!("{{\"status\":\"unavailable\",\"why\":{}}}", json_str(&e)),
                 );
+            }
+        }
+    }
+    // Fallback: start the connect agent (see unix_agent) in the payload's
+    // Landlock domain, before seccomp; the supervisor gets its socket.
+    if let (Some(f), Some(ch)) = (&plan.seccomp, plan.seccomp_channel) {
+        if f.mediated.is_some() {
+            let started =
+                sys::fdpass::socketpair(libc::SOCK_SEQPACKET).and_then(|(ours, theirs)| {
+                    unix_agent::start(theirs.as_raw_fd(), &plan.unix_roots)?;
+                    sys::fdpass::send_fd_with(ch, ours.as_raw_fd(), b"U")
+                });
+            if let Err(e) = started {
+                fail(rep_fd, "unix socket agent", "", &e.to_string());
             }
         }
     }

@@ -90,6 +90,10 @@ pub struct Compiled {
     allowlist: Vec<libc::sock_filter>,
     /// Indices of the mismatch returns in `allowlist`.
     mismatch_at: Vec<usize>,
+    /// The syscall number the filter sends to the supervisor's listener
+    /// although the allowlist allows it (`connect` in the fallback: see
+    /// supervise::unix).
+    pub mediated: Option<i32>,
 }
 
 impl std::fmt::Debug for Compiled {
@@ -109,7 +113,7 @@ impl Compiled {
     /// learns which syscall was refused (without a channel, kill mode
     /// falls back to SECCOMP_RET_KILL_PROCESS).
     pub fn wants_listener(&self) -> bool {
-        matches!(self.action, SeccompAction::Learn | SeccompAction::Kill)
+        matches!(self.action, SeccompAction::Learn | SeccompAction::Kill) || self.mediated.is_some()
     }
 
     /// Instructions in the filter.
@@ -139,7 +143,18 @@ fn rule(c: Vec<Cond>) -> Result<SeccompRule, String> {
 }
 
 /// The argument filter for a syscall that is only ever allowed with one.
-fn arg_rules(name: &str, unix_only: bool) -> Result<Vec<SeccompRule>, String> {
+fn arg_rules(name: &str, p: &SeccompPolicy) -> Result<Vec<SeccompRule>, String> {
+    let unix_only = p.unix_sockets_only;
+    // Without a mount namespace a unix datagram socket can send to any
+    // pathname socket on the host (sendto, sendmsg: the address is behind a
+    // pointer no filter can read): none in the fallback. Stream and
+    // seqpacket sockets ignore or refuse a destination address, so their
+    // only way out is connect(), which the supervisor mediates.
+    let unix_types: &[i32] = if p.mediate_unix {
+        &[libc::SOCK_STREAM, libc::SOCK_SEQPACKET]
+    } else {
+        &[libc::SOCK_STREAM, libc::SOCK_DGRAM, libc::SOCK_SEQPACKET]
+    };
     let mut r = Vec::new();
     match name {
         // No namespace flags (clone uses the low 32 bits of its flags).
@@ -158,7 +173,12 @@ fn arg_rules(name: &str, unix_only: bool) -> Result<Vec<SeccompRule>, String> {
                 &[libc::AF_UNIX, libc::AF_INET, libc::AF_INET6]
             };
             for &fam in families {
-                for ty in [libc::SOCK_STREAM, libc::SOCK_DGRAM, libc::SOCK_SEQPACKET] {
+                let types: &[i32] = if fam == libc::AF_UNIX {
+                    unix_types
+                } else {
+                    &[libc::SOCK_STREAM, libc::SOCK_DGRAM, libc::SOCK_SEQPACKET]
+                };
+                for &ty in types {
                     r.push(rule(vec![
                         cond(0, Len::Dword, Op::Eq, fam as u64)?,
                         cond(1, Len::Dword, Op::MaskedEq(0xf), ty as u64)?,
@@ -166,12 +186,14 @@ fn arg_rules(name: &str, unix_only: bool) -> Result<Vec<SeccompRule>, String> {
                 }
             }
         }
-        "socketpair" => r.push(rule(vec![cond(
-            0,
-            Len::Dword,
-            Op::Eq,
-            libc::AF_UNIX as u64,
-        )?])?),
+        "socketpair" => {
+            for &ty in unix_types {
+                r.push(rule(vec![
+                    cond(0, Len::Dword, Op::Eq, libc::AF_UNIX as u64)?,
+                    cond(1, Len::Dword, Op::MaskedEq(0xf), ty as u64)?,
+                ])?);
+            }
+        }
         // The kernel truncates the command to 32 bits, so compare only the
         // low 32 bits (Dword): TIOCSTI | 1 << 32 is TIOCSTI.
         "ioctl" => r.push(rule(vec![
@@ -234,7 +256,7 @@ fn numbers(bits: &syscalls::Bits) -> impl Iterator<Item = u32> + '_ {
 pub fn compile(p: &SeccompPolicy) -> Result<Compiled, String> {
     let mut bits = resolve_bits(p)?;
     let mut extra: Vec<&str> = ALWAYS.to_vec();
-    if matches!(p.action, SeccompAction::Learn | SeccompAction::Kill) {
+    if matches!(p.action, SeccompAction::Learn | SeccompAction::Kill) || p.mediate_unix {
         extra.extend_from_slice(WITH_LISTENER);
     }
     for n in extra {
@@ -249,13 +271,18 @@ pub fn compile(p: &SeccompPolicy) -> Result<Compiled, String> {
     let mut leaves: Vec<(u32, Leaf)> = Vec::with_capacity(512);
     let mut blocks: Vec<Vec<libc::sock_filter>> = Vec::new();
     let mut allowed = 0;
+    let connect = syscalls::number("connect");
+    let mut mediated = None;
     for nr in numbers(&bits) {
         allowed += 1;
         let rules = match filtered.iter().find(|(f, _)| *f == nr) {
-            Some((_, name)) => arg_rules(name, p.unix_sockets_only)?,
+            Some((_, name)) => arg_rules(name, p)?,
             None => Vec::new(),
         };
-        let leaf = if rules.is_empty() {
+        let leaf = if p.mediate_unix && Some(nr) == connect {
+            mediated = Some(nr as i32);
+            Leaf::Notify
+        } else if rules.is_empty() {
             Leaf::Allow
         } else {
             blocks.push(arg_block(nr, rules)?);
@@ -293,6 +320,7 @@ pub fn compile(p: &SeccompPolicy) -> Result<Compiled, String> {
         groups: p.groups.clone(),
         allowlist,
         mismatch_at,
+        mediated,
     })
 }
 
@@ -302,6 +330,8 @@ enum Leaf {
     Allow,
     /// The policy's action (compiled as the MARK placeholder).
     Refuse,
+    /// Allowed, through the supervisor's listener.
+    Notify,
     /// Jump to argument-check block `n`.
     Block(usize),
 }
@@ -374,6 +404,7 @@ fn search(spans: &[Span], out: &mut Vec<libc::sock_filter>, fixups: &mut Vec<(us
         out.push(match only.leaf {
             Leaf::Allow => stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
             Leaf::Refuse => stmt(BPF_RET | BPF_K, SECCOMP_RET_TRACE | MARK),
+            Leaf::Notify => stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_USER_NOTIF),
             Leaf::Block(n) => {
                 fixups.push((out.len(), n));
                 stmt(BPF_JMP | BPF_JA, 0)
@@ -490,27 +521,25 @@ fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 /// Nothing but `sendmsg` and then `execve` may run after this in learning
 /// or kill mode (both are always allowed).
 pub fn install_with(c: &Compiled, channel: Option<RawFd>) -> SysResult<()> {
-    let listener = match (c.action, channel) {
-        (SeccompAction::Errno, _) | (SeccompAction::Kill, None) => {
-            return sys::seccomp::install(&c.allowlist, false).map(|_| ());
-        }
-        (SeccompAction::Learn, None) => {
+    let Some(ch) = channel.filter(|_| c.wants_listener()) else {
+        if c.action == SeccompAction::Learn {
             return Err(SysError {
                 call: "seccomp",
                 arg: "learning mode without a supervisor channel".into(),
                 errno: Errno::EINVAL,
-            })
+            });
         }
-        (SeccompAction::Learn, Some(_)) => sys::seccomp::install(&c.allowlist, true)?,
-        (SeccompAction::Kill, Some(_)) => {
-            let mut prog = c.allowlist.clone();
-            for &i in &c.mismatch_at {
-                prog[i].k = libc::SECCOMP_RET_USER_NOTIF;
-            }
-            sys::seccomp::install(&prog, true)?
-        }
+        // Kill mode kills in the kernel; a mediated syscall without a
+        // listener fails with ENOSYS.
+        return sys::seccomp::install(&c.allowlist, false).map(|_| ());
     };
-    let (Some(l), Some(ch)) = (listener, channel) else {
+    let mut prog = c.allowlist.clone();
+    if c.action == SeccompAction::Kill {
+        for &i in &c.mismatch_at {
+            prog[i].k = libc::SECCOMP_RET_USER_NOTIF;
+        }
+    }
+    let Some(l) = sys::seccomp::install(&prog, true)? else {
         return Err(SysError {
             call: "seccomp",
             arg: "NEW_LISTENER returned no fd".into(),
@@ -553,6 +582,7 @@ mod tests {
             allow: allow.iter().map(|s| s.to_string()).collect(),
             action,
             unix_sockets_only: false,
+            mediate_unix: false,
         }
     }
 
@@ -965,5 +995,99 @@ mod tests {
         }
         let top = syscalls::BY_NAME.iter().map(|(_, nr)| *nr).max().unwrap();
         assert!((top as usize) < 64 * syscalls::WORDS, "{top}");
+    }
+}
+
+#[cfg(test)]
+mod mediate_tests {
+    use super::*;
+
+    /// The fallback's filter: connect goes to the listener, unix datagram
+    /// sockets are refused (socket and socketpair), the rest as before.
+    #[test]
+    fn fallback_mediates_connect_and_refuses_unix_datagrams() {
+        let p = SeccompPolicy {
+            mediate_unix: true,
+            ..SeccompPolicy::default()
+        };
+        let c = compile(&p).unwrap();
+        let nr = |n: &str| syscalls::number(n).unwrap();
+        assert_eq!(c.mediated, Some(nr("connect") as i32));
+        assert!(c.wants_listener());
+        let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        let v = |n: &str, a0: i32, a1: i32| {
+            tests_run(&c.allowlist, nr(n), [a0 as u64, a1 as u64, 0, 0, 0, 0])
+        };
+        assert_eq!(v("connect", 3, 0), libc::SECCOMP_RET_USER_NOTIF);
+        assert_eq!(v("sendmsg", 3, 0), libc::SECCOMP_RET_ALLOW);
+        for f in ["socket", "socketpair"] {
+            assert_eq!(
+                v(f, libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC),
+                libc::SECCOMP_RET_ALLOW,
+                "{f}"
+            );
+            assert_eq!(
+                v(f, libc::AF_UNIX, libc::SOCK_SEQPACKET),
+                libc::SECCOMP_RET_ALLOW,
+                "{f}"
+            );
+            assert_eq!(v(f, libc::AF_UNIX, libc::SOCK_DGRAM), eperm, "{f}");
+            assert_eq!(
+                v(f, libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK),
+                eperm,
+                "{f}"
+            );
+        }
+        assert_eq!(
+            v("socket", libc::AF_INET, libc::SOCK_DGRAM),
+            libc::SECCOMP_RET_ALLOW
+        );
+        // Without the fallback, nothing changes.
+        let plain = compile(&SeccompPolicy::default()).unwrap();
+        assert_eq!(plain.mediated, None);
+        assert!(!plain.wants_listener());
+        assert_eq!(
+            tests_run(&plain.allowlist, nr("connect"), [3, 0, 0, 0, 0, 0]),
+            libc::SECCOMP_RET_ALLOW
+        );
+    }
+
+    /// A classic-BPF interpreter for the instructions the compiler emits.
+    fn tests_run(prog: &[libc::sock_filter], nr: u32, args: [u64; 6]) -> u32 {
+        let mut data = [0u32; 16];
+        data[0] = nr;
+        data[1] = AUDIT_ARCH;
+        for (i, a) in args.iter().enumerate() {
+            data[4 + 2 * i] = *a as u32;
+            data[5 + 2 * i] = (*a >> 32) as u32;
+        }
+        let (mut acc, mut pc) = (0u32, 0usize);
+        loop {
+            let i = prog[pc];
+            let code = i.code as u32;
+            match code & 0x07 {
+                0x00 => acc = data[(i.k / 4) as usize],
+                0x04 => acc &= i.k,
+                0x05 => {
+                    let op = code & 0xf0;
+                    if op == libc::BPF_JA {
+                        pc += 1 + i.k as usize;
+                        continue;
+                    }
+                    let t = match op {
+                        libc::BPF_JEQ => acc == i.k,
+                        libc::BPF_JGT => acc > i.k,
+                        libc::BPF_JGE => acc >= i.k,
+                        libc::BPF_JSET => acc & i.k != 0,
+                        _ => panic!("op {op:#x}"),
+                    };
+                    pc += 1 + if t { i.jt as usize } else { i.jf as usize };
+                    continue;
+                }
+                0x06 => return i.k,
+                c => panic!("class {c:#x}"),
+            }
+            pc += 1;
+        }
     }
 }

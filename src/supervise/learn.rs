@@ -27,6 +27,8 @@ pub enum Mode {
     /// Record the syscall and leave the caller blocked: the supervisor
     /// kills the jail (see [`Learner::violation`]).
     Kill,
+    /// Errno mode: only the mediated syscall comes (see supervise::unix).
+    Errno,
 }
 
 /// Supervisor side of the listener hand-over and the notifications.
@@ -43,6 +45,9 @@ pub struct Learner {
     seen: Vec<i64>,
     seen_set: BTreeSet<i64>,
     violation: Option<i64>,
+    /// The syscall the filter sends here to be mediated, not judged.
+    mediated: Option<i32>,
+    unix: super::unix::Mediator,
 }
 
 impl Learner {
@@ -55,6 +60,22 @@ impl Learner {
             SeccompAction::Errno => return Ok(None),
         };
         Learner::new(mode).map(Some)
+    }
+
+    /// For a compiled filter: a listener in learning and kill mode, and
+    /// whenever the filter mediates a syscall (the fallback's connect).
+    pub fn for_compiled(c: &crate::jail::seccomp::Compiled) -> SysResult<Option<Learner>> {
+        if !c.wants_listener() {
+            return Ok(None);
+        }
+        let mode = match c.action {
+            SeccompAction::Learn => Mode::Learn,
+            SeccompAction::Kill => Mode::Kill,
+            SeccompAction::Errno => Mode::Errno,
+        };
+        let mut l = Learner::new(mode)?;
+        l.mediated = c.mediated;
+        Ok(Some(l))
     }
 
     /// Create the socketpair (both ends close-on-exec).
@@ -70,6 +91,8 @@ impl Learner {
             seen: Vec::new(),
             seen_set: BTreeSet::new(),
             violation: None,
+            mediated: None,
+            unix: Default::default(),
         })
     }
 
@@ -92,13 +115,14 @@ impl Learner {
     /// The fds to poll for POLLIN: the socket until the listener arrives,
     /// then the listener until every filtered process is gone.
     pub fn fds(&self) -> Vec<RawFd> {
-        let mut v = Vec::with_capacity(1);
+        let mut v = Vec::with_capacity(2);
         if let Some(s) = &self.sock {
             v.push(s.as_raw_fd());
         }
         if let Some(l) = &self.listener {
             v.push(l.as_raw_fd());
         }
+        v.extend(self.unix.fd());
         v
     }
 
@@ -109,6 +133,10 @@ impl Learner {
             self.take_listener();
         } else if self.listener.as_ref().is_some_and(|l| l.as_raw_fd() == fd) {
             self.drain();
+        } else if self.unix.fd() == Some(fd) {
+            if let Some(l) = &self.listener {
+                self.unix.on_ready(l);
+            }
         }
     }
 
@@ -116,10 +144,18 @@ impl Learner {
         let Some(sock) = &self.sock else { return };
         let (readable, hup) = sys::seccomp::poll_now(sock.as_raw_fd());
         if readable {
-            // Only the first fd is accepted; the socket is closed after it,
-            // so nothing the command does later can reach us this way.
-            if let Ok(Some(l)) = sys::fdpass::recv_fd(sock.as_raw_fd()) {
-                self.listener = Some(l);
+            // The connect agent's socket ('U', only when a syscall is
+            // mediated) may come first; the listener ('L') comes last: the
+            // socket is closed after it, so nothing the command does later
+            // can reach us this way.
+            let mut tag = [0u8; 1];
+            match sys::fdpass::recv_fd_with(sock.as_raw_fd(), &mut tag) {
+                Ok((1, Some(a))) if tag[0] == b'U' && self.mediated.is_some() => {
+                    self.unix.set_agent(a);
+                    return self.take_listener();
+                }
+                Ok((1, Some(l))) if tag[0] == b'L' => self.listener = Some(l),
+                _ => {}
             }
             self.sock = None;
             if self.listener.is_some() {
@@ -149,6 +185,10 @@ impl Learner {
                     return;
                 }
             };
+            if self.mediated == Some(n.nr) {
+                self.unix.on_connect(l, &n);
+                continue;
+            }
             let nr = n.nr as i64;
             if self.seen_set.insert(nr) {
                 self.seen.push(nr);
@@ -156,6 +196,9 @@ impl Learner {
             match self.mode {
                 Mode::Learn => {
                     let _ = sys::seccomp::notif_reply(l, n.id, true, 0);
+                }
+                Mode::Errno => {
+                    let _ = sys::seccomp::notif_reply(l, n.id, false, libc::EPERM);
                 }
                 Mode::Kill => {
                     // Leave the caller blocked: the syscall never runs, and

@@ -147,6 +147,26 @@ fn run_inner(
         plan.sample_ms = 10;
     }
     o.limits = decision.report.clone();
+    if let Some(r) = o.limits.get_mut("pids") {
+        // Without a user namespace RLIMIT_NPROC counts the host uid's
+        // processes, wherever they run.
+        let whose = match (plan.fallback, plan.fallback_ids) {
+            (false, _) => None,
+            (true, Some((uid, _))) => Some(format!(
+                "RLIMIT_NPROC counts the processes of host uid {uid}, this jail's own (leased from --uid-range)"
+            )),
+            (true, None) => Some(format!(
+                "RLIMIT_NPROC counts every process of host uid {} (no user namespace): the limit is shared with the caller's other processes",
+                sys::getuid()
+            )),
+        };
+        if let (Some(w), "rlimit_nproc") = (whose, r.enforced_by) {
+            r.why = Some(match r.why.take() {
+                Some(first) => format!("{first}; {w}"),
+                None => w,
+            });
+        }
+    }
 
     // 2. Pipes.
     // A socket, not a pipe: it also carries the network namespace's fd.
@@ -175,7 +195,7 @@ fn run_inner(
     // listener over this socket.
     let mut learner = match &plan.seccomp {
         Some(c) if c.wants_listener() => {
-            Learner::for_action(c.action).map_err(|e| setup_err("seccomp", "", e.to_string()))?
+            Learner::for_compiled(c).map_err(|e| setup_err("seccomp", "", e.to_string()))?
         }
         _ => None,
     };

@@ -31,10 +31,14 @@ struct CmsgBuf([u8; 32]);
 /// Send `fd` over the unix socket `sock`: one byte of data, `tag`, with
 /// one SCM_RIGHTS.
 pub fn send_fd(sock: RawFd, fd: RawFd, tag: u8) -> SysResult<()> {
-    let mut byte = [tag];
+    send_fd_with(sock, fd, &[tag])
+}
+
+/// Send `data` (at least one byte) with `fd` as one SCM_RIGHTS message.
+pub fn send_fd_with(sock: RawFd, fd: RawFd, data: &[u8]) -> SysResult<()> {
     let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
     };
     let mut cbuf = CmsgBuf([0; 32]);
     // SAFETY: msghdr is plain old data; zeroed is a valid value.
@@ -72,9 +76,18 @@ pub fn send_fd(sock: RawFd, fd: RawFd, tag: u8) -> SysResult<()> {
 /// closed without sending) or a message without an fd.
 pub fn recv_fd(sock: RawFd) -> SysResult<Option<OwnedFd>> {
     let mut byte = [0u8; 1];
+    match recv_fd_with(sock, &mut byte)? {
+        (0, _) => Ok(None),
+        (_, fd) => Ok(fd),
+    }
+}
+
+/// Receive one message into `buf` and the first fd sent with it: (bytes
+/// read, the fd); (0, None) at end of file.
+pub fn recv_fd_with(sock: RawFd, buf: &mut [u8]) -> SysResult<(usize, Option<OwnedFd>)> {
     let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
     };
     let mut cbuf = CmsgBuf([0; 32]);
     // SAFETY: msghdr is plain old data; zeroed is a valid value.
@@ -96,9 +109,6 @@ pub fn recv_fd(sock: RawFd) -> SysResult<Option<OwnedFd>> {
         }
         break r;
     };
-    if r == 0 {
-        return Ok(None);
-    }
     let mut got: Option<OwnedFd> = None;
     // SAFETY: the kernel filled msg_control with msg_controllen bytes of
     // well-formed control messages; CMSG_FIRSTHDR/NXTHDR stay inside it.
@@ -122,7 +132,60 @@ pub fn recv_fd(sock: RawFd) -> SysResult<Option<OwnedFd>> {
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    Ok(got)
+    Ok((r as usize, got))
+}
+
+/// connect(2) `sock` to the socket address in `addr` (raw bytes of a
+/// sockaddr, as a program passed them). Returns the errno, 0 on success.
+pub fn connect_raw(sock: RawFd, addr: &[u8]) -> i32 {
+    // Aligned storage for the address (sockaddr_storage is 128 bytes).
+    let mut st: libc::sockaddr_storage = unsafe_zeroed_storage();
+    let n = addr
+        .len()
+        .min(std::mem::size_of::<libc::sockaddr_storage>());
+    // SAFETY: `st` has room for `n` bytes; the regions do not overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            addr.as_ptr(),
+            (&mut st as *mut libc::sockaddr_storage).cast::<u8>(),
+            n,
+        )
+    };
+    loop {
+        // SAFETY: `st` holds `n` initialized bytes and outlives the call.
+        let r = unsafe {
+            libc::connect(
+                sock,
+                (&st as *const libc::sockaddr_storage).cast(),
+                n as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            return 0;
+        }
+        let e = last_errno();
+        if e != Errno::EINTR {
+            return e as i32;
+        }
+    }
+}
+
+fn unsafe_zeroed_storage() -> libc::sockaddr_storage {
+    // SAFETY: sockaddr_storage is plain old data; all zeroes is valid.
+    unsafe { std::mem::zeroed() }
+}
+
+/// connect(2) `sock` to the pathname socket `path`. Returns the errno, 0
+/// on success.
+pub fn connect_path(sock: RawFd, path: &[u8]) -> i32 {
+    let mut a = Vec::with_capacity(2 + path.len() + 1);
+    a.extend_from_slice(&(libc::AF_UNIX as u16).to_ne_bytes());
+    a.extend_from_slice(path);
+    a.push(0);
+    if a.len() > std::mem::size_of::<libc::sockaddr_un>() {
+        return libc::ENAMETOOLONG;
+    }
+    connect_raw(sock, &a)
 }
 
 /// Send one message of `data` with `fds` attached (SCM_RIGHTS) over the

@@ -56,6 +56,7 @@ pub struct Notif {
     pub pid: u32,
     pub nr: i32,
     pub arch: u32,
+    pub args: [u64; 6],
 }
 
 /// SECCOMP_IOCTL_NOTIF_RECV. `Ok(None)` when the notification vanished
@@ -87,6 +88,7 @@ pub fn notif_recv(listener: &OwnedFd) -> SysResult<Option<Notif>> {
             pid: n.pid,
             nr: n.data.nr,
             arch: n.data.arch,
+            args: n.data.args,
         }));
     }
 }
@@ -141,4 +143,52 @@ pub fn poll_now(fd: RawFd) -> (bool, bool) {
         p[0].revents & libc::POLLIN != 0,
         p[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0,
     )
+}
+
+/// SECCOMP_IOCTL_NOTIF_ID_VALID: the caller of notification `id` is still
+/// blocked in it (so its pid still names the same thread).
+pub fn notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
+    // SAFETY: the ioctl reads one u64 from `id`, which outlives the call.
+    let r = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID as _,
+            &id as *const u64,
+        )
+    };
+    r == 0
+}
+
+/// A copy of fd `fd` of thread `tid` (pidfd_open with PIDFD_THREAD, then
+/// pidfd_getfd; close-on-exec). Needs ptrace access to the thread.
+pub fn take_fd(tid: u32, fd: i32) -> SysResult<OwnedFd> {
+    const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+    // SAFETY: integers only; a returned fd is fresh and ours.
+    let mut p = unsafe { libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, PIDFD_THREAD) };
+    if p < 0 && last_errno() == Errno::EINVAL {
+        // Before Linux 6.9 (no PIDFD_THREAD): the thread group's leader,
+        // whose fd table the threads share.
+        let tgid = std::fs::read_to_string(format!("/proc/{tid}/status"))
+            .ok()
+            .and_then(|st| {
+                st.lines()
+                    .find_map(|l| l.strip_prefix("Tgid:"))
+                    .and_then(|v| v.trim().parse::<libc::pid_t>().ok())
+            })
+            .unwrap_or(tid as libc::pid_t);
+        // SAFETY: as above.
+        p = unsafe { libc::syscall(libc::SYS_pidfd_open, tgid, 0) };
+    }
+    if p < 0 {
+        return err("pidfd_open", tid, last_errno());
+    }
+    // SAFETY: fresh fd from the kernel.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(p as RawFd) };
+    // SAFETY: integers only; a returned fd is fresh and ours.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if r < 0 {
+        return err("pidfd_getfd", format_args!("{tid}, {fd}"), last_errno());
+    }
+    // SAFETY: fresh fd from the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
 }
