@@ -243,7 +243,9 @@ fn plain_split(p: &Path) -> Option<(&Path, &std::ffi::OsStr)> {
 }
 
 /// Landlock rules for the fallback: read-only binds' sources read and
-/// execute, writable ones read-write, /proc readable, the device nodes.
+/// execute, writable ones read-write, the device nodes. Not /proc: without
+/// a pid namespace it is the host's, and shows every host process (its
+/// command line included).
 fn fallback_rules(steps: &[RootStep]) -> Vec<(PathBuf, Access)> {
     let mut rules = Vec::new();
     for s in steps {
@@ -256,7 +258,6 @@ fn fallback_rules(steps: &[RootStep]) -> Vec<(PathBuf, Access)> {
                     Access::ReadExec
                 },
             )),
-            RootStep::Proc { .. } => rules.push((PathBuf::from("/proc"), Access::ReadExec)),
             RootStep::Dev { .. } => {
                 for d in ["null", "zero", "full", "random", "urandom", "tty"] {
                     rules.push((PathBuf::from("/dev").join(d), Access::Device));

@@ -615,6 +615,43 @@ fn record_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia, payload: Vec<
             _ => None,
         };
     }
+    if plan.fallback {
+        let proc = fallback_proc(plan, o);
+        o.layers.insert("proc", proc);
+    }
+}
+
+/// The fallback's `proc` layer: there is no /proc of the jail's own, and
+/// the host's is out of the payload's reach unless Landlock is not in force
+/// or a bind grants it.
+fn fallback_proc(plan: &Plan, o: &Outcome) -> LayerReport {
+    let landlock_on = o
+        .layers
+        .get("landlock")
+        .is_some_and(|l| l.state == outcome::LayerState::Applied);
+    let proc = std::path::Path::new("/proc");
+    let granted = plan
+        .landlock_rules
+        .iter()
+        .find(|(p, _)| proc.starts_with(p) || p.starts_with(proc));
+    let (why, readable) = match granted {
+        _ if !landlock_on => (
+            "no pid namespace, and Landlock is not in force: the host's /proc (every host process, its command line included) is readable".to_string(),
+            true,
+        ),
+        Some((p, _)) => (
+            format!("no pid namespace, and a bind ({}) grants the host's /proc (every host process, its command line included)", p.display()),
+            true,
+        ),
+        None => (
+            "no pid namespace: the host's /proc would show every host process; /proc is outside the Landlock ruleset, so the payload cannot read it".to_string(),
+            false,
+        ),
+    };
+    LayerReport {
+        state: outcome::LayerState::Unavailable,
+        detail: json!({ "why": why, "host_proc_readable": readable }),
+    }
 }
 
 fn v_why(v: &serde_json::Value) -> serde_json::Value {
