@@ -153,6 +153,9 @@ pub struct Plan {
     /// Fallback: the private per-run directory (the only writable place),
     /// removed after the run.
     pub run_dir: Option<PathBuf>,
+    /// The supervisor mounted a tmpfs of `tmp_size` on `run_dir` (set by
+    /// the supervisor; detached after the run).
+    pub run_dir_tmpfs: bool,
     /// The payload's end of the supervisor's seccomp socket (learning and
     /// kill mode): the listener is sent over it. Set by the supervisor.
     pub seccomp_channel: Option<std::os::fd::RawFd>,
@@ -643,6 +646,7 @@ impl Plan {
             fallback,
             fallback_ids,
             run_dir,
+            run_dir_tmpfs: false,
             exec_candidates,
             argv,
             envp,

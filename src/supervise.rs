@@ -7,4 +7,5 @@ pub mod cgroup;
 pub mod learn;
 pub mod limits;
 pub mod namespaces;
+pub mod rundir;
 pub mod spawn;
