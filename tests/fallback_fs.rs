@@ -322,7 +322,7 @@ fn host_command_lines_are_out_of_reach() {
         "cat /proc/{pid}/cmdline; echo rc-cat=$?; \
          for f in /proc/[0-9]*/cmdline; do cat \"$f\"; echo; done 2>/dev/null; \
          python3 -c 'import os\ntry: print(open(\"/proc/{pid}/cmdline\",\"rb\").read())\nexcept OSError as e: print(\"py\", e.errno)\ntry: print(len(os.listdir(\"/proc\")), \"entries\")\nexcept OSError as e: print(\"pyls\", e.errno)'; \
-         echo done"
+         ls /dev/fd/ >/dev/null 2>&1; echo rc-devfd=$?; echo done"
     );
     for who in common::users("host_command_lines_are_out_of_reach") {
         for mode in MODES {
@@ -338,8 +338,10 @@ fn host_command_lines_are_out_of_reach() {
                 // The jail's own /proc: its own processes only.
                 assert!(text.contains(" entries"), "{what}");
             } else {
-                // No /proc at all: Landlock refuses (EACCES).
+                // No /proc at all: Landlock refuses (EACCES), also by way
+                // of /dev/fd.
                 assert!(text.contains("py 13") && text.contains("pyls 13"), "{what}");
+                assert!(!text.contains("rc-devfd=0"), "{what}");
                 assert_eq!(r["layers"]["proc"]["state"], "unavailable", "{what}");
                 assert_eq!(
                     r["layers"]["proc"]["detail"]["host_proc_readable"], false,
@@ -357,21 +359,25 @@ fn host_command_lines_are_out_of_reach() {
 }
 
 #[test]
-fn without_landlock_the_outcome_says_host_proc_is_readable() {
-    for who in common::users("without_landlock_the_outcome_says_host_proc_is_readable") {
-        let o = run_as(
-            Mode::Refused,
-            who,
-            &["--no-landlock", "--report", "-"],
-            &["/bin/sh", "-c", "test -r /proc/1/status && echo readable"],
-        );
-        let r = report(&o);
-        let what = format!("{who:?}: {r}\n{}", stderr(&o));
-        assert!(out(&r).contains("readable"), "{what}");
-        assert_eq!(r["layers"]["proc"]["state"], "unavailable", "{what}");
-        assert_eq!(
-            r["layers"]["proc"]["detail"]["host_proc_readable"], true,
-            "{what}"
-        );
+fn where_the_host_proc_is_readable_the_outcome_says_so() {
+    for who in common::users("where_the_host_proc_is_readable_the_outcome_says_so") {
+        for flags in [&["--no-landlock"][..], &["--ro-bind", "/proc:/proc"][..]] {
+            let mut f = flags.to_vec();
+            f.extend(["--report", "-"]);
+            let o = run_as(
+                Mode::Refused,
+                who,
+                &f,
+                &["/bin/sh", "-c", "head -c 0 /proc/1/status && echo readable"],
+            );
+            let r = report(&o);
+            let what = format!("{who:?} {flags:?}: {r}\n{}", stderr(&o));
+            assert!(out(&r).contains("readable"), "{what}");
+            assert_eq!(r["layers"]["proc"]["state"], "unavailable", "{what}");
+            assert_eq!(
+                r["layers"]["proc"]["detail"]["host_proc_readable"], true,
+                "{what}"
+            );
+        }
     }
 }
