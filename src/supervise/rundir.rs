@@ -46,6 +46,10 @@ pub fn mount_tmpfs(dir: &Path, size: u64, owner: Option<(u32, u32)>) -> Result<(
                 .into(),
         );
     }
+    if size == 0 {
+        // The kernel reads size=0 as "no limit".
+        return Err("--tmp-size 0: a tmpfs of size 0 has no limit".into());
+    }
     let (uid, gid) = owner.unwrap_or((0, 0));
     let data = format!("size={size},mode=700,uid={uid},gid={gid}");
     sys::mount(
