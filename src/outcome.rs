@@ -58,6 +58,10 @@ pub enum Status {
     PidsLimit,
     /// stdout + stderr reached --max-output; the jail was killed.
     OutputLimit,
+    /// Without a tmpfs of its own (the fallback), the run directory held
+    /// more than --tmp-size, or a file reached it (SIGXFSZ): the jail was
+    /// killed.
+    DiskLimit,
     /// A denied syscall killed the payload (seccomp action kill).
     SeccompViolation,
     /// The jail could not be set up, or the command could not be executed.
@@ -119,7 +123,8 @@ pub struct LimitReport {
     /// Bytes, seconds, CPUs or a count, as the limit's unit.
     pub limit: serde_json::Value,
     /// `cgroup`, `rlimit_as`, `rlimit_cpu`, `rlimit_nproc`, `rlimit_fsize`,
-    /// `rlimit_nofile`, `rlimit_core`, `tmpfs`, `supervisor`, or `none`.
+    /// `rlimit_nofile`, `rlimit_core`, `tmpfs`, `rlimit_fsize+supervisor`
+    /// (the fallback's metered run directory), `supervisor`, or `none`.
     #[serde(deserialize_with = "static_str")]
     pub enforced_by: Name,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -159,6 +159,9 @@ pub struct Plan {
     /// Fallback: the host directories beneath which the payload may connect
     /// to a pathname unix socket (see jail::unix_agent).
     pub unix_roots: Vec<PathBuf>,
+    /// The supervisor mounted a tmpfs of `tmp_size` on `run_dir` (set by
+    /// the supervisor; detached after the run).
+    pub run_dir_tmpfs: bool,
     /// The payload's end of the supervisor's seccomp socket (learning and
     /// kill mode): the listener is sent over it. Set by the supervisor.
     pub seccomp_channel: Option<std::os::fd::RawFd>,
@@ -249,7 +252,9 @@ fn plain_split(p: &Path) -> Option<(&Path, &std::ffi::OsStr)> {
 }
 
 /// Landlock rules for the fallback: read-only binds' sources read and
-/// execute, writable ones read-write, /proc readable, the device nodes.
+/// execute, writable ones read-write, the device nodes. Not /proc: without
+/// a pid namespace it is the host's, and shows every host process (its
+/// command line included).
 fn fallback_rules(steps: &[RootStep]) -> Vec<(PathBuf, Access)> {
     let mut rules = Vec::new();
     for s in steps {
@@ -262,7 +267,6 @@ fn fallback_rules(steps: &[RootStep]) -> Vec<(PathBuf, Access)> {
                     Access::ReadExec
                 },
             )),
-            RootStep::Proc { .. } => rules.push((PathBuf::from("/proc"), Access::ReadExec)),
             RootStep::Dev { .. } => {
                 for d in ["null", "zero", "full", "random", "urandom", "tty"] {
                     rules.push((PathBuf::from("/dev").join(d), Access::Device));
@@ -672,6 +676,7 @@ impl Plan {
             uid_lease,
             run_dir,
             unix_roots,
+            run_dir_tmpfs: false,
             exec_candidates,
             argv,
             envp,

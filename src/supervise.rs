@@ -7,6 +7,7 @@ pub mod cgroup;
 pub mod learn;
 pub mod limits;
 pub mod namespaces;
+pub mod rundir;
 pub mod spawn;
 pub mod uids;
 pub mod unix;

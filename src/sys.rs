@@ -1164,6 +1164,18 @@ fn mount_c(
     Ok(())
 }
 
+/// `umount2(target, MNT_DETACH)`: detach a mount made on the host (the
+/// fallback's run directory), whoever still uses it.
+pub fn umount_detach(target: &Path) -> SysResult<()> {
+    nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH).or_else(|e| {
+        err(
+            "umount2",
+            format_args!("{}, MNT_DETACH", target.display()),
+            e,
+        )
+    })
+}
+
 /// Mount a fresh filesystem (tmpfs, proc, devpts, mqueue) on the directory `fd`
 /// refers to.
 pub fn mount_fs_on(

@@ -43,8 +43,20 @@ fn rl(resource: Resource, name: &'static str, soft: u64, hard: u64) -> Rlimit {
     }
 }
 
+/// How `--tmp-size` is held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TmpCap {
+    /// A tmpfs of that size is mounted (the jail's /tmp, or the fallback's
+    /// run directory): writes past it fail with ENOSPC.
+    Tmpfs,
+    /// The fallback's run directory has no tmpfs (the reason): RLIMIT_FSIZE
+    /// caps each file and the supervisor meters the directory and kills the
+    /// jail past the cap (supervise::rundir).
+    Metered(String),
+}
+
 /// Decide how to enforce `l` given the cgroup controllers at hand.
-pub fn decide(l: &Limits, c: &Controllers, tmp_size: u64) -> Decision {
+pub fn decide(l: &Limits, c: &Controllers, tmp_size: u64, tmp: &TmpCap) -> Decision {
     let mut d = Decision::default();
     d.rlimits
         .push(rl(Resource::RLIMIT_CORE, "RLIMIT_CORE", 0, 0));
@@ -58,10 +70,17 @@ pub fn decide(l: &Limits, c: &Controllers, tmp_size: u64) -> Decision {
     );
     d.report.insert(
         "tmp_size",
-        LimitReport {
-            limit: json!(tmp_size),
-            enforced_by: "tmpfs",
-            why: None,
+        match tmp {
+            TmpCap::Tmpfs => LimitReport {
+                limit: json!(tmp_size),
+                enforced_by: "tmpfs",
+                why: None,
+            },
+            TmpCap::Metered(why) => LimitReport {
+                limit: json!(tmp_size),
+                enforced_by: "rlimit_fsize+supervisor",
+                why: Some(why.clone()),
+            },
         },
     );
     if let Some(m) = l.memory {
@@ -184,9 +203,18 @@ pub fn decide(l: &Limits, c: &Controllers, tmp_size: u64) -> Decision {
             },
         );
     }
-    if let Some(f) = l.max_file_size {
+    let metered = matches!(tmp, TmpCap::Metered(_));
+    let fsize = match (l.max_file_size, metered) {
+        (Some(f), true) => Some(f.min(tmp_size)),
+        (Some(f), false) => Some(f),
+        (None, true) => Some(tmp_size),
+        (None, false) => None,
+    };
+    if let Some(f) = fsize {
         d.rlimits
             .push(rl(Resource::RLIMIT_FSIZE, "RLIMIT_FSIZE", f, f));
+    }
+    if let Some(f) = l.max_file_size {
         d.report.insert(
             "max_file_size",
             LimitReport {
@@ -260,7 +288,7 @@ mod tests {
             cpus: Some(0.5),
             ..Default::default()
         };
-        let d = decide(&l, &none("no memory controller"), 1 << 20);
+        let d = decide(&l, &none("no memory controller"), 1 << 20, &TmpCap::Tmpfs);
         assert_eq!(d.report["memory"].enforced_by, "rlimit_as");
         assert_eq!(
             d.report["memory"].why.as_deref(),
@@ -293,7 +321,7 @@ mod tests {
             cpus: Some(1.0),
             ..Default::default()
         };
-        let d = decide(&l, &c, 1);
+        let d = decide(&l, &c, 1, &TmpCap::Tmpfs);
         assert!(d
             .rlimits
             .iter()
@@ -303,12 +331,37 @@ mod tests {
     }
 
     #[test]
+    fn a_metered_run_directory_caps_every_file_at_the_smaller_size() {
+        let fsize = |d: &Decision| {
+            d.rlimits
+                .iter()
+                .filter(|r| r.name == "RLIMIT_FSIZE")
+                .map(|r| (r.soft, r.hard))
+                .collect::<Vec<_>>()
+        };
+        let metered = TmpCap::Metered("not root".into());
+        let d = decide(&Limits::default(), &none("x"), 8 << 20, &metered);
+        assert_eq!(fsize(&d), vec![(8 << 20, 8 << 20)]);
+        assert_eq!(d.report["tmp_size"].enforced_by, "rlimit_fsize+supervisor");
+        assert_eq!(d.report["tmp_size"].why.as_deref(), Some("not root"));
+        let l = Limits {
+            max_file_size: Some(1 << 20),
+            ..Default::default()
+        };
+        let d = decide(&l, &none("x"), 8 << 20, &metered);
+        assert_eq!(fsize(&d), vec![(1 << 20, 1 << 20)]);
+        let d = decide(&Limits::default(), &none("x"), 8 << 20, &TmpCap::Tmpfs);
+        assert!(fsize(&d).is_empty());
+        assert_eq!(d.report["tmp_size"].enforced_by, "tmpfs");
+    }
+
+    #[test]
     fn always_core_zero_and_cpu_time_rounds_up() {
         let l = Limits {
             cpu_time: Some(Duration::from_millis(1500)),
             ..Default::default()
         };
-        let d = decide(&l, &none("x"), 1);
+        let d = decide(&l, &none("x"), 1, &TmpCap::Tmpfs);
         assert!(d
             .rlimits
             .iter()

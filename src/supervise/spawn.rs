@@ -10,7 +10,7 @@ use nix::sys::signal::Signal;
 use serde_json::json;
 
 use super::learn::Learner;
-use super::{cgroup, limits, namespaces};
+use super::{cgroup, limits, namespaces, rundir};
 use crate::jail::{self, proto};
 use crate::outcome::{self, LayerReport, Outcome, Status, Violation};
 use crate::plan::{Plan, SetupError};
@@ -48,7 +48,7 @@ pub fn run(mut plan: Plan, control: Option<RawFd>) -> Spawned {
         Err(Err2::Refused(Refusal(errno, why))) => return Spawned::Refused { errno, why },
     }
     if let Some(d) = &plan.run_dir {
-        let _ = std::fs::remove_dir_all(d);
+        rundir::remove(d, plan.run_dir_tmpfs);
     }
     o.usage.wall_time_ms = start.elapsed().as_millis() as u64;
     Spawned::Ran(Box::new(o))
@@ -98,7 +98,26 @@ fn run_inner(
         None
     };
     let ctl = controllers(cg_setup.as_ref());
-    let decision = limits::decide(&plan.limits, &ctl, plan.tmp_size);
+    // The fallback's run directory: a tmpfs of its own where one can be
+    // mounted, else metered (supervise::rundir).
+    let tmp_cap = match &plan.run_dir {
+        Some(dir) => {
+            if sys::geteuid() == 0 {
+                rundir::cleanup_stale();
+            }
+            match rundir::mount_tmpfs(dir, plan.tmp_size, plan.fallback_ids) {
+                Ok(()) => {
+                    plan.run_dir_tmpfs = true;
+                    limits::TmpCap::Tmpfs
+                }
+                Err(why) => limits::TmpCap::Metered(format!(
+                    "no tmpfs on the run directory ({why}): RLIMIT_FSIZE caps each file, the supervisor meters the directory and kills the jail past the cap"
+                )),
+            }
+        }
+        None => limits::TmpCap::Tmpfs,
+    };
+    let decision = limits::decide(&plan.limits, &ctl, plan.tmp_size, &tmp_cap);
     if require_cgroup {
         let why = match &cg_setup {
             Some(cgroup::Setup {
@@ -338,8 +357,22 @@ fn run_inner(
         cg,
         init_done: false,
         control,
+        tree_root: plan.fallback.then_some(pid),
+        meter: match (&tmp_cap, &plan.run_dir) {
+            (limits::TmpCap::Metered(_), Some(d)) => {
+                Some(rundir::Meter::new(d.clone(), plan.tmp_size))
+            }
+            _ => None,
+        },
+        disk_hit: false,
     };
     let reports = w.wait(&rep_rd, &sfd);
+    // Once more now that the jail is gone: what it left counts too.
+    if let Some(m) = &mut w.meter {
+        if !w.disk_hit && m.check() {
+            w.disk_hit = true;
+        }
+    }
     let decoded = proto::decode(&reports);
     // Init's last records say the jail is empty; what is left is init's
     // own exit (unmapping its memory, tearing down the namespaces), which
@@ -501,6 +534,24 @@ fn run_inner(
         && plan.limits.pids.is_some_and(|p| o.usage.peak_pids + 1 >= p)
     {
         Status::PidsLimit
+    } else if w.disk_hit
+        || (w.meter.is_some()
+            && end.signal == Some(libc::SIGXFSZ)
+            && !plan.limits.max_file_size.is_some_and(|f| f < plan.tmp_size))
+    {
+        if let Some(m) = &w.meter {
+            eprintln!(
+                "stockade: the run directory reached --tmp-size ({} bytes; {} seen{}): jail killed",
+                plan.tmp_size,
+                m.peak,
+                if m.last.hidden {
+                    ", and something the meter could not read"
+                } else {
+                    ""
+                }
+            );
+        }
+        Status::DiskLimit
     } else if w.hit_cap {
         Status::OutputLimit
     } else if w.timed_out {
@@ -643,6 +694,43 @@ fn record_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia, payload: Vec<
             _ => None,
         };
     }
+    if plan.fallback {
+        let proc = fallback_proc(plan, o);
+        o.layers.insert("proc", proc);
+    }
+}
+
+/// The fallback's `proc` layer: there is no /proc of the jail's own, and
+/// the host's is out of the payload's reach unless Landlock is not in force
+/// or a bind grants it.
+fn fallback_proc(plan: &Plan, o: &Outcome) -> LayerReport {
+    let landlock_on = o
+        .layers
+        .get("landlock")
+        .is_some_and(|l| l.state == outcome::LayerState::Applied);
+    let proc = std::path::Path::new("/proc");
+    let granted = plan
+        .landlock_rules
+        .iter()
+        .find(|(p, _)| proc.starts_with(p) || p.starts_with(proc));
+    let (why, readable) = match granted {
+        _ if !landlock_on => (
+            "no pid namespace, and Landlock is not in force: the host's /proc (every host process, its command line included) is readable".to_string(),
+            true,
+        ),
+        Some((p, _)) => (
+            format!("no pid namespace, and a bind ({}) grants the host's /proc (every host process, its command line included)", p.display()),
+            true,
+        ),
+        None => (
+            "no pid namespace: the host's /proc would show every host process; /proc is outside the Landlock ruleset, so the payload cannot read it".to_string(),
+            false,
+        ),
+    };
+    LayerReport {
+        state: outcome::LayerState::Unavailable,
+        detail: json!({ "why": why, "host_proc_readable": readable }),
+    }
 }
 
 fn v_why(v: &serde_json::Value) -> serde_json::Value {
@@ -681,6 +769,53 @@ fn failed_first(pidfd: &OwnedFd, pid: i32, rep: &OwnedFd) -> Option<SetupError> 
         proto::Report::Setup { step, path, reason } => Some(SetupError::new(step, path, reason)),
         _ => None,
     })
+}
+
+/// SIGKILL every descendant of `root` until only zombies are left (a
+/// process forked while we walk is found on the next pass).
+fn kill_descendants(root: i32) {
+    for _ in 0..64 {
+        let live: Vec<i32> = descendants(root)
+            .into_iter()
+            .filter(|p| !is_zombie(*p))
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        for p in live {
+            let _ = sys::kill(p, libc::SIGKILL);
+        }
+    }
+}
+
+/// Every descendant of `root`, from /proc/PID/task/TID/children.
+fn descendants(root: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut todo = vec![root];
+    while let Some(p) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Ok(c) = std::fs::read_to_string(t.path().join("children")) else {
+                continue;
+            };
+            for kid in c.split_whitespace().filter_map(|k| k.parse::<i32>().ok()) {
+                if !out.contains(&kid) {
+                    out.push(kid);
+                    todo.push(kid);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.starts_with('Z')))
+        .unwrap_or(true)
 }
 
 fn tv_ms(t: libc::timeval) -> u64 {
@@ -737,11 +872,23 @@ struct Watch {
     init_done: bool,
     /// The asker's socket (see [`run`]); None once it has spoken or closed.
     control: Option<RawFd>,
+    /// The fallback (no pid namespace): init's pid, whose descendants are
+    /// the jail.
+    tree_root: Option<i32>,
+    /// The fallback's run directory without a tmpfs: metered.
+    meter: Option<rundir::Meter>,
+    /// The meter found the run directory past the cap; the jail was killed.
+    disk_hit: bool,
 }
 
 impl Watch {
     /// Kill every process in the jail: init's death takes the pid namespace.
+    /// Without one (the fallback), init's descendants first: init, a
+    /// subreaper, receives every orphan while it lives.
     fn kill_all(&self) {
+        if let Some(init) = self.tree_root {
+            kill_descendants(init);
+        }
         let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
         if let Some(c) = &self.cg {
             c.kill();
@@ -833,6 +980,16 @@ impl Watch {
                     self.kill_at = None;
                 }
             }
+            if !self.disk_hit && !self.init_done {
+                let over = match &mut self.meter {
+                    Some(m) if now >= m.due() => m.check(),
+                    _ => false,
+                };
+                if over {
+                    self.disk_hit = true;
+                    self.kill_all();
+                }
+            }
             let out_open = self.out.as_ref().is_some_and(|s| s.open);
             let err_open = self.err.as_ref().is_some_and(|s| s.open);
             if (self.init_done || (emptied && self.cg.is_none())) && !out_open && !err_open {
@@ -842,10 +999,15 @@ impl Watch {
                 break;
             }
             let mut next: Option<Instant> = None;
+            let meter_due = match &self.meter {
+                Some(m) if !self.disk_hit && !self.init_done => Some(m.due()),
+                _ => None,
+            };
             for t in [
                 if self.timed_out { None } else { self.deadline },
                 self.kill_at,
                 drain_until,
+                meter_due,
             ]
             .into_iter()
             .flatten()

@@ -1,0 +1,362 @@
+//! The fallback's private run directory ($HOME and $TMPDIR of a payload
+//! that runs without namespaces) and the cap on what the payload writes
+//! there (`--tmp-size`).
+//!
+//! Started by root with CAP_SYS_ADMIN, the supervisor mounts a size-capped
+//! tmpfs on the directory: the kernel refuses writes past the cap (ENOSPC).
+//! Without a mount namespace that mount is visible on the host, so it is
+//! detached after the run, and mounts left by a stockade that was killed
+//! are detached by the next run. Otherwise (unprivileged, or root without
+//! CAP_SYS_ADMIN as in a default container) the payload gets RLIMIT_FSIZE
+//! at the cap (one file cannot outgrow it) and the supervisor meters the
+//! directory ([`usage`]) every few tens of milliseconds and once more at
+//! the end, and kills the jail when it holds more than the cap.
+
+#![deny(unsafe_code)]
+
+use std::collections::HashSet;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::dir::Dir;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{fchmodat, fstat, fstatat, FchmodatFlags, FileStat, Mode, SFlag};
+
+use crate::sys;
+
+/// Prefix of a run directory's name (plan::make_run_dir).
+pub const PREFIX: &str = "stockade-run-";
+
+/// Every file, directory and symlink counts at least this much: an empty
+/// file costs an inode and a directory entry, and a cap on bytes alone
+/// would let a payload make millions of them (and make each walk long).
+pub const MIN_CHARGE: u64 = 4096;
+
+/// Directories nested deeper than this count as over the cap: the walk
+/// holds one descriptor per level.
+pub const MAX_DEPTH: usize = 256;
+
+/// Mount a tmpfs of `size` bytes on `dir` (mode 0700, owned by `owner`).
+/// `Err` says why none could be mounted.
+pub fn mount_tmpfs(dir: &Path, size: u64, owner: Option<(u32, u32)>) -> Result<(), String> {
+    if sys::geteuid() != 0 {
+        return Err(
+            "stockade is not root, and without a mount namespace only root can mount a tmpfs"
+                .into(),
+        );
+    }
+    if size == 0 {
+        // The kernel reads size=0 as "no limit".
+        return Err("--tmp-size 0: a tmpfs of size 0 has no limit".into());
+    }
+    let (uid, gid) = owner.unwrap_or((0, 0));
+    let data = format!("size={size},mode=700,uid={uid},gid={gid}");
+    sys::mount(
+        Some("tmpfs"),
+        dir,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(&data),
+    )
+    .map_err(|e| {
+        if e.errno == sys::Errno::EPERM {
+            format!("{e} (no CAP_SYS_ADMIN, as in a default container)")
+        } else {
+            e.to_string()
+        }
+    })
+}
+
+/// Remove the run directory, detaching its tmpfs first when one is mounted.
+pub fn remove(dir: &Path, mounted: bool) {
+    if mounted {
+        if let Err(e) = sys::umount_detach(dir) {
+            eprintln!("stockade: warning: run directory's tmpfs not detached: {e}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Detach and remove the tmpfs run directories whose stockade is gone (it
+/// was killed before it could): a tmpfs mounted on a directory named
+/// `stockade-run-PID-…` where no process PID exists. A directory whose PID
+/// is alive (that run, or a process that reused the number) is left alone.
+pub fn cleanup_stale() {
+    let Ok(info) = std::fs::read("/proc/self/mountinfo") else {
+        return;
+    };
+    for line in info.split(|b| *b == b'\n') {
+        let Some(dir) = stale_mount(line) else {
+            continue;
+        };
+        if sys::umount_detach(&dir).is_ok() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
+
+/// The mount point of one /proc/self/mountinfo line when it is a run
+/// directory's tmpfs whose stockade is gone.
+fn stale_mount(line: &[u8]) -> Option<PathBuf> {
+    let text = std::str::from_utf8(line).ok()?;
+    let (left, right) = text.split_once(" - ")?;
+    if right.split(' ').next()? != "tmpfs" {
+        return None;
+    }
+    let point = unescape(left.split(' ').nth(4)?);
+    let name = point.file_name()?.to_str()?;
+    let pid: u32 = name.strip_prefix(PREFIX)?.split('-').next()?.parse().ok()?;
+    let alive = Path::new("/proc").join(pid.to_string()).exists();
+    (!alive && pid != std::process::id()).then_some(point)
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
+fn unescape(s: &str) -> PathBuf {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(u8::is_ascii_digit) {
+            let v = (b[i + 1] - b'0') as u32 * 64
+                + (b[i + 2] - b'0') as u32 * 8
+                + (b[i + 3] - b'0') as u32;
+            out.push(v as u8);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    PathBuf::from(std::ffi::OsStr::from_bytes(&out))
+}
+
+/// What a walk of the run directory found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Allocated bytes (st_blocks), each inode at least [`MIN_CHARGE`];
+    /// hard links counted once.
+    pub bytes: u64,
+    /// Directories nested deeper than [`MAX_DEPTH`], or a directory the
+    /// walk could not read: the payload hid something from the meter.
+    pub hidden: bool,
+}
+
+fn charge(st: &FileStat) -> u64 {
+    (st.st_blocks.max(0) as u64 * 512).max(MIN_CHARGE)
+}
+
+fn is_dir(st: &FileStat) -> bool {
+    SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
+}
+
+/// Walk `root` without following symlinks or leaving its file system, and
+/// add up what it holds. `Err` only when `root` itself cannot be opened.
+pub fn usage(root: &Path) -> nix::Result<Usage> {
+    let top = Dir::open(
+        root,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    let st = fstat(&top)?;
+    let mut w = Walk {
+        dev: st.st_dev,
+        links: HashSet::new(),
+        // The directory itself is stockade's: what is in it counts.
+        usage: Usage::default(),
+        root: sys::geteuid() == 0,
+    };
+    w.dir(top, 0);
+    Ok(w.usage)
+}
+
+struct Walk {
+    dev: u64,
+    /// Inodes with more than one link, counted already.
+    links: HashSet<u64>,
+    usage: Usage,
+    /// Root reads every directory; the payload's own user (an unprivileged
+    /// stockade) may first have to give itself back the right to.
+    root: bool,
+}
+
+impl Walk {
+    fn dir(&mut self, mut d: Dir, depth: usize) {
+        let mut names = Vec::new();
+        for e in d.iter() {
+            let Ok(e) = e else {
+                self.usage.hidden = true;
+                break;
+            };
+            let name = e.file_name();
+            if name != c"." && name != c".." {
+                names.push(name.to_owned());
+            }
+        }
+        let mut subdirs = Vec::new();
+        for name in names {
+            let st = match fstatat(&d, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                // Removed since the listing.
+                Err(nix::errno::Errno::ENOENT) => continue,
+                Err(_) => {
+                    self.usage.hidden = true;
+                    continue;
+                }
+            };
+            if st.st_dev != self.dev {
+                continue;
+            }
+            if st.st_nlink > 1 && !is_dir(&st) && !self.links.insert(st.st_ino) {
+                continue;
+            }
+            self.usage.bytes = self.usage.bytes.saturating_add(charge(&st));
+            if is_dir(&st) {
+                subdirs.push((name, st.st_mode));
+            }
+        }
+        for (name, mode) in subdirs {
+            if depth + 1 > MAX_DEPTH {
+                self.usage.hidden = true;
+                return;
+            }
+            if !self.root && mode & 0o700 != 0o700 {
+                // Our own user's directory (the payload is us): take back
+                // the right to list it.
+                let _ = fchmodat(
+                    &d,
+                    name.as_c_str(),
+                    Mode::from_bits_truncate((mode | 0o700) & 0o7777),
+                    FchmodatFlags::NoFollowSymlink,
+                );
+            }
+            match Dir::openat(
+                &d,
+                name.as_c_str(),
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(sub) => self.dir(sub, depth + 1),
+                // Removed or replaced since the listing; seen next time.
+                Err(
+                    nix::errno::Errno::ENOENT
+                    | nix::errno::Errno::ELOOP
+                    | nix::errno::Errno::ENOTDIR,
+                ) => {}
+                Err(_) => self.usage.hidden = true,
+            }
+        }
+    }
+}
+
+/// The supervisor's meter on a run directory without a tmpfs of its own.
+pub struct Meter {
+    dir: PathBuf,
+    cap: u64,
+    next: Instant,
+    interval: Duration,
+    /// What the last walk found.
+    pub last: Usage,
+    /// Most bytes seen.
+    pub peak: u64,
+}
+
+/// Shortest time between two walks; a walk that takes longer than a
+/// twentieth of it stretches it, so metering costs at most about 5% of a CPU.
+pub const PERIOD: Duration = Duration::from_millis(20);
+
+impl Meter {
+    pub fn new(dir: PathBuf, cap: u64) -> Meter {
+        Meter {
+            dir,
+            cap,
+            next: Instant::now(),
+            interval: PERIOD,
+            last: Usage::default(),
+            peak: 0,
+        }
+    }
+
+    /// When the next walk is due.
+    pub fn due(&self) -> Instant {
+        self.next
+    }
+
+    /// Walk now; true when the directory holds more than the cap (or hides
+    /// something from the walk).
+    pub fn check(&mut self) -> bool {
+        let t0 = Instant::now();
+        // The directory is ours until the run ends; not opening it means
+        // something replaced it.
+        self.last = usage(&self.dir).unwrap_or(Usage {
+            bytes: 0,
+            hidden: true,
+        });
+        self.peak = self.peak.max(self.last.bytes);
+        let took = t0.elapsed();
+        self.interval = PERIOD.max(took * 20).min(Duration::from_secs(1));
+        self.next = Instant::now() + self.interval;
+        self.over()
+    }
+
+    /// The last walk found more than the cap, or something hidden.
+    pub fn over(&self) -> bool {
+        self.last.bytes > self.cap || self.last.hidden
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("stockade-rundir-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn usage_counts_blocks_once_per_inode_and_a_minimum_each() {
+        let d = scratch("usage");
+        let empty = usage(&d).unwrap();
+        assert_eq!(empty, Usage::default());
+        std::fs::write(d.join("big"), vec![1u8; 1 << 20]).unwrap();
+        std::fs::hard_link(d.join("big"), d.join("link")).unwrap();
+        std::os::unix::fs::symlink("/usr", d.join("sym")).unwrap();
+        std::fs::create_dir_all(d.join("a/b/c")).unwrap();
+        for i in 0..10 {
+            std::fs::write(d.join(format!("a/b/c/f{i}")), b"").unwrap();
+        }
+        let u = usage(&d).unwrap();
+        assert!(!u.hidden);
+        // 1 MiB once, the symlink, three directories and ten empty files at
+        // least one charge each; /usr behind the symlink not at all.
+        assert!(u.bytes >= (1 << 20) + 14 * MIN_CHARGE, "{u:?}");
+        assert!(u.bytes < (2 << 20) + 64 * MIN_CHARGE, "{u:?}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn stale_mounts_are_only_those_of_dead_pids() {
+        let line = |point: &str, fs: &str| {
+            format!("101 29 0:52 / {point} rw,nosuid,nodev shared:1 - {fs} tmpfs rw,size=8192k")
+        };
+        let dead = 999_999_999u32;
+        let me = std::process::id();
+        let p = format!("/tmp/{PREFIX}{dead}-00000000");
+        assert_eq!(
+            stale_mount(line(&p, "tmpfs").as_bytes()),
+            Some(PathBuf::from(&p))
+        );
+        assert_eq!(stale_mount(line(&p, "ext4").as_bytes()), None);
+        let live = format!("/tmp/{PREFIX}{me}-00000000");
+        assert_eq!(stale_mount(line(&live, "tmpfs").as_bytes()), None);
+        assert_eq!(stale_mount(line("/tmp/other", "tmpfs").as_bytes()), None);
+        let spaced = format!("/tmp/a\\040b/{PREFIX}{dead}-1");
+        assert_eq!(
+            stale_mount(line(&spaced, "tmpfs").as_bytes()),
+            Some(PathBuf::from(format!("/tmp/a b/{PREFIX}{dead}-1")))
+        );
+    }
+}
