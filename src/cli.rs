@@ -105,10 +105,10 @@ struct RunArgs {
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
     /// uid inside the jail [default: 1000]
-    #[arg(long, value_name = "UID")]
+    #[arg(long, value_name = "UID", allow_hyphen_values = true)]
     uid: Option<u32>,
     /// gid inside the jail [default: 1000]
-    #[arg(long, value_name = "GID")]
+    #[arg(long, value_name = "GID", allow_hyphen_values = true)]
     gid: Option<u32>,
     /// Bind a host path read-only (nosuid, nodev) at DST (default: the same path)
     #[arg(long, value_name = "SRC[:DST]")]
@@ -141,16 +141,16 @@ struct RunArgs {
     #[arg(long, value_name = "HOST[:INNER]")]
     workdir: Option<String>,
     /// Pass the caller's fd N to the command under the same number
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     keep_fd: Vec<i32>,
     /// Size cap of the jail's /tmp [default: 128m]
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     tmp_size: Option<String>,
     /// Host uid the jail maps to when started by root [default: 65534]
-    #[arg(long, value_name = "UID")]
+    #[arg(long, value_name = "UID", allow_hyphen_values = true)]
     host_uid: Option<u32>,
     /// Host gid the jail maps to when started by root [default: 65534]
-    #[arg(long, value_name = "GID")]
+    #[arg(long, value_name = "GID", allow_hyphen_values = true)]
     host_gid: Option<u32>,
     /// What a syscall outside the allowlist gets: errno (EPERM) or kill
     #[arg(long, value_enum, value_name = "ACTION")]
@@ -174,35 +174,35 @@ struct RunArgs {
     #[arg(long, value_name = "LAYER")]
     require: Vec<String>,
     /// Memory limit (cgroup memory.max; RLIMIT_AS when no memory controller)
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     memory: Option<String>,
     /// Memory throttling point (cgroup memory.high)
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     memory_high: Option<String>,
     /// CPU quota in CPUs, e.g. 0.5 (cgroup cpu.max)
-    #[arg(long, value_name = "N")]
-    cpus: Option<f64>,
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    cpus: Option<String>,
     /// Maximum processes and threads (cgroup pids.max; RLIMIT_NPROC when no pids controller)
-    #[arg(long, value_name = "N")]
-    pids_limit: Option<u64>,
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pids_limit: Option<String>,
     /// CPU time limit, e.g. 5s (RLIMIT_CPU)
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     cpu_time: Option<String>,
     /// Wall-clock deadline, e.g. 10s: SIGTERM to the whole jail, SIGKILL after --grace
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     timeout: Option<String>,
-    /// Time between SIGTERM and SIGKILL at the deadline [default: 2s]
-    #[arg(long, value_name = "DURATION")]
+    /// Time between SIGTERM and SIGKILL at the deadline; 0: SIGKILL at once [default: 2s]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     grace: Option<String>,
     /// Cap on stdout + stderr bytes; the jail is killed at the cap
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     max_output: Option<String>,
     /// Largest file the command may write (RLIMIT_FSIZE)
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     max_file_size: Option<String>,
     /// Most open files (RLIMIT_NOFILE)
-    #[arg(long, value_name = "N")]
-    max_open_files: Option<u64>,
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    max_open_files: Option<String>,
     /// Keep stdout and stderr in the outcome (UTF-8, or base64)
     #[arg(long)]
     capture: bool,
@@ -210,7 +210,7 @@ struct RunArgs {
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
     /// Write the JSON outcome to an inherited fd
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     report_fd: Option<i32>,
     /// The command and its arguments
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
@@ -540,14 +540,14 @@ fn fast_run_args(args: &[OsString]) -> Option<(RunArgs, MountFlags)> {
             "require" => a.require.push(v.to_string()),
             "memory" => a.memory = s(),
             "memory-high" => a.memory_high = s(),
-            "cpus" => a.cpus = Some(v.parse().ok()?),
-            "pids-limit" => a.pids_limit = Some(v.parse().ok()?),
+            "cpus" => a.cpus = s(),
+            "pids-limit" => a.pids_limit = s(),
             "cpu-time" => a.cpu_time = s(),
             "timeout" => a.timeout = s(),
             "grace" => a.grace = s(),
             "max-output" => a.max_output = s(),
             "max-file-size" => a.max_file_size = s(),
-            "max-open-files" => a.max_open_files = Some(v.parse().ok()?),
+            "max-open-files" => a.max_open_files = s(),
             "report" => a.report = path(),
             "report-fd" => a.report_fd = Some(v.parse().ok()?),
             _ => return None,
@@ -608,7 +608,11 @@ fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Poli
         }
     }
     if let Some(s) = &a.tmp_size {
-        p.tmp_size = units::parse_size(s).map_err(|e| PolicyError::new("--tmp-size", e))?;
+        p.tmp_size = match units::parse_size(s) {
+            Ok(0) => Err(format!("{s:?}: must be greater than 0")),
+            r => r,
+        }
+        .map_err(|e| PolicyError::new("--tmp-size", e))?;
     }
     p.mounts.extend(ordered_mounts(mounts)?);
     if let Some(h) = &a.hostname {
@@ -681,38 +685,33 @@ fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Poli
             p.require.push(l);
         }
     }
-    let size = |flag: &str, v: &Option<String>| -> Result<Option<u64>, PolicyError> {
+    /// A limit flag's value through `parse`, the error naming the flag.
+    fn limit<T>(
+        flag: &str,
+        v: &Option<String>,
+        parse: fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, PolicyError> {
         v.as_deref()
-            .map(|s| units::parse_size(s).map_err(|e| PolicyError::new(flag, e)))
+            .map(|s| parse(s).map_err(|e| PolicyError::new(flag, e)))
             .transpose()
-    };
-    let dur =
-        |flag: &str, v: &Option<String>| -> Result<Option<std::time::Duration>, PolicyError> {
-            v.as_deref()
-                .map(|s| units::parse_duration(s).map_err(|e| PolicyError::new(flag, e)))
-                .transpose()
-        };
-    let l = &mut p.limits;
-    l.memory = size("--memory", &a.memory)?.or(l.memory);
-    l.memory_high = size("--memory-high", &a.memory_high)?.or(l.memory_high);
-    if let Some(c) = a.cpus {
-        if !(c.is_finite() && c > 0.0 && c <= 4096.0) {
-            return Err(PolicyError::new(
-                "--cpus",
-                format!("{c}: must be a number of CPUs above 0"),
-            ));
-        }
-        l.cpus = Some(c);
     }
-    l.pids = a.pids_limit.or(l.pids);
-    l.cpu_time = dur("--cpu-time", &a.cpu_time)?.or(l.cpu_time);
-    l.timeout = dur("--timeout", &a.timeout)?.or(l.timeout);
-    if let Some(g) = dur("--grace", &a.grace)? {
+    let l = &mut p.limits;
+    l.memory = limit("--memory", &a.memory, units::parse_limit_size)?.or(l.memory);
+    l.memory_high =
+        limit("--memory-high", &a.memory_high, units::parse_limit_size)?.or(l.memory_high);
+    l.cpus = limit("--cpus", &a.cpus, units::parse_cpus)?.or(l.cpus);
+    l.pids = limit("--pids-limit", &a.pids_limit, units::parse_count)?.or(l.pids);
+    l.cpu_time = limit("--cpu-time", &a.cpu_time, units::parse_limit_duration)?.or(l.cpu_time);
+    l.timeout = limit("--timeout", &a.timeout, units::parse_limit_duration)?.or(l.timeout);
+    // A grace of 0 is meaningful: SIGKILL right at the deadline.
+    if let Some(g) = limit("--grace", &a.grace, units::parse_duration)? {
         l.grace = g;
     }
-    l.max_output = size("--max-output", &a.max_output)?.or(l.max_output);
-    l.max_file_size = size("--max-file-size", &a.max_file_size)?.or(l.max_file_size);
-    l.max_open_files = a.max_open_files.or(l.max_open_files);
+    l.max_output = limit("--max-output", &a.max_output, units::parse_limit_size)?.or(l.max_output);
+    l.max_file_size =
+        limit("--max-file-size", &a.max_file_size, units::parse_limit_size)?.or(l.max_file_size);
+    l.max_open_files =
+        limit("--max-open-files", &a.max_open_files, units::parse_count)?.or(l.max_open_files);
     if let Some(i) = &resolved.python {
         // The jail runs as an unprivileged host uid: the caller opens the
         // binds (so a private parent such as /root is fine), but what is

@@ -538,6 +538,32 @@ impl Policy {
                 ));
             }
         }
+        let l = &self.limits;
+        for (field, zero) in [
+            ("limits.memory", l.memory == Some(0)),
+            ("limits.memory_high", l.memory_high == Some(0)),
+            ("limits.pids", l.pids == Some(0)),
+            ("limits.max_output", l.max_output == Some(0)),
+            ("limits.max_file_size", l.max_file_size == Some(0)),
+            ("limits.max_open_files", l.max_open_files == Some(0)),
+            ("limits.cpu_time", l.cpu_time.is_some_and(|d| d.is_zero())),
+            ("limits.timeout", l.timeout.is_some_and(|d| d.is_zero())),
+            (
+                "limits.cpus",
+                l.cpus
+                    .is_some_and(|c| !(c.is_finite() && c > 0.0 && c <= 4096.0)),
+            ),
+        ] {
+            if zero {
+                return Err(PolicyError::new(
+                    field,
+                    "must be greater than 0 (leave the limit out for none)",
+                ));
+            }
+        }
+        if self.tmp_size == 0 {
+            return Err(PolicyError::new("tmp_size", "must be greater than 0"));
+        }
         for fd in &self.keep_fds {
             if *fd < 3 {
                 return Err(PolicyError::new(

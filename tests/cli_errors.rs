@@ -183,3 +183,94 @@ fn valid_flags_still_run_the_command() {
         assert_eq!(stdout(&o), format!("{RAN}\n"), "{who:?}");
     }
 }
+
+#[test]
+fn zero_and_negative_limits_are_rejected() {
+    for (flag, v, want) in [
+        ("--timeout", "0s", "must be greater than 0"),
+        ("--timeout", "-1s", "is not a duration"),
+        ("--cpu-time", "0", "must be greater than 0"),
+        ("--memory", "0", "must be greater than 0"),
+        ("--memory", "-5m", "\"-5m\" is not a size"),
+        ("--memory-high", "0m", "must be greater than 0"),
+        ("--pids-limit", "0", "must be greater than 0"),
+        ("--pids-limit", "-1", "is not a count"),
+        ("--cpus", "0", "is not a number of CPUs above 0"),
+        ("--cpus", "-1", "is not a number of CPUs above 0"),
+        ("--max-output", "0", "must be greater than 0"),
+        ("--max-file-size", "0", "must be greater than 0"),
+        ("--max-open-files", "0", "must be greater than 0"),
+        ("--tmp-size", "0", "must be greater than 0"),
+    ] {
+        rejects(
+            "zero_and_negative_limits_are_rejected",
+            &[flag, v],
+            &[&format!("{flag}: "), want],
+        );
+        let joined = format!("{flag}={v}");
+        rejects(
+            "zero_and_negative_limits_are_rejected",
+            &[&joined],
+            &[&format!("{flag}: "), want],
+        );
+    }
+}
+
+#[test]
+fn zero_grace_kills_at_the_deadline_and_short_commands_still_run() {
+    // 0 is a meaningful grace (SIGKILL right at the deadline), not refused.
+    for who in common::users("zero_grace_kills_at_the_deadline_and_short_commands_still_run") {
+        let o = stockade(
+            who,
+            &[
+                "run",
+                "--grace",
+                "0",
+                "--timeout",
+                "30s",
+                "--",
+                "/bin/echo",
+                RAN,
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{who:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o), format!("{RAN}\n"));
+    }
+}
+
+/// A profile file with `text` that uid 65534 can read.
+fn profile_file(dir: &common::Scratch, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn zero_limits_in_a_profile_name_file_line_column_and_field() {
+    let dir = common::Scratch::new("zero-limits");
+    for (line, field) in [
+        ("timeout = \"0s\"", "limits.timeout"),
+        ("memory = 0", "limits.memory"),
+        ("memory = \"-5m\"", "limits.memory"),
+        ("pids = 0", "limits.pids"),
+        ("cpus = 0", "limits.cpus"),
+        ("max_output = 0", "limits.max_output"),
+    ] {
+        let f = profile_file(&dir, "z.toml", &format!("[limits]\n{line}\n"));
+        let place = format!("{f}:2:");
+        for who in common::users("zero_limits_in_a_profile_name_file_line_column_and_field") {
+            rejects_args(who, &["profile", "check", &f], &[&place, field]);
+            rejects_args(
+                who,
+                &["run", "--profile", &f, "--", "/bin/echo", RAN],
+                &[&place, field],
+            );
+        }
+    }
+}
+
+/// `stockade ARGS…` fails the way [`check`] wants.
+fn rejects_args(who: Who, args: &[&str], names: &[&str]) {
+    let o = stockade(who, args);
+    check(who, args, &o, names);
+}

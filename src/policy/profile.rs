@@ -431,13 +431,46 @@ impl Ctx<'_> {
         }
     }
 
+    /// A size limit: above 0 (0 would stop the command at once).
+    fn limit_size(&self, v: &S<Scalar>, field: &str) -> Result<u64, PolicyError> {
+        match self.size(v, field)? {
+            0 => Err(self.zero(v, field)),
+            n => Ok(n),
+        }
+    }
+
+    /// A time limit: above 0.
+    fn limit_duration(
+        &self,
+        v: &S<Scalar>,
+        field: &str,
+    ) -> Result<std::time::Duration, PolicyError> {
+        let d = self.duration(v, field)?;
+        if d.is_zero() {
+            return Err(self.zero(v, field));
+        }
+        Ok(d)
+    }
+
+    fn zero(&self, v: &S<Scalar>, field: &str) -> PolicyError {
+        self.err(
+            v.span(),
+            field,
+            format!(
+                "{}: must be greater than 0 (leave the limit out for none)",
+                v.get_ref().shown()
+            ),
+        )
+    }
+
     fn count(&self, v: &S<Scalar>, field: &str) -> Result<u64, PolicyError> {
         match v.get_ref() {
             Scalar::Int(i) if *i > 0 => Ok(*i as u64),
+            Scalar::Int(0) => Err(self.zero(v, field)),
             other => Err(self.err(
                 v.span(),
                 field,
-                format!("{} is not a count above 0", other.shown()),
+                format!("{} is not a count (a whole number above 0)", other.shown()),
             )),
         }
     }
@@ -962,10 +995,10 @@ fn apply(
     if let Some(l) = &raw.limits {
         let lim = &mut p.limits;
         if let Some(v) = &l.memory {
-            lim.memory = Some(cx.size(v, "limits.memory")?);
+            lim.memory = Some(cx.limit_size(v, "limits.memory")?);
         }
         if let Some(v) = &l.memory_high {
-            lim.memory_high = Some(cx.size(v, "limits.memory_high")?);
+            lim.memory_high = Some(cx.limit_size(v, "limits.memory_high")?);
         }
         if let Some(v) = &l.cpus {
             let c = match v.get_ref() {
@@ -977,7 +1010,10 @@ fn apply(
                 return Err(cx.err(
                     v.span(),
                     "limits.cpus",
-                    format!("{} is not a number of CPUs above 0", v.get_ref().shown()),
+                    format!(
+                        "{} is not a number of CPUs above 0 (examples: 0.5, 1, 2)",
+                        v.get_ref().shown()
+                    ),
                 ));
             }
             lim.cpus = Some(c);
@@ -986,19 +1022,19 @@ fn apply(
             lim.pids = Some(cx.count(v, "limits.pids")?);
         }
         if let Some(v) = &l.cpu_time {
-            lim.cpu_time = Some(cx.duration(v, "limits.cpu_time")?);
+            lim.cpu_time = Some(cx.limit_duration(v, "limits.cpu_time")?);
         }
         if let Some(v) = &l.timeout {
-            lim.timeout = Some(cx.duration(v, "limits.timeout")?);
+            lim.timeout = Some(cx.limit_duration(v, "limits.timeout")?);
         }
         if let Some(v) = &l.grace {
             lim.grace = cx.duration(v, "limits.grace")?;
         }
         if let Some(v) = &l.max_output {
-            lim.max_output = Some(cx.size(v, "limits.max_output")?);
+            lim.max_output = Some(cx.limit_size(v, "limits.max_output")?);
         }
         if let Some(v) = &l.max_file_size {
-            lim.max_file_size = Some(cx.size(v, "limits.max_file_size")?);
+            lim.max_file_size = Some(cx.limit_size(v, "limits.max_file_size")?);
         }
         if let Some(v) = &l.max_open_files {
             lim.max_open_files = Some(cx.count(v, "limits.max_open_files")?);
@@ -1006,7 +1042,11 @@ fn apply(
         if let Some(v) = &l.tmp_size {
             p.tmp_size = cx.size(v, "limits.tmp_size")?;
             if p.tmp_size == 0 {
-                return Err(cx.err(v.span(), "limits.tmp_size", "must be greater than 0"));
+                return Err(cx.err(
+                    v.span(),
+                    "limits.tmp_size",
+                    format!("{}: must be greater than 0", v.get_ref().shown()),
+                ));
             }
         }
     }
@@ -1401,6 +1441,54 @@ mod tests {
     fn bad_size_names_file_line_column_and_field() {
         let e = apply_text("hostname = \"h\"\n\n[limits]\n  memory = \"12q\"\n").unwrap_err();
         assert_eq!(e.to_string(), "profiles/x.toml:4:12: limits.memory: \"12q\" is not a size (examples: 4096, 512k, 64m, 1g)");
+    }
+
+    #[test]
+    fn zero_and_negative_limits_name_file_line_column_and_field() {
+        for (line, field, shown) in [
+            ("memory = 0", "limits.memory", "0"),
+            ("memory = \"0m\"", "limits.memory", "\"0m\""),
+            ("memory_high = 0", "limits.memory_high", "0"),
+            ("timeout = \"0s\"", "limits.timeout", "\"0s\""),
+            ("timeout = 0", "limits.timeout", "0"),
+            ("cpu_time = 0.0", "limits.cpu_time", "0"),
+            ("pids = 0", "limits.pids", "0"),
+            ("max_open_files = 0", "limits.max_open_files", "0"),
+            ("max_output = 0", "limits.max_output", "0"),
+            ("max_file_size = \"0k\"", "limits.max_file_size", "\"0k\""),
+        ] {
+            let e = apply_text(&format!("[limits]\n{line}\n"))
+                .unwrap_err()
+                .to_string();
+            let col = line.find('=').unwrap() + 3;
+            assert_eq!(
+                e,
+                format!("profiles/x.toml:2:{col}: {field}: {shown}: must be greater than 0 (leave the limit out for none)"),
+                "{line}"
+            );
+        }
+        for line in [
+            "memory = -5",
+            "memory = \"-5m\"",
+            "timeout = -1",
+            "pids = -1",
+            "cpus = -1",
+            "cpus = 0",
+        ] {
+            let e = apply_text(&format!("[limits]\n{line}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("profiles/x.toml:2:"), "{line}: {e}");
+            assert!(e.contains(" is not a "), "{line}: {e}");
+        }
+        let e = apply_text("[limits]\ntmp_size = 0\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "profiles/x.toml:2:12: limits.tmp_size: 0: must be greater than 0"
+        );
+        // 0 is meaningful for grace: SIGKILL right at the deadline.
+        let p = apply_text("[limits]\ngrace = 0\n").unwrap();
+        assert_eq!(p.limits.grace, std::time::Duration::ZERO);
     }
 
     #[test]
