@@ -274,3 +274,27 @@ fn rejects_args(who: Who, args: &[&str], names: &[&str]) {
     let o = stockade(who, args);
     check(who, args, &o, names);
 }
+
+#[test]
+fn wrong_type_in_a_profile_is_named_without_internal_type_names() {
+    let dir = common::Scratch::new("wrong-type");
+    let f = profile_file(&dir, "my.toml", "description = \"d\"\n\nlimits = 5\n");
+    for who in common::users("wrong_type_in_a_profile_is_named_without_internal_type_names") {
+        for args in [
+            vec!["profile", "check", &f],
+            vec!["run", "--profile", &f, "--", "/bin/echo", RAN],
+        ] {
+            let o = stockade(who, &args);
+            check(
+                who,
+                &args,
+                &o,
+                &[
+                    &format!("{f}:3:"),
+                    "limits: expected a table, got an integer",
+                ],
+            );
+            assert!(!stderr(&o).contains("Raw"), "{}", stderr(&o));
+        }
+    }
+}

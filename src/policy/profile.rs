@@ -72,7 +72,7 @@ pub struct Resolved {
 type S<T> = Spanned<T>;
 
 #[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 struct Raw {
     extends: Option<S<String>>,
     description: Option<S<String>>,
@@ -95,7 +95,7 @@ struct Raw {
 }
 
 #[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 struct RawWorkdir {
     host: Option<S<String>>,
     path: Option<S<String>>,
@@ -103,7 +103,7 @@ struct RawWorkdir {
 }
 
 #[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 struct RawFs {
     system: Option<S<bool>>,
     ro: Option<Vec<S<String>>>,
@@ -116,7 +116,7 @@ struct RawFs {
 }
 
 #[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 struct RawBind {
     src: S<String>,
     dst: Option<S<String>>,
@@ -125,7 +125,7 @@ struct RawBind {
 }
 
 #[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 struct RawTmpfs {
     path: S<String>,
     size: Option<S<Scalar>>,
@@ -133,14 +133,14 @@ struct RawTmpfs {
 }
 
 #[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 struct RawSymlink {
     target: S<String>,
     link: S<String>,
 }
 
 #[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 struct RawFile {
     path: S<String>,
     content: S<String>,
@@ -148,7 +148,7 @@ struct RawFile {
 }
 
 #[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 struct RawEnv {
     clear: Option<S<bool>>,
     set: Option<BTreeMap<String, S<String>>>,
@@ -156,7 +156,7 @@ struct RawEnv {
 }
 
 #[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 struct RawLimits {
     memory: Option<S<Scalar>>,
     memory_high: Option<S<Scalar>>,
@@ -172,7 +172,7 @@ struct RawLimits {
 }
 
 #[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 struct RawSeccomp {
     enabled: Option<S<bool>>,
     groups: Option<Vec<S<String>>>,
@@ -181,14 +181,14 @@ struct RawSeccomp {
 }
 
 #[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 struct RawLandlock {
     enabled: Option<S<bool>>,
     exclude: Option<Vec<S<String>>>,
 }
 
 #[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 struct RawNamespaces {
     user: Option<S<bool>>,
     mount: Option<S<bool>>,
@@ -200,7 +200,7 @@ struct RawNamespaces {
 }
 
 #[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 struct RawPython {
     enabled: Option<S<bool>>,
     interpreter: Option<S<String>>,
@@ -208,7 +208,10 @@ struct RawPython {
 
 /// A limit value: `"64m"`, `4096`, `0.5`, `"10s"`.
 #[derive(Deserialize, Debug, Clone)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a number or a string (a size such as \"64m\", a duration such as \"10s\")"
+)]
 enum Scalar {
     Int(i64),
     Float(f64),
@@ -562,13 +565,93 @@ fn parse(src: &Source) -> Result<Raw, PolicyError> {
     toml::from_str::<Raw>(&src.text).map_err(|e| {
         let off = e.span().map(|s| s.start).unwrap_or(0);
         let (l, c) = line_col(&src.text, off);
-        let msg = e.message().replace('\n', " ");
-        let msg = msg.trim();
-        PolicyError::new(
-            format!("{}:{l}:{c}", src.shown),
-            format!("{}: {msg}", field_at(&src.text, off)),
-        )
+        let field = field_at(&src.text, off);
+        let msg = if array_of_tables_at(&src.text, off) {
+            format!("expected a table ([{field}]), got an array of tables ([[{field}]])")
+        } else {
+            plain_message(e.message())
+        };
+        PolicyError::new(format!("{}:{l}:{c}", src.shown), format!("{field}: {msg}"))
     })
+}
+
+/// Tables a profile has once (`[limits]`), not as arrays (`[[limits]]`).
+const TABLES: &[&str] = &[
+    "workdir",
+    "filesystem",
+    "environment",
+    "limits",
+    "seccomp",
+    "landlock",
+    "namespaces",
+    "python",
+];
+
+/// Does the error at `off` sit on a `[[name]]` header of a plain table?
+/// (serde reads the array into the table's fields and complains about its
+/// first field.)
+fn array_of_tables_at(text: &str, off: usize) -> bool {
+    let off = off.min(text.len());
+    let start = text[..off].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let line = text[start..].lines().next().unwrap_or("").trim();
+    line.strip_prefix("[[")
+        .and_then(|l| l.split("]]").next())
+        .is_some_and(|name| TABLES.contains(&name.trim()))
+}
+
+/// The parser's message in the profile's own words: `expected a table, got
+/// an integer (5)` for serde's `invalid type: integer `5`, expected …`, and
+/// no Rust type names.
+fn plain_message(msg: &str) -> String {
+    let msg = msg.replace('\n', " ");
+    let msg = msg.trim();
+    let expected = |e: &str| -> String {
+        match e {
+            "u32" => "a whole number from 0 to 4294967295".into(),
+            "a sequence" => "an array".into(),
+            "a map" => "a table".into(),
+            "a boolean" => "true or false".into(),
+            e if e.starts_with("struct ") => "a table".into(),
+            e => e.into(),
+        }
+    };
+    let got = |u: &str| -> String {
+        let quoted = |rest: &str| rest.trim_matches('`').to_string();
+        if let Some(v) = u.strip_prefix("integer ") {
+            format!("an integer ({})", quoted(v))
+        } else if let Some(v) = u.strip_prefix("floating point ") {
+            format!("a float ({})", quoted(v))
+        } else if let Some(v) = u.strip_prefix("string ") {
+            format!("a string ({v})")
+        } else if let Some(v) = u.strip_prefix("boolean ") {
+            format!("a boolean ({})", quoted(v))
+        } else if u == "sequence" {
+            "an array".into()
+        } else if u == "map" {
+            "a table".into()
+        } else {
+            u.into()
+        }
+    };
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some((u, e)) = msg
+            .strip_prefix(prefix)
+            .and_then(|r| r.rsplit_once(", expected "))
+        {
+            return format!("expected {}, got {}", expected(e), got(u));
+        }
+    }
+    if let Some((_, e)) = msg
+        .strip_prefix("invalid length ")
+        .and_then(|r| r.split_once(", expected "))
+    {
+        let e = expected(e);
+        if e.starts_with("a table") {
+            return "expected a table, got an array".into();
+        }
+        return format!("expected {e}");
+    }
+    msg.to_string()
 }
 
 /// The `extends` chain of `spec`, base first.
@@ -1489,6 +1572,75 @@ mod tests {
         // 0 is meaningful for grace: SIGKILL right at the deadline.
         let p = apply_text("[limits]\ngrace = 0\n").unwrap();
         assert_eq!(p.limits.grace, std::time::Duration::ZERO);
+    }
+
+    #[test]
+    fn wrong_types_are_named_in_the_profile_words_without_rust_types() {
+        for (text, want) in [
+            (
+                "\n\nlimits = 5\n",
+                "profiles/x.toml:3:10: limits: expected a table, got an integer (5)",
+            ),
+            (
+                "limits = \"x\"\n",
+                "profiles/x.toml:1:10: limits: expected a table, got a string (\"x\")",
+            ),
+            (
+                "filesystem = []\n",
+                "profiles/x.toml:1:14: filesystem: expected a table, got an array",
+            ),
+            (
+                "[[limits]]\nmemory = 1\n",
+                "profiles/x.toml:1:1: limits: expected a table ([limits]), got an array of tables ([[limits]])",
+            ),
+            (
+                "uid = -1\n",
+                "profiles/x.toml:1:7: uid: expected a whole number from 0 to 4294967295, got an integer (-1)",
+            ),
+            (
+                "uid = 1.5\n",
+                "profiles/x.toml:1:7: uid: expected a whole number from 0 to 4294967295, got a float (1.5)",
+            ),
+            (
+                "require = \"seccomp\"\n",
+                "profiles/x.toml:1:11: require: expected an array, got a string (\"seccomp\")",
+            ),
+            (
+                "[filesystem]\nbind = [1]\n",
+                "profiles/x.toml:2:9: filesystem.bind: expected a table, got an integer (1)",
+            ),
+            (
+                "[seccomp]\nenabled = \"yes\"\n",
+                "profiles/x.toml:2:11: seccomp.enabled: expected true or false, got a string (\"yes\")",
+            ),
+            (
+                "[environment]\nset = 5\n",
+                "profiles/x.toml:2:7: environment.set: expected a table, got an integer (5)",
+            ),
+            (
+                "[limits]\nmemory = true\n",
+                "profiles/x.toml:2:10: limits.memory: expected a number or a string (a size such as \"64m\", a duration such as \"10s\")",
+            ),
+        ] {
+            let e = apply_text(text).unwrap_err().to_string();
+            assert_eq!(e, want, "{text:?}");
+        }
+        for text in [
+            "python = 1\n",
+            "namespaces = 1\n",
+            "workdir = 1\n",
+            "landlock = []\n",
+            "[workdir]\nsize = {}\n",
+            "[filesystem]\ntmpfs = [{ path = \"/x\", size = true }]\n",
+            "[filesystem]\nsymlink = [\"x\"]\n",
+            "[filesystem]\nfile = [[]]\n",
+            "host_uid = \"x\"\n",
+        ] {
+            let e = apply_text(text).unwrap_err().to_string();
+            for leak in ["Raw", "Scalar", "struct", "u32", "untagged", "\n"] {
+                assert!(!e.contains(leak), "{text:?}: {e}");
+            }
+        }
     }
 
     #[test]
