@@ -215,6 +215,9 @@ struct RunArgs {
     /// The command and its arguments
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     command: Vec<OsString>,
+    /// A `--` came before the command (set by the parsers, not a flag).
+    #[arg(skip)]
+    dashdash: bool,
 }
 
 /// Split `a:b` at the first `:` that starts an absolute second part.
@@ -449,6 +452,7 @@ fn fast_run_args(args: &[OsString]) -> Option<(RunArgs, MountFlags)> {
         report: None,
         report_fd: None,
         command: Vec::new(),
+        dashdash: false,
     };
     let mut mounts = MountFlags::new();
     let mut seen = [false; RUN_FLAGS.len()];
@@ -456,6 +460,7 @@ fn fast_run_args(args: &[OsString]) -> Option<(RunArgs, MountFlags)> {
     while i < args.len() {
         let arg = args[i].to_str()?;
         if arg == "--" {
+            a.dashdash = true;
             i += 1;
             break;
         }
@@ -565,6 +570,66 @@ fn fast_run_args(args: &[OsString]) -> Option<(RunArgs, MountFlags)> {
     Some((a, mounts))
 }
 
+/// Does a `--` come before the command in `stockade run …`? (clap does not
+/// say: it drops the `--` and counts no index for it.) The flags before the
+/// command are those of [`RUN_FLAGS`]; clap has already accepted them.
+fn dashdash_before_command(args: &[OsString]) -> bool {
+    let mut i = 2;
+    while let Some(arg) = args.get(i) {
+        let Some(body) = arg.to_str().and_then(|a| a.strip_prefix("--")) else {
+            return false;
+        };
+        if body.is_empty() {
+            return true;
+        }
+        let (name, inline) = match body.split_once('=') {
+            Some((n, _)) => (n, true),
+            None => (body, false),
+        };
+        match RUN_FLAGS.iter().find(|(n, _)| *n == name) {
+            Some((_, Takes::Switch)) => i += 1,
+            Some(_) if inline => i += 1,
+            Some(_) => i += 2,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// A `--` in the command when none came before it: `stockade run --ro-bind
+/// /a /bin/x -- y` (bwrap's `SRC DST`) reads `/bin/x` as the command and
+/// `--` as its argument. Refused, saying what was read and how to write it.
+fn literal_dashdash(a: &RunArgs) -> Result<(), PolicyError> {
+    if a.dashdash || !a.command.iter().skip(1).any(|x| x == "--") {
+        return Ok(());
+    }
+    let word = |w: &OsString| {
+        let s = w.to_string_lossy();
+        if !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+        {
+            s.into_owned()
+        } else {
+            format!("'{}'", s.replace('\'', "'\\''"))
+        }
+    };
+    let mut shown: Vec<String> = a.command.iter().take(6).map(word).collect();
+    if a.command.len() > 6 {
+        shown.push("…".into());
+    }
+    Err(PolicyError::new(
+        "command",
+        format!(
+            "{} was read as the command, with a literal \"--\" among its arguments \
+             (a flag takes one value: --ro-bind SRC[:DST], not SRC DST); \
+             if that is meant, put -- before the command: stockade run [OPTIONS] -- {}",
+            word(&a.command[0]),
+            shown.join(" ")
+        ),
+    ))
+}
+
 fn mount_values(flags: &[(usize, MountFlag, String)], f: MountFlag) -> Vec<String> {
     flags
         .iter()
@@ -574,6 +639,7 @@ fn mount_values(flags: &[(usize, MountFlag, String)], f: MountFlag) -> Vec<Strin
 }
 
 fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Policy, PolicyError> {
+    literal_dashdash(a)?;
     let workdir = a.workdir.as_deref().map(split_src_dst);
     let workdir_inner = match workdir.as_ref().and_then(|(_, i)| i.as_deref()) {
         Some(i) => Some(policy::jail_path("--workdir", std::path::Path::new(i))?),
@@ -769,7 +835,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
     if let Some((a, mounts)) = fast_run_args(&args) {
         return run_cmd(&a, &mounts);
     }
-    let matches = match Cli::command().try_get_matches_from(args) {
+    let matches = match Cli::command().try_get_matches_from(&args) {
         Ok(m) => m,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -817,7 +883,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
     };
     match cli.cmd {
-        Cmd::Run(a) => {
+        Cmd::Run(mut a) => {
+            a.dashdash = dashdash_before_command(&args);
             let sub = matches.subcommand_matches("run");
             run_cmd(&a, &sub.map(mount_flags).unwrap_or_default())
         }
@@ -987,9 +1054,10 @@ mod tests {
 
     fn by_clap(args: &[OsString]) -> Option<String> {
         let matches = Cli::command().try_get_matches_from(args).ok()?;
-        let Cmd::Run(a) = Cli::from_arg_matches(&matches).ok()?.cmd else {
+        let Cmd::Run(mut a) = Cli::from_arg_matches(&matches).ok()?.cmd else {
             return None;
         };
+        a.dashdash = dashdash_before_command(args);
         let sub = matches.subcommand_matches("run")?;
         Some(shown(&a, &mount_flags(sub)))
     }
@@ -1001,6 +1069,20 @@ mod tests {
             &["s", "run", "/bin/true"],
             &["s", "run", "/bin/echo", "-n", "--x", "--", "y"],
             &["s", "run", "--no-seccomp", "/bin/true", "--", "x"],
+            &[
+                "s",
+                "run",
+                "--ro-bind",
+                "/tmp/x",
+                "/usr/bin/echo",
+                "--",
+                "hi",
+            ],
+            &["s", "run", "--ro-bind=/a", "--capture", "--", "x", "--"],
+            &["s", "run", "--memory", "-5m", "--", "x"],
+            &["s", "run", "--memory=-5m", "x", "--", "y"],
+            &["s", "run", "--pids-limit", "0", "--cpus", "0.5", "--", "x"],
+            &["s", "run", "--timeout", "--", "x", "--"],
             &["s", "run", "--", "/bin/echo", "", "--", "-x"],
             &["s", "run", "--report", "-", "--", "true"],
             &["s", "run", "--report=-", "--capture", "--", "true"],
@@ -1200,6 +1282,70 @@ mod tests {
             }
         }
         assert!(fast >= 20, "only {fast} cases took the fast path");
+    }
+
+    #[test]
+    fn a_literal_dashdash_after_the_command_is_refused_by_both_parsers() {
+        let clap_args = |args: &[OsString]| {
+            let matches = Cli::command().try_get_matches_from(args).unwrap();
+            let Cmd::Run(mut a) = Cli::from_arg_matches(&matches).unwrap().cmd else {
+                panic!("not run")
+            };
+            a.dashdash = dashdash_before_command(args);
+            a
+        };
+        for (c, refused) in [
+            (
+                &[
+                    "s",
+                    "run",
+                    "--ro-bind",
+                    "/tmp/x",
+                    "/usr/bin/echo",
+                    "--",
+                    "hi",
+                ][..],
+                true,
+            ),
+            (&["s", "run", "/bin/sh", "-c", "x", "--", "a"], true),
+            (
+                &["s", "run", "--memory=1m", "--no-seccomp", "x", "--"],
+                true,
+            ),
+            (&["s", "run", "--", "/usr/bin/echo", "--", "hi"], false),
+            (&["s", "run", "--hostname=h", "--", "x", "--"], false),
+            (
+                &["s", "run", "--timeout", "1s", "--capture", "--", "x", "--"],
+                false,
+            ),
+            (&["s", "run", "/bin/echo", "a", "b"], false),
+            (&["s", "run", "/bin/echo", "--x"], false),
+        ] {
+            let args = argv(c);
+            let by_clap = clap_args(&args);
+            assert_eq!(literal_dashdash(&by_clap).is_err(), refused, "clap: {c:?}");
+            if let Some((fast, _)) = fast_run_args(&args) {
+                assert_eq!(literal_dashdash(&fast).is_err(), refused, "fast: {c:?}");
+            } else {
+                panic!("the fast path declined {c:?}");
+            }
+        }
+        let (a, _) = fast_run_args(&argv(&[
+            "s",
+            "run",
+            "--ro-bind",
+            "/tmp/x",
+            "/usr/bin/echo",
+            "--",
+            "hi there",
+        ]))
+        .unwrap();
+        assert_eq!(
+            literal_dashdash(&a).unwrap_err().to_string(),
+            "command: /usr/bin/echo was read as the command, with a literal \"--\" among its \
+             arguments (a flag takes one value: --ro-bind SRC[:DST], not SRC DST); if that is \
+             meant, put -- before the command: stockade run [OPTIONS] -- /usr/bin/echo -- 'hi there'"
+        );
     }
 
     #[test]

@@ -298,3 +298,38 @@ fn wrong_type_in_a_profile_is_named_without_internal_type_names() {
         }
     }
 }
+
+#[test]
+fn a_literal_dashdash_after_the_command_is_refused_with_how_to_write_it() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    // bwrap's `--ro-bind SRC DST`: /usr/bin/echo is read as the command.
+    // The second line takes clap's path (a value that is not UTF-8).
+    let not_utf8 = OsStr::from_bytes(b"/tmp/\xff");
+    for who in common::users("a_literal_dashdash_after_the_command_is_refused_with_how_to_write_it")
+    {
+        for extra in [None, Some(not_utf8)] {
+            let mut c = common::stockade(who);
+            c.args(["run", "--ro-bind", "/tmp/x"]);
+            if let Some(v) = extra {
+                c.arg("--chdir").arg(v);
+            }
+            c.args(["/bin/echo", "--", RAN]);
+            let o = c.output().expect("start stockade");
+            check(
+                who,
+                &["run", "--ro-bind", "/tmp/x", "…", "/bin/echo", "--", RAN],
+                &o,
+                &[
+                    "/bin/echo was read as the command",
+                    "--ro-bind SRC[:DST]",
+                    &format!("stockade run [OPTIONS] -- /bin/echo -- {RAN}"),
+                ],
+            );
+        }
+        // With `--` before the command, a later `--` is the command's.
+        let o = stockade(who, &["run", "--", "/bin/echo", "--", RAN]);
+        assert_eq!(o.status.code(), Some(0), "{who:?}: {}", stderr(&o));
+        assert_eq!(stdout(&o), format!("-- {RAN}\n"));
+    }
+}
