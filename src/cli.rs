@@ -830,6 +830,116 @@ fn eprint_line(msg: &str) {
     eprintln!("stockade: {msg}");
 }
 
+/// Where a run's JSON outcome goes.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ReportTo {
+    /// `--report -`
+    stdout: bool,
+    /// `--report FILE`
+    file: Option<PathBuf>,
+    /// `--report-fd N`
+    fd: Option<i32>,
+}
+
+impl ReportTo {
+    fn of(a: &RunArgs) -> ReportTo {
+        ReportTo {
+            stdout: a.report.as_deref() == Some(std::path::Path::new("-")),
+            file: a.report.clone().filter(|p| p != std::path::Path::new("-")),
+            fd: a.report_fd,
+        }
+    }
+
+    /// The report flags of a `stockade run …` command line clap refused:
+    /// read up to the `--` before the command, skipping the values of the
+    /// flags that take one (and stepping over words it does not know).
+    fn scan(args: &[OsString]) -> ReportTo {
+        let mut to = ReportTo::default();
+        if args.get(1).and_then(|a| a.to_str()) != Some("run") {
+            return to;
+        }
+        let mut set = |name: &str, v: &std::ffi::OsStr| match name {
+            "report" if to.file.is_none() && !to.stdout => {
+                if v == "-" {
+                    to.stdout = true;
+                } else if !v.is_empty() {
+                    to.file = Some(PathBuf::from(v));
+                }
+            }
+            "report-fd" if to.fd.is_none() => {
+                to.fd = v.to_str().and_then(|v| v.parse().ok());
+            }
+            _ => {}
+        };
+        let mut i = 2;
+        while let Some(arg) = args.get(i) {
+            i += 1;
+            let Some(body) = arg.to_str().and_then(|a| a.strip_prefix("--")) else {
+                continue;
+            };
+            if body.is_empty() {
+                break;
+            }
+            if let Some((name, v)) = body.split_once('=') {
+                set(name, std::ffi::OsStr::new(v));
+                continue;
+            }
+            if let Some((_, Takes::One | Takes::Many)) = RUN_FLAGS.iter().find(|(n, _)| *n == body)
+            {
+                if let Some(v) = args.get(i) {
+                    set(body, v);
+                }
+                i += 1;
+            }
+        }
+        to
+    }
+
+    /// Write `o` where asked; the first error, worded for the caller.
+    fn write(&self, json: &str) -> Result<(), String> {
+        use std::io::Write;
+        let mut wrote = Ok(());
+        if let Some(p) = &self.file {
+            wrote = std::fs::File::create(p)
+                .and_then(|mut f| f.write_all(json.as_bytes()))
+                .map_err(|e| format!("--report: {}: {e}", p.display()));
+        }
+        if self.stdout {
+            let mut so = std::io::stdout().lock();
+            wrote = wrote.and(
+                so.write_all(json.as_bytes())
+                    .and_then(|_| so.flush())
+                    .map_err(|e| format!("--report -: {e}")),
+            );
+        }
+        if let Some(fd) = self.fd {
+            if crate::sys::fd_is_open(fd) {
+                wrote = wrote.and(
+                    crate::sys::write_all(fd, json.as_bytes())
+                        .map_err(|e| format!("--report-fd: {e}")),
+                );
+            }
+        }
+        wrote
+    }
+}
+
+/// `msg` on stderr and, as a `setup_error` outcome, wherever a report was
+/// asked for (a service reading the outcome always gets one); exit 125.
+fn refuse(to: &ReportTo, msg: &str) -> i32 {
+    eprint_line(msg);
+    if *to != ReportTo::default() {
+        let mut o = crate::Outcome::new();
+        o.status = Status::SetupError;
+        o.exit_code = 125;
+        o.error = Some(msg.to_string());
+        // The refusal is already on stderr; a report that cannot be
+        // written has nowhere better to go.
+        let _ = to.write(&(o.to_json() + "\n"));
+    }
+    125
+}
+
 /// Parse and run; return the process exit code.
 pub fn main(args: Vec<OsString>) -> i32 {
     if let Some((a, mounts)) = fast_run_args(&args) {
@@ -853,6 +963,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
                 };
             }
             let text = e.to_string();
+            let to = ReportTo::scan(&args);
             if e.kind() == ErrorKind::MissingRequiredArgument {
                 let missing: Vec<&str> = text
                     .lines()
@@ -861,25 +972,26 @@ pub fn main(args: Vec<OsString>) -> i32 {
                     .filter(|l| l.starts_with('<') || l.starts_with("--"))
                     .collect();
                 if missing.iter().any(|m| m.starts_with("<CMD>")) {
-                    eprint_line("no command given (stockade run [OPTIONS] -- CMD [ARGS…])");
-                } else {
-                    eprint_line(&format!(
-                        "missing required argument: {}",
-                        missing.join(", ")
-                    ));
+                    return refuse(
+                        &to,
+                        "no command given (stockade run [OPTIONS] -- CMD [ARGS…])",
+                    );
                 }
-                return 125;
+                return refuse(
+                    &to,
+                    &format!("missing required argument: {}", missing.join(", ")),
+                );
             }
             let first = text.lines().next().unwrap_or("invalid arguments");
-            eprint_line(first.trim_start_matches("error: "));
-            return 125;
+            return refuse(&to, first.trim_start_matches("error: "));
         }
     };
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => {
-            eprint_line(e.to_string().lines().next().unwrap_or("invalid arguments"));
-            return 125;
+            let msg = e.to_string();
+            let first = msg.lines().next().unwrap_or("invalid arguments");
+            return refuse(&ReportTo::scan(&args), first.trim_start_matches("error: "));
         }
     };
     match cli.cmd {
@@ -915,10 +1027,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
 fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32 {
     let policy = match run_policy(a, mounts) {
         Ok(p) => p,
-        Err(e) => {
-            eprint_line(&e.to_string());
-            return 125;
-        }
+        Err(e) => return refuse(&ReportTo::of(a), &e.to_string()),
     };
     // Open the report file before running: a bad path is bad input.
     let report_file = match a.report.as_deref() {
