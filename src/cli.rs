@@ -666,7 +666,9 @@ fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Poli
         p.root_host_gid = g;
     }
     if let Some((host, _)) = &workdir {
-        p.workdir.host = Some(policy::host_path("--workdir", std::path::Path::new(host))?);
+        let host = policy::host_path("--workdir", std::path::Path::new(host))?;
+        policy::host_exists(&host, true).map_err(|e| PolicyError::new("--workdir", e))?;
+        p.workdir.host = Some(host);
         if let Some(i) = workdir_inner {
             p.workdir.inner = i;
             let home = p.workdir.inner.as_os_str().to_owned();
@@ -723,6 +725,7 @@ fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Poli
         p.seccomp.action = SeccompAction::Learn;
     }
     for n in &a.seccomp_allow {
+        policy::seccomp_name(n).map_err(|e| PolicyError::new("--seccomp-allow", e))?;
         if let Some(g) = n.strip_prefix('@') {
             p.seccomp.groups.push(format!("@{g}"));
         } else {
@@ -778,34 +781,7 @@ fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Poli
         limit("--max-file-size", &a.max_file_size, units::parse_limit_size)?.or(l.max_file_size);
     l.max_open_files =
         limit("--max-open-files", &a.max_open_files, units::parse_count)?.or(l.max_open_files);
-    if let Some(i) = &resolved.python {
-        // The jail runs as an unprivileged host uid: the caller opens the
-        // binds (so a private parent such as /root is fine), but what is
-        // bound must be readable by the jail's host uid. Say so now.
-        let (ou, og) = if crate::sys::geteuid() == 0 {
-            (p.root_host_uid, p.root_host_gid)
-        } else {
-            (crate::sys::geteuid(), crate::sys::getegid())
-        };
-        for m in policy::python::mounts(i, resolved.system_root) {
-            if let MountSpec::Bind { src, .. } = &m {
-                if let Some(why) = policy::python::not_readable_by(src, ou, og) {
-                    return Err(PolicyError::new(
-                        if a.python.is_some() {
-                            "--python"
-                        } else {
-                            "python"
-                        },
-                        format!(
-                            "{}: the jail (host uid {ou}) cannot reach the interpreter's {}: {why}",
-                            i.executable.display(),
-                            src.display()
-                        ),
-                    ));
-                }
-            }
-        }
-    }
+    python_reachable(&resolved, &p, a.python.is_some())?;
     p.capture = a.capture;
     p.stdout_in_report = a.report.as_deref() == Some(std::path::Path::new("-"));
     if let Some(fd) = a.report_fd {
@@ -824,6 +800,51 @@ fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Poli
     }
     p.validate()?;
     Ok(p)
+}
+
+/// The jail runs as an unprivileged host uid: the caller opens the binds
+/// (so a private parent such as /root is fine), but what is bound of a
+/// discovered interpreter must be readable by the jail's host uid. Say so
+/// before the run. `flag`: the interpreter came from `--python`.
+fn python_reachable(r: &profile::Resolved, p: &Policy, flag: bool) -> Result<(), PolicyError> {
+    let Some(i) = &r.python else {
+        return Ok(());
+    };
+    let (ou, og) = if crate::sys::geteuid() == 0 {
+        (p.root_host_uid, p.root_host_gid)
+    } else {
+        (crate::sys::geteuid(), crate::sys::getegid())
+    };
+    for m in policy::python::mounts(i, r.system_root) {
+        if let MountSpec::Bind { src, .. } = &m {
+            if let Some(why) = policy::python::not_readable_by(src, ou, og) {
+                return Err(PolicyError::new(
+                    if flag { "--python" } else { "python" },
+                    format!(
+                        "{}: the jail (host uid {ou}) cannot reach the interpreter's {}: {why}",
+                        i.executable.display(),
+                        src.display()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `stockade profile check`: what `run` checks of a profile before it
+/// starts the jail (resolve, the interpreter's reach, the policy, the
+/// plan: bind sources, seccomp names, ids), without a command. The chain
+/// of files applied, or the one-line error.
+fn check_profile(spec: &str) -> Result<String, String> {
+    let r = profile::resolve(spec, "profile check", &profile::Options::default())
+        .map_err(|e| e.to_string())?;
+    let mut p = r.policy.clone();
+    python_reachable(&r, &p, false).map_err(|e| e.to_string())?;
+    p.argv = vec!["true".into()];
+    p.validate().map_err(|e| e.to_string())?;
+    crate::Plan::build(&p).map_err(|e| e.to_string())?;
+    Ok(r.chain.join(" <- "))
 }
 
 fn eprint_line(msg: &str) {
@@ -1130,18 +1151,16 @@ fn profile_cmd(pc: ProfileCmd) -> i32 {
                 }
             }
         }
-        ProfileCmd::Check { file } => {
-            match profile::resolve(&file, "profile check", &profile::Options::default()) {
-                Ok(r) => {
-                    println!("{}: ok ({})", file, r.chain.join(" <- "));
-                    0
-                }
-                Err(e) => {
-                    eprint_line(&e.to_string());
-                    125
-                }
+        ProfileCmd::Check { file } => match check_profile(&file) {
+            Ok(chain) => {
+                println!("{file}: ok ({chain})");
+                0
             }
-        }
+            Err(e) => {
+                eprint_line(&e);
+                125
+            }
+        },
     }
 }
 

@@ -331,6 +331,44 @@ pub fn host_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
     }
 }
 
+/// Check that the host path `p` exists (and is a directory when `dir`), as
+/// the jail will need it: the error is one phrase naming the path.
+pub fn host_exists(p: &Path, dir: bool) -> Result<(), String> {
+    match std::fs::metadata(p) {
+        Ok(m) if dir && !m.is_dir() => Err(format!("{} is not a directory", p.display())),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "{}: no such {}",
+            p.display(),
+            if dir {
+                "directory"
+            } else {
+                "file or directory"
+            }
+        )),
+        Err(e) => {
+            let s = e.to_string();
+            let s = s.split(" (os error").next().unwrap_or(&s).to_lowercase();
+            Err(format!("{}: {s}", p.display()))
+        }
+    }
+}
+
+/// Check one seccomp group (`@name`) or syscall name against the tables:
+/// the error says what is known.
+pub fn seccomp_name(name: &str) -> Result<(), String> {
+    let mut sp = SeccompPolicy {
+        groups: Vec::new(),
+        ..SeccompPolicy::default()
+    };
+    if name.starts_with('@') {
+        sp.groups.push(name.to_string());
+    } else {
+        sp.allow.push(name.to_string());
+    }
+    crate::jail::seccomp::resolve_bits(&sp).map(|_| ())
+}
+
 /// What readlink(2) says of a host path.
 enum Link {
     /// A symlink, and where it points.

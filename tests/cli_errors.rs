@@ -333,3 +333,89 @@ fn a_literal_dashdash_after_the_command_is_refused_with_how_to_write_it() {
         assert_eq!(stdout(&o), format!("-- {RAN}\n"));
     }
 }
+
+#[test]
+fn profile_check_refuses_what_run_refuses_with_the_same_line() {
+    let dir = common::Scratch::new("check-like-run");
+    let cases = [
+        (
+            "[seccomp]\ngroups = [\"@nope\"]\n",
+            ":2:11: seccomp.groups: unknown syscall group \"@nope\"",
+        ),
+        (
+            "[seccomp]\nallow = [\"frobnicate\"]\n",
+            ":2:10: seccomp.allow: unknown syscall \"frobnicate\"",
+        ),
+        (
+            "[filesystem]\nro = [\"/nonexistent/stockade-src:/x\"]\n",
+            ":2:7: filesystem.ro: /nonexistent/stockade-src: no such file or directory",
+        ),
+        (
+            "[filesystem]\nbind = [{ src = \"/nonexistent/stockade-src\", dst = \"/x\" }]\n",
+            ":2:17: filesystem.bind.src: /nonexistent/stockade-src: no such file or directory",
+        ),
+        (
+            "[workdir]\nhost = \"/etc/passwd\"\n",
+            ":2:8: workdir.host: /etc/passwd is not a directory",
+        ),
+        (
+            "[limits]\ntimeout = \"0s\"\n",
+            ":2:11: limits.timeout: \"0s\": must be greater than 0",
+        ),
+        (
+            "\n\nlimits = 5\n",
+            ":3:10: limits: expected a table, got an integer (5)",
+        ),
+    ];
+    for who in common::users("profile_check_refuses_what_run_refuses_with_the_same_line") {
+        for (text, want) in cases {
+            let f = profile_file(&dir, "p.toml", text);
+            let by_check = stockade(who, &["profile", "check", &f]);
+            let by_run = stockade(who, &["run", "--profile", &f, "--", "/bin/echo", RAN]);
+            let want = format!("stockade: {f}{want}");
+            for (what, o) in [("check", &by_check), ("run", &by_run)] {
+                check(who, &[what, &f], o, &[]);
+                assert!(
+                    stderr(o).starts_with(&want),
+                    "{who:?} {what}: {}\nwant: {want}",
+                    stderr(o)
+                );
+            }
+            assert_eq!(stderr(&by_check), stderr(&by_run), "{who:?}: {text:?}");
+        }
+        // Control: an optional bind of a missing source, and a good profile,
+        // pass both.
+        let f = profile_file(
+            &dir,
+            "ok.toml",
+            "[filesystem]\nbind = [{ src = \"/nonexistent/x\", optional = true }]\n[seccomp]\ngroups = [\"@default\", \"@network-io\"]\n",
+        );
+        let o = stockade(who, &["profile", "check", &f]);
+        assert_eq!(o.status.code(), Some(0), "{who:?}: {}", stderr(&o));
+        let o = stockade(who, &["run", "--profile", &f, "--", "/bin/echo", RAN]);
+        assert_eq!(o.status.code(), Some(0), "{who:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn workdir_that_is_a_file_or_missing_is_refused_naming_the_flag() {
+    rejects(
+        "workdir_that_is_a_file_or_missing_is_refused_naming_the_flag",
+        &["--workdir", "/etc/passwd"],
+        &["--workdir: /etc/passwd is not a directory"],
+    );
+    rejects(
+        "workdir_that_is_a_file_or_missing_is_refused_naming_the_flag",
+        &["--workdir", "/nonexistent/stockade-wd:/home"],
+        &["--workdir: /nonexistent/stockade-wd: no such directory"],
+    );
+}
+
+#[test]
+fn unknown_seccomp_group_on_the_command_line_names_the_flag() {
+    rejects(
+        "unknown_seccomp_group_on_the_command_line_names_the_flag",
+        &["--seccomp-allow", "@nope"],
+        &["--seccomp-allow: unknown syscall group \"@nope\""],
+    );
+}

@@ -897,6 +897,7 @@ fn bind_string(
     // Already expanded: escape `$` so it is not expanded twice.
     let src_v = Spanned::new(src_v.span(), src_v.get_ref().replace('$', "$$"));
     let src = cx.host_path(&src_v, field)?;
+    super::host_exists(&src, false).map_err(|e| cx.err(v.span(), field, e))?;
     let dst = match dst {
         Some(d) => cx.jail_path(&Spanned::new(v.span(), d.replace('$', "$$")), field)?,
         None => super::jail_path("", &src).map_err(|e| cx.err(v.span(), field, e.msg))?,
@@ -980,7 +981,9 @@ fn apply(
     }
     if let Some(w) = &raw.workdir {
         if let Some(h) = &w.host {
-            p.workdir.host = Some(cx.host_path(h, "workdir.host")?);
+            let host = cx.host_path(h, "workdir.host")?;
+            super::host_exists(&host, true).map_err(|e| cx.err(h.span(), "workdir.host", e))?;
+            p.workdir.host = Some(host);
         }
         if let Some(s) = &w.size {
             p.workdir.size = cx.size(s, "workdir.size")?;
@@ -1001,6 +1004,11 @@ fn apply(
         }
         for b in fs.bind.iter().flatten() {
             let src = cx.host_path(&b.src, "filesystem.bind.src")?;
+            let optional = b.optional.as_ref().map(|w| *w.get_ref()).unwrap_or(false);
+            if !optional {
+                super::host_exists(&src, false)
+                    .map_err(|e| cx.err(b.src.span(), "filesystem.bind.src", e))?;
+            }
             let dst = match &b.dst {
                 Some(d) => cx.jail_path(d, "filesystem.bind.dst")?,
                 None => super::jail_path("", &src)
@@ -1010,7 +1018,7 @@ fn apply(
                 src,
                 dst,
                 writable: b.writable.as_ref().map(|w| *w.get_ref()).unwrap_or(false),
-                optional: b.optional.as_ref().map(|w| *w.get_ref()).unwrap_or(false),
+                optional,
             });
         }
         for t in fs.tmpfs.iter().flatten() {
@@ -1148,6 +1156,7 @@ fn apply(
                         format!("{name:?}: a group name starts with @ (e.g. \"@default\")"),
                     ));
                 }
+                super::seccomp_name(name).map_err(|e| cx.err(v.span(), "seccomp.groups", e))?;
                 if !p.seccomp.groups.contains(name) {
                     p.seccomp.groups.push(name.clone());
                 }
@@ -1166,6 +1175,7 @@ fn apply(
                     format!("{name:?}: not a syscall name (lower-case, e.g. \"ptrace\")"),
                 ));
             }
+            super::seccomp_name(name).map_err(|e| cx.err(v.span(), "seccomp.allow", e))?;
             if !p.seccomp.allow.contains(name) {
                 p.seccomp.allow.push(name.clone());
             }
@@ -1662,12 +1672,11 @@ mod tests {
 
     #[test]
     fn variables_expand_and_unknown_ones_fail() {
-        let p =
-            apply_text("[filesystem]\nro = [\"${PROFILE_DIR}/data:${WORKDIR}/data\"]\n").unwrap();
+        let p = apply_text("[filesystem]\nro = [\"${PROFILE_DIR}:${WORKDIR}/data\"]\n").unwrap();
         assert_eq!(
             p.mounts,
             vec![MountSpec::Bind {
-                src: "/tmp/data".into(),
+                src: "/tmp".into(),
                 dst: "/work/data".into(),
                 writable: false,
                 optional: false
@@ -1693,7 +1702,7 @@ hostname = "box"
 network = "host"
 require = ["landlock", "seccomp"]
 [filesystem]
-rw = ["/srv/out:/out"]
+rw = ["/tmp:/out"]
 tmpfs = [{ path = "/scratch", size = "8m", mode = "0700" }]
 symlink = [{ target = "/usr/bin/python3", link = "/bin/py" }]
 file = [{ path = "/etc/app.conf", content = "a=1\n" }]
