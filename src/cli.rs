@@ -42,6 +42,16 @@ enum Cmd {
     Profile(ProfileCmd),
     /// Say which layers this host can enforce, and why not.
     Check(CheckArgs),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    #[command(long_about = "Print a shell completion script on stdout.\n\n\
+Examples:\n\
+  stockade completions bash > /etc/bash_completion.d/stockade\n\
+  stockade completions zsh > \"${fpath[1]}/_stockade\"\n\
+  stockade completions fish > ~/.config/fish/completions/stockade.fish")]
+    Completions {
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
 }
 
 const RUN_ABOUT: &str = "Run a command in a new jail.\n\n\
@@ -966,6 +976,18 @@ pub fn main(args: Vec<OsString>) -> i32 {
     if let Some((a, mounts)) = fast_run_args(&args) {
         return run_cmd(&a, &mounts);
     }
+    // `stockade man [DIR]` (for `cargo xtask man`) is not a clap
+    // subcommand: the completion scripts would offer it, hidden or not.
+    if args.get(1).is_some_and(|a| a == "man") {
+        return match &args[2..] {
+            [] => man(None),
+            [dir] => man(Some(std::path::Path::new(dir))),
+            _ => {
+                eprint_line("usage: stockade man [DIR]");
+                2
+            }
+        };
+    }
     let matches = match Cli::command().try_get_matches_from(&args) {
         Ok(m) => m,
         Err(e) => {
@@ -1022,6 +1044,11 @@ pub fn main(args: Vec<OsString>) -> i32 {
             run_cmd(&a, &sub.map(mount_flags).unwrap_or_default())
         }
         Cmd::Profile(pc) => profile_cmd(pc),
+        Cmd::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "stockade", &mut out);
+            print_out(&out)
+        }
         Cmd::Check(c) => {
             let spec = c.profile.as_deref().unwrap_or(profile::DEFAULT_PROFILE);
             let r = match profile::resolve(spec, "--profile", &profile::Options::default()) {
@@ -1040,6 +1067,40 @@ pub fn main(args: Vec<OsString>) -> i32 {
             };
             print!("{text}");
             code
+        }
+    }
+}
+
+/// Write `bytes` on stdout: 0, or 1 with a line saying why not.
+fn print_out(bytes: &[u8]) -> i32 {
+    use std::io::Write;
+    let mut so = std::io::stdout().lock();
+    match so.write_all(bytes).and_then(|_| so.flush()) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprint_line(&format!("stdout: {e}"));
+            1
+        }
+    }
+}
+
+/// The man pages from the command line's own definition: stockade.1 on
+/// stdout, or every page (stockade.1, stockade-run.1, …) into `dir`.
+fn man(dir: Option<&std::path::Path>) -> i32 {
+    let cmd = Cli::command();
+    let Some(dir) = dir else {
+        let mut out = Vec::new();
+        if let Err(e) = clap_mangen::Man::new(cmd).render(&mut out) {
+            eprint_line(&format!("man: {e}"));
+            return 1;
+        }
+        return print_out(&out);
+    };
+    match clap_mangen::generate_to(cmd, dir) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprint_line(&format!("man: {}: {e}", dir.display()));
+            1
         }
     }
 }

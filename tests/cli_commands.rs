@@ -141,3 +141,90 @@ fn report_file_is_written_for_a_bad_command_line() {
         validate(&[json.trim_end().to_string()]);
     }
 }
+
+#[test]
+fn no_subcommand_exits_2_with_usage() {
+    for who in common::users("no_subcommand_exits_2_with_usage") {
+        for (args, usage, sub) in [
+            (&[][..], "Usage: stockade <COMMAND>", "run"),
+            (
+                &["profile"][..],
+                "Usage: stockade profile <COMMAND>",
+                "show",
+            ),
+        ] {
+            let o = stockade(who, args);
+            assert_eq!(o.status.code(), Some(2), "{who:?}: {args:?}");
+            assert!(
+                stderr(&o).contains(usage),
+                "{who:?}: {args:?}: {}",
+                stderr(&o)
+            );
+            assert!(stderr(&o).contains(sub), "{who:?}: {args:?}");
+        }
+    }
+}
+
+#[test]
+fn completions_name_the_subcommands_and_flags_and_bash_accepts_the_script() {
+    for who in
+        common::users("completions_name_the_subcommands_and_flags_and_bash_accepts_the_script")
+    {
+        for shell in ["bash", "zsh", "fish"] {
+            let o = stockade(who, &["completions", shell]);
+            assert_eq!(o.status.code(), Some(0), "{who:?}: {shell}: {}", stderr(&o));
+            let script = stdout(&o);
+            for word in ["ro-bind", "run", "profile", "report", "seccomp-allow"] {
+                assert!(script.contains(word), "{who:?}: {shell}: {word} missing");
+            }
+            // The hidden man subcommand is not offered.
+            assert!(!script.contains("\"man\""), "{who:?}: {shell}");
+        }
+        let o = stockade(who, &["completions", "bash"]);
+        let dir = Scratch::new("completions");
+        let f = dir.join("stockade.bash");
+        std::fs::write(&f, &o.stdout).unwrap();
+        let n = std::process::Command::new("bash")
+            .arg("-n")
+            .arg(&f)
+            .output()
+            .expect("run bash");
+        assert!(n.status.success(), "bash -n: {}", stderr(&n));
+        // And it completes: `stockade run --ro` offers --ro-bind.
+        let probe = format!(
+            "source {}\nCOMP_WORDS=(stockade run --ro); COMP_CWORD=2; COMP_LINE='stockade run --ro'; COMP_POINT=${{#COMP_LINE}}\n_stockade stockade --ro run\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            f.display()
+        );
+        let c = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(probe)
+            .output()
+            .expect("run bash");
+        assert!(
+            stdout(&c).lines().any(|l| l == "--ro-bind"),
+            "{who:?}: completions of `stockade run --ro`: {:?} {}",
+            stdout(&c),
+            stderr(&c)
+        );
+    }
+}
+
+#[test]
+fn man_pages_come_from_the_command_line_definition() {
+    for who in common::users("man_pages_come_from_the_command_line_definition") {
+        let o = stockade(who, &["man"]);
+        assert_eq!(o.status.code(), Some(0), "{who:?}: {}", stderr(&o));
+        let page = stdout(&o);
+        assert!(page.contains(".TH stockade 1"), "{who:?}: {page}");
+        assert!(page.contains("run"), "{who:?}");
+        let dir = Scratch::new("man").world_writable();
+        let o = stockade(who, &["man", dir.path().to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{who:?}: {}", stderr(&o));
+        let run = std::fs::read_to_string(dir.join("stockade-run.1")).unwrap();
+        assert!(run.contains(".TH stockade-run 1"), "{who:?}: {run}");
+        assert!(run.contains("ro\\-bind"), "{who:?}: {run}");
+        for page in ["stockade.1", "stockade-profile.1", "stockade-check.1"] {
+            assert!(dir.join(page).exists(), "{who:?}: {page}");
+        }
+    }
+}
