@@ -42,6 +42,16 @@ enum Cmd {
     Profile(ProfileCmd),
     /// Say which layers this host can enforce, and why not.
     Check(CheckArgs),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    #[command(long_about = "Print a shell completion script on stdout.\n\n\
+Examples:\n\
+  stockade completions bash > /etc/bash_completion.d/stockade\n\
+  stockade completions zsh > \"${fpath[1]}/_stockade\"\n\
+  stockade completions fish > ~/.config/fish/completions/stockade.fish")]
+    Completions {
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
 }
 
 const RUN_ABOUT: &str = "Run a command in a new jail.\n\n\
@@ -105,10 +115,10 @@ struct RunArgs {
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
     /// uid inside the jail [default: 1000]
-    #[arg(long, value_name = "UID")]
+    #[arg(long, value_name = "UID", allow_hyphen_values = true)]
     uid: Option<u32>,
     /// gid inside the jail [default: 1000]
-    #[arg(long, value_name = "GID")]
+    #[arg(long, value_name = "GID", allow_hyphen_values = true)]
     gid: Option<u32>,
     /// Bind a host path read-only (nosuid, nodev) at DST (default: the same path)
     #[arg(long, value_name = "SRC[:DST]")]
@@ -141,16 +151,16 @@ struct RunArgs {
     #[arg(long, value_name = "HOST[:INNER]")]
     workdir: Option<String>,
     /// Pass the caller's fd N to the command under the same number
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     keep_fd: Vec<i32>,
     /// Size cap of the jail's /tmp [default: 128m]
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     tmp_size: Option<String>,
     /// Host uid the jail maps to when started by root [default: 65534]
-    #[arg(long, value_name = "UID")]
+    #[arg(long, value_name = "UID", allow_hyphen_values = true)]
     host_uid: Option<u32>,
     /// Host gid the jail maps to when started by root [default: 65534]
-    #[arg(long, value_name = "GID")]
+    #[arg(long, value_name = "GID", allow_hyphen_values = true)]
     host_gid: Option<u32>,
     /// Where user namespaces are refused and stockade is root: host uids to give each jail one of [default: 2147418112:65536]
     #[arg(long, value_name = "START:COUNT")]
@@ -177,35 +187,35 @@ struct RunArgs {
     #[arg(long, value_name = "LAYER")]
     require: Vec<String>,
     /// Memory limit (cgroup memory.max; RLIMIT_AS when no memory controller)
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     memory: Option<String>,
     /// Memory throttling point (cgroup memory.high)
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     memory_high: Option<String>,
     /// CPU quota in CPUs, e.g. 0.5 (cgroup cpu.max)
-    #[arg(long, value_name = "N")]
-    cpus: Option<f64>,
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    cpus: Option<String>,
     /// Maximum processes and threads (cgroup pids.max; RLIMIT_NPROC when no pids controller)
-    #[arg(long, value_name = "N")]
-    pids_limit: Option<u64>,
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pids_limit: Option<String>,
     /// CPU time limit, e.g. 5s (RLIMIT_CPU)
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     cpu_time: Option<String>,
     /// Wall-clock deadline, e.g. 10s: SIGTERM to the whole jail, SIGKILL after --grace
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     timeout: Option<String>,
-    /// Time between SIGTERM and SIGKILL at the deadline [default: 2s]
-    #[arg(long, value_name = "DURATION")]
+    /// Time between SIGTERM and SIGKILL at the deadline; 0: SIGKILL at once [default: 2s]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     grace: Option<String>,
     /// Cap on stdout + stderr bytes; the jail is killed at the cap
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     max_output: Option<String>,
     /// Largest file the command may write (RLIMIT_FSIZE)
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     max_file_size: Option<String>,
     /// Most open files (RLIMIT_NOFILE)
-    #[arg(long, value_name = "N")]
-    max_open_files: Option<u64>,
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    max_open_files: Option<String>,
     /// Keep stdout and stderr in the outcome (UTF-8, or base64)
     #[arg(long)]
     capture: bool,
@@ -213,11 +223,14 @@ struct RunArgs {
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
     /// Write the JSON outcome to an inherited fd
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     report_fd: Option<i32>,
     /// The command and its arguments
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     command: Vec<OsString>,
+    /// A `--` came before the command (set by the parsers, not a flag).
+    #[arg(skip)]
+    dashdash: bool,
 }
 
 /// Split `a:b` at the first `:` that starts an absolute second part.
@@ -454,6 +467,7 @@ fn fast_run_args(args: &[OsString]) -> Option<(RunArgs, MountFlags)> {
         report: None,
         report_fd: None,
         command: Vec::new(),
+        dashdash: false,
     };
     let mut mounts = MountFlags::new();
     let mut seen = [false; RUN_FLAGS.len()];
@@ -461,6 +475,7 @@ fn fast_run_args(args: &[OsString]) -> Option<(RunArgs, MountFlags)> {
     while i < args.len() {
         let arg = args[i].to_str()?;
         if arg == "--" {
+            a.dashdash = true;
             i += 1;
             break;
         }
@@ -546,14 +561,14 @@ fn fast_run_args(args: &[OsString]) -> Option<(RunArgs, MountFlags)> {
             "require" => a.require.push(v.to_string()),
             "memory" => a.memory = s(),
             "memory-high" => a.memory_high = s(),
-            "cpus" => a.cpus = Some(v.parse().ok()?),
-            "pids-limit" => a.pids_limit = Some(v.parse().ok()?),
+            "cpus" => a.cpus = s(),
+            "pids-limit" => a.pids_limit = s(),
             "cpu-time" => a.cpu_time = s(),
             "timeout" => a.timeout = s(),
             "grace" => a.grace = s(),
             "max-output" => a.max_output = s(),
             "max-file-size" => a.max_file_size = s(),
-            "max-open-files" => a.max_open_files = Some(v.parse().ok()?),
+            "max-open-files" => a.max_open_files = s(),
             "report" => a.report = path(),
             "report-fd" => a.report_fd = Some(v.parse().ok()?),
             _ => return None,
@@ -571,6 +586,66 @@ fn fast_run_args(args: &[OsString]) -> Option<(RunArgs, MountFlags)> {
     Some((a, mounts))
 }
 
+/// Does a `--` come before the command in `stockade run …`? (clap does not
+/// say: it drops the `--` and counts no index for it.) The flags before the
+/// command are those of [`RUN_FLAGS`]; clap has already accepted them.
+fn dashdash_before_command(args: &[OsString]) -> bool {
+    let mut i = 2;
+    while let Some(arg) = args.get(i) {
+        let Some(body) = arg.to_str().and_then(|a| a.strip_prefix("--")) else {
+            return false;
+        };
+        if body.is_empty() {
+            return true;
+        }
+        let (name, inline) = match body.split_once('=') {
+            Some((n, _)) => (n, true),
+            None => (body, false),
+        };
+        match RUN_FLAGS.iter().find(|(n, _)| *n == name) {
+            Some((_, Takes::Switch)) => i += 1,
+            Some(_) if inline => i += 1,
+            Some(_) => i += 2,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// A `--` in the command when none came before it: `stockade run --ro-bind
+/// /a /bin/x -- y` (bwrap's `SRC DST`) reads `/bin/x` as the command and
+/// `--` as its argument. Refused, saying what was read and how to write it.
+fn literal_dashdash(a: &RunArgs) -> Result<(), PolicyError> {
+    if a.dashdash || !a.command.iter().skip(1).any(|x| x == "--") {
+        return Ok(());
+    }
+    let word = |w: &OsString| {
+        let s = w.to_string_lossy();
+        if !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+        {
+            s.into_owned()
+        } else {
+            format!("'{}'", s.replace('\'', "'\\''"))
+        }
+    };
+    let mut shown: Vec<String> = a.command.iter().take(6).map(word).collect();
+    if a.command.len() > 6 {
+        shown.push("…".into());
+    }
+    Err(PolicyError::new(
+        "command",
+        format!(
+            "{} was read as the command, with a literal \"--\" among its arguments \
+             (a flag takes one value: --ro-bind SRC[:DST], not SRC DST); \
+             if that is meant, put -- before the command: stockade run [OPTIONS] -- {}",
+            word(&a.command[0]),
+            shown.join(" ")
+        ),
+    ))
+}
+
 fn mount_values(flags: &[(usize, MountFlag, String)], f: MountFlag) -> Vec<String> {
     flags
         .iter()
@@ -580,6 +655,7 @@ fn mount_values(flags: &[(usize, MountFlag, String)], f: MountFlag) -> Vec<Strin
 }
 
 fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Policy, PolicyError> {
+    literal_dashdash(a)?;
     let workdir = a.workdir.as_deref().map(split_src_dst);
     let workdir_inner = match workdir.as_ref().and_then(|(_, i)| i.as_deref()) {
         Some(i) => Some(policy::jail_path("--workdir", std::path::Path::new(i))?),
@@ -610,7 +686,9 @@ fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Poli
             policy::parse_uid_range(r).map_err(|e| PolicyError::new("--uid-range", e))?;
     }
     if let Some((host, _)) = &workdir {
-        p.workdir.host = Some(policy::host_path("--workdir", std::path::Path::new(host))?);
+        let host = policy::host_path("--workdir", std::path::Path::new(host))?;
+        policy::host_exists(&host, true).map_err(|e| PolicyError::new("--workdir", e))?;
+        p.workdir.host = Some(host);
         if let Some(i) = workdir_inner {
             p.workdir.inner = i;
             let home = p.workdir.inner.as_os_str().to_owned();
@@ -618,7 +696,11 @@ fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Poli
         }
     }
     if let Some(s) = &a.tmp_size {
-        p.tmp_size = units::parse_size(s).map_err(|e| PolicyError::new("--tmp-size", e))?;
+        p.tmp_size = match units::parse_size(s) {
+            Ok(0) => Err(format!("{s:?}: must be greater than 0")),
+            r => r,
+        }
+        .map_err(|e| PolicyError::new("--tmp-size", e))?;
     }
     p.mounts.extend(ordered_mounts(mounts)?);
     if let Some(h) = &a.hostname {
@@ -663,6 +745,7 @@ fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Poli
         p.seccomp.action = SeccompAction::Learn;
     }
     for n in &a.seccomp_allow {
+        policy::seccomp_name(n).map_err(|e| PolicyError::new("--seccomp-allow", e))?;
         if let Some(g) = n.strip_prefix('@') {
             p.seccomp.groups.push(format!("@{g}"));
         } else {
@@ -691,66 +774,34 @@ fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Poli
             p.require.push(l);
         }
     }
-    let size = |flag: &str, v: &Option<String>| -> Result<Option<u64>, PolicyError> {
+    /// A limit flag's value through `parse`, the error naming the flag.
+    fn limit<T>(
+        flag: &str,
+        v: &Option<String>,
+        parse: fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, PolicyError> {
         v.as_deref()
-            .map(|s| units::parse_size(s).map_err(|e| PolicyError::new(flag, e)))
+            .map(|s| parse(s).map_err(|e| PolicyError::new(flag, e)))
             .transpose()
-    };
-    let dur =
-        |flag: &str, v: &Option<String>| -> Result<Option<std::time::Duration>, PolicyError> {
-            v.as_deref()
-                .map(|s| units::parse_duration(s).map_err(|e| PolicyError::new(flag, e)))
-                .transpose()
-        };
-    let l = &mut p.limits;
-    l.memory = size("--memory", &a.memory)?.or(l.memory);
-    l.memory_high = size("--memory-high", &a.memory_high)?.or(l.memory_high);
-    if let Some(c) = a.cpus {
-        if !(c.is_finite() && c > 0.0 && c <= 4096.0) {
-            return Err(PolicyError::new(
-                "--cpus",
-                format!("{c}: must be a number of CPUs above 0"),
-            ));
-        }
-        l.cpus = Some(c);
     }
-    l.pids = a.pids_limit.or(l.pids);
-    l.cpu_time = dur("--cpu-time", &a.cpu_time)?.or(l.cpu_time);
-    l.timeout = dur("--timeout", &a.timeout)?.or(l.timeout);
-    if let Some(g) = dur("--grace", &a.grace)? {
+    let l = &mut p.limits;
+    l.memory = limit("--memory", &a.memory, units::parse_limit_size)?.or(l.memory);
+    l.memory_high =
+        limit("--memory-high", &a.memory_high, units::parse_limit_size)?.or(l.memory_high);
+    l.cpus = limit("--cpus", &a.cpus, units::parse_cpus)?.or(l.cpus);
+    l.pids = limit("--pids-limit", &a.pids_limit, units::parse_count)?.or(l.pids);
+    l.cpu_time = limit("--cpu-time", &a.cpu_time, units::parse_limit_duration)?.or(l.cpu_time);
+    l.timeout = limit("--timeout", &a.timeout, units::parse_limit_duration)?.or(l.timeout);
+    // A grace of 0 is meaningful: SIGKILL right at the deadline.
+    if let Some(g) = limit("--grace", &a.grace, units::parse_duration)? {
         l.grace = g;
     }
-    l.max_output = size("--max-output", &a.max_output)?.or(l.max_output);
-    l.max_file_size = size("--max-file-size", &a.max_file_size)?.or(l.max_file_size);
-    l.max_open_files = a.max_open_files.or(l.max_open_files);
-    if let Some(i) = &resolved.python {
-        // The jail runs as an unprivileged host uid: the caller opens the
-        // binds (so a private parent such as /root is fine), but what is
-        // bound must be readable by the jail's host uid. Say so now.
-        let (ou, og) = if crate::sys::geteuid() == 0 {
-            (p.root_host_uid, p.root_host_gid)
-        } else {
-            (crate::sys::geteuid(), crate::sys::getegid())
-        };
-        for m in policy::python::mounts(i, resolved.system_root) {
-            if let MountSpec::Bind { src, .. } = &m {
-                if let Some(why) = policy::python::not_readable_by(src, ou, og) {
-                    return Err(PolicyError::new(
-                        if a.python.is_some() {
-                            "--python"
-                        } else {
-                            "python"
-                        },
-                        format!(
-                            "{}: the jail (host uid {ou}) cannot reach the interpreter's {}: {why}",
-                            i.executable.display(),
-                            src.display()
-                        ),
-                    ));
-                }
-            }
-        }
-    }
+    l.max_output = limit("--max-output", &a.max_output, units::parse_limit_size)?.or(l.max_output);
+    l.max_file_size =
+        limit("--max-file-size", &a.max_file_size, units::parse_limit_size)?.or(l.max_file_size);
+    l.max_open_files =
+        limit("--max-open-files", &a.max_open_files, units::parse_count)?.or(l.max_open_files);
+    python_reachable(&resolved, &p, a.python.is_some())?;
     p.capture = a.capture;
     p.stdout_in_report = a.report.as_deref() == Some(std::path::Path::new("-"));
     if let Some(fd) = a.report_fd {
@@ -771,8 +822,163 @@ fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Poli
     Ok(p)
 }
 
+/// The jail runs as an unprivileged host uid: the caller opens the binds
+/// (so a private parent such as /root is fine), but what is bound of a
+/// discovered interpreter must be readable by the jail's host uid. Say so
+/// before the run. `flag`: the interpreter came from `--python`.
+fn python_reachable(r: &profile::Resolved, p: &Policy, flag: bool) -> Result<(), PolicyError> {
+    let Some(i) = &r.python else {
+        return Ok(());
+    };
+    let (ou, og) = if crate::sys::geteuid() == 0 {
+        (p.root_host_uid, p.root_host_gid)
+    } else {
+        (crate::sys::geteuid(), crate::sys::getegid())
+    };
+    for m in policy::python::mounts(i, r.system_root) {
+        if let MountSpec::Bind { src, .. } = &m {
+            if let Some(why) = policy::python::not_readable_by(src, ou, og) {
+                return Err(PolicyError::new(
+                    if flag { "--python" } else { "python" },
+                    format!(
+                        "{}: the jail (host uid {ou}) cannot reach the interpreter's {}: {why}",
+                        i.executable.display(),
+                        src.display()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `stockade profile check`: what `run` checks of a profile before it
+/// starts the jail (resolve, the interpreter's reach, the policy, the
+/// plan: bind sources, seccomp names, ids), without a command. The chain
+/// of files applied, or the one-line error.
+fn check_profile(spec: &str) -> Result<String, String> {
+    let r = profile::resolve(spec, "profile check", &profile::Options::default())
+        .map_err(|e| e.to_string())?;
+    let mut p = r.policy.clone();
+    python_reachable(&r, &p, false).map_err(|e| e.to_string())?;
+    p.argv = vec!["true".into()];
+    p.validate().map_err(|e| e.to_string())?;
+    crate::Plan::build(&p).map_err(|e| e.to_string())?;
+    Ok(r.chain.join(" <- "))
+}
+
 fn eprint_line(msg: &str) {
     eprintln!("stockade: {msg}");
+}
+
+/// Where a run's JSON outcome goes.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ReportTo {
+    /// `--report -`
+    stdout: bool,
+    /// `--report FILE`
+    file: Option<PathBuf>,
+    /// `--report-fd N`
+    fd: Option<i32>,
+}
+
+impl ReportTo {
+    fn of(a: &RunArgs) -> ReportTo {
+        ReportTo {
+            stdout: a.report.as_deref() == Some(std::path::Path::new("-")),
+            file: a.report.clone().filter(|p| p != std::path::Path::new("-")),
+            fd: a.report_fd,
+        }
+    }
+
+    /// The report flags of a `stockade run …` command line clap refused:
+    /// read up to the `--` before the command, skipping the values of the
+    /// flags that take one (and stepping over words it does not know).
+    fn scan(args: &[OsString]) -> ReportTo {
+        let mut to = ReportTo::default();
+        if args.get(1).and_then(|a| a.to_str()) != Some("run") {
+            return to;
+        }
+        let mut set = |name: &str, v: &std::ffi::OsStr| match name {
+            "report" if to.file.is_none() && !to.stdout => {
+                if v == "-" {
+                    to.stdout = true;
+                } else if !v.is_empty() {
+                    to.file = Some(PathBuf::from(v));
+                }
+            }
+            "report-fd" if to.fd.is_none() => {
+                to.fd = v.to_str().and_then(|v| v.parse().ok());
+            }
+            _ => {}
+        };
+        let mut i = 2;
+        while let Some(arg) = args.get(i) {
+            i += 1;
+            let Some(body) = arg.to_str().and_then(|a| a.strip_prefix("--")) else {
+                continue;
+            };
+            if body.is_empty() {
+                break;
+            }
+            if let Some((name, v)) = body.split_once('=') {
+                set(name, std::ffi::OsStr::new(v));
+                continue;
+            }
+            if let Some((_, Takes::One | Takes::Many)) = RUN_FLAGS.iter().find(|(n, _)| *n == body)
+            {
+                if let Some(v) = args.get(i) {
+                    set(body, v);
+                }
+                i += 1;
+            }
+        }
+        to
+    }
+
+    /// Write `o` where asked; the first error, worded for the caller.
+    fn write(&self, json: &str) -> Result<(), String> {
+        use std::io::Write;
+        let mut wrote = Ok(());
+        if let Some(p) = &self.file {
+            wrote = std::fs::File::create(p)
+                .and_then(|mut f| f.write_all(json.as_bytes()))
+                .map_err(|e| format!("--report: {}: {e}", p.display()));
+        }
+        if self.stdout {
+            let mut so = std::io::stdout().lock();
+            wrote = wrote.and(
+                so.write_all(json.as_bytes())
+                    .and_then(|_| so.flush())
+                    .map_err(|e| format!("--report -: {e}")),
+            );
+        }
+        if let Some(fd) = self.fd {
+            if crate::sys::fd_is_open(fd) {
+                wrote = wrote.and(
+                    crate::sys::write_all(fd, json.as_bytes())
+                        .map_err(|e| format!("--report-fd: {e}")),
+                );
+            }
+        }
+        wrote
+    }
+}
+
+/// `msg` on stderr and, as a `setup_error` outcome, wherever a report was
+/// asked for (a service reading the outcome always gets one); exit 125.
+fn refuse(to: &ReportTo, msg: &str) -> i32 {
+    eprint_line(msg);
+    if *to != ReportTo::default() {
+        let mut o = crate::Outcome::new();
+        o.status = Status::SetupError;
+        o.exit_code = 125;
+        o.error = Some(msg.to_string());
+        // The refusal is already on stderr; a report that cannot be
+        // written has nowhere better to go.
+        let _ = to.write(&(o.to_json() + "\n"));
+    }
+    125
 }
 
 /// Parse and run; return the process exit code.
@@ -780,7 +986,19 @@ pub fn main(args: Vec<OsString>) -> i32 {
     if let Some((a, mounts)) = fast_run_args(&args) {
         return run_cmd(&a, &mounts);
     }
-    let matches = match Cli::command().try_get_matches_from(args) {
+    // `stockade man [DIR]` (for `cargo xtask man`) is not a clap
+    // subcommand: the completion scripts would offer it, hidden or not.
+    if args.get(1).is_some_and(|a| a == "man") {
+        return match &args[2..] {
+            [] => man(None),
+            [dir] => man(Some(std::path::Path::new(dir))),
+            _ => {
+                eprint_line("usage: stockade man [DIR]");
+                2
+            }
+        };
+    }
+    let matches = match Cli::command().try_get_matches_from(&args) {
         Ok(m) => m,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -798,6 +1016,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
                 };
             }
             let text = e.to_string();
+            let to = ReportTo::scan(&args);
             if e.kind() == ErrorKind::MissingRequiredArgument {
                 let missing: Vec<&str> = text
                     .lines()
@@ -806,33 +1025,40 @@ pub fn main(args: Vec<OsString>) -> i32 {
                     .filter(|l| l.starts_with('<') || l.starts_with("--"))
                     .collect();
                 if missing.iter().any(|m| m.starts_with("<CMD>")) {
-                    eprint_line("no command given (stockade run [OPTIONS] -- CMD [ARGS…])");
-                } else {
-                    eprint_line(&format!(
-                        "missing required argument: {}",
-                        missing.join(", ")
-                    ));
+                    return refuse(
+                        &to,
+                        "no command given (stockade run [OPTIONS] -- CMD [ARGS…])",
+                    );
                 }
-                return 125;
+                return refuse(
+                    &to,
+                    &format!("missing required argument: {}", missing.join(", ")),
+                );
             }
             let first = text.lines().next().unwrap_or("invalid arguments");
-            eprint_line(first.trim_start_matches("error: "));
-            return 125;
+            return refuse(&to, first.trim_start_matches("error: "));
         }
     };
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => {
-            eprint_line(e.to_string().lines().next().unwrap_or("invalid arguments"));
-            return 125;
+            let msg = e.to_string();
+            let first = msg.lines().next().unwrap_or("invalid arguments");
+            return refuse(&ReportTo::scan(&args), first.trim_start_matches("error: "));
         }
     };
     match cli.cmd {
-        Cmd::Run(a) => {
+        Cmd::Run(mut a) => {
+            a.dashdash = dashdash_before_command(&args);
             let sub = matches.subcommand_matches("run");
             run_cmd(&a, &sub.map(mount_flags).unwrap_or_default())
         }
         Cmd::Profile(pc) => profile_cmd(pc),
+        Cmd::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "stockade", &mut out);
+            print_out(&out)
+        }
         Cmd::Check(c) => {
             let spec = c.profile.as_deref().unwrap_or(profile::DEFAULT_PROFILE);
             let r = match profile::resolve(spec, "--profile", &profile::Options::default()) {
@@ -855,14 +1081,45 @@ pub fn main(args: Vec<OsString>) -> i32 {
     }
 }
 
+/// Write `bytes` on stdout: 0, or 1 with a line saying why not.
+fn print_out(bytes: &[u8]) -> i32 {
+    use std::io::Write;
+    let mut so = std::io::stdout().lock();
+    match so.write_all(bytes).and_then(|_| so.flush()) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprint_line(&format!("stdout: {e}"));
+            1
+        }
+    }
+}
+
+/// The man pages from the command line's own definition: stockade.1 on
+/// stdout, or every page (stockade.1, stockade-run.1, …) into `dir`.
+fn man(dir: Option<&std::path::Path>) -> i32 {
+    let cmd = Cli::command();
+    let Some(dir) = dir else {
+        let mut out = Vec::new();
+        if let Err(e) = clap_mangen::Man::new(cmd).render(&mut out) {
+            eprint_line(&format!("man: {e}"));
+            return 1;
+        }
+        return print_out(&out);
+    };
+    match clap_mangen::generate_to(cmd, dir) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprint_line(&format!("man: {}: {e}", dir.display()));
+            1
+        }
+    }
+}
+
 /// `stockade run`: build the policy, run it, write the report; the exit code.
 fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32 {
     let policy = match run_policy(a, mounts) {
         Ok(p) => p,
-        Err(e) => {
-            eprint_line(&e.to_string());
-            return 125;
-        }
+        Err(e) => return refuse(&ReportTo::of(a), &e.to_string()),
     };
     // Open the report file before running: a bad path is bad input.
     let report_file = match a.report.as_deref() {
@@ -965,18 +1222,16 @@ fn profile_cmd(pc: ProfileCmd) -> i32 {
                 }
             }
         }
-        ProfileCmd::Check { file } => {
-            match profile::resolve(&file, "profile check", &profile::Options::default()) {
-                Ok(r) => {
-                    println!("{}: ok ({})", file, r.chain.join(" <- "));
-                    0
-                }
-                Err(e) => {
-                    eprint_line(&e.to_string());
-                    125
-                }
+        ProfileCmd::Check { file } => match check_profile(&file) {
+            Ok(chain) => {
+                println!("{file}: ok ({chain})");
+                0
             }
-        }
+            Err(e) => {
+                eprint_line(&e);
+                125
+            }
+        },
     }
 }
 
@@ -998,9 +1253,10 @@ mod tests {
 
     fn by_clap(args: &[OsString]) -> Option<String> {
         let matches = Cli::command().try_get_matches_from(args).ok()?;
-        let Cmd::Run(a) = Cli::from_arg_matches(&matches).ok()?.cmd else {
+        let Cmd::Run(mut a) = Cli::from_arg_matches(&matches).ok()?.cmd else {
             return None;
         };
+        a.dashdash = dashdash_before_command(args);
         let sub = matches.subcommand_matches("run")?;
         Some(shown(&a, &mount_flags(sub)))
     }
@@ -1012,6 +1268,20 @@ mod tests {
             &["s", "run", "/bin/true"],
             &["s", "run", "/bin/echo", "-n", "--x", "--", "y"],
             &["s", "run", "--no-seccomp", "/bin/true", "--", "x"],
+            &[
+                "s",
+                "run",
+                "--ro-bind",
+                "/tmp/x",
+                "/usr/bin/echo",
+                "--",
+                "hi",
+            ],
+            &["s", "run", "--ro-bind=/a", "--capture", "--", "x", "--"],
+            &["s", "run", "--memory", "-5m", "--", "x"],
+            &["s", "run", "--memory=-5m", "x", "--", "y"],
+            &["s", "run", "--pids-limit", "0", "--cpus", "0.5", "--", "x"],
+            &["s", "run", "--timeout", "--", "x", "--"],
             &["s", "run", "--", "/bin/echo", "", "--", "-x"],
             &["s", "run", "--report", "-", "--", "true"],
             &["s", "run", "--report=-", "--capture", "--", "true"],
@@ -1211,6 +1481,70 @@ mod tests {
             }
         }
         assert!(fast >= 20, "only {fast} cases took the fast path");
+    }
+
+    #[test]
+    fn a_literal_dashdash_after_the_command_is_refused_by_both_parsers() {
+        let clap_args = |args: &[OsString]| {
+            let matches = Cli::command().try_get_matches_from(args).unwrap();
+            let Cmd::Run(mut a) = Cli::from_arg_matches(&matches).unwrap().cmd else {
+                panic!("not run")
+            };
+            a.dashdash = dashdash_before_command(args);
+            a
+        };
+        for (c, refused) in [
+            (
+                &[
+                    "s",
+                    "run",
+                    "--ro-bind",
+                    "/tmp/x",
+                    "/usr/bin/echo",
+                    "--",
+                    "hi",
+                ][..],
+                true,
+            ),
+            (&["s", "run", "/bin/sh", "-c", "x", "--", "a"], true),
+            (
+                &["s", "run", "--memory=1m", "--no-seccomp", "x", "--"],
+                true,
+            ),
+            (&["s", "run", "--", "/usr/bin/echo", "--", "hi"], false),
+            (&["s", "run", "--hostname=h", "--", "x", "--"], false),
+            (
+                &["s", "run", "--timeout", "1s", "--capture", "--", "x", "--"],
+                false,
+            ),
+            (&["s", "run", "/bin/echo", "a", "b"], false),
+            (&["s", "run", "/bin/echo", "--x"], false),
+        ] {
+            let args = argv(c);
+            let by_clap = clap_args(&args);
+            assert_eq!(literal_dashdash(&by_clap).is_err(), refused, "clap: {c:?}");
+            if let Some((fast, _)) = fast_run_args(&args) {
+                assert_eq!(literal_dashdash(&fast).is_err(), refused, "fast: {c:?}");
+            } else {
+                panic!("the fast path declined {c:?}");
+            }
+        }
+        let (a, _) = fast_run_args(&argv(&[
+            "s",
+            "run",
+            "--ro-bind",
+            "/tmp/x",
+            "/usr/bin/echo",
+            "--",
+            "hi there",
+        ]))
+        .unwrap();
+        assert_eq!(
+            literal_dashdash(&a).unwrap_err().to_string(),
+            "command: /usr/bin/echo was read as the command, with a literal \"--\" among its \
+             arguments (a flag takes one value: --ro-bind SRC[:DST], not SRC DST); if that is \
+             meant, put -- before the command: stockade run [OPTIONS] -- /usr/bin/echo -- 'hi there'"
+        );
     }
 
     #[test]

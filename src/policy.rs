@@ -364,6 +364,44 @@ pub fn host_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
     }
 }
 
+/// Check that the host path `p` exists (and is a directory when `dir`), as
+/// the jail will need it: the error is one phrase naming the path.
+pub fn host_exists(p: &Path, dir: bool) -> Result<(), String> {
+    match std::fs::metadata(p) {
+        Ok(m) if dir && !m.is_dir() => Err(format!("{} is not a directory", p.display())),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "{}: no such {}",
+            p.display(),
+            if dir {
+                "directory"
+            } else {
+                "file or directory"
+            }
+        )),
+        Err(e) => {
+            let s = e.to_string();
+            let s = s.split(" (os error").next().unwrap_or(&s).to_lowercase();
+            Err(format!("{}: {s}", p.display()))
+        }
+    }
+}
+
+/// Check one seccomp group (`@name`) or syscall name against the tables:
+/// the error says what is known.
+pub fn seccomp_name(name: &str) -> Result<(), String> {
+    let mut sp = SeccompPolicy {
+        groups: Vec::new(),
+        ..SeccompPolicy::default()
+    };
+    if name.starts_with('@') {
+        sp.groups.push(name.to_string());
+    } else {
+        sp.allow.push(name.to_string());
+    }
+    crate::jail::seccomp::resolve_bits(&sp).map(|_| ())
+}
+
 /// What readlink(2) says of a host path.
 enum Link {
     /// A symlink, and where it points.
@@ -571,6 +609,32 @@ impl Policy {
                     format!("{k:?}: not a valid variable name"),
                 ));
             }
+        }
+        let l = &self.limits;
+        for (field, zero) in [
+            ("limits.memory", l.memory == Some(0)),
+            ("limits.memory_high", l.memory_high == Some(0)),
+            ("limits.pids", l.pids == Some(0)),
+            ("limits.max_output", l.max_output == Some(0)),
+            ("limits.max_file_size", l.max_file_size == Some(0)),
+            ("limits.max_open_files", l.max_open_files == Some(0)),
+            ("limits.cpu_time", l.cpu_time.is_some_and(|d| d.is_zero())),
+            ("limits.timeout", l.timeout.is_some_and(|d| d.is_zero())),
+            (
+                "limits.cpus",
+                l.cpus
+                    .is_some_and(|c| !(c.is_finite() && c > 0.0 && c <= 4096.0)),
+            ),
+        ] {
+            if zero {
+                return Err(PolicyError::new(
+                    field,
+                    "must be greater than 0 (leave the limit out for none)",
+                ));
+            }
+        }
+        if self.tmp_size == 0 {
+            return Err(PolicyError::new("tmp_size", "must be greater than 0"));
         }
         for fd in &self.keep_fds {
             if *fd < 3 {

@@ -68,7 +68,7 @@ fn bad_profile_values_fail_with_file_line_column_and_field() {
         (
             "type.toml",
             "uid = \"abc\"\n",
-            ":1:7: uid: invalid type: string \"abc\", expected u32",
+            ":1:7: uid: expected a whole number from 0 to 4294967295, got a string (\"abc\")",
         ),
     ];
     for who in common::users("bad_profile_values_fail_with_file_line_column_and_field") {

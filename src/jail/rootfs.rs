@@ -245,6 +245,19 @@ pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), StepError> {
     )
     .step("make / private", Path::new(""))?;
 
+    // Clone every bind's mount tree before the new root exists: a source
+    // that holds plan.base (`--bind /tmp`, `--ro-bind /:/host`) must show
+    // the host's tree, not the jail's root being built on it.
+    let mut trees = Vec::with_capacity(plan.steps.len());
+    for (i, step) in plan.steps.iter().enumerate() {
+        trees.push(match (step, &src.binds[i]) {
+            (RootStep::Bind { dst, writable, .. }, Some(Source::Mount(fd))) => {
+                Some(clone_tree(fd, dst, *writable)?)
+            }
+            _ => None,
+        });
+    }
+
     sys::mount(
         Some("tmpfs"),
         &plan.base,
@@ -263,14 +276,14 @@ pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), StepError> {
 
     for (i, step) in plan.steps.iter().enumerate() {
         match step {
-            RootStep::Bind { dst, writable, .. } => match &src.binds[i] {
-                Some(Source::Mount(fd)) => bind(&mut root, fd, dst, *writable)?,
-                Some(Source::Copy { file, len, mode }) => {
+            RootStep::Bind { dst, .. } => match (&src.binds[i], trees[i].take()) {
+                (Some(Source::Mount(fd)), Some(tree)) => bind(&mut root, fd, tree, dst)?,
+                (Some(Source::Copy { file, len, mode }), _) => {
                     let (d, name) = root.parent(dst).step("bind", dst)?;
                     at::copy_file(root.fd_of(&d), name, file, *len, *mode, dst)
                         .step("bind", dst)?;
                 }
-                None => {}
+                _ => {}
             },
             RootStep::Tmpfs { dst, data } => {
                 let d = root.dir(dst, 0o755).step("tmpfs", dst)?;
@@ -343,18 +356,23 @@ fn verify_error(dst: &Path) -> StepError {
     }
 }
 
-/// Bind `src` at `dst`: clone its mount tree, set nosuid,nodev (and rdonly)
-/// on the whole detached tree, attach it, then check the mount point now
-/// shows the very inode we opened.
-fn bind(root: &mut Root, src: &OwnedFd, dst: &Path, writable: bool) -> Result<(), StepError> {
-    let (dev, ino, mode) = sys::fstat_id(src).step("bind", dst)?;
-    let is_dir = mode & libc::S_IFMT == libc::S_IFDIR;
+/// A detached copy of `src`'s mount tree with nosuid,nodev (and rdonly)
+/// set on all of it.
+fn clone_tree(src: &OwnedFd, dst: &Path, writable: bool) -> Result<OwnedFd, StepError> {
     let tree = sys::open_tree_clone(src, dst).step("bind", dst)?;
     let mut attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
     if !writable {
         attrs |= MOUNT_ATTR_RDONLY;
     }
     sys::mount_setattr(&tree, attrs, true, dst).step("bind", dst)?;
+    Ok(tree)
+}
+
+/// Bind `src` (whose tree [`clone_tree`] copied) at `dst`: attach the tree,
+/// then check the mount point now shows the very inode we opened.
+fn bind(root: &mut Root, src: &OwnedFd, tree: OwnedFd, dst: &Path) -> Result<(), StepError> {
+    let (dev, ino, mode) = sys::fstat_id(src).step("bind", dst)?;
+    let is_dir = mode & libc::S_IFMT == libc::S_IFDIR;
     let (d, name) = root.parent(dst).step("bind", dst)?;
     let pfd = root.fd_of(&d);
     // The mount point: a directory or an empty file of our own, or what a

@@ -50,6 +50,48 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v * scale))
 }
 
+/// What a zero limit gets: it would stop the command before it starts (or
+/// at once), so it is refused rather than applied.
+fn zero(s: &str) -> String {
+    format!("{s:?}: must be greater than 0 (leave the limit out for none)")
+}
+
+/// A size limit: [`parse_size`], and above 0.
+pub fn parse_limit_size(s: &str) -> Result<u64, String> {
+    match parse_size(s)? {
+        0 => Err(zero(s)),
+        n => Ok(n),
+    }
+}
+
+/// A time limit: [`parse_duration`], and above 0.
+pub fn parse_limit_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(zero(s));
+    }
+    Ok(d)
+}
+
+/// A count limit (processes, open files): a whole number above 0.
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err(zero(s)),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a count (a whole number above 0)")),
+    }
+}
+
+/// A CPU quota: a number of CPUs above 0 (fractions allowed), at most 4096.
+pub fn parse_cpus(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(c) if c.is_finite() && c > 0.0 && c <= 4096.0 => Ok(c),
+        _ => Err(format!(
+            "{s:?} is not a number of CPUs above 0 (examples: 0.5, 1, 2)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +115,27 @@ mod tests {
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn limits_refuse_zero_and_negative() {
+        assert_eq!(parse_limit_size("1k"), Ok(1024));
+        assert_eq!(
+            parse_limit_size("0").unwrap_err(),
+            "\"0\": must be greater than 0 (leave the limit out for none)"
+        );
+        assert!(parse_limit_size("0m").is_err());
+        assert!(parse_limit_size("-5m")
+            .unwrap_err()
+            .contains("is not a size"));
+        assert!(parse_limit_duration("0s").is_err());
+        assert!(parse_limit_duration("0.0001ms").is_ok());
+        assert_eq!(parse_count("64"), Ok(64));
+        assert!(parse_count("0").is_err());
+        assert!(parse_count("-1").unwrap_err().contains("is not a count"));
+        assert_eq!(parse_cpus("0.5"), Ok(0.5));
+        for bad in ["0", "-1", "inf", "NaN", "x", "5000"] {
+            assert!(parse_cpus(bad).is_err(), "{bad}");
+        }
     }
 }

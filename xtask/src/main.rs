@@ -1,10 +1,11 @@
-//! `cargo xtask test | bench | vm-test`: the project's own tasks.
+//! `cargo xtask test | bench | vm-test | docker-test | man`: the project's own tasks.
 
 mod bench;
 mod binaries;
 mod docker;
 mod json;
 mod logs;
+mod man;
 mod tally;
 mod test;
 mod vm;
@@ -16,8 +17,9 @@ fn main() {
         Some("bench") => bench::main(&args[1..]),
         Some("vm-test") => vm::main(&args[1..]),
         Some("docker-test") => docker::main(&args[1..]),
+        Some("man") => man::main(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <test|bench|vm-test>\n  test [--cargo-only]  every test: cargo tests (as root and uid 65534), the VM cgroup tests, the Docker tests; prints a summary\n  bench    start-up and syscall cost beside bare exec, bwrap and firejail\n  vm-test  the cgroup v2 tests inside a small VM\n  docker-test  the container tests under a real Docker engine");
+            eprintln!("usage: cargo xtask <test|bench|vm-test|docker-test|man>\n  test [--cargo-only]  every test: cargo tests (as root and uid 65534), the VM cgroup tests, the Docker tests; prints a summary\n  bench    start-up and syscall cost beside bare exec, bwrap and firejail\n  vm-test  the cgroup v2 tests inside a small VM\n  docker-test  the container tests under a real Docker engine\n  man      the man pages, into target/man");
             2
         }
     };
