@@ -722,6 +722,14 @@ fn run_policy(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> Result<Poli
         } else {
             (crate::sys::geteuid(), crate::sys::getegid())
         };
+        let flag = if a.python.is_some() {
+            "--python"
+        } else {
+            "python"
+        };
+        if let Some(why) = policy::python::jail_cannot_run(i, resolved.system_root, ou, og) {
+            return Err(PolicyError::new(flag, why));
+        }
         for m in policy::python::mounts(i, resolved.system_root) {
             if let MountSpec::Bind { src, .. } = &m {
                 if let Some(why) = policy::python::not_readable_by(src, ou, og) {
