@@ -467,6 +467,30 @@ pub fn jail_cannot_run(i: &Interpreter, system_root: bool, uid: u32, gid: u32) -
     ))
 }
 
+/// `p` and each path its symlinks lead to, the last one not a symlink
+/// (relative targets resolved against the real directory of the link).
+fn symlink_hops(p: &Path) -> Vec<PathBuf> {
+    let mut out = vec![p.to_path_buf()];
+    let mut cur = p.to_path_buf();
+    for _ in 0..40 {
+        let Ok(t) = std::fs::read_link(&cur) else {
+            break;
+        };
+        let Some(next) = cur.parent().map(|d| d.join(&t)) else {
+            break;
+        };
+        let Some(dir) = next.parent().and_then(|d| std::fs::canonicalize(d).ok()) else {
+            break;
+        };
+        let Some(name) = next.file_name() else {
+            break;
+        };
+        cur = dir.join(name);
+        out.push(cur.clone());
+    }
+    out
+}
+
 /// Directories the system root already binds at the same path.
 const SYSTEM: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32",
@@ -490,14 +514,16 @@ pub fn mounts(i: &Interpreter, system_root: bool) -> Vec<MountSpec> {
     cands.extend(i.path.iter().map(PathBuf::as_path));
     cands.extend(i.editable.iter().map(PathBuf::as_path));
     cands.extend(i.libs.iter().map(PathBuf::as_path));
-    // The real executable (a venv's python3 is a symlink to the base one).
-    let real_exe = std::fs::canonicalize(&i.executable).ok();
-    let real_dir = real_exe
-        .as_ref()
-        .and_then(|e| e.parent().map(Path::to_path_buf));
-    if let Some(d) = &real_dir {
-        cands.push(d);
-    }
+    // Every directory the executable's symlinks pass through, up to the
+    // real binary (a venv's python3 links to its base interpreter, which
+    // may itself be a link elsewhere): without one of them the jail's
+    // `python3` would dangle, and PATH would find another.
+    let hop_dirs: Vec<PathBuf> = [i.executable.clone(), exe_dir.join("python3")]
+        .iter()
+        .flat_map(|e| symlink_hops(e))
+        .filter_map(|h| h.parent().map(Path::to_path_buf))
+        .collect();
+    cands.extend(hop_dirs.iter().map(PathBuf::as_path));
     for c in cands {
         if !c.is_absolute() || !c.exists() {
             continue;
