@@ -835,11 +835,15 @@ fn python_reachable(r: &profile::Resolved, p: &Policy, flag: bool) -> Result<(),
     } else {
         (crate::sys::geteuid(), crate::sys::getegid())
     };
+    let name = if flag { "--python" } else { "python" };
+    if let Some(why) = policy::python::jail_cannot_run(i, r.system_root, ou, og) {
+        return Err(PolicyError::new(name, why));
+    }
     for m in policy::python::mounts(i, r.system_root) {
         if let MountSpec::Bind { src, .. } = &m {
             if let Some(why) = policy::python::not_readable_by(src, ou, og) {
                 return Err(PolicyError::new(
-                    if flag { "--python" } else { "python" },
+                    name,
                     format!(
                         "{}: the jail (host uid {ou}) cannot reach the interpreter's {}: {why}",
                         i.executable.display(),

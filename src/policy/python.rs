@@ -5,8 +5,16 @@
 //! (which resolves pyenv shims and other wrapper scripts), its prefixes,
 //! sys.path, the targets of editable installs and every file it has mapped.
 //! The jail then binds exactly those paths read-only.
+//!
+//! Two things keep this cheap on every run after the first: a pyenv shim is
+//! resolved by reading pyenv's files rather than by running its bash
+//! ([`pyenv`]), and the interpreter's answer is kept in a per-user cache
+//! that is used only while nothing it depends on has changed ([`cache`]).
 
 #![deny(unsafe_code)]
+
+mod cache;
+mod pyenv;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -14,7 +22,7 @@ use std::process::{Command, Stdio};
 use super::MountSpec;
 
 /// What the interpreter said about itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Interpreter {
     /// The path that was asked (`--python`, or found on PATH).
     pub asked: PathBuf,
@@ -48,22 +56,31 @@ impl Interpreter {
     }
 }
 
-/// Printed by the interpreter as one JSON line.
+/// Printed by the interpreter as one JSON line. `watch`: every path whose
+/// state the answer depends on (sys.path entries, present or not, site
+/// directories, the .pth and finder files read, the directories .pth lines
+/// name, sitecustomize).
 const PROBE: &str = r##"
 import sys, os, json, glob, ast
 out = {"executable": sys.executable, "version": sys.version.split()[0],
        "prefix": sys.prefix, "base_prefix": sys.base_prefix,
        "exec_prefix": sys.exec_prefix, "base_exec_prefix": sys.base_exec_prefix,
        "path": [p for p in sys.path if p and os.path.exists(p)],
-       "editable": [], "libs": []}
+       "editable": [], "libs": [], "watch": [p for p in sys.path if p]}
+watch = out["watch"]
 dirs = [p for p in sys.path if p and os.path.isdir(p)]
 try:
     import site
+    watch += site.getsitepackages()
     dirs += [d for d in site.getsitepackages() if os.path.isdir(d) and d not in dirs]
 except Exception:
     pass
+m = sys.modules.get("sitecustomize")
+if m is not None and getattr(m, "__file__", None):
+    watch.append(m.__file__)
 for d in dirs:
     for f in sorted(glob.glob(os.path.join(d, "__editable___*_finder.py"))):
+        watch.append(f)
         try:
             tree = ast.parse(open(f, encoding="utf-8").read())
         except Exception:
@@ -76,6 +93,7 @@ for d in dirs:
                     continue
                 out["editable"] += [str(v) for v in m.values()]
     for f in sorted(glob.glob(os.path.join(d, "*.pth"))):
+        watch.append(f)
         try:
             lines = open(f, encoding="utf-8", errors="replace").read().splitlines()
         except Exception:
@@ -85,6 +103,7 @@ for d in dirs:
             if not line or line.startswith("#") or line.startswith(("import ", "import\t")):
                 continue
             p = os.path.abspath(os.path.join(d, line))
+            watch.append(p)
             if os.path.isdir(p):
                 out["editable"].append(p)
 try:
@@ -108,6 +127,8 @@ struct Probe {
     path: Vec<String>,
     editable: Vec<String>,
     libs: Vec<String>,
+    #[serde(default)]
+    watch: Vec<String>,
 }
 
 /// Find `name` on the caller's PATH (a name with a `/` is used as is).
@@ -190,11 +211,43 @@ pub fn not_readable_by(p: &Path, uid: u32, gid: u32) -> Option<String> {
     })
 }
 
-/// Run the interpreter once and ask it about itself.
+/// Find the interpreter `name` names and learn what it needs: from the
+/// cache when nothing it depends on changed, else by asking it.
 pub fn discover(name: &Path) -> Result<Interpreter, String> {
     let asked = which(name)?;
+    // A pyenv shim: the interpreter it would run, found without running it.
+    let run = pyenv::resolve(&asked).unwrap_or_else(|| asked.clone());
+    // Only a real interpreter's answer is kept: a wrapper script's choice
+    // can depend on anything (its environment, the working directory).
+    let cacheable = is_elf(&run);
+    if cacheable {
+        if let Some(mut i) = cache::load(&run) {
+            i.asked = asked;
+            return Ok(i);
+        }
+    }
+    let started = std::time::SystemTime::now();
+    let (i, watch) = probe(&asked, &run)?;
+    if cacheable && i.executable == run {
+        cache::store(&run, &i, watch, started);
+    }
+    Ok(i)
+}
+
+fn is_elf(p: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(p)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && magic == *b"\x7fELF"
+}
+
+/// Run `run` (found as `asked`) once and ask it about itself; also the
+/// paths its answer depends on.
+fn probe(asked: &Path, run: &Path) -> Result<(Interpreter, Vec<PathBuf>), String> {
     let me = (crate::sys::geteuid(), crate::sys::getegid());
-    let out = Command::new(&asked)
+    let out = Command::new(run)
         .args(["-I", "-c", PROBE])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -202,8 +255,12 @@ pub fn discover(name: &Path) -> Result<Interpreter, String> {
         .output()
         .map_err(|e| {
             if e.kind() == std::io::ErrorKind::PermissionDenied {
-                match unreachable_by(&asked, me.0, me.1) {
-                    Some(why) => format!("{}: permission denied: {why}", asked.display()),
+                match exec_denied(run, me.0, me.1, &|_| PathBuf::from("/")) {
+                    Some(d) => format!(
+                        "{}: permission denied: {}",
+                        asked.display(),
+                        d.explain(asked, None)
+                    ),
                     None => format!("{}: permission denied", asked.display()),
                 }
             } else if e.kind() == std::io::ErrorKind::NotFound {
@@ -259,8 +316,8 @@ pub fn discover(name: &Path) -> Result<Interpreter, String> {
         }
         out
     };
-    Ok(Interpreter {
-        asked,
+    let i = Interpreter {
+        asked: asked.to_path_buf(),
         executable: p.executable.into(),
         version: p.version,
         prefix: p.prefix.into(),
@@ -270,7 +327,168 @@ pub fn discover(name: &Path) -> Result<Interpreter, String> {
         path: abs(p.path),
         editable: abs(p.editable),
         libs: abs(p.libs),
-    })
+    };
+    Ok((i, abs(p.watch)))
+}
+
+/// A file or directory on the way to the interpreter that a uid cannot
+/// get through.
+#[derive(Debug, PartialEq, Eq)]
+struct Denied {
+    /// The interpreter file (after symlinks) being reached.
+    target: PathBuf,
+    /// What is in the way: `target` or a directory above it.
+    at: PathBuf,
+    /// What stops it, and why (`… (mode 0700, owner uid 0) is not …`).
+    why: String,
+    uid: u32,
+}
+
+impl Denied {
+    /// One sentence: why, and what must hold. `venv`: the venv directory
+    /// the interpreter was asked through, when it is one (else looked up).
+    fn explain(&self, asked: &Path, venv: Option<&Path>) -> String {
+        let found = venv_of(asked);
+        let venv = venv.or(found.as_deref());
+        let what = match venv {
+            Some(v) if !self.target.starts_with(v) => "the base interpreter of the venv",
+            _ => "the interpreter",
+        };
+        let which = if self.at == self.target {
+            String::new()
+        } else {
+            format!(" ({})", self.target.display())
+        };
+        format!(
+            "{}; {what}{which} must be readable by the jail's user (uid {})",
+            self.why, self.uid
+        )
+    }
+}
+
+/// The venv `exe` belongs to: the directory of the `pyvenv.cfg` next to it
+/// or one level up (where Python itself looks).
+fn venv_of(exe: &Path) -> Option<PathBuf> {
+    let bin = exe.parent()?;
+    [Some(bin), bin.parent()]
+        .into_iter()
+        .flatten()
+        .find(|d| d.join("pyvenv.cfg").is_file())
+        .map(Path::to_path_buf)
+}
+
+/// Why `uid`/`gid` cannot execute `exe`, following its symlinks, if it
+/// cannot: a directory on the way that is not searchable, or the file
+/// itself not executable. `from(p)` is the first directory on the way to
+/// `p` whose mode matters (in the jail: the top of the bind holding `p`).
+fn exec_denied(exe: &Path, uid: u32, gid: u32, from: &dyn Fn(&Path) -> PathBuf) -> Option<Denied> {
+    use std::os::unix::fs::MetadataExt;
+    let mut p = exe.to_path_buf();
+    for _ in 0..40 {
+        let parent = p.parent()?.to_path_buf();
+        let top = from(&p);
+        let mut dirs: Vec<&Path> = parent.ancestors().filter(|d| d.starts_with(&top)).collect();
+        dirs.reverse();
+        for d in dirs {
+            let m = std::fs::metadata(d).ok()?;
+            if !allowed(&m, uid, gid, 0o1) {
+                return Some(Denied {
+                    target: p.clone(),
+                    at: d.to_path_buf(),
+                    why: format!(
+                        "{} (mode {:04o}, owner uid {}) is not searchable by uid {uid}",
+                        d.display(),
+                        m.mode() & 0o7777,
+                        m.uid()
+                    ),
+                    uid,
+                });
+            }
+        }
+        let lm = std::fs::symlink_metadata(&p).ok()?;
+        if lm.file_type().is_symlink() {
+            let t = std::fs::read_link(&p).ok()?;
+            let next = if t.is_absolute() { t } else { parent.join(t) };
+            // Resolve `..` against the real directories, as the kernel does.
+            let dir = std::fs::canonicalize(next.parent()?).ok()?;
+            p = dir.join(next.file_name()?);
+            continue;
+        }
+        if !allowed(&lm, uid, gid, 0o1) {
+            return Some(Denied {
+                target: p.clone(),
+                at: p.clone(),
+                why: format!(
+                    "{} (mode {:04o}, owner uid {}) is not executable by uid {uid}",
+                    p.display(),
+                    lm.mode() & 0o7777,
+                    lm.uid()
+                ),
+                uid,
+            });
+        }
+        return None;
+    }
+    None
+}
+
+/// Why the jail's user (host `uid`/`gid`) could not start the interpreter
+/// from the binds [`mounts`] gives, if it could not: one line naming the
+/// file or directory in the way. Binds are opened by the caller, so only
+/// modes from the top of each bind down matter.
+pub fn jail_cannot_run(i: &Interpreter, system_root: bool, uid: u32, gid: u32) -> Option<String> {
+    let mut tops: Vec<PathBuf> = mounts(i, system_root)
+        .iter()
+        .map(|m| m.dst().to_path_buf())
+        .collect();
+    if system_root {
+        tops.extend(SYSTEM.iter().map(PathBuf::from));
+    }
+    let from = |p: &Path| {
+        tops.iter()
+            .filter(|t| p.starts_with(t))
+            .max_by_key(|t| t.components().count())
+            .cloned()
+            .unwrap_or_else(|| PathBuf::from("/"))
+    };
+    // `python3` in the jail is found in the executable's directory.
+    let exe = i.bin_dir().join("python3");
+    let exe = if exe.exists() {
+        exe
+    } else {
+        i.executable.clone()
+    };
+    let d = exec_denied(&exe, uid, gid, &from)?;
+    let venv = i.is_venv().then_some(i.prefix.as_path());
+    Some(format!(
+        "{}: the jail (host uid {uid}) cannot run the interpreter: {}",
+        i.executable.display(),
+        d.explain(&i.executable, venv)
+    ))
+}
+
+/// `p` and each path its symlinks lead to, the last one not a symlink
+/// (relative targets resolved against the real directory of the link).
+fn symlink_hops(p: &Path) -> Vec<PathBuf> {
+    let mut out = vec![p.to_path_buf()];
+    let mut cur = p.to_path_buf();
+    for _ in 0..40 {
+        let Ok(t) = std::fs::read_link(&cur) else {
+            break;
+        };
+        let Some(next) = cur.parent().map(|d| d.join(&t)) else {
+            break;
+        };
+        let Some(dir) = next.parent().and_then(|d| std::fs::canonicalize(d).ok()) else {
+            break;
+        };
+        let Some(name) = next.file_name() else {
+            break;
+        };
+        cur = dir.join(name);
+        out.push(cur.clone());
+    }
+    out
 }
 
 /// Directories the system root already binds at the same path.
@@ -296,14 +514,16 @@ pub fn mounts(i: &Interpreter, system_root: bool) -> Vec<MountSpec> {
     cands.extend(i.path.iter().map(PathBuf::as_path));
     cands.extend(i.editable.iter().map(PathBuf::as_path));
     cands.extend(i.libs.iter().map(PathBuf::as_path));
-    // The real executable (a venv's python3 is a symlink to the base one).
-    let real_exe = std::fs::canonicalize(&i.executable).ok();
-    let real_dir = real_exe
-        .as_ref()
-        .and_then(|e| e.parent().map(Path::to_path_buf));
-    if let Some(d) = &real_dir {
-        cands.push(d);
-    }
+    // Every directory the executable's symlinks pass through, up to the
+    // real binary (a venv's python3 links to its base interpreter, which
+    // may itself be a link elsewhere): without one of them the jail's
+    // `python3` would dangle, and PATH would find another.
+    let hop_dirs: Vec<PathBuf> = [i.executable.clone(), exe_dir.join("python3")]
+        .iter()
+        .flat_map(|e| symlink_hops(e))
+        .filter_map(|h| h.parent().map(Path::to_path_buf))
+        .collect();
+    cands.extend(hop_dirs.iter().map(PathBuf::as_path));
     for c in cands {
         if !c.is_absolute() || !c.exists() {
             continue;

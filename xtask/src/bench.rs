@@ -170,6 +170,10 @@ enum Kind {
     Layer,
     /// Another stockade binary (the dynamic build, `--also`).
     Variant,
+    /// `--profile python`, the interpreter found on PATH (maybe a pyenv shim).
+    ProfileFound,
+    /// `--profile python --python REAL`, the same interpreter named directly.
+    ProfileReal,
 }
 
 struct Case {
@@ -306,6 +310,17 @@ fn run(opts: &Options) -> Result<(), String> {
         .find(|p| p.is_file());
 
     let scratch = Scratch::new()?;
+    let profile = python_on_path(opts, scratch.path());
+    match &profile {
+        Ok(p) => notes.push(format!(
+            "`--profile python` rows: python3 on PATH is {}{}, which runs {}; discovery is cached in {}",
+            p.found.display(),
+            if p.shim { " (a pyenv shim)" } else { "" },
+            p.real.display(),
+            cache_dir_for(opts)
+        )),
+        Err(e) => notes.push(format!("`--profile python` rows: {e}")),
+    }
 
     let mut cases = build_cases(
         &stockade,
@@ -313,6 +328,7 @@ fn run(opts: &Options) -> Result<(), String> {
         bwrap.as_deref(),
         firejail.as_deref(),
         python.as_deref(),
+        profile.as_ref().map_err(String::as_str),
     );
     eprintln!(
         "xtask bench: {} start-up cases, {} runs each{}",
@@ -347,6 +363,63 @@ struct Variant {
     path: PathBuf,
     /// `None`: not a readable ELF (the row says why it did not run).
     linkage: Option<binaries::Linkage>,
+}
+
+/// The interpreter `--profile python` finds on PATH, and the real one it runs.
+struct ProfilePython {
+    found: PathBuf,
+    real: PathBuf,
+    shim: bool,
+}
+
+/// `python3` on PATH as the measured user finds it, and its
+/// `sys.executable` (asked through it, so a shim resolves as it would).
+fn python_on_path(opts: &Options, cwd: &Path) -> Result<ProfilePython, String> {
+    let found = find_in_path("python3").ok_or("did not run: no python3 on PATH")?;
+    let argv: Vec<OsString> = vec![
+        found.clone().into(),
+        "-c".into(),
+        "import sys; print(sys.executable)".into(),
+    ];
+    let out = command(&argv, opts, cwd)
+        .output()
+        .map_err(|e| format!("did not run: cannot start {}: {e}", found.display()))?;
+    let real = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || !real.starts_with('/') {
+        return Err(format!(
+            "did not run: {} did not say where it is ({})",
+            found.display(),
+            first_line(&out.stderr)
+        ));
+    }
+    let shim = std::fs::read_to_string(&found)
+        .map(|t| t.starts_with("#!") && t.contains("pyenv\" exec"))
+        .unwrap_or(false);
+    Ok(ProfilePython {
+        found,
+        real: real.into(),
+        shim,
+    })
+}
+
+/// Where stockade keeps its discovery cache for the measured user.
+fn cache_dir_for(opts: &Options) -> String {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let dir = env("XDG_CACHE_HOME")
+        .map(|x| x.join("stockade"))
+        .or_else(|| env("HOME").map(|h| h.join(".cache/stockade")));
+    match (dir, opts.user) {
+        (Some(d), Some((u, _))) => format!(
+            "{} (if uid {u} can write there; else discovery runs every time)",
+            d.display()
+        ),
+        (Some(d), None) => d.display().to_string(),
+        (None, _) => "no cache directory (HOME unset): discovery runs every time".into(),
+    }
 }
 
 /// Which binary each stockade row measured.
@@ -537,6 +610,7 @@ fn build_cases(
     bwrap: Option<&Path>,
     firejail: Option<&Path>,
     python: Option<&Path>,
+    profile: Result<&ProfilePython, &str>,
 ) -> Vec<Case> {
     let mut cases = Vec::new();
     let mut push = |group, kind, name: &str, argv: Option<Vec<OsString>>, why: &str| {
@@ -647,6 +721,46 @@ fn build_cases(
             "firejail not installed"
         },
     );
+
+    // The python profile's discovery: python3 found on PATH (a pyenv shim
+    // on a pyenv host) against the same interpreter named with --python.
+    let pass = os(&["python3", "-c", "pass"]);
+    let (found_argv, real_argv, why) = match profile {
+        Ok(p) => {
+            let real = p.real.to_string_lossy();
+            (
+                Some(st_run(&["--profile", "python"])),
+                Some(st_run(&["--profile", "python", "--python", &real])),
+                String::new(),
+            )
+        }
+        Err(e) => (
+            None,
+            None,
+            e.trim_start_matches("did not run: ").to_string(),
+        ),
+    };
+    // Twice: with /bin/true (discovery and jail alone) and with python3
+    // (what an evaluator runs; its start-up adds noise).
+    for (group, cmd, shown) in [
+        (Group::True, &t, "/bin/true"),
+        (Group::Python, &pass, "python3 -c pass"),
+    ] {
+        push(
+            group,
+            Kind::ProfileFound,
+            &format!("stockade --profile python -- {shown}"),
+            with(found_argv.clone(), cmd),
+            &why,
+        );
+        push(
+            group,
+            Kind::ProfileReal,
+            &format!("stockade --profile python --python REAL -- {shown}"),
+            with(real_argv.clone(), cmd),
+            &why,
+        );
+    }
 
     for (name, flags) in [
         ("stockade --no-seccomp", &["--no-seccomp"][..]),
@@ -1034,6 +1148,9 @@ fn render(cases: &[Case], sb: &SyscallBench, opts: &Options, notes: &[String]) -
         } else {
             render_verdict(&mut o, cases, group);
         }
+        if group != Group::Layers {
+            render_profile(&mut o, cases, group);
+        }
     }
 
     let _ = writeln!(o, "\n## per-syscall cost of the seccomp filter");
@@ -1137,6 +1254,29 @@ fn render_verdict(o: &mut String, cases: &[Case], group: Group) {
         }
     }
     render_variants(o, cases, group, bare);
+}
+
+/// `--profile python` finding python3 on PATH against naming it with
+/// --python: what finding it costs per run.
+fn render_profile(o: &mut String, cases: &[Case], group: Group) {
+    let (Some(found), Some(real)) = (
+        case(cases, group, Kind::ProfileFound),
+        case(cases, group, Kind::ProfileReal),
+    ) else {
+        return;
+    };
+    let (Some(fs), Some(rs)) = (stats(&found.samples), stats(&real.samples)) else {
+        return;
+    };
+    let Some(d) = paired_delta(found, real) else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "python profile, python3 from PATH − --python REAL: {:+.3} ms (difference of the medians) | {d:+.3} ms (median of per-round differences) (goal ≤ 5 ms: {})",
+        fs.median - rs.median,
+        if d <= 5.0 { "met" } else { "NOT met" }
+    );
 }
 
 /// One line per other stockade binary: its jail cost, and how it compares
