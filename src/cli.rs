@@ -1136,7 +1136,13 @@ fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32 {
         },
         _ => None,
     };
-    let o = crate::run(&policy);
+    // The library's own door: in this process, which is single-threaded.
+    let jail = crate::Jail::new(policy);
+    let o = match jail.run_here() {
+        Ok(o) => o,
+        Err(e) => return refuse(&ReportTo::of(a), &e.to_string()),
+    };
+    let policy = jail.policy();
     if let Some(err) = &o.error {
         eprint_line(err);
     }
