@@ -5,11 +5,11 @@
 #![deny(unsafe_code)]
 
 pub mod caps;
+pub mod filter;
 pub mod init;
 pub mod landlock;
 pub mod payload;
 pub mod proto;
 pub mod rlimits;
 pub mod rootfs;
-pub mod seccomp;
 pub mod unix_agent;

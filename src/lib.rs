@@ -12,6 +12,7 @@ pub mod jail;
 pub mod outcome;
 pub mod plan;
 pub mod policy;
+pub mod seccomp;
 pub mod spawner;
 pub mod supervise;
 #[allow(unsafe_code)]

@@ -126,7 +126,7 @@ pub struct Plan {
     /// Deny TCP bind/connect through Landlock (every network but `host`).
     pub landlock_deny_tcp: bool,
     /// The compiled seccomp filter, if any.
-    pub seccomp: Option<crate::jail::seccomp::Compiled>,
+    pub seccomp: Option<crate::seccomp::Compiled>,
     /// Layers that must be applied.
     pub require: Vec<crate::policy::Layer>,
     /// The limits asked for (how each is enforced is decided by the supervisor).
@@ -634,10 +634,7 @@ impl Plan {
             // Nor a mount namespace to hide the host's unix sockets:
             // connect() is mediated, no unix datagram sockets.
             sp.mediate_unix = fallback;
-            Some(
-                crate::jail::seccomp::compile(&sp)
-                    .map_err(|e| SetupError::new("seccomp", "", e))?,
-            )
+            Some(crate::seccomp::compile(&sp).map_err(|e| SetupError::new("seccomp", "", e))?)
         } else {
             None
         };

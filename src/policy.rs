@@ -399,7 +399,7 @@ pub fn seccomp_name(name: &str) -> Result<(), String> {
     } else {
         sp.allow.push(name.to_string());
     }
-    crate::jail::seccomp::resolve_bits(&sp).map(|_| ())
+    crate::seccomp::resolve_bits(&sp).map(|_| ())
 }
 
 /// What readlink(2) says of a host path.

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{expect_code, run, stderr, stdout, users, Who};
-use stockade::jail::seccomp::syscalls;
+use stockade::seccomp::syscalls;
 
 /// `--ro-bind HOST:/opt/NAME` for a compiled payload.
 fn bind(path: &std::path::Path, name: &str) -> String {

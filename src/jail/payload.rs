@@ -7,7 +7,7 @@
 use std::os::fd::{AsRawFd, RawFd};
 
 use super::proto::{self, Report};
-use super::{caps, landlock, rlimits, seccomp, unix_agent};
+use super::{caps, filter, landlock, rlimits, unix_agent};
 use crate::plan::Plan;
 use crate::policy::Layer;
 use crate::sys::{self, Errno};
@@ -132,13 +132,13 @@ pub fn main(plan: &Plan, rep_fd: RawFd) -> std::convert::Infallible {
     }
     // seccomp last: nothing after it but execve.
     if let Some(f) = &plan.seccomp {
-        layer(&mut layers, "seccomp", &seccomp::detail_json(f));
+        layer(&mut layers, "seccomp", &crate::seccomp::detail_json(f));
     }
     let _ = sys::write_all(rep_fd, &layers);
     if let Some(f) = &plan.seccomp {
         // In learning and kill mode this also sends the listener to the
         // supervisor over plan.seccomp_channel.
-        if let Err(e) = seccomp::install_with(f, plan.seccomp_channel) {
+        if let Err(e) = filter::install_with(f, plan.seccomp_channel) {
             fail(rep_fd, "seccomp", "", &e.to_string());
         }
     }

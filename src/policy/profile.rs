@@ -1398,7 +1398,7 @@ pub fn show(r: &Resolved) -> String {
         if !p.seccomp.allow.is_empty() {
             let _ = writeln!(o, "  allow: {}", p.seccomp.allow.join(" "));
         }
-        match crate::jail::seccomp::compile(&p.seccomp) {
+        match crate::seccomp::compile(&p.seccomp) {
             Ok(c) => {
                 let _ = writeln!(o, "  syscalls allowed: {}", c.allowed);
             }

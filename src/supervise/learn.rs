@@ -5,7 +5,7 @@
 //!
 //! Lifecycle: [`Learner::new`] before clone (a socketpair); the child keeps
 //! [`Learner::child_fd`] open and the payload sends the listener over it
-//! right after installing its filter (`jail::seccomp::install_with`). After
+//! right after installing its filter (`jail::filter::install_with`). After
 //! clone the supervisor calls [`Learner::close_child_end`], polls
 //! [`Learner::fds`], calls [`Learner::on_ready`] for each readable one, and
 //! at the end [`Learner::finish`].
@@ -15,8 +15,8 @@
 use std::collections::BTreeSet;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use crate::jail::seccomp::syscalls;
 use crate::policy::SeccompAction;
+use crate::seccomp::syscalls;
 use crate::sys::{self, SysResult};
 
 /// What the supervisor does with a notification.
@@ -64,7 +64,7 @@ impl Learner {
 
     /// For a compiled filter: a listener in learning and kill mode, and
     /// whenever the filter mediates a syscall (the fallback's connect).
-    pub fn for_compiled(c: &crate::jail::seccomp::Compiled) -> SysResult<Option<Learner>> {
+    pub fn for_compiled(c: &crate::seccomp::Compiled) -> SysResult<Option<Learner>> {
         if !c.wants_listener() {
             return Ok(None);
         }

@@ -1,5 +1,5 @@
-//! seccomp-bpf allowlist: compiled in the supervisor before clone, installed
-//! last in the payload, right before execve.
+//! seccomp-bpf allowlist: compiled before clone (parent side, pure), and
+//! installed last in the payload, right before execve (`jail::filter`).
 //!
 //! One filter, read top to bottom:
 //!
@@ -26,7 +26,6 @@
 pub mod syscalls;
 
 use std::collections::BTreeMap;
-use std::os::fd::{IntoRawFd, RawFd};
 
 use seccompiler::{
     BpfProgram, SeccompAction as Act, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
@@ -34,7 +33,6 @@ use seccompiler::{
 };
 
 use crate::policy::{SeccompAction, SeccompPolicy};
-use crate::sys::{self, Errno, SysError, SysResult};
 
 /// `TIOCSTI`: push a byte into a terminal's input queue.
 pub const TIOCSTI: u32 = 0x5412;
@@ -94,6 +92,21 @@ pub struct Compiled {
     /// although the allowlist allows it (`connect` in the fallback: see
     /// supervise::unix).
     pub mediated: Option<i32>,
+}
+
+impl Compiled {
+    /// The program to install. With a listener in kill mode, every
+    /// mismatch goes to the supervisor (which kills the jail and names the
+    /// syscall) instead of killing in the kernel.
+    pub fn program(&self, listener: bool) -> Vec<libc::sock_filter> {
+        let mut prog = self.allowlist.clone();
+        if listener && self.action == SeccompAction::Kill {
+            for &i in &self.mismatch_at {
+                prog[i].k = libc::SECCOMP_RET_USER_NOTIF;
+            }
+        }
+        prog
+    }
 }
 
 impl std::fmt::Debug for Compiled {
@@ -509,48 +522,6 @@ fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
         jf,
         k,
     }
-}
-
-/// Install the filter in the calling (single-threaded) process;
-/// no_new_privs must be set. With `channel` (the payload's end of the
-/// supervisor's socket) and an action that wants a listener, the allowlist
-/// is installed with a user-notification listener that is sent over
-/// `channel` at once. Learning mode without a channel is an error; kill
-/// mode without one kills with SIGSYS in the kernel.
-///
-/// Nothing but `sendmsg` and then `execve` may run after this in learning
-/// or kill mode (both are always allowed).
-pub fn install_with(c: &Compiled, channel: Option<RawFd>) -> SysResult<()> {
-    let Some(ch) = channel.filter(|_| c.wants_listener()) else {
-        if c.action == SeccompAction::Learn {
-            return Err(SysError {
-                call: "seccomp",
-                arg: "learning mode without a supervisor channel".into(),
-                errno: Errno::EINVAL,
-            });
-        }
-        // Kill mode kills in the kernel; a mediated syscall without a
-        // listener fails with ENOSYS.
-        return sys::seccomp::install(&c.allowlist, false).map(|_| ());
-    };
-    let mut prog = c.allowlist.clone();
-    if c.action == SeccompAction::Kill {
-        for &i in &c.mismatch_at {
-            prog[i].k = libc::SECCOMP_RET_USER_NOTIF;
-        }
-    }
-    let Some(l) = sys::seccomp::install(&prog, true)? else {
-        return Err(SysError {
-            call: "seccomp",
-            arg: "NEW_LISTENER returned no fd".into(),
-            errno: Errno::EINVAL,
-        });
-    };
-    sys::fdpass::send_fd(ch, std::os::fd::AsRawFd::as_raw_fd(&l), b'L')?;
-    // Keep the listener open: it is close-on-exec, and close(2) may not be
-    // in the allowlist. execve closes it.
-    let _ = l.into_raw_fd();
-    Ok(())
 }
 
 /// One line of JSON for the outcome.
