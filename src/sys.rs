@@ -407,6 +407,12 @@ pub fn setsid() -> SysResult<()> {
         .or_else(|e| err("setsid", "", e))
 }
 
+pub fn getpgid(pid: i32) -> SysResult<i32> {
+    nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid)))
+        .map(|p| p.as_raw())
+        .or_else(|e| err("getpgid", pid, e))
+}
+
 pub fn getpid() -> i32 {
     nix::unistd::getpid().as_raw()
 }
@@ -792,6 +798,16 @@ pub fn signalfd_for(sigs: &[nix::sys::signal::Signal]) -> SysResult<nix::sys::si
     .or_else(|e| err("signalfd", "", e))
 }
 
+/// Block `sigs` in the calling thread (to be read later from a signalfd).
+pub fn block_signals(sigs: &[nix::sys::signal::Signal]) -> SysResult<()> {
+    let mut set = nix::sys::signal::SigSet::empty();
+    for s in sigs {
+        set.add(*s);
+    }
+    set.thread_block()
+        .or_else(|e| err("sigprocmask", "SIG_BLOCK", e))
+}
+
 /// Unblock every signal and restore the default disposition of the ones
 /// an ignore survives execve for (handlers are reset by execve itself; the
 /// Rust runtime and the supervisor set SIGPIPE to SIG_IGN).
@@ -920,6 +936,45 @@ pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> SysResult<usize> {
         return err("poll", fds.len(), e);
     }
     Ok(r as usize)
+}
+
+/// Take an exclusive flock(2) on `fd` without waiting: false when another
+/// open file description holds a lock on the same file.
+pub fn try_lock_exclusive(fd: &OwnedFd) -> SysResult<bool> {
+    loop {
+        // SAFETY: flock on a valid fd takes integers only.
+        let r = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r == 0 {
+            return Ok(true);
+        }
+        match last_errno() {
+            Errno::EINTR => continue,
+            Errno::EWOULDBLOCK => return Ok(false),
+            e => return err("flock", fd.as_raw_fd(), e),
+        }
+    }
+}
+
+/// rename(2) that fails with EEXIST instead of replacing `to` (renameat2
+/// with RENAME_NOREPLACE: an empty directory would otherwise be replaced).
+pub fn rename_noreplace(from: &Path, to: &Path) -> SysResult<()> {
+    const RENAME_NOREPLACE: libc::c_uint = 1;
+    let (f, t) = (cpath(from), cpath(to));
+    // SAFETY: both paths are NUL-terminated and outlive the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            RENAME_NOREPLACE,
+        )
+    };
+    if r < 0 {
+        return err("renameat2", to.display(), last_errno());
+    }
+    Ok(())
 }
 
 pub fn set_nonblocking(fd: RawFd) -> SysResult<()> {
