@@ -330,11 +330,15 @@ impl Tree {
         self.walk(|_| {}).live
     }
 
-    /// Send `sig` to every process of the jail, once.
+    /// Send `sig` to every process of the jail, once (for SIGKILL, the
+    /// payload's group first, see [`Tree::end`]).
     fn signal_all(&self, sig: i32) {
         if self.contained {
             let _ = sys::kill(-1, sig);
             return;
+        }
+        if let (Some(g), libc::SIGKILL) = (self.group, sig) {
+            let _ = sys::kill(-g, sig);
         }
         self.walk(|p| {
             let _ = sys::kill(p as i32, sig);
@@ -546,6 +550,7 @@ fn supervise(
                     while i < n {
                         match buf[i] {
                             proto::TERM_ALL => tree.signal_all(libc::SIGTERM),
+                            proto::KILL_ALL => tree.signal_all(libc::SIGKILL),
                             proto::FORWARD if i + 1 < n => {
                                 let _ = sys::kill(child, buf[i + 1] as i32);
                                 i += 1;

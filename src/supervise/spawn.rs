@@ -310,6 +310,7 @@ fn run_inner(plan: &mut Plan, o: &mut Outcome, start: Instant) -> Result<(), Err
         violation: None,
         cg,
         init_done: false,
+        fallback: plan.fallback,
     };
     let reports = w.wait(&rep_rd, &sfd);
     let decoded = proto::decode(&reports);
@@ -707,12 +708,20 @@ struct Watch {
     cg: Option<cgroup::RunCgroup>,
     /// Init has exited (its pidfd was readable).
     init_done: bool,
+    /// No pid namespace: init's death is not the jail's.
+    fallback: bool,
 }
 
 impl Watch {
     /// Kill every process in the jail: init's death takes the pid namespace.
+    /// Without one, init's children would outlive it under the host's init:
+    /// init kills them, then ends as when the payload ends.
     fn kill_all(&self) {
-        let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
+        if self.fallback {
+            let _ = sys::write_all(self.ctl.as_raw_fd(), &[proto::KILL_ALL]);
+        } else {
+            let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
+        }
         if let Some(c) = &self.cg {
             c.kill();
         }
