@@ -955,28 +955,6 @@ pub fn try_lock_exclusive(fd: &OwnedFd) -> SysResult<bool> {
     }
 }
 
-/// rename(2) that fails with EEXIST instead of replacing `to` (renameat2
-/// with RENAME_NOREPLACE: an empty directory would otherwise be replaced).
-pub fn rename_noreplace(from: &Path, to: &Path) -> SysResult<()> {
-    const RENAME_NOREPLACE: libc::c_uint = 1;
-    let (f, t) = (cpath(from), cpath(to));
-    // SAFETY: both paths are NUL-terminated and outlive the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_renameat2,
-            libc::AT_FDCWD,
-            f.as_ptr(),
-            libc::AT_FDCWD,
-            t.as_ptr(),
-            RENAME_NOREPLACE,
-        )
-    };
-    if r < 0 {
-        return err("renameat2", to.display(), last_errno());
-    }
-    Ok(())
-}
-
 pub fn set_nonblocking(fd: RawFd) -> SysResult<()> {
     // SAFETY: fcntl on an integer fd.
     let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
