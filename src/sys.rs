@@ -763,6 +763,21 @@ pub fn waitpid(pid: i32, nohang: bool) -> SysResult<Option<(i32, i32)>> {
     }
 }
 
+/// Has the child `pid` ended? Looks without reaping it (WNOWAIT): its
+/// zombie keeps holding its pid, and so its process group's number.
+pub fn ended_unreaped(pid: i32) -> bool {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    loop {
+        match waitid(Id::Pid(nix::unistd::Pid::from_raw(pid)), flags) {
+            Ok(WaitStatus::StillAlive) => return false,
+            Ok(_) => return true,
+            Err(Errno::EINTR) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
 /// wait4 on a pid, blocking, with rusage of the reaped child (and its
 /// reaped descendants).
 pub fn wait4(pid: i32) -> SysResult<(i32, libc::rusage)> {

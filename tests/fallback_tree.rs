@@ -45,6 +45,15 @@ fn command(mode: Mode, who: Who, flags: &[&str], cmd: &[&str]) -> Command {
     w
 }
 
+/// Held by every test here: the orphan floods may fill much of the pid
+/// space with zombies for a while (init reaps them as fast as the
+/// scheduler lets it, sharing the CPUs with 32 forkers), and the others
+/// need to fork.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A tag no other process on this machine has in its command line.
 fn marker(what: &str) -> String {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -127,6 +136,7 @@ fn report_dir(tag: &str) -> Scratch {
 
 #[test]
 fn a_flood_of_orphans_ends_within_two_seconds_of_the_last_one() {
+    let _heavy = one_at_a_time();
     // 32 processes that each keep forking a child and exiting until 30,000
     // orphans were made; the payload waits for the last of them, says
     // "ended" and exits 0.
@@ -180,6 +190,7 @@ fn a_flood_of_orphans_ends_within_two_seconds_of_the_last_one() {
 
 #[test]
 fn orphans_still_forking_are_killed_and_the_payload_exit_decides_the_status() {
+    let _heavy = one_at_a_time();
     // The payload leaves 32 forkers running (for 60 s unless killed) and
     // exits 0 a second later: the run ends with the payload, as `exited`
     // with 0 (not `timeout`), and none of the forkers is left.
@@ -226,6 +237,7 @@ fn orphans_still_forking_are_killed_and_the_payload_exit_decides_the_status() {
 
 #[test]
 fn a_sigkilled_supervisor_takes_the_whole_jail_with_it() {
+    let _heavy = one_at_a_time();
     // The bug was intermittent (1 in 5 or 6): ten times each.
     for who in common::users("a_sigkilled_supervisor_takes_the_whole_jail_with_it") {
         for mode in MODES {
@@ -296,6 +308,7 @@ fn fake_run_dir(path: &Path, who: Who) {
 
 #[test]
 fn stale_run_directories_are_removed_and_live_ones_kept() {
+    let _heavy = one_at_a_time();
     for who in common::users("stale_run_directories_are_removed_and_live_ones_kept") {
         let t = marker("");
         let base = PathBuf::from("/tmp");

@@ -177,7 +177,7 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
     let mut peak = Peak::default();
     // The payload leads a session of its own (setsid, done before the
     // spawn returned): its process group, unless something left it.
-    let group = (sys::getpgid(child) == Ok(child)).then_some(child);
+    let group = (plan.fallback && sys::getpgid(child) == Ok(child)).then_some(child);
     let tree = Tree::new(!plan.fallback, group);
     let status = supervise(
         child,
@@ -242,8 +242,10 @@ struct Tree {
     /// the tree of init's descendants (init is a subreaper, orphans come back).
     contained: bool,
     me: u32,
-    /// The payload's process group: most of the jail, unless they left it.
-    group: Option<i32>,
+    /// Without a pid namespace, the payload's process group (most of the
+    /// jail, unless they left it) while the payload is not reaped: see
+    /// [`Tree::kill_group`].
+    group: std::cell::Cell<Option<i32>>,
 }
 
 /// What /proc/PID/stat says of a process: None when it is dead (a zombie
@@ -286,8 +288,23 @@ impl Tree {
         Tree {
             contained,
             me: std::process::id(),
-            group,
+            group: std::cell::Cell::new(group),
         }
+    }
+
+    /// SIGKILL to the payload's process group, at once: exact for what is
+    /// in it (a signal to a group reaches a child being forked, like
+    /// kill(-1) in [`Tree::end`]). Only while the payload is not reaped:
+    /// its pid, the group's number, cannot name anyone else's group then.
+    fn kill_group(&self) {
+        if let Some(g) = self.group.take() {
+            let _ = sys::kill(-g, libc::SIGKILL);
+        }
+    }
+
+    /// The payload was reaped: its group's number may be free again.
+    fn forget_group(&self) {
+        self.group.set(None);
     }
 
     /// One pass over init's descendants, parents before children:
@@ -337,8 +354,8 @@ impl Tree {
             let _ = sys::kill(-1, sig);
             return;
         }
-        if let (Some(g), libc::SIGKILL) = (self.group, sig) {
-            let _ = sys::kill(-g, sig);
+        if sig == libc::SIGKILL {
+            self.kill_group();
         }
         self.walk(|p| {
             let _ = sys::kill(p as i32, sig);
@@ -370,14 +387,14 @@ impl Tree {
         // left. Dead children are reaped in one batch between passes, so a
         // pass never wades through a pile of zombies, and a pass follows a
         // batch of deaths, not each death: linear, however many processes
-        // the jail made.
-        // First, the payload's process group at once (exact for what is
-        // in it, as kill(-1) above). The number cannot name anyone else's
-        // group: it stays allocated while a process is in the group, and
-        // the payload's session keeps outsiders from joining it.
-        if let Some(g) = self.group {
-            let _ = sys::kill(-g, libc::SIGKILL);
-        }
+        // the jail made. (Once the root-started fallback gives each jail a
+        // uid of its own, kill(-1) from a helper with just that uid would
+        // be exact as above.)
+        //
+        // First the payload's group, if the payload is not reaped yet (the
+        // supervisor is gone); otherwise it was killed when the payload
+        // ended.
+        self.kill_group();
         let mut batch = REAP_BATCH;
         loop {
             // Reap the dead first (cheaper than looking at them), but no
@@ -525,12 +542,23 @@ fn supervise(
             }
         }
         if fds[0].revents != 0 || backlog {
+            if sys::ended_unreaped(child) {
+                // Most of the jail at once, before the payload's zombie
+                // lets go of the group's number.
+                tree.kill_group();
+                if let Ok(Some((_, st))) = sys::waitpid(child, true) {
+                    return Some(st);
+                }
+            }
             // The dead, in one batch: each waitpid costs the same however
             // many orphans came back.
             backlog = true;
             for _ in 0..REAP_BATCH {
                 match sys::waitpid(-1, true) {
-                    Ok(Some((pid, st))) if pid == child => return Some(st),
+                    Ok(Some((pid, st))) if pid == child => {
+                        tree.forget_group();
+                        return Some(st);
+                    }
                     Ok(Some(_)) => {}
                     _ => {
                         backlog = false;
