@@ -375,3 +375,42 @@ fn stale_run_directories_are_removed_and_live_ones_kept() {
         assert_eq!(wrote.as_deref(), Ok("wrote"), "{who:?}: the live run");
     }
 }
+
+#[test]
+fn the_deadline_kills_the_whole_tree() {
+    // Without a pid namespace, SIGKILL to init (the supervisor's kill at the
+    // deadline) left the rest of the jail running under the host's init.
+    let _heavy = one_at_a_time();
+    let dir = report_dir("deadline");
+    for who in common::users("the_deadline_kills_the_whole_tree") {
+        for mode in MODES {
+            let tag = format!("21.{}", marker(""));
+            let rep = dir.join(&format!("{who:?}-{mode:?}.json"));
+            let script = format!("trap '' TERM; sleep {tag} & sleep {tag} & wait");
+            let o = command(
+                mode,
+                who,
+                &[
+                    "--timeout",
+                    "1s",
+                    "--grace",
+                    "200ms",
+                    "--report",
+                    rep.to_str().unwrap(),
+                ],
+                &["/bin/sh", "-c", &script],
+            )
+            // Not pipes: survivors would hold them open.
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("run stockade");
+            let left = with_tag(&tag);
+            kill9(&left);
+            assert!(left.is_empty(), "{who:?} {mode:?}: left running: {left:?}");
+            let r = report(&rep);
+            assert_eq!(r["status"], "timeout", "{who:?} {mode:?}: {r}");
+            assert_eq!(o.code(), Some(137), "{who:?} {mode:?}: {r}");
+        }
+    }
+}
