@@ -162,6 +162,9 @@ pub struct Plan {
     /// The supervisor mounted a tmpfs of `tmp_size` on `run_dir` (set by
     /// the supervisor; detached after the run).
     pub run_dir_tmpfs: bool,
+    /// Held (flock) on `run_dir` while the run lives, so no other run takes
+    /// it for stale.
+    pub run_dir_lock: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     /// The payload's end of the supervisor's seccomp socket (learning and
     /// kill mode): the listener is sent over it. Set by the supervisor.
     pub seccomp_channel: Option<std::os::fd::RawFd>,
@@ -353,9 +356,54 @@ fn coalesce_rules(
     out
 }
 
+/// Open a directory to lock it (no symlink followed).
+fn open_dir(path: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(path)
+        .map(std::os::fd::OwnedFd::from)
+}
+
+/// Remove the run directories under `base` that no run uses any more:
+/// left behind when stockade was killed. A run holds a lock on its
+/// directory for its whole life (the supervisor, and init, which outlives
+/// a killed supervisor while it kills the jail). The process named in the
+/// directory's name must be gone too: it has not locked the directory yet
+/// between mkdir and flock, and an older stockade never does.
+fn remove_stale_run_dirs(base: &Path) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(dir) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("stockade-run-"))
+            .and_then(|r| r.split('-').next())
+            .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if Path::new("/proc").join(pid).exists() {
+            continue;
+        }
+        let path = e.path();
+        let Ok(fd) = open_dir(&path) else { continue };
+        if sys::try_lock_exclusive(&fd) == Ok(true) {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
 /// Create the fallback's private per-run directory (0700, owned by the
-/// payload's user).
-fn make_run_dir(owner: Option<(u32, u32)>) -> Result<PathBuf, SetupError> {
+/// payload's user), locked for the run's life (see
+/// [`remove_stale_run_dirs`], which runs first).
+fn make_run_dir(owner: Option<(u32, u32)>) -> Result<(PathBuf, std::os::fd::OwnedFd), SetupError> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let base = std::env::var_os("TMPDIR")
         .map(PathBuf::from)
@@ -363,6 +411,7 @@ fn make_run_dir(owner: Option<(u32, u32)>) -> Result<PathBuf, SetupError> {
         .unwrap_or_else(|| PathBuf::from("/tmp"));
     let base = std::fs::canonicalize(&base)
         .map_err(|e| SetupError::new("run directory", base.display().to_string(), e.to_string()))?;
+    remove_stale_run_dirs(&base);
     for n in 0..1000u32 {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -375,13 +424,22 @@ fn make_run_dir(owner: Option<(u32, u32)>) -> Result<PathBuf, SetupError> {
         ));
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => {
+                let fail = |e: String| {
+                    let _ = std::fs::remove_dir(&dir);
+                    SetupError::new("run directory", dir.display().to_string(), e)
+                };
+                let lock = open_dir(&dir).map_err(|e| fail(e.to_string()))?;
+                match sys::try_lock_exclusive(&lock) {
+                    Ok(true) => {}
+                    Ok(false) => return Err(fail("locked by another process".into())),
+                    Err(e) => return Err(fail(e.to_string())),
+                }
                 let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
                 if let Some((u, g)) = owner {
-                    std::os::unix::fs::chown(&dir, Some(u), Some(g)).map_err(|e| {
-                        SetupError::new("run directory", dir.display().to_string(), e.to_string())
-                    })?;
+                    std::os::unix::fs::chown(&dir, Some(u), Some(g))
+                        .map_err(|e| fail(e.to_string()))?;
                 }
-                return Ok(dir);
+                return Ok((dir, lock));
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => {
@@ -532,6 +590,7 @@ impl Plan {
         let mut env = p.env.clone();
         let mut cwd = p.chdir.clone().unwrap_or_else(|| p.workdir.inner.clone());
         let mut run_dir = None;
+        let mut run_dir_lock = None;
         let mut fallback_ids = None;
         let mut uid_lease = None;
         if fallback {
@@ -546,7 +605,8 @@ impl Plan {
                 fallback_ids = Some((lease.id, lease.id));
                 uid_lease = Some(std::sync::Arc::new(lease));
             }
-            let dir = make_run_dir(fallback_ids)?;
+            let (dir, lock) = make_run_dir(fallback_ids)?;
+            run_dir_lock = Some(std::sync::Arc::new(lock));
             landlock_rules.push((dir.clone(), Access::ReadWrite));
             let work = match &p.workdir.host {
                 Some(h) => std::fs::canonicalize(h).map_err(|e| {
@@ -674,6 +734,7 @@ impl Plan {
             run_dir,
             unix_roots,
             run_dir_tmpfs: false,
+            run_dir_lock,
             exec_candidates,
             argv,
             envp,

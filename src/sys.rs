@@ -203,6 +203,34 @@ fn flags_text(f: u64) -> String {
     format!("CLONE_{}", v.join("|CLONE_"))
 }
 
+/// Send `sig` to every process whose uid is `uid` (but the sender), in one
+/// pass: a short-lived child of ours takes that uid and calls kill(-1). The
+/// kernel signals the matching processes under its task list lock, so a
+/// fork racing with it either completes first (and its child is signalled)
+/// or fails. Only exact when `uid` belongs to one jail alone. The caller
+/// must be single-threaded and may hold the privilege to change uid.
+pub fn kill_every_process_of(uid: u32, sig: i32) -> SysResult<()> {
+    match fork()? {
+        None => {
+            if setresuid(uid).is_err() {
+                exit_now(2);
+            }
+            // ESRCH: no process has the uid (all gone already).
+            // SAFETY: kill(2) with integers only.
+            let r = unsafe { libc::kill(-1, sig) };
+            exit_now(if r == 0 || last_errno() == Errno::ESRCH {
+                0
+            } else {
+                1
+            })
+        }
+        Some(pid) => match waitpid(pid, false)? {
+            Some((_, 0)) => Ok(()),
+            _ => err("kill", format!("-1 as uid {uid}, {sig}"), Errno::EPERM),
+        },
+    }
+}
+
 /// fork(2). The caller must be single-threaded.
 pub fn fork() -> SysResult<Option<i32>> {
     // SAFETY: called only from the jail's init, which is single-threaded, so the
@@ -405,6 +433,12 @@ pub fn setsid() -> SysResult<()> {
     nix::unistd::setsid()
         .map(|_| ())
         .or_else(|e| err("setsid", "", e))
+}
+
+pub fn getpgid(pid: i32) -> SysResult<i32> {
+    nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid)))
+        .map(|p| p.as_raw())
+        .or_else(|e| err("getpgid", pid, e))
 }
 
 pub fn getpid() -> i32 {
@@ -757,6 +791,21 @@ pub fn waitpid(pid: i32, nohang: bool) -> SysResult<Option<(i32, i32)>> {
     }
 }
 
+/// Has the child `pid` ended? Looks without reaping it (WNOWAIT): its
+/// zombie keeps holding its pid, and so its process group's number.
+pub fn ended_unreaped(pid: i32) -> bool {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    loop {
+        match waitid(Id::Pid(nix::unistd::Pid::from_raw(pid)), flags) {
+            Ok(WaitStatus::StillAlive) => return false,
+            Ok(_) => return true,
+            Err(Errno::EINTR) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
 /// wait4 on a pid, blocking, with rusage of the reaped child (and its
 /// reaped descendants).
 pub fn wait4(pid: i32) -> SysResult<(i32, libc::rusage)> {
@@ -801,6 +850,16 @@ pub fn signalfd_for(sigs: &[nix::sys::signal::Signal]) -> SysResult<nix::sys::si
         nix::sys::signalfd::SfdFlags::SFD_CLOEXEC | nix::sys::signalfd::SfdFlags::SFD_NONBLOCK,
     )
     .or_else(|e| err("signalfd", "", e))
+}
+
+/// Block `sigs` in the calling thread (to be read later from a signalfd).
+pub fn block_signals(sigs: &[nix::sys::signal::Signal]) -> SysResult<()> {
+    let mut set = nix::sys::signal::SigSet::empty();
+    for s in sigs {
+        set.add(*s);
+    }
+    set.thread_block()
+        .or_else(|e| err("sigprocmask", "SIG_BLOCK", e))
 }
 
 /// Unblock every signal and restore the default disposition of the ones
@@ -981,6 +1040,23 @@ pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> SysResult<usize> {
         return err("poll", fds.len(), e);
     }
     Ok(r as usize)
+}
+
+/// Take an exclusive flock(2) on `fd` without waiting: false when another
+/// open file description holds a lock on the same file.
+pub fn try_lock_exclusive(fd: &OwnedFd) -> SysResult<bool> {
+    loop {
+        // SAFETY: flock on a valid fd takes integers only.
+        let r = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r == 0 {
+            return Ok(true);
+        }
+        match last_errno() {
+            Errno::EINTR => continue,
+            Errno::EWOULDBLOCK => return Ok(false),
+            e => return err("flock", fd.as_raw_fd(), e),
+        }
+    }
 }
 
 pub fn set_nonblocking(fd: RawFd) -> SysResult<()> {

@@ -23,6 +23,9 @@ pub const GO_REROOT_CGROUP: u8 = b'R';
 /// The network namespace's fd, sent after GO (when the plan makes one).
 pub const NETNS: u8 = b'N';
 pub const TERM_ALL: u8 = b'T';
+/// SIGKILL to every process of the jail, sent to init where killing init
+/// would not do it (no pid namespace).
+pub const KILL_ALL: u8 = b'K';
 pub const FORWARD: u8 = b'F';
 
 /// A message from the jail.

@@ -357,7 +357,7 @@ fn run_inner(
         cg,
         init_done: false,
         control,
-        tree_root: plan.fallback.then_some(pid),
+        fallback: plan.fallback,
         meter: match (&tmp_cap, &plan.run_dir) {
             (limits::TmpCap::Metered(_), Some(d)) => {
                 Some(rundir::Meter::new(d.clone(), plan.tmp_size))
@@ -771,53 +771,6 @@ fn failed_first(pidfd: &OwnedFd, pid: i32, rep: &OwnedFd) -> Option<SetupError> 
     })
 }
 
-/// SIGKILL every descendant of `root` until only zombies are left (a
-/// process forked while we walk is found on the next pass).
-fn kill_descendants(root: i32) {
-    for _ in 0..64 {
-        let live: Vec<i32> = descendants(root)
-            .into_iter()
-            .filter(|p| !is_zombie(*p))
-            .collect();
-        if live.is_empty() {
-            return;
-        }
-        for p in live {
-            let _ = sys::kill(p, libc::SIGKILL);
-        }
-    }
-}
-
-/// Every descendant of `root`, from /proc/PID/task/TID/children.
-fn descendants(root: i32) -> Vec<i32> {
-    let mut out = Vec::new();
-    let mut todo = vec![root];
-    while let Some(p) = todo.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
-            continue;
-        };
-        for t in tasks.flatten() {
-            let Ok(c) = std::fs::read_to_string(t.path().join("children")) else {
-                continue;
-            };
-            for kid in c.split_whitespace().filter_map(|k| k.parse::<i32>().ok()) {
-                if !out.contains(&kid) {
-                    out.push(kid);
-                    todo.push(kid);
-                }
-            }
-        }
-    }
-    out
-}
-
-fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.starts_with('Z')))
-        .unwrap_or(true)
-}
-
 fn tv_ms(t: libc::timeval) -> u64 {
     (t.tv_sec as u64) * 1000 + (t.tv_usec as u64) / 1000
 }
@@ -872,9 +825,8 @@ struct Watch {
     init_done: bool,
     /// The asker's socket (see [`run`]); None once it has spoken or closed.
     control: Option<RawFd>,
-    /// The fallback (no pid namespace): init's pid, whose descendants are
-    /// the jail.
-    tree_root: Option<i32>,
+    /// No pid namespace: init's death is not the jail's.
+    fallback: bool,
     /// The fallback's run directory without a tmpfs: metered.
     meter: Option<rundir::Meter>,
     /// The meter found the run directory past the cap; the jail was killed.
@@ -883,13 +835,14 @@ struct Watch {
 
 impl Watch {
     /// Kill every process in the jail: init's death takes the pid namespace.
-    /// Without one (the fallback), init's descendants first: init, a
-    /// subreaper, receives every orphan while it lives.
+    /// Without one, init's children would outlive it under the host's init:
+    /// init kills them, then ends as when the payload ends.
     fn kill_all(&self) {
-        if let Some(init) = self.tree_root {
-            kill_descendants(init);
+        if self.fallback {
+            let _ = sys::write_all(self.ctl.as_raw_fd(), &[proto::KILL_ALL]);
+        } else {
+            let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
         }
-        let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
         if let Some(c) = &self.cg {
             c.kill();
         }
