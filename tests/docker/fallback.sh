@@ -131,20 +131,25 @@ kill "$SP" 2> /dev/null
 # 6. kill -9 of the supervisor once the payload is running: nothing of the
 # jail may remain, and its run directory goes too (by the next run at the
 # latest).
-ls -d /tmp/stockade-run-* > /tmp/fb-dirs.before 2> /dev/null
+# (A first line that names nothing: busybox grep -v -f of an empty file
+# prints nothing.)
+echo /nonexistent > /tmp/fb-dirs.before
+ls -d /tmp/stockade-run-* >> /tmp/fb-dirs.before 2> /dev/null
 $S run --timeout 60s -- /bin/sh -c 'echo ready; sleep 21 & sleep 21 & wait' \
     > /tmp/fb-kill.out 2> /dev/null < /dev/null &
 K=$!
 await /tmp/fb-kill.out ready
 echo "kill_ready=$(cat /tmp/fb-kill.out)"
 echo "kill_before=$($H survivors sleep 21)"
-ls -d /tmp/stockade-run-* 2> /dev/null | grep -vxF -f /tmp/fb-dirs.before | sed 's/^/kill_rundir=/'
+KDIR=$(ls -d /tmp/stockade-run-* 2> /dev/null | grep -vxF -f /tmp/fb-dirs.before | head -n 1)
+echo "kill_rundir=$KDIR"
 kill -9 "$K"
 wait "$K"
 for i in 1 2 3 4 5 6 7 8 9 10; do
     sleep 0.2
     echo "kill_after_$i=$($H survivors sleep 21)"
 done
+if [ -e "$KDIR" ]; then echo "kill_rundir_after_kill=present"; else echo "kill_rundir_after_kill=gone"; fi
 $S run -- /bin/true > /dev/null 2>&1 < /dev/null
 echo "kill_next_run=$?"
 for d in $(ls -d /tmp/stockade-run-* 2> /dev/null); do

@@ -464,7 +464,8 @@ fn rundir(r: &Run) -> Result<(), String> {
     let dir = r.get("kill_rundir");
     let left = r.all("kill_rundirs_left");
     println!(
-        "    kill -9: run directory {dir}; after the next run (exit {}): left {left:?}",
+        "    kill -9: run directory {dir}: {} after the kill; after the next run (exit {}), left: {left:?}",
+        r.get("kill_rundir_after_kill"),
         r.get("kill_next_run")
     );
     if !dir.starts_with("/tmp/stockade-run-") {
