@@ -9,7 +9,8 @@
 //! JSON outcome's status and layers, and the *effects* of a hostile Python
 //! payload (canary not read, no file written outside, the listener never saw
 //! a connection), each beside a control run outside stockade in the same
-//! container.
+//! container. Where the setting gives the fallback, `docker_fallback` runs
+//! issue 12's hostile programs in a second container.
 //!
 //! Each check prints one line, `DOCKERTEST PASS|FAIL|SKIPPED: <name>…`, which
 //! `cargo xtask test` counts; the run ends with `N passed, N failed, N
