@@ -9,14 +9,15 @@
 //! JSON outcome's status and layers, and the *effects* of a hostile Python
 //! payload (canary not read, no file written outside, the listener never saw
 //! a connection), each beside a control run outside stockade in the same
-//! container.
+//! container. Where the setting gives the fallback, `docker_fallback` runs
+//! issue 12's hostile programs in a second container.
 //!
 //! Each check prints one line, `DOCKERTEST PASS|FAIL|SKIPPED: <name>…`, which
 //! `cargo xtask test` counts; the run ends with `N passed, N failed, N
 //! skipped`. Without a reachable engine (or a host prerequisite) every check
 //! is reported `SKIPPED` with the reason and counted as skipped, never passed.
 
-use crate::json;
+use crate::{docker_fallback, json};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt;
@@ -54,19 +55,19 @@ pub struct Summary {
 }
 
 impl Summary {
-    fn pass(&mut self, name: &str) {
+    pub(crate) fn pass(&mut self, name: &str) {
         self.passed += 1;
         println!("DOCKERTEST PASS {name}");
     }
-    fn fail(&mut self, name: &str, why: &str) {
+    pub(crate) fn fail(&mut self, name: &str, why: &str) {
         self.failed += 1;
         println!("DOCKERTEST FAIL {name}: {why}");
     }
-    fn skip(&mut self, name: &str, why: &str) {
+    pub(crate) fn skip(&mut self, name: &str, why: &str) {
         self.skipped += 1;
         println!("DOCKERTEST SKIPPED: {name}: {why}");
     }
-    fn check(&mut self, name: &str, r: Result<(), String>) -> bool {
+    pub(crate) fn check(&mut self, name: &str, r: Result<(), String>) -> bool {
         match r {
             Ok(()) => {
                 self.pass(name);
@@ -118,9 +119,9 @@ enum Expect {
     Confined,
 }
 
-struct Config {
-    name: &'static str,
-    docker: &'static [&'static str],
+pub(crate) struct Config {
+    pub(crate) name: &'static str,
+    pub(crate) docker: &'static [&'static str],
     expect: Expect,
 }
 
@@ -206,6 +207,11 @@ fn skip_all(s: &mut Summary, why: &str) {
     for c in CONFIGS {
         for n in check_names(c) {
             s.skip(&n, why);
+        }
+        if c.expect == Expect::Fallback {
+            for n in docker_fallback::check_names(c) {
+                s.skip(&n, why);
+            }
         }
     }
 }
@@ -300,6 +306,10 @@ pub fn run(build: bool) -> Summary {
                     s.fail(&n, &e);
                 }
             }
+        }
+        // Issue 12's hostile programs, where the fallback is what users get.
+        if c.expect == Expect::Fallback {
+            docker_fallback::run(&mut s, c, i);
         }
     }
     println!("docker-test: total {:.1}s", t0.elapsed().as_secs_f64());
@@ -501,7 +511,13 @@ fn build_test_layer(root: &Path, test: &Path, bin: &Path) -> Result<(), String> 
     let _ = std::fs::remove_dir_all(test);
     mkdir_mode(test, 0o755)?;
     copy_file(bin, &test.join("stockade"), 0o755)?;
-    for f in ["case.sh", "payload.py", "listener.py"] {
+    for f in [
+        "case.sh",
+        "payload.py",
+        "listener.py",
+        "fallback.sh",
+        "fallback.py",
+    ] {
         copy_file(
             &root.join("tests/docker").join(f),
             &test.join("t").join(f),
@@ -577,7 +593,7 @@ fn bare_image_runs(bin: &Path) -> Result<(), String> {
 }
 
 /// A random hex token that cannot turn up in any output by chance.
-fn token() -> String {
+pub(crate) fn token() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/uuid")
         .map(|s| s.trim().replace('-', ""))
         .unwrap_or_else(|_| format!("{:x}", std::process::id() as u64 * 0x9e37_79b9_7f4a_7c15))
@@ -603,25 +619,49 @@ impl CaseRun {
 fn run_case(c: &Config, n: usize, bwrap: bool) -> Result<CaseRun, String> {
     let canary = token();
     let env_token = token();
-    let name = format!("stockade-test-{}-{n}", std::process::id());
-    let mut cmd = Command::new("docker");
-    cmd.args(["run", "--rm", "--name", &name, "--network", "none"])
-        .args(c.docker)
-        .args(["-e", &format!("CANARY_TOKEN={canary}")])
-        .args(["-e", &format!("STOCKADE_TEST_ENV={env_token}")])
-        .args([
-            "-e",
-            if bwrap {
-                "WITH_BWRAP=1"
-            } else {
-                "WITH_BWRAP=0"
-            },
-        ])
-        .args([IMAGE, "/bin/sh", "/t/case.sh", "--timeout", "60s"])
+    let env = [
+        format!("CANARY_TOKEN={canary}"),
+        format!("STOCKADE_TEST_ENV={env_token}"),
+        format!("WITH_BWRAP={}", u8::from(bwrap)),
+    ];
+    let (kv, text) = run_container(
+        c,
+        &format!("{n}"),
+        &env,
+        &["/bin/sh", "/t/case.sh", "--timeout", "60s"],
+        "case=done",
+    )?;
+    Ok(CaseRun {
+        kv,
+        text,
+        canary,
+        env_token,
+    })
+}
+
+/// `docker run` of `cmd` in the test image under `c`'s settings, with `env`
+/// (`NAME=VALUE`); its `key=value` stdout lines per key, and the whole text
+/// for a failure's report. The script must have printed the line `done`.
+pub(crate) fn run_container(
+    c: &Config,
+    tag: &str,
+    env: &[String],
+    cmd: &[&str],
+    done: &str,
+) -> Result<(BTreeMap<String, Vec<String>>, String), String> {
+    let name = format!("stockade-test-{}-{tag}", std::process::id());
+    let mut dc = Command::new("docker");
+    dc.args(["run", "--rm", "--name", &name, "--network", "none"])
+        .args(c.docker);
+    for e in env {
+        dc.args(["-e", e]);
+    }
+    dc.arg(IMAGE)
+        .args(cmd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| format!("docker run: {e}"))?;
+    let mut child = dc.spawn().map_err(|e| format!("docker run: {e}"))?;
     // Read both pipes on threads so a chatty container cannot block.
     let mut so = child.stdout.take().expect("piped");
     let mut se = child.stderr.take().expect("piped");
@@ -664,15 +704,10 @@ fn run_case(c: &Config, n: usize, bwrap: bool) -> Result<CaseRun, String> {
         }
     }
     let text = format!("docker run exit {status}\n--- stdout\n{stdout}--- stderr\n{stderr}");
-    if kv.get("case").and_then(|v| v.first()).map(String::as_str) != Some("done") {
-        return Err(format!("case.sh did not finish\n{text}"));
+    if !stdout.lines().any(|l| l == done) {
+        return Err(format!("{} did not finish\n{text}", cmd.join(" ")));
     }
-    Ok(CaseRun {
-        kv,
-        text,
-        canary,
-        env_token,
-    })
+    Ok((kv, text))
 }
 
 /// Assert what one configuration must show; print what was observed.

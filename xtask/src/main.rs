@@ -3,6 +3,7 @@
 mod bench;
 mod binaries;
 mod docker;
+mod docker_fallback;
 mod json;
 mod logs;
 mod man;
