@@ -3,12 +3,23 @@
 
 #![deny(unsafe_code)]
 
+pub mod uids;
+
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::policy::{MountSpec, Network, Policy};
 use crate::sys;
+
+/// One rlimit the payload sets (soft, hard) before anything else narrows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rlimit {
+    pub resource: nix::sys::resource::Resource,
+    pub name: &'static str,
+    pub soft: u64,
+    pub hard: u64,
+}
 
 /// A setup error found before clone; printed as `stockade: <step>: <path>: <reason>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,7 +144,7 @@ pub struct Plan {
     pub limits: crate::policy::Limits,
     /// rlimits the payload sets (filled in by the supervisor once it knows
     /// which cgroup controllers it has).
-    pub rlimits: Vec<crate::jail::rlimits::Rlimit>,
+    pub rlimits: Vec<Rlimit>,
     /// How often init samples the jail's task count and memory (ms; -1: only
     /// when a child exits).
     pub sample_ms: i32,
@@ -150,9 +161,9 @@ pub struct Plan {
     pub fallback: bool,
     /// Fallback started by root: the payload becomes this uid/gid.
     pub fallback_ids: Option<(u32, u32)>,
-    /// The lease on `fallback_ids` (see supervise::uids), held until the
+    /// The lease on `fallback_ids` (see plan::uids), held until the
     /// plan is dropped after the run.
-    pub uid_lease: Option<std::sync::Arc<crate::supervise::uids::Lease>>,
+    pub uid_lease: Option<std::sync::Arc<crate::plan::uids::Lease>>,
     /// Fallback: the private per-run directory (the only writable place),
     /// removed after the run.
     pub run_dir: Option<PathBuf>,
@@ -600,7 +611,7 @@ impl Plan {
             if euid == 0 {
                 // Its own host id: RLIMIT_NPROC, signals and /proc go by
                 // the real uid, shared with every process that has it.
-                let lease = crate::supervise::uids::lease(p.fallback_uid_range)
+                let lease = crate::plan::uids::lease(p.fallback_uid_range)
                     .map_err(|e| SetupError::new("--uid-range", "", e))?;
                 fallback_ids = Some((lease.id, lease.id));
                 uid_lease = Some(std::sync::Arc::new(lease));

@@ -32,8 +32,6 @@ use seccompiler::{
     SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
 };
 
-use crate::policy::{SeccompAction, SeccompPolicy};
-
 /// `TIOCSTI`: push a byte into a terminal's input queue.
 pub const TIOCSTI: u32 = 0x5412;
 /// `TIOCLINUX`: console tricks, including selection paste.
@@ -74,6 +72,47 @@ const AUDIT_ARCH: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
 const AUDIT_ARCH: u32 = 0xC000_00B7; // AUDIT_ARCH_AARCH64
 
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+/// What a syscall outside the allowlist gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum SeccompAction {
+    /// Fail with EPERM (programs fail cleanly: Python raises PermissionError).
+    Errno,
+    /// Kill the process; reported as `seccomp_violation`.
+    Kill,
+    /// Allow, but tell the supervisor (learning mode).
+    Learn,
+}
+
+/// The seccomp layer.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SeccompPolicy {
+    pub enabled: bool,
+    /// Named groups (`@default`, `@basic-io`, …).
+    pub groups: Vec<String>,
+    /// Single syscalls allowed on top of the groups.
+    pub allow: Vec<String>,
+    pub action: SeccompAction,
+    /// socket() only for AF_UNIX: set for the fallback without a network
+    /// namespace, where Landlock can deny TCP but not UDP.
+    pub unix_sockets_only: bool,
+    /// The fallback's unix-socket mediation (see supervise::unix): connect()
+    /// goes to the supervisor, and AF_UNIX datagram sockets are refused.
+    pub mediate_unix: bool,
+}
+
+impl Default for SeccompPolicy {
+    fn default() -> Self {
+        SeccompPolicy {
+            enabled: true,
+            groups: vec!["@default".into()],
+            allow: Vec::new(),
+            action: SeccompAction::Errno,
+            unix_sockets_only: false,
+            mediate_unix: false,
+        }
+    }
+}
 
 /// A compiled policy, ready to install.
 #[derive(Clone)]

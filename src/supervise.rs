@@ -9,5 +9,4 @@ pub mod limits;
 pub mod namespaces;
 pub mod rundir;
 pub mod spawn;
-pub mod uids;
 pub mod unix;

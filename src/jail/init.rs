@@ -247,7 +247,7 @@ struct Tree {
     /// the tree of init's descendants (init is a subreaper, orphans come back).
     contained: bool,
     /// The root-started fallback: the host uid leased to this jail alone
-    /// (see supervise::uids). Every process that has it is the jail's.
+    /// (see plan::uids). Every process that has it is the jail's.
     own_uid: Option<u32>,
     me: u32,
     /// Without a pid namespace, the payload's process group (most of the

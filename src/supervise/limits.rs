@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use nix::sys::resource::Resource;
 use serde_json::json;
 
-use crate::jail::rlimits::Rlimit;
 use crate::outcome::LimitReport;
+use crate::plan::Rlimit;
 use crate::policy::Limits;
 
 /// For each cgroup controller: `Ok` when the run's cgroup enforces it, or
