@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod cgroup;
+pub mod classify;
 pub mod learn;
 pub mod limits;
 pub mod namespaces;

@@ -10,7 +10,7 @@ use nix::sys::signal::Signal;
 use serde_json::json;
 
 use super::learn::Learner;
-use super::{cgroup, limits, namespaces, rundir};
+use super::{cgroup, classify, limits, namespaces, rundir};
 use crate::jail::{self, proto};
 use crate::outcome::{self, LayerReport, Outcome, Status, Violation};
 use crate::plan::{Plan, SetupError};
@@ -516,70 +516,53 @@ fn run_inner(
             o.usage.system_time_ms = o.usage.system_time_ms.max(c.system_usec / 1000);
         }
     }
-    let oom = cg_stats.as_ref().is_some_and(|s| s.oom_killed());
-    let pids_hit = cg_stats.as_ref().is_some_and(|s| s.pids_limit_hit());
-    let abnormal = end.signal.is_some() || end.code != Some(0);
-    let cpu_ms = o.usage.user_time_ms + o.usage.system_time_ms;
-    o.status = if oom && plan.limits.memory.is_some() {
-        Status::MemoryLimit
-    } else if pids_hit && abnormal {
-        Status::PidsLimit
-    } else if abnormal
-        && decision.memory_by_rlimit
-        && plan.limits.memory.is_some_and(|m| peak_vm >= m / 10 * 9)
-    {
-        Status::MemoryLimit
-    } else if abnormal
-        && decision.pids_by_rlimit
-        && plan.limits.pids.is_some_and(|p| o.usage.peak_pids + 1 >= p)
-    {
-        Status::PidsLimit
-    } else if w.disk_hit
-        || (w.meter.is_some()
-            && end.signal == Some(libc::SIGXFSZ)
-            && !plan.limits.max_file_size.is_some_and(|f| f < plan.tmp_size))
-    {
-        if let Some(m) = &w.meter {
-            eprintln!(
-                "stockade: the run directory reached --tmp-size ({} bytes; {} seen{}): jail killed",
-                plan.tmp_size,
-                m.peak,
-                if m.last.hidden {
-                    ", and something the meter could not read"
-                } else {
-                    ""
-                }
-            );
-        }
-        Status::DiskLimit
-    } else if w.hit_cap {
-        Status::OutputLimit
-    } else if w.timed_out {
-        Status::Timeout
-    } else if end.signal == Some(libc::SIGSYS)
-        && plan
+    let observed = classify::Observed {
+        signal: end.signal,
+        code: end.code,
+        oom_killed: cg_stats.as_ref().is_some_and(|s| s.oom_killed()),
+        pids_refused: cg_stats.as_ref().is_some_and(|s| s.pids_limit_hit()),
+        memory_limit: plan.limits.memory,
+        memory_by_rlimit: decision.memory_by_rlimit,
+        peak_vm,
+        pids_limit: plan.limits.pids,
+        pids_by_rlimit: decision.pids_by_rlimit,
+        peak_pids: o.usage.peak_pids,
+        metered: w.meter.is_some(),
+        disk_over: w.disk_hit,
+        file_size_below_tmp: plan.limits.max_file_size.is_some_and(|f| f < plan.tmp_size),
+        output_cap_hit: w.hit_cap,
+        timed_out: w.timed_out,
+        seccomp_kill: plan
             .seccomp
             .as_ref()
-            .is_some_and(|s| s.action == SeccompAction::Kill)
-    {
-        o.seccomp_violation = Some(Violation {
-            syscall_nr: None,
-            syscall_name: None,
-        });
-        Status::SeccompViolation
-    } else if end.signal == Some(libc::SIGXCPU)
-        || (end.signal == Some(libc::SIGKILL)
-            && plan
-                .limits
-                .cpu_time
-                .is_some_and(|t| cpu_ms + 50 >= t.as_millis() as u64))
-    {
-        Status::CpuLimit
-    } else if end.signal.is_some() {
-        Status::Signaled
-    } else {
-        Status::Exited
+            .is_some_and(|s| s.action == SeccompAction::Kill),
+        cpu_time_limit: plan.limits.cpu_time,
+        cpu_ms: o.usage.user_time_ms + o.usage.system_time_ms,
     };
+    o.status = classify::classify(&observed);
+    match o.status {
+        Status::DiskLimit => {
+            if let Some(m) = &w.meter {
+                eprintln!(
+                    "stockade: the run directory reached --tmp-size ({} bytes; {} seen{}): jail killed",
+                    plan.tmp_size,
+                    m.peak,
+                    if m.last.hidden {
+                        ", and something the meter could not read"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+        Status::SeccompViolation => {
+            o.seccomp_violation = Some(Violation {
+                syscall_nr: None,
+                syscall_name: None,
+            });
+        }
+        _ => {}
+    }
     Ok(())
 }
 

@@ -1,0 +1,255 @@
+//! Which status a run ended with: a pure function of what the supervisor
+//! observed, so every status (and every fallback's way of telling it) has a
+//! unit test.
+
+#![deny(unsafe_code)]
+
+use std::time::Duration;
+
+use crate::outcome::Status;
+
+/// What was observed of a run whose payload started and ended (a setup
+/// error, an exec failure and a kill-mode seccomp violation named by the
+/// listener are decided before this).
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    /// The signal that ended the payload, if one did.
+    pub signal: Option<i32>,
+    /// Its exit code, if it exited.
+    pub code: Option<i32>,
+    /// The run's memory controller counted an OOM kill.
+    pub oom_killed: bool,
+    /// The run's pids controller refused a fork (`pids.events max`).
+    pub pids_refused: bool,
+    /// `--memory`, and whether RLIMIT_AS (not a controller) enforced it.
+    pub memory_limit: Option<u64>,
+    pub memory_by_rlimit: bool,
+    /// The largest address space one process of the jail reached.
+    pub peak_vm: u64,
+    /// `--pids-limit`, and whether RLIMIT_NPROC enforced it.
+    pub pids_limit: Option<u64>,
+    pub pids_by_rlimit: bool,
+    /// Most tasks alive at once (the payload's, without init).
+    pub peak_pids: u64,
+    /// The fallback's run directory is metered (no tmpfs), and the meter
+    /// found it past `--tmp-size` and killed the jail.
+    pub metered: bool,
+    pub disk_over: bool,
+    /// `--max-file-size` is below `--tmp-size` (so SIGXFSZ is that limit's).
+    pub file_size_below_tmp: bool,
+    /// The supervisor killed the jail at the output cap / the deadline.
+    pub output_cap_hit: bool,
+    pub timed_out: bool,
+    /// seccomp's action is kill.
+    pub seccomp_kill: bool,
+    /// `--cpu-time`, and the CPU time the jail used.
+    pub cpu_time_limit: Option<Duration>,
+    pub cpu_ms: u64,
+}
+
+/// The status. Controllers' counters come first: they are the kernel's own
+/// record and the payload cannot forge them. The rlimit fallbacks can only
+/// infer a limit from an abnormal end near it.
+pub fn classify(o: &Observed) -> Status {
+    let abnormal = o.signal.is_some() || o.code != Some(0);
+    if o.oom_killed && o.memory_limit.is_some() {
+        Status::MemoryLimit
+    } else if o.pids_refused && abnormal {
+        Status::PidsLimit
+    } else if abnormal
+        && o.memory_by_rlimit
+        && o.memory_limit.is_some_and(|m| o.peak_vm >= m / 10 * 9)
+    {
+        Status::MemoryLimit
+    } else if abnormal && o.pids_by_rlimit && o.pids_limit.is_some_and(|p| o.peak_pids + 1 >= p) {
+        Status::PidsLimit
+    } else if o.disk_over
+        || (o.metered && o.signal == Some(libc::SIGXFSZ) && !o.file_size_below_tmp)
+    {
+        Status::DiskLimit
+    } else if o.output_cap_hit {
+        Status::OutputLimit
+    } else if o.timed_out {
+        Status::Timeout
+    } else if o.signal == Some(libc::SIGSYS) && o.seccomp_kill {
+        Status::SeccompViolation
+    } else if o.signal == Some(libc::SIGXCPU)
+        || (o.signal == Some(libc::SIGKILL)
+            && o.cpu_time_limit
+                .is_some_and(|t| o.cpu_ms + 50 >= t.as_millis() as u64))
+    {
+        Status::CpuLimit
+    } else if o.signal.is_some() {
+        Status::Signaled
+    } else {
+        Status::Exited
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exited(code: i32) -> Observed {
+        Observed {
+            code: Some(code),
+            ..Default::default()
+        }
+    }
+
+    fn killed(sig: i32) -> Observed {
+        Observed {
+            signal: Some(sig),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_ordinary_end_is_exited_or_signaled() {
+        assert_eq!(classify(&exited(0)), Status::Exited);
+        assert_eq!(classify(&exited(3)), Status::Exited);
+        assert_eq!(classify(&killed(libc::SIGSEGV)), Status::Signaled);
+    }
+
+    #[test]
+    fn an_oom_kill_counted_by_the_controller_is_memory_limit_however_it_ended() {
+        for end in [
+            killed(libc::SIGKILL),
+            exited(1),
+            exited(0),
+            killed(libc::SIGSEGV),
+        ] {
+            let o = Observed {
+                oom_killed: true,
+                memory_limit: Some(64 << 20),
+                ..end
+            };
+            assert_eq!(classify(&o), Status::MemoryLimit, "{o:?}");
+        }
+        // Without a memory limit asked for, an OOM is the host's, not ours.
+        let o = Observed {
+            oom_killed: true,
+            ..killed(libc::SIGKILL)
+        };
+        assert_eq!(classify(&o), Status::Signaled);
+    }
+
+    #[test]
+    fn a_refused_fork_counted_by_the_controller_is_pids_limit_when_the_run_failed() {
+        let o = Observed {
+            pids_refused: true,
+            pids_limit: Some(50),
+            ..exited(1)
+        };
+        assert_eq!(classify(&o), Status::PidsLimit);
+        // The payload coped with the refusal and succeeded: its own status.
+        let o = Observed {
+            pids_refused: true,
+            pids_limit: Some(50),
+            ..exited(0)
+        };
+        assert_eq!(classify(&o), Status::Exited);
+    }
+
+    #[test]
+    fn the_rlimit_fallbacks_infer_a_limit_only_from_an_abnormal_end_near_it() {
+        let near = Observed {
+            memory_limit: Some(100 << 20),
+            memory_by_rlimit: true,
+            peak_vm: 95 << 20,
+            ..exited(1)
+        };
+        assert_eq!(classify(&near), Status::MemoryLimit);
+        let far = Observed {
+            peak_vm: 10 << 20,
+            ..near.clone()
+        };
+        assert_eq!(classify(&far), Status::Exited);
+        let clean = Observed {
+            code: Some(0),
+            ..near
+        };
+        assert_eq!(classify(&clean), Status::Exited);
+        let pids = Observed {
+            pids_limit: Some(10),
+            pids_by_rlimit: true,
+            peak_pids: 9,
+            ..exited(2)
+        };
+        assert_eq!(classify(&pids), Status::PidsLimit);
+        let pids_far = Observed {
+            peak_pids: 3,
+            ..pids
+        };
+        assert_eq!(classify(&pids_far), Status::Exited);
+    }
+
+    #[test]
+    fn the_metered_run_directory_is_disk_limit() {
+        let o = Observed {
+            metered: true,
+            disk_over: true,
+            ..killed(libc::SIGKILL)
+        };
+        assert_eq!(classify(&o), Status::DiskLimit);
+        // RLIMIT_FSIZE at --tmp-size stopped one file.
+        let o = Observed {
+            metered: true,
+            ..killed(libc::SIGXFSZ)
+        };
+        assert_eq!(classify(&o), Status::DiskLimit);
+        // ...unless --max-file-size is the smaller limit: the payload's own.
+        let o = Observed {
+            metered: true,
+            file_size_below_tmp: true,
+            ..killed(libc::SIGXFSZ)
+        };
+        assert_eq!(classify(&o), Status::Signaled);
+    }
+
+    #[test]
+    fn the_supervisors_kills_are_output_limit_and_timeout() {
+        let o = Observed {
+            output_cap_hit: true,
+            ..killed(libc::SIGKILL)
+        };
+        assert_eq!(classify(&o), Status::OutputLimit);
+        let o = Observed {
+            timed_out: true,
+            ..killed(libc::SIGTERM)
+        };
+        assert_eq!(classify(&o), Status::Timeout);
+        // A payload that handled SIGTERM at the deadline and exited 0.
+        let o = Observed {
+            timed_out: true,
+            ..exited(0)
+        };
+        assert_eq!(classify(&o), Status::Timeout);
+    }
+
+    #[test]
+    fn sigsys_is_a_violation_only_in_kill_mode() {
+        let o = Observed {
+            seccomp_kill: true,
+            ..killed(libc::SIGSYS)
+        };
+        assert_eq!(classify(&o), Status::SeccompViolation);
+        assert_eq!(classify(&killed(libc::SIGSYS)), Status::Signaled);
+    }
+
+    #[test]
+    fn cpu_time_is_sigxcpu_or_sigkill_with_the_time_used_up() {
+        assert_eq!(classify(&killed(libc::SIGXCPU)), Status::CpuLimit);
+        let used = Observed {
+            cpu_time_limit: Some(Duration::from_secs(1)),
+            cpu_ms: 990,
+            ..killed(libc::SIGKILL)
+        };
+        assert_eq!(classify(&used), Status::CpuLimit);
+        let not_used = Observed {
+            cpu_ms: 100,
+            ..used
+        };
+        assert_eq!(classify(&not_used), Status::Signaled);
+    }
+}
