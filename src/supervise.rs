@@ -11,3 +11,4 @@ pub mod namespaces;
 pub mod rundir;
 pub mod spawn;
 pub mod unix;
+pub mod watch;

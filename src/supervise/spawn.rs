@@ -4,12 +4,13 @@
 #![deny(unsafe_code)]
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use nix::sys::signal::Signal;
 use serde_json::json;
 
 use super::learn::Learner;
+use super::watch::{has_status, Stream, Watch};
 use super::{cgroup, classify, limits, namespaces, rundir};
 use crate::jail::{self, proto};
 use crate::outcome::{self, LayerReport, Outcome, Status, Violation};
@@ -85,107 +86,9 @@ fn run_inner(
     start: Instant,
     control: Option<RawFd>,
 ) -> Result<(), Err2> {
-    // 1. The run's cgroup (only when a cgroup limit is asked for or the
-    //    layer is required), then how each limit is enforced.
-    let l = &plan.limits;
-    let wants_cgroup =
-        l.memory.is_some() || l.memory_high.is_some() || l.cpus.is_some() || l.pids.is_some();
-    let require_cgroup = plan.require.contains(&Layer::Cgroup);
-    let cg_setup = if wants_cgroup || require_cgroup {
-        cgroup::cleanup_stale();
-        Some(cgroup::prepare(&cgroup::Request::from(&plan.limits)))
-    } else {
-        None
-    };
-    let ctl = controllers(cg_setup.as_ref());
-    // The fallback's run directory: a tmpfs of its own where one can be
-    // mounted, else metered (supervise::rundir).
-    let tmp_cap = match &plan.run_dir {
-        Some(dir) => {
-            if sys::geteuid() == 0 {
-                rundir::cleanup_stale();
-            }
-            match rundir::mount_tmpfs(dir, plan.tmp_size, plan.fallback_ids) {
-                Ok(()) => {
-                    plan.run_dir_tmpfs = true;
-                    limits::TmpCap::Tmpfs
-                }
-                Err(why) => limits::TmpCap::Metered(format!(
-                    "no tmpfs on the run directory ({why}): RLIMIT_FSIZE caps each file, the supervisor meters the directory and kills the jail past the cap"
-                )),
-            }
-        }
-        None => limits::TmpCap::Tmpfs,
-    };
-    let decision = limits::decide(&plan.limits, &ctl, plan.tmp_size, &tmp_cap);
-    if require_cgroup {
-        let why = match &cg_setup {
-            Some(cgroup::Setup {
-                cgroup: None, why, ..
-            }) => Some(why.clone().unwrap_or_default()),
-            Some(s) => [&s.memory, &s.cpu, &s.pids].iter().find_map(|e| match e {
-                cgroup::Enforced::Unavailable(w) => Some(w.clone()),
-                _ => None,
-            }),
-            None => None,
-        };
-        if let Some(why) = why {
-            return Err(setup_err("cgroup", "", format!("required but unavailable: {why}")).into());
-        }
-    }
-    let (cg, cg_why) = match cg_setup {
-        Some(s) => (s.cgroup, s.why),
-        None => (None, None),
-    };
-    let enabled: Vec<&str> = [
-        ("memory", ctl.memory.is_ok()),
-        ("cpu", ctl.cpu.is_ok()),
-        ("pids", ctl.pids.is_ok()),
-    ]
-    .iter()
-    .filter(|(_, on)| *on)
-    .map(|(n, _)| *n)
-    .collect();
-    o.layers.insert(
-        "cgroup",
-        match &cg {
-            Some(c) => LayerReport::applied(json!({ "path": c.path(), "controllers": enabled })),
-            None if wants_cgroup || require_cgroup => LayerReport::unavailable(
-                cg_why.unwrap_or_else(|| "no cgroup could be created".into()),
-            ),
-            None => LayerReport::skipped(
-                "no cgroup limit was asked for (--memory, --memory-high, --cpus, --pids-limit)",
-            ),
-        },
-    );
-    for w in &decision.unenforced {
-        eprintln!("stockade: warning: {w}");
-    }
-    plan.rlimits = decision.rlimits.clone();
-    if decision.memory_by_rlimit || decision.pids_by_rlimit {
-        plan.sample_ms = 10;
-    }
-    o.limits = decision.report.clone();
-    if let Some(r) = o.limits.get_mut("pids") {
-        // Without a user namespace RLIMIT_NPROC counts the host uid's
-        // processes, wherever they run.
-        let whose = match (plan.fallback, plan.fallback_ids) {
-            (false, _) => None,
-            (true, Some((uid, _))) => Some(format!(
-                "RLIMIT_NPROC counts the processes of host uid {uid}, this jail's own (leased from --uid-range)"
-            )),
-            (true, None) => Some(format!(
-                "RLIMIT_NPROC counts every process of host uid {} (no user namespace): the limit is shared with the caller's other processes",
-                sys::getuid()
-            )),
-        };
-        if let (Some(w), "rlimit_nproc") = (whose, r.enforced_by) {
-            r.why = Some(match r.why.take() {
-                Some(first) => format!("{first}; {w}"),
-                None => w,
-            });
-        }
-    }
+    // 1. The run's cgroup, the run directory's cap, and how each limit is
+    //    enforced (in the plan's rlimits and the outcome's limits).
+    let (cg, decision, tmp_cap) = prepare_limits(plan, o)?;
 
     // 2. Pipes.
     // A socket, not a pipe: it also carries the network namespace's fd.
@@ -270,68 +173,11 @@ fn run_inner(
     let err_rd = err_pipe.map(|(r, _w)| r);
 
     // 4. Into the cgroup (when clone3 could not put it there), id maps,
-    //    then let the child go.
-    if let Some(c) = &cg {
-        if via != sys::CloneVia::Clone3IntoCgroup {
-            if let Err(e) = c.add_pid(pid) {
-                if let Some(first) = failed_first(&pidfd, pid, &rep_rd) {
-                    return Err(first.into());
-                }
-                return Err(setup_err(
-                    "cgroup",
-                    &c.path().join("cgroup.procs").display().to_string(),
-                    e.to_string(),
-                )
-                .into());
-            }
-        }
-    }
-    if plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
-        if let Err((path, e)) = namespaces::write_id_maps(pid, plan) {
-            if let Some(first) = failed_first(&pidfd, pid, &rep_rd) {
-                return Err(first.into());
-            }
-            return Err(setup_err("id map", &path, e.to_string()).into());
-        }
-    }
-    // Before GO, while init still has our credentials (see userns_of).
-    let userns = if plan.new_netns {
-        match sys::netns::userns_of(&pidfd, pid) {
-            Ok(fd) => Some(fd),
-            Err(e) => {
-                if let Some(first) = failed_first(&pidfd, pid, &rep_rd) {
-                    return Err(first.into());
-                }
-                return Err(setup_err("network", "lo", e.to_string()).into());
-            }
-        }
-    } else {
-        None
-    };
-    sys::ignore_sigpipe();
-    let moved_after_clone = cg.is_some() && via != sys::CloneVia::Clone3IntoCgroup;
-    let go = if moved_after_clone && plan.clone_flags & libc::CLONE_NEWCGROUP as u64 != 0 {
-        proto::GO_REROOT_CGROUP
-    } else {
-        proto::GO
-    };
-    if let Err(e) = sys::write_all(ctl_wr.as_raw_fd(), &[go]) {
-        if let Some(first) = failed_first(&pidfd, pid, &rep_rd) {
-            return Err(first.into());
-        }
-        return Err(setup_err("start jail", "", e.to_string()).into());
-    }
-
-    // 4b. The network namespace, made while init builds the root.
-    if let Some(userns) = userns {
-        let sent = sys::netns::create_in(&userns)
-            .and_then(|ns| sys::fdpass::send_fd(ctl_wr.as_raw_fd(), ns.as_raw_fd(), proto::NETNS));
-        if let Err(e) = sent {
-            if let Some(first) = failed_first(&pidfd, pid, &rep_rd) {
-                return Err(first.into());
-            }
-            return Err(setup_err("network", "lo", e.to_string()).into());
-        }
+    //    GO, then the network namespace, made while init builds the root.
+    if let Err(e) = release(plan, cg.as_ref(), via, pid, &pidfd, &ctl_wr) {
+        // The child may have failed first (it opens the bind sources
+        // before it waits for GO): its own error is the one to report.
+        return Err(failed_first(&pidfd, pid, &rep_rd).unwrap_or(e).into());
     }
     // 5. Wait, pumping output and watching the deadline.
     let keep = if plan.capture {
@@ -408,7 +254,48 @@ fn run_inner(
         }
     }
 
-    // 6. What happened.
+    // 6. What happened: usage, the payload's records and layers, then the
+    //    status.
+    conclude(
+        plan,
+        o,
+        Ended {
+            via,
+            decoded,
+            waited,
+            cg_stats,
+            violation,
+            decision,
+            watch: w,
+        },
+    )
+}
+
+/// What the wait left for [`conclude`].
+struct Ended {
+    via: sys::CloneVia,
+    decoded: Vec<proto::Report>,
+    /// init's wait status and usage, when it was waited for.
+    waited: Option<(i32, libc::rusage)>,
+    cg_stats: Option<cgroup::Stats>,
+    /// Kill mode: the refused syscall the jail was killed for.
+    violation: Option<(i64, String)>,
+    decision: limits::Decision,
+    watch: Watch,
+}
+
+/// Fill the outcome from what the run left: usage, captured output, the
+/// jail's records and layers, then how it ended.
+fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), Err2> {
+    let Ended {
+        via,
+        decoded,
+        waited,
+        cg_stats,
+        violation,
+        decision,
+        watch: w,
+    } = e;
     if let Some((_, ru)) = &waited {
         o.usage.user_time_ms = tv_ms(ru.ru_utime);
         o.usage.system_time_ms = tv_ms(ru.ru_stime);
@@ -562,6 +449,164 @@ fn run_inner(
             });
         }
         _ => {}
+    }
+    Ok(())
+}
+
+/// The run's cgroup (only when a cgroup limit is asked for or the layer is
+/// required), the fallback run directory's cap, then how each limit is
+/// enforced: written into the plan (rlimits, sampling) and the outcome.
+fn prepare_limits(
+    plan: &mut Plan,
+    o: &mut Outcome,
+) -> Result<(Option<cgroup::RunCgroup>, limits::Decision, limits::TmpCap), Err2> {
+    let l = &plan.limits;
+    let wants_cgroup =
+        l.memory.is_some() || l.memory_high.is_some() || l.cpus.is_some() || l.pids.is_some();
+    let require_cgroup = plan.require.contains(&Layer::Cgroup);
+    let cg_setup = if wants_cgroup || require_cgroup {
+        cgroup::cleanup_stale();
+        Some(cgroup::prepare(&cgroup::Request::from(&plan.limits)))
+    } else {
+        None
+    };
+    let ctl = controllers(cg_setup.as_ref());
+    // The fallback's run directory: a tmpfs of its own where one can be
+    // mounted, else metered (supervise::rundir).
+    let tmp_cap = match &plan.run_dir {
+        Some(dir) => {
+            if sys::geteuid() == 0 {
+                rundir::cleanup_stale();
+            }
+            match rundir::mount_tmpfs(dir, plan.tmp_size, plan.fallback_ids) {
+                Ok(()) => {
+                    plan.run_dir_tmpfs = true;
+                    limits::TmpCap::Tmpfs
+                }
+                Err(why) => limits::TmpCap::Metered(format!(
+                    "no tmpfs on the run directory ({why}): RLIMIT_FSIZE caps each file, the supervisor meters the directory and kills the jail past the cap"
+                )),
+            }
+        }
+        None => limits::TmpCap::Tmpfs,
+    };
+    let decision = limits::decide(&plan.limits, &ctl, plan.tmp_size, &tmp_cap);
+    if require_cgroup {
+        let why = match &cg_setup {
+            Some(cgroup::Setup {
+                cgroup: None, why, ..
+            }) => Some(why.clone().unwrap_or_default()),
+            Some(s) => [&s.memory, &s.cpu, &s.pids].iter().find_map(|e| match e {
+                cgroup::Enforced::Unavailable(w) => Some(w.clone()),
+                _ => None,
+            }),
+            None => None,
+        };
+        if let Some(why) = why {
+            return Err(setup_err("cgroup", "", format!("required but unavailable: {why}")).into());
+        }
+    }
+    let (cg, cg_why) = match cg_setup {
+        Some(s) => (s.cgroup, s.why),
+        None => (None, None),
+    };
+    let enabled: Vec<&str> = [
+        ("memory", ctl.memory.is_ok()),
+        ("cpu", ctl.cpu.is_ok()),
+        ("pids", ctl.pids.is_ok()),
+    ]
+    .iter()
+    .filter(|(_, on)| *on)
+    .map(|(n, _)| *n)
+    .collect();
+    o.layers.insert(
+        "cgroup",
+        match &cg {
+            Some(c) => LayerReport::applied(json!({ "path": c.path(), "controllers": enabled })),
+            None if wants_cgroup || require_cgroup => LayerReport::unavailable(
+                cg_why.unwrap_or_else(|| "no cgroup could be created".into()),
+            ),
+            None => LayerReport::skipped(
+                "no cgroup limit was asked for (--memory, --memory-high, --cpus, --pids-limit)",
+            ),
+        },
+    );
+    for w in &decision.unenforced {
+        eprintln!("stockade: warning: {w}");
+    }
+    plan.rlimits = decision.rlimits.clone();
+    if decision.memory_by_rlimit || decision.pids_by_rlimit {
+        plan.sample_ms = 10;
+    }
+    o.limits = decision.report.clone();
+    if let Some(r) = o.limits.get_mut("pids") {
+        // Without a user namespace RLIMIT_NPROC counts the host uid's
+        // processes, wherever they run.
+        let whose = match (plan.fallback, plan.fallback_ids) {
+            (false, _) => None,
+            (true, Some((uid, _))) => Some(format!(
+                "RLIMIT_NPROC counts the processes of host uid {uid}, this jail's own (leased from --uid-range)"
+            )),
+            (true, None) => Some(format!(
+                "RLIMIT_NPROC counts every process of host uid {} (no user namespace): the limit is shared with the caller's other processes",
+                sys::getuid()
+            )),
+        };
+        if let (Some(w), "rlimit_nproc") = (whose, r.enforced_by) {
+            r.why = Some(match r.why.take() {
+                Some(first) => format!("{first}; {w}"),
+                None => w,
+            });
+        }
+    }
+    Ok((cg, decision, tmp_cap))
+}
+
+/// Let the cloned child go: into the run's cgroup when clone3 could not
+/// put it there, its id maps, GO, then the network namespace (made by a
+/// helper while init builds the root) sent over the control socket.
+fn release(
+    plan: &Plan,
+    cg: Option<&cgroup::RunCgroup>,
+    via: sys::CloneVia,
+    pid: i32,
+    pidfd: &OwnedFd,
+    ctl: &OwnedFd,
+) -> Result<(), SetupError> {
+    let moved_after_clone = cg.is_some() && via != sys::CloneVia::Clone3IntoCgroup;
+    if let (Some(c), true) = (cg, moved_after_clone) {
+        c.add_pid(pid).map_err(|e| {
+            setup_err(
+                "cgroup",
+                &c.path().join("cgroup.procs").display().to_string(),
+                e.to_string(),
+            )
+        })?;
+    }
+    if plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
+        namespaces::write_id_maps(pid, plan)
+            .map_err(|(path, e)| setup_err("id map", &path, e.to_string()))?;
+    }
+    // Before GO, while init still has our credentials (see userns_of).
+    let userns = match plan.new_netns {
+        true => Some(
+            sys::netns::userns_of(pidfd, pid)
+                .map_err(|e| setup_err("network", "lo", e.to_string()))?,
+        ),
+        false => None,
+    };
+    sys::ignore_sigpipe();
+    let go = if moved_after_clone && plan.clone_flags & libc::CLONE_NEWCGROUP as u64 != 0 {
+        proto::GO_REROOT_CGROUP
+    } else {
+        proto::GO
+    };
+    sys::write_all(ctl.as_raw_fd(), &[go])
+        .map_err(|e| setup_err("start jail", "", e.to_string()))?;
+    if let Some(userns) = userns {
+        sys::netns::create_in(&userns)
+            .and_then(|ns| sys::fdpass::send_fd(ctl.as_raw_fd(), ns.as_raw_fd(), proto::NETNS))
+            .map_err(|e| setup_err("network", "lo", e.to_string()))?;
     }
     Ok(())
 }
@@ -733,10 +778,6 @@ fn reap_earlier() {
     unreaped().retain(|&pid| !matches!(sys::waitpid(pid, true), Ok(Some(_))));
 }
 
-fn has_status(r: &[proto::Report]) -> bool {
-    r.iter().any(|r| matches!(r, proto::Report::Status(_)))
-}
-
 /// The child is killed and reaped after a step of ours failed; if it had
 /// failed first (init opens the bind sources before it waits for the go),
 /// its own error is the one to report.
@@ -756,312 +797,4 @@ fn failed_first(pidfd: &OwnedFd, pid: i32, rep: &OwnedFd) -> Option<SetupError> 
 
 fn tv_ms(t: libc::timeval) -> u64 {
     (t.tv_sec as u64) * 1000 + (t.tv_usec as u64) / 1000
-}
-
-/// One output stream of the payload.
-struct Stream {
-    fd: OwnedFd,
-    open: bool,
-    /// Where to stream it (our stdout or stderr); None: capture only.
-    forward: Option<RawFd>,
-    captured: Vec<u8>,
-    keep: u64,
-    truncated: bool,
-    bytes: u64,
-}
-
-impl Stream {
-    fn new(fd: OwnedFd, forward: Option<RawFd>, keep: u64) -> Stream {
-        let _ = sys::set_nonblocking(fd.as_raw_fd());
-        Stream {
-            fd,
-            open: true,
-            forward,
-            captured: Vec::new(),
-            keep,
-            truncated: false,
-            bytes: 0,
-        }
-    }
-}
-
-/// The supervisor's view of a running jail.
-struct Watch {
-    pidfd: OwnedFd,
-    ctl: OwnedFd,
-    deadline: Option<Instant>,
-    grace: Duration,
-    kill_at: Option<Instant>,
-    timed_out: bool,
-    cap: Option<u64>,
-    total: u64,
-    hit_cap: bool,
-    out: Option<Stream>,
-    err: Option<Stream>,
-    /// seccomp listener (learning and kill mode).
-    learner: Option<Learner>,
-    /// Kill mode: the refused syscall the jail was killed for.
-    violation: Option<(i64, String)>,
-    /// The run's cgroup, when there is one.
-    cg: Option<cgroup::RunCgroup>,
-    /// Init has exited (its pidfd was readable).
-    init_done: bool,
-    /// The asker's socket (see [`run`]); None once it has spoken or closed.
-    control: Option<RawFd>,
-    /// No pid namespace: init's death is not the jail's.
-    fallback: bool,
-    /// The fallback's run directory without a tmpfs: metered.
-    meter: Option<rundir::Meter>,
-    /// The meter found the run directory past the cap; the jail was killed.
-    disk_hit: bool,
-}
-
-impl Watch {
-    /// Kill every process in the jail: init's death takes the pid namespace.
-    /// Without one, init's children would outlive it under the host's init:
-    /// init kills them, then ends as when the payload ends.
-    fn kill_all(&self) {
-        if self.fallback {
-            let _ = sys::write_all(self.ctl.as_raw_fd(), &[proto::KILL_ALL]);
-        } else {
-            let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
-        }
-        if let Some(c) = &self.cg {
-            c.kill();
-        }
-    }
-
-    /// The asker said kill (`K`), or is gone: kill the jail, once.
-    fn on_control(&mut self) {
-        let Some(fd) = self.control else { return };
-        let mut b = [0u8; 16];
-        match sys::read(fd, &mut b) {
-            Ok(n) if n > 0 && !b[..n].contains(&b'K') => return,
-            Err(e) if e.errno == Errno::EAGAIN => return,
-            _ => {}
-        }
-        self.control = None;
-        self.kill_all();
-    }
-
-    /// Read what is available on one stream; stream it, capture it, count it.
-    fn pump(&mut self, which: usize) {
-        let mut chunk = vec![0u8; 65536];
-        let s = match which {
-            0 => self.out.as_mut(),
-            _ => self.err.as_mut(),
-        };
-        let Some(s) = s else { return };
-        let n = match sys::read(s.fd.as_raw_fd(), &mut chunk) {
-            Ok(0) => {
-                s.open = false;
-                return;
-            }
-            Ok(n) => n,
-            Err(e) if e.errno == Errno::EAGAIN => return,
-            Err(_) => {
-                s.open = false;
-                return;
-            }
-        };
-        let data = &chunk[..n];
-        let room = match self.cap {
-            Some(c) => c.saturating_sub(self.total) as usize,
-            None => usize::MAX,
-        };
-        let pass = &data[..n.min(room)];
-        if let Some(fd) = s.forward {
-            if sys::write_all(fd, pass).is_err() {
-                s.forward = None;
-            }
-        }
-        let keep_room = s.keep.saturating_sub(s.captured.len() as u64) as usize;
-        s.captured
-            .extend_from_slice(&pass[..pass.len().min(keep_room)]);
-        if pass.len() > keep_room || pass.len() < n {
-            s.truncated = true;
-        }
-        s.bytes += n as u64;
-        self.total += n as u64;
-        if self.cap.is_some_and(|c| self.total > c) && !self.hit_cap {
-            self.hit_cap = true;
-            self.kill_all();
-        }
-    }
-
-    /// Loop until every output pipe is closed and either init has exited
-    /// or (with no cgroup to remove) init's last records said the jail is
-    /// empty; return what the jail reported.
-    ///
-    /// Records come in few writes (the payload's layers at once, init's
-    /// last ones at once): each wake-up costs, and here a wake-up of an
-    /// idle vCPU takes a few hundred microseconds.
-    fn wait(&mut self, rep: &OwnedFd, sfd: &nix::sys::signalfd::SignalFd) -> Vec<u8> {
-        let mut buf = Vec::new();
-        let mut rep_open = true;
-        let mut emptied = false;
-        let mut drain_until: Option<Instant> = None;
-        loop {
-            let now = Instant::now();
-            if let Some(d) = self.deadline {
-                if now >= d && !self.timed_out {
-                    self.timed_out = true;
-                    let _ = sys::write_all(self.ctl.as_raw_fd(), &[proto::TERM_ALL]);
-                    self.kill_at = Some(now + self.grace);
-                }
-            }
-            if let Some(k) = self.kill_at {
-                if now >= k {
-                    self.kill_all();
-                    self.kill_at = None;
-                }
-            }
-            if !self.disk_hit && !self.init_done {
-                let over = match &mut self.meter {
-                    Some(m) if now >= m.due() => m.check(),
-                    _ => false,
-                };
-                if over {
-                    self.disk_hit = true;
-                    self.kill_all();
-                }
-            }
-            let out_open = self.out.as_ref().is_some_and(|s| s.open);
-            let err_open = self.err.as_ref().is_some_and(|s| s.open);
-            if (self.init_done || (emptied && self.cg.is_none())) && !out_open && !err_open {
-                break;
-            }
-            if drain_until.is_some_and(|d| now >= d) {
-                break;
-            }
-            let mut next: Option<Instant> = None;
-            let meter_due = match &self.meter {
-                Some(m) if !self.disk_hit && !self.init_done => Some(m.due()),
-                _ => None,
-            };
-            for t in [
-                if self.timed_out { None } else { self.deadline },
-                self.kill_at,
-                drain_until,
-                meter_due,
-            ]
-            .into_iter()
-            .flatten()
-            {
-                next = Some(next.map_or(t, |n: Instant| n.min(t)));
-            }
-            let timeout = next.map_or(-1, |t| {
-                t.saturating_duration_since(now)
-                    .as_millis()
-                    .min(i32::MAX as u128) as i32
-                    + 1
-            });
-            let fd_or = |open: bool, fd: RawFd| if open { fd } else { -1 };
-            let lfds = self.learner.as_ref().map(|l| l.fds()).unwrap_or_default();
-            let lfd = |i: usize| lfds.get(i).copied().unwrap_or(-1);
-            let mut fds = [
-                libc::pollfd {
-                    fd: fd_or(!self.init_done, self.pidfd.as_raw_fd()),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: fd_or(rep_open && !self.init_done, rep.as_raw_fd()),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: sfd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self
-                        .out
-                        .as_ref()
-                        .map_or(-1, |s| fd_or(s.open, s.fd.as_raw_fd())),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self
-                        .err
-                        .as_ref()
-                        .map_or(-1, |s| fd_or(s.open, s.fd.as_raw_fd())),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: lfd(0),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: lfd(1),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: self.control.unwrap_or(-1),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            if sys::poll(&mut fds, timeout).is_err() {
-                break;
-            }
-            if fds[1].revents != 0 {
-                let mut chunk = [0u8; 4096];
-                match sys::read(rep.as_raw_fd(), &mut chunk) {
-                    Ok(0) | Err(_) => rep_open = false,
-                    Ok(n) => {
-                        buf.extend_from_slice(&chunk[..n]);
-                        emptied = has_status(&proto::decode(&buf));
-                    }
-                }
-            }
-            if fds[2].revents != 0 {
-                while let Ok(Some(si)) = sfd.read_signal() {
-                    let _ =
-                        sys::write_all(self.ctl.as_raw_fd(), &[proto::FORWARD, si.ssi_signo as u8]);
-                }
-            }
-            if fds[3].revents != 0 {
-                self.pump(0);
-            }
-            if fds[4].revents != 0 {
-                self.pump(1);
-            }
-            if fds[7].revents != 0 {
-                self.on_control();
-            }
-            for p in &fds[5..7] {
-                if p.fd >= 0 && p.revents != 0 {
-                    if let Some(l) = self.learner.as_mut() {
-                        l.on_ready(p.fd);
-                    }
-                }
-            }
-            if self.violation.is_none() {
-                if let Some(v) = self.learner.as_ref().and_then(|l| l.violation()) {
-                    self.violation = Some(v);
-                    self.kill_all();
-                }
-            }
-            if fds[0].revents != 0 && !self.init_done {
-                self.init_done = true;
-                // Everything in the jail is gone with init; the pipes reach
-                // EOF at once. Bound the drain in case something else holds them.
-                drain_until = Some(Instant::now() + Duration::from_secs(2));
-            }
-        }
-        // Read what is left without blocking: init may still be exiting,
-        // or (init gone) a stray holder may keep the pipe open.
-        let _ = sys::set_nonblocking(rep.as_raw_fd());
-        let mut chunk = [0u8; 4096];
-        while let Ok(n @ 1..) = sys::read(rep.as_raw_fd(), &mut chunk) {
-            buf.extend_from_slice(&chunk[..n]);
-        }
-        buf
-    }
 }
