@@ -392,7 +392,10 @@ fn probe_seccomp() -> Probe {
         jf: 0,
         k: libc::SECCOMP_RET_ALLOW,
     }];
-    let r = match sys::fork() {
+    #[allow(unsafe_code)]
+    // SAFETY: `stockade check` is single-threaded.
+    let forked = unsafe { sys::fork() };
+    let r = match forked {
         Err(e) => Err(e.to_string()),
         Ok(None) => {
             let code =

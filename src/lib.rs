@@ -1,27 +1,44 @@
 //! stockade: a Linux jail for code nobody trusts.
 //!
-//! `Policy` (what is allowed) → `Plan` (syscall-ready) → supervisor and jail
-//! → `Outcome` (how it ended, what it used, which layers were applied).
+//! The public surface is [`Jail`] (a builder shaped like
+//! `std::process::Command`) and the [`Child`] it starts, the [`Policy`] a
+//! jail runs (module [`policy`]) and the [`Outcome`] it ends with (module
+//! [`outcome`]). Inside: `Policy` → `Plan` (syscall-ready) → supervisor and
+//! jail → `Outcome`; see ARCHITECTURE.md.
 
 #![deny(unsafe_code)]
 
 mod api;
-pub mod check;
-pub mod cli;
-pub mod jail;
+mod check;
+mod cli;
+mod jail;
 pub mod outcome;
-pub mod plan;
+mod plan;
 pub mod policy;
-pub mod seccomp;
+mod seccomp;
 pub mod spawner;
-pub mod supervise;
+mod supervise;
 #[allow(unsafe_code)]
-pub mod sys;
+mod sys;
 
 pub use api::{Child, Error, Jail, Output, Stdio};
 pub use outcome::{Outcome, Status};
-pub use plan::{Plan, SetupError};
+use plan::Plan;
+pub use plan::SetupError;
 pub use policy::{Policy, PolicyError};
+
+/// The command line (the `stockade` binary's `main`): the exit code.
+#[doc(hidden)]
+pub fn cli_main(args: Vec<std::ffi::OsString>) -> i32 {
+    cli::main(args)
+}
+
+/// Internals the integration tests look at; not part of the API.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::seccomp::syscalls;
+    pub use crate::supervise::cgroup;
+}
 
 /// Run `policy` to completion. Must be called from a single-threaded process
 /// (a multi-threaded one cannot create a user namespace).

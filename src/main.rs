@@ -10,6 +10,6 @@ fn main() -> ExitCode {
         // A spawner for a multi-threaded program's `stockade::Jail` (hidden).
         stockade::spawner::serve(stockade::spawner::stdin_socket());
     }
-    let code = stockade::cli::main(std::env::args_os().collect());
+    let code = stockade::cli_main(std::env::args_os().collect());
     ExitCode::from(code.clamp(0, 255) as u8)
 }

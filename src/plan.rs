@@ -115,8 +115,6 @@ pub struct Plan {
     pub gid_map: String,
     pub inner_uid: u32,
     pub inner_gid: u32,
-    pub outer_uid: u32,
-    pub outer_gid: u32,
     /// Host directory (in the jail's private mount namespace) where the new
     /// root tmpfs is assembled before pivot_root.
     pub base: PathBuf,
@@ -175,6 +173,7 @@ pub struct Plan {
     pub run_dir_tmpfs: bool,
     /// Held (flock) on `run_dir` while the run lives, so no other run takes
     /// it for stale.
+    #[allow(dead_code)] // held, not read: the flock lasts as long as the plan
     pub run_dir_lock: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     /// The payload's end of the supervisor's seccomp socket (learning and
     /// kill mode): the listener is sent over it. Set by the supervisor.
@@ -732,8 +731,6 @@ impl Plan {
             gid_map: format!("{} {} 1\n", p.gid, outer_gid),
             inner_uid: p.uid,
             inner_gid: p.gid,
-            outer_uid,
-            outer_gid,
             base,
             steps,
             hostname: p.hostname.clone(),

@@ -172,10 +172,6 @@ impl Compiled {
     pub fn len(&self) -> usize {
         self.allowlist.len()
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 fn action_name(a: SeccompAction) -> &'static str {

@@ -69,7 +69,11 @@ fn launch() -> Result<Handle, String> {
         fdpass::socketpair(libc::SOCK_SEQPACKET).map_err(|e| format!("spawner: {e}"))?;
     if sys::thread_count() == 1 {
         // Single-threaded: a fork of us may run anything.
-        match sys::fork().map_err(|e| format!("spawner: {e}"))? {
+        #[allow(unsafe_code)]
+        // SAFETY: thread_count() just said this process has one thread, and
+        // we hold the lock every other user of the spawner needs.
+        let forked = unsafe { sys::fork() }.map_err(|e| format!("spawner: {e}"))?;
+        match forked {
             None => {
                 drop(ours);
                 serve(theirs)
@@ -260,7 +264,10 @@ fn start_run(text: &str, fds: Vec<OwnedFd>, spawner_sock: RawFd) -> Result<i32, 
             fds.len()
         ));
     }
-    match sys::fork().map_err(|e| e.to_string())? {
+    #[allow(unsafe_code)]
+    // SAFETY: the spawner is single-threaded.
+    let forked = unsafe { sys::fork() }.map_err(|e| e.to_string())?;
+    match forked {
         Some(pid) => Ok(pid),
         None => supervise_one(fds, &keep, spawner_sock),
     }
@@ -268,7 +275,12 @@ fn start_run(text: &str, fds: Vec<OwnedFd>, spawner_sock: RawFd) -> Result<i32, 
 
 /// The supervisor of one run (a child of the spawner). Never returns.
 fn supervise_one(fds: Vec<OwnedFd>, keep: &[RawFd], spawner_sock: RawFd) -> ! {
-    sys::close_raw(spawner_sock);
+    #[allow(unsafe_code)]
+    // SAFETY: the value that owns it (in `serve`) is never used or dropped
+    // again: this process ends in exit_now.
+    unsafe {
+        sys::close_raw(spawner_sock)
+    };
     // Move every fd we were given out of the way, then into place: the
     // payload's stdio on 0, 1, 2, kept fds under their own numbers.
     let top = keep.iter().copied().max().unwrap_or(0).max(2) + 1;
@@ -281,13 +293,17 @@ fn supervise_one(fds: Vec<OwnedFd>, keep: &[RawFd], spawner_sock: RawFd) -> ! {
         Err(_) => sys::exit_now(1),
     };
     drop(fds);
-    for (i, f) in moved.iter().take(3).enumerate() {
-        if sys::dup2(f.as_raw_fd(), i as RawFd).is_err() {
-            sys::exit_now(1);
-        }
-    }
-    for (f, to) in moved.iter().skip(4).zip(keep.iter().copied()) {
-        if sys::dup2(f.as_raw_fd(), to).is_err() {
+    for (f, to) in moved
+        .iter()
+        .take(3)
+        .zip([0, 1, 2])
+        .chain(moved.iter().skip(4).zip(keep.iter().copied()))
+    {
+        #[allow(unsafe_code)]
+        // SAFETY: every value that owns an fd here is in `moved`, above
+        // `top`; 0, 1, 2 and the kept numbers are owned by none.
+        let placed = unsafe { sys::dup2(f.as_raw_fd(), to) };
+        if placed.is_err() {
             sys::exit_now(1);
         }
     }

@@ -210,7 +210,8 @@ fn flags_text(f: u64) -> String {
 /// or fails. Only exact when `uid` belongs to one jail alone. The caller
 /// must be single-threaded and may hold the privilege to change uid.
 pub fn kill_every_process_of(uid: u32, sig: i32) -> SysResult<()> {
-    match fork()? {
+    // SAFETY: the caller is single-threaded (this function's contract).
+    match unsafe { fork() }? {
         None => {
             if setresuid(uid).is_err() {
                 exit_now(2);
@@ -231,10 +232,17 @@ pub fn kill_every_process_of(uid: u32, sig: i32) -> SysResult<()> {
     }
 }
 
-/// fork(2). The caller must be single-threaded.
-pub fn fork() -> SysResult<Option<i32>> {
-    // SAFETY: called only from the jail's init, which is single-threaded, so the
-    // child may keep using the allocator and std.
+/// fork(2): `None` in the child, the child's pid in the parent.
+///
+/// # Safety
+///
+/// The calling process must be single-threaded: the child gets only the
+/// calling thread, and a lock another thread held at the fork (the
+/// allocator's, stdio's, the environment's) would stay locked for ever in
+/// the child, which may use the allocator and std freely only because no
+/// other thread existed.
+pub unsafe fn fork() -> SysResult<Option<i32>> {
+    // SAFETY: the caller guarantees a single-threaded process (above).
     match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Child) => Ok(None),
         Ok(nix::unistd::ForkResult::Parent { child }) => Ok(Some(child.as_raw())),
@@ -250,15 +258,26 @@ pub fn fork() -> SysResult<Option<i32>> {
 /// `child` runs on its own stack and must end in execve or [`exit_now`]. It
 /// must not close or drop anything of ours: our fd table is copied (no
 /// CLONE_FILES), but values it moves out of shared memory are gone for us
-/// too. The caller must be single-threaded, so no lock (the allocator's
-/// included) can be held by anyone else while the child runs.
-pub fn spawn_vfork(child: &mut dyn FnMut() -> std::convert::Infallible) -> SysResult<i32> {
-    spawn_vfork_with(0, child)
+/// too.
+///
+/// # Safety
+///
+/// The calling process must be single-threaded, so that no lock (the
+/// allocator's included) can be held by anyone else while the child runs
+/// in our memory; and `child` must not drop, move out or close anything
+/// the caller still owns, and must end in execve or [`exit_now`].
+pub unsafe fn spawn_vfork(child: &mut dyn FnMut() -> std::convert::Infallible) -> SysResult<i32> {
+    // SAFETY: the caller upholds spawn_vfork_with's contract (the same).
+    unsafe { spawn_vfork_with(0, child) }
 }
 
 /// [`spawn_vfork`] with more clone flags (CLONE_FILES: the child's new fds
 /// are ours too).
-pub fn spawn_vfork_with(
+///
+/// # Safety
+///
+/// As [`spawn_vfork`].
+pub unsafe fn spawn_vfork_with(
     extra: libc::c_int,
     child: &mut dyn FnMut() -> std::convert::Infallible,
 ) -> SysResult<i32> {
@@ -414,11 +433,16 @@ unsafe fn clone_on_stack(
     ret
 }
 
-/// Close a raw fd we do not own as an OwnedFd (the vfork child closing
-/// its copies of the parent's fds).
-pub fn close_raw(fd: RawFd) {
-    // SAFETY: closing an fd number has no memory effects; the caller owns
-    // this copy of it.
+/// Close a raw fd that no `OwnedFd` of ours owns (the vfork child closing
+/// its copies of the parent's fds, init letting go of stdout).
+///
+/// # Safety
+///
+/// No live value of this process (an `OwnedFd`, a `File`) may own `fd`
+/// (or the one that does is never used or dropped again), or its later
+/// drop closes whatever fd then has the number.
+pub unsafe fn close_raw(fd: RawFd) {
+    // SAFETY: the caller guarantees nothing else owns the fd.
     unsafe { libc::close(fd) };
 }
 
@@ -447,10 +471,6 @@ pub fn getpid() -> i32 {
 
 pub fn getuid() -> u32 {
     nix::unistd::getuid().as_raw()
-}
-
-pub fn getgid() -> u32 {
-    nix::unistd::getgid().as_raw()
 }
 
 pub fn geteuid() -> u32 {
@@ -749,7 +769,6 @@ pub struct ChildEnd {
     pub code: Option<i32>,
     /// Signal when it was killed.
     pub signal: Option<i32>,
-    pub core_dumped: bool,
 }
 
 impl ChildEnd {
@@ -762,7 +781,7 @@ impl ChildEnd {
         } else if libc::WIFSIGNALED(st) {
             ChildEnd {
                 signal: Some(libc::WTERMSIG(st)),
-                core_dumped: libc::WCOREDUMP(st),
+
                 ..Default::default()
             }
         } else {
@@ -1019,8 +1038,13 @@ pub fn fd_is_open(fd: RawFd) -> bool {
     unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
 }
 
-/// dup2 that keeps going on EINTR.
-pub fn dup2(from: RawFd, to: RawFd) -> SysResult<()> {
+/// dup2(2): `to` becomes a copy of `from`, closing what `to` was.
+///
+/// # Safety
+///
+/// No live value of this process may own `to` (it is closed and replaced
+/// under its owner's feet), unless that owner is never used or dropped again.
+pub unsafe fn dup2(from: RawFd, to: RawFd) -> SysResult<()> {
     // SAFETY: dup2 on integer fds.
     let r = unsafe { libc::dup2(from, to) };
     if r < 0 {
@@ -1157,11 +1181,6 @@ pub fn open_path_beneath(dir: &OwnedFd, rel: &Path) -> SysResult<OwnedFd> {
         RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
         &rel.display(),
     )
-}
-
-/// Like [`open_in_root`] with O_PATH.
-pub fn open_path_in_root(root: &OwnedFd, rel: &Path) -> SysResult<OwnedFd> {
-    open_in_root(root, rel, libc::O_PATH)
 }
 
 /// Create every missing directory of `rel` under `root` (contained as in

@@ -7,7 +7,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Command;
 
-use stockade::supervise::cgroup::{self, Enforced, Request};
+use stockade::testing::cgroup::{self, Enforced, Request};
 
 mod common;
 

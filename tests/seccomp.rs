@@ -6,7 +6,7 @@
 mod common;
 
 use common::{expect_code, run, stderr, stdout, users, Who};
-use stockade::seccomp::syscalls;
+use stockade::testing::syscalls;
 
 /// `--ro-bind HOST:/opt/NAME` for a compiled payload.
 fn bind(path: &std::path::Path, name: &str) -> String {

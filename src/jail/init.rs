@@ -35,7 +35,11 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
     let rep_fd = rep.as_raw_fd();
     sys::scrub_cmdline(b"stockade-init");
     if let Some((out, err)) = stdio {
-        if sys::dup2(out.as_raw_fd(), 1).is_err() || sys::dup2(err.as_raw_fd(), 2).is_err() {
+        #[allow(unsafe_code)]
+        // SAFETY: fds 1 and 2 are owned by no value of init (the inherited
+        // stdout and stderr are only ever used by number).
+        let moved = unsafe { sys::dup2(out.as_raw_fd(), 1).and(sys::dup2(err.as_raw_fd(), 2)) };
+        if moved.is_err() {
             sys::exit_now(125);
         }
     }
@@ -164,11 +168,21 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
 
     let (sfd_raw, ctl_raw) = (sfd.as_raw_fd(), ctl.as_raw_fd());
     let mut start_payload = || {
-        sys::close_raw(sfd_raw);
-        sys::close_raw(ctl_raw);
+        #[allow(unsafe_code)]
+        // SAFETY: the payload's own copies of the numbers: the values that
+        // own them in init (`sfd`, `ctl`) stay with init, and the fd table
+        // is not shared.
+        unsafe {
+            sys::close_raw(sfd_raw);
+            sys::close_raw(ctl_raw);
+        }
         payload::main(plan, rep_fd)
     };
-    let child = match sys::spawn_vfork(&mut start_payload) {
+    #[allow(unsafe_code)]
+    // SAFETY: init is single-threaded, and the payload closes only its own
+    // copies of init's fds (above) and ends in execve or exit_now.
+    let spawned = unsafe { sys::spawn_vfork(&mut start_payload) };
+    let child = match spawned {
         Ok(pid) => pid,
         Err(e) => fail(rep_fd, "start payload", "", &e.to_string()),
     };
@@ -206,8 +220,12 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
     // their end now, then send the last records in one write: the
     // supervisor may finish on them without waiting for this process's
     // exit (unmapping its memory, tearing down the namespaces).
-    sys::close_raw(1);
-    sys::close_raw(2);
+    #[allow(unsafe_code)]
+    // SAFETY: no value of init owns its stdout and stderr (used by number).
+    unsafe {
+        sys::close_raw(1);
+        sys::close_raw(2);
+    }
     let mut last = proto::encode(&children_usage());
     last.extend(proto::encode(&Report::Peak {
         tasks: peak.tasks,

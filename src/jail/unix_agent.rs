@@ -73,7 +73,10 @@ fn reply(chan: RawFd, id: u64, errno: i32) {
 /// The agent is a grandchild, so the payload never sees it as a child of
 /// its own; init (a subreaper) adopts it and kills it with the jail.
 pub fn start(chan: RawFd, roots: &[PathBuf]) -> SysResult<()> {
-    match sys::fork()? {
+    #[allow(unsafe_code)]
+    // SAFETY: the payload is single-threaded (it is about to execve).
+    let forked = unsafe { sys::fork() }?;
+    match forked {
         Some(mid) => match sys::waitpid(mid, false)? {
             Some((_, 0)) => Ok(()),
             _ => Err(sys::SysError {
@@ -82,7 +85,9 @@ pub fn start(chan: RawFd, roots: &[PathBuf]) -> SysResult<()> {
                 errno: Errno::EAGAIN,
             }),
         },
-        None => match sys::fork() {
+        #[allow(unsafe_code)]
+        // SAFETY: a fresh fork of a single-threaded process is one too.
+        None => match unsafe { sys::fork() } {
             Ok(Some(_)) => sys::exit_now(0),
             Ok(None) => serve(chan, roots),
             Err(_) => sys::exit_now(1),

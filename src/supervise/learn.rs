@@ -51,17 +51,6 @@ pub struct Learner {
 }
 
 impl Learner {
-    /// For a compiled filter whose action wants a listener (learn, kill);
-    /// `None` for errno mode.
-    pub fn for_action(action: SeccompAction) -> SysResult<Option<Learner>> {
-        let mode = match action {
-            SeccompAction::Learn => Mode::Learn,
-            SeccompAction::Kill => Mode::Kill,
-            SeccompAction::Errno => return Ok(None),
-        };
-        Learner::new(mode).map(Some)
-    }
-
     /// For a compiled filter: a listener in learning and kill mode, and
     /// whenever the filter mediates a syscall (the fallback's connect).
     pub fn for_compiled(c: &crate::seccomp::Compiled) -> SysResult<Option<Learner>> {
@@ -228,30 +217,9 @@ impl Learner {
     }
 }
 
-/// The line learning mode prints on stderr at the end of the run.
-pub fn summary_line(names: &[String]) -> String {
-    if names.is_empty() {
-        "stockade: seccomp-learn: syscalls outside the allowlist: (none)".to_string()
-    } else {
-        format!(
-            "stockade: seccomp-learn: syscalls outside the allowlist: {}",
-            names.join(", ")
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn summary_lists_names_in_order() {
-        assert_eq!(
-            summary_line(&["acct".into(), "personality".into()]),
-            "stockade: seccomp-learn: syscalls outside the allowlist: acct, personality"
-        );
-        assert!(summary_line(&[]).ends_with("(none)"));
-    }
 
     #[test]
     fn socket_eof_without_listener_stops_polling() {

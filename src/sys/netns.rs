@@ -55,7 +55,10 @@ pub fn create_in(userns: &OwnedFd) -> SysResult<OwnedFd> {
         made = in_helper(userns);
         super::exit_now(0)
     };
-    let hpid = super::spawn_vfork_with(libc::CLONE_FILES, &mut helper)?;
+    // SAFETY: the supervisor is single-threaded until it returns (the
+    // contract of every caller of this module), and the helper only sets
+    // `made` and exits: it drops, moves or closes nothing of ours.
+    let hpid = unsafe { super::spawn_vfork_with(libc::CLONE_FILES, &mut helper) }?;
     // The helper has exited (vfork): reap it.
     let _ = super::waitpid(hpid, false);
     // SAFETY: the helper made this fd in the fd table it shared with us and
