@@ -940,14 +940,47 @@ impl ReportTo {
         to
     }
 
-    /// Write `o` where asked; the first error, worded for the caller.
-    fn write(&self, json: &str) -> Result<(), String> {
+    /// Open where the report goes, before anything runs: a bad path or a
+    /// closed fd is bad input.
+    fn open(&self) -> Result<Opened, String> {
+        let file = match &self.file {
+            Some(p) => Some(
+                std::fs::File::create(p).map_err(|e| format!("--report: {}: {e}", p.display()))?,
+            ),
+            None => None,
+        };
+        if let Some(fd) = self.fd.filter(|fd| !crate::sys::fd_is_open(*fd)) {
+            return Err(format!("--report-fd: {fd}: not an open file descriptor"));
+        }
+        Ok(Opened {
+            file,
+            stdout: self.stdout,
+            fd: self.fd,
+        })
+    }
+}
+
+/// Where the report goes, opened.
+struct Opened {
+    file: Option<std::fs::File>,
+    stdout: bool,
+    fd: Option<i32>,
+}
+
+impl Opened {
+    fn wanted(&self) -> bool {
+        self.file.is_some() || self.stdout || self.fd.is_some()
+    }
+
+    /// Write the report everywhere asked; the first error, worded for the
+    /// caller.
+    fn write(self, json: &str) -> Result<(), String> {
         use std::io::Write;
         let mut wrote = Ok(());
-        if let Some(p) = &self.file {
-            wrote = std::fs::File::create(p)
-                .and_then(|mut f| f.write_all(json.as_bytes()))
-                .map_err(|e| format!("--report: {}: {e}", p.display()));
+        if let Some(mut f) = self.file {
+            wrote = f
+                .write_all(json.as_bytes())
+                .map_err(|e| format!("--report: {e}"));
         }
         if self.stdout {
             let mut so = std::io::stdout().lock();
@@ -958,12 +991,9 @@ impl ReportTo {
             );
         }
         if let Some(fd) = self.fd {
-            if crate::sys::fd_is_open(fd) {
-                wrote = wrote.and(
-                    crate::sys::write_all(fd, json.as_bytes())
-                        .map_err(|e| format!("--report-fd: {e}")),
-                );
-            }
+            wrote = wrote.and(
+                crate::sys::write_all(fd, json.as_bytes()).map_err(|e| format!("--report-fd: {e}")),
+            );
         }
         wrote
     }
@@ -980,7 +1010,7 @@ fn refuse(to: &ReportTo, msg: &str) -> i32 {
         o.error = Some(msg.to_string());
         // The refusal is already on stderr; a report that cannot be
         // written has nowhere better to go.
-        let _ = to.write(&(o.to_json() + "\n"));
+        let _ = to.open().and_then(|r| r.write(&(o.to_json() + "\n")));
     }
     125
 }
@@ -1125,16 +1155,13 @@ fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32 {
         Ok(p) => p,
         Err(e) => return refuse(&ReportTo::of(a), &e.to_string()),
     };
-    // Open the report file before running: a bad path is bad input.
-    let report_file = match a.report.as_deref() {
-        Some(p) if p != std::path::Path::new("-") => match std::fs::File::create(p) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                eprint_line(&format!("--report: {}: {e}", p.display()));
-                return 125;
-            }
-        },
-        _ => None,
+    // Open the report's destinations before running: a bad path is bad input.
+    let report = match ReportTo::of(a).open() {
+        Ok(r) => r,
+        Err(e) => {
+            eprint_line(&e);
+            return 125;
+        }
     };
     // The library's own door: in this process, which is single-threaded.
     let jail = crate::Jail::new(policy);
@@ -1142,7 +1169,6 @@ fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32 {
         Ok(o) => o,
         Err(e) => return refuse(&ReportTo::of(a), &e.to_string()),
     };
-    let policy = jail.policy();
     if let Some(err) = &o.error {
         eprint_line(err);
     }
@@ -1156,38 +1182,13 @@ fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32 {
             }
         ));
     }
-    let wants_report = report_file.is_some() || policy.stdout_in_report || a.report_fd.is_some();
     // Serialized only when some report is asked for: the run is over, but
     // the caller still waits for this process to exit.
-    let json = if wants_report {
-        o.to_json() + "\n"
-    } else {
-        String::new()
-    };
-    let mut wrote = Ok(());
-    if let Some(mut f) = report_file {
-        use std::io::Write;
-        wrote = f
-            .write_all(json.as_bytes())
-            .map_err(|e| format!("--report: {e}"));
-    }
-    if policy.stdout_in_report {
-        use std::io::Write;
-        let mut so = std::io::stdout().lock();
-        wrote = wrote.and(
-            so.write_all(json.as_bytes())
-                .and_then(|_| so.flush())
-                .map_err(|e| format!("--report -: {e}")),
-        );
-    }
-    if let Some(fd) = a.report_fd {
-        wrote = wrote.and(
-            crate::sys::write_all(fd, json.as_bytes()).map_err(|e| format!("--report-fd: {e}")),
-        );
-    }
-    if let Err(e) = wrote {
-        eprint_line(&e);
-        return 125;
+    if report.wanted() {
+        if let Err(e) = report.write(&(o.to_json() + "\n")) {
+            eprint_line(&e);
+            return 125;
+        }
     }
     if o.status == Status::SetupError && o.exit_code != 126 && o.exit_code != 127 {
         return 125;

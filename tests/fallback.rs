@@ -5,8 +5,7 @@
 
 mod common;
 
-use common::{c_payload, stderr, stdout, Scratch, Who};
-use std::process::Command;
+use common::{stderr, stdout, Scratch, Who};
 
 /// `chk_nouserns stockade run FLAGS -- CMD` as `who`.
 fn run_refused(who: Who, flags: &[&str], cmd: &[&str]) -> std::process::Output {
@@ -15,28 +14,13 @@ fn run_refused(who: Who, flags: &[&str], cmd: &[&str]) -> std::process::Output {
 
 /// `WRAPPER stockade run FLAGS -- CMD` as `who`.
 fn run_wrapped(wrapper: &str, who: Who, flags: &[&str], cmd: &[&str]) -> std::process::Output {
-    let wrapper = c_payload(wrapper);
-    let mut w = Command::new(&wrapper);
-    w.arg(common::binary())
-        .arg("run")
-        .args(flags)
-        .arg("--")
-        .args(cmd);
-    w.env_clear();
-    w.env("PATH", "/usr/local/bin:/usr/bin:/bin");
-    w.current_dir("/");
-    if who == Who::Nobody && common::is_root() {
-        use std::os::unix::process::CommandExt;
-        w.uid(common::NOBODY).gid(common::NOBODY);
-    }
-    w.output().expect("start wrapper")
+    common::wrapped(&[wrapper], who, flags, cmd)
+        .output()
+        .expect("start wrapper")
 }
 
 fn report(o: &std::process::Output) -> serde_json::Value {
-    let text = stdout(o);
-    let line = text.lines().last().unwrap_or("");
-    serde_json::from_str(line)
-        .unwrap_or_else(|e| panic!("no JSON report ({e}):\n{text}\n--- stderr\n{}", stderr(o)))
+    common::last_json(o)
 }
 
 #[test]

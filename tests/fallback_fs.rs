@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{c_payload, stderr, stdout, Who};
+use common::{stderr, stdout, Who};
 use std::process::Command;
 
 const MIB: u64 = 1 << 20;
@@ -39,35 +39,17 @@ fn run_as(mode: Mode, who: Who, flags: &[&str], cmd: &[&str]) -> std::process::O
         Mode::Refused => &["chk_nouserns"],
         Mode::RefusedNoSysAdmin => &["fb_nosysadmin", "chk_nouserns"],
     };
-    let mut argv: Vec<std::ffi::OsString> = wrappers
-        .iter()
-        .map(|w| c_payload(w).into_os_string())
-        .collect();
-    argv.push(common::binary().into());
-    let mut w = Command::new(&argv[0]);
-    w.args(&argv[1..])
-        .arg("run")
-        .args(flags)
-        .arg("--")
-        .args(cmd);
-    w.env_clear();
-    w.env("PATH", "/usr/local/bin:/usr/bin:/bin");
-    w.current_dir("/");
-    w.stdin(std::process::Stdio::null());
-    if who == Who::Nobody && common::is_root() {
-        use std::os::unix::process::CommandExt;
-        w.uid(common::NOBODY).gid(common::NOBODY);
-    }
-    w.output().expect("start stockade")
+    common::wrapped(wrappers, who, flags, cmd)
+        .output()
+        .expect("start stockade")
 }
 
 /// The outcome, validated against src/outcome.schema.json (as in
 /// tests/outcome.rs).
 fn report(o: &std::process::Output) -> serde_json::Value {
+    let v = common::last_json(o);
     let text = stdout(o);
     let line = text.lines().last().unwrap_or("");
-    let v = serde_json::from_str(line)
-        .unwrap_or_else(|e| panic!("no JSON report ({e}):\n{text}\n--- stderr\n{}", stderr(o)));
     let dir = common::Scratch::new("fbfs-schema");
     let f = dir.join("outcome.json");
     std::fs::write(&f, line).unwrap();

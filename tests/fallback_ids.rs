@@ -5,32 +5,17 @@
 
 mod common;
 
-use common::{c_payload, stderr, stdout, Scratch, Who};
+use common::{stderr, stdout, Scratch, Who};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 
-/// `chk_nouserns stockade run FLAGS -- CMD` as `who`, not yet started.
+/// `chk_nouserns stockade run FLAGS -- CMD` as `who`.
 fn refused_cmd(who: Who, flags: &[&str], cmd: &[&str]) -> Command {
-    let wrapper = c_payload("chk_nouserns");
-    let mut w = Command::new(&wrapper);
-    w.arg(common::binary())
-        .arg("run")
-        .args(flags)
-        .arg("--")
-        .args(cmd);
-    w.env_clear();
-    w.env("PATH", "/usr/local/bin:/usr/bin:/bin");
-    w.current_dir("/");
-    w.stdin(Stdio::null());
-    if who == Who::Nobody && common::is_root() {
-        use std::os::unix::process::CommandExt;
-        w.uid(common::NOBODY).gid(common::NOBODY);
-    }
-    w
+    common::wrapped(&["chk_nouserns"], who, flags, cmd)
 }
 
-/// `chk_nouserns stockade run FLAGS -- CMD` as `who`.
+/// The same, run to its end.
 fn run_refused(who: Who, flags: &[&str], cmd: &[&str]) -> std::process::Output {
     refused_cmd(who, flags, cmd)
         .output()
@@ -38,10 +23,7 @@ fn run_refused(who: Who, flags: &[&str], cmd: &[&str]) -> std::process::Output {
 }
 
 fn report(o: &std::process::Output) -> serde_json::Value {
-    let text = stdout(o);
-    let line = text.lines().last().unwrap_or("");
-    serde_json::from_str(line)
-        .unwrap_or_else(|e| panic!("no JSON report ({e}):\n{text}\n--- stderr\n{}", stderr(o)))
+    common::last_json(o)
 }
 
 /// The uid a line `uid=N` in `out` names.

@@ -25,24 +25,11 @@ const MODES: [Mode; 2] = [Mode::Fallback, Mode::Namespaced];
 
 /// `[chk_nouserns] stockade run FLAGS -- CMD` as `who`, not started yet.
 fn command(mode: Mode, who: Who, flags: &[&str], cmd: &[&str]) -> Command {
-    let mut w = match mode {
-        Mode::Fallback => {
-            let mut w = Command::new(c_payload("chk_nouserns"));
-            w.arg(common::binary());
-            w
-        }
-        Mode::Namespaced => Command::new(common::binary()),
+    let wrappers: &[&str] = match mode {
+        Mode::Fallback => &["chk_nouserns"],
+        Mode::Namespaced => &[],
     };
-    w.arg("run").args(flags).arg("--").args(cmd);
-    w.env_clear();
-    w.env("PATH", "/usr/local/bin:/usr/bin:/bin");
-    w.current_dir("/");
-    w.stdin(Stdio::null());
-    if who == Who::Nobody && common::is_root() {
-        use std::os::unix::process::CommandExt;
-        w.uid(common::NOBODY).gid(common::NOBODY);
-    }
-    w
+    common::wrapped(wrappers, who, flags, cmd)
 }
 
 /// Held by every test here: the orphan floods may fill much of the pid

@@ -217,3 +217,38 @@ pub fn c_payload(name: &str) -> PathBuf {
     built.push((name.to_string(), out.clone()));
     out
 }
+
+/// `[WRAPPERS…] stockade run FLAGS -- CMD` as `who`, with a clean
+/// environment and stdin from /dev/null. Each wrapper is a program of
+/// tests/payloads that execs the rest of the command line under a
+/// restriction (`chk_nouserns`: user namespaces refused, as a container
+/// runtime's seccomp profile does; `fb_nosysadmin`: no CAP_SYS_ADMIN).
+pub fn wrapped(wrappers: &[&str], who: Who, flags: &[&str], cmd: &[&str]) -> Command {
+    let mut argv: Vec<std::ffi::OsString> = wrappers
+        .iter()
+        .map(|w| c_payload(w).into_os_string())
+        .collect();
+    argv.push(binary().into());
+    let mut w = Command::new(&argv[0]);
+    w.args(&argv[1..])
+        .arg("run")
+        .args(flags)
+        .arg("--")
+        .args(cmd);
+    w.env_clear();
+    w.env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    w.current_dir("/");
+    w.stdin(Stdio::null());
+    if who == Who::Nobody && is_root() {
+        w.uid(NOBODY).gid(NOBODY);
+    }
+    w
+}
+
+/// The JSON outcome on the last line of `o`'s stdout (`--report -`).
+pub fn last_json(o: &Output) -> serde_json::Value {
+    let text = stdout(o);
+    let line = text.lines().last().unwrap_or("");
+    serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}):\n{text}\n--- stderr\n{}", stderr(o)))
+}
