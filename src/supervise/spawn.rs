@@ -213,9 +213,8 @@ fn run_inner(
     // seccomp learning/kill mode: the payload sends its user-notification
     // listener over this socket.
     let mut learner = match &plan.seccomp {
-        Some(c) if c.wants_listener() => {
-            Learner::for_compiled(c).map_err(|e| setup_err("seccomp", "", e.to_string()))?
-        }
+        Some(c) if c.wants_listener() => Learner::for_compiled(c, plan.fallback_ids)
+            .map_err(|e| setup_err("seccomp", "", e.to_string()))?,
         _ => None,
     };
     plan.seccomp_channel = learner.as_ref().map(|l| l.child_fd());
@@ -399,7 +398,9 @@ fn run_inner(
         stats
     });
     let violation = w.violation.clone();
+    let mut unix_report = None;
     if let Some(l) = w.learner.take() {
+        unix_report = l.unix_report();
         let learn = l.mode() == super::learn::Mode::Learn;
         let names = l.finish();
         if learn {
@@ -459,6 +460,11 @@ fn run_inner(
         }
     }
     record_layers(plan, o, via, payload_layers);
+    if let (Some(r), Some(s)) = (unix_report, o.layers.get_mut("seccomp")) {
+        if s.detail.is_object() {
+            s.detail["unix_sockets"] = r;
+        }
+    }
 
     if let Some((errno, path)) = exec_error {
         o.status = Status::SetupError;
