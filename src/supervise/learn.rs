@@ -64,10 +64,12 @@ impl Learner {
 
     /// For a compiled filter: a listener in learning and kill mode, and
     /// whenever the filter mediates a syscall (the fallback's connect;
-    /// `caller_ids`: the payload's uid and gid when root started it).
+    /// `caller_ids`: the payload's uid and gid when root started it;
+    /// `inet`: the payload may have TCP and UDP sockets).
     pub fn for_compiled(
         c: &crate::seccomp::Compiled,
         caller_ids: Option<(u32, u32)>,
+        inet: bool,
     ) -> SysResult<Option<Learner>> {
         if !c.wants_listener() {
             return Ok(None);
@@ -79,7 +81,7 @@ impl Learner {
         };
         let mut l = Learner::new(mode)?;
         l.mediated = c.mediated;
-        l.unix = super::unix::Mediator::new(caller_ids);
+        l.unix = super::unix::Mediator::new(caller_ids, inet);
         Ok(Some(l))
     }
 

@@ -213,8 +213,10 @@ fn run_inner(
     // seccomp learning/kill mode: the payload sends its user-notification
     // listener over this socket.
     let mut learner = match &plan.seccomp {
-        Some(c) if c.wants_listener() => Learner::for_compiled(c, plan.fallback_ids)
-            .map_err(|e| setup_err("seccomp", "", e.to_string()))?,
+        Some(c) if c.wants_listener() => {
+            Learner::for_compiled(c, plan.fallback_ids, plan.network == Network::Host)
+                .map_err(|e| setup_err("seccomp", "", e.to_string()))?
+        }
         _ => None,
     };
     plan.seccomp_channel = learner.as_ref().map(|l| l.child_fd());

@@ -27,6 +27,10 @@ pub struct Mediator {
     /// as our file-system ids to read its /proc files (root may lack
     /// CAP_SYS_PTRACE, as in a container).
     caller_ids: Option<(u32, u32)>,
+    /// New sockets may be TCP or UDP ones (`--network host`); else only
+    /// unix stream and seqpacket sockets, as the jail's filter lets the
+    /// payload create.
+    inet: bool,
     /// Why the caller's own socket cannot be taken (pidfd_getfd refused):
     /// from then on every connect goes through a new socket.
     no_getfd: Option<String>,
@@ -55,9 +59,10 @@ struct Asked {
 }
 
 impl Mediator {
-    pub fn new(caller_ids: Option<(u32, u32)>) -> Mediator {
+    pub fn new(caller_ids: Option<(u32, u32)>, inet: bool) -> Mediator {
         Mediator {
             caller_ids,
+            inet,
             ..Default::default()
         }
     }
@@ -123,7 +128,8 @@ impl Mediator {
             }
         }
         let want_new = sock.is_none();
-        let asked = match self.as_caller(|| read_caller(n.pid, fd, ptr, len, want_new)) {
+        let inet = self.inet;
+        let asked = match self.as_caller(|| read_caller(n.pid, fd, ptr, len, want_new, inet)) {
             Ok(Ok(a)) => a,
             Ok(Err(e)) | Err(e) => return answer(e),
         };
@@ -243,7 +249,14 @@ fn answer_connect(listener: &OwnedFd, p: &Pending, e: i32, sock: Option<OwnedFd>
 /// memory, its working directory, and (`want_new`) a description of its
 /// socket `fd` to build a new one from. The errno for the caller on
 /// failure.
-fn read_caller(pid: u32, fd: i32, ptr: u64, len: usize, want_new: bool) -> Result<Asked, i32> {
+fn read_caller(
+    pid: u32,
+    fd: i32,
+    ptr: u64,
+    len: usize,
+    want_new: bool,
+    inet: bool,
+) -> Result<Asked, i32> {
     let mut addr = vec![0u8; len];
     std::fs::File::open(format!("/proc/{pid}/mem"))
         .and_then(|m| m.read_exact_at(&mut addr, ptr))
@@ -258,7 +271,7 @@ fn read_caller(pid: u32, fd: i32, ptr: u64, len: usize, want_new: bool) -> Resul
         None
     };
     let new = if want_new {
-        Some(describe_socket(pid, fd)?)
+        Some(describe_socket(pid, fd, inet)?)
     } else {
         None
     };
@@ -276,8 +289,10 @@ const UNIX_CONNECTED: u64 = 3;
 /// type and state from /proc/PID/net/unix, O_NONBLOCK and O_CLOEXEC from
 /// /proc/PID/fdinfo. A socket a new one could not stand in for faithfully
 /// (bound, connected or listening, an unusual protocol) gets EACCES, or
-/// what connect(2) would answer.
-fn describe_socket(pid: u32, fd: i32) -> Result<(NewSocket, bool), i32> {
+/// what connect(2) would answer; so does one of a kind the jail's filter
+/// does not let the payload create (a unix datagram socket; TCP and UDP
+/// without `inet`), which it can only have been handed.
+fn describe_socket(pid: u32, fd: i32, inet: bool) -> Result<(NewSocket, bool), i32> {
     if fd < 0 {
         return Err(libc::EBADF);
     }
@@ -310,8 +325,9 @@ fn describe_socket(pid: u32, fd: i32) -> Result<(NewSocket, bool), i32> {
             if state == UNIX_CONNECTED {
                 return Err(libc::EISCONN);
             }
-            if bound {
-                // A new socket would not have its name.
+            if bound || ty == libc::SOCK_DGRAM {
+                // A new socket would not have its name; datagram sockets
+                // can send anywhere.
                 return Err(libc::EACCES);
             }
             (libc::AF_UNIX, ty, 0)
@@ -324,7 +340,7 @@ fn describe_socket(pid: u32, fd: i32) -> Result<(NewSocket, bool), i32> {
         b"MPTCPv6" => (libc::AF_INET6, libc::SOCK_STREAM, libc::IPPROTO_MPTCP),
         _ => return Err(libc::EACCES),
     };
-    if domain != libc::AF_UNIX && inet_hashed(pid, ino) {
+    if domain != libc::AF_UNIX && (!inet || inet_hashed(pid, ino)) {
         // Bound or connected: a new socket would have neither.
         return Err(libc::EACCES);
     }
@@ -344,7 +360,7 @@ fn describe_socket(pid: u32, fd: i32) -> Result<(NewSocket, bool), i32> {
 /// Unix socket `ino` in thread `pid`'s /proc/PID/net/unix: (type, flags,
 /// state, bound to a name).
 fn unix_entry(pid: u32, ino: u64) -> Option<(i32, u64, u64, bool)> {
-    let table = std::fs::read_to_string(format!("/proc/{pid}/net/unix")).ok()?;
+    let table = read_table(Path::new(&format!("/proc/{pid}/net/unix")))?;
     parse_unix_entry(&table, ino)
 }
 
@@ -359,6 +375,18 @@ fn parse_unix_entry(table: &str, ino: u64) -> Option<(i32, u64, u64, bool)> {
         let hex = |i: usize| u64::from_str_radix(f.get(i)?, 16).ok();
         Some((hex(4)? as i32, hex(3)?, hex(5)?, f.len() > 7))
     })
+}
+
+/// A /proc table, read in large chunks (its size says 0, so
+/// fs::read_to_string would start with small reads).
+fn read_table(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut s = String::with_capacity(64 << 10);
+    std::fs::File::open(path)
+        .ok()?
+        .read_to_string(&mut s)
+        .ok()?;
+    Some(s)
 }
 
 /// Inet socket `ino` is in one of thread `pid`'s TCP or UDP tables (a
@@ -399,7 +427,7 @@ mod tests {
         let me = std::process::id();
         let s =
             sys::fdpass::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0).unwrap();
-        let (n, cloexec) = describe_socket(me, s.as_raw_fd()).unwrap();
+        let (n, cloexec) = describe_socket(me, s.as_raw_fd(), false).unwrap();
         assert_eq!(
             n,
             NewSocket {
@@ -410,16 +438,36 @@ mod tests {
         );
         assert!(cloexec);
         let (a, _b) = sys::fdpass::socketpair(libc::SOCK_SEQPACKET).unwrap();
-        assert_eq!(describe_socket(me, a.as_raw_fd()), Err(libc::EISCONN));
+        assert_eq!(
+            describe_socket(me, a.as_raw_fd(), false),
+            Err(libc::EISCONN)
+        );
         let t = sys::fdpass::socket(libc::AF_INET6, libc::SOCK_STREAM, 0).unwrap();
         sys::set_cloexec(t.as_raw_fd(), false).unwrap();
-        let (n, cloexec) = describe_socket(me, t.as_raw_fd()).unwrap();
+        assert_eq!(describe_socket(me, t.as_raw_fd(), false), Err(libc::EACCES));
+        let (n, cloexec) = describe_socket(me, t.as_raw_fd(), true).unwrap();
         assert_eq!(
             (n.domain, n.ty, cloexec),
             (libc::AF_INET6, libc::SOCK_STREAM, false)
         );
         let f = std::fs::File::open("/proc/self/stat").unwrap();
-        assert_eq!(describe_socket(me, f.as_raw_fd()), Err(libc::ENOTSOCK));
-        assert_eq!(describe_socket(me, 1 << 20), Err(libc::EBADF));
+        assert_eq!(
+            describe_socket(me, f.as_raw_fd(), false),
+            Err(libc::ENOTSOCK)
+        );
+        let d = sys::fdpass::socket(libc::AF_UNIX, libc::SOCK_DGRAM, 0).unwrap();
+        assert_eq!(describe_socket(me, d.as_raw_fd(), false), Err(libc::EACCES));
+        // Listening, and bound to a name (a new socket would not have it).
+        let dir = std::env::temp_dir().join(format!("stockade-unit-describe-{me}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let l = std::os::unix::net::UnixListener::bind(dir.join("l")).unwrap();
+        assert_eq!(describe_socket(me, l.as_raw_fd(), false), Err(libc::EINVAL));
+        let b = sys::fdpass::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0).unwrap();
+        let addr = nix::sys::socket::UnixAddr::new(&dir.join("b")).unwrap();
+        nix::sys::socket::bind(b.as_raw_fd(), &addr).unwrap();
+        assert_eq!(describe_socket(me, b.as_raw_fd(), false), Err(libc::EACCES));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(describe_socket(me, 1 << 20, false), Err(libc::EBADF));
     }
 }
