@@ -601,3 +601,33 @@ t("udp", udp)
         assert_eq!(u["socket"], "new", "{who:?}: {u}");
     }
 }
+
+/// A payload that makes itself non-dumpable: only a supervisor with
+/// CAP_SYS_PTRACE (root here, not under chk_noptrace) can read its memory,
+/// so its connects work there and fail with EFAULT elsewhere, as the
+/// README says.
+#[test]
+fn non_dumpable_payload_connects_only_where_the_supervisor_may_ptrace() {
+    const NODUMP: &str = r#"
+import ctypes, os, socket
+assert ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE
+p = os.environ["TMPDIR"] + "/d.sock"
+srv = socket.socket(socket.AF_UNIX); srv.bind(p); srv.listen(1)
+try: socket.socket(socket.AF_UNIX).connect(p); print("connect ok")
+except OSError as e: print("connect err", e.errno)
+"#;
+    for who in common::users("non_dumpable_payload_connects_only_where_the_supervisor_may_ptrace") {
+        for wrapper in ["chk_nouserns", "chk_noptrace"] {
+            let o = wrapped_cmd(wrapper, who, &[], &["python3", "-c", NODUMP])
+                .output()
+                .expect("start wrapper");
+            common::expect_code(&o, 0, &format!("{who:?} {wrapper}"));
+            let want = if who == Who::Root && wrapper == "chk_nouserns" {
+                "connect ok".to_string()
+            } else {
+                format!("connect err {}", libc::EFAULT)
+            };
+            expect_line(&stdout(&o), &want, who);
+        }
+    }
+}

@@ -24,9 +24,13 @@ pub struct Mediator {
     next: u64,
     pending: Vec<Pending>,
     /// Fallback started by root: the payload's uid and gid, which we take
-    /// as our file-system ids to read its /proc files (root may lack
-    /// CAP_SYS_PTRACE, as in a container).
+    /// as our file-system ids to read its /proc files where root lacks
+    /// CAP_SYS_PTRACE (as in a container): `as_caller` once that was
+    /// needed. Not always: with fsuid not 0, root loses CAP_DAC_OVERRIDE,
+    /// and the /proc files of a payload that made itself non-dumpable
+    /// belong to root.
     caller_ids: Option<(u32, u32)>,
+    as_caller: bool,
     /// New sockets may be TCP or UDP ones (`--network host`); else only
     /// unix stream and seqpacket sockets, as the jail's filter lets the
     /// payload create.
@@ -93,7 +97,7 @@ impl Mediator {
     /// Run `f` (reading the caller's /proc) with the caller's ids as our
     /// file-system ids when root started the jail; EACCES if they cannot
     /// be taken.
-    fn as_caller<T>(&self, f: impl FnOnce() -> T) -> Result<T, i32> {
+    fn with_caller_ids<T>(&self, f: impl FnOnce() -> T) -> Result<T, i32> {
         match self.caller_ids {
             Some((uid, gid)) => sys::with_fsids(uid, gid, f).map_err(|_| libc::EACCES),
             None => Ok(f()),
@@ -129,9 +133,22 @@ impl Mediator {
         }
         let want_new = sock.is_none();
         let inet = self.inet;
-        let asked = match self.as_caller(|| read_caller(n.pid, fd, ptr, len, want_new, inet)) {
-            Ok(Ok(a)) => a,
-            Ok(Err(e)) | Err(e) => return answer(e),
+        let read = || read_caller(n.pid, fd, ptr, len, want_new, inet);
+        let plain = (!self.as_caller).then(read);
+        let asked = match plain {
+            Some(Ok(a)) => a,
+            Some(Err(e))
+                if self.caller_ids.is_none() || !matches!(e, libc::EFAULT | libc::EACCES) =>
+            {
+                return answer(e)
+            }
+            _ => match self.with_caller_ids(read) {
+                Ok(Ok(a)) => {
+                    self.as_caller = true;
+                    a
+                }
+                Ok(Err(e)) | Err(e) => return answer(e),
+            },
         };
         // The caller is still waiting, so `n.pid` was its thread all along
         // (for its memory, its fd and its working directory).
