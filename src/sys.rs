@@ -645,6 +645,55 @@ pub fn setresgid(gid: u32) -> SysResult<()> {
     nix::unistd::setresgid(g, g, g).or_else(|e| err("setresgid", gid, e))
 }
 
+/// Run `f` with the calling thread's file-system uid and gid set to `uid`
+/// and `gid`, then set them back. setfsuid/setfsgid act on the calling
+/// thread only, and the kernel's access checks for /proc/PID/mem, fd and
+/// cwd (PTRACE_MODE_FSCREDS) compare the target's ids with these: root
+/// without CAP_SYS_PTRACE reads another uid's /proc this way. Needs
+/// CAP_SETUID and CAP_SETGID (root's own ids need nothing).
+pub fn with_fsids<T>(uid: u32, gid: u32, f: impl FnOnce() -> T) -> SysResult<T> {
+    use nix::unistd::{setfsgid, setfsuid, Gid, Uid};
+    // Each call returns the previous value whether or not it changed it;
+    // -1 is never a valid id, so setfs*id(-1) only reports the current one.
+    let old_gid = setfsgid(Gid::from_raw(gid));
+    let old_uid = setfsuid(Uid::from_raw(uid));
+    let restore = || {
+        setfsuid(old_uid);
+        setfsgid(old_gid);
+    };
+    if setfsgid(Gid::from_raw(u32::MAX)).as_raw() != gid
+        || setfsuid(Uid::from_raw(u32::MAX)).as_raw() != uid
+    {
+        restore();
+        return err("setfsuid", format_args!("{uid}:{gid}"), Errno::EPERM);
+    }
+    let r = f();
+    restore();
+    Ok(r)
+}
+
+/// The extended attribute `name` of the file at `path` (following
+/// symlinks, /proc's magic links included), at most 255 bytes.
+pub fn getxattr(path: &Path, name: &CStr) -> SysResult<Vec<u8>> {
+    let p = cpath(path);
+    let mut buf = vec![0u8; 255];
+    // SAFETY: `p` and `name` are NUL-terminated strings, and the kernel
+    // writes at most `buf.len()` bytes into `buf`, which we own.
+    let r = unsafe {
+        libc::getxattr(
+            p.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if r < 0 {
+        return err("getxattr", path.display(), last_errno());
+    }
+    buf.truncate(r as usize);
+    Ok(buf)
+}
+
 /// Make the permitted capabilities effective again (after a setresuid under
 /// PR_SET_KEEPCAPS).
 pub fn raise_effective_caps() -> SysResult<()> {

@@ -5,13 +5,28 @@
 //! payload can name, and Landlock does not mediate `connect()` to a
 //! pathname socket. So in the fallback the seccomp filter sends every
 //! `connect()` to the supervisor's listener (SECCOMP_RET_USER_NOTIF). The
-//! supervisor copies the address out of the caller's memory and takes a
-//! copy of the caller's socket (pidfd_getfd: the same open socket, not a
-//! new one), then hands both to this agent, which connects that socket and
-//! answers with the errno; the supervisor answers the notification with
-//! it. The caller's own connect never runs, so nothing it changes in its
-//! memory after the check matters (no SECCOMP_USER_NOTIF_FLAG_CONTINUE,
-//! which seccomp_unotify(2) warns is unsafe for exactly that).
+//! supervisor copies the address out of the caller's memory
+//! (/proc/PID/mem) and hands it to this agent, which connects and answers
+//! with the errno; the supervisor answers the notification with it. The
+//! caller's own connect never runs, so nothing it changes in its memory
+//! after the check matters (no SECCOMP_USER_NOTIF_FLAG_CONTINUE, which
+//! seccomp_unotify(2) warns is unsafe for exactly that). Which socket is
+//! connected:
+//!
+//! - The caller's own, when the supervisor can take a copy of it
+//!   (pidfd_getfd: the same open socket, with its options and its bound
+//!   address).
+//! - Otherwise a new one (see [`NewSocket`]): pidfd_getfd needs ptrace
+//!   access and Docker's default seccomp profile refuses it without
+//!   CAP_SYS_PTRACE. The supervisor reads the caller's socket's family,
+//!   type, protocol and flags from /proc; the agent creates a socket like
+//!   it, connects it, and sends it back, and the supervisor puts it in
+//!   place of the caller's fd (SECCOMP_IOCTL_NOTIF_ADDFD with
+//!   SECCOMP_ADDFD_FLAG_SETFD) before answering. Only a socket connected
+//!   here ever takes the caller's fd number, so a caller that swaps its fd
+//!   meanwhile only confuses itself.
+//!
+//! The address:
 //!
 //! - A pathname is resolved beneath one of the jail's allowed directories
 //!   (the binds' sources and the run directory) with openat2
@@ -27,13 +42,14 @@
 //! abstract-socket scope against the jail, as for the payload's own
 //! connect, and the listener's SO_PEERCRED shows the jail's uid. It is not
 //! dumpable (the payload cannot write its memory), holds only its socket
-//! to the supervisor, and forks a worker per request so that a connect
-//! that blocks (a full backlog) holds up no other.
+//! to the supervisor, and runs each request on a thread of its own so that
+//! a connect that blocks (a full backlog, a slow TCP peer) holds up no
+//! other.
 
 #![deny(unsafe_code)]
 
 use std::ffi::OsStr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -43,16 +59,55 @@ use crate::sys::{self, Errno, SysResult};
 /// sockaddr to connect to as given.
 pub const KIND_PATH: u8 = 1;
 pub const KIND_RAW: u8 = 2;
-/// Largest request: id, kind, and a path.
-pub const MAX_REQUEST: usize = 9 + libc::PATH_MAX as usize;
+/// Or'ed into the kind: no socket comes with the request; a
+/// [`NewSocket`] spec leads the body.
+const KIND_NEW: u8 = 0x80;
+/// Largest request: id, kind, a new socket's spec, and a path.
+pub const MAX_REQUEST: usize = 9 + 12 + libc::PATH_MAX as usize;
 
-/// `[id u64][kind u8][body]`.
-pub fn encode_request(id: u64, kind: u8, body: &[u8]) -> Vec<u8> {
-    let mut m = Vec::with_capacity(9 + body.len());
+/// A socket for the agent to create and connect in place of the caller's:
+/// socket(domain, ty, protocol), `ty` with SOCK_NONBLOCK when the caller's
+/// was non-blocking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewSocket {
+    pub domain: i32,
+    pub ty: i32,
+    pub protocol: i32,
+}
+
+/// `[id u64][kind u8][spec: domain, type, protocol i32, when new][body]`.
+pub fn encode_request(id: u64, kind: u8, new: Option<NewSocket>, body: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(21 + body.len());
     m.extend_from_slice(&id.to_le_bytes());
-    m.push(kind);
+    match new {
+        Some(n) => {
+            m.push(kind | KIND_NEW);
+            for v in [n.domain, n.ty, n.protocol] {
+                m.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        None => m.push(kind),
+    }
     m.extend_from_slice(body);
     m
+}
+
+/// (id, kind, new socket spec, body) of a request.
+fn decode_request(b: &[u8]) -> Option<(u64, u8, Option<NewSocket>, &[u8])> {
+    let id = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+    let kind = *b.get(8)?;
+    if kind & KIND_NEW == 0 {
+        return Some((id, kind, None, b.get(9..)?));
+    }
+    let int = |at: usize| -> Option<i32> {
+        Some(i32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    };
+    let new = NewSocket {
+        domain: int(9)?,
+        ty: int(13)?,
+        protocol: int(17)?,
+    };
+    Some((id, kind & !KIND_NEW, Some(new), b.get(21..)?))
 }
 
 /// `[id u64][errno i32]`.
@@ -62,10 +117,15 @@ pub fn decode_reply(b: &[u8]) -> Option<(u64, i32)> {
     Some((id, e))
 }
 
-fn reply(chan: RawFd, id: u64, errno: i32) {
+/// Answer request `id` with `errno`, and with the new socket when there is
+/// one to put in the caller's place.
+fn reply(chan: RawFd, id: u64, errno: i32, new: Option<&OwnedFd>) {
     let mut m = id.to_le_bytes().to_vec();
     m.extend_from_slice(&errno.to_le_bytes());
-    let _ = sys::write_all(chan, &m);
+    let _ = match new {
+        Some(s) => sys::fdpass::send_fd_with(chan, s.as_raw_fd(), &m),
+        None => sys::write_all(chan, &m),
+    };
 }
 
 /// Start the agent on `chan` (its end of the socket the supervisor has the
@@ -115,24 +175,33 @@ fn serve(chan: RawFd, roots: &[PathBuf]) -> ! {
             Ok((0, _)) | Err(_) => sys::exit_now(0),
             Ok(got) => got,
         };
-        let Some(sock) = sock else { continue };
-        if n < 9 {
+        let Some((id, kind, new, body)) = decode_request(&buf[..n]) else {
             continue;
-        }
-        let id = u64::from_le_bytes(buf[..8].try_into().unwrap_or_default());
-        let kind = buf[8];
-        let body = buf[9..n].to_vec();
+        };
+        let body = body.to_vec();
         let roots = roots.clone();
         let work = move || {
+            // The caller's own socket, or a new one like it.
+            let (sock, made) = match (new, sock) {
+                (None, Some(s)) => (s, false),
+                (Some(n), None) => match sys::fdpass::socket(n.domain, n.ty, n.protocol) {
+                    Ok(s) => (s, true),
+                    Err(e) => return reply(chan, id, e.errno as i32, None),
+                },
+                _ => return reply(chan, id, libc::EINVAL, None),
+            };
             let e = match kind {
                 KIND_PATH => connect_beneath(sock.as_raw_fd(), &body, &roots),
                 KIND_RAW => sys::fdpass::connect_raw(sock.as_raw_fd(), &body),
                 _ => libc::EINVAL,
             };
-            reply(chan, id, e);
+            // A new socket that is connected, or connecting (a
+            // non-blocking TCP socket), goes to the caller.
+            let give = made && (e == 0 || e == libc::EINPROGRESS);
+            reply(chan, id, e, give.then_some(&sock));
         };
         if let Err(e) = std::thread::Builder::new().stack_size(64 << 10).spawn(work) {
-            reply(chan, id, e.raw_os_error().unwrap_or(libc::EAGAIN));
+            reply(chan, id, e.raw_os_error().unwrap_or(libc::EAGAIN), None);
         }
     }
 }

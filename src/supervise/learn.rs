@@ -52,8 +52,14 @@ pub struct Learner {
 
 impl Learner {
     /// For a compiled filter: a listener in learning and kill mode, and
-    /// whenever the filter mediates a syscall (the fallback's connect).
-    pub fn for_compiled(c: &crate::seccomp::Compiled) -> SysResult<Option<Learner>> {
+    /// whenever the filter mediates a syscall (the fallback's connect;
+    /// `caller_ids`: the payload's uid and gid when root started it;
+    /// `inet`: the payload may have TCP and UDP sockets).
+    pub fn for_compiled(
+        c: &crate::seccomp::Compiled,
+        caller_ids: Option<(u32, u32)>,
+        inet: bool,
+    ) -> SysResult<Option<Learner>> {
         if !c.wants_listener() {
             return Ok(None);
         }
@@ -64,6 +70,7 @@ impl Learner {
         };
         let mut l = Learner::new(mode)?;
         l.mediated = c.mediated;
+        l.unix = super::unix::Mediator::new(caller_ids, inet);
         Ok(Some(l))
     }
 
@@ -199,6 +206,12 @@ impl Learner {
                 }
             }
         }
+    }
+
+    /// The fallback's connect mediation, for the outcome (None when no
+    /// syscall is mediated).
+    pub fn unix_report(&self) -> Option<serde_json::Value> {
+        self.mediated.map(|_| self.unix.report())
     }
 
     /// Kill mode: the first syscall refused, as (number, name). The caller

@@ -117,7 +117,8 @@ fn run_inner(
     // listener over this socket.
     let mut learner = match &plan.seccomp {
         Some(c) if c.wants_listener() => {
-            Learner::for_compiled(c).map_err(|e| setup_err("seccomp", "", e.to_string()))?
+            Learner::for_compiled(c, plan.fallback_ids, plan.network == Network::Host)
+                .map_err(|e| setup_err("seccomp", "", e.to_string()))?
         }
         _ => None,
     };
@@ -245,7 +246,9 @@ fn run_inner(
         stats
     });
     let violation = w.violation.clone();
+    let mut unix_report = None;
     if let Some(l) = w.learner.take() {
+        unix_report = l.unix_report();
         let learn = l.mode() == super::learn::Mode::Learn;
         let names = l.finish();
         if learn {
@@ -265,6 +268,7 @@ fn run_inner(
             waited,
             cg_stats,
             violation,
+            unix_report,
             decision,
             watch: w,
         },
@@ -280,6 +284,8 @@ struct Ended {
     cg_stats: Option<cgroup::Stats>,
     /// Kill mode: the refused syscall the jail was killed for.
     violation: Option<(i64, String)>,
+    /// The fallback's connect mediation: which sockets connected how.
+    unix_report: Option<serde_json::Value>,
     decision: limits::Decision,
     watch: Watch,
 }
@@ -293,6 +299,7 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), Err2> {
         waited,
         cg_stats,
         violation,
+        unix_report,
         decision,
         watch: w,
     } = e;
@@ -346,6 +353,11 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), Err2> {
         }
     }
     record_layers(plan, o, via, payload_layers);
+    if let (Some(r), Some(s)) = (unix_report, o.layers.get_mut("seccomp")) {
+        if s.detail.is_object() {
+            s.detail["unix_sockets"] = r;
+        }
+    }
 
     if let Some((errno, path)) = exec_error {
         o.status = Status::SetupError;

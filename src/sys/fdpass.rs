@@ -24,6 +24,22 @@ pub fn socketpair(kind: libc::c_int) -> SysResult<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// socket(2): a new socket of `domain`, `ty` (SOCK_NONBLOCK allowed) and
+/// `protocol`, close-on-exec.
+pub fn socket(domain: i32, ty: i32, protocol: i32) -> SysResult<OwnedFd> {
+    // SAFETY: integers only; a returned fd is fresh and ours.
+    let r = unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, protocol) };
+    if r < 0 {
+        return err(
+            "socket",
+            format_args!("{domain}, {ty}, {protocol}"),
+            last_errno(),
+        );
+    }
+    // SAFETY: the kernel returned a fresh fd nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(r) })
+}
+
 /// Room for one fd in a control message, u64-aligned.
 #[repr(C, align(8))]
 struct CmsgBuf([u8; 32]);

@@ -159,6 +159,46 @@ pub fn notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
     r == 0
 }
 
+/// SECCOMP_IOCTL_NOTIF_ADDFD with SECCOMP_ADDFD_FLAG_SETFD: put a copy of
+/// our `fd` into the table of notification `id`'s caller at number `at`,
+/// closing what was there (as dup2 would), close-on-exec if `cloexec`.
+pub fn notif_addfd_at(
+    listener: &OwnedFd,
+    id: u64,
+    fd: RawFd,
+    at: i32,
+    cloexec: bool,
+) -> SysResult<()> {
+    if fd < 0 || at < 0 {
+        return err("ioctl", "SECCOMP_IOCTL_NOTIF_ADDFD", Errno::EBADF);
+    }
+    let a = libc::seccomp_notif_addfd {
+        id,
+        flags: libc::SECCOMP_ADDFD_FLAG_SETFD as u32,
+        srcfd: fd as u32,
+        newfd: at as u32,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    loop {
+        // SAFETY: the ioctl reads one seccomp_notif_addfd from `a`, which
+        // outlives the call (the size is encoded in the ioctl number).
+        let r = unsafe {
+            libc::ioctl(
+                listener.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_ADDFD as _,
+                &a as *const libc::seccomp_notif_addfd,
+            )
+        };
+        if r < 0 {
+            match last_errno() {
+                Errno::EINTR => continue,
+                e => return err("ioctl", "SECCOMP_IOCTL_NOTIF_ADDFD", e),
+            }
+        }
+        return Ok(());
+    }
+}
+
 /// A copy of fd `fd` of thread `tid` (pidfd_open with PIDFD_THREAD, then
 /// pidfd_getfd; close-on-exec). Needs ptrace access to the thread.
 pub fn take_fd(tid: u32, fd: i32) -> SysResult<OwnedFd> {
@@ -191,4 +231,19 @@ pub fn take_fd(tid: u32, fd: i32) -> SysResult<OwnedFd> {
     }
     // SAFETY: fresh fd from the kernel.
     Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
+}
+
+#[cfg(test)]
+mod tests {
+    /// The kernel's _IOW('!', 3, struct seccomp_notif_addfd) on 64 bits:
+    /// the struct is 24 bytes (u64 id, then four u32).
+    #[test]
+    fn addfd_ioctl_number_and_layout() {
+        assert_eq!(std::mem::size_of::<libc::seccomp_notif_addfd>(), 24);
+        // The ioctl type is c_ulong on glibc, c_int on musl.
+        #[allow(clippy::unnecessary_cast)]
+        let nr = libc::SECCOMP_IOCTL_NOTIF_ADDFD as u64;
+        assert_eq!(nr, 0x4018_2103);
+        assert_eq!(libc::SECCOMP_ADDFD_FLAG_SETFD, 1);
+    }
 }

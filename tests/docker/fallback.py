@@ -11,8 +11,10 @@ Usage: python3 -I fallback.py COMMAND [ARGS...]
                       outside: a listener on a 0777 unix socket at PATH; writes
                       READY once listening, one LOG line per connection.
   own-socket          in the jail: a listener and a client on a socket in
-                      $TMPDIR (the run directory). Prints `own_socket=in` or
-                      the errno's name.
+                      $TMPDIR (the run directory), blocking and non-blocking,
+                      and on an abstract one. Prints `own_socket=in`,
+                      `own_nonblocking=in`, `own_abstract=in` or the errno's
+                      name.
   nproc-control UID   outside, as root: a process of uid UID with
                       RLIMIT_NPROC 50 forks 20 children. Prints
                       `nproc_control=forked:N` or `nproc_control=forked:N:ERRNO`.
@@ -23,6 +25,7 @@ Usage: python3 -I fallback.py COMMAND [ARGS...]
 
 import errno
 import os
+import select
 import socket
 import sys
 import time
@@ -74,19 +77,39 @@ def unix_listen(path, ready, log):
 
 
 def own_socket():
-    path = os.path.join(os.environ["TMPDIR"], "own.sock")
-    try:
+    def pair(path, nonblocking=False):
         srv = socket.socket(socket.AF_UNIX)
         srv.bind(path)
         srv.listen(1)
         c = socket.socket(socket.AF_UNIX)
-        c.connect(path)
+        if nonblocking:
+            # As asyncio connects: non-blocking, then wait until writable.
+            c.setblocking(False)
+            try:
+                c.connect(path)
+            except BlockingIOError:
+                select.select([], [c], [], 10)
+                e = c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if e:
+                    raise OSError(e, os.strerror(e))
+            c.setblocking(True)
+        else:
+            c.connect(path)
         c.send(b"in")
         a, _ = srv.accept()
-        value = a.recv(2).decode()
-    except OSError as e:
-        value = name(e)
-    print(f"own_socket={value}", flush=True)
+        return a.recv(2).decode()
+
+    tmp = os.environ["TMPDIR"]
+    for key, f in [
+        ("own_socket", lambda: pair(os.path.join(tmp, "own.sock"))),
+        ("own_nonblocking", lambda: pair(os.path.join(tmp, "nb.sock"), True)),
+        ("own_abstract", lambda: pair("\0stockade-own-%d" % os.getpid())),
+    ]:
+        try:
+            value = f()
+        except OSError as e:
+            value = name(e)
+        print(f"{key}={value}", flush=True)
 
 
 def nproc_control(uid):

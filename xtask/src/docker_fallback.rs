@@ -9,7 +9,8 @@
 //! 2. `dd` of 40 MiB into `$TMPDIR` under `--tmp-size 8m`: at most 8 MiB
 //!    reach the container's disk; the outcome names what held it.
 //! 3. A listener on a 0777 unix socket outside the binds is refused and sees
-//!    nothing; a socket in the jail's own run directory works.
+//!    nothing; a socket in the jail's own run directory (blocking and
+//!    non-blocking connect) and an abstract one work.
 //! 4. Two jails at once (root): each its own uid and `--pids-limit`; without
 //!    root the outcome says the count is shared.
 //! 5. A secret on a command line outside the jail cannot be read from /proc.
@@ -292,13 +293,28 @@ fn unix_host(r: &Run) -> Result<(), String> {
 
 fn unix_own(r: &Run) -> Result<(), String> {
     let o = r.outcome("own")?;
-    let v = o.line("own_socket").unwrap_or("(missing)");
-    println!("    unix: listener and client on $TMPDIR/own.sock in the jail: {v}");
+    let keys = ["own_socket", "own_nonblocking", "own_abstract"];
+    let got: Vec<&str> = keys
+        .iter()
+        .map(|k| o.line(k).unwrap_or("(missing)"))
+        .collect();
+    println!(
+        "    unix: listener and client in the jail on $TMPDIR/own.sock: {}, non-blocking: {}, abstract: {}; connects via {} socket ({})",
+        got[0],
+        got[1],
+        got[2],
+        o.str(&["layers", "seccomp", "detail", "unix_sockets", "socket"]),
+        o.0.at(&["layers", "seccomp", "detail", "unix_sockets", "why_new"])
+            .and_then(json::Value::as_str)
+            .unwrap_or("pidfd_getfd works"),
+    );
     o.exited(0.0).map_err(|e| format!("{e}; {}", o.brief()))?;
-    if v != "in" {
-        return Err(format!(
-            "a connect to a socket in the jail's own run directory failed: {v}"
-        ));
+    for (k, v) in keys.iter().zip(&got) {
+        if *v != "in" {
+            return Err(format!(
+                "a connect to the jail's own socket failed ({k}): {v}"
+            ));
+        }
     }
     Ok(())
 }
