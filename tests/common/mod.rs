@@ -82,8 +82,13 @@ fn remove_stale_test_dirs() {
 }
 
 /// `stockade ARGS…` started as `who`, with a clean environment.
+///
+/// stockade starts with the default disposition of the signals tests send
+/// (through tests/payloads/sig_default.c), however the test run itself was
+/// started (a background job ignores SIGINT and SIGQUIT, nohup SIGHUP).
 pub fn stockade(who: Who) -> Command {
-    let mut c = Command::new(binary());
+    let mut c = Command::new(c_payload("sig_default"));
+    c.arg(binary());
     c.env_clear();
     c.env("PATH", "/usr/local/bin:/usr/bin:/bin");
     c.env("LANG", "C.UTF-8");
@@ -224,8 +229,9 @@ pub fn c_payload(name: &str) -> PathBuf {
 /// restriction (`chk_nouserns`: user namespaces refused, as a container
 /// runtime's seccomp profile does; `fb_nosysadmin`: no CAP_SYS_ADMIN).
 pub fn wrapped(wrappers: &[&str], who: Who, flags: &[&str], cmd: &[&str]) -> Command {
-    let mut argv: Vec<std::ffi::OsString> = wrappers
-        .iter()
+    // sig_default first: see `stockade`.
+    let mut argv: Vec<std::ffi::OsString> = std::iter::once("sig_default")
+        .chain(wrappers.iter().copied())
         .map(|w| c_payload(w).into_os_string())
         .collect();
     argv.push(binary().into());
