@@ -52,6 +52,18 @@ fn poll_until(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Duratio
     }
 }
 
+/// Whether process `pid` ignores `sig` (its SigIgn mask in /proc).
+fn ignores(pid: u32, sig: nix::sys::signal::Signal) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigIgn:"))
+                .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        })
+        .is_some_and(|mask| mask & (1u64 << (sig as i32 - 1)) != 0)
+}
+
 fn kill_pids(pids: &[i32]) {
     for p in pids {
         let _ = nix::sys::signal::kill(
@@ -403,11 +415,19 @@ fn a_signal_at_any_moment_of_start_up_or_teardown_ends_the_run() {
                         .stdout(Stdio::null())
                         .stderr(Stdio::piped());
                     let mut child = c.spawn().unwrap();
+                    // A signal the new process still ignores (inherited from
+                    // how the test run was started, until sig_default resets
+                    // it) is discarded by the kernel: the moments that count
+                    // start once it is not ignored.
+                    let what = format!("{who:?}: {sig} after {delay_us}us (lasting: {lasting})");
+                    if poll_until(Duration::from_secs(10), || !ignores(child.id(), sig)).is_none() {
+                        let _ = child.kill();
+                        panic!("{what}: {sig} still ignored by the new process");
+                    }
                     let start = Instant::now();
                     while start.elapsed() < Duration::from_micros(delay_us) {
                         std::hint::spin_loop();
                     }
-                    let what = format!("{who:?}: {sig} after {delay_us}us (lasting: {lasting})");
                     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig)
                         .unwrap();
                     let st = wait_limited(&mut child, &what);
