@@ -7,8 +7,8 @@
 use std::ffi::{CStr, CString};
 use std::fmt;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
 
 pub use nix::errno::Errno;
 
@@ -1034,6 +1034,30 @@ pub unsafe fn close_all_but(keep: &[RawFd]) -> SysResult<()> {
         from = k + 1;
     }
     close_range(from, u32::MAX, 0)
+}
+
+/// A path field of /proc/self/mountinfo, its octal escapes undone (`\040`
+/// for a space: space, tab, newline and backslash are escaped).
+pub fn mountinfo_path(field: &str) -> PathBuf {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (b[i + 1] - b'0') as u32 * 64
+                + (b[i + 2] - b'0') as u32 * 8
+                + (b[i + 3] - b'0') as u32;
+            out.push(v as u8);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 /// The number of threads of this process (from /proc/self/status).

@@ -18,7 +18,6 @@
 #![deny(unsafe_code)]
 
 use std::fs::File;
-use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -173,29 +172,6 @@ fn open_rule_path(p: &Path) -> std::io::Result<File> {
         .open(p)
 }
 
-/// Undo mountinfo's octal escapes (`\040` for a space).
-fn unescape_mountinfo(field: &str) -> PathBuf {
-    let b = field.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') as u32 * 64
-                + (b[i + 2] - b'0') as u32 * 8
-                + (b[i + 3] - b'0') as u32;
-            out.push(v as u8);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    PathBuf::from(std::ffi::OsString::from_vec(out))
-}
-
 /// Whether every mount point other than `/` is at or beneath one of
 /// `granted`. The mount points are `mounts` when the caller knows them
 /// (the jail's own root: init mounted exactly what the plan lists, with `/`
@@ -215,7 +191,7 @@ fn every_mount_granted(granted: &[&Path], absent: &[&Path], mounts: Option<&[Pat
     text.lines().all(|line| match line.split(' ').nth(4) {
         Some("/") => true,
         Some(mp) => {
-            let mp = unescape_mountinfo(mp);
+            let mp = sys::mountinfo_path(mp);
             granted.iter().any(|g| mp.starts_with(g))
         }
         None => false,
@@ -474,10 +450,10 @@ mod tests {
 
     #[test]
     fn mountinfo_escapes_are_undone() {
-        assert_eq!(unescape_mountinfo("/a\\040b"), PathBuf::from("/a b"));
-        assert_eq!(unescape_mountinfo("/x\\134y"), PathBuf::from("/x\\y"));
-        assert_eq!(unescape_mountinfo("/plain"), PathBuf::from("/plain"));
-        assert_eq!(unescape_mountinfo("/end\\04"), PathBuf::from("/end\\04"));
+        assert_eq!(sys::mountinfo_path("/a\\040b"), PathBuf::from("/a b"));
+        assert_eq!(sys::mountinfo_path("/x\\134y"), PathBuf::from("/x\\y"));
+        assert_eq!(sys::mountinfo_path("/plain"), PathBuf::from("/plain"));
+        assert_eq!(sys::mountinfo_path("/end\\04"), PathBuf::from("/end\\04"));
     }
 
     #[test]

@@ -15,7 +15,6 @@
 #![deny(unsafe_code)]
 
 use std::collections::HashSet;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -104,31 +103,11 @@ fn stale_mount(line: &[u8]) -> Option<PathBuf> {
     if right.split(' ').next()? != "tmpfs" {
         return None;
     }
-    let point = unescape(left.split(' ').nth(4)?);
+    let point = sys::mountinfo_path(left.split(' ').nth(4)?);
     let name = point.file_name()?.to_str()?;
     let pid: u32 = name.strip_prefix(PREFIX)?.split('-').next()?.parse().ok()?;
     let alive = Path::new("/proc").join(pid.to_string()).exists();
     (!alive && pid != std::process::id()).then_some(point)
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
-fn unescape(s: &str) -> PathBuf {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(u8::is_ascii_digit) {
-            let v = (b[i + 1] - b'0') as u32 * 64
-                + (b[i + 2] - b'0') as u32 * 8
-                + (b[i + 3] - b'0') as u32;
-            out.push(v as u8);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    PathBuf::from(std::ffi::OsStr::from_bytes(&out))
 }
 
 /// What a walk of the run directory found.
