@@ -204,6 +204,12 @@ pub(crate) fn read_outcome(control: &OwnedFd) -> Result<Outcome, String> {
 /// socket on fd 0). Never returns.
 #[doc(hidden)]
 pub fn serve(sock: OwnedFd) -> ! {
+    // The caller's signal mask and ignored signals are not ours either: an
+    // ignored SIGCHLD would have the kernel reap the jail's init before its
+    // supervisor can wait for it.
+    if sys::reset_signals().is_err() {
+        sys::exit_now(1);
+    }
     // The caller's other fds (files, sockets, pipe ends it waits on) are
     // not ours to hold open.
     let keep_err = sys::fd_is_open(2);

@@ -946,6 +946,14 @@ pub fn reset_signals() -> SysResult<()> {
     Ok(())
 }
 
+/// SIGCHLD back to its default: a caller that ignored it (SIG_IGN survives
+/// execve) would have the kernel reap our children before we wait for them.
+pub fn default_sigchld() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: SIG_DFL installs no handler code.
+    let _ = unsafe { signal(Signal::SIGCHLD, SigHandler::SigDfl) };
+}
+
 /// Ignore SIGPIPE (the supervisor writes to pipes whose reader may be gone).
 pub fn ignore_sigpipe() {
     use nix::sys::signal::{signal, SigHandler, Signal};

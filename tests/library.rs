@@ -150,12 +150,18 @@ fn jails_start_from_many_threads_through_the_spawner() {
         );
         return;
     }
-    // The same scenario in a copy of this test run as uid 65534.
+    // The same scenario in a copy of this test run as uid 65534, by a caller
+    // that ignores SIGCHLD (bash's `trap ''` sets SIG_IGN, which execve keeps): the
+    // spawner must not inherit that, or the kernel would reap each jail's
+    // init before its supervisor waits for it.
     let me = std::env::current_exe().unwrap();
     let copy = common::binary().parent().unwrap().join("library-test");
     std::fs::copy(&me, &copy).unwrap();
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let o = Command::new(&copy)
+    // (bash: dash does not pass an ignored SIGCHLD on.)
+    let o = Command::new("/bin/bash")
+        .args(["-c", "trap '' CHLD; exec \"$0\" \"$@\""])
+        .arg(&copy)
         .args([
             "--exact",
             "jails_start_from_many_threads_through_the_spawner",

@@ -500,6 +500,31 @@ fn signals_reach_the_payload_even_when_the_caller_ignored_them() {
     }
 }
 
+/// A caller that ignores SIGCHLD (a service that never waits for its
+/// children; SIG_IGN survives execve) must not make the kernel reap the
+/// jail's init before stockade waits for it.
+#[test]
+fn a_caller_that_ignores_sigchld_still_gets_the_outcome() {
+    for who in common::users("a_caller_that_ignores_sigchld_still_gets_the_outcome") {
+        // bash's `trap ''` sets SIG_IGN (dash does not pass it on).
+        let mut c = Command::new("/bin/bash");
+        c.args(["-c", "trap '' CHLD; exec \"$0\" \"$@\""])
+            .arg(common::binary())
+            .args(["run", "--report", "-", "--max-output", "10", "--", "yes"])
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .current_dir("/")
+            .stdin(Stdio::null());
+        if who == Who::Nobody && common::is_root() {
+            c.uid(common::NOBODY).gid(common::NOBODY);
+        }
+        let o = c.output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{who:?}: {e}: {}", stderr(&o)));
+        assert_eq!(v["status"], "output_limit", "{who:?}: {v}");
+    }
+}
+
 // ---------------------------------------------------------------- stdio
 
 #[test]

@@ -40,6 +40,7 @@ struct Refusal(Errno, String);
 /// `control`, when given, is a socket of whoever asked for the run: a `K`
 /// on it, or its end (the asker is gone), kills the jail.
 pub fn run(mut plan: Plan, control: Option<RawFd>) -> Spawned {
+    sys::default_sigchld();
     reap_earlier();
     let start = Instant::now();
     let mut o = Outcome::new();
