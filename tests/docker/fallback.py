@@ -9,7 +9,8 @@ Usage: python3 -I fallback.py COMMAND [ARGS...]
   now                 the time, as seconds since the epoch.
   unix-listen PATH READY LOG
                       outside: a listener on a 0777 unix socket at PATH; writes
-                      READY once listening, one LOG line per connection.
+                      READY once listening, one LOG line per connection,
+                      then one byte to the client.
   own-socket          in the jail: a listener and a client on a socket in
                       $TMPDIR (the run directory), blocking and non-blocking,
                       and on an abstract one. Prints `own_socket=in`,
@@ -73,6 +74,11 @@ def unix_listen(path, ready, log):
         c, _ = s.accept()
         with open(log, "a") as f:
             f.write("accepted\n")
+        # The client waits for this byte: the line is written by now.
+        try:
+            c.sendall(b"1")
+        except OSError:
+            pass
         c.close()
 
 

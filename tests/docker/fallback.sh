@@ -57,7 +57,9 @@ await /tmp/fb-host/ready ready
 echo "unix_socket_mode=$(stat -c %a /tmp/fb-host/s 2>&1)"
 CONNECT='import socket, sys
 try:
-    socket.socket(socket.AF_UNIX).connect(sys.argv[1]); print("connect=CONNECTED")
+    s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])
+    s.recv(1)  # the listener has logged the connection by now
+    print("connect=CONNECTED")
 except OSError as e:
     print("connect=errno:%d" % e.errno)'
 echo "unix_control_$($PY -I -c "$CONNECT" /tmp/fb-host/s)"

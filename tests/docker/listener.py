@@ -3,7 +3,8 @@
 Usage: python3 -I listener.py PORTFILE LOGFILE
 Binds an ephemeral port, writes it to PORTFILE, then appends one line to
 LOGFILE per accepted connection (so the test can assert that a blocked
-connect really never arrived).
+connect really never arrived), then sends the client one byte: a client that
+waits for it knows the line is written before it reports the connect.
 """
 
 import os
@@ -22,4 +23,8 @@ while True:
     c, peer = s.accept()
     with open(log_file, "a") as f:
         f.write(f"accepted {peer[0]}:{peer[1]}\n")
+    try:
+        c.sendall(b"1")
+    except OSError:
+        pass
     c.close()

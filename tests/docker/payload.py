@@ -53,6 +53,8 @@ def connect(port):
     s.settimeout(5)
     try:
         s.connect(("127.0.0.1", port))
+        # The listener's byte: its log line is written by now.
+        s.recv(1)
     finally:
         s.close()
     return "CONNECTED"
