@@ -1,0 +1,47 @@
+//! The error every call of the facade returns: which call, on what, and
+//! the errno.
+
+use std::fmt;
+
+use super::Errno;
+
+/// A failed system call: which call, on what, and the errno. The fields
+/// are public: a caller matches on `errno` (and `call`) to decide, and
+/// formats the whole only to show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SysError {
+    /// The system call, as its man page names it (`clone3`, `mount`).
+    pub call: &'static str,
+    /// What it was called on: a path, an fd, flags.
+    pub arg: String,
+    /// What the kernel answered.
+    pub errno: Errno,
+}
+
+impl fmt::Display for SysError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({}): {}", self.call, self.arg, errno_text(self.errno))
+    }
+}
+
+impl std::error::Error for SysError {}
+
+/// `ENOENT: No such file or directory`.
+pub fn errno_text(e: Errno) -> String {
+    e.to_string()
+}
+
+/// What every call of the facade returns.
+pub type SysResult<T> = Result<T, SysError>;
+
+pub(super) fn err<T>(call: &'static str, arg: impl fmt::Display, errno: Errno) -> SysResult<T> {
+    Err(SysError {
+        call,
+        arg: arg.to_string(),
+        errno,
+    })
+}
+
+pub(super) fn last_errno() -> Errno {
+    Errno::last()
+}

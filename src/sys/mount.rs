@@ -1,0 +1,193 @@
+//! Mounts: mount(2), the new mount API (open_tree, mount_setattr),
+//! pivot_root, and reading mountinfo's paths.
+
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+
+use super::{cpath, err, fd_path, last_errno, Errno, SysResult};
+
+pub fn mount(
+    src: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> SysResult<()> {
+    mount_c(src, &cpath(target), &target.display(), fstype, flags, data)
+}
+
+fn mount_c(
+    src: Option<&str>,
+    target: &CStr,
+    shown: &dyn fmt::Display,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> SysResult<()> {
+    let s = src.map(|s| CString::new(s).unwrap_or_default());
+    let t = fstype.map(|s| CString::new(s).unwrap_or_default());
+    let d = data.map(|s| CString::new(s).unwrap_or_default());
+    // SAFETY: every pointer is either null or a NUL-terminated string that
+    // outlives the call.
+    let r = unsafe {
+        libc::mount(
+            s.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            target.as_ptr(),
+            t.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            flags,
+            d.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()).cast(),
+        )
+    };
+    if r < 0 {
+        return err("mount", shown, last_errno());
+    }
+    Ok(())
+}
+
+/// `umount2(target, MNT_DETACH)`: detach a mount made on the host (the
+/// fallback's run directory), whoever still uses it.
+pub fn umount_detach(target: &Path) -> SysResult<()> {
+    nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH).or_else(|e| {
+        err(
+            "umount2",
+            format_args!("{}, MNT_DETACH", target.display()),
+            e,
+        )
+    })
+}
+
+/// Mount a fresh filesystem (tmpfs, proc, devpts, mqueue) on the directory `fd`
+/// refers to.
+pub fn mount_fs_on(
+    fd: &OwnedFd,
+    fstype: &str,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+    shown: &Path,
+) -> SysResult<()> {
+    mount_c(
+        Some(fstype),
+        &fd_path(fd),
+        &shown.display(),
+        Some(fstype),
+        flags,
+        data,
+    )
+}
+
+/// Clone the mount tree at `src` (recursively) as a detached mount.
+pub fn open_tree_clone(src: &OwnedFd, shown: &Path) -> SysResult<OwnedFd> {
+    const OPEN_TREE_CLONE: u32 = 1;
+    const AT_RECURSIVE: u32 = 0x8000;
+    let flags =
+        OPEN_TREE_CLONE | AT_RECURSIVE | libc::AT_EMPTY_PATH as u32 | libc::O_CLOEXEC as u32;
+    // SAFETY: empty NUL-terminated path with AT_EMPTY_PATH on a valid fd.
+    let r = unsafe { libc::syscall(libc::SYS_open_tree, src.as_raw_fd(), c"".as_ptr(), flags) };
+    if r < 0 {
+        return err("open_tree", shown.display(), last_errno());
+    }
+    // SAFETY: fresh fd from the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
+}
+
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Set mount attributes on the mount (tree) `fd` refers to. Only the named
+/// bits are set; locked flags are left as they are, so this never trips
+/// over flags the kernel locked in a user namespace.
+pub fn mount_setattr(fd: &OwnedFd, set: u64, recursive: bool, shown: &Path) -> SysResult<()> {
+    const AT_RECURSIVE: u32 = 0x8000;
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = libc::AT_EMPTY_PATH as u32 | if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: empty path with AT_EMPTY_PATH on a valid fd; `attr` outlives
+    // the call and its size is passed.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if r < 0 {
+        return err("mount_setattr", shown.display(), last_errno());
+    }
+    Ok(())
+}
+
+/// pivot_root into `newroot` (an absolute path we mounted), stacking the old
+/// root under it and detaching that at once (the ". ." idiom). Returns
+/// false when pivot_root was refused and a move + chroot was used instead.
+pub fn pivot_root_and_detach(newroot: &Path) -> SysResult<bool> {
+    nix::unistd::chdir(newroot).or_else(|e| err("chdir", newroot.display(), e))?;
+    // SAFETY: both arguments are NUL-terminated static strings.
+    let r = unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) };
+    if r < 0 {
+        let e = last_errno();
+        if e != Errno::EPERM && e != Errno::EINVAL {
+            return err("pivot_root", newroot.display(), e);
+        }
+        // EPERM: some container runtimes' seccomp profiles refuse pivot_root
+        // even with CAP_SYS_ADMIN. EINVAL: / is the initramfs (rootfs), which
+        // cannot be pivoted away from. Move the new root over / and chroot into it:
+        // the old root stays underneath, unreachable without
+        // CAP_SYS_CHROOT, which the payload never holds.
+        mount_c(Some("."), c"/", &"/", None, libc::MS_MOVE, None)?;
+        nix::unistd::chroot(".").or_else(|e| err("chroot", newroot.display(), e))?;
+        nix::unistd::chdir("/").or_else(|e| err("chdir", "/", e))?;
+        return Ok(false);
+    }
+    nix::mount::umount2(".", nix::mount::MntFlags::MNT_DETACH)
+        .or_else(|e| err("umount2", "old root", e))?;
+    nix::unistd::chdir("/").or_else(|e| err("chdir", "/", e))?;
+    Ok(true)
+}
+
+pub fn chdir(p: &Path) -> SysResult<()> {
+    nix::unistd::chdir(p).or_else(|e| err("chdir", p.display(), e))
+}
+
+/// A path field of /proc/self/mountinfo, its octal escapes undone (`\040`
+/// for a space: space, tab, newline and backslash are escaped).
+pub fn mountinfo_path(field: &str) -> PathBuf {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (b[i + 1] - b'0') as u32 * 64
+                + (b[i + 2] - b'0') as u32 * 8
+                + (b[i + 3] - b'0') as u32;
+            out.push(v as u8);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}

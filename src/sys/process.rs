@@ -1,0 +1,206 @@
+//! Processes: fork, exit, signals to a process, waiting for one, execve.
+
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use super::{err, last_errno, setresuid, Errno, SysResult};
+
+/// Send `sig` to every process whose uid is `uid` (but the sender), in one
+/// pass: a short-lived child of ours takes that uid and calls kill(-1). The
+/// kernel signals the matching processes under its task list lock, so a
+/// fork racing with it either completes first (and its child is signalled)
+/// or fails. Only exact when `uid` belongs to one jail alone. The caller
+/// must be single-threaded and may hold the privilege to change uid.
+pub fn kill_every_process_of(uid: u32, sig: i32) -> SysResult<()> {
+    // SAFETY: the caller is single-threaded (this function's contract).
+    match unsafe { fork() }? {
+        None => {
+            if setresuid(uid).is_err() {
+                exit_now(2);
+            }
+            // ESRCH: no process has the uid (all gone already).
+            // SAFETY: kill(2) with integers only.
+            let r = unsafe { libc::kill(-1, sig) };
+            exit_now(if r == 0 || last_errno() == Errno::ESRCH {
+                0
+            } else {
+                1
+            })
+        }
+        Some(pid) => match waitpid(pid, false)? {
+            Some((_, 0)) => Ok(()),
+            _ => err("kill", format!("-1 as uid {uid}, {sig}"), Errno::EPERM),
+        },
+    }
+}
+
+/// fork(2): `None` in the child, the child's pid in the parent.
+///
+/// # Safety
+///
+/// The calling process must be single-threaded: the child gets only the
+/// calling thread, and a lock another thread held at the fork (the
+/// allocator's, stdio's, the environment's) would stay locked for ever in
+/// the child, which may use the allocator and std freely only because no
+/// other thread existed.
+pub unsafe fn fork() -> SysResult<Option<i32>> {
+    // SAFETY: the caller guarantees a single-threaded process (above).
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => Ok(None),
+        Ok(nix::unistd::ForkResult::Parent { child }) => Ok(Some(child.as_raw())),
+        Err(e) => err("fork", "", e),
+    }
+}
+
+/// Leave at once without running destructors or atexit handlers (the state
+/// is a fork of the supervisor's).
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no Rust state.
+    unsafe { libc::_exit(code) }
+}
+
+pub fn setsid() -> SysResult<()> {
+    nix::unistd::setsid()
+        .map(|_| ())
+        .or_else(|e| err("setsid", "", e))
+}
+
+pub fn getpgid(pid: i32) -> SysResult<i32> {
+    nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid)))
+        .map(|p| p.as_raw())
+        .or_else(|e| err("getpgid", pid, e))
+}
+
+pub fn getpid() -> i32 {
+    nix::unistd::getpid().as_raw()
+}
+
+pub fn kill(pid: i32, sig: i32) -> SysResult<()> {
+    // SAFETY: kill takes integers only.
+    let r = unsafe { libc::kill(pid, sig) };
+    if r < 0 {
+        return err("kill", format!("{pid}, {sig}"), last_errno());
+    }
+    Ok(())
+}
+
+pub fn pidfd_send_signal(pidfd: &OwnedFd, sig: i32) -> SysResult<()> {
+    // SAFETY: pidfd_send_signal with a valid pidfd, a signal number, a null
+    // siginfo and no flags.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if r < 0 {
+        return err("pidfd_send_signal", sig, last_errno());
+    }
+    Ok(())
+}
+
+/// How a child ended, with its resource usage.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChildEnd {
+    /// Exit code when it exited.
+    pub code: Option<i32>,
+    /// Signal when it was killed.
+    pub signal: Option<i32>,
+}
+
+impl ChildEnd {
+    pub fn from_wait_status(st: i32) -> ChildEnd {
+        if libc::WIFEXITED(st) {
+            ChildEnd {
+                code: Some(libc::WEXITSTATUS(st)),
+                ..Default::default()
+            }
+        } else if libc::WIFSIGNALED(st) {
+            ChildEnd {
+                signal: Some(libc::WTERMSIG(st)),
+
+                ..Default::default()
+            }
+        } else {
+            ChildEnd::default()
+        }
+    }
+}
+
+/// waitpid(pid, WNOHANG or blocking), retrying EINTR. Returns the raw status.
+pub fn waitpid(pid: i32, nohang: bool) -> SysResult<Option<(i32, i32)>> {
+    let mut st: libc::c_int = 0;
+    loop {
+        // SAFETY: `st` is a valid out-pointer for the duration of the call.
+        let r = unsafe { libc::waitpid(pid, &mut st, if nohang { libc::WNOHANG } else { 0 }) };
+        if r < 0 {
+            let e = last_errno();
+            if e == Errno::EINTR {
+                continue;
+            }
+            return err("waitpid", pid, e);
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        return Ok(Some((r, st)));
+    }
+}
+
+/// Has the child `pid` ended? Looks without reaping it (WNOWAIT): its
+/// zombie keeps holding its pid, and so its process group's number.
+pub fn ended_unreaped(pid: i32) -> bool {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    loop {
+        match waitid(Id::Pid(nix::unistd::Pid::from_raw(pid)), flags) {
+            Ok(WaitStatus::StillAlive) => return false,
+            Ok(_) => return true,
+            Err(Errno::EINTR) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// wait4 on a pid, blocking, with rusage of the reaped child (and its
+/// reaped descendants).
+pub fn wait4(pid: i32) -> SysResult<(i32, libc::rusage)> {
+    let mut st: libc::c_int = 0;
+    // SAFETY: rusage is plain old data; zeroed is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: both out-pointers are valid for the duration of the call.
+        let r = unsafe { libc::wait4(pid, &mut st, 0, &mut ru) };
+        if r < 0 {
+            let e = last_errno();
+            if e == Errno::EINTR {
+                continue;
+            }
+            return err("wait4", pid, e);
+        }
+        return Ok((st, ru));
+    }
+}
+
+/// The number of threads of this process (from /proc/self/status).
+pub fn thread_count() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(usize::MAX)
+}
+
+/// execve; returns only on failure, with the errno.
+pub fn execve(path: &CStr, argv: &[CString], envp: &[CString]) -> Errno {
+    match nix::unistd::execve(path, argv, envp) {
+        Ok(never) => match never {},
+        Err(e) => e,
+    }
+}
