@@ -1,0 +1,91 @@
+use super::bpf::AUDIT_ARCH;
+use super::*;
+
+/// The fallback's filter: connect goes to the listener, unix datagram
+/// sockets are refused (socket and socketpair), the rest as before.
+#[test]
+fn fallback_mediates_connect_and_refuses_unix_datagrams() {
+    let p = SeccompPolicy {
+        mediate_unix: true,
+        ..SeccompPolicy::default()
+    };
+    let c = compile(&p).unwrap();
+    let nr = |n: &str| syscalls::number(n).unwrap();
+    assert_eq!(c.mediated, Some(nr("connect") as i32));
+    assert!(c.wants_listener());
+    let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+    let v = |n: &str, a0: i32, a1: i32| {
+        tests_run(&c.allowlist, nr(n), [a0 as u64, a1 as u64, 0, 0, 0, 0])
+    };
+    assert_eq!(v("connect", 3, 0), libc::SECCOMP_RET_USER_NOTIF);
+    assert_eq!(v("sendmsg", 3, 0), libc::SECCOMP_RET_ALLOW);
+    for f in ["socket", "socketpair"] {
+        assert_eq!(
+            v(f, libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC),
+            libc::SECCOMP_RET_ALLOW,
+            "{f}"
+        );
+        assert_eq!(
+            v(f, libc::AF_UNIX, libc::SOCK_SEQPACKET),
+            libc::SECCOMP_RET_ALLOW,
+            "{f}"
+        );
+        assert_eq!(v(f, libc::AF_UNIX, libc::SOCK_DGRAM), eperm, "{f}");
+        assert_eq!(
+            v(f, libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK),
+            eperm,
+            "{f}"
+        );
+    }
+    assert_eq!(
+        v("socket", libc::AF_INET, libc::SOCK_DGRAM),
+        libc::SECCOMP_RET_ALLOW
+    );
+    // Without the fallback, nothing changes.
+    let plain = compile(&SeccompPolicy::default()).unwrap();
+    assert_eq!(plain.mediated, None);
+    assert!(!plain.wants_listener());
+    assert_eq!(
+        tests_run(&plain.allowlist, nr("connect"), [3, 0, 0, 0, 0, 0]),
+        libc::SECCOMP_RET_ALLOW
+    );
+}
+
+/// A classic-BPF interpreter for the instructions the compiler emits.
+fn tests_run(prog: &[libc::sock_filter], nr: u32, args: [u64; 6]) -> u32 {
+    let mut data = [0u32; 16];
+    data[0] = nr;
+    data[1] = AUDIT_ARCH;
+    for (i, a) in args.iter().enumerate() {
+        data[4 + 2 * i] = *a as u32;
+        data[5 + 2 * i] = (*a >> 32) as u32;
+    }
+    let (mut acc, mut pc) = (0u32, 0usize);
+    loop {
+        let i = prog[pc];
+        let code = i.code as u32;
+        match code & 0x07 {
+            0x00 => acc = data[(i.k / 4) as usize],
+            0x04 => acc &= i.k,
+            0x05 => {
+                let op = code & 0xf0;
+                if op == libc::BPF_JA {
+                    pc += 1 + i.k as usize;
+                    continue;
+                }
+                let t = match op {
+                    libc::BPF_JEQ => acc == i.k,
+                    libc::BPF_JGT => acc > i.k,
+                    libc::BPF_JGE => acc >= i.k,
+                    libc::BPF_JSET => acc & i.k != 0,
+                    _ => panic!("op {op:#x}"),
+                };
+                pc += 1 + if t { i.jt as usize } else { i.jf as usize };
+                continue;
+            }
+            0x06 => return i.k,
+            c => panic!("class {c:#x}"),
+        }
+        pc += 1;
+    }
+}

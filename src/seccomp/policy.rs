@@ -1,0 +1,43 @@
+//! What a policy asks of the seccomp layer: the groups and single
+//! syscalls it allows, and what anything else gets.
+
+/// What a syscall outside the allowlist gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum SeccompAction {
+    /// Fail with EPERM (programs fail cleanly: Python raises PermissionError).
+    Errno,
+    /// Kill the process; reported as `seccomp_violation`.
+    Kill,
+    /// Allow, but tell the supervisor (learning mode).
+    Learn,
+}
+
+/// The seccomp layer.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SeccompPolicy {
+    pub enabled: bool,
+    /// Named groups (`@default`, `@basic-io`, …).
+    pub groups: Vec<String>,
+    /// Single syscalls allowed on top of the groups.
+    pub allow: Vec<String>,
+    pub action: SeccompAction,
+    /// socket() only for AF_UNIX: set for the fallback without a network
+    /// namespace, where Landlock can deny TCP but not UDP.
+    pub unix_sockets_only: bool,
+    /// The fallback's unix-socket mediation (see supervise::unix): connect()
+    /// goes to the supervisor, and AF_UNIX datagram sockets are refused.
+    pub mediate_unix: bool,
+}
+
+impl Default for SeccompPolicy {
+    fn default() -> Self {
+        SeccompPolicy {
+            enabled: true,
+            groups: vec!["@default".into()],
+            allow: Vec::new(),
+            action: SeccompAction::Errno,
+            unix_sockets_only: false,
+            mediate_unix: false,
+        }
+    }
+}
