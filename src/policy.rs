@@ -360,7 +360,9 @@ pub fn seccomp_name(name: &str) -> Result<(), String> {
     } else {
         sp.allow.push(name.to_string());
     }
-    crate::seccomp::resolve_bits(&sp).map(|_| ())
+    crate::seccomp::resolve_bits(&sp)
+        .map(|_| ())
+        .map_err(String::from)
 }
 
 /// What readlink(2) says of a host path.

@@ -32,10 +32,12 @@ pub mod syscalls;
 
 mod bpf;
 mod compile;
+mod error;
 mod policy;
 mod rules;
 
 pub use compile::*;
+pub use error::*;
 pub use policy::*;
 
 /// A compiled policy, ready to install.

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use seccompiler::{BpfProgram, SeccompAction as Act, SeccompFilter, SeccompRule, TargetArch};
 
+use super::SeccompError;
+
 /// SECCOMP_RET_TRACE data used as a placeholder for the mismatch action
 /// while compiling; replaced before install.
 pub(super) const MARK: u32 = 0x5ecc;
@@ -153,17 +155,15 @@ pub(super) fn assemble(
 pub(super) fn arg_block(
     nr: u32,
     rules: Vec<SeccompRule>,
-) -> Result<Vec<libc::sock_filter>, String> {
+) -> Result<Vec<libc::sock_filter>, SeccompError> {
     let filter = SeccompFilter::new(
         BTreeMap::from([(i64::from(nr), rules)]),
         Act::Trace(MARK),
         Act::Allow,
         ARCH,
     )
-    .map_err(|e| format!("building the filter: {e}"))?;
-    let prog: BpfProgram = filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| format!("compiling the filter: {e}"))?;
+    .map_err(SeccompError::Build)?;
+    let prog: BpfProgram = filter.try_into().map_err(SeccompError::Compile)?;
     Ok(prog
         .iter()
         .map(|i| libc::sock_filter {

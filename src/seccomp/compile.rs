@@ -4,7 +4,7 @@
 
 use super::bpf::{arg_block, assemble, Leaf, MARK};
 use super::rules::arg_rules;
-use super::{syscalls, Compiled, SeccompAction, SeccompPolicy};
+use super::{syscalls, Compiled, SeccompAction, SeccompError, SeccompPolicy};
 
 /// Always in the allowlist: without them the jail cannot start the command
 /// or end.
@@ -15,15 +15,11 @@ const WITH_LISTENER: &[&str] = &["sendmsg"];
 
 /// The set of syscall numbers the policy's groups and single names allow.
 /// Errors are one line naming the bad group or syscall.
-pub fn resolve_bits(p: &SeccompPolicy) -> Result<syscalls::Bits, String> {
+pub fn resolve_bits(p: &SeccompPolicy) -> Result<syscalls::Bits, SeccompError> {
     let mut bits = [0u64; syscalls::WORDS];
     for g in &p.groups {
         let Some(members) = syscalls::group_bits(g) else {
-            let known: Vec<&str> = syscalls::GROUPS.iter().map(|(n, _)| *n).collect();
-            return Err(format!(
-                "unknown syscall group {g:?} (known: {})",
-                known.join(", ")
-            ));
+            return Err(SeccompError::UnknownGroup { group: g.clone() });
         };
         for (w, m) in bits.iter_mut().zip(members) {
             *w |= m;
@@ -31,10 +27,7 @@ pub fn resolve_bits(p: &SeccompPolicy) -> Result<syscalls::Bits, String> {
     }
     for n in &p.allow {
         let Some(nr) = syscalls::number(n) else {
-            return Err(format!(
-                "unknown syscall {n:?} (not in the {} syscall table)",
-                std::env::consts::ARCH
-            ));
+            return Err(SeccompError::UnknownSyscall { name: n.clone() });
         };
         set_bit(&mut bits, nr);
     }
@@ -56,7 +49,28 @@ pub(super) fn numbers(bits: &syscalls::Bits) -> impl Iterator<Item = u32> + '_ {
 
 /// Compile `p` into the filter. Errors are one line naming the bad group
 /// or syscall.
-pub fn compile(p: &SeccompPolicy) -> Result<Compiled, String> {
+pub fn compile(p: &SeccompPolicy) -> Result<Compiled, SeccompError> {
+    let bits = allowed_bits(p)?;
+    let verdicts = verdicts(p, &bits)?;
+    let mut allowlist = assemble(&verdicts.leaves, verdicts.blocks);
+    let mismatch_at = fill_action(&mut allowlist, p.action);
+    if allowlist.len() > 4096 {
+        return Err(SeccompError::TooLong {
+            instructions: allowlist.len(),
+        });
+    }
+    Ok(Compiled {
+        action: p.action,
+        allowed: verdicts.allowed,
+        groups: p.groups.clone(),
+        allowlist,
+        mismatch_at,
+        mediated: verdicts.mediated,
+    })
+}
+
+/// The policy's numbers, with the ones the jail always needs.
+fn allowed_bits(p: &SeccompPolicy) -> Result<syscalls::Bits, SeccompError> {
     let mut bits = resolve_bits(p)?;
     let mut extra: Vec<&str> = ALWAYS.to_vec();
     if matches!(p.action, SeccompAction::Learn | SeccompAction::Kill) || p.mediate_unix {
@@ -67,6 +81,23 @@ pub fn compile(p: &SeccompPolicy) -> Result<Compiled, String> {
             set_bit(&mut bits, nr);
         }
     }
+    Ok(bits)
+}
+
+/// What each allowed number gets, in ascending order.
+struct Verdicts {
+    leaves: Vec<(u32, Leaf)>,
+    /// The argument blocks `Leaf::Block` points into.
+    blocks: Vec<Vec<libc::sock_filter>>,
+    /// How many numbers are allowed.
+    allowed: usize,
+    /// The number sent to the supervisor's listener (`connect`).
+    mediated: Option<i32>,
+}
+
+/// Give each number of `bits` its verdict: allowed, through the listener
+/// (the fallback's `connect`), or after its argument block.
+fn verdicts(p: &SeccompPolicy, bits: &syscalls::Bits) -> Result<Verdicts, SeccompError> {
     let filtered: Vec<(u32, &str)> = syscalls::FILTERED
         .iter()
         .filter_map(|n| Some((syscalls::number(n)?, *n)))
@@ -76,7 +107,7 @@ pub fn compile(p: &SeccompPolicy) -> Result<Compiled, String> {
     let mut allowed = 0;
     let connect = syscalls::number("connect");
     let mut mediated = None;
-    for nr in numbers(&bits) {
+    for nr in numbers(bits) {
         allowed += 1;
         let rules = match filtered.iter().find(|(f, _)| *f == nr) {
             Some((_, name)) => arg_rules(name, p)?,
@@ -93,8 +124,17 @@ pub fn compile(p: &SeccompPolicy) -> Result<Compiled, String> {
         };
         leaves.push((nr, leaf));
     }
-    let mut allowlist = assemble(&leaves, blocks);
+    Ok(Verdicts {
+        leaves,
+        blocks,
+        allowed,
+        mediated,
+    })
+}
 
+/// Replace the MARK placeholders with the policy's action; returns where
+/// they are (kill mode with a listener rewrites them again).
+fn fill_action(allowlist: &mut [libc::sock_filter], action: SeccompAction) -> Vec<usize> {
     let marker = libc::SECCOMP_RET_TRACE | MARK;
     let ret_k = (libc::BPF_RET | libc::BPF_K) as u16;
     let mismatch_at: Vec<usize> = allowlist
@@ -103,7 +143,7 @@ pub fn compile(p: &SeccompPolicy) -> Result<Compiled, String> {
         .filter(|(_, i)| i.code == ret_k && i.k == marker)
         .map(|(n, _)| n)
         .collect();
-    let ret = match p.action {
+    let ret = match action {
         SeccompAction::Errno => libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
         SeccompAction::Kill => libc::SECCOMP_RET_KILL_PROCESS,
         SeccompAction::Learn => libc::SECCOMP_RET_USER_NOTIF,
@@ -111,18 +151,5 @@ pub fn compile(p: &SeccompPolicy) -> Result<Compiled, String> {
     for &i in &mismatch_at {
         allowlist[i].k = ret;
     }
-    if allowlist.len() > 4096 {
-        return Err(format!(
-            "the filter has {} instructions, more than the kernel accepts",
-            allowlist.len()
-        ));
-    }
-    Ok(Compiled {
-        action: p.action,
-        allowed,
-        groups: p.groups.clone(),
-        allowlist,
-        mismatch_at,
-        mediated,
-    })
+    mismatch_at
 }

@@ -6,7 +6,7 @@ use seccompiler::{
     SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition as Cond, SeccompRule,
 };
 
-use super::SeccompPolicy;
+use super::{SeccompError, SeccompPolicy};
 
 /// `TIOCSTI`: push a byte into a terminal's input queue.
 pub const TIOCSTI: u32 = 0x5412;
@@ -26,16 +26,16 @@ pub const CLONE_NS_FLAGS: u64 = (libc::CLONE_NEWUSER
 /// personality(2) values allowed: PER_LINUX, PER_LINUX32, and the query.
 pub const PERSONAS: &[u64] = &[0x0000, 0x0008, 0xffff_ffff];
 
-fn cond(arg: u8, len: Len, op: Op, v: u64) -> Result<Cond, String> {
-    Cond::new(arg, len, op, v).map_err(|e| format!("argument filter: {e}"))
+fn cond(arg: u8, len: Len, op: Op, v: u64) -> Result<Cond, SeccompError> {
+    Cond::new(arg, len, op, v).map_err(SeccompError::ArgumentFilter)
 }
 
-fn rule(c: Vec<Cond>) -> Result<SeccompRule, String> {
-    SeccompRule::new(c).map_err(|e| format!("argument filter: {e}"))
+fn rule(c: Vec<Cond>) -> Result<SeccompRule, SeccompError> {
+    SeccompRule::new(c).map_err(SeccompError::ArgumentFilter)
 }
 
 /// The argument filter for a syscall that is only ever allowed with one.
-pub(super) fn arg_rules(name: &str, p: &SeccompPolicy) -> Result<Vec<SeccompRule>, String> {
+pub(super) fn arg_rules(name: &str, p: &SeccompPolicy) -> Result<Vec<SeccompRule>, SeccompError> {
     let unix_only = p.unix_sockets_only;
     // Without a mount namespace a unix datagram socket can send to any
     // pathname socket on the host (sendto, sendmsg: the address is behind a

@@ -6,7 +6,7 @@ use super::rules::{TIOCLINUX, TIOCSTI};
 use super::*;
 
 /// The policy's syscall numbers with their names.
-fn resolve(p: &SeccompPolicy) -> Result<BTreeMap<u32, &'static str>, String> {
+fn resolve(p: &SeccompPolicy) -> Result<BTreeMap<u32, &'static str>, SeccompError> {
     Ok(numbers(&resolve_bits(p)?)
         .map(|nr| (nr, syscalls::name(nr).unwrap_or("?")))
         .collect())
@@ -145,17 +145,58 @@ fn table_is_sorted_and_consistent() {
 
 #[test]
 fn unknown_names_are_clear_errors() {
-    let e = compile(&policy(&["@default", "@bogus"], &[], SeccompAction::Errno)).unwrap_err();
+    let e = compile(&policy(&["@default", "@bogus"], &[], SeccompAction::Errno))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("unknown syscall group \"@bogus\""), "{e}");
     let e = compile(&policy(
         &["@default"],
         &["frobnicate"],
         SeccompAction::Errno,
     ))
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("unknown syscall \"frobnicate\""), "{e}");
-    let e = compile(&policy(&["basic-io"], &[], SeccompAction::Errno)).unwrap_err();
+    let e = compile(&policy(&["basic-io"], &[], SeccompAction::Errno))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("\"basic-io\""), "{e}");
+}
+
+/// The typed errors say what the strings they replaced said, byte for
+/// byte, and a caller can tell them apart.
+#[test]
+fn error_kinds_keep_their_text() {
+    let e = resolve_bits(&policy(&["@bogus"], &[], SeccompAction::Errno)).unwrap_err();
+    let known: Vec<&str> = syscalls::GROUPS.iter().map(|(n, _)| *n).collect();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "unknown syscall group \"@bogus\" (known: {})",
+            known.join(", ")
+        )
+    );
+    assert!(matches!(e, SeccompError::UnknownGroup { ref group } if group == "@bogus"));
+    let e = resolve_bits(&policy(&[], &["frobnicate"], SeccompAction::Errno)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "unknown syscall \"frobnicate\" (not in the {} syscall table)",
+            std::env::consts::ARCH
+        )
+    );
+    assert!(matches!(e, SeccompError::UnknownSyscall { .. }));
+    assert_eq!(
+        SeccompError::TooLong { instructions: 5000 }.to_string(),
+        "the filter has 5000 instructions, more than the kernel accepts"
+    );
+    assert_eq!(
+        String::from(e),
+        format!(
+            "unknown syscall \"frobnicate\" (not in the {} syscall table)",
+            std::env::consts::ARCH
+        )
+    );
 }
 
 #[test]
