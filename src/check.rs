@@ -466,7 +466,7 @@ fn probe_cgroup() -> Probe {
         Err(e) => Probe {
             name: "cgroup",
             available: false,
-            reason: e,
+            reason: e.to_string(),
             facts: f,
         },
         Ok(place) => {

@@ -42,6 +42,7 @@
 
 #![deny(unsafe_code)]
 
+mod error;
 mod files;
 mod prepare;
 mod probe;
@@ -54,6 +55,7 @@ use std::path::PathBuf;
 
 use crate::policy::Limits;
 
+pub use error::*;
 pub use prepare::*;
 pub use probe::*;
 pub use run::*;
@@ -163,7 +165,7 @@ pub fn prepare(req: &Request) -> Setup {
     let host = RealHost;
     match locate(&host) {
         Ok((place, h)) => prepare_at(&host, &place, &h, req),
-        Err(why) => unavailable_everywhere(req, &why),
+        Err(why) => unavailable_everywhere(req, &why.to_string()),
     }
 }
 

@@ -5,7 +5,7 @@ use std::fs::{self, OpenOptions};
 use std::io;
 use std::path::Path;
 
-use crate::sys;
+use super::error::{CgroupError, FileOp};
 
 pub(super) fn read_trim(p: &Path) -> io::Result<String> {
     fs::read_to_string(p).map(|s| s.trim().to_string())
@@ -28,22 +28,22 @@ pub(super) fn holds_processes(dir: &Path) -> io::Result<bool> {
     Ok(!read_trim(&dir.join("cgroup.procs"))?.is_empty())
 }
 
-pub(super) fn short_err(e: &io::Error) -> String {
-    match e.raw_os_error() {
-        Some(n) => sys::errno_text(sys::Errno::from_raw(n)),
-        None => e.to_string(),
-    }
-}
-
 /// Write `value` to `dir/file` in one write(2), as cgroupfs wants.
-pub(super) fn write_file(dir: &Path, file: &str, value: &str) -> Result<(), String> {
+pub(super) fn write_file(dir: &Path, file: &str, value: &str) -> Result<(), CgroupError> {
     let p = dir.join(file);
     // O_TRUNC as a shell's `>` does (cgroupfs ignores it); never O_CREAT.
     let mut f = OpenOptions::new()
         .write(true)
         .truncate(true)
         .open(&p)
-        .map_err(|e| format!("open {}: {}", p.display(), short_err(&e)))?;
-    io::Write::write_all(&mut f, value.as_bytes())
-        .map_err(|e| format!("write {:?} to {}: {}", value, p.display(), short_err(&e)))
+        .map_err(|source| CgroupError::File {
+            op: FileOp::Open,
+            path: p.clone(),
+            source,
+        })?;
+    io::Write::write_all(&mut f, value.as_bytes()).map_err(|source| CgroupError::Write {
+        path: p,
+        value: value.to_string(),
+        source,
+    })
 }

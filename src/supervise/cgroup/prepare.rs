@@ -7,7 +7,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::files::{short_err, words, write_file};
+use super::error::{CgroupError, FileOp};
+use super::files::{words, write_file};
 use super::{
     Controller, Enforced, Hierarchies, Host, Placement, Request, RunCgroup, Setup,
     CPU_MIN_QUOTA_US, CPU_PERIOD_US, PARENT_NAME, RUN_PREFIX,
@@ -75,85 +76,126 @@ pub(super) fn unavailable_everywhere(req: &Request, why: &str) -> Setup {
     }
 }
 
-/// [`prepare`] once the base is chosen.
+/// [`prepare`] once the base is chosen: which controllers reach the run
+/// cgroup, `stockade/` under the base, the run cgroup in it, the limits.
 pub fn prepare_at(host: &dyn Host, place: &Placement, h: &Hierarchies, req: &Request) -> Setup {
-    let top = &place.hierarchy;
-    let base = &place.base;
-    let parent = base.join(PARENT_NAME);
+    let parent = place.base.join(PARENT_NAME);
+    let mut ctrls = Controllers::probe(place, h);
+    let made =
+        make_parent(host, &parent, &mut ctrls).and_then(|()| make_run(host, &parent, &mut ctrls));
+    let run = match made {
+        Ok(run) => run,
+        Err(e) => return unavailable_everywhere(req, &e.to_string()),
+    };
+    let (memory, cpu, pids) = write_limits(&run, &ctrls, req);
+    Setup {
+        cgroup: Some(run),
+        memory,
+        cpu,
+        pids,
+        why: None,
+    }
+}
 
-    // Which controllers can be enabled down to the run cgroup.
-    let in_hierarchy = words(&top.join("cgroup.controllers"));
-    let in_base = words(&base.join("cgroup.controllers"));
-    let mut ctrl_state: Vec<(Controller, Result<(), String>)> = Vec::new();
-    for c in Controller::ALL {
-        let name = c.name();
-        let st = if !in_hierarchy.iter().any(|w| w == name) {
-            let v1 = match h.v1_for(name) {
-                Some(m) => format!(
-                    " (it is bound to the cgroup v1 hierarchy at {})",
-                    m.mountpoint.display()
-                ),
-                None => String::new(),
-            };
-            Err(format!(
-                "no {name} controller in the cgroup v2 hierarchy at {}{v1}",
-                top.display()
-            ))
-        } else if !in_base.iter().any(|w| w == name) {
-            Err(format!(
-                "the {name} controller is not delegated to {}: missing from its \
-                 cgroup.controllers (enable it in the parent's cgroup.subtree_control)",
-                base.display()
-            ))
-        } else {
-            enable(base, name)
-        };
-        ctrl_state.push((c, st));
+/// Whether each controller can be enabled down to the run cgroup, and why
+/// not; indexed by [`Controllers::slot`].
+struct Controllers([Result<(), CgroupError>; 3]);
+
+impl Controllers {
+    /// Which controllers the hierarchy has and the base may use, enabled
+    /// in the base's cgroup.subtree_control.
+    fn probe(place: &Placement, h: &Hierarchies) -> Controllers {
+        let (top, base) = (&place.hierarchy, &place.base);
+        let in_hierarchy = words(&top.join("cgroup.controllers"));
+        let in_base = words(&base.join("cgroup.controllers"));
+        Controllers(Controller::ALL.map(|c| {
+            let name = c.name();
+            if !in_hierarchy.iter().any(|w| w == name) {
+                Err(CgroupError::NoController {
+                    controller: name,
+                    hierarchy: top.clone(),
+                    v1: h.v1_for(name).map(|m| m.mountpoint.clone()),
+                })
+            } else if !in_base.iter().any(|w| w == name) {
+                Err(CgroupError::NotDelegated {
+                    controller: name,
+                    base: base.clone(),
+                })
+            } else {
+                enable(base, name)
+            }
+        }))
     }
 
-    if let Err(e) = host.mkdir(&parent) {
+    fn slot(c: Controller) -> usize {
+        match c {
+            Controller::Memory => 0,
+            Controller::Cpu => 1,
+            Controller::Pids => 2,
+        }
+    }
+
+    fn get(&self, c: Controller) -> Result<(), &CgroupError> {
+        self.0[Self::slot(c)].as_ref().map(|_| ())
+    }
+
+    /// Enable every controller still usable in `dir`'s subtree_control.
+    fn enable_in(&mut self, dir: &Path) {
+        for c in Controller::ALL {
+            let st = &mut self.0[Self::slot(c)];
+            if st.is_ok() {
+                *st = enable(dir, c.name());
+            }
+        }
+    }
+}
+
+/// `<base>/stockade`, made unless it exists, with the controllers enabled.
+fn make_parent(host: &dyn Host, parent: &Path, ctrls: &mut Controllers) -> Result<(), CgroupError> {
+    if let Err(e) = host.mkdir(parent) {
         if e.kind() != ErrorKind::AlreadyExists {
-            return unavailable_everywhere(
-                req,
-                &format!("mkdir {}: {}", parent.display(), short_err(&e)),
-            );
+            return Err(CgroupError::File {
+                op: FileOp::Mkdir,
+                path: parent.to_path_buf(),
+                source: e,
+            });
         }
     }
-    for (c, st) in ctrl_state.iter_mut() {
-        if st.is_ok() {
-            *st = enable(&parent, c.name());
-        }
-    }
+    ctrls.enable_in(parent);
+    Ok(())
+}
 
+/// `run-<pid>-<starttime>-<seq>` under `parent`, made and opened.
+fn make_run(
+    host: &dyn Host,
+    parent: &Path,
+    ctrls: &mut Controllers,
+) -> Result<RunCgroup, CgroupError> {
     let pid = sys::getpid();
     let start = proc_starttime(pid).unwrap_or(0);
-    let mut path;
     let mut tries = 0;
-    loop {
+    let path = loop {
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-        path = parent.join(run_name(pid, start, seq));
+        let path = parent.join(run_name(pid, start, seq));
         match host.mkdir(&path) {
-            Ok(()) => break,
+            Ok(()) => break path,
             Err(e) if e.kind() == ErrorKind::AlreadyExists && tries < 100 => tries += 1,
             // A concurrent cleanup may have removed an empty parent between
             // our mkdir calls: recreate it once.
             Err(e) if e.kind() == ErrorKind::NotFound && tries < 100 => {
                 tries += 1;
-                let _ = host.mkdir(&parent);
-                for (c, st) in ctrl_state.iter_mut() {
-                    if st.is_ok() {
-                        *st = enable(&parent, c.name());
-                    }
-                }
+                let _ = host.mkdir(parent);
+                ctrls.enable_in(parent);
             }
             Err(e) => {
-                return unavailable_everywhere(
-                    req,
-                    &format!("mkdir {}: {}", path.display(), short_err(&e)),
-                )
+                return Err(CgroupError::File {
+                    op: FileOp::Mkdir,
+                    path,
+                    source: e,
+                })
             }
         }
-    }
+    };
     let dir = match OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
@@ -162,46 +204,28 @@ pub fn prepare_at(host: &dyn Host, place: &Placement, h: &Hierarchies, req: &Req
         Ok(f) => f,
         Err(e) => {
             let _ = fs::remove_dir(&path);
-            return unavailable_everywhere(
-                req,
-                &format!("open {}: {}", path.display(), short_err(&e)),
-            );
+            return Err(CgroupError::File {
+                op: FileOp::Open,
+                path,
+                source: e,
+            });
         }
     };
-    let run = RunCgroup {
+    Ok(RunCgroup {
         path,
         dir,
         owner: pid,
         removed: false,
-    };
+    })
+}
 
-    let state = |c: Controller| -> Result<(), String> {
-        ctrl_state
-            .iter()
-            .find(|(x, _)| *x == c)
-            .map(|(_, s)| s.clone())
-            .unwrap_or_else(|| Err("unknown controller".into()))
-    };
-    let p = run.path.clone();
-    let apply = |c: Controller, asked: bool, writes: &[(&str, String, bool)]| -> Enforced {
-        if !asked {
-            return Enforced::NotRequested;
-        }
-        if let Err(why) = state(c) {
-            return Enforced::Unavailable(why);
-        }
-        for (file, value, required) in writes {
-            match write_file(&p, file, value) {
-                Ok(()) => {}
-                // memory.swap.max is missing without swap accounting: with
-                // no swap there is nothing to limit.
-                Err(_) if !required && !p.join(file).exists() => {}
-                Err(why) => return Enforced::Unavailable(why),
-            }
-        }
-        Enforced::Cgroup
-    };
-
+/// Write each requested limit into the run cgroup: (memory, cpu, pids).
+fn write_limits(
+    run: &RunCgroup,
+    ctrls: &Controllers,
+    req: &Request,
+) -> (Enforced, Enforced, Enforced) {
+    let p = run.path();
     let mut mem_writes = Vec::new();
     if let Some(m) = req.memory {
         mem_writes.push(("memory.max", m.to_string(), true));
@@ -212,7 +236,8 @@ pub fn prepare_at(host: &dyn Host, place: &Placement, h: &Hierarchies, req: &Req
         mem_writes.push(("memory.high", m.to_string(), true));
     }
     let memory = apply(
-        Controller::Memory,
+        p,
+        ctrls.get(Controller::Memory),
         req.memory.is_some() || req.memory_high.is_some(),
         &mem_writes,
     );
@@ -221,34 +246,59 @@ pub fn prepare_at(host: &dyn Host, place: &Placement, h: &Hierarchies, req: &Req
             "cpus {:?}: not a positive number",
             req.cpus.unwrap_or_default()
         )),
-        Some(Some(v)) => apply(Controller::Cpu, true, &[("cpu.max", v, true)]),
+        Some(Some(v)) => apply(p, ctrls.get(Controller::Cpu), true, &[("cpu.max", v, true)]),
         None => Enforced::NotRequested,
     };
     let pids = match req.pids {
-        Some(n) => apply(Controller::Pids, true, &[("pids.max", n.to_string(), true)]),
+        Some(n) => apply(
+            p,
+            ctrls.get(Controller::Pids),
+            true,
+            &[("pids.max", n.to_string(), true)],
+        ),
         None => Enforced::NotRequested,
     };
-    Setup {
-        cgroup: Some(run),
-        memory,
-        cpu,
-        pids,
-        why: None,
+    (memory, cpu, pids)
+}
+
+/// One controller's limit files `(file, value, required)` written in
+/// `dir`, when it was asked for and the controller is usable.
+fn apply(
+    dir: &Path,
+    state: Result<(), &CgroupError>,
+    asked: bool,
+    writes: &[(&str, String, bool)],
+) -> Enforced {
+    if !asked {
+        return Enforced::NotRequested;
     }
+    if let Err(why) = state {
+        return Enforced::Unavailable(why.to_string());
+    }
+    for (file, value, required) in writes {
+        match write_file(dir, file, value) {
+            Ok(()) => {}
+            // memory.swap.max is missing without swap accounting: with
+            // no swap there is nothing to limit.
+            Err(_) if !required && !dir.join(file).exists() => {}
+            Err(why) => return Enforced::Unavailable(why.to_string()),
+        }
+    }
+    Enforced::Cgroup
 }
 
 /// Add `+name` to `dir/cgroup.subtree_control` unless it is already there.
-fn enable(dir: &Path, name: &str) -> Result<(), String> {
+fn enable(dir: &Path, name: &str) -> Result<(), CgroupError> {
     let f = dir.join("cgroup.subtree_control");
     if words(&f).iter().any(|w| w == name) {
         return Ok(());
     }
     write_file(dir, "cgroup.subtree_control", &format!("+{name}")).map_err(|e| {
-        if e.ends_with(&sys::errno_text(sys::Errno::EBUSY)) {
-            format!(
-                "{e} (no-internal-processes rule: {} holds processes)",
-                dir.display()
-            )
+        if e.errno() == Some(sys::Errno::EBUSY) {
+            CgroupError::InternalProcesses {
+                dir: dir.to_path_buf(),
+                source: Box::new(e),
+            }
         } else {
             e
         }

@@ -6,7 +6,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::files::{holds_processes, is_true_root, short_err};
+use super::error::{CgroupError, FileOp, Unusable};
+use super::files::{holds_processes, is_true_root};
 use crate::sys;
 
 /// A cgroup mount from /proc/self/mountinfo.
@@ -185,36 +186,66 @@ pub struct Placement {
 }
 
 /// Read the mount table and our cgroup, and choose the base.
-pub(super) fn locate(host: &dyn Host) -> Result<(Placement, Hierarchies), String> {
-    let mi = fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("read /proc/self/mountinfo: {}", short_err(&e)))?;
+pub(super) fn locate(host: &dyn Host) -> Result<(Placement, Hierarchies), CgroupError> {
+    let read = |path: &str| {
+        fs::read_to_string(path).map_err(|source| CgroupError::File {
+            op: FileOp::Read,
+            path: path.into(),
+            source,
+        })
+    };
+    let mi = read("/proc/self/mountinfo")?;
     let h = parse_mountinfo(&mi);
-    let pc = fs::read_to_string("/proc/self/cgroup")
-        .map_err(|e| format!("read /proc/self/cgroup: {}", short_err(&e)))?;
+    let pc = read("/proc/self/cgroup")?;
     let p = choose(host, &h, &pc)?;
     Ok((p, h))
 }
 
 /// Choose the base cgroup (pure given the host and the files it reads).
-pub fn choose(host: &dyn Host, h: &Hierarchies, proc_cgroup: &str) -> Result<Placement, String> {
-    let m = h.unified().ok_or_else(|| {
-        "no cgroup v2 hierarchy mounted (no cgroup2 line in /proc/self/mountinfo)".to_string()
-    })?;
-    let own_cg = parse_proc_cgroup(proc_cgroup)
-        .ok_or_else(|| "no unified-hierarchy (0::) line in /proc/self/cgroup".to_string())?;
-    let own = cgroup_dir(m, &own_cg).ok_or_else(|| {
-        format!(
-            "our cgroup {own_cg} is not visible under the cgroup2 mount at {} (mount root {})",
-            m.mountpoint.display(),
-            m.root
-        )
-    })?;
+pub fn choose(
+    host: &dyn Host,
+    h: &Hierarchies,
+    proc_cgroup: &str,
+) -> Result<Placement, CgroupError> {
+    let m = h.unified().ok_or(CgroupError::NoHierarchy)?;
+    let own_cg = parse_proc_cgroup(proc_cgroup).ok_or(CgroupError::NoOwnCgroup)?;
+    let Some(own) = cgroup_dir(m, &own_cg) else {
+        return Err(CgroupError::NotVisible {
+            cgroup: own_cg,
+            mountpoint: m.mountpoint.clone(),
+            root: m.root.clone(),
+        });
+    };
+    let mut tried = Vec::new();
+    for c in candidates(host, m, &own) {
+        match usable_base(host, &c) {
+            Ok(()) => {
+                return Ok(Placement {
+                    hierarchy: m.mountpoint.clone(),
+                    base: c,
+                })
+            }
+            Err(why) => tried.push((c, why)),
+        }
+    }
+    if !is_true_root(&own) {
+        tried.insert(0, (own, Unusable::OwnCgroup));
+    }
+    Err(CgroupError::NoUsableBase {
+        euid: host.euid(),
+        tried,
+    })
+}
+
+/// The bases to try, best first: the hierarchy's root for root, our own
+/// cgroup when it is the true root, then our ancestors, nearest first.
+fn candidates(host: &dyn Host, m: &Mount, own: &Path) -> Vec<PathBuf> {
     let mut candidates: Vec<PathBuf> = Vec::new();
     if host.euid() == 0 {
         candidates.push(m.mountpoint.clone());
     }
-    if is_true_root(&own) {
-        candidates.push(own.clone());
+    if is_true_root(own) {
+        candidates.push(own.to_path_buf());
     }
     let mut a = own.parent();
     while let Some(d) = a {
@@ -225,45 +256,21 @@ pub fn choose(host: &dyn Host, h: &Hierarchies, proc_cgroup: &str) -> Result<Pla
         a = d.parent();
     }
     candidates.dedup();
-    let mut refused = Vec::new();
-    for c in &candidates {
-        match usable_base(host, c) {
-            Ok(()) => {
-                return Ok(Placement {
-                    hierarchy: m.mountpoint.clone(),
-                    base: c.clone(),
-                })
-            }
-            Err(why) => refused.push(format!("{}: {why}", c.display())),
-        }
-    }
-    if !is_true_root(&own) {
-        refused.insert(
-            0,
-            format!("{}: our own cgroup, holds our processes", own.display()),
-        );
-    }
-    Err(format!(
-        "no cgroup usable by uid {} (tried {}); delegate one (systemd Delegate=yes, or chown a \
-         cgroup and its cgroup.procs, cgroup.subtree_control, cgroup.threads) and run stockade \
-         in a child of it",
-        host.euid(),
-        refused.join("; ")
-    ))
+    candidates
 }
 
-fn usable_base(host: &dyn Host, c: &Path) -> Result<(), String> {
+fn usable_base(host: &dyn Host, c: &Path) -> Result<(), Unusable> {
     if !host.writable(c) {
-        return Err("directory not writable".into());
+        return Err(Unusable::DirectoryNotWritable);
     }
     if !host.writable(&c.join("cgroup.procs")) {
-        return Err("cgroup.procs not writable".into());
+        return Err(Unusable::ProcsNotWritable);
     }
     if !is_true_root(c) {
         match holds_processes(c) {
             Ok(false) => {}
-            Ok(true) => return Err("holds processes".into()),
-            Err(e) => return Err(format!("read cgroup.procs: {}", short_err(&e))),
+            Ok(true) => return Err(Unusable::HoldsProcesses),
+            Err(e) => return Err(Unusable::ReadProcs(e)),
         }
     }
     Ok(())

@@ -8,7 +8,8 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::files::{holds_processes, short_err, words, write_file};
+use super::error::{CgroupError, FileOp};
+use super::files::{holds_processes, words, write_file};
 use super::{
     locate, parse_run_name, proc_starttime, read_stats, RealHost, RunCgroup, Stats, PARENT_NAME,
 };
@@ -55,7 +56,7 @@ impl RunCgroup {
     /// Wait (briefly) for the cgroup to empty, killing what is left, and
     /// remove it with any sub-cgroups the jail made. Err says what is left
     /// behind ([`cleanup_stale`] removes it at the next start).
-    pub fn remove(mut self) -> Result<(), String> {
+    pub fn remove(mut self) -> Result<(), CgroupError> {
         self.removed = true;
         remove_tree(&self.path, Duration::from_secs(2))
     }
@@ -118,7 +119,7 @@ fn subtree(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn remove_tree(dir: &Path, wait: Duration) -> Result<(), String> {
+fn remove_tree(dir: &Path, wait: Duration) -> Result<(), CgroupError> {
     let deadline = Instant::now() + wait;
     let mut killed = false;
     let mut pause = Duration::from_micros(200);
@@ -128,7 +129,13 @@ fn remove_tree(dir: &Path, wait: Duration) -> Result<(), String> {
             match fs::remove_dir(&d) {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => last = Some(format!("rmdir {}: {}", d.display(), short_err(&e))),
+                Err(e) => {
+                    last = Some(CgroupError::File {
+                        op: FileOp::Rmdir,
+                        path: d,
+                        source: e,
+                    })
+                }
             }
         }
         let Some(why) = last else {

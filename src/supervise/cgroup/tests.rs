@@ -3,7 +3,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use super::files::words;
+use super::files::{words, write_file};
 use super::prepare::{parse_starttime, SEQ};
 use super::*;
 use crate::sys;
@@ -318,7 +318,9 @@ fn user_without_delegation_gets_a_precise_why() {
     let slice = fs_.cg("user.slice", "cpu memory pids", "");
     let sess = fs_.cg("user.slice/session-3.scope", "", "300\n");
     let host = FakeHost::new(65534, &locked_tree(&[&top, &slice, &sess]));
-    let why = choose(&host, &fs_.hier(), "0::/user.slice/session-3.scope\n").unwrap_err();
+    let why = choose(&host, &fs_.hier(), "0::/user.slice/session-3.scope\n")
+        .unwrap_err()
+        .to_string();
     assert!(
         why.starts_with("no cgroup usable by uid 65534 (tried "),
         "{why}"
@@ -333,9 +335,13 @@ fn user_without_delegation_gets_a_precise_why() {
     let fs2 = FakeFs::new("flat");
     let top2 = fs2.cg("", "hugetlb", "1\n2\n");
     let host2 = FakeHost::new(65534, &locked_tree(&[&top2]));
-    let why2 = choose(&host2, &fs2.hier(), "0::/\n").unwrap_err();
+    let why2 = choose(&host2, &fs2.hier(), "0::/\n")
+        .unwrap_err()
+        .to_string();
     assert!(why2.contains("directory not writable"), "{why2}");
-    let none = choose(&host2, &Hierarchies::default(), "0::/\n").unwrap_err();
+    let none = choose(&host2, &Hierarchies::default(), "0::/\n")
+        .unwrap_err()
+        .to_string();
     assert!(none.starts_with("no cgroup v2 hierarchy mounted"), "{none}");
 }
 
@@ -531,4 +537,72 @@ fn stale_cleanup_spares_live_owners_and_strangers() {
     assert!(parent.join("run-11-200-3").exists());
     assert!(parent.join("unrelated").exists());
     assert!(!parent.join("run-10-100-0").exists());
+}
+
+/// The typed errors say exactly what the strings they replaced said, and
+/// carry what a caller matches on.
+#[test]
+fn errors_keep_their_text_and_kind() {
+    let fs_ = FakeFs::new("errtext");
+    let top = fs_.cg("", "cpu memory pids", "1\n");
+    let slice = fs_.cg("user.slice", "cpu memory pids", "");
+    let sess = fs_.cg("user.slice/session-3.scope", "", "300\n");
+    let host = FakeHost::new(65534, &locked_tree(&[&top, &slice, &sess]));
+    let e = choose(&host, &fs_.hier(), "0::/user.slice/session-3.scope\n").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "no cgroup usable by uid 65534 (tried {}: our own cgroup, holds our processes; \
+             {}: directory not writable; {}: directory not writable); delegate one (systemd \
+             Delegate=yes, or chown a cgroup and its cgroup.procs, cgroup.subtree_control, \
+             cgroup.threads) and run stockade in a child of it",
+            sess.display(),
+            slice.display(),
+            top.display()
+        )
+    );
+    assert!(matches!(e, CgroupError::NoUsableBase { euid: 65534, .. }));
+    let m = &fs_.hier().v2[0];
+    let e = choose(&host, &fs_.hier(), "0::/../elsewhere\n").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "our cgroup /../elsewhere is not visible under the cgroup2 mount at {} (mount root /)",
+            m.mountpoint.display()
+        )
+    );
+    let e = choose(&host, &fs_.hier(), "1:cpu:/\n").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "no unified-hierarchy (0::) line in /proc/self/cgroup"
+    );
+    let missing = fs_.dir.join("nope");
+    let e = write_file(&missing, "cgroup.procs", "1").unwrap_err();
+    assert_eq!(e.errno(), Some(sys::Errno::ENOENT));
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "open {}: {}",
+            missing.join("cgroup.procs").display(),
+            sys::errno_text(sys::Errno::ENOENT)
+        )
+    );
+    let busy = CgroupError::InternalProcesses {
+        dir: top.clone(),
+        source: Box::new(CgroupError::Write {
+            path: top.join("cgroup.subtree_control"),
+            value: "+cpu".into(),
+            source: io::Error::from_raw_os_error(libc::EBUSY),
+        }),
+    };
+    assert_eq!(busy.errno(), Some(sys::Errno::EBUSY));
+    assert_eq!(
+        busy.to_string(),
+        format!(
+            "write \"+cpu\" to {}: {} (no-internal-processes rule: {} holds processes)",
+            top.join("cgroup.subtree_control").display(),
+            sys::errno_text(sys::Errno::EBUSY),
+            top.display()
+        )
+    );
 }
