@@ -10,6 +10,7 @@
 
 #![deny(unsafe_code)]
 
+mod error;
 mod layers;
 mod namespaces;
 
@@ -18,6 +19,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use crate::policy::Layer;
+pub use error::ProbeError;
 use layers::{probe_cgroup, probe_clone3_pidfd, probe_landlock, probe_seccomp};
 use namespaces::probe_userns_and_proc;
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{read, status_field, Probe};
+use super::{read, status_field, Probe, ProbeError};
 use crate::supervise::cgroup;
 use crate::sys;
 
@@ -78,8 +78,8 @@ pub(super) fn probe_seccomp() -> Probe {
     #[allow(unsafe_code)]
     // SAFETY: `stockade check` is single-threaded.
     let forked = unsafe { sys::fork() };
-    let r = match forked {
-        Err(e) => Err(e.to_string()),
+    let r: Result<(), ProbeError> = match forked {
+        Err(e) => Err(e.into()),
         Ok(None) => {
             let code =
                 match sys::set_no_new_privs().and_then(|_| sys::seccomp::install(&allow, false)) {
@@ -90,12 +90,11 @@ pub(super) fn probe_seccomp() -> Probe {
         }
         Ok(Some(pid)) => match sys::waitpid(pid, false) {
             Ok(Some((_, st))) if libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0 => Ok(()),
-            Ok(Some((_, st))) if libc::WIFEXITED(st) => Err(format!(
-                "seccomp(SECCOMP_SET_MODE_FILTER): {}",
-                sys::errno_text(sys::Errno::from_raw(libc::WEXITSTATUS(st)))
+            Ok(Some((_, st))) if libc::WIFEXITED(st) => Err(ProbeError::SeccompFilter(
+                sys::Errno::from_raw(libc::WEXITSTATUS(st)),
             )),
-            Ok(_) => Err("the probe child ended abnormally".into()),
-            Err(e) => Err(e.to_string()),
+            Ok(_) => Err(ProbeError::Abnormal),
+            Err(e) => Err(e.into()),
         },
     };
     match r {
@@ -111,7 +110,7 @@ pub(super) fn probe_seccomp() -> Probe {
             reason: if status_field("Seccomp").is_none() {
                 format!("{e}: the kernel has no seccomp (no Seccomp field in /proc/self/status)")
             } else {
-                e
+                e.to_string()
             },
             facts: f,
         },

@@ -3,10 +3,11 @@
 //! facts (sysctls, seccomp, a container) that say why.
 
 use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
-use super::{read, status_field, Probe};
-use crate::sys;
+use super::{read, status_field, Probe, ProbeError};
+use crate::sys::{self, Errno, SysError};
 
 /// Mount points strictly below /proc (what a container runtime masks).
 fn proc_overmounts() -> Vec<String> {
@@ -78,7 +79,7 @@ fn process_facts(f: &mut BTreeMap<&'static str, String>) {
 }
 
 /// Why creating a user namespace failed with `err`, from the facts.
-fn userns_reason(err: &str, f: &BTreeMap<&'static str, String>) -> String {
+fn userns_reason(err: &ProbeError, f: &BTreeMap<&'static str, String>) -> String {
     let unpriv = sys::geteuid() != 0;
     let mut why = Vec::new();
     if f.get("user.max_user_namespaces")
@@ -123,87 +124,104 @@ fn userns_reason(err: &str, f: &BTreeMap<&'static str, String>) -> String {
 }
 
 /// Try what the jail does: clone into new user, mount and pid namespaces,
-/// map our ids, and mount a fresh /proc. Returns (userns, proc) results and
-/// whether clone3 and the pidfd were used.
-fn try_namespaces() -> (Result<(), String>, Result<(), String>) {
+/// map our ids, and mount a fresh /proc. Returns the (userns, proc)
+/// results.
+fn try_namespaces() -> (Result<(), ProbeError>, Result<(), ProbeError>) {
     let flags = (libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID) as u64;
     let (go_r, go_w) = match sys::pipe() {
         Ok(p) => p,
-        Err(e) => return (Err(e.to_string()), Err("not tried".into())),
+        Err(e) => return (Err(e.into()), Err(ProbeError::NotTried)),
     };
     let (res_r, res_w) = match sys::pipe() {
         Ok(p) => p,
-        Err(e) => return (Err(e.to_string()), Err("not tried".into())),
+        Err(e) => return (Err(e.into()), Err(ProbeError::NotTried)),
     };
-    use std::os::fd::AsRawFd;
     match sys::clone_jail(flags, None) {
-        Err(e) => (
-            Err(e.to_string()),
-            Err("not tried: needs a user namespace".into()),
-        ),
-        Ok((sys::Cloned::Child, _)) => {
-            let mut b = [0u8; 1];
-            let _ = sys::read(go_r.as_raw_fd(), &mut b);
-            let msg = if b[0] != b'g' {
-                "skip".to_string()
-            } else {
-                match sys::mount(
-                    None,
-                    Path::new("/"),
-                    None,
-                    libc::MS_REC | libc::MS_PRIVATE,
-                    None,
-                ) {
-                    Err(e) => format!("err {e}"),
-                    Ok(()) => match sys::mount(
-                        Some("proc"),
-                        Path::new("/proc"),
-                        Some("proc"),
-                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                        None,
-                    ) {
-                        Ok(()) => "ok".to_string(),
-                        Err(e) => format!("err {e}"),
-                    },
-                }
-            };
-            let _ = sys::write_all(res_w.as_raw_fd(), msg.as_bytes());
-            sys::exit_now(0)
-        }
+        Err(e) => (Err(e.into()), Err(ProbeError::NeedsUserns)),
+        Ok((sys::Cloned::Child, _)) => in_probe_child(&go_r, &res_w),
         Ok((sys::Cloned::Parent { pid, pidfd: _ }, _)) => {
             drop(res_w);
-            let euid = sys::geteuid();
-            let egid = sys::getegid();
-            let map = std::fs::write(format!("/proc/{pid}/setgroups"), "deny")
-                .and_then(|_| {
-                    std::fs::write(format!("/proc/{pid}/uid_map"), format!("0 {euid} 1\n"))
-                })
-                .and_then(|_| {
-                    std::fs::write(format!("/proc/{pid}/gid_map"), format!("0 {egid} 1\n"))
-                });
-            let go: &[u8] = if map.is_ok() { b"g" } else { b"x" };
-            let _ = sys::write_all(go_w.as_raw_fd(), go);
-            drop(go_w);
-            let mut buf = [0u8; 512];
-            let n = sys::read(res_r.as_raw_fd(), &mut buf).unwrap_or(0);
-            let _ = sys::waitpid(pid, false);
-            let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
-            match map {
-                Err(e) => (
-                    Err(format!("writing /proc/{pid}/uid_map: {e}")),
-                    Err("not tried: the id map failed".into()),
-                ),
-                Ok(()) if msg == "ok" => (Ok(()), Ok(())),
-                Ok(()) => (
-                    Ok(()),
-                    Err(msg
-                        .strip_prefix("err ")
-                        .unwrap_or("the probe child died before answering")
-                        .to_string()),
-                ),
-            }
+            map_and_wait(pid, go_w, &res_r)
         }
     }
+}
+
+/// The probe child: once told to go (`g` on `go`), make `/` private and
+/// mount a fresh /proc; answer `ok` or `err <errno> <path>` on `res`.
+fn in_probe_child(go: &OwnedFd, res: &OwnedFd) -> ! {
+    let mut b = [0u8; 1];
+    let _ = sys::read(go.as_raw_fd(), &mut b);
+    let msg = if b[0] != b'g' {
+        "skip".to_string()
+    } else {
+        match sys::mount(
+            None,
+            Path::new("/"),
+            None,
+            libc::MS_REC | libc::MS_PRIVATE,
+            None,
+        ) {
+            Err(e) => format!("err {} {}", e.errno as i32, e.arg),
+            Ok(()) => match sys::mount(
+                Some("proc"),
+                Path::new("/proc"),
+                Some("proc"),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                None,
+            ) {
+                Ok(()) => "ok".to_string(),
+                Err(e) => format!("err {} {}", e.errno as i32, e.arg),
+            },
+        }
+    };
+    let _ = sys::write_all(res.as_raw_fd(), msg.as_bytes());
+    sys::exit_now(0)
+}
+
+/// The parent's half: write the child's id maps, tell it to go (or not),
+/// read its answer and reap it.
+fn map_and_wait(
+    pid: i32,
+    go: OwnedFd,
+    res: &OwnedFd,
+) -> (Result<(), ProbeError>, Result<(), ProbeError>) {
+    let euid = sys::geteuid();
+    let egid = sys::getegid();
+    let map = std::fs::write(format!("/proc/{pid}/setgroups"), "deny")
+        .and_then(|_| std::fs::write(format!("/proc/{pid}/uid_map"), format!("0 {euid} 1\n")))
+        .and_then(|_| std::fs::write(format!("/proc/{pid}/gid_map"), format!("0 {egid} 1\n")));
+    let answer: &[u8] = if map.is_ok() { b"g" } else { b"x" };
+    let _ = sys::write_all(go.as_raw_fd(), answer);
+    drop(go);
+    let mut buf = [0u8; 512];
+    let n = sys::read(res.as_raw_fd(), &mut buf).unwrap_or(0);
+    let _ = sys::waitpid(pid, false);
+    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+    match map {
+        Err(source) => (
+            Err(ProbeError::IdMap { pid, source }),
+            Err(ProbeError::NeedsIdMap),
+        ),
+        Ok(()) => (Ok(()), child_answer(&msg)),
+    }
+}
+
+/// What the probe child's answer says of the /proc mount.
+fn child_answer(msg: &str) -> Result<(), ProbeError> {
+    if msg == "ok" {
+        return Ok(());
+    }
+    let failed = msg
+        .strip_prefix("err ")
+        .and_then(|r| r.split_once(' '))
+        .and_then(|(errno, arg)| {
+            Some(SysError {
+                call: "mount",
+                arg: arg.to_string(),
+                errno: Errno::from_raw(errno.parse().ok()?),
+            })
+        });
+    Err(failed.map_or(ProbeError::NoAnswer, ProbeError::Sys))
 }
 
 pub(super) fn probe_userns_and_proc() -> (Probe, Probe) {
@@ -243,12 +261,12 @@ pub(super) fn probe_userns_and_proc() -> (Probe, Probe) {
         (Err(_), Err(e)) => Probe {
             name: "proc",
             available: false,
-            reason: e.clone(),
+            reason: e.to_string(),
             facts: pf,
         },
         (Ok(()), Err(e)) => {
             let reason = if masked.is_empty() {
-                e.clone()
+                e.to_string()
             } else {
                 format!(
                     "{e}: /proc is masked here ({} mounted over entries of it): the kernel lets \
@@ -266,4 +284,32 @@ pub(super) fn probe_userns_and_proc() -> (Probe, Probe) {
         }
     };
     (user, proc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The child's answer becomes the error the report shows, as the text
+    /// the child used to send did.
+    #[test]
+    fn child_answer_is_the_mount_error() {
+        assert!(child_answer("ok").is_ok());
+        let e = child_answer(&format!("err {} /proc", libc::EPERM)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("mount(/proc): {}", sys::errno_text(Errno::EPERM))
+        );
+        assert!(matches!(
+            e,
+            ProbeError::Sys(SysError {
+                errno: Errno::EPERM,
+                ..
+            })
+        ));
+        for silent in ["", "skip", "err", "err x /"] {
+            let e = child_answer(silent).unwrap_err();
+            assert_eq!(e.to_string(), "the probe child died before answering");
+        }
+    }
 }
