@@ -35,7 +35,7 @@
 //! touches one whose owner is still alive.
 //!
 //! Files: this one holds the layer's vocabulary (the request, what each
-//! limit got, the run cgroup) and [`prepare`]; `probe` finds the hierarchy
+//! limit got, the run cgroup) and [`prepare`](fn@prepare); `probe` finds the hierarchy
 //! and the base, `prepare` makes the run cgroup and writes the limits,
 //! `run` uses and removes it (and stale ones), `stats` reads what the run
 //! used, `files` is the plain file I/O on cgroupfs they share.
@@ -114,7 +114,7 @@ impl Enforced {
     }
 }
 
-/// What [`prepare`] did.
+/// What [`prepare`](fn@prepare) did.
 #[derive(Debug)]
 pub struct Setup {
     /// The run cgroup, when one could be created (even with no controller:

@@ -76,7 +76,7 @@ pub(super) fn unavailable_everywhere(req: &Request, why: &str) -> Setup {
     }
 }
 
-/// [`prepare`] once the base is chosen: which controllers reach the run
+/// [`prepare`](fn@super::prepare) once the base is chosen: which controllers reach the run
 /// cgroup, `stockade/` under the base, the run cgroup in it, the limits.
 pub fn prepare_at(host: &dyn Host, place: &Placement, h: &Hierarchies, req: &Request) -> Setup {
     let parent = place.base.join(PARENT_NAME);
