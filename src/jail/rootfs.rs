@@ -234,7 +234,6 @@ impl Root {
 /// Build the root on a tmpfs at `plan.base` and pivot into it. Runs in init,
 /// in the new mount namespace, with capabilities in the new user namespace.
 pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), StepError> {
-    let mut notes = Notes::default();
     // Nothing we mount may propagate back to the host.
     sys::mount(
         None,
@@ -244,10 +243,26 @@ pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), StepError> {
         None,
     )
     .step("make / private", Path::new(""))?;
+    let mut trees = clone_trees(plan, &src)?;
+    let mut root = new_root(&plan.base)?;
+    // Modes below are meant as written.
+    let umask = at::umask(0);
+    let notes = apply_steps(plan, &mut root, &src, &mut trees)?;
+    at::umask(umask);
+    let chrooted = seal_and_pivot(&root, &plan.base)?;
+    Ok((
+        Notes { chrooted, ..notes },
+        Held {
+            _src: src,
+            _root: root,
+        },
+    ))
+}
 
-    // Clone every bind's mount tree before the new root exists: a source
-    // that holds plan.base (`--bind /tmp`, `--ro-bind /:/host`) must show
-    // the host's tree, not the jail's root being built on it.
+/// Clone every bind's mount tree before the new root exists: a source
+/// that holds plan.base (`--bind /tmp`, `--ro-bind /:/host`) must show
+/// the host's tree, not the jail's root being built on it.
+fn clone_trees(plan: &Plan, src: &Sources) -> Result<Vec<Option<OwnedFd>>, StepError> {
     let mut trees = Vec::with_capacity(plan.steps.len());
     for (i, step) in plan.steps.iter().enumerate() {
         trees.push(match (step, &src.binds[i]) {
@@ -257,27 +272,39 @@ pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), StepError> {
             _ => None,
         });
     }
+    Ok(trees)
+}
 
+/// The root's tmpfs mounted on `base`, and its fd.
+fn new_root(base: &Path) -> Result<Root, StepError> {
     sys::mount(
         Some("tmpfs"),
-        &plan.base,
+        base,
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV,
         Some("size=4m,nr_inodes=4096,mode=755"),
     )
-    .step("new root", &plan.base)?;
-    let fd = sys::open_path_nofollow(&plan.base).step("new root", &plan.base)?;
-    let mut root = Root {
+    .step("new root", base)?;
+    let fd = sys::open_path_nofollow(base).step("new root", base)?;
+    Ok(Root {
         fd,
         dirs: Vec::new(),
-    };
-    // Modes below are meant as written.
-    let umask = at::umask(0);
+    })
+}
 
+/// The plan's steps, in order, on the new root (`trees`: the binds' cloned
+/// mount trees, see [`clone_trees`]).
+fn apply_steps(
+    plan: &Plan,
+    root: &mut Root,
+    src: &Sources,
+    trees: &mut [Option<OwnedFd>],
+) -> Result<Notes, StepError> {
+    let mut notes = Notes::default();
     for (i, step) in plan.steps.iter().enumerate() {
         match step {
             RootStep::Bind { dst, .. } => match (&src.binds[i], trees[i].take()) {
-                (Some(Source::Mount(fd)), Some(tree)) => bind(&mut root, fd, tree, dst)?,
+                (Some(Source::Mount(fd)), Some(tree)) => bind(root, fd, tree, dst)?,
                 (Some(Source::Copy { file, len, mode }), _) => {
                     let (d, name) = root.parent(dst).step("bind", dst)?;
                     at::copy_file(root.fd_of(&d), name, file, *len, *mode, dst)
@@ -309,16 +336,20 @@ pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), StepError> {
                 root.dir(dst, 0o755).step("dir", dst)?;
             }
             RootStep::Proc { dst } => {
-                if let Err(why) = proc(&mut root, dst, &src.devices[0])? {
+                if let Err(why) = proc(root, dst, &src.devices[0])? {
                     notes.proc_unavailable = Some(why);
                 }
             }
-            RootStep::Dev { dst } => dev(&mut root, dst, &src.devices)?,
+            RootStep::Dev { dst } => dev(root, dst, &src.devices)?,
         }
     }
-    at::umask(umask);
+    Ok(notes)
+}
 
-    // Seal: the root tmpfs itself (/etc files, mount points) is read-only.
+/// Seal: the root tmpfs itself (/etc files, mount points) is read-only.
+/// Then pivot into it; false when pivot_root was refused and the root was
+/// chrooted into instead.
+fn seal_and_pivot(root: &Root, base: &Path) -> Result<bool, StepError> {
     sys::mount_setattr(
         &root.fd,
         MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
@@ -326,14 +357,7 @@ pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), StepError> {
         Path::new("/"),
     )
     .step("seal root", Path::new(""))?;
-    notes.chrooted = !sys::pivot_root_and_detach(&plan.base).step("pivot_root", &plan.base)?;
-    Ok((
-        notes,
-        Held {
-            _src: src,
-            _root: root,
-        },
-    ))
+    Ok(!sys::pivot_root_and_detach(base).step("pivot_root", base)?)
 }
 
 /// The fds the build used (sources, directories of the new root). Closing
