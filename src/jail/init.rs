@@ -1,100 +1,111 @@
 //! pid 1 of the jail: builds the root, forks the payload (pid 2), then reaps
 //! orphans, forwards signals, and exits after the payload with every other
-//! process in the jail killed.
+//! process in the jail killed. `main` is the list of steps, in order; a
+//! step that fails ends init where it failed ([`OrFail`]).
 
 #![deny(unsafe_code)]
 
 mod reap;
 mod tree;
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use nix::sys::signal::Signal;
+use nix::sys::signalfd::SignalFd;
 
-use self::reap::Waiter;
+use self::reap::{Peak, Waiter};
 use self::tree::Tree;
-use super::proto::{self, Report};
+use super::error::{JailError, Step};
+use super::proto::{self, LayerRecord, OrFail, Report, Reporter};
 use super::{caps, payload, rootfs};
 use crate::plan::Plan;
 use crate::sys;
 
-/// The fallback's parent death signal (see `main`): our parent, the
-/// supervisor, is gone.
+/// The fallback's parent death signal (see [`die_with_supervisor`]): our
+/// parent, the supervisor, is gone.
 const SUPERVISOR_GONE: Signal = Signal::SIGUSR1;
-
-fn report(fd: RawFd, r: &Report) {
-    let _ = sys::write_all(fd, &proto::encode(r));
-}
-
-fn fail(fd: RawFd, step: &str, path: &str, reason: &str) -> ! {
-    report(
-        fd,
-        &Report::Setup {
-            step: step.into(),
-            path: path.into(),
-            reason: reason.into(),
-        },
-    );
-    sys::exit_now(125)
-}
 
 /// Entry point of the cloned child. Never returns. `stdio`, when given,
 /// replaces stdout and stderr (the supervisor's capped pipes).
 pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, OwnedFd)>) -> ! {
-    let rep_fd = rep.as_raw_fd();
+    let report = Reporter::new(rep.as_raw_fd());
     sys::scrub_cmdline(b"stockade-init");
-    if let Some((out, err)) = stdio {
-        #[allow(unsafe_code)]
-        // SAFETY: fds 1 and 2 are owned by no value of init (the inherited
-        // stdout and stderr are only ever used by number).
-        let moved = unsafe { sys::dup2(out.as_raw_fd(), 1).and(sys::dup2(err.as_raw_fd(), 2)) };
-        if moved.is_err() {
-            sys::exit_now(125);
-        }
-    }
-
+    take_stdio(stdio, report);
     // Open the bind sources while the supervisor writes the id maps: the
     // host checks them against our unchanged host credentials either way.
-    let mut sources = None;
+    let sources = (!plan.fallback).then(|| rootfs::open_sources(plan).or_fail(report));
+    wait_for_go(&ctl).or_fail(report);
     if !plan.fallback {
-        match rootfs::open_sources(plan) {
-            Ok(s) => sources = Some(s),
-            Err(e) => fail(rep_fd, e.step, &e.path, &e.err.to_string()),
-        }
+        caps::become_jail_user(plan.inner_uid, plan.inner_gid)
+            .step("switch to jail user", "")
+            .or_fail(report);
     }
-    // Wait until the supervisor has written the id maps.
+    die_with_supervisor(plan.fallback, &ctl).or_fail(report);
+    let held = match sources {
+        Some(sources) => Some(enter_root(plan, &ctl, sources, report)),
+        // No pid namespace: orphans of the payload must still come back to
+        // us so the whole tree can be found and killed.
+        None => {
+            sys::set_child_subreaper()
+                .step("child subreaper", "")
+                .or_fail(report);
+            None
+        }
+    };
+    // No one in the jail may ptrace init or read its memory.
+    sys::set_dumpable(false)
+        .step("dumpable", "")
+        .or_fail(report);
+    let sfd = signal_fd(plan.fallback, report);
+    let child = start_payload(plan, &sfd, &ctl, report);
+    drop(held);
+    let (status, peak) = wait_for_payload(plan, child, &sfd, &ctl);
+    match status {
+        Some(status) => finish(status, &peak, report),
+        None => abandon(plan, report),
+    }
+}
+
+/// The supervisor's output pipes become stdout and stderr.
+fn take_stdio(stdio: Option<(OwnedFd, OwnedFd)>, report: Reporter) {
+    let Some((out, err)) = stdio else {
+        return;
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: fds 1 and 2 are owned by no value of init (the inherited
+    // stdout and stderr are only ever used by number).
+    let moved = unsafe { sys::dup2(out.as_raw_fd(), 1).and(sys::dup2(err.as_raw_fd(), 2)) };
+    if moved.is_err() {
+        report.fail(JailError::Silent("stdout and stderr"));
+    }
+}
+
+/// Wait until the supervisor has written the id maps (GO), re-rooting the
+/// cgroup namespace when it says so.
+fn wait_for_go(ctl: &OwnedFd) -> Result<(), JailError> {
     let mut b = [0u8; 1];
     match sys::read(ctl.as_raw_fd(), &mut b) {
-        Ok(1) if b[0] == proto::GO => {}
+        Ok(1) if b[0] == proto::GO => Ok(()),
         Ok(1) if b[0] == proto::GO_REROOT_CGROUP => {
-            if let Err(e) = sys::unshare_cgroupns() {
-                fail(rep_fd, "cgroup namespace", "", &e.to_string());
-            }
+            sys::unshare_cgroupns().step("cgroup namespace", "")
         }
-        _ => sys::exit_now(125),
+        _ => Err(JailError::Silent("no go from the supervisor")),
     }
+}
 
-    if !plan.fallback {
-        if let Err(e) = caps::become_jail_user(plan.inner_uid, plan.inner_gid) {
-            fail(rep_fd, "switch to jail user", "", &e.to_string());
-        }
-    }
-    // After the credential change (which clears it): die with the
-    // supervisor. In a pid namespace our death is the jail's: the kernel
-    // kills every process in it. Without one, our children would outlive
-    // us under the host's init, so the signal is one we catch (blocked
-    // here, read from the signalfd): we kill the whole tree, then exit.
-    let pdeathsig = if plan.fallback {
-        if let Err(e) = sys::block_signals(&[SUPERVISOR_GONE]) {
-            fail(rep_fd, "parent death signal", "", &e.to_string());
-        }
+/// After the credential change (which clears it): die with the
+/// supervisor. In a pid namespace our death is the jail's: the kernel
+/// kills every process in it. Without one, our children would outlive
+/// us under the host's init, so the signal is one we catch (blocked
+/// here, read from the signalfd): we kill the whole tree, then exit.
+fn die_with_supervisor(fallback: bool, ctl: &OwnedFd) -> Result<(), JailError> {
+    let pdeathsig = if fallback {
+        sys::block_signals(&[SUPERVISOR_GONE]).step("parent death signal", "")?;
         SUPERVISOR_GONE as i32
     } else {
         libc::SIGKILL
     };
-    if let Err(e) = sys::set_pdeathsig(pdeathsig) {
-        fail(rep_fd, "parent death signal", "", &e.to_string());
-    }
+    sys::set_pdeathsig(pdeathsig).step("parent death signal", "")?;
     // The supervisor may have died before the line above.
     let mut pf = [libc::pollfd {
         fd: ctl.as_raw_fd(),
@@ -102,64 +113,51 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
         revents: 0,
     }];
     if sys::poll(&mut pf, 0).is_ok() && pf[0].revents & libc::POLLHUP != 0 {
-        sys::exit_now(125);
+        return Err(JailError::Silent("the supervisor is gone"));
     }
+    Ok(())
+}
 
-    let mut held = None;
-    if plan.fallback {
-        // No pid namespace: orphans of the payload must still come back to
-        // us so the whole tree can be found and killed.
-        if let Err(e) = sys::set_child_subreaper() {
-            fail(rep_fd, "child subreaper", "", &e.to_string());
-        }
-    } else {
-        let sources = sources.take().expect("opened above");
-        match rootfs::build(plan, sources) {
-            Ok((notes, h)) => {
-                held = Some(h);
-                if notes.chrooted {
-                    report(
-                        rep_fd,
-                        &Report::Layer {
-                            name: "pivot".into(),
-                            detail: serde_json::json!({ "status": "chroot", "why": "pivot_root refused (EPERM): the new root was moved over / and chrooted into" }).to_string(),
-                        },
-                    );
-                }
-                if let Some(why) = notes.proc_unavailable {
-                    report(
-                        rep_fd,
-                        &Report::Layer {
-                            name: "proc".into(),
-                            detail: serde_json::json!({ "status": "unavailable", "why": why })
-                                .to_string(),
-                        },
-                    );
-                }
-            }
-            Err(e) => fail(rep_fd, e.step, &e.path, &e.err.to_string()),
-        }
-        if let Err(e) = sys::sethostname(&plan.hostname) {
-            fail(rep_fd, "hostname", &plan.hostname, &e.to_string());
-        }
-        if plan.new_netns {
-            // The supervisor made it while we built the root.
-            match sys::fdpass::recv_fd(ctl.as_raw_fd()) {
-                Ok(Some(ns)) => {
-                    if let Err(e) = sys::enter_netns(&ns) {
-                        fail(rep_fd, "network", "lo", &e.to_string());
-                    }
-                }
-                // The supervisor is gone (or failed and says why).
-                _ => sys::exit_now(125),
-            }
-        }
+/// The jail's own root (what could not be built, reported), hostname and
+/// network namespace. The returned fds are the root's build's, see
+/// [`rootfs::Held`].
+fn enter_root(
+    plan: &Plan,
+    ctl: &OwnedFd,
+    sources: rootfs::Sources,
+    report: Reporter,
+) -> rootfs::Held {
+    let (notes, held) = rootfs::build(plan, sources).or_fail(report);
+    if notes.chrooted {
+        report.send(&Report::Layer(LayerRecord::Chroot));
     }
-    // No one in the jail may ptrace init or read its memory.
-    if let Err(e) = sys::set_dumpable(false) {
-        fail(rep_fd, "dumpable", "", &e.to_string());
+    if let Some(refused) = notes.proc_unavailable {
+        let why = refused.to_string();
+        report.send(&Report::Layer(LayerRecord::ProcUnavailable { why }));
     }
+    sys::sethostname(&plan.hostname)
+        .step("hostname", &plan.hostname)
+        .or_fail(report);
+    if plan.new_netns {
+        join_network(ctl, report);
+    }
+    held
+}
 
+/// Join the network namespace the supervisor made while we built the root.
+fn join_network(ctl: &OwnedFd, report: Reporter) {
+    match sys::fdpass::recv_fd(ctl.as_raw_fd()) {
+        Ok(Some(ns)) => sys::enter_netns(&ns).step("network", "lo").or_fail(report),
+        // The supervisor is gone (or failed and says why).
+        _ => report.fail(JailError::Silent(
+            "no network namespace from the supervisor",
+        )),
+    }
+}
+
+/// Block the signals init handles and read them from a signalfd: SIGCHLD,
+/// those it forwards to the payload, and (fallback) the supervisor's death.
+fn signal_fd(fallback: bool, report: Reporter) -> SignalFd {
     let mut sigs = vec![
         Signal::SIGCHLD,
         Signal::SIGTERM,
@@ -167,16 +165,19 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
         Signal::SIGHUP,
         Signal::SIGQUIT,
     ];
-    if plan.fallback {
+    if fallback {
         sigs.push(SUPERVISOR_GONE);
     }
-    let sfd = match sys::signalfd_for(&sigs) {
-        Ok(s) => s,
-        Err(e) => fail(rep_fd, "signalfd", "", &e.to_string()),
-    };
+    sys::signalfd_for(&sigs)
+        .step("signalfd", "")
+        .or_fail(report)
+}
 
+/// Start the payload in init's memory (`CLONE_VM|CLONE_VFORK`); returns its
+/// pid once it has called execve or exited.
+fn start_payload(plan: &Plan, sfd: &SignalFd, ctl: &OwnedFd, report: Reporter) -> i32 {
     let (sfd_raw, ctl_raw) = (sfd.as_raw_fd(), ctl.as_raw_fd());
-    let mut start_payload = || {
+    let mut start = || {
         #[allow(unsafe_code)]
         // SAFETY: the payload's own copies of the numbers: the values that
         // own them in init (`sfd`, `ctl`) stay with init, and the fd table
@@ -185,58 +186,64 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
             sys::close_raw(sfd_raw);
             sys::close_raw(ctl_raw);
         }
-        payload::main(plan, rep_fd)
+        payload::main(plan, report)
     };
     #[allow(unsafe_code)]
     // SAFETY: init is single-threaded, and the payload closes only its own
     // copies of init's fds (above) and ends in execve or exit_now.
-    let spawned = unsafe { sys::spawn_vfork(&mut start_payload) };
-    let child = match spawned {
-        Ok(pid) => pid,
-        Err(e) => fail(rep_fd, "start payload", "", &e.to_string()),
-    };
+    let spawned = unsafe { sys::spawn_vfork(&mut start) };
+    spawned.step("start payload", "").or_fail(report)
+}
 
-    drop(held);
+/// Reap, forward and sample until the payload ends (its wait status) or
+/// the supervisor is gone (None); then kill and reap everything left.
+fn wait_for_payload(plan: &Plan, child: i32, sfd: &SignalFd, ctl: &OwnedFd) -> (Option<i32>, Peak) {
     // The payload leads a session of its own (setsid, done before the
     // spawn returned): its process group, unless something left it.
     let group = (plan.fallback && sys::getpgid(child) == Ok(child)).then_some(child);
     let own_uid = plan.uid_lease.as_ref().map(|l| l.id);
     let tree = Tree::new(!plan.fallback, own_uid, group);
-    let mut waiter = Waiter::new(child, &sfd, ctl.as_raw_fd(), plan.sample_ms, &tree);
+    let mut waiter = Waiter::new(child, sfd, ctl.as_raw_fd(), plan.sample_ms, &tree);
     let status = waiter.run();
     // The payload is gone, or the supervisor is: nothing else in the jail
     // outlives it.
     tree.end();
-    let peak = waiter.peak;
-    let Some(status) = status else {
-        // No one is left to read a report or to remove the run directory
-        // (and detach its tmpfs, which is on the host's mount table).
-        if let Some(d) = &plan.run_dir {
-            if plan.run_dir_tmpfs {
-                let _ = sys::umount_detach(d);
-            }
-            let _ = std::fs::remove_dir_all(d);
-        }
-        sys::exit_now(125)
-    };
-    // The jail is empty. Let go of the output pipes so the supervisor sees
-    // their end now, then send the last records in one write: the
-    // supervisor may finish on them without waiting for this process's
-    // exit (unmapping its memory, tearing down the namespaces).
+    (status, waiter.peak)
+}
+
+/// The jail is empty. Let go of the output pipes so the supervisor sees
+/// their end now, then send the last records in one write: the supervisor
+/// may finish on them without waiting for this process's exit (unmapping
+/// its memory, tearing down the namespaces).
+fn finish(status: i32, peak: &Peak, report: Reporter) -> ! {
     #[allow(unsafe_code)]
     // SAFETY: no value of init owns its stdout and stderr (used by number).
     unsafe {
         sys::close_raw(1);
         sys::close_raw(2);
     }
-    let mut last = proto::encode(&children_usage());
-    last.extend(proto::encode(&Report::Peak {
-        tasks: peak.tasks,
-        vm_bytes: peak.vm_bytes,
-    }));
-    last.extend(proto::encode(&Report::Status(status)));
-    let _ = sys::write_all(rep_fd, &last);
+    report.send_all(&[
+        children_usage(),
+        Report::Peak {
+            tasks: peak.tasks,
+            vm_bytes: peak.vm_bytes,
+        },
+        Report::Status(status),
+    ]);
     sys::exit_now(0)
+}
+
+/// The supervisor is gone: no one is left to read a report or to remove the
+/// run directory (and detach its tmpfs, which is on the host's mount
+/// table).
+fn abandon(plan: &Plan, report: Reporter) -> ! {
+    if let Some(d) = &plan.run_dir {
+        if plan.run_dir_tmpfs {
+            let _ = sys::umount_detach(d);
+        }
+        let _ = std::fs::remove_dir_all(d);
+    }
+    report.fail(JailError::Silent("the supervisor is gone"))
 }
 
 /// What every reaped process of the jail used.

@@ -7,17 +7,21 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use serde_json::json;
 
-use crate::jail::proto;
-use crate::outcome::{self, LayerReport, Outcome};
+use crate::jail::proto::{self, Enforced, LayerRecord};
+use crate::outcome::{self, LayerReport, LayerState, Outcome};
 use crate::plan::{Plan, SetupError};
 use crate::policy::Network;
-use crate::sys;
+use crate::{seccomp, sys};
 
+/// Every layer of the run into the outcome: what the plan decided, then
+/// what init and the payload reported (which replaces the plan's word on
+/// capabilities, Landlock, seccomp, /proc and the root), then the
+/// fallback's /proc.
 pub(super) fn record_layers(
     plan: &Plan,
     o: &mut Outcome,
     via: sys::CloneVia,
-    payload: Vec<(String, String)>,
+    payload: Vec<LayerRecord>,
 ) {
     let entry = match via {
         sys::CloneVia::Clone3 => "clone3",
@@ -101,33 +105,8 @@ pub(super) fn record_layers(
             LayerReport::skipped("disabled by the policy (--no-seccomp)"),
         );
     }
-    for (name, detail) in payload {
-        let v: serde_json::Value =
-            serde_json::from_str(&detail).unwrap_or(json!({ "raw": detail }));
-        let state = v.get("status").and_then(|s| s.as_str()).unwrap_or("");
-        let report = if state == "unavailable" || state == "not_enforced" {
-            LayerReport {
-                state: outcome::LayerState::Unavailable,
-                detail: v,
-            }
-        } else {
-            LayerReport::applied(v)
-        };
-        match name.as_str() {
-            "landlock" => o.layers.insert("landlock", report),
-            "seccomp" => o.layers.insert("seccomp", report),
-            "proc" => o.layers.insert("proc", report),
-            "capabilities" => o.layers.insert("capabilities", report),
-            "pivot" => {
-                if let Some(r) = o.layers.get_mut("rootfs") {
-                    r.detail["pivot_root"] = json!(false);
-                    r.detail["chroot"] = json!(true);
-                    r.detail["why"] = v_why(&report.detail);
-                }
-                None
-            }
-            _ => None,
-        };
+    for record in payload {
+        record_payload_layer(o, record);
     }
     if plan.fallback {
         let proc = fallback_proc(plan, o);
@@ -168,8 +147,58 @@ fn fallback_proc(plan: &Plan, o: &Outcome) -> LayerReport {
     }
 }
 
-fn v_why(v: &serde_json::Value) -> serde_json::Value {
-    v.get("why").cloned().unwrap_or(serde_json::Value::Null)
+/// What init or the payload reported of a layer, into the outcome.
+fn record_payload_layer(o: &mut Outcome, record: LayerRecord) {
+    let unavailable = |detail| LayerReport {
+        state: LayerState::Unavailable,
+        detail,
+    };
+    match record {
+        LayerRecord::Capabilities(c) => {
+            o.layers
+                .insert("capabilities", LayerReport::applied(detail(&c)));
+        }
+        LayerRecord::Landlock(l) => {
+            let report = if l.status == Enforced::Not {
+                unavailable(detail(&l))
+            } else {
+                LayerReport::applied(detail(&l))
+            };
+            o.layers.insert("landlock", report);
+        }
+        LayerRecord::LandlockUnavailable { why } => {
+            let report = unavailable(json!({ "status": "unavailable", "why": why }));
+            o.layers.insert("landlock", report);
+        }
+        LayerRecord::Seccomp(s) => {
+            let report = LayerReport::applied(json!({
+                "action": seccomp::action_name(s.action), "allowed": s.allowed,
+                "groups": s.groups, "instructions": s.instructions
+            }));
+            o.layers.insert("seccomp", report);
+        }
+        LayerRecord::Chroot => {
+            if let Some(r) = o.layers.get_mut("rootfs") {
+                r.detail["pivot_root"] = json!(false);
+                r.detail["chroot"] = json!(true);
+                r.detail["why"] = json!(CHROOT_WHY);
+            }
+        }
+        LayerRecord::ProcUnavailable { why } => {
+            let report = unavailable(json!({ "status": "unavailable", "why": why }));
+            o.layers.insert("proc", report);
+        }
+    }
+}
+
+/// Why the root was chrooted into (the jail chroots only when the kernel
+/// refuses pivot_root).
+const CHROOT_WHY: &str =
+    "pivot_root refused (EPERM): the new root was moved over / and chrooted into";
+
+/// A record's detail for the outcome: the record's own fields.
+fn detail(record: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(record).unwrap_or_default()
 }
 
 /// The child is killed and reaped after a step of ours failed; if it had

@@ -340,7 +340,7 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), Err2> {
                 o.usage.peak_pids = tasks;
                 peak_vm = vm_bytes;
             }
-            proto::Report::Layer { name, detail } => payload_layers.push((name, detail)),
+            proto::Report::Layer(l) => payload_layers.push(l),
             // What every process of the jail used (init's own few
             // milliseconds aside, which wait4 on init would add).
             proto::Report::Usage {
