@@ -23,59 +23,82 @@ pub(super) fn record_layers(
     via: sys::CloneVia,
     payload: Vec<LayerRecord>,
 ) {
+    if plan.fallback {
+        fallback_layers(plan, o);
+    } else {
+        namespace_layers(plan, o, via);
+    }
+    planned_layers(plan, o);
+    for record in payload {
+        record_payload_layer(o, record);
+    }
+    if plan.fallback {
+        let proc = fallback_proc(plan, o);
+        o.layers.insert("proc", proc);
+    }
+}
+
+/// The fallback: no namespaces (the caller, lib::run, fills them with the
+/// kernel's reason), no root of its own, a process tree init kills.
+fn fallback_layers(plan: &Plan, o: &mut Outcome) {
+    o.layers.insert(
+        "rootfs",
+        LayerReport::unavailable(
+            "no mount namespace: the payload sees the host's file system, confined by Landlock to the binds and its private run directory",
+        ),
+    );
+    o.layers.insert(
+        "process_tree",
+        LayerReport::applied(json!({
+            "kill": "every descendant of a subreaper init", "setsid": true, "run_dir": plan.run_dir
+        })),
+    );
+}
+
+/// The full jail: every namespace, and the root on a tmpfs.
+fn namespace_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia) {
     let entry = match via {
         sys::CloneVia::Clone3 => "clone3",
         sys::CloneVia::Clone3IntoCgroup => "clone3+CLONE_INTO_CGROUP",
         sys::CloneVia::Clone => "clone",
     };
-    if plan.fallback {
-        // The caller (lib::run) fills the namespaces with the kernel's reason.
-        o.layers.insert(
-            "rootfs",
-            LayerReport::unavailable(
-                "no mount namespace: the payload sees the host's file system, confined by Landlock to the binds and its private run directory",
-            ),
-        );
-        o.layers.insert(
-            "process_tree",
-            LayerReport::applied(json!({
-                "kill": "every descendant of a subreaper init", "setsid": true, "run_dir": plan.run_dir
-            })),
-        );
-    } else {
-        o.layers.insert(
-            "user_namespace",
-            LayerReport::applied(json!({
-                "uid_map": plan.uid_map.trim(), "gid_map": plan.gid_map.trim(),
-                "setgroups": "deny", "created_by": entry
-            })),
-        );
-        // user and net have their own detail (above and below).
-        for name in outcome::NAMESPACE_LAYERS
-            .into_iter()
-            .filter(|n| !matches!(*n, "user_namespace" | "net_namespace"))
-        {
-            o.layers
-                .insert(name, LayerReport::applied(serde_json::Value::Null));
-        }
-        o.layers.insert(
-            "net_namespace",
-            match plan.network {
-                Network::None => {
-                    LayerReport::applied(json!({ "network": "none", "interfaces": ["lo"] }))
-                }
-                Network::Host => {
-                    LayerReport::skipped("--network host: the host's network namespace is shared")
-                }
-            },
-        );
-        o.layers.insert(
-            "rootfs",
-            LayerReport::applied(
-                json!({ "root": "tmpfs", "pivot_root": true, "entries": plan.steps.len() }),
-            ),
-        );
+    o.layers.insert(
+        "user_namespace",
+        LayerReport::applied(json!({
+            "uid_map": plan.uid_map.trim(), "gid_map": plan.gid_map.trim(),
+            "setgroups": "deny", "created_by": entry
+        })),
+    );
+    // user and net have their own detail (above and below).
+    for name in outcome::NAMESPACE_LAYERS
+        .into_iter()
+        .filter(|n| !matches!(*n, "user_namespace" | "net_namespace"))
+    {
+        o.layers
+            .insert(name, LayerReport::applied(serde_json::Value::Null));
     }
+    o.layers.insert(
+        "net_namespace",
+        match plan.network {
+            Network::None => {
+                LayerReport::applied(json!({ "network": "none", "interfaces": ["lo"] }))
+            }
+            Network::Host => {
+                LayerReport::skipped("--network host: the host's network namespace is shared")
+            }
+        },
+    );
+    o.layers.insert(
+        "rootfs",
+        LayerReport::applied(
+            json!({ "root": "tmpfs", "pivot_root": true, "entries": plan.steps.len() }),
+        ),
+    );
+}
+
+/// The layers every run has, as the plan says (the payload's records
+/// replace capabilities, Landlock and seccomp when it applied them).
+fn planned_layers(plan: &Plan, o: &mut Outcome) {
     o.layers.insert(
         "capabilities",
         LayerReport::applied(json!({ "effective": 0, "permitted": 0, "inheritable": 0, "bounding": 0, "ambient": 0 })),
@@ -104,13 +127,6 @@ pub(super) fn record_layers(
             "seccomp",
             LayerReport::skipped("disabled by the policy (--no-seccomp)"),
         );
-    }
-    for record in payload {
-        record_payload_layer(o, record);
-    }
-    if plan.fallback {
-        let proc = fallback_proc(plan, o);
-        o.layers.insert("proc", proc);
     }
 }
 
@@ -216,4 +232,105 @@ pub(super) fn failed_first(pidfd: &OwnedFd, pid: i32, rep: &OwnedFd) -> Option<S
         proto::Report::Setup { step, path, reason } => Some(SetupError::new(step, path, reason)),
         _ => None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jail::proto::{CapsLeft, LandlockApplied, SeccompApplied, Skipped, Tcp};
+    use crate::seccomp::SeccompAction;
+
+    /// `records` sent over the report pipe and recorded; `name`'s layer as
+    /// the outcome's JSON shows it.
+    fn recorded(records: Vec<LayerRecord>, name: &str) -> String {
+        let mut o = Outcome::new();
+        o.layers.insert(
+            "rootfs",
+            LayerReport::applied(json!({ "root": "tmpfs", "pivot_root": true, "entries": 3 })),
+        );
+        let bytes: Vec<u8> = records
+            .into_iter()
+            .flat_map(|r| proto::encode(&proto::Report::Layer(r)))
+            .collect();
+        for r in proto::decode(&bytes) {
+            let proto::Report::Layer(l) = r else {
+                panic!("not a layer: {r:?}")
+            };
+            record_payload_layer(&mut o, l);
+        }
+        serde_json::to_string(&o.layers[name]).unwrap()
+    }
+
+    #[test]
+    fn capabilities_and_seccomp_records_are_applied_layers() {
+        let caps = CapsLeft {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+            bounding: 2,
+            ambient: 0,
+        };
+        assert_eq!(
+            recorded(vec![LayerRecord::Capabilities(caps)], "capabilities"),
+            r#"{"state":"applied","detail":{"ambient":0,"bounding":2,"effective":0,"inheritable":0,"permitted":0}}"#
+        );
+        let filter = SeccompApplied {
+            action: SeccompAction::Kill,
+            allowed: 3,
+            groups: vec!["@default".into()],
+            instructions: 9,
+        };
+        assert_eq!(
+            recorded(vec![LayerRecord::Seccomp(filter)], "seccomp"),
+            r#"{"state":"applied","detail":{"action":"kill","allowed":3,"groups":["@default"],"instructions":9}}"#
+        );
+    }
+
+    #[test]
+    fn landlock_not_enforced_or_refused_is_unavailable() {
+        let mut l = LandlockApplied {
+            status: Enforced::Not,
+            abi: 0,
+            fs_rules: 0,
+            tcp: Tcp::Unavailable,
+            scopes: vec![],
+            missing: vec!["fs:execute".into()],
+            root_listable: false,
+            skipped: vec![Skipped {
+                path: "/x\ty".into(),
+                why: "gone".into(),
+            }],
+            why: Some("ENOSYS".into()),
+        };
+        assert_eq!(
+            recorded(vec![LayerRecord::Landlock(l.clone())], "landlock"),
+            r#"{"state":"unavailable","detail":{"abi":0,"fs_rules":0,"missing":["fs:execute"],"root_listable":false,"scopes":[],"skipped":[{"path":"/x\ty","why":"gone"}],"status":"not_enforced","tcp":"unavailable","why":"ENOSYS"}}"#
+        );
+        l.status = Enforced::Partially;
+        l.why = None;
+        assert!(recorded(vec![LayerRecord::Landlock(l)], "landlock")
+            .starts_with(r#"{"state":"applied","detail":{"abi":0,"#));
+        let refused = LayerRecord::LandlockUnavailable {
+            why: "landlock_create_ruleset: x".into(),
+        };
+        assert_eq!(
+            recorded(vec![refused], "landlock"),
+            r#"{"state":"unavailable","detail":{"status":"unavailable","why":"landlock_create_ruleset: x"}}"#
+        );
+    }
+
+    #[test]
+    fn chroot_and_missing_proc_amend_the_root() {
+        assert_eq!(
+            recorded(vec![LayerRecord::Chroot], "rootfs"),
+            r#"{"state":"applied","detail":{"chroot":true,"entries":3,"pivot_root":false,"root":"tmpfs","why":"pivot_root refused (EPERM): the new root was moved over / and chrooted into"}}"#
+        );
+        let proc = LayerRecord::ProcUnavailable {
+            why: "EPERM\nmasked".into(),
+        };
+        assert_eq!(
+            recorded(vec![proc], "proc"),
+            r#"{"state":"unavailable","detail":{"status":"unavailable","why":"EPERM\nmasked"}}"#
+        );
+    }
 }
