@@ -178,72 +178,116 @@ pub fn apply(
     deny_tcp: bool,
     mounts: Option<&[PathBuf]>,
 ) -> Result<LandlockApplied, JailError> {
-    let (kernel_raw, kernel, why) = match sys::landlock::abi_version() {
-        Ok(v) => (v, ABI::from(v), None),
-        Err(e) => (0, ABI::Unsupported, Some(e.to_string())),
-    };
-    let wanted = Wanted::policy(kernel, deny_tcp);
-    let have = Wanted::at(kernel, deny_tcp);
-    let missing = wanted.missing(&have);
+    let asked = Asked::new(deny_tcp);
+    let created = ruleset(&asked.wanted)?;
+    let abi = asked.kernel.max(BASELINE);
+    let (created, added) = add_rules(created, rules, asked.wanted.fs, abi)?;
+    let (created, root_listable) = grant_root_listing(created, asked.wanted.fs, &added, mounts)?;
+    let st = created
+        .restrict_self()
+        .map_err(JailError::LandlockRestrict)?;
+    Ok(asked.verdict(&st.ruleset, added, root_listable))
+}
 
-    let created = ruleset(&wanted)?;
-    let (created, added) = add_rules(created, rules, wanted.fs, kernel.max(BASELINE))?;
-    // Listing `/` (and the directories stockade created on the root tmpfs,
-    // such as /etc) is granted only when every mount in the jail lies at or
-    // beneath a granted path. ReadDir on `/` reaches every directory below
-    // it, so with a mount left out of the ruleset (--landlock-exclude) it
-    // would reveal the names inside that mount: then `/` stays unlistable.
-    let list = BitFlags::from(AccessFs::ReadDir) & wanted.fs;
-    let root_listable =
-        !list.is_empty() && every_mount_granted(&added.granted, &added.absent, mounts);
-    let created = if root_listable {
-        let f = open_rule_path(Path::new("/")).map_err(JailError::LandlockOpenRoot)?;
+/// What the layer asks of the running kernel.
+struct Asked {
+    /// The kernel's Landlock ABI version (0: none), and why it could not
+    /// be read.
+    abi: i32,
+    kernel: ABI,
+    why: Option<String>,
+    deny_tcp: bool,
+    wanted: Wanted,
+    /// What the kernel can enforce of `wanted`.
+    have: Wanted,
+    /// `wanted` minus `have`, by name.
+    missing: Vec<String>,
+}
+
+impl Asked {
+    fn new(deny_tcp: bool) -> Asked {
+        let (abi, kernel, why) = match sys::landlock::abi_version() {
+            Ok(v) => (v, ABI::from(v), None),
+            Err(e) => (0, ABI::Unsupported, Some(e.to_string())),
+        };
+        let wanted = Wanted::policy(kernel, deny_tcp);
+        let have = Wanted::at(kernel, deny_tcp);
+        let missing = wanted.missing(&have);
+        Asked {
+            abi,
+            kernel,
+            why,
+            deny_tcp,
+            wanted,
+            have,
+            missing,
+        }
+    }
+
+    /// The layer's record, from the kernel's verdict on the ruleset.
+    fn verdict(self, st: &RulesetStatus, added: Added, root_listable: bool) -> LandlockApplied {
+        // The crate's verdict, made stricter by our own accounting: a right
+        // the policy wanted and the kernel lacks is never "fully" enforced.
+        let status = match st {
+            RulesetStatus::FullyEnforced if !self.missing.is_empty() => Enforced::Partially,
+            s => enforcement(s),
+        };
+        let enforced = status != Enforced::Not;
+        let tcp = if !self.deny_tcp {
+            Tcp::Allowed
+        } else if enforced && self.have.net == self.wanted.net {
+            Tcp::Denied
+        } else {
+            Tcp::Unavailable
+        };
+        let scopes: Vec<String> = if enforced {
+            self.have
+                .scopes
+                .iter()
+                .map(|s| snake(&format!("{s:?}")))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        LandlockApplied {
+            status,
+            abi: self.abi,
+            fs_rules: if enforced { added.fs_rules } else { 0 },
+            tcp,
+            root_listable: enforced && root_listable,
+            scopes,
+            missing: self.missing,
+            skipped: added.skipped,
+            why: self.why,
+        }
+    }
+}
+
+/// Listing `/` (and the directories stockade created on the root tmpfs,
+/// such as /etc) is granted only when every mount in the jail lies at or
+/// beneath a granted path. ReadDir on `/` reaches every directory below
+/// it, so with a mount left out of the ruleset (--landlock-exclude) it
+/// would reveal the names inside that mount: then `/` stays unlistable.
+/// Returns whether `/` is listable.
+fn grant_root_listing(
+    created: RulesetCreated,
+    fs: BitFlags<AccessFs>,
+    added: &Added,
+    mounts: Option<&[PathBuf]>,
+) -> Result<(RulesetCreated, bool), JailError> {
+    let list = BitFlags::from(AccessFs::ReadDir) & fs;
+    if list.is_empty() || !every_mount_granted(&added.granted, &added.absent, mounts) {
+        return Ok((created, false));
+    }
+    let f = open_rule_path(Path::new("/")).map_err(JailError::LandlockOpenRoot)?;
+    let created =
         created
             .add_rule(PathBeneath::new(f, list))
             .map_err(|err| JailError::LandlockAddRule {
                 path: "/".into(),
                 err,
-            })?
-    } else {
-        created
-    };
-
-    let st = created
-        .restrict_self()
-        .map_err(JailError::LandlockRestrict)?;
-    // The crate's verdict, made stricter by our own accounting: a right the
-    // policy wanted and the kernel lacks is never "fully" enforced.
-    let status = match st.ruleset {
-        RulesetStatus::FullyEnforced if !missing.is_empty() => Enforced::Partially,
-        ref s => enforcement(s),
-    };
-    let enforced = status != Enforced::Not;
-    let tcp = if !deny_tcp {
-        Tcp::Allowed
-    } else if enforced && have.net == wanted.net {
-        Tcp::Denied
-    } else {
-        Tcp::Unavailable
-    };
-    let scopes: Vec<String> = if enforced {
-        have.scopes
-            .iter()
-            .map(|s| snake(&format!("{s:?}")))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    Ok(LandlockApplied {
-        status,
-        abi: kernel_raw,
-        fs_rules: if enforced { added.fs_rules } else { 0 },
-        tcp,
-        root_listable: enforced && root_listable,
-        scopes,
-        missing,
-        skipped: added.skipped,
-        why,
-    })
+            })?;
+    Ok((created, true))
 }
 
 /// A ruleset that handles everything `wanted` names.
