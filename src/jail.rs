@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 pub mod caps;
+pub mod error;
 pub mod filter;
 pub mod init;
 pub mod landlock;

@@ -100,23 +100,13 @@ impl Compiled {
     }
 }
 
-fn action_name(a: SeccompAction) -> &'static str {
+/// The action's name in the outcome's seccomp layer.
+pub fn action_name(a: SeccompAction) -> &'static str {
     match a {
         SeccompAction::Errno => "errno",
         SeccompAction::Kill => "kill",
         SeccompAction::Learn => "learn",
     }
-}
-
-/// One line of JSON for the outcome.
-pub fn detail_json(c: &Compiled) -> String {
-    format!(
-        "{{\"action\":\"{}\",\"allowed\":{},\"groups\":{},\"instructions\":{}}}",
-        action_name(c.action),
-        c.allowed,
-        serde_json::to_string(&c.groups).unwrap_or_else(|_| "[]".into()),
-        c.len()
-    )
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 pub mod cgroup;
 pub mod classify;
+pub mod layers;
 pub mod learn;
 pub mod limits;
 pub mod namespaces;

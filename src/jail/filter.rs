@@ -5,6 +5,7 @@
 
 use std::os::fd::{IntoRawFd, RawFd};
 
+use super::proto::{LayerRecord, SeccompApplied};
 use crate::policy::SeccompAction;
 use crate::seccomp::Compiled;
 use crate::sys::{self, Errno, SysError, SysResult};
@@ -43,4 +44,14 @@ pub fn install_with(c: &Compiled, channel: Option<RawFd>) -> SysResult<()> {
     // in the allowlist. execve closes it.
     let _ = l.into_raw_fd();
     Ok(())
+}
+
+/// What the outcome says of the filter.
+pub fn record(c: &Compiled) -> LayerRecord {
+    LayerRecord::Seccomp(SeccompApplied {
+        action: c.action,
+        allowed: c.allowed,
+        groups: c.groups.clone(),
+        instructions: c.len(),
+    })
 }

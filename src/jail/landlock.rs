@@ -23,10 +23,11 @@ use std::path::{Path, PathBuf};
 
 use landlock::{
     Access as _, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
-use serde::Serialize;
 
+use super::error::JailError;
+use super::proto::{Enforced, LandlockApplied, Skipped, Tcp};
 use crate::plan::Access as Grant;
 use crate::sys;
 
@@ -36,46 +37,6 @@ use crate::sys;
 /// `partially_enforced`, naming what is missing; a newer kernel's extra
 /// filesystem rights are handled too (and then wanted).
 pub const BASELINE: ABI = ABI::V6;
-
-/// What the kernel enforced.
-#[derive(Debug, Clone)]
-pub struct Report {
-    /// "fully_enforced", "partially_enforced" or "not_enforced".
-    pub status: String,
-    /// One line of JSON for the outcome:
-    /// `{"status":…,"abi":N,"fs_rules":N,"tcp":…,"scopes":[…],"missing":[…],"skipped":[…]}`.
-    pub detail: String,
-}
-
-/// The layer's line in the outcome.
-#[derive(Debug, Serialize)]
-struct Detail {
-    status: &'static str,
-    /// The running kernel's Landlock ABI (0: none).
-    abi: i32,
-    /// Filesystem rules in the enforced ruleset.
-    fs_rules: usize,
-    /// "denied", "allowed" (the policy shares the host network) or
-    /// "unavailable" (wanted, but the kernel cannot deny it).
-    tcp: &'static str,
-    /// Enforced scopes: "abstract_unix_socket", "signal".
-    scopes: Vec<String>,
-    /// Rights the policy wanted and the kernel could not enforce.
-    missing: Vec<String>,
-    /// `/` may be listed: every mount in the jail is granted somewhere.
-    root_listable: bool,
-    /// Rule paths left out of the ruleset (so nothing is granted there).
-    skipped: Vec<Skipped>,
-    /// Why Landlock is unavailable, when it is.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    why: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-struct Skipped {
-    path: String,
-    why: String,
-}
 
 /// What the layer asks the kernel for, given the kernel's ABI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,11 +116,11 @@ fn grant_file(g: Grant, fs: BitFlags<AccessFs>, abi: ABI) -> BitFlags<AccessFs> 
     grant_dir(g, fs) & AccessFs::from_file(abi)
 }
 
-fn status_name(s: &RulesetStatus) -> &'static str {
+fn enforcement(s: &RulesetStatus) -> Enforced {
     match s {
-        RulesetStatus::FullyEnforced => "fully_enforced",
-        RulesetStatus::PartiallyEnforced => "partially_enforced",
-        RulesetStatus::NotEnforced => "not_enforced",
+        RulesetStatus::FullyEnforced => Enforced::Fully,
+        RulesetStatus::PartiallyEnforced => Enforced::Partially,
+        RulesetStatus::NotEnforced => Enforced::Not,
     }
 }
 
@@ -203,9 +164,9 @@ fn every_mount_granted(granted: &[&Path], absent: &[&Path], mounts: Option<&[Pat
 /// abstract unix sockets are scoped to the new domain.
 ///
 /// Best effort, but never silently: the returned status says what the
-/// kernel enforced and `detail` names every right that the policy wanted and
-/// the kernel could not provide. A rule path that cannot be opened is left
-/// out (so less is granted, never more) and listed under `skipped`.
+/// kernel enforced and the detail names every right that the policy wanted
+/// and the kernel could not provide. A rule path that cannot be opened is
+/// left out (so less is granted, never more) and listed under `skipped`.
 ///
 /// Errors (the kernel refused a step; nothing is enforced): creating the
 /// ruleset, adding a rule, or `landlock_restrict_self`.
@@ -216,138 +177,203 @@ pub fn apply(
     rules: &[(PathBuf, Grant)],
     deny_tcp: bool,
     mounts: Option<&[PathBuf]>,
-) -> Result<Report, String> {
-    let (kernel_raw, kernel, why) = match sys::landlock::abi_version() {
-        Ok(v) => (v, ABI::from(v), None),
-        Err(e) => (0, ABI::Unsupported, Some(e.to_string())),
-    };
-    let wanted = Wanted::policy(kernel, deny_tcp);
-    let have = Wanted::at(kernel, deny_tcp);
-    let missing = wanted.missing(&have);
+) -> Result<LandlockApplied, JailError> {
+    let asked = Asked::new(deny_tcp);
+    let created = ruleset(&asked.wanted)?;
+    let abi = asked.kernel.max(BASELINE);
+    let (created, added) = add_rules(created, rules, asked.wanted.fs, abi)?;
+    let (created, root_listable) = grant_root_listing(created, asked.wanted.fs, &added, mounts)?;
+    let st = created
+        .restrict_self()
+        .map_err(JailError::LandlockRestrict)?;
+    Ok(asked.verdict(&st.ruleset, added, root_listable))
+}
 
+/// What the layer asks of the running kernel.
+struct Asked {
+    /// The kernel's Landlock ABI version (0: none), and why it could not
+    /// be read.
+    abi: i32,
+    kernel: ABI,
+    why: Option<String>,
+    deny_tcp: bool,
+    wanted: Wanted,
+    /// What the kernel can enforce of `wanted`.
+    have: Wanted,
+    /// `wanted` minus `have`, by name.
+    missing: Vec<String>,
+}
+
+impl Asked {
+    fn new(deny_tcp: bool) -> Asked {
+        let (abi, kernel, why) = match sys::landlock::abi_version() {
+            Ok(v) => (v, ABI::from(v), None),
+            Err(e) => (0, ABI::Unsupported, Some(e.to_string())),
+        };
+        let wanted = Wanted::policy(kernel, deny_tcp);
+        let have = Wanted::at(kernel, deny_tcp);
+        let missing = wanted.missing(&have);
+        Asked {
+            abi,
+            kernel,
+            why,
+            deny_tcp,
+            wanted,
+            have,
+            missing,
+        }
+    }
+
+    /// The layer's record, from the kernel's verdict on the ruleset.
+    fn verdict(self, st: &RulesetStatus, added: Added, root_listable: bool) -> LandlockApplied {
+        // The crate's verdict, made stricter by our own accounting: a right
+        // the policy wanted and the kernel lacks is never "fully" enforced.
+        let status = match st {
+            RulesetStatus::FullyEnforced if !self.missing.is_empty() => Enforced::Partially,
+            s => enforcement(s),
+        };
+        let enforced = status != Enforced::Not;
+        let tcp = if !self.deny_tcp {
+            Tcp::Allowed
+        } else if enforced && self.have.net == self.wanted.net {
+            Tcp::Denied
+        } else {
+            Tcp::Unavailable
+        };
+        let scopes: Vec<String> = if enforced {
+            self.have
+                .scopes
+                .iter()
+                .map(|s| snake(&format!("{s:?}")))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        LandlockApplied {
+            status,
+            abi: self.abi,
+            fs_rules: if enforced { added.fs_rules } else { 0 },
+            tcp,
+            root_listable: enforced && root_listable,
+            scopes,
+            missing: self.missing,
+            skipped: added.skipped,
+            why: self.why,
+        }
+    }
+}
+
+/// Listing `/` (and the directories stockade created on the root tmpfs,
+/// such as /etc) is granted only when every mount in the jail lies at or
+/// beneath a granted path. ReadDir on `/` reaches every directory below
+/// it, so with a mount left out of the ruleset (--landlock-exclude) it
+/// would reveal the names inside that mount: then `/` stays unlistable.
+/// Returns whether `/` is listable.
+fn grant_root_listing(
+    created: RulesetCreated,
+    fs: BitFlags<AccessFs>,
+    added: &Added,
+    mounts: Option<&[PathBuf]>,
+) -> Result<(RulesetCreated, bool), JailError> {
+    let list = BitFlags::from(AccessFs::ReadDir) & fs;
+    if list.is_empty() || !every_mount_granted(&added.granted, &added.absent, mounts) {
+        return Ok((created, false));
+    }
+    let f = open_rule_path(Path::new("/")).map_err(JailError::LandlockOpenRoot)?;
+    let created =
+        created
+            .add_rule(PathBeneath::new(f, list))
+            .map_err(|err| JailError::LandlockAddRule {
+                path: "/".into(),
+                err,
+            })?;
+    Ok((created, true))
+}
+
+/// A ruleset that handles everything `wanted` names.
+fn ruleset(wanted: &Wanted) -> Result<RulesetCreated, JailError> {
     let mut rs = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(wanted.fs)
-        .map_err(|e| format!("landlock handle fs access: {e}"))?;
+        .map_err(JailError::LandlockHandleFs)?;
     if !wanted.net.is_empty() {
         rs = rs
             .handle_access(wanted.net)
-            .map_err(|e| format!("landlock handle net access: {e}"))?;
+            .map_err(JailError::LandlockHandleNet)?;
     }
-    rs = rs
-        .scope(wanted.scopes)
-        .map_err(|e| format!("landlock scope: {e}"))?;
-    let mut created = rs
-        .create()
-        .map_err(|e| format!("landlock_create_ruleset: {e}"))?;
+    rs = rs.scope(wanted.scopes).map_err(JailError::LandlockScope)?;
+    rs.create().map_err(JailError::LandlockCreate)
+}
 
-    let mut fs_rules = 0usize;
-    let mut skipped = Vec::new();
-    let mut granted: Vec<&Path> = Vec::with_capacity(rules.len());
-    // Rule paths that do not exist: an optional bind whose source was
-    // missing, so no mount is there either.
-    let mut absent: Vec<&Path> = Vec::new();
+/// What [`add_rules`] put in the ruleset, and what it left out.
+struct Added<'a> {
+    fs_rules: usize,
+    skipped: Vec<Skipped>,
+    /// The paths granted something.
+    granted: Vec<&'a Path>,
+    /// Rule paths that do not exist: an optional bind whose source was
+    /// missing, so no mount is there either.
+    absent: Vec<&'a Path>,
+}
+
+/// One rule per path of `rules` (out of `fs`, the handled rights; `abi`
+/// decides which are file rights), anchored on the path itself.
+fn add_rules(
+    mut created: RulesetCreated,
+    rules: &[(PathBuf, Grant)],
+    fs: BitFlags<AccessFs>,
+    abi: ABI,
+) -> Result<(RulesetCreated, Added<'_>), JailError> {
+    let mut added = Added {
+        fs_rules: 0,
+        skipped: Vec::new(),
+        granted: Vec::with_capacity(rules.len()),
+        absent: Vec::new(),
+    };
     for (path, g) in rules {
-        let f = match open_rule_path(path) {
-            Ok(f) => f,
-            Err(e) => {
-                if e.kind() == std::io::ErrorKind::NotFound {
-                    absent.push(path);
+        let (f, is_dir) = match open_rule(path) {
+            Ok(opened) => opened,
+            Err((why, absent)) => {
+                if absent {
+                    added.absent.push(path);
                 }
-                skipped.push(Skipped {
+                added.skipped.push(Skipped {
                     path: path.display().to_string(),
-                    why: e.to_string(),
+                    why,
                 });
                 continue;
             }
         };
-        let md = match f.metadata() {
-            Ok(m) => m,
-            Err(e) => {
-                skipped.push(Skipped {
-                    path: path.display().to_string(),
-                    why: e.to_string(),
-                });
-                continue;
-            }
-        };
-        if md.file_type().is_symlink() {
-            skipped.push(Skipped {
-                path: path.display().to_string(),
-                why: "is a symlink".into(),
-            });
-            continue;
-        }
-        let access = if md.is_dir() {
-            grant_dir(*g, wanted.fs)
+        let access = if is_dir {
+            grant_dir(*g, fs)
         } else {
-            grant_file(*g, wanted.fs, kernel.max(BASELINE))
+            grant_file(*g, fs, abi)
         };
         if access.is_empty() {
             continue;
         }
         created = created
             .add_rule(PathBeneath::new(f, access))
-            .map_err(|e| format!("landlock_add_rule({}): {e}", path.display()))?;
-        fs_rules += 1;
-        granted.push(path.as_path());
+            .map_err(|err| JailError::LandlockAddRule {
+                path: path.clone(),
+                err,
+            })?;
+        added.fs_rules += 1;
+        added.granted.push(path.as_path());
     }
-    // Listing `/` (and the directories stockade created on the root tmpfs,
-    // such as /etc) is granted only when every mount in the jail lies at or
-    // beneath a granted path. ReadDir on `/` reaches every directory below
-    // it, so with a mount left out of the ruleset (--landlock-exclude) it
-    // would reveal the names inside that mount: then `/` stays unlistable.
-    let list = BitFlags::from(AccessFs::ReadDir) & wanted.fs;
-    let root_listable = !list.is_empty() && every_mount_granted(&granted, &absent, mounts);
-    if root_listable {
-        let f = open_rule_path(Path::new("/"))
-            .map_err(|e| format!("landlock rule for /: open: {e}"))?;
-        created = created
-            .add_rule(PathBeneath::new(f, list))
-            .map_err(|e| format!("landlock_add_rule(/): {e}"))?;
-    }
+    Ok((created, added))
+}
 
-    let st = created
-        .restrict_self()
-        .map_err(|e| format!("landlock_restrict_self: {e}"))?;
-    // The crate's verdict, made stricter by our own accounting: a right the
-    // policy wanted and the kernel lacks is never "fully" enforced.
-    let status = match st.ruleset {
-        RulesetStatus::FullyEnforced if !missing.is_empty() => "partially_enforced",
-        ref s => status_name(s),
-    };
-    let enforced = status != "not_enforced";
-    let tcp = if !deny_tcp {
-        "allowed"
-    } else if enforced && have.net == wanted.net {
-        "denied"
-    } else {
-        "unavailable"
-    };
-    let scopes: Vec<String> = if enforced {
-        have.scopes
-            .iter()
-            .map(|s| snake(&format!("{s:?}")))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let detail = Detail {
-        status,
-        abi: kernel_raw,
-        fs_rules: if enforced { fs_rules } else { 0 },
-        tcp,
-        root_listable: enforced && root_listable,
-        scopes,
-        missing,
-        skipped,
-        why,
-    };
-    Ok(Report {
-        status: status.to_string(),
-        detail: serde_json::to_string(&detail)
-            .unwrap_or_else(|_| format!("{{\"status\":\"{status}\"}}")),
-    })
+/// A rule path opened, and whether it is a directory; or why it is left
+/// out, and whether that is because it does not exist.
+fn open_rule(path: &Path) -> Result<(File, bool), (String, bool)> {
+    let f = open_rule_path(path)
+        .map_err(|e| (e.to_string(), e.kind() == std::io::ErrorKind::NotFound))?;
+    let md = f.metadata().map_err(|e| (e.to_string(), false))?;
+    if md.file_type().is_symlink() {
+        return Err(("is a symlink".into(), false));
+    }
+    Ok((f, md.is_dir()))
 }
 
 #[cfg(test)]

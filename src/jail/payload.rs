@@ -4,145 +4,121 @@
 
 #![deny(unsafe_code)]
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 
-use super::proto::{self, Report};
+use super::error::{JailError, Step};
+use super::proto::{CapsLeft, Enforced, LayerRecord, OrFail, Report, Reporter};
 use super::{caps, filter, landlock, rlimits, unix_agent};
 use crate::plan::Plan;
 use crate::policy::Layer;
 use crate::sys::{self, Errno};
 
-fn fail(fd: RawFd, step: &str, path: &str, reason: &str) -> ! {
-    let _ = sys::write_all(
-        fd,
-        &proto::encode(&Report::Setup {
-            step: step.into(),
-            path: path.into(),
-            reason: reason.into(),
-        }),
-    );
-    sys::exit_now(125)
-}
-
-/// Add a layer's report to `out`, written in one go before seccomp.
-fn layer(out: &mut Vec<u8>, name: &str, detail: &str) {
-    out.extend(proto::encode(&Report::Layer {
-        name: name.into(),
-        detail: detail.into(),
-    }));
-}
-
-fn json_str(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
-}
-
 /// Never returns: execs the command or exits 125/126/127. Runs in init's
 /// memory until execve (see `sys::spawn_vfork`): it may allocate, but must
-/// not change or drop anything of init's; `rep_fd` is its copy of init's
-/// report pipe.
-pub fn main(plan: &Plan, rep_fd: RawFd) -> std::convert::Infallible {
-    if let Err(e) = sys::reset_signals() {
-        fail(rep_fd, "signals", "", &e.to_string());
-    }
+/// not change or drop anything of init's; `report` is its copy of init's
+/// report pipe. A failed step ends it where it failed ([`OrFail`]).
+pub fn main(plan: &Plan, report: Reporter) -> std::convert::Infallible {
+    sys::reset_signals().step("signals", "").or_fail(report);
     // A new session: no controlling terminal, so no TIOCSTI into the host's.
-    if let Err(e) = sys::setsid() {
-        fail(rep_fd, "setsid", "", &e.to_string());
-    }
-    if let Err(e) = sys::chdir(&plan.cwd) {
-        fail(
-            rep_fd,
-            "chdir",
-            &plan.cwd.display().to_string(),
-            &e.to_string(),
-        );
-    }
+    sys::setsid().step("setsid", "").or_fail(report);
+    sys::chdir(&plan.cwd)
+        .step("chdir", &plan.cwd)
+        .or_fail(report);
     // Fallback started by root: nothing of the payload stays root.
-    if let Some((uid, gid)) = plan.fallback_ids {
-        if let Err(e) = sys::drop_bounding_caps()
-            .and_then(|_| sys::setresgid(gid))
-            .and_then(|_| sys::setresuid(uid))
-        {
-            fail(rep_fd, "switch to unprivileged user", "", &e.to_string());
-        }
+    if let Some(ids) = plan.fallback_ids {
+        leave_root(ids).or_fail(report);
     }
-    if let Err(e) = rlimits::apply(&plan.rlimits) {
-        fail(rep_fd, "rlimits", "", &e.to_string());
-    }
-    let bounding = match caps::drop_all() {
-        Ok(b) => b,
-        Err(e) => fail(rep_fd, "drop capabilities", "", &e.to_string()),
-    };
-    let [eff, prm, inh, bnd, amb] = sys::caps_left(bounding);
-    let mut layers = Vec::new();
-    layer(
-        &mut layers,
-        "capabilities",
-        &serde_json::json!({ "effective": eff, "permitted": prm, "inheritable": inh, "bounding": bnd, "ambient": amb }).to_string(),
-    );
-    if let Err(e) = sys::set_no_new_privs() {
-        fail(rep_fd, "no_new_privs", "", &e.to_string());
-    }
+    rlimits::apply(&plan.rlimits)
+        .step("rlimits", "")
+        .or_fail(report);
+    // The layers' records, written in one go before seccomp.
+    let mut layers = vec![drop_capabilities().or_fail(report)];
+    sys::set_no_new_privs()
+        .step("no_new_privs", "")
+        .or_fail(report);
     if plan.landlock {
-        match landlock::apply(
-            &plan.landlock_rules,
-            plan.landlock_deny_tcp,
-            (!plan.fallback).then_some(plan.mount_points.as_slice()),
-        ) {
-            Ok(r) => {
-                if r.status != "fully_enforced" && plan.require.contains(&Layer::Landlock) {
-                    fail(
-                        rep_fd,
-                        "landlock",
-                        "",
-                        &format!("required but {}: {}", r.status, r.detail),
-                    );
-                }
-                layer(&mut layers, "landlock", &r.detail);
-            }
-            Err(e) => {
-                if plan.require.contains(&Layer::Landlock) {
-                    fail(rep_fd, "landlock", "", &e);
-                }
-                layer(
-                    &mut layers,
-                    "landlock",
-                    &format!("{{\"status\":\"unavailable\",\"why\":{}}}", json_str(&e)),
-                );
-            }
-        }
+        layers.push(apply_landlock(plan).or_fail(report));
     }
-    // Fallback: start the connect agent (see unix_agent) in the payload's
-    // Landlock domain, before seccomp; the supervisor gets its socket.
-    if let (Some(f), Some(ch)) = (&plan.seccomp, plan.seccomp_channel) {
-        if f.mediated.is_some() {
-            let started =
-                sys::fdpass::socketpair(libc::SOCK_SEQPACKET).and_then(|(ours, theirs)| {
-                    unix_agent::start(theirs.as_raw_fd(), &plan.unix_roots)?;
-                    sys::fdpass::send_fd_with(ch, ours.as_raw_fd(), b"U")
-                });
-            if let Err(e) = started {
-                fail(rep_fd, "unix socket agent", "", &e.to_string());
-            }
-        }
-    }
+    start_connect_agent(plan).or_fail(report);
     // Only 0, 1, 2 and the kept fds survive execve; the report pipe is
     // close-on-exec and still usable until then.
-    if let Err(e) = sys::cloexec_all_but(&plan.keep_fds) {
-        fail(rep_fd, "close fds", "", &e.to_string());
-    }
-    // seccomp last: nothing after it but execve.
+    sys::cloexec_all_but(&plan.keep_fds)
+        .step("close fds", "")
+        .or_fail(report);
+    // seccomp last: nothing after it but execve (and nothing is freed:
+    // `layers` lives on, unused, until then).
     if let Some(f) = &plan.seccomp {
-        layer(&mut layers, "seccomp", &crate::seccomp::detail_json(f));
+        layers.push(Report::Layer(filter::record(f)));
     }
-    let _ = sys::write_all(rep_fd, &layers);
+    report.send_all(&layers);
     if let Some(f) = &plan.seccomp {
         // In learning and kill mode this also sends the listener to the
         // supervisor over plan.seccomp_channel.
-        if let Err(e) = filter::install_with(f, plan.seccomp_channel) {
-            fail(rep_fd, "seccomp", "", &e.to_string());
-        }
+        filter::install_with(f, plan.seccomp_channel)
+            .step("seccomp", "")
+            .or_fail(report);
     }
+    exec(plan, report)
+}
 
+/// The fallback started by root: the leased uid and gid, with an empty
+/// bounding set.
+fn leave_root((uid, gid): (u32, u32)) -> Result<(), JailError> {
+    sys::drop_bounding_caps()
+        .and_then(|_| sys::setresgid(gid))
+        .and_then(|_| sys::setresuid(uid))
+        .step("switch to unprivileged user", "")
+}
+
+/// Empty every capability set; the record says what is left.
+fn drop_capabilities() -> Result<Report, JailError> {
+    let bounding = caps::drop_all().step("drop capabilities", "")?;
+    let [effective, permitted, inheritable, bounding, ambient] = sys::caps_left(bounding);
+    Ok(Report::Layer(LayerRecord::Capabilities(CapsLeft {
+        effective,
+        permitted,
+        inheritable,
+        bounding,
+        ambient,
+    })))
+}
+
+/// Landlock, and its record. Less than full enforcement (or none) is a
+/// failure when the policy requires the layer.
+fn apply_landlock(plan: &Plan) -> Result<Report, JailError> {
+    let required = plan.require.contains(&Layer::Landlock);
+    let mounts = (!plan.fallback).then_some(plan.mount_points.as_slice());
+    let record = match landlock::apply(&plan.landlock_rules, plan.landlock_deny_tcp, mounts) {
+        Ok(r) if required && r.status != Enforced::Fully => {
+            return Err(JailError::LandlockWeak(Box::new(r)))
+        }
+        Ok(r) => LayerRecord::Landlock(r),
+        Err(e) if required => return Err(e),
+        Err(e) => LayerRecord::LandlockUnavailable { why: e.to_string() },
+    };
+    Ok(Report::Layer(record))
+}
+
+/// Fallback: start the connect agent (see unix_agent) in the payload's
+/// Landlock domain, before seccomp; the supervisor gets its socket.
+fn start_connect_agent(plan: &Plan) -> Result<(), JailError> {
+    let (Some(f), Some(ch)) = (&plan.seccomp, plan.seccomp_channel) else {
+        return Ok(());
+    };
+    if f.mediated.is_none() {
+        return Ok(());
+    }
+    sys::fdpass::socketpair(libc::SOCK_SEQPACKET)
+        .and_then(|(ours, theirs)| {
+            unix_agent::start(theirs.as_raw_fd(), &plan.unix_roots)?;
+            sys::fdpass::send_fd_with(ch, ours.as_raw_fd(), b"U")
+        })
+        .step("unix socket agent", "")
+}
+
+/// execve each candidate in turn; when none runs, report the first error
+/// that is not "not there" and exit 126 (127 when nothing was found).
+fn exec(plan: &Plan, report: Reporter) -> ! {
     let mut first_err: Option<(Errno, &std::ffi::CStr)> = None;
     for cand in &plan.exec_candidates {
         let e = sys::execve(cand, &plan.argv, &plan.envp);
@@ -159,12 +135,9 @@ pub fn main(plan: &Plan, rep_fd: RawFd) -> std::convert::Infallible {
         Some((e, p)) => (e, p.to_string_lossy().into_owned()),
         None => (Errno::ENOENT, plan.command.clone()),
     };
-    let _ = sys::write_all(
-        rep_fd,
-        &proto::encode(&Report::Exec {
-            errno: errno as i32,
-            path,
-        }),
-    );
+    report.send(&Report::Exec {
+        errno: errno as i32,
+        path,
+    });
     sys::exit_now(if errno == Errno::ENOENT { 127 } else { 126 })
 }

@@ -1,4 +1,5 @@
-//! The two channels between the supervisor and the jail.
+//! The two channels between the supervisor and the jail, and the child
+//! side's one way to report and to give up ([`Reporter`]).
 //!
 //! control (supervisor → init, a unix stream socket): `G` go (maps are
 //! written), `R` go after re-rooting the cgroup namespace, `N` with an fd
@@ -8,13 +9,22 @@
 //!
 //! report (jail → supervisor), one line each:
 //! `E<step>\t<path>\t<reason>` setup failed; `X<errno>\t<path>` execve
-//! failed; `L<layer>\t<json>` a layer the payload applied; `P<tasks>\t<vm>`
+//! failed; `L<record>` a layer init or the payload applied (a
+//! [`LayerRecord`] as one line of JSON); `P<tasks>\t<vm>`
 //! sampled peaks; `U<user µs>\t<system µs>\t<maxrss KiB>` what the jail's
 //! processes used; `S<wait status>` the payload ended and every other
 //! process of the jail is dead. Init writes U, P and S together, last,
 //! right before it exits.
 
 #![deny(unsafe_code)]
+
+use std::os::fd::RawFd;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::JailError;
+use crate::seccomp::SeccompAction;
+use crate::sys;
 
 pub const GO: u8 = b'G';
 /// Go, after re-rooting the cgroup namespace at the run cgroup (the child
@@ -53,12 +63,118 @@ pub enum Report {
         system_us: u64,
         maxrss_kb: u64,
     },
-    /// A layer applied in the payload (landlock, seccomp, …), its detail as
-    /// one line of JSON.
-    Layer {
-        name: String,
-        detail: String,
-    },
+    /// A layer init or the payload applied (or could not).
+    Layer(LayerRecord),
+}
+
+/// A layer as the jail saw it, for the outcome's `layers`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LayerRecord {
+    /// What the payload's capability sets still hold after dropping them.
+    Capabilities(CapsLeft),
+    /// Landlock, as the kernel enforced it.
+    Landlock(LandlockApplied),
+    /// The kernel refused a Landlock step: nothing is enforced.
+    LandlockUnavailable { why: String },
+    /// The seccomp filter the payload installs last.
+    Seccomp(SeccompApplied),
+    /// pivot_root was refused: the new root was moved over / and chrooted
+    /// into.
+    Chroot,
+    /// The jail has no /proc of its own.
+    ProcUnavailable { why: String },
+}
+
+/// How many capabilities each set holds (`usize::MAX`: unreadable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapsLeft {
+    pub effective: usize,
+    pub permitted: usize,
+    pub inheritable: usize,
+    pub bounding: usize,
+    pub ambient: usize,
+}
+
+/// What Landlock enforced; serialized, the layer's detail in the outcome
+/// (fields in this order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LandlockApplied {
+    pub status: Enforced,
+    /// The running kernel's Landlock ABI (0: none).
+    pub abi: i32,
+    /// Filesystem rules in the enforced ruleset.
+    pub fs_rules: usize,
+    pub tcp: Tcp,
+    /// Enforced scopes: "abstract_unix_socket", "signal".
+    pub scopes: Vec<String>,
+    /// Rights the policy wanted and the kernel could not enforce
+    /// (`fs:read_file`, `net:bind_tcp`, `scope:signal`).
+    pub missing: Vec<String>,
+    /// `/` may be listed: every mount in the jail is granted somewhere.
+    pub root_listable: bool,
+    /// Rule paths left out of the ruleset (so nothing is granted there).
+    pub skipped: Vec<Skipped>,
+    /// Why the kernel's Landlock ABI could not be read, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub why: Option<String>,
+}
+
+impl LandlockApplied {
+    /// The detail as one line of JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self)
+            .unwrap_or_else(|_| format!("{{\"status\":\"{}\"}}", self.status.name()))
+    }
+}
+
+/// The kernel's verdict on a Landlock ruleset: fully, partially or not
+/// enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Enforced {
+    #[serde(rename = "fully_enforced")]
+    Fully,
+    #[serde(rename = "partially_enforced")]
+    Partially,
+    #[serde(rename = "not_enforced")]
+    Not,
+}
+
+impl Enforced {
+    pub fn name(self) -> &'static str {
+        match self {
+            Enforced::Fully => "fully_enforced",
+            Enforced::Partially => "partially_enforced",
+            Enforced::Not => "not_enforced",
+        }
+    }
+}
+
+/// TCP bind and connect under Landlock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tcp {
+    Denied,
+    /// The policy shares the host network.
+    Allowed,
+    /// Wanted, but the kernel cannot deny it.
+    Unavailable,
+}
+
+/// A Landlock rule path left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    pub path: String,
+    pub why: String,
+}
+
+/// The seccomp filter: its action, how many syscalls it allows, the
+/// groups the policy named, its length in instructions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeccompApplied {
+    pub action: SeccompAction,
+    pub allowed: usize,
+    pub groups: Vec<String>,
+    pub instructions: usize,
 }
 
 fn clean(s: &str) -> String {
@@ -78,8 +194,13 @@ pub fn encode(r: &Report) -> Vec<u8> {
             system_us,
             maxrss_kb,
         } => format!("U{user_us}\t{system_us}\t{maxrss_kb}\n").into_bytes(),
-        Report::Layer { name, detail } => {
-            format!("L{}\t{}\n", clean(name), clean(detail)).into_bytes()
+        // JSON escapes tabs and newlines inside strings: one line.
+        Report::Layer(l) => {
+            let mut b = b"L".to_vec();
+            // Cannot fail: plain structs, strings and numbers.
+            let _ = serde_json::to_writer(&mut b, l);
+            b.push(b'\n');
+            b
         }
     }
 }
@@ -104,10 +225,11 @@ pub fn decode(buf: &[u8]) -> Vec<Report> {
                 errno: f.next().and_then(|e| e.parse().ok()).unwrap_or(0),
                 path: f.next().unwrap_or("").to_string(),
             }),
-            'L' => out.push(Report::Layer {
-                name: f.next().unwrap_or("").to_string(),
-                detail: f.next().unwrap_or("").to_string(),
-            }),
+            'L' => {
+                if let Ok(l) = serde_json::from_str(rest) {
+                    out.push(Report::Layer(l))
+                }
+            }
             'P' => out.push(Report::Peak {
                 tasks: f.next().and_then(|v| v.trim().parse().ok()).unwrap_or(0),
                 vm_bytes: f.next().and_then(|v| v.trim().parse().ok()).unwrap_or(0),
@@ -132,6 +254,58 @@ pub fn decode(buf: &[u8]) -> Vec<Report> {
     out
 }
 
+/// The child side's end of the report pipe: init's, or the payload's copy
+/// of it. Writes are best effort: if the supervisor is gone, no one is left
+/// to tell.
+#[derive(Debug, Clone, Copy)]
+pub struct Reporter(RawFd);
+
+impl Reporter {
+    pub fn new(fd: RawFd) -> Reporter {
+        Reporter(fd)
+    }
+
+    /// Send one record.
+    pub fn send(self, r: &Report) {
+        let _ = sys::write_all(self.0, &encode(r));
+    }
+
+    /// Send several records in one write.
+    pub fn send_all(self, rs: &[Report]) {
+        let bytes: Vec<u8> = rs.iter().flat_map(encode).collect();
+        let _ = sys::write_all(self.0, &bytes);
+    }
+
+    /// The one way init and the payload give up: the setup error record
+    /// (step, path, reason), unless there is no one to read it, then exit
+    /// 125 at once (no destructor runs: the payload shares init's memory).
+    pub fn fail(self, e: JailError) -> ! {
+        if !matches!(e, JailError::Silent(_)) {
+            self.send(&Report::Setup {
+                step: e.step().into(),
+                path: e.path().into(),
+                reason: e.to_string(),
+            });
+        }
+        sys::exit_now(125)
+    }
+}
+
+/// A step's value, or [`Reporter::fail`] right where it failed (with every
+/// value of the caller still alive: nothing is closed or freed first).
+pub trait OrFail<T> {
+    fn or_fail(self, r: Reporter) -> T;
+}
+
+impl<T> OrFail<T> for Result<T, JailError> {
+    fn or_fail(self, r: Reporter) -> T {
+        match self {
+            Ok(v) => v,
+            Err(e) => r.fail(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,13 +328,34 @@ mod tests {
                 maxrss_kb: 333,
             },
             Report::Status(9),
+            Report::Layer(LayerRecord::Landlock(LandlockApplied {
+                status: Enforced::Partially,
+                abi: 3,
+                fs_rules: 2,
+                tcp: Tcp::Unavailable,
+                scopes: vec![],
+                missing: vec!["net:bind_tcp".into()],
+                root_listable: true,
+                skipped: vec![Skipped {
+                    path: "/a\tb\nc".into(),
+                    why: "No such file".into(),
+                }],
+                why: None,
+            })),
+            Report::Layer(LayerRecord::Chroot),
+            Report::Layer(LayerRecord::Seccomp(SeccompApplied {
+                action: SeccompAction::Kill,
+                allowed: 300,
+                groups: vec!["@default".into()],
+                instructions: 700,
+            })),
         ];
         let mut buf = Vec::new();
         for m in &msgs {
             buf.extend(encode(m));
         }
         let back = decode(&buf);
-        assert_eq!(back.len(), 4);
+        assert_eq!(back.len(), msgs.len());
         assert_eq!(
             back[0],
             Report::Setup {
@@ -171,6 +366,25 @@ mod tests {
         );
         assert_eq!(back[1], msgs[1]);
         assert_eq!(back[2], msgs[2]);
-        assert_eq!(back[3], msgs[3]);
+        assert_eq!(back[3..], msgs[3..]);
+    }
+
+    #[test]
+    fn landlock_detail_keeps_its_field_order() {
+        let l = LandlockApplied {
+            status: Enforced::Fully,
+            abi: 6,
+            fs_rules: 1,
+            tcp: Tcp::Denied,
+            scopes: vec!["signal".into()],
+            missing: vec![],
+            root_listable: false,
+            skipped: vec![],
+            why: Some("w".into()),
+        };
+        assert_eq!(
+            l.to_json(),
+            r#"{"status":"fully_enforced","abi":6,"fs_rules":1,"tcp":"denied","scopes":["signal"],"missing":[],"root_listable":false,"skipped":[],"why":"w"}"#
+        );
     }
 }

@@ -7,6 +7,7 @@ use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
+use super::error::JailError;
 use crate::plan::{Plan, RootStep};
 use crate::sys::{
     self, at, Errno, SysError, SysResult, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID,
@@ -31,25 +32,23 @@ const PROC_MASKED_FILES: [&str; 9] = [
 ];
 const PROC_MASKED_DIRS: [&str; 5] = ["acpi", "scsi", "asound", "firmware", "bus"];
 
-/// A step failed: which one, on what path.
-#[derive(Debug)]
-pub struct StepError {
-    pub step: &'static str,
-    pub path: String,
-    pub err: SysError,
-}
-
+/// Name the step of a failed call and the path (relative to the new
+/// root, or absolute) it worked on, as the jail sees it.
 trait Step<T> {
-    fn step(self, step: &'static str, path: &Path) -> Result<T, StepError>;
+    fn step(self, step: &'static str, path: &Path) -> Result<T, JailError>;
 }
 
 impl<T> Step<T> for SysResult<T> {
-    fn step(self, step: &'static str, path: &Path) -> Result<T, StepError> {
-        self.map_err(|err| StepError {
-            step,
-            path: Path::new("/").join(path).display().to_string(),
-            err,
-        })
+    fn step(self, step: &'static str, path: &Path) -> Result<T, JailError> {
+        self.map_err(|err| step_error(step, path, err))
+    }
+}
+
+fn step_error(step: &'static str, path: &Path, err: SysError) -> JailError {
+    JailError::Sys {
+        step,
+        path: Path::new("/").join(path).display().to_string(),
+        err,
     }
 }
 
@@ -98,7 +97,7 @@ fn copy_of(fd: &OwnedFd, budget: &mut u64) -> Option<Source> {
     })
 }
 
-pub fn open_sources(plan: &Plan) -> Result<Sources, StepError> {
+pub fn open_sources(plan: &Plan) -> Result<Sources, JailError> {
     let mut binds = Vec::with_capacity(plan.steps.len());
     let mut budget = COPY_TOTAL;
     for s in &plan.steps {
@@ -116,7 +115,7 @@ pub fn open_sources(plan: &Plan) -> Result<Sources, StepError> {
                 },
                 Err(e) if *optional && e.errno == Errno::ENOENT => None,
                 Err(e) => {
-                    return Err(StepError {
+                    return Err(JailError::Sys {
                         step: "bind",
                         path: src.display().to_string(),
                         err: e,
@@ -145,7 +144,7 @@ pub fn open_sources(plan: &Plan) -> Result<Sources, StepError> {
 pub struct Notes {
     /// Why there is no /proc (the kernel refused a new proc mount, as it does
     /// in containers whose /proc has masked entries).
-    pub proc_unavailable: Option<String>,
+    pub proc_unavailable: Option<JailError>,
     /// pivot_root was refused (a runtime's seccomp profile): the root was
     /// moved over / and chrooted into instead.
     pub chrooted: bool,
@@ -233,8 +232,7 @@ impl Root {
 
 /// Build the root on a tmpfs at `plan.base` and pivot into it. Runs in init,
 /// in the new mount namespace, with capabilities in the new user namespace.
-pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), StepError> {
-    let mut notes = Notes::default();
+pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), JailError> {
     // Nothing we mount may propagate back to the host.
     sys::mount(
         None,
@@ -244,10 +242,26 @@ pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), StepError> {
         None,
     )
     .step("make / private", Path::new(""))?;
+    let mut trees = clone_trees(plan, &src)?;
+    let mut root = new_root(&plan.base)?;
+    // Modes below are meant as written.
+    let umask = at::umask(0);
+    let notes = apply_steps(plan, &mut root, &src, &mut trees)?;
+    at::umask(umask);
+    let chrooted = seal_and_pivot(&root, &plan.base)?;
+    Ok((
+        Notes { chrooted, ..notes },
+        Held {
+            _src: src,
+            _root: root,
+        },
+    ))
+}
 
-    // Clone every bind's mount tree before the new root exists: a source
-    // that holds plan.base (`--bind /tmp`, `--ro-bind /:/host`) must show
-    // the host's tree, not the jail's root being built on it.
+/// Clone every bind's mount tree before the new root exists: a source
+/// that holds plan.base (`--bind /tmp`, `--ro-bind /:/host`) must show
+/// the host's tree, not the jail's root being built on it.
+fn clone_trees(plan: &Plan, src: &Sources) -> Result<Vec<Option<OwnedFd>>, JailError> {
     let mut trees = Vec::with_capacity(plan.steps.len());
     for (i, step) in plan.steps.iter().enumerate() {
         trees.push(match (step, &src.binds[i]) {
@@ -257,27 +271,39 @@ pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), StepError> {
             _ => None,
         });
     }
+    Ok(trees)
+}
 
+/// The root's tmpfs mounted on `base`, and its fd.
+fn new_root(base: &Path) -> Result<Root, JailError> {
     sys::mount(
         Some("tmpfs"),
-        &plan.base,
+        base,
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV,
         Some("size=4m,nr_inodes=4096,mode=755"),
     )
-    .step("new root", &plan.base)?;
-    let fd = sys::open_path_nofollow(&plan.base).step("new root", &plan.base)?;
-    let mut root = Root {
+    .step("new root", base)?;
+    let fd = sys::open_path_nofollow(base).step("new root", base)?;
+    Ok(Root {
         fd,
         dirs: Vec::new(),
-    };
-    // Modes below are meant as written.
-    let umask = at::umask(0);
+    })
+}
 
+/// The plan's steps, in order, on the new root (`trees`: the binds' cloned
+/// mount trees, see [`clone_trees`]).
+fn apply_steps(
+    plan: &Plan,
+    root: &mut Root,
+    src: &Sources,
+    trees: &mut [Option<OwnedFd>],
+) -> Result<Notes, JailError> {
+    let mut notes = Notes::default();
     for (i, step) in plan.steps.iter().enumerate() {
         match step {
             RootStep::Bind { dst, .. } => match (&src.binds[i], trees[i].take()) {
-                (Some(Source::Mount(fd)), Some(tree)) => bind(&mut root, fd, tree, dst)?,
+                (Some(Source::Mount(fd)), Some(tree)) => bind(root, fd, tree, dst)?,
                 (Some(Source::Copy { file, len, mode }), _) => {
                     let (d, name) = root.parent(dst).step("bind", dst)?;
                     at::copy_file(root.fd_of(&d), name, file, *len, *mode, dst)
@@ -309,16 +335,20 @@ pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), StepError> {
                 root.dir(dst, 0o755).step("dir", dst)?;
             }
             RootStep::Proc { dst } => {
-                if let Err(why) = proc(&mut root, dst, &src.devices[0])? {
-                    notes.proc_unavailable = Some(why);
+                if let Some(refused) = proc(root, dst, &src.devices[0])? {
+                    notes.proc_unavailable = Some(refused);
                 }
             }
-            RootStep::Dev { dst } => dev(&mut root, dst, &src.devices)?,
+            RootStep::Dev { dst } => dev(root, dst, &src.devices)?,
         }
     }
-    at::umask(umask);
+    Ok(notes)
+}
 
-    // Seal: the root tmpfs itself (/etc files, mount points) is read-only.
+/// Seal: the root tmpfs itself (/etc files, mount points) is read-only.
+/// Then pivot into it; false when pivot_root was refused and the root was
+/// chrooted into instead.
+fn seal_and_pivot(root: &Root, base: &Path) -> Result<bool, JailError> {
     sys::mount_setattr(
         &root.fd,
         MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
@@ -326,14 +356,7 @@ pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), StepError> {
         Path::new("/"),
     )
     .step("seal root", Path::new(""))?;
-    notes.chrooted = !sys::pivot_root_and_detach(&plan.base).step("pivot_root", &plan.base)?;
-    Ok((
-        notes,
-        Held {
-            _src: src,
-            _root: root,
-        },
-    ))
+    Ok(!sys::pivot_root_and_detach(base).step("pivot_root", base)?)
 }
 
 /// The fds the build used (sources, directories of the new root). Closing
@@ -344,21 +367,18 @@ pub struct Held {
     _root: Root,
 }
 
-fn verify_error(dst: &Path) -> StepError {
-    StepError {
-        step: "bind",
-        path: Path::new("/").join(dst).display().to_string(),
-        err: SysError {
-            call: "verify",
-            arg: "mount point does not show the source".into(),
-            errno: Errno::EXDEV,
-        },
-    }
+fn verify_error(dst: &Path) -> JailError {
+    let err = SysError {
+        call: "verify",
+        arg: "mount point does not show the source".into(),
+        errno: Errno::EXDEV,
+    };
+    step_error("bind", dst, err)
 }
 
 /// A detached copy of `src`'s mount tree with nosuid,nodev (and rdonly)
 /// set on all of it.
-fn clone_tree(src: &OwnedFd, dst: &Path, writable: bool) -> Result<OwnedFd, StepError> {
+fn clone_tree(src: &OwnedFd, dst: &Path, writable: bool) -> Result<OwnedFd, JailError> {
     let tree = sys::open_tree_clone(src, dst).step("bind", dst)?;
     let mut attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
     if !writable {
@@ -370,7 +390,7 @@ fn clone_tree(src: &OwnedFd, dst: &Path, writable: bool) -> Result<OwnedFd, Step
 
 /// Bind `src` (whose tree [`clone_tree`] copied) at `dst`: attach the tree,
 /// then check the mount point now shows the very inode we opened.
-fn bind(root: &mut Root, src: &OwnedFd, tree: OwnedFd, dst: &Path) -> Result<(), StepError> {
+fn bind(root: &mut Root, src: &OwnedFd, tree: OwnedFd, dst: &Path) -> Result<(), JailError> {
     let (dev, ino, mode) = sys::fstat_id(src).step("bind", dst)?;
     let is_dir = mode & libc::S_IFMT == libc::S_IFDIR;
     let (d, name) = root.parent(dst).step("bind", dst)?;
@@ -385,23 +405,20 @@ fn bind(root: &mut Root, src: &OwnedFd, tree: OwnedFd, dst: &Path) -> Result<(),
     let (_, _, mp_mode) = at::stat(pfd, name, dst).step("bind", dst)?;
     if mp_mode & libc::S_IFMT != mode & libc::S_IFMT {
         // A symlink or a different kind of file is in the way.
-        return Err(StepError {
-            step: "bind",
-            path: Path::new("/").join(dst).display().to_string(),
-            err: SysError {
-                call: "mount point",
-                arg: format!(
-                    "/{} is not a {}",
-                    dst.display(),
-                    if is_dir { "directory" } else { "file" }
-                ),
-                errno: if is_dir {
-                    Errno::ENOTDIR
-                } else {
-                    Errno::EISDIR
-                },
+        let err = SysError {
+            call: "mount point",
+            arg: format!(
+                "/{} is not a {}",
+                dst.display(),
+                if is_dir { "directory" } else { "file" }
+            ),
+            errno: if is_dir {
+                Errno::ENOTDIR
+            } else {
+                Errno::EISDIR
             },
-        });
+        };
+        return Err(step_error("bind", dst, err));
     }
     at::move_mount(&tree, pfd, name, dst).step("bind", dst)?;
     let (d2, i2, _) = at::stat(pfd, name, dst).step("bind", dst)?;
@@ -412,10 +429,10 @@ fn bind(root: &mut Root, src: &OwnedFd, tree: OwnedFd, dst: &Path) -> Result<(),
     Ok(())
 }
 
-/// Mount /proc; `Ok(Err(why))` when the kernel refuses a new proc mount
-/// (EPERM: the caller's /proc has masked entries, as in containers), which
-/// leaves /proc empty rather than exposing the outer one.
-fn proc(root: &mut Root, dst: &Path, devnull: &OwnedFd) -> Result<Result<(), String>, StepError> {
+/// Mount /proc; `Ok(Some(refusal))` when the kernel refuses a new proc
+/// mount (EPERM: the caller's /proc has masked entries, as in containers),
+/// which leaves /proc empty rather than exposing the outer one.
+fn proc(root: &mut Root, dst: &Path, devnull: &OwnedFd) -> Result<Option<JailError>, JailError> {
     let d = root.dir(dst, 0o555).step("proc", dst)?;
     match sys::mount_fs_on(
         root.fd_of(&d),
@@ -426,9 +443,7 @@ fn proc(root: &mut Root, dst: &Path, devnull: &OwnedFd) -> Result<Result<(), Str
     ) {
         Ok(()) => {}
         Err(e) if e.errno == Errno::EPERM || e.errno == Errno::EACCES => {
-            return Ok(Err(format!(
-                "{e}: the kernel refuses a new proc mount where the caller's /proc is partly masked (a container runtime's masked paths); /proc is left empty"
-            )))
+            return Ok(Some(JailError::ProcRefused(e)))
         }
         Err(e) => return Err(e).step("proc", dst),
     }
@@ -484,10 +499,10 @@ fn proc(root: &mut Root, dst: &Path, devnull: &OwnedFd) -> Result<Result<(), Str
             },
         }
     }
-    Ok(Ok(()))
+    Ok(None)
 }
 
-fn dev(root: &mut Root, dst: &Path, devices: &[OwnedFd]) -> Result<(), StepError> {
+fn dev(root: &mut Root, dst: &Path, devices: &[OwnedFd]) -> Result<(), JailError> {
     let d = root.dir(dst, 0o755).step("dev", dst)?;
     sys::mount_fs_on(
         root.fd_of(&d),

@@ -209,10 +209,7 @@ fn default_compiles_and_counts() {
     for &i in &c.mismatch_at {
         assert_eq!(c.allowlist[i].k, eperm);
     }
-    let j = detail_json(&c);
-    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
-    assert_eq!(v["action"], "errno");
-    assert_eq!(v["allowed"], c.allowed as u64);
+    assert_eq!(action_name(c.action), "errno");
     let k = compile(&policy(&["@default"], &[], SeccompAction::Kill)).unwrap();
     for &i in &k.mismatch_at {
         assert_eq!(k.allowlist[i].k, libc::SECCOMP_RET_KILL_PROCESS);

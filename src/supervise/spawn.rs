@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::learn::Learner;
 use super::watch::{has_status, Stream, Watch};
-use super::{cgroup, classify, limits, namespaces, rundir};
+use super::{cgroup, classify, layers, limits, namespaces, rundir};
 use crate::jail::{self, proto};
 use crate::outcome::{self, LayerReport, Outcome, Status, Violation};
 use crate::plan::{Plan, SetupError};
@@ -179,7 +179,9 @@ fn run_inner(
     if let Err(e) = release(plan, cg.as_ref(), via, pid, &pidfd, &ctl_wr) {
         // The child may have failed first (it opens the bind sources
         // before it waits for GO): its own error is the one to report.
-        return Err(failed_first(&pidfd, pid, &rep_rd).unwrap_or(e).into());
+        return Err(layers::failed_first(&pidfd, pid, &rep_rd)
+            .unwrap_or(e)
+            .into());
     }
     // 5. Wait, pumping output and watching the deadline.
     let keep = if plan.capture {
@@ -338,7 +340,7 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), Err2> {
                 o.usage.peak_pids = tasks;
                 peak_vm = vm_bytes;
             }
-            proto::Report::Layer { name, detail } => payload_layers.push((name, detail)),
+            proto::Report::Layer(l) => payload_layers.push(l),
             // What every process of the jail used (init's own few
             // milliseconds aside, which wait4 on init would add).
             proto::Report::Usage {
@@ -353,7 +355,7 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), Err2> {
             proto::Report::Usage { .. } => {}
         }
     }
-    record_layers(plan, o, via, payload_layers);
+    layers::record_layers(plan, o, via, payload_layers);
     if let (Some(r), Some(s)) = (unix_report, o.layers.get_mut("seccomp")) {
         if s.detail.is_object() {
             s.detail["unix_sockets"] = r;
@@ -624,160 +626,6 @@ fn release(
     Ok(())
 }
 
-fn record_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia, payload: Vec<(String, String)>) {
-    let entry = match via {
-        sys::CloneVia::Clone3 => "clone3",
-        sys::CloneVia::Clone3IntoCgroup => "clone3+CLONE_INTO_CGROUP",
-        sys::CloneVia::Clone => "clone",
-    };
-    if plan.fallback {
-        // The caller (lib::run) fills the namespaces with the kernel's reason.
-        o.layers.insert(
-            "rootfs",
-            LayerReport::unavailable(
-                "no mount namespace: the payload sees the host's file system, confined by Landlock to the binds and its private run directory",
-            ),
-        );
-        o.layers.insert(
-            "process_tree",
-            LayerReport::applied(json!({
-                "kill": "every descendant of a subreaper init", "setsid": true, "run_dir": plan.run_dir
-            })),
-        );
-    } else {
-        o.layers.insert(
-            "user_namespace",
-            LayerReport::applied(json!({
-                "uid_map": plan.uid_map.trim(), "gid_map": plan.gid_map.trim(),
-                "setgroups": "deny", "created_by": entry
-            })),
-        );
-        // user and net have their own detail (above and below).
-        for name in outcome::NAMESPACE_LAYERS
-            .into_iter()
-            .filter(|n| !matches!(*n, "user_namespace" | "net_namespace"))
-        {
-            o.layers
-                .insert(name, LayerReport::applied(serde_json::Value::Null));
-        }
-        o.layers.insert(
-            "net_namespace",
-            match plan.network {
-                Network::None => {
-                    LayerReport::applied(json!({ "network": "none", "interfaces": ["lo"] }))
-                }
-                Network::Host => {
-                    LayerReport::skipped("--network host: the host's network namespace is shared")
-                }
-            },
-        );
-        o.layers.insert(
-            "rootfs",
-            LayerReport::applied(
-                json!({ "root": "tmpfs", "pivot_root": true, "entries": plan.steps.len() }),
-            ),
-        );
-    }
-    o.layers.insert(
-        "capabilities",
-        LayerReport::applied(json!({ "effective": 0, "permitted": 0, "inheritable": 0, "bounding": 0, "ambient": 0 })),
-    );
-    o.layers.insert(
-        "no_new_privs",
-        LayerReport::applied(serde_json::Value::Null),
-    );
-    let rl: serde_json::Map<String, serde_json::Value> = plan
-        .rlimits
-        .iter()
-        .map(|r| (r.name.to_string(), json!(r.soft)))
-        .collect();
-    o.layers.insert(
-        "rlimits",
-        LayerReport::applied(serde_json::Value::Object(rl)),
-    );
-    if !plan.landlock {
-        o.layers.insert(
-            "landlock",
-            LayerReport::skipped("disabled by the policy (--no-landlock)"),
-        );
-    }
-    if plan.seccomp.is_none() {
-        o.layers.insert(
-            "seccomp",
-            LayerReport::skipped("disabled by the policy (--no-seccomp)"),
-        );
-    }
-    for (name, detail) in payload {
-        let v: serde_json::Value =
-            serde_json::from_str(&detail).unwrap_or(json!({ "raw": detail }));
-        let state = v.get("status").and_then(|s| s.as_str()).unwrap_or("");
-        let report = if state == "unavailable" || state == "not_enforced" {
-            LayerReport {
-                state: outcome::LayerState::Unavailable,
-                detail: v,
-            }
-        } else {
-            LayerReport::applied(v)
-        };
-        match name.as_str() {
-            "landlock" => o.layers.insert("landlock", report),
-            "seccomp" => o.layers.insert("seccomp", report),
-            "proc" => o.layers.insert("proc", report),
-            "capabilities" => o.layers.insert("capabilities", report),
-            "pivot" => {
-                if let Some(r) = o.layers.get_mut("rootfs") {
-                    r.detail["pivot_root"] = json!(false);
-                    r.detail["chroot"] = json!(true);
-                    r.detail["why"] = v_why(&report.detail);
-                }
-                None
-            }
-            _ => None,
-        };
-    }
-    if plan.fallback {
-        let proc = fallback_proc(plan, o);
-        o.layers.insert("proc", proc);
-    }
-}
-
-/// The fallback's `proc` layer: there is no /proc of the jail's own, and
-/// the host's is out of the payload's reach unless Landlock is not in force
-/// or a bind grants it.
-fn fallback_proc(plan: &Plan, o: &Outcome) -> LayerReport {
-    let landlock_on = o
-        .layers
-        .get("landlock")
-        .is_some_and(|l| l.state == outcome::LayerState::Applied);
-    let proc = std::path::Path::new("/proc");
-    let granted = plan
-        .landlock_rules
-        .iter()
-        .find(|(p, _)| proc.starts_with(p) || p.starts_with(proc));
-    let (why, readable) = match granted {
-        _ if !landlock_on => (
-            "no pid namespace, and Landlock is not in force: the host's /proc (every host process, its command line included) is readable".to_string(),
-            true,
-        ),
-        Some((p, _)) => (
-            format!("no pid namespace, and a bind ({}) grants the host's /proc (every host process, its command line included)", p.display()),
-            true,
-        ),
-        None => (
-            "no pid namespace: the host's /proc would show every host process; /proc is outside the Landlock ruleset, so the payload cannot read it".to_string(),
-            false,
-        ),
-    };
-    LayerReport {
-        state: outcome::LayerState::Unavailable,
-        detail: json!({ "why": why, "host_proc_readable": readable }),
-    }
-}
-
-fn v_why(v: &serde_json::Value) -> serde_json::Value {
-    v.get("why").cloned().unwrap_or(serde_json::Value::Null)
-}
-
 /// Inits of earlier runs in this process that were still exiting when their
 /// run finished (see `run_inner`).
 fn unreaped() -> std::sync::MutexGuard<'static, Vec<i32>> {
@@ -789,23 +637,6 @@ fn unreaped() -> std::sync::MutexGuard<'static, Vec<i32>> {
 /// that runs many jails keeps at most one zombie.
 fn reap_earlier() {
     unreaped().retain(|&pid| !matches!(sys::waitpid(pid, true), Ok(Some(_))));
-}
-
-/// The child is killed and reaped after a step of ours failed; if it had
-/// failed first (init opens the bind sources before it waits for the go),
-/// its own error is the one to report.
-fn failed_first(pidfd: &OwnedFd, pid: i32, rep: &OwnedFd) -> Option<SetupError> {
-    let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
-    let _ = sys::wait4(pid);
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    while let Ok(n @ 1..) = sys::read(rep.as_raw_fd(), &mut chunk) {
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    proto::decode(&buf).into_iter().find_map(|r| match r {
-        proto::Report::Setup { step, path, reason } => Some(SetupError::new(step, path, reason)),
-        _ => None,
-    })
 }
 
 fn tv_ms(t: libc::timeval) -> u64 {

@@ -1,0 +1,336 @@
+//! The outcome's layers: what the plan says of each layer, and what the
+//! jail reported it applied.
+
+#![deny(unsafe_code)]
+
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use serde_json::json;
+
+use crate::jail::proto::{self, Enforced, LayerRecord};
+use crate::outcome::{self, LayerReport, LayerState, Outcome};
+use crate::plan::{Plan, SetupError};
+use crate::policy::Network;
+use crate::{seccomp, sys};
+
+/// Every layer of the run into the outcome: what the plan decided, then
+/// what init and the payload reported (which replaces the plan's word on
+/// capabilities, Landlock, seccomp, /proc and the root), then the
+/// fallback's /proc.
+pub(super) fn record_layers(
+    plan: &Plan,
+    o: &mut Outcome,
+    via: sys::CloneVia,
+    payload: Vec<LayerRecord>,
+) {
+    if plan.fallback {
+        fallback_layers(plan, o);
+    } else {
+        namespace_layers(plan, o, via);
+    }
+    planned_layers(plan, o);
+    for record in payload {
+        record_payload_layer(o, record);
+    }
+    if plan.fallback {
+        let proc = fallback_proc(plan, o);
+        o.layers.insert("proc", proc);
+    }
+}
+
+/// The fallback: no namespaces (the caller, lib::run, fills them with the
+/// kernel's reason), no root of its own, a process tree init kills.
+fn fallback_layers(plan: &Plan, o: &mut Outcome) {
+    o.layers.insert(
+        "rootfs",
+        LayerReport::unavailable(
+            "no mount namespace: the payload sees the host's file system, confined by Landlock to the binds and its private run directory",
+        ),
+    );
+    o.layers.insert(
+        "process_tree",
+        LayerReport::applied(json!({
+            "kill": "every descendant of a subreaper init", "setsid": true, "run_dir": plan.run_dir
+        })),
+    );
+}
+
+/// The full jail: every namespace, and the root on a tmpfs.
+fn namespace_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia) {
+    let entry = match via {
+        sys::CloneVia::Clone3 => "clone3",
+        sys::CloneVia::Clone3IntoCgroup => "clone3+CLONE_INTO_CGROUP",
+        sys::CloneVia::Clone => "clone",
+    };
+    o.layers.insert(
+        "user_namespace",
+        LayerReport::applied(json!({
+            "uid_map": plan.uid_map.trim(), "gid_map": plan.gid_map.trim(),
+            "setgroups": "deny", "created_by": entry
+        })),
+    );
+    // user and net have their own detail (above and below).
+    for name in outcome::NAMESPACE_LAYERS
+        .into_iter()
+        .filter(|n| !matches!(*n, "user_namespace" | "net_namespace"))
+    {
+        o.layers
+            .insert(name, LayerReport::applied(serde_json::Value::Null));
+    }
+    o.layers.insert(
+        "net_namespace",
+        match plan.network {
+            Network::None => {
+                LayerReport::applied(json!({ "network": "none", "interfaces": ["lo"] }))
+            }
+            Network::Host => {
+                LayerReport::skipped("--network host: the host's network namespace is shared")
+            }
+        },
+    );
+    o.layers.insert(
+        "rootfs",
+        LayerReport::applied(
+            json!({ "root": "tmpfs", "pivot_root": true, "entries": plan.steps.len() }),
+        ),
+    );
+}
+
+/// The layers every run has, as the plan says (the payload's records
+/// replace capabilities, Landlock and seccomp when it applied them).
+fn planned_layers(plan: &Plan, o: &mut Outcome) {
+    o.layers.insert(
+        "capabilities",
+        LayerReport::applied(json!({ "effective": 0, "permitted": 0, "inheritable": 0, "bounding": 0, "ambient": 0 })),
+    );
+    o.layers.insert(
+        "no_new_privs",
+        LayerReport::applied(serde_json::Value::Null),
+    );
+    let rl: serde_json::Map<String, serde_json::Value> = plan
+        .rlimits
+        .iter()
+        .map(|r| (r.name.to_string(), json!(r.soft)))
+        .collect();
+    o.layers.insert(
+        "rlimits",
+        LayerReport::applied(serde_json::Value::Object(rl)),
+    );
+    if !plan.landlock {
+        o.layers.insert(
+            "landlock",
+            LayerReport::skipped("disabled by the policy (--no-landlock)"),
+        );
+    }
+    if plan.seccomp.is_none() {
+        o.layers.insert(
+            "seccomp",
+            LayerReport::skipped("disabled by the policy (--no-seccomp)"),
+        );
+    }
+}
+
+/// The fallback's `proc` layer: there is no /proc of the jail's own, and
+/// the host's is out of the payload's reach unless Landlock is not in force
+/// or a bind grants it.
+fn fallback_proc(plan: &Plan, o: &Outcome) -> LayerReport {
+    let landlock_on = o
+        .layers
+        .get("landlock")
+        .is_some_and(|l| l.state == outcome::LayerState::Applied);
+    let proc = std::path::Path::new("/proc");
+    let granted = plan
+        .landlock_rules
+        .iter()
+        .find(|(p, _)| proc.starts_with(p) || p.starts_with(proc));
+    let (why, readable) = match granted {
+        _ if !landlock_on => (
+            "no pid namespace, and Landlock is not in force: the host's /proc (every host process, its command line included) is readable".to_string(),
+            true,
+        ),
+        Some((p, _)) => (
+            format!("no pid namespace, and a bind ({}) grants the host's /proc (every host process, its command line included)", p.display()),
+            true,
+        ),
+        None => (
+            "no pid namespace: the host's /proc would show every host process; /proc is outside the Landlock ruleset, so the payload cannot read it".to_string(),
+            false,
+        ),
+    };
+    LayerReport {
+        state: outcome::LayerState::Unavailable,
+        detail: json!({ "why": why, "host_proc_readable": readable }),
+    }
+}
+
+/// What init or the payload reported of a layer, into the outcome.
+fn record_payload_layer(o: &mut Outcome, record: LayerRecord) {
+    let unavailable = |detail| LayerReport {
+        state: LayerState::Unavailable,
+        detail,
+    };
+    match record {
+        LayerRecord::Capabilities(c) => {
+            o.layers
+                .insert("capabilities", LayerReport::applied(detail(&c)));
+        }
+        LayerRecord::Landlock(l) => {
+            let report = if l.status == Enforced::Not {
+                unavailable(detail(&l))
+            } else {
+                LayerReport::applied(detail(&l))
+            };
+            o.layers.insert("landlock", report);
+        }
+        LayerRecord::LandlockUnavailable { why } => {
+            let report = unavailable(json!({ "status": "unavailable", "why": why }));
+            o.layers.insert("landlock", report);
+        }
+        LayerRecord::Seccomp(s) => {
+            let report = LayerReport::applied(json!({
+                "action": seccomp::action_name(s.action), "allowed": s.allowed,
+                "groups": s.groups, "instructions": s.instructions
+            }));
+            o.layers.insert("seccomp", report);
+        }
+        LayerRecord::Chroot => {
+            if let Some(r) = o.layers.get_mut("rootfs") {
+                r.detail["pivot_root"] = json!(false);
+                r.detail["chroot"] = json!(true);
+                r.detail["why"] = json!(CHROOT_WHY);
+            }
+        }
+        LayerRecord::ProcUnavailable { why } => {
+            let report = unavailable(json!({ "status": "unavailable", "why": why }));
+            o.layers.insert("proc", report);
+        }
+    }
+}
+
+/// Why the root was chrooted into (the jail chroots only when the kernel
+/// refuses pivot_root).
+const CHROOT_WHY: &str =
+    "pivot_root refused (EPERM): the new root was moved over / and chrooted into";
+
+/// A record's detail for the outcome: the record's own fields.
+fn detail(record: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(record).unwrap_or_default()
+}
+
+/// The child is killed and reaped after a step of ours failed; if it had
+/// failed first (init opens the bind sources before it waits for the go),
+/// its own error is the one to report.
+pub(super) fn failed_first(pidfd: &OwnedFd, pid: i32, rep: &OwnedFd) -> Option<SetupError> {
+    let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
+    let _ = sys::wait4(pid);
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(n @ 1..) = sys::read(rep.as_raw_fd(), &mut chunk) {
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    proto::decode(&buf).into_iter().find_map(|r| match r {
+        proto::Report::Setup { step, path, reason } => Some(SetupError::new(step, path, reason)),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jail::proto::{CapsLeft, LandlockApplied, SeccompApplied, Skipped, Tcp};
+    use crate::seccomp::SeccompAction;
+
+    /// `records` sent over the report pipe and recorded; `name`'s layer as
+    /// the outcome's JSON shows it.
+    fn recorded(records: Vec<LayerRecord>, name: &str) -> String {
+        let mut o = Outcome::new();
+        o.layers.insert(
+            "rootfs",
+            LayerReport::applied(json!({ "root": "tmpfs", "pivot_root": true, "entries": 3 })),
+        );
+        let bytes: Vec<u8> = records
+            .into_iter()
+            .flat_map(|r| proto::encode(&proto::Report::Layer(r)))
+            .collect();
+        for r in proto::decode(&bytes) {
+            let proto::Report::Layer(l) = r else {
+                panic!("not a layer: {r:?}")
+            };
+            record_payload_layer(&mut o, l);
+        }
+        serde_json::to_string(&o.layers[name]).unwrap()
+    }
+
+    #[test]
+    fn capabilities_and_seccomp_records_are_applied_layers() {
+        let caps = CapsLeft {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+            bounding: 2,
+            ambient: 0,
+        };
+        assert_eq!(
+            recorded(vec![LayerRecord::Capabilities(caps)], "capabilities"),
+            r#"{"state":"applied","detail":{"ambient":0,"bounding":2,"effective":0,"inheritable":0,"permitted":0}}"#
+        );
+        let filter = SeccompApplied {
+            action: SeccompAction::Kill,
+            allowed: 3,
+            groups: vec!["@default".into()],
+            instructions: 9,
+        };
+        assert_eq!(
+            recorded(vec![LayerRecord::Seccomp(filter)], "seccomp"),
+            r#"{"state":"applied","detail":{"action":"kill","allowed":3,"groups":["@default"],"instructions":9}}"#
+        );
+    }
+
+    #[test]
+    fn landlock_not_enforced_or_refused_is_unavailable() {
+        let mut l = LandlockApplied {
+            status: Enforced::Not,
+            abi: 0,
+            fs_rules: 0,
+            tcp: Tcp::Unavailable,
+            scopes: vec![],
+            missing: vec!["fs:execute".into()],
+            root_listable: false,
+            skipped: vec![Skipped {
+                path: "/x\ty".into(),
+                why: "gone".into(),
+            }],
+            why: Some("ENOSYS".into()),
+        };
+        assert_eq!(
+            recorded(vec![LayerRecord::Landlock(l.clone())], "landlock"),
+            r#"{"state":"unavailable","detail":{"abi":0,"fs_rules":0,"missing":["fs:execute"],"root_listable":false,"scopes":[],"skipped":[{"path":"/x\ty","why":"gone"}],"status":"not_enforced","tcp":"unavailable","why":"ENOSYS"}}"#
+        );
+        l.status = Enforced::Partially;
+        l.why = None;
+        assert!(recorded(vec![LayerRecord::Landlock(l)], "landlock")
+            .starts_with(r#"{"state":"applied","detail":{"abi":0,"#));
+        let refused = LayerRecord::LandlockUnavailable {
+            why: "landlock_create_ruleset: x".into(),
+        };
+        assert_eq!(
+            recorded(vec![refused], "landlock"),
+            r#"{"state":"unavailable","detail":{"status":"unavailable","why":"landlock_create_ruleset: x"}}"#
+        );
+    }
+
+    #[test]
+    fn chroot_and_missing_proc_amend_the_root() {
+        assert_eq!(
+            recorded(vec![LayerRecord::Chroot], "rootfs"),
+            r#"{"state":"applied","detail":{"chroot":true,"entries":3,"pivot_root":false,"root":"tmpfs","why":"pivot_root refused (EPERM): the new root was moved over / and chrooted into"}}"#
+        );
+        let proc = LayerRecord::ProcUnavailable {
+            why: "EPERM\nmasked".into(),
+        };
+        assert_eq!(
+            recorded(vec![proc], "proc"),
+            r#"{"state":"unavailable","detail":{"status":"unavailable","why":"EPERM\nmasked"}}"#
+        );
+    }
+}
