@@ -26,6 +26,7 @@ pub use outcome::{Outcome, Status};
 use plan::Plan;
 pub use plan::SetupError;
 pub use policy::{Policy, PolicyError};
+pub use spawner::SpawnError;
 
 /// The command line (the `stockade` binary's `main`): the exit code.
 #[doc(hidden)]
