@@ -273,3 +273,83 @@ pub(super) fn explain(plan: &Plan, o: &mut Outcome, w: &Watch) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exec_failure_is_a_setup_error_127_when_not_found_else_126() {
+        let mut o = Outcome::new();
+        exec_failed(&mut o, Errno::ENOENT, "/bin/nope".into());
+        assert_eq!((o.status, o.exit_code), (Status::SetupError, 127));
+        assert_eq!(
+            o.error.as_deref(),
+            Some(format!("execve: /bin/nope: {}", sys::errno_text(Errno::ENOENT)).as_str())
+        );
+        let mut o = Outcome::new();
+        exec_failed(&mut o, Errno::EACCES, "/etc/passwd".into());
+        assert_eq!((o.status, o.exit_code), (Status::SetupError, 126));
+    }
+
+    #[test]
+    fn init_ending_on_its_own_before_the_payload_is_a_setup_error() {
+        let e = payload_end(None, None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "init: jail init exited with 0 before the payload ended"
+        );
+        // Killed (by us at the deadline, or from outside): the payload's end.
+        let killed = (libc::SIGKILL, some_rusage());
+        let end = payload_end(None, Some(&killed)).unwrap();
+        assert_eq!(end.signal, Some(libc::SIGKILL));
+        // init's record of the payload wins.
+        let end = payload_end(Some(3 << 8), Some(&killed)).unwrap();
+        assert_eq!((end.code, end.signal), (Some(3), None));
+    }
+
+    fn some_rusage() -> libc::rusage {
+        use nix::sys::resource::{getrusage, UsageWho};
+        *getrusage(UsageWho::RUSAGE_SELF).unwrap().as_ref()
+    }
+
+    #[test]
+    fn exit_codes_are_the_code_or_128_plus_the_signal() {
+        let mut o = Outcome::new();
+        set_end(
+            &mut o,
+            sys::ChildEnd {
+                code: Some(4),
+                signal: None,
+            },
+        );
+        assert_eq!((o.exit_code, o.signal), (4, None));
+        set_end(
+            &mut o,
+            sys::ChildEnd {
+                code: None,
+                signal: Some(libc::SIGTERM),
+            },
+        );
+        assert_eq!(
+            (o.exit_code, o.signal),
+            (128 + libc::SIGTERM, Some(libc::SIGTERM))
+        );
+    }
+
+    #[test]
+    fn a_kill_mode_violation_named_by_the_listener_is_a_sigsys_death() {
+        let mut o = Outcome::new();
+        violation(&mut o, (165, "mount".into()));
+        assert_eq!(o.status, Status::SeccompViolation);
+        assert_eq!(
+            (o.exit_code, o.signal),
+            (128 + libc::SIGSYS, Some(libc::SIGSYS))
+        );
+        let v = o.seccomp_violation.unwrap();
+        assert_eq!(
+            (v.syscall_nr, v.syscall_name.as_deref()),
+            (Some(165), Some("mount"))
+        );
+    }
+}
