@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use crate::outcome::Outcome;
 use crate::policy::{self, profile, Layer, MountSpec, Network, Policy, PolicyError};
-use crate::spawner;
+use crate::spawner::{self, SpawnError};
 
 /// What can go wrong before a jail runs. How a jail that ran ended (setup
 /// errors inside it included) is in its [`Outcome`].
@@ -39,9 +39,10 @@ pub enum Error {
     /// A bad value: names the field (or `file:line:col: field`) and why.
     #[error("{0}")]
     Policy(#[from] PolicyError),
-    /// The spawner could not start the run.
+    /// The jail could not be started through the spawner, or its outcome
+    /// not read back (see [`SpawnError`]'s kinds).
     #[error("{0}")]
-    Spawn(String),
+    Spawn(#[from] SpawnError),
     /// Reading or writing the caller's side of the run.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -280,7 +281,8 @@ impl Jail {
                     theirs.push(f.into());
                 }
                 StdioKind::Piped => {
-                    let (r, w) = crate::sys::pipe().map_err(|e| Error::Spawn(e.to_string()))?;
+                    let (r, w) = crate::sys::pipe()
+                        .map_err(|e| SpawnError::Os(spawner::OsFailure::of(e)))?;
                     let (mine, child) = if i == 0 { (w, r) } else { (r, w) };
                     given[i] = child.as_raw_fd();
                     ours[i] = Some(mine);
@@ -292,7 +294,7 @@ impl Jail {
                 }
             }
         }
-        let started = spawner::request(&policy, given, &policy.keep_fds).map_err(Error::Spawn)?;
+        let started = spawner::request(&policy, given, &policy.keep_fds)?;
         drop(theirs);
         let [stdin, stdout, stderr] = ours;
         Ok(Child {
@@ -382,7 +384,7 @@ impl Child {
             Ok(()) => Ok(()),
             // Already over: nothing left to kill.
             Err(e) if e.errno == crate::sys::Errno::EPIPE => Ok(()),
-            Err(e) => Err(Error::Spawn(e.to_string())),
+            Err(e) => Err(SpawnError::Os(spawner::OsFailure::of(e)).into()),
         }
     }
 
@@ -390,7 +392,7 @@ impl Child {
     /// `std::process::Child::wait` does.
     pub fn wait(&mut self) -> Result<Outcome, Error> {
         drop(self.stdin.take());
-        spawner::read_outcome(&self.control).map_err(Error::Spawn)
+        Ok(spawner::read_outcome(&self.control)?)
     }
 
     /// Wait for the end, reading stdout and stderr (when piped) meanwhile.

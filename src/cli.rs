@@ -867,7 +867,7 @@ fn check_profile(spec: &str) -> Result<String, String> {
     python_reachable(&r, &p, false).map_err(|e| e.to_string())?;
     p.argv = vec!["true".into()];
     p.validate().map_err(|e| e.to_string())?;
-    crate::plan::Plan::build(&p).map_err(|e| e.to_string())?;
+    crate::plan::Plan::validate(&p).map_err(|e| e.to_string())?;
     Ok(r.chain.join(" <- "))
 }
 

@@ -26,6 +26,7 @@ pub use outcome::{Outcome, Status};
 use plan::Plan;
 pub use plan::SetupError;
 pub use policy::{Policy, PolicyError};
+pub use spawner::SpawnError;
 
 /// The command line (the `stockade` binary's `main`): the exit code.
 #[doc(hidden)]
@@ -54,13 +55,12 @@ pub fn run(policy: &Policy) -> Outcome {
 
 /// [`run`], killed early when `control` says so (see `supervise::spawn::run`).
 pub(crate) fn run_with(policy: &Policy, control: Option<std::os::fd::RawFd>) -> Outcome {
-    let plan = match Plan::build(policy) {
-        Ok(p) => p,
+    let (errno, why) = match Plan::build(policy) {
+        Ok((plan, res)) => match supervise::spawn::run(&plan, res, control) {
+            supervise::spawn::Spawned::Ran(o) => return *o,
+            supervise::spawn::Spawned::Refused { errno, why } => (errno, why),
+        },
         Err(e) => return Outcome::setup_error(&e),
-    };
-    let (errno, why) = match supervise::spawn::run(plan, control) {
-        supervise::spawn::Spawned::Ran(o) => return *o,
-        supervise::spawn::Spawned::Refused { errno, why } => (errno, why),
     };
     if policy.require.contains(&policy::Layer::Userns) {
         return Outcome::setup_error(&SetupError::new(
@@ -74,11 +74,11 @@ pub(crate) fn run_with(policy: &Policy, control: Option<std::os::fd::RawFd>) -> 
     eprintln!(
         "stockade: warning: user namespaces refused ({errno}: {why}); running without namespaces: Landlock, seccomp, rlimits, setsid, a private run directory and process-tree kill only"
     );
-    let plan = match Plan::build_fallback(policy) {
-        Ok(p) => p,
+    let (plan, res) = match Plan::build_fallback(policy) {
+        Ok(built) => built,
         Err(e) => return Outcome::setup_error(&e),
     };
-    match supervise::spawn::run(plan, control) {
+    match supervise::spawn::run(&plan, res, control) {
         supervise::spawn::Spawned::Ran(mut o) => {
             for l in outcome::NAMESPACE_LAYERS {
                 o.layers.insert(

@@ -1,14 +1,21 @@
-//! The parent side: clone the jail, write its id maps, forward signals,
-//! collect what the jail reports, reap it, and build the Outcome.
+//! The parent side of one run: clone the jail, release it (cgroup, id
+//! maps, GO, network), pump its output, watch the deadline, forward
+//! signals, collect what the jail reports, reap it, classify how it ended,
+//! and build the Outcome. What it runs is a Plan, final when built
+//! (crate::plan); the run's cgroup is made here (`cgroup`) at the plan's
+//! request.
 
 #![deny(unsafe_code)]
 
 pub mod cgroup;
+mod channels;
 pub mod classify;
+mod deadline;
 pub mod layers;
 pub mod learn;
-pub mod limits;
 pub mod namespaces;
+mod pump;
+mod report;
 pub mod rundir;
 pub mod spawn;
 pub mod unix;

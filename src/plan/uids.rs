@@ -25,6 +25,48 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
 
+/// Why no id could be leased.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// The lock directory (or its parent) could not be made or read.
+    #[error("{}: {source}", path.display())]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The lock directory is not root's alone.
+    #[error("{}: must be a directory owned by root and writable by no one else", path.display())]
+    DirUnsafe { path: PathBuf },
+    /// An id's lock file could not be opened.
+    #[error("{}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// flock(2) on an id's lock file failed (not because it is held).
+    #[error("flock({}): {errno}", path.display())]
+    Lock {
+        path: PathBuf,
+        errno: nix::errno::Errno,
+    },
+    /// Every id of the range is taken.
+    #[error("no free id in {start}:{count} (every one is leased by another stockade, named in /etc/passwd, /etc/group, /etc/subuid or /etc/subgid, or used by a process)")]
+    Exhausted { start: u32, count: u32 },
+}
+
+impl LeaseError {
+    /// The errno behind it, when a system call failed.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            LeaseError::Dir { source, .. } | LeaseError::Open { source, .. } => {
+                source.raw_os_error()
+            }
+            LeaseError::Lock { errno, .. } => Some(*errno as i32),
+            LeaseError::DirUnsafe { .. } | LeaseError::Exhausted { .. } => None,
+        }
+    }
+}
+
 /// One leased id; released (file removed, lock dropped) on drop.
 pub struct Lease {
     pub id: u32,
@@ -51,7 +93,7 @@ impl Drop for Lease {
 }
 
 /// The directory of the lock files: root's, writable by nobody else.
-fn lock_dir() -> Result<PathBuf, String> {
+fn lock_dir() -> Result<PathBuf, LeaseError> {
     let run = Path::new("/run");
     let (parent, dir) = if run.is_dir() {
         (run.join("stockade"), run.join("stockade/uids"))
@@ -65,14 +107,19 @@ fn lock_dir() -> Result<PathBuf, String> {
         match std::fs::DirBuilder::new().mode(mode).create(d) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(format!("{}: {e}", d.display())),
+            Err(source) => {
+                return Err(LeaseError::Dir {
+                    path: d.clone(),
+                    source,
+                })
+            }
         }
-        let m = std::fs::symlink_metadata(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        let m = std::fs::symlink_metadata(d).map_err(|source| LeaseError::Dir {
+            path: d.clone(),
+            source,
+        })?;
         if !m.is_dir() || m.uid() != 0 || m.mode() & 0o022 != 0 {
-            return Err(format!(
-                "{}: must be a directory owned by root and writable by no one else",
-                d.display()
-            ));
+            return Err(LeaseError::DirUnsafe { path: d.clone() });
         }
     }
     Ok(dir)
@@ -149,7 +196,7 @@ fn process_ids() -> HashSet<u32> {
 }
 
 /// Lock `dir/<id>` if nobody holds it.
-fn try_lock(dir: &Path, id: u32) -> Result<Option<Lease>, String> {
+fn try_lock(dir: &Path, id: u32) -> Result<Option<Lease>, LeaseError> {
     let path = dir.join(id.to_string());
     let f = std::fs::OpenOptions::new()
         .read(true)
@@ -157,12 +204,15 @@ fn try_lock(dir: &Path, id: u32) -> Result<Option<Lease>, String> {
         .create(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .open(&path);
+    let f = match f {
+        Ok(f) => f,
+        Err(source) => return Err(LeaseError::Open { path, source }),
+    };
     let lock = match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
         Ok(l) => l,
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => return Ok(None),
-        Err((_, e)) => return Err(format!("flock({}): {e}", path.display())),
+        Err((_, errno)) => return Err(LeaseError::Lock { path, errno }),
     };
     // The holder before us may have removed the name after we opened it:
     // then our lock is on a file nobody else will look at.
@@ -181,7 +231,7 @@ fn try_lock(dir: &Path, id: u32) -> Result<Option<Lease>, String> {
 /// Lease a free id from `(start, count)`. Probing starts at an offset
 /// derived from our pid and the clock, so concurrent stockades rarely
 /// try the same id first.
-pub fn lease(range: (u32, u32)) -> Result<Lease, String> {
+pub fn lease(range: (u32, u32)) -> Result<Lease, LeaseError> {
     let (start, count) = range;
     let dir = lock_dir()?;
     let busy = Busy::scan();
@@ -200,9 +250,7 @@ pub fn lease(range: (u32, u32)) -> Result<Lease, String> {
             return Ok(l);
         }
     }
-    Err(format!(
-        "no free id in {start}:{count} (every one is leased by another stockade, named in /etc/passwd, /etc/group, /etc/subuid or /etc/subgid, or used by a process)"
-    ))
+    Err(LeaseError::Exhausted { start, count })
 }
 
 #[cfg(test)]

@@ -152,7 +152,7 @@ mod tests {
     }
 
     #[test]
-    fn the_rlimit_fallbacks_infer_a_limit_only_from_an_abnormal_end_near_it() {
+    fn the_memory_rlimit_fallback_infers_the_limit_only_from_an_abnormal_end_near_it() {
         let near = Observed {
             memory_limit: Some(100 << 20),
             memory_by_rlimit: true,
@@ -160,6 +160,12 @@ mod tests {
             ..exited(1)
         };
         assert_eq!(classify(&near), Status::MemoryLimit);
+        let killed_near = Observed {
+            signal: Some(libc::SIGSEGV),
+            code: None,
+            ..near.clone()
+        };
+        assert_eq!(classify(&killed_near), Status::MemoryLimit);
         let far = Observed {
             peak_vm: 10 << 20,
             ..near.clone()
@@ -167,9 +173,19 @@ mod tests {
         assert_eq!(classify(&far), Status::Exited);
         let clean = Observed {
             code: Some(0),
-            ..near
+            ..near.clone()
         };
         assert_eq!(classify(&clean), Status::Exited);
+        // The same peak with the controller enforcing: no inference.
+        let by_controller = Observed {
+            memory_by_rlimit: false,
+            ..near
+        };
+        assert_eq!(classify(&by_controller), Status::Exited);
+    }
+
+    #[test]
+    fn the_pids_rlimit_fallback_infers_the_limit_only_from_an_abnormal_end_near_it() {
         let pids = Observed {
             pids_limit: Some(10),
             pids_by_rlimit: true,
@@ -179,9 +195,19 @@ mod tests {
         assert_eq!(classify(&pids), Status::PidsLimit);
         let pids_far = Observed {
             peak_pids: 3,
-            ..pids
+            ..pids.clone()
         };
         assert_eq!(classify(&pids_far), Status::Exited);
+        let clean = Observed {
+            code: Some(0),
+            ..pids.clone()
+        };
+        assert_eq!(classify(&clean), Status::Exited);
+        let by_controller = Observed {
+            pids_by_rlimit: false,
+            ..pids
+        };
+        assert_eq!(classify(&by_controller), Status::Exited);
     }
 
     #[test]
@@ -251,5 +277,100 @@ mod tests {
             ..used
         };
         assert_eq!(classify(&not_used), Status::Signaled);
+    }
+
+    #[test]
+    fn sigxfsz_without_the_meter_is_the_payloads_own_signal() {
+        assert_eq!(classify(&killed(libc::SIGXFSZ)), Status::Signaled);
+    }
+
+    #[test]
+    fn the_kernels_counters_come_before_the_supervisors_kills() {
+        let oom_at_deadline = Observed {
+            oom_killed: true,
+            memory_limit: Some(1 << 20),
+            timed_out: true,
+            output_cap_hit: true,
+            ..killed(libc::SIGKILL)
+        };
+        assert_eq!(classify(&oom_at_deadline), Status::MemoryLimit);
+        let fork_refused_at_deadline = Observed {
+            pids_refused: true,
+            timed_out: true,
+            ..exited(1)
+        };
+        assert_eq!(classify(&fork_refused_at_deadline), Status::PidsLimit);
+        // The meter's kill, then the output cap, then the deadline.
+        let all = Observed {
+            metered: true,
+            disk_over: true,
+            output_cap_hit: true,
+            timed_out: true,
+            ..killed(libc::SIGKILL)
+        };
+        assert_eq!(classify(&all), Status::DiskLimit);
+        let cap_and_deadline = Observed {
+            output_cap_hit: true,
+            timed_out: true,
+            ..killed(libc::SIGKILL)
+        };
+        assert_eq!(classify(&cap_and_deadline), Status::OutputLimit);
+    }
+
+    /// Every status classify gives has a way in (setup errors are decided
+    /// before it: supervise::report).
+    #[test]
+    fn every_status_has_a_way_in() {
+        let cases = [
+            (exited(0), Status::Exited),
+            (killed(libc::SIGSEGV), Status::Signaled),
+            (
+                Observed {
+                    timed_out: true,
+                    ..killed(libc::SIGTERM)
+                },
+                Status::Timeout,
+            ),
+            (
+                Observed {
+                    oom_killed: true,
+                    memory_limit: Some(1),
+                    ..killed(libc::SIGKILL)
+                },
+                Status::MemoryLimit,
+            ),
+            (killed(libc::SIGXCPU), Status::CpuLimit),
+            (
+                Observed {
+                    pids_refused: true,
+                    ..exited(1)
+                },
+                Status::PidsLimit,
+            ),
+            (
+                Observed {
+                    output_cap_hit: true,
+                    ..killed(libc::SIGKILL)
+                },
+                Status::OutputLimit,
+            ),
+            (
+                Observed {
+                    disk_over: true,
+                    ..killed(libc::SIGKILL)
+                },
+                Status::DiskLimit,
+            ),
+            (
+                Observed {
+                    seccomp_kill: true,
+                    ..killed(libc::SIGSYS)
+                },
+                Status::SeccompViolation,
+            ),
+        ];
+        for (o, want) in cases {
+            assert_eq!(classify(&o), want, "{o:?}");
+        }
     }
 }

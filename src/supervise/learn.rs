@@ -3,12 +3,14 @@
 //! kill mode (record the first refused syscall; the caller then kills the
 //! jail).
 //!
-//! Lifecycle: [`Learner::new`] before clone (a socketpair); the child keeps
-//! [`Learner::child_fd`] open and the payload sends the listener over it
-//! right after installing its filter (`jail::filter::install_with`). After
-//! clone the supervisor calls [`Learner::close_child_end`], polls
-//! [`Learner::fds`], calls [`Learner::on_ready`] for each readable one, and
-//! at the end [`Learner::finish`].
+//! Lifecycle: the plan opens the socket pair (`Plan::seccomp_channel`, in
+//! `plan::Resources::seccomp`); [`Learner::for_compiled`] takes both ends
+//! before clone. The child keeps its end open and the payload sends the
+//! listener over it right after installing its filter
+//! (`jail::filter::install_with`). After clone the supervisor calls
+//! [`Learner::close_child_end`], polls [`Learner::fds`], calls
+//! [`Learner::on_ready`] for each readable one, and at the end
+//! [`Learner::finish`].
 
 #![deny(unsafe_code)]
 
@@ -17,7 +19,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use crate::policy::SeccompAction;
 use crate::seccomp::syscalls;
-use crate::sys::{self, SysResult};
+use crate::sys;
 
 /// What the supervisor does with a notification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +41,6 @@ pub struct Learner {
     sock: Option<OwnedFd>,
     /// The child's end; closed in the supervisor after clone.
     child: Option<OwnedFd>,
-    child_raw: RawFd,
     listener: Option<OwnedFd>,
     /// Syscall numbers seen, in the order first seen.
     seen: Vec<i64>,
@@ -51,55 +52,45 @@ pub struct Learner {
 }
 
 impl Learner {
-    /// For a compiled filter: a listener in learning and kill mode, and
-    /// whenever the filter mediates a syscall (the fallback's connect;
-    /// `caller_ids`: the payload's uid and gid when root started it;
-    /// `inet`: the payload may have TCP and UDP sockets).
+    /// For a compiled filter that wants a listener (learning and kill
+    /// mode, or a mediated syscall: the fallback's connect), over the plan's
+    /// socket pair `(ours, the payload's)`. `caller_ids`: the payload's uid
+    /// and gid when root started it; `inet`: the payload may have TCP and
+    /// UDP sockets.
     pub fn for_compiled(
         c: &crate::seccomp::Compiled,
+        sockets: (OwnedFd, OwnedFd),
         caller_ids: Option<(u32, u32)>,
         inet: bool,
-    ) -> SysResult<Option<Learner>> {
-        if !c.wants_listener() {
-            return Ok(None);
-        }
+    ) -> Learner {
         let mode = match c.action {
             SeccompAction::Learn => Mode::Learn,
             SeccompAction::Kill => Mode::Kill,
             SeccompAction::Errno => Mode::Errno,
         };
-        let mut l = Learner::new(mode)?;
+        let mut l = Learner::with_sockets(mode, sockets);
         l.mediated = c.mediated;
         l.unix = super::unix::Mediator::new(caller_ids, inet);
-        Ok(Some(l))
+        l
     }
 
-    /// Create the socketpair (both ends close-on-exec).
-    pub fn new(mode: Mode) -> SysResult<Learner> {
-        let (ours, theirs) = sys::fdpass::socketpair(libc::SOCK_SEQPACKET)?;
-        let child_raw = theirs.as_raw_fd();
-        Ok(Learner {
+    /// Over a socket pair `(ours, the payload's)`.
+    fn with_sockets(mode: Mode, (ours, theirs): (OwnedFd, OwnedFd)) -> Learner {
+        Learner {
             mode,
             sock: Some(ours),
             child: Some(theirs),
-            child_raw,
             listener: None,
             seen: Vec::new(),
             seen_set: BTreeSet::new(),
             violation: None,
             mediated: None,
             unix: Default::default(),
-        })
+        }
     }
 
     pub fn mode(&self) -> Mode {
         self.mode
-    }
-
-    /// The fd number the payload sends the listener over (valid in the
-    /// child after clone; close-on-exec, so the command never sees it).
-    pub fn child_fd(&self) -> RawFd {
-        self.child_raw
     }
 
     /// Call in the supervisor right after clone, so that the socket reports
@@ -236,7 +227,8 @@ mod tests {
 
     #[test]
     fn socket_eof_without_listener_stops_polling() {
-        let mut l = Learner::new(Mode::Learn).unwrap();
+        let pair = sys::fdpass::socketpair(libc::SOCK_SEQPACKET).unwrap();
+        let mut l = Learner::with_sockets(Mode::Learn, pair);
         let fds = l.fds();
         assert_eq!(fds.len(), 1);
         l.close_child_end();

@@ -5,8 +5,16 @@
 use crate::plan::Plan;
 use crate::sys::Errno;
 
+/// A /proc/PID id-map file that could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {source}")]
+pub struct IdMapError {
+    pub path: String,
+    pub source: std::io::Error,
+}
+
 /// Write setgroups "deny", then uid_map and gid_map, once each.
-pub fn write_id_maps(pid: i32, plan: &Plan) -> Result<(), (String, std::io::Error)> {
+pub fn write_id_maps(pid: i32, plan: &Plan) -> Result<(), IdMapError> {
     let base = format!("/proc/{pid}");
     for (file, content) in [
         ("setgroups", "deny\n"),
@@ -14,7 +22,7 @@ pub fn write_id_maps(pid: i32, plan: &Plan) -> Result<(), (String, std::io::Erro
         ("gid_map", plan.gid_map.as_str()),
     ] {
         let path = format!("{base}/{file}");
-        std::fs::write(&path, content).map_err(|e| (path, e))?;
+        std::fs::write(&path, content).map_err(|source| IdMapError { path, source })?;
     }
     Ok(())
 }

@@ -1,16 +1,12 @@
-//! The fallback's private run directory ($HOME and $TMPDIR of a payload
-//! that runs without namespaces) and the cap on what the payload writes
-//! there (`--tmp-size`).
+//! The meter on the fallback's run directory, where no tmpfs caps it
+//! (`--tmp-size`; the directory and its tmpfs are the plan's:
+//! plan::rundir).
 //!
-//! Started by root with CAP_SYS_ADMIN, the supervisor mounts a size-capped
-//! tmpfs on the directory: the kernel refuses writes past the cap (ENOSPC).
-//! Without a mount namespace that mount is visible on the host, so it is
-//! detached after the run, and mounts left by a stockade that was killed
-//! are detached by the next run. Otherwise (unprivileged, or root without
-//! CAP_SYS_ADMIN as in a default container) the payload gets RLIMIT_FSIZE
-//! at the cap (one file cannot outgrow it) and the supervisor meters the
-//! directory ([`usage`]) every few tens of milliseconds and once more at
-//! the end, and kills the jail when it holds more than the cap.
+//! Unprivileged, or root without CAP_SYS_ADMIN as in a default container,
+//! the payload gets RLIMIT_FSIZE at the cap (one file cannot outgrow it)
+//! and the supervisor meters the directory ([`usage`]) every few tens of
+//! milliseconds and once more at the end, and kills the jail when it holds
+//! more than the cap.
 
 #![deny(unsafe_code)]
 
@@ -24,9 +20,6 @@ use nix::sys::stat::{fchmodat, fstat, fstatat, FchmodatFlags, FileStat, Mode, SF
 
 use crate::sys;
 
-/// Prefix of a run directory's name (plan::make_run_dir).
-pub const PREFIX: &str = "stockade-run-";
-
 /// Every file, directory and symlink counts at least this much: an empty
 /// file costs an inode and a directory entry, and a cap on bytes alone
 /// would let a payload make millions of them (and make each walk long).
@@ -35,80 +28,6 @@ pub const MIN_CHARGE: u64 = 4096;
 /// Directories nested deeper than this count as over the cap: the walk
 /// holds one descriptor per level.
 pub const MAX_DEPTH: usize = 256;
-
-/// Mount a tmpfs of `size` bytes on `dir` (mode 0700, owned by `owner`).
-/// `Err` says why none could be mounted.
-pub fn mount_tmpfs(dir: &Path, size: u64, owner: Option<(u32, u32)>) -> Result<(), String> {
-    if sys::geteuid() != 0 {
-        return Err(
-            "stockade is not root, and without a mount namespace only root can mount a tmpfs"
-                .into(),
-        );
-    }
-    if size == 0 {
-        // The kernel reads size=0 as "no limit".
-        return Err("--tmp-size 0: a tmpfs of size 0 has no limit".into());
-    }
-    let (uid, gid) = owner.unwrap_or((0, 0));
-    let data = format!("size={size},mode=700,uid={uid},gid={gid}");
-    sys::mount(
-        Some("tmpfs"),
-        dir,
-        Some("tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some(&data),
-    )
-    .map_err(|e| {
-        if e.errno == sys::Errno::EPERM {
-            format!("{e} (no CAP_SYS_ADMIN, as in a default container)")
-        } else {
-            e.to_string()
-        }
-    })
-}
-
-/// Remove the run directory, detaching its tmpfs first when one is mounted.
-pub fn remove(dir: &Path, mounted: bool) {
-    if mounted {
-        if let Err(e) = sys::umount_detach(dir) {
-            eprintln!("stockade: warning: run directory's tmpfs not detached: {e}");
-        }
-    }
-    let _ = std::fs::remove_dir_all(dir);
-}
-
-/// Detach and remove the tmpfs run directories whose stockade is gone (it
-/// was killed before it could): a tmpfs mounted on a directory named
-/// `stockade-run-PID-…` where no process PID exists. A directory whose PID
-/// is alive (that run, or a process that reused the number) is left alone.
-pub fn cleanup_stale() {
-    let Ok(info) = std::fs::read("/proc/self/mountinfo") else {
-        return;
-    };
-    for line in info.split(|b| *b == b'\n') {
-        let Some(dir) = stale_mount(line) else {
-            continue;
-        };
-        if sys::umount_detach(&dir).is_ok() {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-    }
-}
-
-/// The mount point of one /proc/self/mountinfo line when it is a run
-/// directory's tmpfs whose stockade is gone.
-fn stale_mount(line: &[u8]) -> Option<PathBuf> {
-    let text = std::str::from_utf8(line).ok()?;
-    let (left, right) = text.split_once(" - ")?;
-    if right.split(' ').next()? != "tmpfs" {
-        return None;
-    }
-    let point = sys::mountinfo_path(left.split(' ').nth(4)?);
-    let name = point.file_name()?.to_str()?;
-    let pid: u32 = name.strip_prefix(PREFIX)?.split('-').next()?.parse().ok()?;
-    let alive = Path::new("/proc").join(pid.to_string()).exists();
-    (!alive && pid != std::process::id()).then_some(point)
-}
 
 /// What a walk of the run directory found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -314,28 +233,5 @@ mod tests {
         assert!(u.bytes >= (1 << 20) + 14 * MIN_CHARGE, "{u:?}");
         assert!(u.bytes < (2 << 20) + 64 * MIN_CHARGE, "{u:?}");
         let _ = std::fs::remove_dir_all(&d);
-    }
-
-    #[test]
-    fn stale_mounts_are_only_those_of_dead_pids() {
-        let line = |point: &str, fs: &str| {
-            format!("101 29 0:52 / {point} rw,nosuid,nodev shared:1 - {fs} tmpfs rw,size=8192k")
-        };
-        let dead = 999_999_999u32;
-        let me = std::process::id();
-        let p = format!("/tmp/{PREFIX}{dead}-00000000");
-        assert_eq!(
-            stale_mount(line(&p, "tmpfs").as_bytes()),
-            Some(PathBuf::from(&p))
-        );
-        assert_eq!(stale_mount(line(&p, "ext4").as_bytes()), None);
-        let live = format!("/tmp/{PREFIX}{me}-00000000");
-        assert_eq!(stale_mount(line(&live, "tmpfs").as_bytes()), None);
-        assert_eq!(stale_mount(line("/tmp/other", "tmpfs").as_bytes()), None);
-        let spaced = format!("/tmp/a\\040b/{PREFIX}{dead}-1");
-        assert_eq!(
-            stale_mount(line(&spaced, "tmpfs").as_bytes()),
-            Some(PathBuf::from(format!("/tmp/a b/{PREFIX}{dead}-1")))
-        );
     }
 }

@@ -104,107 +104,112 @@ impl Mediator {
         }
     }
 
-    /// A `connect(fd, addr, len)` notification.
+    /// A `connect(fd, addr, len)` notification: answered now with an
+    /// errno, or handed to the agent (answered when it replies).
     pub fn on_connect(&mut self, listener: &OwnedFd, n: &Notif) {
-        let answer = |e: i32| {
+        if let Err(e) = self.connect(listener, n) {
             let _ = sys::seccomp::notif_reply(listener, n.id, false, e);
-        };
+        }
+    }
+
+    /// [`Mediator::on_connect`]'s steps; `Err` is the errno to answer
+    /// with (`Ok` without a request sent: the caller is gone).
+    fn connect(&mut self, listener: &OwnedFd, n: &Notif) -> Result<(), i32> {
         if self.agent.is_none() {
-            return answer(libc::EACCES);
+            return Err(libc::EACCES);
         }
         let (fd, ptr, len) = (n.args[0] as i32, n.args[1], n.args[2] as u32 as usize);
         if len < 2 || len > std::mem::size_of::<libc::sockaddr_storage>() {
-            return answer(libc::EINVAL);
+            return Err(libc::EINVAL);
         }
-        // The caller's own socket, unless pidfd_getfd is known refused.
-        let mut sock = None;
-        if self.no_getfd.is_none() {
-            match sys::seccomp::take_fd(n.pid, fd) {
-                Ok(s) => sock = Some(s),
-                Err(e) if e.call == "pidfd_getfd" && e.errno == Errno::EBADF => {
-                    return answer(libc::EBADF)
-                }
-                Err(e) if matches!(e.errno, Errno::EPERM | Errno::EACCES | Errno::ENOSYS) => {
-                    self.no_getfd =
-                        Some(format!("{} refused ({})", e.call, sys::errno_text(e.errno)));
-                }
-                Err(_) => return answer(libc::EACCES),
-            }
-        }
-        let want_new = sock.is_none();
-        let inet = self.inet;
-        let read = || read_caller(n.pid, fd, ptr, len, want_new, inet);
-        let plain = (!self.as_caller).then(read);
-        let asked = match plain {
-            Some(Ok(a)) => a,
-            Some(Err(e))
-                if self.caller_ids.is_none() || !matches!(e, libc::EFAULT | libc::EACCES) =>
-            {
-                return answer(e)
-            }
-            _ => match self.with_caller_ids(read) {
-                Ok(Ok(a)) => {
-                    self.as_caller = true;
-                    a
-                }
-                Ok(Err(e)) | Err(e) => return answer(e),
-            },
-        };
+        let sock = self.take_socket(n.pid, fd)?;
+        let asked = self.read_asked(n.pid, fd, ptr, len, sock.is_none())?;
         // The caller is still waiting, so `n.pid` was its thread all along
         // (for its memory, its fd and its working directory).
         if !sys::seccomp::notif_id_valid(listener, n.id) {
-            return;
+            return Ok(());
         }
-        let addr = &asked.addr;
-        let family = u16::from_ne_bytes([addr[0], addr[1]]);
-        let (kind, body) = if family == libc::AF_UNIX as u16 && len > 2 && addr[2] != 0 {
-            let raw = &addr[2..];
-            let path = &raw[..raw.iter().position(|b| *b == 0).unwrap_or(raw.len())];
-            let abs = if path.first() == Some(&b'/') {
-                path.to_vec()
-            } else {
-                // Relative to the calling thread's working directory.
-                match &asked.cwd {
-                    Some(cwd) => cwd
-                        .join(std::ffi::OsStr::from_bytes(path))
-                        .as_os_str()
-                        .as_bytes()
-                        .to_vec(),
-                    None => return answer(libc::EACCES),
-                }
-            };
-            if abs.len() + 21 > unix_agent::MAX_REQUEST {
-                return answer(libc::ENAMETOOLONG);
+        let (kind, body) = target(&asked)?;
+        self.hand_over(n.id, fd, sock, asked.new, kind, &body)
+    }
+
+    /// The caller's own socket, unless pidfd_getfd is (or turns out)
+    /// refused: then None, and a new socket stands in for it.
+    fn take_socket(&mut self, pid: u32, fd: i32) -> Result<Option<OwnedFd>, i32> {
+        if self.no_getfd.is_some() {
+            return Ok(None);
+        }
+        match sys::seccomp::take_fd(pid, fd) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if e.call == "pidfd_getfd" && e.errno == Errno::EBADF => Err(libc::EBADF),
+            Err(e) if matches!(e.errno, Errno::EPERM | Errno::EACCES | Errno::ENOSYS) => {
+                self.no_getfd = Some(format!("{} refused ({})", e.call, sys::errno_text(e.errno)));
+                Ok(None)
             }
-            (KIND_PATH, abs)
-        } else {
-            (KIND_RAW, addr.clone())
-        };
+            Err(_) => Err(libc::EACCES),
+        }
+    }
+
+    /// What the caller asked for, read from its /proc: as ourselves, or
+    /// (root started the jail, and that was refused once) with the
+    /// caller's ids.
+    fn read_asked(
+        &mut self,
+        pid: u32,
+        fd: i32,
+        ptr: u64,
+        len: usize,
+        want_new: bool,
+    ) -> Result<Asked, i32> {
+        let inet = self.inet;
+        let read = || read_caller(pid, fd, ptr, len, want_new, inet);
+        match (!self.as_caller).then(read) {
+            Some(Ok(a)) => Ok(a),
+            Some(Err(e))
+                if self.caller_ids.is_none() || !matches!(e, libc::EFAULT | libc::EACCES) =>
+            {
+                Err(e)
+            }
+            _ => {
+                let a = self.with_caller_ids(read)??;
+                self.as_caller = true;
+                Ok(a)
+            }
+        }
+    }
+
+    /// Send the request to the agent (with the caller's socket, or the
+    /// description of a new one) and remember the notification it answers.
+    fn hand_over(
+        &mut self,
+        notif: u64,
+        fd: i32,
+        sock: Option<OwnedFd>,
+        new: Option<(NewSocket, bool)>,
+        kind: u8,
+        body: &[u8],
+    ) -> Result<(), i32> {
         let Some(agent) = &self.agent else {
-            return answer(libc::EACCES);
+            return Err(libc::EACCES);
         };
-        let new = asked.new.map(|(s, _)| s);
-        let msg = unix_agent::encode_request(self.next, kind, new, &body);
+        let msg = unix_agent::encode_request(self.next, kind, new.map(|(s, _)| s), body);
         let sent = match &sock {
             Some(s) => sys::fdpass::send_fd_with(agent.as_raw_fd(), s.as_raw_fd(), &msg),
             None => sys::fdpass::send_with_fds(agent.as_raw_fd(), &msg, &[]),
         };
-        match sent {
-            Ok(()) => {
-                self.pending.push(Pending {
-                    request: self.next,
-                    notif: n.id,
-                    replace: asked.new.map(|(_, cloexec)| (fd, cloexec)),
-                });
-                self.next += 1;
-                if sock.is_some() {
-                    self.own += 1;
-                } else {
-                    self.new += 1;
-                }
-            }
-            Err(_) => answer(libc::EACCES),
+        sent.map_err(|_| libc::EACCES)?;
+        self.pending.push(Pending {
+            request: self.next,
+            notif,
+            replace: new.map(|(_, cloexec)| (fd, cloexec)),
+        });
+        self.next += 1;
+        if sock.is_some() {
+            self.own += 1;
+        } else {
+            self.new += 1;
         }
+        Ok(())
     }
 
     /// Answer the connects the agent has finished. When the agent is gone,
@@ -233,6 +238,35 @@ impl Mediator {
             }
         }
     }
+}
+
+/// What the agent connects to: a pathname (made absolute against the
+/// calling thread's working directory, for a relative one), or the raw
+/// address (abstract unix names, inet addresses).
+fn target(asked: &Asked) -> Result<(u8, Vec<u8>), i32> {
+    let addr = &asked.addr;
+    let family = u16::from_ne_bytes([addr[0], addr[1]]);
+    if family != libc::AF_UNIX as u16 || addr.len() <= 2 || addr[2] == 0 {
+        return Ok((KIND_RAW, addr.clone()));
+    }
+    let raw = &addr[2..];
+    let path = &raw[..raw.iter().position(|b| *b == 0).unwrap_or(raw.len())];
+    let abs = if path.first() == Some(&b'/') {
+        path.to_vec()
+    } else {
+        match &asked.cwd {
+            Some(cwd) => cwd
+                .join(std::ffi::OsStr::from_bytes(path))
+                .as_os_str()
+                .as_bytes()
+                .to_vec(),
+            None => return Err(libc::EACCES),
+        }
+    };
+    if abs.len() + 21 > unix_agent::MAX_REQUEST {
+        return Err(libc::ENAMETOOLONG);
+    }
+    Ok((KIND_PATH, abs))
 }
 
 /// Answer one connect with the agent's errno `e`; a new socket the agent

@@ -1,0 +1,577 @@
+//! Which mechanism enforces each limit: a cgroup controller when there is
+//! one, else an rlimit, recorded out loud in the outcome. The plan makes
+//! the run's cgroup and the run directory's cap first (the resources the
+//! decision depends on), then decides.
+
+#![deny(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use nix::sys::resource::Resource;
+use serde_json::json;
+
+use super::{rundir, Plan, Resources, Rlimit, SetupError};
+use crate::policy::{Layer, Limits};
+use crate::supervise::cgroup;
+use crate::sys;
+
+/// Why a cgroup controller does not enforce a limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoController {
+    /// No cgroup limit was asked for, so no cgroup was made.
+    #[error("no cgroup limit was asked for")]
+    NotAsked,
+    /// The cgroup layer's reason (which file, which errno, which hierarchy).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// For each cgroup controller: `Ok` when the run's cgroup enforces it, or
+/// why it cannot.
+#[derive(Debug, Clone)]
+pub struct Controllers {
+    pub memory: Result<(), NoController>,
+    pub cpu: Result<(), NoController>,
+    pub pids: Result<(), NoController>,
+}
+
+/// How one limit is enforced, for the outcome's `limits`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rung {
+    /// Bytes, seconds, CPUs or a count, as the limit's unit.
+    pub limit: serde_json::Value,
+    /// The mechanism (`cgroup`, `rlimit_as`, `tmpfs`, `supervisor`, `none`, …).
+    pub enforced_by: &'static str,
+    pub why: Option<String>,
+}
+
+/// The decision: rlimits for the payload, the rung of every limit, and
+/// limits that nothing enforces (a warning line each).
+#[derive(Debug, Clone, Default)]
+pub struct Decision {
+    pub rlimits: Vec<Rlimit>,
+    pub report: BTreeMap<&'static str, Rung>,
+    pub unenforced: Vec<String>,
+    /// The memory limit falls back to RLIMIT_AS (classification needs samples).
+    pub memory_by_rlimit: bool,
+    /// The pids limit falls back to RLIMIT_NPROC.
+    pub pids_by_rlimit: bool,
+}
+
+/// How `--tmp-size` is held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TmpCap {
+    /// A tmpfs of that size is mounted (the jail's /tmp, or the fallback's
+    /// run directory): writes past it fail with ENOSPC.
+    Tmpfs,
+    /// The fallback's run directory has no tmpfs (the reason): RLIMIT_FSIZE
+    /// caps each file and the supervisor meters the directory and kills the
+    /// jail past the cap (supervise::rundir).
+    Metered(String),
+}
+
+/// The cgroup layer as the plan found it, for the outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CgroupLayer {
+    /// The run's cgroup (held in [`Resources::cgroup`]) and the controllers
+    /// it enforces.
+    Applied {
+        path: PathBuf,
+        controllers: Vec<&'static str>,
+    },
+    /// A cgroup limit was asked for and no cgroup could be made: why.
+    Unavailable(String),
+    /// No cgroup limit was asked for.
+    Skipped,
+}
+
+/// What the plan decided about the limits, besides the payload's rlimits
+/// (`Plan::rlimits`).
+#[derive(Debug, Clone)]
+pub struct Enforcement {
+    /// Every limit's rung, for the outcome's `limits`.
+    pub report: BTreeMap<&'static str, Rung>,
+    /// Limits nothing enforces: a warning line each.
+    pub unenforced: Vec<String>,
+    pub memory_by_rlimit: bool,
+    pub pids_by_rlimit: bool,
+    /// How `--tmp-size` is held.
+    pub tmp: TmpCap,
+    pub cgroup: CgroupLayer,
+}
+
+impl Default for Enforcement {
+    fn default() -> Self {
+        Enforcement {
+            report: BTreeMap::new(),
+            unenforced: Vec::new(),
+            memory_by_rlimit: false,
+            pids_by_rlimit: false,
+            tmp: TmpCap::Tmpfs,
+            cgroup: CgroupLayer::Skipped,
+        }
+    }
+}
+
+// ------------------------------------------------------------ the plan's step
+
+/// The run's cgroup (only when a cgroup limit is asked for or the layer is
+/// required), the fallback run directory's cap, then how each limit is
+/// enforced: the plan's rlimits, sampling and enforcement; the cgroup goes
+/// into `res`.
+pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupError> {
+    let l = &plan.limits;
+    let wants_cgroup =
+        l.memory.is_some() || l.memory_high.is_some() || l.cpus.is_some() || l.pids.is_some();
+    let require_cgroup = plan.require.contains(&Layer::Cgroup);
+    let setup = (wants_cgroup || require_cgroup).then(|| {
+        cgroup::cleanup_stale();
+        cgroup::prepare(&cgroup::Request::from(l))
+    });
+    let ctl = controllers(setup.as_ref());
+    let tmp = run_dir_cap(plan, res);
+    let d = decide(&plan.limits, &ctl, plan.tmp_size, &tmp);
+    if require_cgroup {
+        if let Some(why) = setup.as_ref().and_then(unavailable) {
+            return Err(SetupError::new(
+                "cgroup",
+                "",
+                format!("required but unavailable: {why}"),
+            ));
+        }
+    }
+    let (cg, why) = match setup {
+        Some(s) => (s.cgroup, s.why),
+        None => (None, None),
+    };
+    let layer = match &cg {
+        Some(c) => CgroupLayer::Applied {
+            path: c.path().to_path_buf(),
+            controllers: enabled(&ctl),
+        },
+        None if wants_cgroup || require_cgroup => {
+            CgroupLayer::Unavailable(why.unwrap_or_else(|| "no cgroup could be created".into()))
+        }
+        None => CgroupLayer::Skipped,
+    };
+    res.cgroup = cg;
+    if d.memory_by_rlimit || d.pids_by_rlimit {
+        plan.sample_ms = 10;
+    }
+    let mut report = d.report;
+    nproc_whose(&mut report, plan.fallback, plan.fallback_ids);
+    plan.rlimits = d.rlimits;
+    plan.enforcement = Enforcement {
+        report,
+        unenforced: d.unenforced,
+        memory_by_rlimit: d.memory_by_rlimit,
+        pids_by_rlimit: d.pids_by_rlimit,
+        tmp,
+        cgroup: layer,
+    };
+    Ok(())
+}
+
+/// Map the cgroup layer's answer to what the limits decision needs.
+fn controllers(setup: Option<&cgroup::Setup>) -> Controllers {
+    let one = |e: Option<&cgroup::Enforced>| match e {
+        Some(cgroup::Enforced::Cgroup) => Ok(()),
+        Some(cgroup::Enforced::Unavailable(why)) => Err(NoController::Unavailable(why.clone())),
+        _ => Err(NoController::NotAsked),
+    };
+    Controllers {
+        memory: one(setup.map(|s| &s.memory)),
+        cpu: one(setup.map(|s| &s.cpu)),
+        pids: one(setup.map(|s| &s.pids)),
+    }
+}
+
+/// Why a required cgroup layer is not there: no cgroup at all, or a
+/// controller asked for that it lacks.
+fn unavailable(s: &cgroup::Setup) -> Option<String> {
+    match s {
+        cgroup::Setup {
+            cgroup: None, why, ..
+        } => Some(why.clone().unwrap_or_default()),
+        s => [&s.memory, &s.cpu, &s.pids].iter().find_map(|e| match e {
+            cgroup::Enforced::Unavailable(w) => Some(w.clone()),
+            _ => None,
+        }),
+    }
+}
+
+fn enabled(c: &Controllers) -> Vec<&'static str> {
+    [
+        ("memory", c.memory.is_ok()),
+        ("cpu", c.cpu.is_ok()),
+        ("pids", c.pids.is_ok()),
+    ]
+    .iter()
+    .filter(|(_, on)| *on)
+    .map(|(n, _)| *n)
+    .collect()
+}
+
+/// The fallback's run directory: a tmpfs of its own where one can be
+/// mounted, else metered (supervise::rundir).
+fn run_dir_cap(plan: &mut Plan, res: &mut Resources) -> TmpCap {
+    let Some(dir) = res.run_dir.as_mut() else {
+        return TmpCap::Tmpfs;
+    };
+    if sys::geteuid() == 0 {
+        rundir::cleanup_stale();
+    }
+    match dir.mount_tmpfs(plan.tmp_size, plan.fallback_ids) {
+        Ok(()) => {
+            plan.run_dir_tmpfs = true;
+            TmpCap::Tmpfs
+        }
+        Err(why) => TmpCap::Metered(format!(
+            "no tmpfs on the run directory ({why}): RLIMIT_FSIZE caps each file, the supervisor meters the directory and kills the jail past the cap"
+        )),
+    }
+}
+
+/// Without a user namespace RLIMIT_NPROC counts the host uid's processes,
+/// wherever they run: say whose.
+fn nproc_whose(report: &mut BTreeMap<&'static str, Rung>, fallback: bool, ids: Option<(u32, u32)>) {
+    let Some(r) = report.get_mut("pids") else {
+        return;
+    };
+    let whose = match (fallback, ids) {
+        (false, _) => None,
+        (true, Some((uid, _))) => Some(format!(
+            "RLIMIT_NPROC counts the processes of host uid {uid}, this jail's own (leased from --uid-range)"
+        )),
+        (true, None) => Some(format!(
+            "RLIMIT_NPROC counts every process of host uid {} (no user namespace): the limit is shared with the caller's other processes",
+            sys::getuid()
+        )),
+    };
+    if let (Some(w), "rlimit_nproc") = (whose, r.enforced_by) {
+        r.why = Some(match r.why.take() {
+            Some(first) => format!("{first}; {w}"),
+            None => w,
+        });
+    }
+}
+
+// ------------------------------------------------------------ the decision
+
+fn rl(resource: Resource, name: &'static str, soft: u64, hard: u64) -> Rlimit {
+    Rlimit {
+        resource,
+        name,
+        soft,
+        hard,
+    }
+}
+
+fn rung(limit: serde_json::Value, enforced_by: &'static str, why: Option<String>) -> Rung {
+    Rung {
+        limit,
+        enforced_by,
+        why,
+    }
+}
+
+/// Decide how to enforce `l` given the cgroup controllers at hand.
+pub fn decide(l: &Limits, c: &Controllers, tmp_size: u64, tmp: &TmpCap) -> Decision {
+    let mut d = Decision::default();
+    d.core_and_tmp(tmp_size, tmp);
+    d.memory(l, c);
+    d.cpus(l, c);
+    d.pids(l, c);
+    d.files(l, tmp_size, tmp);
+    d.supervisor(l);
+    d
+}
+
+impl Decision {
+    /// No core dumps; /tmp (or the run directory) capped by a tmpfs or the
+    /// meter.
+    fn core_and_tmp(&mut self, tmp_size: u64, tmp: &TmpCap) {
+        self.rlimits
+            .push(rl(Resource::RLIMIT_CORE, "RLIMIT_CORE", 0, 0));
+        self.report
+            .insert("core_size", rung(json!(0), "rlimit_core", None));
+        let tmp = match tmp {
+            TmpCap::Tmpfs => rung(json!(tmp_size), "tmpfs", None),
+            TmpCap::Metered(why) => rung(
+                json!(tmp_size),
+                "rlimit_fsize+supervisor",
+                Some(why.clone()),
+            ),
+        };
+        self.report.insert("tmp_size", tmp);
+    }
+
+    /// `--memory` (RLIMIT_AS without the controller) and `--memory-high`
+    /// (nothing without it).
+    fn memory(&mut self, l: &Limits, c: &Controllers) {
+        if let Some(m) = l.memory {
+            let r = match &c.memory {
+                Ok(()) => rung(json!(m), "cgroup", None),
+                Err(why) => {
+                    self.rlimits
+                        .push(rl(Resource::RLIMIT_AS, "RLIMIT_AS", m, m));
+                    self.memory_by_rlimit = true;
+                    rung(json!(m), "rlimit_as", Some(why.to_string()))
+                }
+            };
+            self.report.insert("memory", r);
+        }
+        if let Some(m) = l.memory_high {
+            let r = self.controller_only("--memory-high", json!(m), &c.memory);
+            self.report.insert("memory_high", r);
+        }
+    }
+
+    /// `--cpus`: the cpu controller or nothing.
+    fn cpus(&mut self, l: &Limits, c: &Controllers) {
+        if let Some(cpus) = l.cpus {
+            let r = self.controller_only("--cpus", json!(cpus), &c.cpu);
+            self.report.insert("cpus", r);
+        }
+    }
+
+    /// A limit only a controller can enforce; without it, a warning.
+    fn controller_only(
+        &mut self,
+        flag: &str,
+        limit: serde_json::Value,
+        c: &Result<(), NoController>,
+    ) -> Rung {
+        match c {
+            Ok(()) => rung(limit, "cgroup", None),
+            Err(why) => {
+                self.unenforced
+                    .push(format!("{flag} is not enforced: {why}"));
+                rung(limit, "none", Some(why.to_string()))
+            }
+        }
+    }
+
+    /// `--pids-limit` (RLIMIT_NPROC without the controller: counted per
+    /// uid inside the jail's own user namespace, where init and the payload
+    /// are the only users of the jail uid) and `--cpu-time`.
+    fn pids(&mut self, l: &Limits, c: &Controllers) {
+        if let Some(p) = l.pids {
+            let r = match &c.pids {
+                Ok(()) => rung(json!(p), "cgroup", None),
+                Err(why) => {
+                    self.rlimits
+                        .push(rl(Resource::RLIMIT_NPROC, "RLIMIT_NPROC", p, p));
+                    self.pids_by_rlimit = true;
+                    rung(json!(p), "rlimit_nproc", Some(why.to_string()))
+                }
+            };
+            self.report.insert("pids", r);
+        }
+        if let Some(t) = l.cpu_time {
+            let secs = t.as_secs_f64().ceil().max(1.0) as u64;
+            // SIGXCPU at the soft limit, SIGKILL one second later.
+            self.rlimits
+                .push(rl(Resource::RLIMIT_CPU, "RLIMIT_CPU", secs, secs + 1));
+            self.report
+                .insert("cpu_time", rung(json!(secs), "rlimit_cpu", None));
+        }
+    }
+
+    /// RLIMIT_FSIZE (`--max-file-size`, and the metered run directory's
+    /// cap on one file) and RLIMIT_NOFILE.
+    fn files(&mut self, l: &Limits, tmp_size: u64, tmp: &TmpCap) {
+        let metered = matches!(tmp, TmpCap::Metered(_));
+        let fsize = match (l.max_file_size, metered) {
+            (Some(f), true) => Some(f.min(tmp_size)),
+            (Some(f), false) => Some(f),
+            (None, true) => Some(tmp_size),
+            (None, false) => None,
+        };
+        if let Some(f) = fsize {
+            self.rlimits
+                .push(rl(Resource::RLIMIT_FSIZE, "RLIMIT_FSIZE", f, f));
+        }
+        if let Some(f) = l.max_file_size {
+            self.report
+                .insert("max_file_size", rung(json!(f), "rlimit_fsize", None));
+        }
+        if let Some(n) = l.max_open_files {
+            self.rlimits
+                .push(rl(Resource::RLIMIT_NOFILE, "RLIMIT_NOFILE", n, n));
+            self.report
+                .insert("max_open_files", rung(json!(n), "rlimit_nofile", None));
+        }
+    }
+
+    /// What the supervisor enforces: the deadline, its grace, the output cap.
+    fn supervisor(&mut self, l: &Limits) {
+        if let Some(t) = l.timeout {
+            self.report
+                .insert("timeout", rung(json!(t.as_secs_f64()), "supervisor", None));
+            self.report.insert(
+                "grace",
+                rung(json!(l.grace.as_secs_f64()), "supervisor", None),
+            );
+        }
+        if let Some(m) = l.max_output {
+            self.report
+                .insert("max_output", rung(json!(m), "supervisor", None));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn none(why: &str) -> Controllers {
+        let e = || Err(NoController::Unavailable(why.into()));
+        Controllers {
+            memory: e(),
+            cpu: e(),
+            pids: e(),
+        }
+    }
+
+    #[test]
+    fn without_controllers_memory_and_pids_fall_back_to_rlimits() {
+        let l = Limits {
+            memory: Some(256 << 20),
+            pids: Some(64),
+            cpus: Some(0.5),
+            ..Default::default()
+        };
+        let d = decide(&l, &none("no memory controller"), 1 << 20, &TmpCap::Tmpfs);
+        assert_eq!(d.report["memory"].enforced_by, "rlimit_as");
+        assert_eq!(
+            d.report["memory"].why.as_deref(),
+            Some("no memory controller")
+        );
+        assert_eq!(d.report["pids"].enforced_by, "rlimit_nproc");
+        assert_eq!(d.report["cpus"].enforced_by, "none");
+        assert!(d
+            .rlimits
+            .iter()
+            .any(|r| r.name == "RLIMIT_AS" && r.soft == 256 << 20));
+        assert!(d
+            .rlimits
+            .iter()
+            .any(|r| r.name == "RLIMIT_NPROC" && r.soft == 64));
+        assert_eq!(d.unenforced.len(), 1);
+        assert!(d.memory_by_rlimit && d.pids_by_rlimit);
+    }
+
+    #[test]
+    fn with_controllers_no_rlimit_fallback() {
+        let c = Controllers {
+            memory: Ok(()),
+            cpu: Ok(()),
+            pids: Ok(()),
+        };
+        let l = Limits {
+            memory: Some(1 << 30),
+            pids: Some(10),
+            cpus: Some(1.0),
+            ..Default::default()
+        };
+        let d = decide(&l, &c, 1, &TmpCap::Tmpfs);
+        assert!(d
+            .rlimits
+            .iter()
+            .all(|r| r.name != "RLIMIT_AS" && r.name != "RLIMIT_NPROC"));
+        assert_eq!(d.report["memory"].enforced_by, "cgroup");
+        assert!(d.unenforced.is_empty());
+    }
+
+    #[test]
+    fn a_metered_run_directory_caps_every_file_at_the_smaller_size() {
+        let fsize = |d: &Decision| {
+            d.rlimits
+                .iter()
+                .filter(|r| r.name == "RLIMIT_FSIZE")
+                .map(|r| (r.soft, r.hard))
+                .collect::<Vec<_>>()
+        };
+        let metered = TmpCap::Metered("not root".into());
+        let d = decide(&Limits::default(), &none("x"), 8 << 20, &metered);
+        assert_eq!(fsize(&d), vec![(8 << 20, 8 << 20)]);
+        assert_eq!(d.report["tmp_size"].enforced_by, "rlimit_fsize+supervisor");
+        assert_eq!(d.report["tmp_size"].why.as_deref(), Some("not root"));
+        let l = Limits {
+            max_file_size: Some(1 << 20),
+            ..Default::default()
+        };
+        let d = decide(&l, &none("x"), 8 << 20, &metered);
+        assert_eq!(fsize(&d), vec![(1 << 20, 1 << 20)]);
+        let d = decide(&Limits::default(), &none("x"), 8 << 20, &TmpCap::Tmpfs);
+        assert!(fsize(&d).is_empty());
+        assert_eq!(d.report["tmp_size"].enforced_by, "tmpfs");
+    }
+
+    #[test]
+    fn always_core_zero_and_cpu_time_rounds_up() {
+        let l = Limits {
+            cpu_time: Some(Duration::from_millis(1500)),
+            ..Default::default()
+        };
+        let d = decide(&l, &none("x"), 1, &TmpCap::Tmpfs);
+        assert!(d
+            .rlimits
+            .iter()
+            .any(|r| r.name == "RLIMIT_CORE" && r.hard == 0));
+        assert!(d
+            .rlimits
+            .iter()
+            .any(|r| r.name == "RLIMIT_CPU" && r.soft == 2 && r.hard == 3));
+    }
+
+    #[test]
+    fn the_unenforced_warnings_name_the_flag_and_why() {
+        let l = Limits {
+            memory_high: Some(1 << 20),
+            cpus: Some(2.0),
+            ..Default::default()
+        };
+        let c = Controllers {
+            memory: Err(NoController::NotAsked),
+            ..none("no cpu controller")
+        };
+        let d = decide(&l, &c, 1, &TmpCap::Tmpfs);
+        assert_eq!(
+            d.unenforced,
+            vec![
+                "--memory-high is not enforced: no cgroup limit was asked for",
+                "--cpus is not enforced: no cpu controller"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_fallbacks_nproc_says_whose_processes_count() {
+        let with = |why: Option<&str>| {
+            let mut m = BTreeMap::new();
+            m.insert(
+                "pids",
+                rung(json!(5), "rlimit_nproc", why.map(String::from)),
+            );
+            m
+        };
+        let mut r = with(Some("no pids controller"));
+        nproc_whose(&mut r, false, None);
+        assert_eq!(r["pids"].why.as_deref(), Some("no pids controller"));
+        nproc_whose(&mut r, true, Some((70000, 70000)));
+        assert_eq!(
+            r["pids"].why.as_deref(),
+            Some("no pids controller; RLIMIT_NPROC counts the processes of host uid 70000, this jail's own (leased from --uid-range)")
+        );
+        let mut r = with(None);
+        nproc_whose(&mut r, true, None);
+        assert!(r["pids"]
+            .why
+            .as_deref()
+            .is_some_and(|w| w.starts_with("RLIMIT_NPROC counts every process of host uid")));
+    }
+}

@@ -1,0 +1,508 @@
+//! The jail's root as steps: the policy's mounts (defaults, workdir, the
+//! caller's) resolved into [`RootStep`]s with canonical host sources, the
+//! Landlock rules the same list grants, and the fallback's rules on host
+//! paths.
+
+#![deny(unsafe_code)]
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use super::SetupError;
+use crate::policy::{MountSpec, Policy};
+use crate::sys;
+
+/// One filesystem step of the jail's root, with host paths resolved and jail
+/// paths relative to the new root.
+#[derive(Debug, Clone)]
+pub enum RootStep {
+    Bind {
+        src: PathBuf,
+        dst: PathBuf,
+        writable: bool,
+        optional: bool,
+    },
+    Tmpfs {
+        dst: PathBuf,
+        data: String,
+    },
+    Symlink {
+        target: PathBuf,
+        link: PathBuf,
+    },
+    File {
+        dst: PathBuf,
+        content: Vec<u8>,
+        mode: u32,
+    },
+    Dir {
+        dst: PathBuf,
+    },
+    Proc {
+        dst: PathBuf,
+    },
+    Dev {
+        dst: PathBuf,
+    },
+}
+
+/// What Landlock grants beneath a jail path (derived from the mount list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read and execute.
+    ReadExec,
+    /// Everything.
+    ReadWrite,
+    /// Device nodes: read and write files, no creation.
+    Device,
+}
+
+/// The root's steps and the Landlock rules they grant (jail paths).
+pub(super) struct Root {
+    pub steps: Vec<RootStep>,
+    pub rules: Vec<(PathBuf, Access)>,
+}
+
+/// Every mount of the jail, in order: the defaults (the base root's binds
+/// unless it is empty), the workdir, the policy's own.
+fn specs(p: &Policy) -> Vec<MountSpec> {
+    let mut specs: Vec<MountSpec> =
+        crate::policy::default_mounts(p.uid, p.gid, &p.hostname, &p.workdir.inner, p.tmp_size);
+    if p.base == crate::policy::BaseRoot::Empty {
+        specs.retain(|m| !matches!(m, MountSpec::Bind { .. } | MountSpec::Symlink { .. }));
+    }
+    specs.push(match &p.workdir.host {
+        Some(h) => MountSpec::Bind {
+            src: h.clone(),
+            dst: p.workdir.inner.clone(),
+            writable: true,
+            optional: false,
+        },
+        None => MountSpec::Tmpfs {
+            dst: p.workdir.inner.clone(),
+            size: p.workdir.size,
+            mode: 0o755,
+        },
+    });
+    specs.extend(p.mounts.iter().cloned());
+    specs
+}
+
+/// The policy's mounts as root steps, bind sources resolved on the host.
+pub(super) fn plan(p: &Policy) -> Result<Root, SetupError> {
+    let specs = specs(p);
+    let mut root = Root {
+        steps: Vec::with_capacity(specs.len()),
+        rules: Vec::new(),
+    };
+    let mut sources = Sources::default();
+    for s in &specs {
+        root.add(s, &mut sources)?;
+    }
+    Ok(root)
+}
+
+impl Root {
+    /// One mount: its step and what Landlock grants beneath it (an optional
+    /// bind whose source is missing adds neither).
+    fn add(&mut self, s: &MountSpec, sources: &mut Sources) -> Result<(), SetupError> {
+        let rules = &mut self.rules;
+        let step = match s {
+            MountSpec::Bind {
+                src,
+                dst,
+                writable,
+                optional,
+            } => {
+                let Some(src) = sources.resolve(src, *optional)? else {
+                    return Ok(());
+                };
+                let grant = if *writable {
+                    Access::ReadWrite
+                } else {
+                    Access::ReadExec
+                };
+                rules.push((dst.clone(), grant));
+                RootStep::Bind {
+                    src,
+                    dst: rel(dst),
+                    writable: *writable,
+                    optional: *optional,
+                }
+            }
+            MountSpec::Tmpfs { dst, size, mode } => {
+                rules.push((dst.clone(), Access::ReadWrite));
+                RootStep::Tmpfs {
+                    dst: rel(dst),
+                    data: tmpfs_data(*size, *mode),
+                }
+            }
+            MountSpec::Symlink { target, link } => RootStep::Symlink {
+                target: target.clone(),
+                link: rel(link),
+            },
+            MountSpec::File { dst, content, mode } => {
+                rules.push((dst.clone(), Access::ReadExec));
+                RootStep::File {
+                    dst: rel(dst),
+                    content: content.clone(),
+                    mode: *mode,
+                }
+            }
+            MountSpec::Dir { dst } => RootStep::Dir { dst: rel(dst) },
+            MountSpec::Proc { dst } => {
+                rules.push((dst.clone(), Access::ReadExec));
+                RootStep::Proc { dst: rel(dst) }
+            }
+            MountSpec::Dev { dst } => {
+                rules.push((dst.clone(), Access::Device));
+                rules.push((dst.join("shm"), Access::ReadWrite));
+                rules.push((dst.join("pts"), Access::Device));
+                RootStep::Dev { dst: rel(dst) }
+            }
+        };
+        self.steps.push(step);
+        Ok(())
+    }
+}
+
+fn tmpfs_data(size: u64, mode: u32) -> String {
+    format!("size={size},mode={mode:o}")
+}
+
+fn rel(p: &Path) -> PathBuf {
+    p.strip_prefix("/").unwrap_or(p).to_path_buf()
+}
+
+/// Canonical host paths of bind sources. The directories already resolved
+/// are remembered: the default binds share /etc, whose every component
+/// realpath(3) would otherwise read again for each file under it.
+#[derive(Default)]
+struct Sources {
+    /// (directory as named, its canonical path).
+    dirs: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Sources {
+    /// The canonical path of `p`, as `std::fs::canonicalize` gives it (same
+    /// result, same errors): the parent directory from the cache when it
+    /// is there, then one readlink(2) of the last component.
+    fn canonicalize(&mut self, p: &Path) -> std::io::Result<PathBuf> {
+        let Some((parent, name)) = plain_split(p) else {
+            return std::fs::canonicalize(p);
+        };
+        let dir = match self.dirs.iter().find(|(d, _)| d == parent) {
+            Some((_, c)) => c.clone(),
+            None => {
+                let c = std::fs::canonicalize(parent)?;
+                self.dirs.push((parent.to_path_buf(), c.clone()));
+                c
+            }
+        };
+        let full = dir.join(name);
+        match std::fs::read_link(&full) {
+            Ok(_) => std::fs::canonicalize(&full),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(full),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Resolve a bind source to its canonical host path. The child opens
+    /// that path again refusing every symlink, so a symlink swapped in later
+    /// fails.
+    fn resolve(&mut self, src: &Path, optional: bool) -> Result<Option<PathBuf>, SetupError> {
+        match self.canonicalize(src) {
+            Ok(p) => Ok(Some(p)),
+            Err(e) if optional && e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SetupError::from_errno(
+                "bind",
+                src.display().to_string(),
+                sys::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+            )),
+        }
+    }
+}
+
+/// `/a/b/c` as (`/a/b`, `c`) when every component is a plain name (no `.`,
+/// `..`, empty component or trailing slash, whose meaning realpath(3) settles
+/// itself); `None` otherwise.
+fn plain_split(p: &Path) -> Option<(&Path, &std::ffi::OsStr)> {
+    let b = p.as_os_str().as_bytes();
+    if b.first() != Some(&b'/') || b.len() < 2 {
+        return None;
+    }
+    if b[1..]
+        .split(|c| *c == b'/')
+        .any(|c| c.is_empty() || c == b"." || c == b"..")
+    {
+        return None;
+    }
+    let cut = b.iter().rposition(|c| *c == b'/')?;
+    let parent = if cut == 0 { &b[..1] } else { &b[..cut] };
+    Some((
+        Path::new(std::ffi::OsStr::from_bytes(parent)),
+        std::ffi::OsStr::from_bytes(&b[cut + 1..]),
+    ))
+}
+
+/// Landlock rules for the fallback: read-only binds' sources read and
+/// execute, writable ones read-write, the device nodes. Not /proc: without
+/// a pid namespace it is the host's, and shows every host process (its
+/// command line included).
+pub(super) fn fallback_rules(steps: &[RootStep]) -> Vec<(PathBuf, Access)> {
+    let mut rules = Vec::new();
+    for s in steps {
+        match s {
+            RootStep::Bind { src, writable, .. } => rules.push((
+                src.clone(),
+                if *writable {
+                    Access::ReadWrite
+                } else {
+                    Access::ReadExec
+                },
+            )),
+            RootStep::Dev { .. } => {
+                for d in ["null", "zero", "full", "random", "urandom", "tty"] {
+                    rules.push((PathBuf::from("/dev").join(d), Access::Device));
+                }
+            }
+            _ => {}
+        }
+    }
+    rules
+}
+
+pub(super) fn mount_points(steps: &[RootStep]) -> Vec<PathBuf> {
+    steps
+        .iter()
+        .filter_map(|s| match s {
+            RootStep::Bind { dst, .. }
+            | RootStep::Tmpfs { dst, .. }
+            | RootStep::Proc { dst }
+            | RootStep::Dev { dst } => Some(Path::new("/").join(dst)),
+            RootStep::Symlink { .. } | RootStep::File { .. } | RootStep::Dir { .. } => None,
+        })
+        .collect()
+}
+
+/// Fewer Landlock rules for the same grants: each rule costs the payload
+/// an open, two stats and a landlock_add_rule before execve.
+///
+/// Read-only rules beneath a top-level directory that stockade created on
+/// the root tmpfs itself (such as /etc, which holds only what the plan
+/// puts there) become one read-only rule on that directory, when
+/// everything the plan puts beneath it is read-only and granted (read-only
+/// binds, files, symlinks, empty directories) and no --landlock-exclude
+/// lies at, above or beneath it. The same paths are readable either way;
+/// the directory itself becomes listable, as `/` is when every mount is
+/// granted.
+pub(super) fn coalesce_rules(
+    rules: Vec<(PathBuf, Access)>,
+    steps: &[RootStep],
+    exclude: &[PathBuf],
+) -> Vec<(PathBuf, Access)> {
+    let top = |p: &Path| -> Option<PathBuf> {
+        let mut c = p.components();
+        match (c.next(), c.next(), c.next()) {
+            (Some(std::path::Component::RootDir), Some(t), Some(_)) => {
+                Some(Path::new("/").join(t.as_os_str()))
+            }
+            _ => None,
+        }
+    };
+    let mut tops: Vec<PathBuf> = Vec::new();
+    for (path, access) in &rules {
+        if *access != Access::ReadExec {
+            continue;
+        }
+        let Some(t) = top(path) else { continue };
+        if tops.contains(&t) || rules.iter().any(|(r, _)| *r == t) {
+            continue;
+        }
+        let blocked = exclude
+            .iter()
+            .any(|x| x.starts_with(&t) || t.starts_with(x));
+        let all_read_only = steps.iter().all(|s| {
+            let (dst, ok) = match s {
+                RootStep::Bind { dst, writable, .. } => (dst, !writable),
+                RootStep::File { dst, .. } | RootStep::Dir { dst } => (dst, true),
+                RootStep::Symlink { link, .. } => (link, true),
+                RootStep::Tmpfs { dst, .. } | RootStep::Proc { dst } | RootStep::Dev { dst } => {
+                    (dst, false)
+                }
+            };
+            ok || !Path::new("/").join(dst).starts_with(&t)
+        });
+        if !blocked && all_read_only {
+            tops.push(t);
+        }
+    }
+    let mut out: Vec<(PathBuf, Access)> = rules
+        .into_iter()
+        .filter(|(path, access)| {
+            *access != Access::ReadExec || !tops.iter().any(|t| path.starts_with(t))
+        })
+        .collect();
+    out.extend(tops.into_iter().map(|t| (t, Access::ReadExec)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bind(dst: &str, writable: bool) -> RootStep {
+        RootStep::Bind {
+            src: PathBuf::from("/x"),
+            dst: PathBuf::from(dst),
+            writable,
+            optional: false,
+        }
+    }
+
+    fn ro(p: &str) -> (PathBuf, Access) {
+        (PathBuf::from(p), Access::ReadExec)
+    }
+
+    #[test]
+    fn read_only_rules_under_a_created_directory_become_one() {
+        let steps = vec![
+            bind("usr", false),
+            bind("etc/ld.so.cache", false),
+            bind("etc/ssl", false),
+            RootStep::File {
+                dst: PathBuf::from("etc/passwd"),
+                content: Vec::new(),
+                mode: 0o644,
+            },
+            RootStep::Symlink {
+                target: PathBuf::from("/usr/share/zoneinfo/UTC"),
+                link: PathBuf::from("etc/localtime"),
+            },
+            RootStep::Tmpfs {
+                dst: PathBuf::from("tmp"),
+                data: String::new(),
+            },
+        ];
+        let rules = vec![
+            ro("/usr"),
+            ro("/etc/ld.so.cache"),
+            ro("/etc/ssl"),
+            ro("/etc/passwd"),
+            (PathBuf::from("/tmp"), Access::ReadWrite),
+        ];
+        let mut got = coalesce_rules(rules.clone(), &steps, &[]);
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            got,
+            vec![
+                ro("/etc"),
+                (PathBuf::from("/tmp"), Access::ReadWrite),
+                ro("/usr")
+            ]
+        );
+        // An exclusion beneath /etc, or at or above it, keeps the rules apart.
+        for x in ["/etc/ssl", "/etc", "/"] {
+            let kept: Vec<_> = rules
+                .iter()
+                .filter(|(p, _)| !p.starts_with(x))
+                .cloned()
+                .collect();
+            assert_eq!(
+                coalesce_rules(kept.clone(), &steps, &[PathBuf::from(x)]),
+                kept,
+                "{x}"
+            );
+        }
+        // Something writable (or a mount of its own) beneath /etc, too.
+        for extra in [
+            bind("etc/rw", true),
+            RootStep::Tmpfs {
+                dst: PathBuf::from("etc/t"),
+                data: String::new(),
+            },
+            RootStep::Dev {
+                dst: PathBuf::from("etc/dev"),
+            },
+        ] {
+            let mut st = steps.clone();
+            st.push(extra);
+            assert_eq!(coalesce_rules(rules.clone(), &st, &[]), rules);
+        }
+    }
+
+    #[test]
+    fn sources_resolve_as_canonicalize_does() {
+        let root = std::env::temp_dir().join(format!("stockade-plan-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("real/sub")).unwrap();
+        std::fs::write(root.join("real/f"), b"x").unwrap();
+        std::fs::write(root.join("real/sub/g"), b"x").unwrap();
+        let link = |t: &str, l: &str| std::os::unix::fs::symlink(t, root.join(l)).unwrap();
+        link("real", "dirlink");
+        link(&root.join("real/f").display().to_string(), "abslink");
+        link("real/sub/../f", "rellink");
+        link("missing", "dangling");
+        link("loop", "loop");
+        let r = root.display().to_string();
+        let mut names: Vec<String> = [
+            "",
+            "/real",
+            "/real/f",
+            "/real/sub/g",
+            "/dirlink",
+            "/dirlink/f",
+            "/dirlink/sub/g",
+            "/abslink",
+            "/rellink",
+            "/dangling",
+            "/loop",
+            "/missing",
+            "/missing/x",
+            "/real/f/x",
+            "/real/",
+            "/real//f",
+            "/real/./f",
+            "/real/sub/../f",
+            "/dirlink/../real/f",
+            "/real/sub/",
+            "/real/f/",
+        ]
+        .iter()
+        .map(|n| format!("{r}{n}"))
+        .collect();
+        names
+            .extend(["/", "/usr", "/etc/hostname", "/proc/self", "/nonexistent"].map(String::from));
+        let mut sources = Sources::default();
+        for pass in 0..2 {
+            for n in &names {
+                let p = Path::new(n);
+                let want = std::fs::canonicalize(p).map_err(|e| e.raw_os_error());
+                let got = sources.canonicalize(p).map_err(|e| e.raw_os_error());
+                assert_eq!(got, want, "{n} (pass {pass})");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn plain_split_takes_only_plain_paths() {
+        let s = |p: &str| {
+            plain_split(Path::new(p)).map(|(a, b)| (a.display().to_string(), b.to_os_string()))
+        };
+        assert_eq!(s("/usr"), Some(("/".into(), "usr".into())));
+        assert_eq!(s("/etc/ssl"), Some(("/etc".into(), "ssl".into())));
+        for p in [
+            "/",
+            "",
+            "etc",
+            "/etc/",
+            "/etc//ssl",
+            "/etc/./ssl",
+            "/etc/..",
+            "/a/../b",
+        ] {
+            assert_eq!(s(p), None, "{p}");
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! The payload's output: read from its pipes as it comes, streamed to our
+//! stdout or stderr, captured (up to a size) and counted; past
+//! `--max-output` (both streams together) the jail is to be killed.
+
+#![deny(unsafe_code)]
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use crate::plan::Plan;
+use crate::sys::{self, Errno};
+
+/// Captured bytes kept per stream when --capture has no --max-output.
+const DEFAULT_CAPTURE: u64 = 16 << 20;
+
+/// One output stream of the payload.
+pub(super) struct Stream {
+    pub(super) fd: OwnedFd,
+    pub(super) open: bool,
+    /// Where to stream it (our stdout or stderr); None: capture only.
+    pub(super) forward: Option<RawFd>,
+    pub(super) captured: Vec<u8>,
+    pub(super) keep: u64,
+    pub(super) truncated: bool,
+    pub(super) bytes: u64,
+}
+
+impl Stream {
+    pub(super) fn new(fd: OwnedFd, forward: Option<RawFd>, keep: u64) -> Stream {
+        let _ = sys::set_nonblocking(fd.as_raw_fd());
+        Stream {
+            fd,
+            open: true,
+            forward,
+            captured: Vec::new(),
+            keep,
+            truncated: false,
+            bytes: 0,
+        }
+    }
+
+    /// The fd to poll, or -1 once it is closed.
+    fn poll_fd(&self) -> RawFd {
+        if self.open {
+            self.fd.as_raw_fd()
+        } else {
+            -1
+        }
+    }
+}
+
+/// Which stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Which {
+    Out,
+    Err,
+}
+
+/// The payload's stdout and stderr (when piped through us) and the cap on
+/// them together.
+pub(super) struct Output {
+    pub(super) out: Option<Stream>,
+    pub(super) err: Option<Stream>,
+    cap: Option<u64>,
+    total: u64,
+    /// The cap was passed.
+    pub(super) hit_cap: bool,
+}
+
+impl Output {
+    /// The read ends of the pipes, as the plan wants them streamed and kept.
+    pub(super) fn new(plan: &Plan, out: Option<OwnedFd>, err: Option<OwnedFd>) -> Output {
+        let keep = if plan.capture {
+            plan.limits.max_output.unwrap_or(DEFAULT_CAPTURE)
+        } else {
+            0
+        };
+        // stdout carrying the report: the payload's stdout only goes in it.
+        let out_to = if plan.stdout_in_report { None } else { Some(1) };
+        Output {
+            out: out.map(|fd| Stream::new(fd, out_to, keep)),
+            err: err.map(|fd| Stream::new(fd, Some(2), keep)),
+            cap: plan.limits.max_output,
+            total: 0,
+            hit_cap: false,
+        }
+    }
+
+    /// Whether a stream is still open.
+    pub(super) fn open(&self) -> bool {
+        [&self.out, &self.err]
+            .into_iter()
+            .any(|s| s.as_ref().is_some_and(|s| s.open))
+    }
+
+    /// The fds to poll (stdout, stderr), -1 for none.
+    pub(super) fn poll_fds(&self) -> [RawFd; 2] {
+        [&self.out, &self.err].map(|s| s.as_ref().map_or(-1, Stream::poll_fd))
+    }
+
+    /// Read what is available on one stream; stream it, capture it, count
+    /// it. True when this read passed the cap: kill the jail.
+    pub(super) fn pump(&mut self, which: Which) -> bool {
+        let mut chunk = vec![0u8; 65536];
+        let s = match which {
+            Which::Out => self.out.as_mut(),
+            Which::Err => self.err.as_mut(),
+        };
+        let Some(s) = s else { return false };
+        let n = match sys::read(s.fd.as_raw_fd(), &mut chunk) {
+            Ok(0) => {
+                s.open = false;
+                return false;
+            }
+            Ok(n) => n,
+            Err(e) if e.errno == Errno::EAGAIN => return false,
+            Err(_) => {
+                s.open = false;
+                return false;
+            }
+        };
+        let room = match self.cap {
+            Some(c) => c.saturating_sub(self.total) as usize,
+            None => usize::MAX,
+        };
+        take(s, &chunk[..n], room);
+        self.total += n as u64;
+        if self.cap.is_some_and(|c| self.total > c) && !self.hit_cap {
+            self.hit_cap = true;
+            return true;
+        }
+        false
+    }
+}
+
+/// One read's `data` on stream `s`, of which `room` bytes fit under the
+/// cap: those are forwarded and (as far as `keep` allows) captured.
+fn take(s: &mut Stream, data: &[u8], room: usize) {
+    let n = data.len();
+    let pass = &data[..n.min(room)];
+    if let Some(fd) = s.forward {
+        if sys::write_all(fd, pass).is_err() {
+            s.forward = None;
+        }
+    }
+    let keep_room = s.keep.saturating_sub(s.captured.len() as u64) as usize;
+    s.captured
+        .extend_from_slice(&pass[..pass.len().min(keep_room)]);
+    if pass.len() > keep_room || pass.len() < n {
+        s.truncated = true;
+    }
+    s.bytes += n as u64;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(keep: u64) -> (Stream, OwnedFd) {
+        let (r, w) = sys::pipe().unwrap();
+        (Stream::new(r, None, keep), w)
+    }
+
+    #[test]
+    fn capture_keeps_up_to_its_size_and_the_cap_kills_once() {
+        let (s, w) = stream(4);
+        let mut o = Output {
+            out: Some(s),
+            err: None,
+            cap: Some(6),
+            total: 0,
+            hit_cap: false,
+        };
+        sys::write_all(w.as_raw_fd(), b"abc").unwrap();
+        assert!(!o.pump(Which::Out));
+        sys::write_all(w.as_raw_fd(), b"defgh").unwrap();
+        assert!(o.pump(Which::Out), "past the cap: kill");
+        sys::write_all(w.as_raw_fd(), b"ij").unwrap();
+        assert!(!o.pump(Which::Out), "once");
+        let s = o.out.as_ref().unwrap();
+        assert_eq!(s.captured, b"abcd");
+        assert!(s.truncated);
+        assert_eq!(s.bytes, 10);
+        assert!(o.open());
+        drop(w);
+        assert!(!o.pump(Which::Out));
+        assert!(!o.open());
+        assert_eq!(o.poll_fds(), [-1, -1]);
+        assert!(!o.pump(Which::Err), "no stderr pipe");
+    }
+}

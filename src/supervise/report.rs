@@ -1,0 +1,355 @@
+//! The outcome's parts the supervisor fills, each from what it observed:
+//! the limits the plan decided, usage, the captured output, the jail's
+//! records, and how the run ended (the status itself is
+//! supervise::classify's, a pure function).
+
+#![deny(unsafe_code)]
+
+use super::pump::Output;
+use super::watch::Watch;
+use super::{cgroup, classify};
+use crate::jail::proto;
+use crate::outcome::{self, LayerReport, LimitReport, Outcome, Status, Violation};
+use crate::plan::limits::CgroupLayer;
+use crate::plan::{Plan, SetupError};
+use crate::policy::SeccompAction;
+use crate::sys::{self, Errno};
+
+/// The plan's limits decision, for the outcome: the cgroup layer and every
+/// limit's rung; a warning line for each limit nothing enforces.
+pub(super) fn record_limits(plan: &Plan, o: &mut Outcome) {
+    let e = &plan.enforcement;
+    o.layers.insert(
+        "cgroup",
+        match &e.cgroup {
+            CgroupLayer::Applied { path, controllers } => LayerReport::applied(
+                serde_json::json!({ "path": path, "controllers": controllers }),
+            ),
+            CgroupLayer::Unavailable(why) => LayerReport::unavailable(why.clone()),
+            CgroupLayer::Skipped => LayerReport::skipped(
+                "no cgroup limit was asked for (--memory, --memory-high, --cpus, --pids-limit)",
+            ),
+        },
+    );
+    for w in &e.unenforced {
+        eprintln!("stockade: warning: {w}");
+    }
+    o.limits = e
+        .report
+        .iter()
+        .map(|(name, r)| {
+            let r = LimitReport {
+                limit: r.limit.clone(),
+                enforced_by: r.enforced_by,
+                why: r.why.clone(),
+            };
+            (*name, r)
+        })
+        .collect();
+}
+
+fn tv_ms(t: libc::timeval) -> u64 {
+    (t.tv_sec as u64) * 1000 + (t.tv_usec as u64) / 1000
+}
+
+/// What init's wait4 says the jail used.
+pub(super) fn usage_of_init(o: &mut Outcome, waited: Option<&(i32, libc::rusage)>) {
+    if let Some((_, ru)) = waited {
+        o.usage.user_time_ms = tv_ms(ru.ru_utime);
+        o.usage.system_time_ms = tv_ms(ru.ru_stime);
+        o.usage.peak_memory_bytes = (ru.ru_maxrss as u64) * 1024;
+    }
+}
+
+/// Bytes written on stdout and stderr, and (--capture) what was kept.
+pub(super) fn output(plan: &Plan, o: &mut Outcome, out: &Output) {
+    for (s, field, bytes) in [
+        (&out.out, &mut o.stdout, &mut o.usage.stdout_bytes),
+        (&out.err, &mut o.stderr, &mut o.usage.stderr_bytes),
+    ] {
+        if let Some(s) = s {
+            *bytes = s.bytes;
+            if plan.capture {
+                *field = Some(outcome::capture(&s.captured, s.truncated));
+            }
+        }
+    }
+}
+
+/// The jail's records, sorted out.
+#[derive(Default)]
+pub(super) struct Records {
+    /// The payload's wait status, from init.
+    pub(super) status: Option<i32>,
+    /// The largest address space one process reached.
+    pub(super) peak_vm: u64,
+    /// execve failed: its errno and the path tried.
+    pub(super) exec_error: Option<(Errno, String)>,
+    /// The layers the jail applied, as it reported them.
+    pub(super) layers: Vec<proto::LayerRecord>,
+}
+
+impl Records {
+    /// Sort the records out; peaks and (when init was not waited for:
+    /// `init_waited`) the usage of every process go into the outcome. A
+    /// setup step that failed in the jail is the run's error.
+    pub(super) fn read(
+        decoded: Vec<proto::Report>,
+        init_waited: bool,
+        o: &mut Outcome,
+    ) -> Result<Records, SetupError> {
+        let mut r = Records::default();
+        for report in decoded {
+            match report {
+                proto::Report::Setup { step, path, reason } => {
+                    return Err(SetupError::new(step, path, reason));
+                }
+                proto::Report::Exec { errno, path } => {
+                    r.exec_error = Some((Errno::from_raw(errno), path))
+                }
+                proto::Report::Status(s) => r.status = Some(s),
+                proto::Report::Peak { tasks, vm_bytes } => {
+                    o.usage.peak_pids = tasks;
+                    r.peak_vm = vm_bytes;
+                }
+                proto::Report::Layer(l) => r.layers.push(l),
+                // What every process of the jail used (init's own few
+                // milliseconds aside, which wait4 on init would add).
+                proto::Report::Usage {
+                    user_us,
+                    system_us,
+                    maxrss_kb,
+                } if !init_waited => {
+                    o.usage.user_time_ms = user_us / 1000;
+                    o.usage.system_time_ms = system_us / 1000;
+                    o.usage.peak_memory_bytes = maxrss_kb * 1024;
+                }
+                proto::Report::Usage { .. } => {}
+            }
+        }
+        Ok(r)
+    }
+}
+
+/// The fallback's connect mediation, in the seccomp layer's detail.
+pub(super) fn unix_sockets(o: &mut Outcome, report: Option<serde_json::Value>) {
+    if let (Some(r), Some(s)) = (report, o.layers.get_mut("seccomp")) {
+        if s.detail.is_object() {
+            s.detail["unix_sockets"] = r;
+        }
+    }
+}
+
+/// execve failed for every candidate: 127 when not found, else 126.
+pub(super) fn exec_failed(o: &mut Outcome, errno: Errno, path: String) {
+    o.status = Status::SetupError;
+    o.exit_code = if errno == Errno::ENOENT { 127 } else { 126 };
+    o.error = Some(SetupError::from_errno("execve", path, errno).to_string());
+}
+
+/// How the payload ended: init's record of it, or init's own death (killed
+/// by us at the deadline or the output cap, or from outside), which is how
+/// the payload ended too. Without a status record, init was waited for. An
+/// init that exited on its own before the payload ended is a setup error.
+pub(super) fn payload_end(
+    status: Option<i32>,
+    waited: Option<&(i32, libc::rusage)>,
+) -> Result<sys::ChildEnd, SetupError> {
+    let end = match status {
+        Some(s) => sys::ChildEnd::from_wait_status(s),
+        None => sys::ChildEnd::from_wait_status(waited.map_or(0, |(st, _)| *st)),
+    };
+    if status.is_none() && end.signal.is_none() {
+        return Err(SetupError::new(
+            "init",
+            "",
+            format!(
+                "jail init exited with {} before the payload ended",
+                end.code.unwrap_or(-1)
+            ),
+        ));
+    }
+    Ok(end)
+}
+
+/// The exit code (128+N for signal N) and the signal.
+pub(super) fn set_end(o: &mut Outcome, end: sys::ChildEnd) {
+    o.signal = end.signal;
+    o.exit_code = match end.signal {
+        Some(sig) => 128 + sig,
+        None => end.code.unwrap_or(125),
+    };
+}
+
+/// Killed by the supervisor on a refused syscall (kill mode): reported as
+/// the SIGSYS death the kernel would have dealt.
+pub(super) fn violation(o: &mut Outcome, (nr, name): (i64, String)) {
+    eprintln!("stockade: seccomp: {name} is not allowed: jail killed");
+    o.seccomp_violation = Some(Violation {
+        syscall_nr: Some(nr),
+        syscall_name: Some(name),
+    });
+    o.signal = Some(libc::SIGSYS);
+    o.exit_code = 128 + libc::SIGSYS;
+    o.status = Status::SeccompViolation;
+}
+
+/// What the run's cgroup counted: the kernel's own figures win.
+pub(super) fn cgroup_usage(o: &mut Outcome, st: &cgroup::Stats) {
+    if let Some(peak) = st.memory_peak {
+        o.usage.peak_memory_bytes = peak;
+        o.usage.peak_memory_source = "cgroup";
+    }
+    if let Some(p) = st.pids_peak {
+        o.usage.peak_pids = o.usage.peak_pids.max(p.saturating_sub(1));
+    }
+    if let Some(c) = &st.cpu {
+        // cpu.stat counts every process of the run, reaped or not.
+        o.usage.user_time_ms = o.usage.user_time_ms.max(c.user_usec / 1000);
+        o.usage.system_time_ms = o.usage.system_time_ms.max(c.system_usec / 1000);
+    }
+}
+
+/// What classification needs, from the plan, the wait and the outcome so
+/// far.
+pub(super) fn observed(
+    plan: &Plan,
+    w: &Watch,
+    end: sys::ChildEnd,
+    cg_stats: Option<&cgroup::Stats>,
+    peak_vm: u64,
+    o: &Outcome,
+) -> classify::Observed {
+    classify::Observed {
+        signal: end.signal,
+        code: end.code,
+        oom_killed: cg_stats.is_some_and(|s| s.oom_killed()),
+        pids_refused: cg_stats.is_some_and(|s| s.pids_limit_hit()),
+        memory_limit: plan.limits.memory,
+        memory_by_rlimit: plan.enforcement.memory_by_rlimit,
+        peak_vm,
+        pids_limit: plan.limits.pids,
+        pids_by_rlimit: plan.enforcement.pids_by_rlimit,
+        peak_pids: o.usage.peak_pids,
+        metered: w.meter.is_some(),
+        disk_over: w.disk_hit,
+        file_size_below_tmp: plan.limits.max_file_size.is_some_and(|f| f < plan.tmp_size),
+        output_cap_hit: w.output.hit_cap,
+        timed_out: w.deadline.timed_out,
+        seccomp_kill: plan
+            .seccomp
+            .as_ref()
+            .is_some_and(|s| s.action == SeccompAction::Kill),
+        cpu_time_limit: plan.limits.cpu_time,
+        cpu_ms: o.usage.user_time_ms + o.usage.system_time_ms,
+    }
+}
+
+/// What the status needs said besides itself: the meter's line when the
+/// run directory passed its cap, the violation (unnamed: the kernel killed
+/// it) in kill mode.
+pub(super) fn explain(plan: &Plan, o: &mut Outcome, w: &Watch) {
+    match o.status {
+        Status::DiskLimit => {
+            if let Some(m) = &w.meter {
+                eprintln!(
+                    "stockade: the run directory reached --tmp-size ({} bytes; {} seen{}): jail killed",
+                    plan.tmp_size,
+                    m.peak,
+                    if m.last.hidden {
+                        ", and something the meter could not read"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+        Status::SeccompViolation => {
+            o.seccomp_violation = Some(Violation {
+                syscall_nr: None,
+                syscall_name: None,
+            });
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exec_failure_is_a_setup_error_127_when_not_found_else_126() {
+        let mut o = Outcome::new();
+        exec_failed(&mut o, Errno::ENOENT, "/bin/nope".into());
+        assert_eq!((o.status, o.exit_code), (Status::SetupError, 127));
+        assert_eq!(
+            o.error.as_deref(),
+            Some(format!("execve: /bin/nope: {}", sys::errno_text(Errno::ENOENT)).as_str())
+        );
+        let mut o = Outcome::new();
+        exec_failed(&mut o, Errno::EACCES, "/etc/passwd".into());
+        assert_eq!((o.status, o.exit_code), (Status::SetupError, 126));
+    }
+
+    #[test]
+    fn init_ending_on_its_own_before_the_payload_is_a_setup_error() {
+        let e = payload_end(None, None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "init: jail init exited with 0 before the payload ended"
+        );
+        // Killed (by us at the deadline, or from outside): the payload's end.
+        let killed = (libc::SIGKILL, some_rusage());
+        let end = payload_end(None, Some(&killed)).unwrap();
+        assert_eq!(end.signal, Some(libc::SIGKILL));
+        // init's record of the payload wins.
+        let end = payload_end(Some(3 << 8), Some(&killed)).unwrap();
+        assert_eq!((end.code, end.signal), (Some(3), None));
+    }
+
+    fn some_rusage() -> libc::rusage {
+        use nix::sys::resource::{getrusage, UsageWho};
+        *getrusage(UsageWho::RUSAGE_SELF).unwrap().as_ref()
+    }
+
+    #[test]
+    fn exit_codes_are_the_code_or_128_plus_the_signal() {
+        let mut o = Outcome::new();
+        set_end(
+            &mut o,
+            sys::ChildEnd {
+                code: Some(4),
+                signal: None,
+            },
+        );
+        assert_eq!((o.exit_code, o.signal), (4, None));
+        set_end(
+            &mut o,
+            sys::ChildEnd {
+                code: None,
+                signal: Some(libc::SIGTERM),
+            },
+        );
+        assert_eq!(
+            (o.exit_code, o.signal),
+            (128 + libc::SIGTERM, Some(libc::SIGTERM))
+        );
+    }
+
+    #[test]
+    fn a_kill_mode_violation_named_by_the_listener_is_a_sigsys_death() {
+        let mut o = Outcome::new();
+        violation(&mut o, (165, "mount".into()));
+        assert_eq!(o.status, Status::SeccompViolation);
+        assert_eq!(
+            (o.exit_code, o.signal),
+            (128 + libc::SIGSYS, Some(libc::SIGSYS))
+        );
+        let v = o.seccomp_violation.unwrap();
+        assert_eq!(
+            (v.syscall_nr, v.syscall_name.as_deref()),
+            (Some(165), Some("mount"))
+        );
+    }
+}
