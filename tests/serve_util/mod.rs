@@ -40,7 +40,7 @@ impl Server {
             .arg("--workdir-root")
             .arg(&runs)
             .args(["--profiles", "shell,python"]);
-        if !args.iter().any(|a| *a == "--listen") {
+        if !args.contains(&"--listen") {
             c.arg("--listen").arg(format!("unix:{}", sock.display()));
         }
         c.args(args).stderr(Stdio::piped()).stdout(Stdio::null());
