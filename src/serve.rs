@@ -57,6 +57,8 @@ pub struct State {
     pub slots: Arc<tokio::sync::Semaphore>,
     /// Requests holding a run slot or waiting for one.
     pub admitted: AtomicUsize,
+    /// Told when `admitted` drops to 0.
+    pub idle: tokio::sync::Notify,
     pub metrics: metrics::Metrics,
     pub pool: pool::Pool,
     /// SIGTERM seen: no new requests.
@@ -86,6 +88,17 @@ impl State {
 
     fn running_map(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Killer>>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait until no request holds or waits for a run slot.
+    async fn idle(&self) {
+        loop {
+            let woken = self.idle.notified();
+            if self.admitted.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            woken.await;
+        }
     }
 
     /// Kill every running jail (the drain timeout).
@@ -143,6 +156,7 @@ pub fn main(a: ServeArgs) -> i32 {
         profiles,
         token,
         admitted: AtomicUsize::new(0),
+        idle: tokio::sync::Notify::new(),
         metrics: metrics::Metrics::default(),
         pool: pool::Pool,
         draining: AtomicBool::new(false),

@@ -397,13 +397,16 @@ fn sigterm_drains_in_flight_runs() {
     until_stdout(&mut a, "started");
     s.term();
     s.wait_line("draining");
-    // Refused: the socket no longer accepts (or closes the connection at
-    // once), or the answer is 503.
-    if let Ok(c) = std::os::unix::net::UnixStream::connect(&s.sock) {
-        if let Some(r) = serve_util::try_send(c, "GET", "/readyz", &[]) {
-            assert_eq!(r.status, 503, "{}", r.text());
-        }
-    }
+    // New runs are refused with 503, and the server is not ready.
+    let r = s.run(&json!({"profile": "shell", "argv": ["echo", "late"]}));
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.json()["error"]["code"], "shutting_down");
+    assert!(r.header("retry-after").is_some());
+    assert_eq!(s.call("GET", "/readyz", &[], b"").status, 503);
+    assert_eq!(
+        s.call("GET", "/healthz", &[], b"").json()["status"],
+        "draining"
+    );
     until_stdout(&mut a, "finished");
     let o = a.until("status");
     assert_eq!(o["status"], "exited", "{o}");

@@ -94,8 +94,10 @@ fn resolve_group(g: &str) -> Result<u32, String> {
     }
 }
 
-/// Serve until SIGTERM/SIGINT, then drain: no new connections or runs,
-/// in-flight runs get `drain` to finish, then every jail is killed; exit 0.
+/// Serve until SIGTERM/SIGINT, then drain: new runs get 503 (and /readyz
+/// says not ready) while the runs in flight get `drain` to finish; then
+/// every jail left is killed; once no run is left the listener closes and
+/// the server exits 0.
 pub async fn serve(bound: Bound, state: Arc<State>, drain: Duration) -> i32 {
     use tokio::signal::unix::{signal, SignalKind};
     let (mut term, mut int) = match (
@@ -113,15 +115,17 @@ pub async fn serve(bound: Bound, state: Arc<State>, drain: Duration) -> i32 {
         }
         eprintln!("stockade: serve: draining (up to {drain:?})");
         st.draining.store(true, Ordering::SeqCst);
+        let killer = st.clone();
         tokio::spawn(async move {
             tokio::time::sleep(drain).await;
             eprintln!("stockade: serve: drain timeout: killing the runs left");
-            st.kill_all();
+            killer.kill_all();
             // The killed runs answer at once; a server still not done by
             // now never will be.
             tokio::time::sleep(Duration::from_secs(10)).await;
             std::process::exit(0);
         });
+        st.idle().await;
     };
     let app = super::http::router(state);
     let served = match bound {

@@ -125,7 +125,9 @@ pub struct Admission {
 
 impl Drop for Admission {
     fn drop(&mut self) {
-        self.state.admitted.fetch_sub(1, Ordering::SeqCst);
+        if self.state.admitted.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.state.idle.notify_waiters();
+        }
     }
 }
 

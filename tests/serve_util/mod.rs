@@ -191,23 +191,9 @@ fn write_request(
     let _ = s.write_all(body);
 }
 
-/// Read the status line and headers; `None` when the connection was
-/// closed or reset first.
-pub fn try_read_head(r: &mut impl BufRead) -> Option<(u16, Vec<(String, String)>)> {
-    let mut line = String::new();
-    if r.read_line(&mut line).ok()? == 0 {
-        return None;
-    }
-    Some(read_rest_of_head(r, line))
-}
-
 fn read_head(r: &mut impl BufRead) -> (u16, Vec<(String, String)>) {
     let mut line = String::new();
     r.read_line(&mut line).expect("status line");
-    read_rest_of_head(r, line)
-}
-
-fn read_rest_of_head(r: &mut impl BufRead, mut line: String) -> (u16, Vec<(String, String)>) {
     let status = line
         .split_whitespace()
         .nth(1)
@@ -225,26 +211,6 @@ fn read_rest_of_head(r: &mut impl BufRead, mut line: String) -> (u16, Vec<(Strin
         headers.push((k.trim().to_string(), v.trim().to_string()));
     }
     (status, headers)
-}
-
-/// One request; `None` when the server closed or reset the connection
-/// without an answer.
-pub fn try_send<S: Read + Write>(
-    mut s: S,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-) -> Option<Resp> {
-    write_request(&mut s, method, path, headers, b"");
-    let mut r = BufReader::new(s);
-    let (status, headers) = try_read_head(&mut r)?;
-    let mut body = Vec::new();
-    let _ = r.read_to_end(&mut body);
-    Some(Resp {
-        status,
-        headers,
-        body,
-    })
 }
 
 /// One request and its whole answer (chunked bodies decoded).
@@ -299,26 +265,41 @@ fn read_chunk(r: &mut impl BufRead) -> Option<Vec<u8>> {
 /// A streaming (`Accept: application/x-ndjson`) answer read line by line.
 pub struct Lines<S: Read> {
     pub status: u16,
+    pub headers: Vec<(String, String)>,
     r: BufReader<S>,
     buf: Vec<u8>,
 }
 
 impl<S: Read + Write> Lines<S> {
-    pub fn open(mut s: S, body: &serde_json::Value) -> Lines<S> {
-        write_request(
-            &mut s,
-            "POST",
-            "/v1/runs",
-            &[("Accept", "application/x-ndjson")],
-            body.to_string().as_bytes(),
-        );
+    pub fn open(s: S, body: &serde_json::Value) -> Lines<S> {
+        Lines::open_with(s, body, &[])
+    }
+
+    /// [`Lines::open`] with more headers.
+    pub fn open_with(mut s: S, body: &serde_json::Value, headers: &[(&str, &str)]) -> Lines<S> {
+        let mut h = vec![("Accept", "application/x-ndjson")];
+        h.extend_from_slice(headers);
+        write_request(&mut s, "POST", "/v1/runs", &h, body.to_string().as_bytes());
+        Lines::from_stream(s)
+    }
+
+    /// Read the answer's head from a stream the request was written on.
+    pub fn from_stream(s: S) -> Lines<S> {
         let mut r = BufReader::new(s);
-        let (status, _) = read_head(&mut r);
+        let (status, headers) = read_head(&mut r);
         Lines {
             status,
+            headers,
             r,
             buf: Vec::new(),
         }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 }
 
