@@ -103,7 +103,7 @@ fn manifests_validate_with_kubernetes_validate() {
     let scratch = common::Scratch::new("k8s");
     let bad = scratch.join("bad.yaml");
     let sidecar =
-        std::fs::read_to_string(&files.iter().find(|f| f.ends_with("sidecar.yaml")).unwrap())
+        std::fs::read_to_string(files.iter().find(|f| f.ends_with("sidecar.yaml")).unwrap())
             .unwrap();
     std::fs::write(
         &bad,
