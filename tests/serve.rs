@@ -432,3 +432,29 @@ fn sigterm_kills_what_outlives_the_drain_timeout() {
     assert_eq!(s.wait().code(), Some(0), "{}", s.log.lock().unwrap());
     assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
 }
+
+/// Where user namespaces are refused, runs take the fallback (a leased uid
+/// when the server is root): the workdir is still theirs to read and
+/// write, and is removed after.
+#[test]
+fn fallback_runs_use_their_workdir() {
+    for who in common::users("fallback_runs_use_their_workdir") {
+        let w = who_name(who);
+        let s = Server::start_wrapped(&["chk_nouserns"], who, &[]);
+        let v = s
+            .run(&json!({
+                "profile": "shell",
+                "argv": ["sh", "-c", "cat in/a.txt && echo written > in/b.txt && mkdir -p d/e && cat in/b.txt && id -u"],
+                "files": {"in/a.txt": "given\n"},
+            }))
+            .json();
+        assert_eq!(v["status"], "exited", "{w}: {v}");
+        assert_eq!(
+            v["layers"]["user_namespace"]["state"], "unavailable",
+            "{w}: {v}"
+        );
+        let out = v["stdout"]["data"].as_str().unwrap_or("");
+        assert!(out.starts_with("given\nwritten\n"), "{w}: {v}");
+        assert!(s.leftovers().is_empty(), "{w}: {:?}", s.leftovers());
+    }
+}

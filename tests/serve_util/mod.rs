@@ -32,10 +32,42 @@ impl Server {
     /// `stockade serve --listen unix:SCRATCH/s.sock --workdir-root
     /// SCRATCH/runs ARGS…` as `who`, once it says it listens.
     pub fn start(who: Who, args: &[&str]) -> Server {
+        Server::start_wrapped(&[], who, args)
+    }
+
+    /// [`Server::start`] under `wrappers` (programs of tests/payloads that
+    /// exec the rest of the command line under a restriction, e.g.
+    /// `chk_nouserns`: user namespaces refused).
+    pub fn start_wrapped(wrappers: &[&str], who: Who, args: &[&str]) -> Server {
         let scratch = Scratch::new("serve").world_writable();
         let sock = scratch.join("s.sock");
         let runs = scratch.join("runs");
         let mut c = common::stockade(who);
+        if !wrappers.is_empty() {
+            // common::stockade is `sig_default BINARY`: the wrappers go
+            // between the two.
+            let mut argv: Vec<std::ffi::OsString> = c.get_args().map(|a| a.to_owned()).collect();
+            let bin = argv.pop().expect("the binary");
+            argv.extend(
+                wrappers
+                    .iter()
+                    .map(|w| common::c_payload(w).into_os_string()),
+            );
+            argv.push(bin);
+            let prog = c.get_program().to_owned();
+            let mut w = std::process::Command::new(prog);
+            w.args(argv)
+                .env_clear()
+                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .env("LANG", "C.UTF-8")
+                .current_dir("/")
+                .stdin(Stdio::null());
+            if who == Who::Nobody && common::is_root() {
+                use std::os::unix::process::CommandExt;
+                w.uid(common::NOBODY).gid(common::NOBODY);
+            }
+            c = w;
+        }
         c.arg("serve")
             .arg("--workdir-root")
             .arg(&runs)
