@@ -458,3 +458,22 @@ fn fallback_runs_use_their_workdir() {
         assert!(s.leftovers().is_empty(), "{w}: {:?}", s.leftovers());
     }
 }
+
+/// The unix socket is 0660 and belongs to --socket-group; the server
+/// process itself runs with no_new_privs and a seccomp filter, as the
+/// kernel reports it.
+#[test]
+fn socket_mode_group_and_the_servers_own_confinement() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let s = Server::start(Who::Root, &["--socket-group", "65534"]);
+    let m = std::fs::metadata(&s.sock).unwrap();
+    assert_eq!(m.permissions().mode() & 0o7777, 0o660);
+    assert_eq!(m.gid(), 65534);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", s.pid())).unwrap();
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    assert!(status.contains("Seccomp:\t2"), "{status}");
+    let s = Server::start(Who::Root, &["--no-confine"]);
+    let h = s.call("GET", "/healthz", &[], b"").json();
+    assert_eq!(h["confinement"]["confined"], false, "{h}");
+    assert_eq!(h["confinement"]["why"], "--no-confine", "{h}");
+}

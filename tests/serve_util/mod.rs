@@ -143,6 +143,11 @@ impl Server {
         assert!(st.success());
     }
 
+    /// The server's pid (the wrappers exec it in place).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn wait(&mut self) -> ExitStatus {
         self.child.wait().unwrap()
     }
