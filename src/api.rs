@@ -363,6 +363,32 @@ pub struct Child {
     pub stderr: Option<std::fs::File>,
 }
 
+/// Kills a running jail from any thread, from [`Child::killer`]: the
+/// caller's way to end a jail while another thread blocks in
+/// [`Child::wait`]. Killing a jail that is over does nothing. (It holds the
+/// run's control socket open: while a `Killer` lives, dropping the `Child`
+/// does not kill the jail.)
+#[derive(Debug)]
+pub struct Killer {
+    control: OwnedFd,
+}
+
+impl Killer {
+    /// Kill the whole jail now, as [`Child::kill`].
+    pub fn kill(&self) -> Result<(), Error> {
+        send_kill(&self.control)
+    }
+}
+
+fn send_kill(control: &OwnedFd) -> Result<(), Error> {
+    match crate::sys::write_all(control.as_raw_fd(), b"K") {
+        Ok(()) => Ok(()),
+        // Already over: nothing left to kill.
+        Err(e) if e.errno == crate::sys::Errno::EPIPE => Ok(()),
+        Err(e) => Err(SpawnError::Os(spawner::OsFailure::of(e)).into()),
+    }
+}
+
 /// How a jail ended, with what it wrote when stdout and stderr were piped.
 #[derive(Debug)]
 pub struct Output {
@@ -380,12 +406,15 @@ impl Child {
 
     /// Kill the whole jail now. [`Child::wait`] then reports how it ended.
     pub fn kill(&mut self) -> Result<(), Error> {
-        match crate::sys::write_all(self.control.as_raw_fd(), b"K") {
-            Ok(()) => Ok(()),
-            // Already over: nothing left to kill.
-            Err(e) if e.errno == crate::sys::Errno::EPIPE => Ok(()),
-            Err(e) => Err(SpawnError::Os(spawner::OsFailure::of(e)).into()),
-        }
+        send_kill(&self.control)
+    }
+
+    /// A handle that kills this jail from another thread, while this one
+    /// waits (see [`Killer`]).
+    pub fn killer(&self) -> Result<Killer, Error> {
+        Ok(Killer {
+            control: self.control.try_clone()?,
+        })
     }
 
     /// Wait for the end; return how it ended. Closes stdin first, as

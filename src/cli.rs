@@ -42,6 +42,8 @@ enum Cmd {
     Profile(ProfileCmd),
     /// Say which layers this host can enforce, and why not.
     Check(CheckArgs),
+    /// Serve runs over HTTP/JSON (unix socket or TCP with a token), each in a fresh jail.
+    Serve(crate::serve::ServeArgs),
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
     #[command(long_about = "Print a shell completion script on stdout.\n\n\
 Examples:\n\
@@ -1088,6 +1090,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
             run_cmd(&a, &sub.map(mount_flags).unwrap_or_default())
         }
         Cmd::Profile(pc) => profile_cmd(pc),
+        Cmd::Serve(a) => crate::serve::main(a),
         Cmd::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "stockade", &mut out);

@@ -16,12 +16,13 @@ pub mod outcome;
 mod plan;
 pub mod policy;
 mod seccomp;
+mod serve;
 pub mod spawner;
 mod supervise;
 #[allow(unsafe_code)]
 mod sys;
 
-pub use api::{Child, Error, Jail, Output, Stdio};
+pub use api::{Child, Error, Jail, Killer, Output, Stdio};
 pub use outcome::{Outcome, Status};
 use plan::Plan;
 pub use plan::SetupError;

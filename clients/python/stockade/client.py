@@ -1,0 +1,232 @@
+"""The client: HTTP/1.1 over a unix socket or TCP, stdlib only."""
+
+import base64
+import http.client
+import json
+import socket
+from urllib.parse import urlsplit
+
+from .errors import StockadeConnectionError, from_answer
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=None):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            if self.timeout is not None:
+                s.settimeout(self.timeout)
+            s.connect(self._path)
+        except OSError:
+            s.close()
+            raise
+        self.sock = s
+
+
+def _bytes(captured):
+    """Bytes of a captured stream (`{"encoding", "data"}`) or b""."""
+    if not captured:
+        return b""
+    if captured.get("encoding") == "base64":
+        return base64.b64decode(captured["data"])
+    return captured.get("data", "").encode("utf-8")
+
+
+def _content(value):
+    """str -> text; bytes -> {"base64": …}."""
+    if isinstance(value, (bytes, bytearray)):
+        return {"base64": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, str):
+        return value
+    raise TypeError("expected str or bytes, got %s" % type(value).__name__)
+
+
+class Outcome:
+    """How a run ended: the outcome JSON of `stockade run`, with captured
+    output as bytes. `raw` is the whole answer."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.status = raw.get("status")
+        self.exit_code = raw.get("exit_code")
+        self.signal = raw.get("signal")
+        self.error = raw.get("error")
+        self.usage = raw.get("usage", {})
+        self.limits = raw.get("limits", {})
+        self.layers = raw.get("layers", {})
+        self.applied = raw.get("applied", {})
+        self.stdout = _bytes(raw.get("stdout"))
+        self.stderr = _bytes(raw.get("stderr"))
+        self.truncated = bool(
+            (raw.get("stdout") or {}).get("truncated")
+            or (raw.get("stderr") or {}).get("truncated")
+        )
+
+    @property
+    def ok(self):
+        """Exited on its own with code 0."""
+        return self.status == "exited" and self.exit_code == 0
+
+    @property
+    def stdout_text(self):
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr_text(self):
+        return self.stderr.decode("utf-8", "replace")
+
+    def __repr__(self):
+        return "Outcome(status=%r, exit_code=%r)" % (self.status, self.exit_code)
+
+
+class Chunk:
+    """A piece of output as the payload wrote it (streaming)."""
+
+    def __init__(self, stream, data):
+        self.stream = stream
+        self.data = data
+
+    @property
+    def text(self):
+        return self.data.decode("utf-8", "replace")
+
+    def __repr__(self):
+        return "Chunk(%s, %r)" % (self.stream, self.data)
+
+
+class Client:
+    """A `stockade serve` server: `"unix:/path/to.sock"` or
+    `"http://host:port"`; `token` for its bearer token."""
+
+    def __init__(self, address="unix:/run/stockade/stockade.sock", token=None, timeout=None):
+        self.address = address
+        self.token = token
+        self.timeout = timeout
+        if address.startswith("unix:"):
+            self._unix = address[len("unix:"):]
+        else:
+            u = urlsplit(address)
+            if u.scheme != "http" or not u.hostname:
+                raise ValueError("address: expected unix:/PATH or http://HOST:PORT, got %r" % address)
+            self._unix = None
+            self._host, self._port = u.hostname, u.port or 80
+
+    def _connection(self):
+        if self._unix is not None:
+            return _UnixConnection(self._unix, timeout=self.timeout)
+        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+
+    def _request(self, method, path, body=None, accept="application/json"):
+        """Send; return (connection, response) for a 2xx, else raise."""
+        headers = {"Accept": accept}
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        conn = self._connection()
+        try:
+            try:
+                conn.request(method, path, body=data, headers=headers)
+            except (BrokenPipeError, ConnectionResetError):
+                # The server may answer (413) before reading a large body
+                # and close: its answer is still there to read.
+                pass
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            raise StockadeConnectionError("%s: %s" % (self.address, e)) from e
+        if resp.status >= 400:
+            text = resp.read()
+            conn.close()
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = None
+            retry = resp.getheader("Retry-After")
+            raise from_answer(resp.status, parsed, int(retry) if retry and retry.isdigit() else None)
+        return conn, resp
+
+    @staticmethod
+    def _body(argv, code, stdin, files, env, limits, profile):
+        if (argv is None) == (code is None):
+            raise ValueError("give argv or code=, not both")
+        if code is not None:
+            argv = ["python3", "-c", code]
+            profile = profile or "python"
+        body = {"argv": list(argv)}
+        if profile:
+            body["profile"] = profile
+        if stdin is not None:
+            body["stdin"] = _content(stdin)
+        if files:
+            body["files"] = {p: _content(c) for p, c in files.items()}
+        if env:
+            body["env"] = dict(env)
+        if limits:
+            body["limits"] = dict(limits)
+        return body
+
+    def run(self, argv=None, *, code=None, stdin=None, files=None, env=None, limits=None, profile=None):
+        """Run `argv` (or Python `code` under the `python` profile) in a
+        fresh jail; return its Outcome once it ended."""
+        body = self._body(argv, code, stdin, files, env, limits, profile)
+        conn, resp = self._request("POST", "/v1/runs", body)
+        try:
+            return Outcome(json.loads(resp.read()))
+        except (OSError, http.client.HTTPException) as e:
+            raise StockadeConnectionError("%s: %s" % (self.address, e)) from e
+        finally:
+            conn.close()
+
+    def stream(self, argv=None, *, code=None, stdin=None, files=None, env=None, limits=None, profile=None):
+        """Like run(), but yield Chunk objects as the payload writes, then
+        the Outcome last. Closing the iterator early kills the jail."""
+        body = self._body(argv, code, stdin, files, env, limits, profile)
+        conn, resp = self._request("POST", "/v1/runs", body, accept="application/x-ndjson")
+        try:
+            for line in resp:
+                if not line.strip():
+                    continue
+                v = json.loads(line)
+                for name in ("stdout", "stderr"):
+                    if name in v and "status" not in v:
+                        data = v[name]
+                        raw = base64.b64decode(data) if v.get("encoding") == "base64" else data.encode("utf-8")
+                        yield Chunk(name, raw)
+                        break
+                else:
+                    if "error" in v and "status" not in v:
+                        raise from_answer(500, v)
+                    yield Outcome(v)
+        except (OSError, http.client.HTTPException) as e:
+            raise StockadeConnectionError("%s: %s" % (self.address, e)) from e
+        finally:
+            conn.close()
+
+    def health(self):
+        conn, resp = self._request("GET", "/healthz")
+        try:
+            return json.loads(resp.read())
+        finally:
+            conn.close()
+
+    def ready(self):
+        """True when the server takes runs (pools warm)."""
+        try:
+            conn, resp = self._request("GET", "/readyz")
+        except StockadeError:
+            return False
+        conn.close()
+        return True
+
+    def metrics(self):
+        conn, resp = self._request("GET", "/metrics", accept="text/plain")
+        try:
+            return resp.read().decode("utf-8")
+        finally:
+            conn.close()

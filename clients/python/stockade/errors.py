@@ -1,0 +1,83 @@
+"""One exception per error code of `stockade serve`."""
+
+
+class StockadeError(Exception):
+    """An error answer: `status` (HTTP), `code`, `message`, and `field`
+    (the request field at fault, for 400)."""
+
+    def __init__(self, status, code, message, field=None, retry_after=None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.retry_after = retry_after
+
+    def __repr__(self):
+        return "%s(%r, field=%r)" % (type(self).__name__, self.message, self.field)
+
+
+class BadRequest(StockadeError):
+    """400: a bad request field; `field` names it."""
+
+
+class Unauthorized(StockadeError):
+    """401: no valid bearer token."""
+
+
+class NotFound(StockadeError):
+    """404: no such path."""
+
+
+class UnknownProfile(NotFound):
+    """404: the profile is not among the server's --profiles."""
+
+
+class MethodNotAllowed(StockadeError):
+    """405."""
+
+
+class PayloadTooLarge(StockadeError):
+    """413: the request body or its file count is over the server's bound."""
+
+
+class QueueFull(StockadeError):
+    """429: every run slot is busy and the queue is full; `retry_after`."""
+
+
+class ShuttingDown(StockadeError):
+    """503: the server is draining; `retry_after`."""
+
+
+class InternalError(StockadeError):
+    """500: the server could not start the jail."""
+
+
+class StockadeConnectionError(StockadeError, ConnectionError):
+    """The server could not be reached, or the connection broke."""
+
+    def __init__(self, message):
+        super().__init__(0, "connection", message)
+
+
+_BY_CODE = {
+    "bad_request": BadRequest,
+    "unauthorized": Unauthorized,
+    "not_found": NotFound,
+    "unknown_profile": UnknownProfile,
+    "method_not_allowed": MethodNotAllowed,
+    "payload_too_large": PayloadTooLarge,
+    "queue_full": QueueFull,
+    "shutting_down": ShuttingDown,
+    "internal": InternalError,
+}
+
+
+def from_answer(status, body, retry_after=None):
+    """The exception for an error answer (`body` parsed, or None)."""
+    err = (body or {}).get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict):
+        return StockadeError(status, "http_%d" % status, "HTTP %d" % status)
+    code = err.get("code", "http_%d" % status)
+    cls = _BY_CODE.get(code, StockadeError)
+    return cls(status, code, err.get("message", ""), err.get("field"), retry_after)

@@ -1,0 +1,151 @@
+"""The client against a real `stockade serve`: STOCKADE_ADDRESS (and
+STOCKADE_TOKEN) name it; tests/serve_python.rs starts one and runs these."""
+
+import importlib.util
+import json
+import os
+import threading
+import unittest
+import urllib.request
+
+import stockade
+
+ADDRESS = os.environ.get("STOCKADE_ADDRESS")
+TOKEN = os.environ.get("STOCKADE_TOKEN")
+
+
+def setUpModule():
+    if not ADDRESS:
+        raise unittest.SkipTest("STOCKADE_ADDRESS is not set: no server to test against")
+
+
+def client():
+    return stockade.Client(ADDRESS, token=TOKEN, timeout=120)
+
+
+class Runs(unittest.TestCase):
+    def test_argv_stdin_files_env(self):
+        out = client().run(
+            ["sh", "-c", "cat data/in.txt; cat; echo $GREETING; cat bin.dat | od -An -tx1"],
+            profile="shell",
+            stdin="from stdin\n",
+            files={"data/in.txt": "a file\n", "bin.dat": b"\x00\xff"},
+            env={"GREETING": "hello"},
+        )
+        self.assertTrue(out.ok, out.raw)
+        self.assertEqual(out.stdout_text.split("\n")[:3], ["a file", "from stdin", "hello"])
+        self.assertIn("00 ff", out.stdout_text)
+        self.assertEqual(out.applied["profile"], "shell")
+
+    def test_code_runs_under_python(self):
+        out = client().run(code="import sys; print(sum(map(int, sys.stdin.read().split())))", stdin="1 2 3")
+        self.assertEqual((out.status, out.exit_code, out.stdout), ("exited", 0, b"6\n"), out.raw)
+        self.assertEqual(out.applied["profile"], "python")
+
+    def test_limits_applied_and_timeout(self):
+        out = client().run(["sleep", "600"], profile="shell", limits={"timeout": "1s", "memory": "64g"})
+        self.assertEqual(out.status, "timeout", out.raw)
+        self.assertFalse(out.ok)
+        self.assertIn("memory", out.applied["clamped"])
+
+    def test_binary_output(self):
+        out = client().run(["printf", "\\377\\000"], profile="shell")
+        self.assertEqual(out.stdout, b"\xff\x00")
+
+    def test_stream_yields_chunks_then_outcome(self):
+        events = list(client().stream(["sh", "-c", "echo one; echo two >&2; exit 7"], profile="shell"))
+        self.assertIsInstance(events[-1], stockade.Outcome)
+        self.assertEqual(events[-1].exit_code, 7)
+        chunks = [e for e in events[:-1]]
+        self.assertTrue(all(isinstance(c, stockade.Chunk) for c in chunks))
+        self.assertEqual(b"".join(c.data for c in chunks if c.stream == "stdout"), b"one\n")
+        self.assertIn(b"two\n", b"".join(c.data for c in chunks if c.stream == "stderr"))
+
+
+class Errors(unittest.TestCase):
+    def test_bad_request_names_the_field(self):
+        with self.assertRaises(stockade.BadRequest) as cm:
+            client().run(["true"], profile="shell", files={"../escape": "x"})
+        self.assertEqual(cm.exception.status, 400)
+        self.assertEqual(cm.exception.field, 'files["../escape"]')
+        with self.assertRaises(stockade.BadRequest) as cm:
+            client().run(["true"], profile="shell", limits={"memory": "lots"})
+        self.assertEqual(cm.exception.field, "limits.memory")
+
+    def test_unknown_profile(self):
+        with self.assertRaises(stockade.UnknownProfile) as cm:
+            client().run(["true"], profile="no-such-profile")
+        self.assertIsInstance(cm.exception, stockade.NotFound)
+
+    def test_unauthorized(self):
+        if not TOKEN:
+            self.skipTest("the server has no token")
+        with self.assertRaises(stockade.Unauthorized):
+            stockade.Client(ADDRESS, token="wrong-token-wrong-token").run(["true"], profile="shell")
+
+    def test_too_large(self):
+        with self.assertRaises(stockade.PayloadTooLarge):
+            client().run(["true"], profile="shell", stdin="x" * (9 << 20))
+
+    def test_connection_error(self):
+        with self.assertRaises(stockade.StockadeConnectionError):
+            stockade.Client("unix:/nonexistent/stockade.sock").run(["true"])
+
+    def test_health_and_ready(self):
+        h = client().health()
+        self.assertEqual(h["status"], "ok")
+        self.assertTrue(h["confinement"]["confined"], h)
+        self.assertTrue(client().ready())
+        self.assertIn("stockade_runs_total", client().metrics())
+
+
+def load_evaluator():
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "evaluator.py")
+    spec = importlib.util.spec_from_file_location("evaluator", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+DIFFLIB_SCORER = """
+import difflib
+def score(answer, reference):
+    return difflib.SequenceMatcher(None, answer, reference).ratio()
+"""
+
+
+class Evaluator(unittest.TestCase):
+    def test_scores(self):
+        ev = load_evaluator()
+        r = ev.evaluate(client(), "the cat sat", "the cat sat", DIFFLIB_SCORER)
+        self.assertEqual(r, {"status": "scored", "score": 1.0})
+        r = ev.evaluate(client(), "abcd", "abce", DIFFLIB_SCORER)
+        self.assertAlmostEqual(r["score"], 0.75)
+
+    def test_hostile_scorers_are_contained(self):
+        ev = load_evaluator()
+        r = ev.evaluate(client(), "a", "b", "def score(a, r):\n    while True: pass\n", timeout="1s")
+        self.assertEqual(r["status"], "timeout", r)
+        peek = "def score(a, r):\n    return len(open('/etc/shadow').read())\n"
+        r = ev.evaluate(client(), "a", "b", peek)
+        self.assertEqual(r["status"], "scorer_failed", r)
+        self.assertIn("shadow", r["error"])
+
+    def test_the_service(self):
+        ev = load_evaluator()
+        srv = ev.ThreadingHTTPServer(("127.0.0.1", 0), ev.make_handler(client()))
+        t = threading.Thread(target=srv.serve_forever, daemon=True)
+        t.start()
+        try:
+            body = json.dumps({"answer": "Paris", "reference": "paris",
+                               "scorer": "def score(a, r):\n    return float(a.lower() == r.lower())\n"})
+            req = urllib.request.Request("http://127.0.0.1:%d/score" % srv.server_address[1], data=body.encode())
+            with urllib.request.urlopen(req, timeout=120) as resp:
+                self.assertEqual(json.loads(resp.read()), {"status": "scored", "score": 1.0})
+        finally:
+            srv.shutdown()
+            srv.server_close()
+
+
+if __name__ == "__main__":
+    unittest.main()

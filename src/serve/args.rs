@@ -1,0 +1,73 @@
+//! `stockade serve`'s command line.
+
+use std::path::PathBuf;
+
+/// Serve runs over HTTP/JSON: each request in its own fresh jail.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Where to listen: `unix:/PATH` (mode 0660) or `HOST:PORT` (TCP; needs --token-file)
+    #[arg(
+        long,
+        value_name = "unix:PATH|HOST:PORT",
+        default_value = "unix:/run/stockade/stockade.sock"
+    )]
+    pub listen: String,
+    /// Group that owns the unix socket (name or gid), so its members may connect
+    #[arg(long, value_name = "GROUP")]
+    pub socket_group: Option<String>,
+    /// File holding the bearer token clients must send (required for TCP)
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Profiles requests may name, comma-separated; the first is the default
+    #[arg(
+        long,
+        value_name = "NAME,…",
+        default_value = "python,shell",
+        value_delimiter = ','
+    )]
+    pub profiles: Vec<String>,
+    /// Most runs at once [default: the number of CPUs]
+    #[arg(long, value_name = "N")]
+    pub max_concurrent: Option<usize>,
+    /// Most requests waiting for a run slot; more get 429 [default: 4 × --max-concurrent]
+    #[arg(long, value_name = "N")]
+    pub max_queue: Option<usize>,
+    /// Largest request body
+    #[arg(long, value_name = "SIZE", default_value = "8m", value_parser = size)]
+    pub max_body: u64,
+    /// Most files one request may write into its workdir
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_files: usize,
+    /// Memory limit ceiling per run (requests are clamped to it; also the default)
+    #[arg(long, value_name = "SIZE", default_value = "512m", value_parser = size)]
+    pub max_memory: u64,
+    /// Wall-clock timeout ceiling per run (also the default)
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]
+    pub max_timeout: std::time::Duration,
+    /// Process/thread count ceiling per run (also the default)
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_pids: u64,
+    /// CPU ceiling per run (also the default)
+    #[arg(long, value_name = "CPUS", default_value_t = 1.0)]
+    pub max_cpus: f64,
+    /// stdout+stderr ceiling per run (also the default)
+    #[arg(long, value_name = "SIZE", default_value = "1m", value_parser = size)]
+    pub max_output: u64,
+    /// On SIGTERM: how long in-flight runs may finish before they are killed
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
+    pub drain_timeout: std::time::Duration,
+    /// Host directory under which each run's workdir is made (best a tmpfs)
+    #[arg(long, value_name = "DIR")]
+    pub workdir_root: Option<PathBuf>,
+    /// Do not confine the server process itself (no_new_privs + seccomp)
+    #[arg(long)]
+    pub no_confine: bool,
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    crate::policy::units::parse_limit_size(s)
+}
+
+fn duration(s: &str) -> Result<std::time::Duration, String> {
+    crate::policy::units::parse_limit_duration(s)
+}

@@ -1,0 +1,197 @@
+//! The HTTP surface: routes, authorization, body bounds, answers.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State as Ext};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::io::AsyncWriteExt;
+
+use super::error::ApiError;
+use super::run::{self, Applied, Job};
+use super::State;
+use crate::Outcome;
+
+pub fn router(state: Arc<State>) -> Router {
+    Router::new()
+        .route("/v1/runs", post(runs))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .fallback(|| async { ApiError::not_found("no such path") })
+        .with_state(state)
+}
+
+/// A JSON text as a body.
+pub fn json_body(v: &serde_json::Value) -> Body {
+    Body::from(v.to_string())
+}
+
+fn json(status: StatusCode, v: &serde_json::Value) -> Response {
+    let mut r = (status, json_body(v)).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// The outcome with what was applied.
+pub fn result_json(o: &Outcome, applied: &Applied) -> serde_json::Value {
+    let mut v = serde_json::to_value(o).unwrap_or_default();
+    v["applied"] = applied.to_json();
+    v
+}
+
+/// The bearer token, compared in constant time (for equal lengths; the
+/// length of the token is not a secret worth hiding).
+fn authorize(state: &State, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(want) = &state.token else {
+        return Ok(());
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .unwrap_or_default();
+    if constant_time_eq(given, want) {
+        Ok(())
+    } else {
+        Err(ApiError::unauthorized())
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+async fn runs(Ext(state): Ext<Arc<State>>, req: Request) -> Response {
+    match run_request(&state, req).await {
+        Ok(r) => r,
+        Err(e) => {
+            state.metrics.rejected(e.code);
+            e.into_response()
+        }
+    }
+}
+
+async fn run_request(state: &Arc<State>, req: Request) -> Result<Response, ApiError> {
+    authorize(state, req.headers())?;
+    let stream = req
+        .headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|s| s.contains("application/x-ndjson")));
+    let max = state.max.body;
+    let too_large = || ApiError::too_large(format!("body: larger than {max} bytes"));
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_large());
+    }
+    let body = axum::body::to_bytes(req.into_body(), max as usize)
+        .await
+        .map_err(|_| too_large())?;
+    let parsed = super::request::parse(&body, state.max.files)?;
+    drop(body);
+    let (policy, applied) = run::policy_for(state, &parsed, stream)?;
+    let (admission, permit) = run::admit(state).await?;
+    if state.pool.take(&applied.profile).is_none() {
+        state.metrics.pool_misses.fetch_add(1, Ordering::Relaxed);
+    }
+    let mut started = run::start(Job {
+        state: state.clone(),
+        policy,
+        files: parsed.files,
+        stdin: parsed.stdin.is_some(),
+        stream,
+        admission,
+        permit,
+    })
+    .await?;
+    if let (Some(f), Some(data)) = (started.stdin.take(), parsed.stdin) {
+        tokio::spawn(async move {
+            if let Ok(mut tx) = tokio::net::unix::pipe::Sender::from_file(f) {
+                // A payload that exits without reading: EPIPE, fine.
+                let _ = tx.write_all(&data).await;
+            }
+        });
+    }
+    if stream {
+        let mut r = Response::new(Body::from_stream(super::stream::lines(started, applied)));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-ndjson"),
+        );
+        return Ok(r);
+    }
+    let outcome = (&mut started.done)
+        .await
+        .map_err(|_| ApiError::internal("the run ended without an outcome"))?
+        .map_err(ApiError::internal)?;
+    started.guard.disarm();
+    Ok(json(StatusCode::OK, &result_json(&outcome, &applied)))
+}
+
+async fn healthz(Ext(state): Ext<Arc<State>>) -> Response {
+    let draining = state.draining.load(Ordering::SeqCst);
+    json(
+        StatusCode::OK,
+        &serde_json::json!({
+            "status": if draining { "draining" } else { "ok" },
+            "version": env!("CARGO_PKG_VERSION"),
+            "confinement": state.confinement,
+            "profiles": state.profiles.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            "max_concurrent": state.max.concurrent,
+            "max_queue": state.max.queue,
+        }),
+    )
+}
+
+async fn readyz(Ext(state): Ext<Arc<State>>) -> Response {
+    if state.draining.load(Ordering::SeqCst) {
+        return ApiError::shutting_down().into_response();
+    }
+    let warm = state.pool.warm();
+    json(
+        if warm {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        },
+        &serde_json::json!({ "ready": warm, "pools_warm": warm }),
+    )
+}
+
+async fn metrics(Ext(state): Ext<Arc<State>>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&state, &headers) {
+        state.metrics.rejected(e.code);
+        return e.into_response();
+    }
+    let mut r = state.metrics.render(state.pool.size()).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn constant_time_eq() {
+        assert!(super::constant_time_eq(b"abc", b"abc"));
+        assert!(!super::constant_time_eq(b"abc", b"abd"));
+        assert!(!super::constant_time_eq(b"abc", b"abcd"));
+    }
+}

@@ -1,0 +1,123 @@
+//! Counters for `GET /metrics`, in the Prometheus text format.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Upper bounds (seconds) of the run-duration histogram's buckets.
+const BUCKETS: [f64; 12] = [
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+#[derive(Default)]
+struct Hist {
+    counts: [u64; BUCKETS.len()],
+    sum: f64,
+    count: u64,
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    /// Runs ended, by outcome status.
+    runs: Mutex<BTreeMap<String, u64>>,
+    duration: Mutex<Hist>,
+    pub in_flight: AtomicI64,
+    pub queued: AtomicI64,
+    /// Requests refused before a run, by error code.
+    rejected: Mutex<BTreeMap<&'static str, u64>>,
+    pub pool_misses: AtomicU64,
+}
+
+impl Metrics {
+    pub fn run_ended(&self, status: &str, took: Duration) {
+        *lock(&self.runs).entry(status.to_string()).or_default() += 1;
+        let s = took.as_secs_f64();
+        let mut h = lock(&self.duration);
+        for (i, b) in BUCKETS.iter().enumerate() {
+            if s <= *b {
+                h.counts[i] += 1;
+            }
+        }
+        h.sum += s;
+        h.count += 1;
+    }
+
+    pub fn rejected(&self, code: &'static str) {
+        *lock(&self.rejected).entry(code).or_default() += 1;
+    }
+
+    /// The text for `/metrics`; `pool_size` is the warm jails parked now.
+    pub fn render(&self, pool_size: usize) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "# HELP stockade_runs_total Runs ended, by outcome status."
+        );
+        let _ = writeln!(o, "# TYPE stockade_runs_total counter");
+        for (s, n) in lock(&self.runs).iter() {
+            let _ = writeln!(o, "stockade_runs_total{{status=\"{s}\"}} {n}");
+        }
+        let _ = writeln!(
+            o,
+            "# HELP stockade_run_duration_seconds Wall time of a run, from start to outcome."
+        );
+        let _ = writeln!(o, "# TYPE stockade_run_duration_seconds histogram");
+        let h = lock(&self.duration);
+        for (b, n) in BUCKETS.iter().zip(h.counts) {
+            let _ = writeln!(o, "stockade_run_duration_seconds_bucket{{le=\"{b}\"}} {n}");
+        }
+        let _ = writeln!(
+            o,
+            "stockade_run_duration_seconds_bucket{{le=\"+Inf\"}} {}",
+            h.count
+        );
+        let _ = writeln!(o, "stockade_run_duration_seconds_sum {}", h.sum);
+        let _ = writeln!(o, "stockade_run_duration_seconds_count {}", h.count);
+        drop(h);
+        let gauge = |o: &mut String, name: &str, help: &str, v: i64| {
+            let _ = writeln!(o, "# HELP {name} {help}");
+            let _ = writeln!(o, "# TYPE {name} gauge");
+            let _ = writeln!(o, "{name} {v}");
+        };
+        gauge(
+            &mut o,
+            "stockade_runs_in_flight",
+            "Runs started and not yet ended.",
+            self.in_flight.load(Ordering::Relaxed),
+        );
+        gauge(
+            &mut o,
+            "stockade_queue_depth",
+            "Requests waiting for a run slot.",
+            self.queued.load(Ordering::Relaxed),
+        );
+        gauge(
+            &mut o,
+            "stockade_pool_size",
+            "Warm jails parked, ready for a request.",
+            pool_size as i64,
+        );
+        let _ = writeln!(o, "# HELP stockade_pool_misses_total Runs that found no warm jail and started a cold one.");
+        let _ = writeln!(o, "# TYPE stockade_pool_misses_total counter");
+        let _ = writeln!(
+            o,
+            "stockade_pool_misses_total {}",
+            self.pool_misses.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            o,
+            "# HELP stockade_rejected_total Requests refused before a run, by error code."
+        );
+        let _ = writeln!(o, "# TYPE stockade_rejected_total counter");
+        for (c, n) in lock(&self.rejected).iter() {
+            let _ = writeln!(o, "stockade_rejected_total{{code=\"{c}\"}} {n}");
+        }
+        o
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

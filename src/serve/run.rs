@@ -1,0 +1,288 @@
+//! One request's run: its policy (profile, limits clamped to the
+//! operator's maxima), admission (run slots, the bounded queue), and the
+//! jail started and waited for on a blocking thread that, once started,
+//! always sees the run to its end: the outcome, the workdir removed, the
+//! metrics, the slot given back, whatever became of the request.
+
+use std::ffi::OsString;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::oneshot;
+
+use super::error::ApiError;
+use super::request::{FileSpec, RunRequest};
+use super::workdir::Workdir;
+use super::State;
+use crate::policy::{self, Policy};
+use crate::{Jail, Killer, Outcome, Stdio};
+
+/// What was applied to a run, for the response.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    pub profile: String,
+    pub memory: u64,
+    pub cpus: f64,
+    pub pids: u64,
+    pub timeout: f64,
+    pub max_output: u64,
+    /// The limits asked for above the operator's maxima (cut to them).
+    pub clamped: Vec<&'static str>,
+}
+
+impl Applied {
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "profile": self.profile,
+            "limits": {
+                "memory": self.memory,
+                "cpus": self.cpus,
+                "pids": self.pids,
+                "timeout": self.timeout,
+                "max_output": self.max_output,
+            },
+            "clamped": self.clamped,
+        })
+    }
+}
+
+fn clamp<T: PartialOrd + Copy>(
+    name: &'static str,
+    asked: Option<T>,
+    profile: Option<T>,
+    max: T,
+    clamped: &mut Vec<&'static str>,
+) -> T {
+    let want = asked.or(profile).unwrap_or(max);
+    if want > max {
+        if asked.is_some() {
+            clamped.push(name);
+        }
+        max
+    } else {
+        want
+    }
+}
+
+/// The policy for `req` (workdir still unset) and what it applies.
+pub fn policy_for(
+    state: &State,
+    req: &RunRequest,
+    stream: bool,
+) -> Result<(Policy, Applied), ApiError> {
+    let name = req
+        .profile
+        .clone()
+        .unwrap_or_else(|| state.profiles[0].0.clone());
+    let Some((_, base)) = state.profiles.iter().find(|(n, _)| *n == name) else {
+        let names: Vec<String> = state.profiles.iter().map(|(n, _)| n.clone()).collect();
+        return Err(ApiError::unknown_profile(&name, &names));
+    };
+    let mut p = base.clone();
+    p.argv = req.argv.iter().map(OsString::from).collect();
+    for (k, v) in &req.env {
+        policy::set_env(&mut p.env, k.into(), v.into());
+    }
+    let m = &state.max;
+    let r = &req.limits;
+    let mut clamped = Vec::new();
+    let l = &mut p.limits;
+    let memory = clamp("memory", r.memory, l.memory, m.memory, &mut clamped);
+    let cpus = clamp("cpus", r.cpus, l.cpus, m.cpus, &mut clamped);
+    let pids = clamp("pids", r.pids, l.pids, m.pids, &mut clamped);
+    let timeout = clamp("timeout", r.timeout, l.timeout, m.timeout, &mut clamped);
+    let max_output = clamp(
+        "max_output",
+        r.max_output,
+        l.max_output,
+        m.max_output,
+        &mut clamped,
+    );
+    l.memory = Some(memory);
+    l.cpus = Some(cpus);
+    l.pids = Some(pids);
+    l.timeout = Some(timeout);
+    l.max_output = Some(max_output);
+    // Captured into the outcome, or streamed from pipes as it comes.
+    p.capture = !stream;
+    let applied = Applied {
+        profile: name,
+        memory,
+        cpus,
+        pids,
+        timeout: timeout.as_secs_f64(),
+        max_output,
+        clamped,
+    };
+    Ok((p, applied))
+}
+
+/// A place in the run slots or the queue before them; given back on drop.
+pub struct Admission {
+    state: Arc<State>,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        if self.state.admitted.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.state.idle.notify_waiters();
+        }
+    }
+}
+
+/// Admit a request (503 while draining, 429 when the slots and the queue
+/// are full) and wait for a run slot.
+pub async fn admit(
+    state: &Arc<State>,
+) -> Result<(Admission, tokio::sync::OwnedSemaphorePermit), ApiError> {
+    if state.draining.load(Ordering::SeqCst) {
+        return Err(ApiError::shutting_down());
+    }
+    let cap = state.max.concurrent + state.max.queue;
+    if state.admitted.fetch_add(1, Ordering::SeqCst) >= cap {
+        state.admitted.fetch_sub(1, Ordering::SeqCst);
+        return Err(ApiError::queue_full(state.max.queue));
+    }
+    let admission = Admission {
+        state: state.clone(),
+    };
+    state.metrics.queued.fetch_add(1, Ordering::SeqCst);
+    let permit = state.slots.clone().acquire_owned().await;
+    state.metrics.queued.fetch_sub(1, Ordering::SeqCst);
+    let permit = permit.map_err(|_| ApiError::shutting_down())?;
+    if state.killing.load(Ordering::SeqCst) {
+        return Err(ApiError::shutting_down());
+    }
+    Ok((admission, permit))
+}
+
+/// Kills the jail when dropped, unless the run was seen to its end: the
+/// request went away (client disconnect) before its answer was sent.
+pub struct KillGuard {
+    killer: Arc<Killer>,
+    armed: bool,
+}
+
+impl KillGuard {
+    pub fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for KillGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.killer.kill();
+        }
+    }
+}
+
+/// A started run, as the request sees it.
+pub struct Started {
+    pub guard: KillGuard,
+    pub stdin: Option<std::fs::File>,
+    pub stdout: Option<std::fs::File>,
+    pub stderr: Option<std::fs::File>,
+    pub done: oneshot::Receiver<Result<Outcome, String>>,
+}
+
+/// Everything the blocking side needs for one run.
+pub struct Job {
+    pub state: Arc<State>,
+    pub policy: Policy,
+    pub files: Vec<FileSpec>,
+    pub stdin: bool,
+    pub stream: bool,
+    pub admission: Admission,
+    pub permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Start the run on a blocking thread; answer once the jail is started.
+pub async fn start(job: Job) -> Result<Started, ApiError> {
+    let (started_tx, started_rx) = oneshot::channel();
+    tokio::task::spawn_blocking(move || run_blocking(job, started_tx));
+    started_rx
+        .await
+        .unwrap_or_else(|_| Err(ApiError::internal("the run's thread ended early")))
+}
+
+type StartedTx = oneshot::Sender<Result<Started, ApiError>>;
+
+fn run_blocking(job: Job, started_tx: StartedTx) {
+    let Job {
+        state,
+        mut policy,
+        files,
+        stdin,
+        stream,
+        admission,
+        permit,
+    } = job;
+    let workdir = match Workdir::create(&state.workdir_root, &files) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = started_tx.send(Err(e));
+            return;
+        }
+    };
+    policy.workdir.host = Some(workdir.path().to_path_buf());
+    let pipe = |on: bool| if on { Stdio::piped() } else { Stdio::null() };
+    let spawned = Jail::new(policy)
+        .stdin(pipe(stdin))
+        .stdout(pipe(stream))
+        .stderr(pipe(stream))
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(crate::Error::Policy(e)) => {
+            let _ = started_tx.send(Err(ApiError::field(e.origin.clone(), &e.msg)));
+            return;
+        }
+        Err(e) => {
+            let _ = started_tx.send(Err(ApiError::internal(format!("starting the jail: {e}"))));
+            return;
+        }
+    };
+    let t0 = Instant::now();
+    let killer = match child.killer() {
+        Ok(k) => Arc::new(k),
+        Err(e) => {
+            let _ = started_tx.send(Err(ApiError::internal(format!("starting the jail: {e}"))));
+            return; // dropping the child kills the jail
+        }
+    };
+    state.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
+    let id = state.register(killer.clone());
+    let (done_tx, done_rx) = oneshot::channel();
+    let started = Started {
+        guard: KillGuard {
+            killer: killer.clone(),
+            armed: true,
+        },
+        stdin: child.stdin.take(),
+        stdout: child.stdout.take(),
+        stderr: child.stderr.take(),
+        done: done_rx,
+    };
+    if let Err(Ok(started)) = started_tx.send(Ok(started)) {
+        // Nobody waits for it any more.
+        drop(started);
+    }
+    let outcome = child.wait().map_err(|e| e.to_string());
+    drop(child);
+    state.unregister(id);
+    drop(workdir);
+    state.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
+    let status = match &outcome {
+        Ok(o) => serde_json::to_value(o.status)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default(),
+        Err(_) => "error".into(),
+    };
+    state.metrics.run_ended(&status, t0.elapsed());
+    drop(permit);
+    drop(admission);
+    let _ = done_tx.send(outcome);
+}

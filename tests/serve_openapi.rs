@@ -1,0 +1,366 @@
+//! docs/openapi.json against the real server: every documented path,
+//! method and status is produced for real, and every answer validates
+//! against the schema documented for its status and content type (the
+//! schemas forbid undocumented fields). The outcome part of `RunResult`
+//! is kept equal to src/outcome.schema.json.
+
+mod common;
+mod serve_util;
+
+use std::collections::BTreeSet;
+
+use common::Who;
+use serde_json::{json, Value};
+use serve_util::{Lines, Resp, Server};
+
+const TOKEN: &str = "openapi-test-token-0123456789";
+
+struct Spec {
+    doc: Value,
+    /// (path, method, status, content type) produced so far.
+    seen: BTreeSet<(String, String, u16, String)>,
+}
+
+impl Spec {
+    fn load() -> Spec {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/openapi.json"))
+                .expect("docs/openapi.json");
+        Spec {
+            doc: serde_json::from_str(&text).expect("openapi.json is JSON"),
+            seen: BTreeSet::new(),
+        }
+    }
+
+    fn resolve<'a>(&'a self, s: &'a Value) -> &'a Value {
+        match s.get("$ref").and_then(Value::as_str) {
+            Some(r) => {
+                let ptr = r.strip_prefix('#').expect("local $ref");
+                self.resolve(self.doc.pointer(ptr).unwrap_or_else(|| panic!("$ref {r}")))
+            }
+            None => s,
+        }
+    }
+
+    /// The documented response for an answer; panics when undocumented.
+    fn response(&self, path: &str, method: &str, status: u16) -> &Value {
+        let op = &self.doc["paths"][path][method];
+        assert!(op.is_object(), "{method} {path} is not documented");
+        let r = &op["responses"][status.to_string()];
+        assert!(
+            r.is_object(),
+            "{method} {path} → {status} is not documented"
+        );
+        self.resolve(r)
+    }
+
+    /// Check an answer against the document and record it.
+    fn check(&mut self, path: &str, method: &str, r: &Resp) {
+        let ct = r
+            .header("content-type")
+            .unwrap_or("")
+            .split(';')
+            .next()
+            .unwrap()
+            .trim()
+            .to_string();
+        let doc = self.response(path, method, r.status);
+        let schema = doc["content"][&ct]["schema"].clone();
+        assert!(
+            schema.is_object(),
+            "{method} {path} → {}: content type {ct:?} is not documented",
+            r.status
+        );
+        for h in doc["headers"]
+            .as_object()
+            .into_iter()
+            .flat_map(|m| m.keys())
+        {
+            assert!(
+                r.header(h).is_some(),
+                "{method} {path} → {}: header {h} missing",
+                r.status
+            );
+        }
+        match ct.as_str() {
+            "application/json" => self.validate(&schema, &r.json(), "$"),
+            "text/plain" => assert!(!r.body.is_empty()),
+            other => panic!("unexpected content type {other}"),
+        }
+        self.seen.insert((path.into(), method.into(), r.status, ct));
+    }
+
+    fn validate(&self, schema: &Value, v: &Value, at: &str) {
+        if let Err(e) = self.valid(schema, v, at) {
+            panic!("{e}\nvalue: {v}");
+        }
+    }
+
+    /// A JSON Schema validator for the keywords the document uses (any
+    /// other keyword is an error, so nothing is skipped silently).
+    fn valid(&self, schema: &Value, v: &Value, at: &str) -> Result<(), String> {
+        let s = self.resolve(schema);
+        let Some(obj) = s.as_object() else {
+            return Err(format!("{at}: schema is not an object: {s}"));
+        };
+        for (k, kv) in obj {
+            match k.as_str() {
+                "description" | "title" | "minItems" | "exclusiveMinimum" => {}
+                "type" => {
+                    let types: Vec<&str> = match kv {
+                        Value::String(t) => vec![t],
+                        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                        _ => return Err(format!("{at}: bad type {kv}")),
+                    };
+                    if !types.iter().any(|t| type_is(t, v)) {
+                        return Err(format!("{at}: {v} is not {types:?}"));
+                    }
+                }
+                "enum" => {
+                    if !kv.as_array().unwrap().contains(v) {
+                        return Err(format!("{at}: {v} not in {kv}"));
+                    }
+                }
+                "const" if kv != v => return Err(format!("{at}: {v} is not {kv}")),
+                "const" => {}
+                "minimum" | "maximum" => {
+                    if let (Some(x), Some(lim)) = (v.as_f64(), kv.as_f64()) {
+                        if (k == "minimum" && x < lim) || (k == "maximum" && x > lim) {
+                            return Err(format!("{at}: {x} outside {k} {lim}"));
+                        }
+                    }
+                }
+                "required" => {
+                    for r in kv.as_array().unwrap() {
+                        if v.is_object() && v.get(r.as_str().unwrap()).is_none() {
+                            return Err(format!("{at}: required {r} missing"));
+                        }
+                    }
+                }
+                "properties" | "additionalProperties" | "propertyNames" => {
+                    if let Some(m) = v.as_object() {
+                        self.valid_object(obj, m, at)?;
+                    }
+                }
+                "items" => {
+                    for (i, x) in v.as_array().into_iter().flatten().enumerate() {
+                        self.valid(kv, x, &format!("{at}[{i}]"))?;
+                    }
+                }
+                "oneOf" => {
+                    let ok = kv
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter(|s| self.valid(s, v, at).is_ok())
+                        .count();
+                    if ok != 1 {
+                        return Err(format!("{at}: {ok} branches of oneOf match"));
+                    }
+                }
+                "$ref" => {}
+                other => {
+                    return Err(format!(
+                        "{at}: the test's validator does not know {other:?}"
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn valid_object(
+        &self,
+        s: &serde_json::Map<String, Value>,
+        m: &serde_json::Map<String, Value>,
+        at: &str,
+    ) -> Result<(), String> {
+        let props = s.get("properties").and_then(Value::as_object);
+        for (k, x) in m {
+            let here = format!("{at}.{k}");
+            if let Some(names) = s.get("propertyNames") {
+                self.valid(names, &json!(k), &here)?;
+            }
+            match (props.and_then(|p| p.get(k)), s.get("additionalProperties")) {
+                (Some(ps), _) => self.valid(ps, x, &here)?,
+                (None, Some(Value::Bool(false))) => return Err(format!("{here}: not documented")),
+                (None, Some(ap)) if ap.is_object() => self.valid(ap, x, &here)?,
+                (None, _) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+fn type_is(t: &str, v: &Value) -> bool {
+    match t {
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "string" => v.is_string(),
+        "integer" => v.is_i64() || v.is_u64(),
+        "number" => v.is_number(),
+        "boolean" => v.is_boolean(),
+        "null" => v.is_null(),
+        _ => false,
+    }
+}
+
+#[test]
+fn outcome_copy_matches_the_outcome_schema() {
+    let spec = Spec::load();
+    let outcome: Value = serde_json::from_str(include_str!("../src/outcome.schema.json")).unwrap();
+    let rr = &spec.doc["components"]["schemas"]["RunResult"];
+    let mut props = rr["properties"].as_object().unwrap().clone();
+    props.remove("applied");
+    assert_eq!(
+        Value::Object(props),
+        outcome["properties"],
+        "RunResult.properties (less `applied`) must equal src/outcome.schema.json's"
+    );
+    let mut req = rr["required"].as_array().unwrap().clone();
+    req.retain(|r| r != "applied");
+    assert_eq!(Value::Array(req), outcome["required"]);
+}
+
+#[test]
+fn the_server_answers_as_documented() {
+    let scratch = common::Scratch::new("serve-openapi");
+    let tf = scratch.join("token");
+    std::fs::write(&tf, TOKEN).unwrap();
+    let tf = tf.to_str().unwrap().to_string();
+    let mut s = Server::start(
+        Who::Root,
+        &[
+            "--token-file",
+            &tf,
+            "--max-concurrent",
+            "1",
+            "--max-queue",
+            "0",
+            "--max-body",
+            "64k",
+        ],
+    );
+    let mut spec = Spec::load();
+    let auth = format!("Bearer {TOKEN}");
+    let h = [("Authorization", auth.as_str())];
+    let post =
+        |s: &Server, body: &Value| s.call("POST", "/v1/runs", &h, body.to_string().as_bytes());
+
+    spec.check("/healthz", "get", &s.call("GET", "/healthz", &[], b""));
+    spec.check("/readyz", "get", &s.call("GET", "/readyz", &[], b""));
+    spec.check("/metrics", "get", &s.call("GET", "/metrics", &h, b""));
+    spec.check("/metrics", "get", &s.call("GET", "/metrics", &[], b""));
+    spec.check("/v1/runs", "post", &post(&s, &json!({"profile": "shell", "argv": ["sh", "-c", "echo hi; echo there >&2"], "files": {"a": "b"}})));
+    spec.check(
+        "/v1/runs",
+        "post",
+        &post(
+            &s,
+            &json!({"profile": "shell", "argv": ["sleep", "60"], "limits": {"timeout": "500ms"}}),
+        ),
+    );
+    spec.check(
+        "/v1/runs",
+        "post",
+        &post(
+            &s,
+            &json!({"profile": "shell", "argv": ["/no/such/program"]}),
+        ),
+    );
+    spec.check("/v1/runs", "post", &post(&s, &json!({"argv": []})));
+    spec.check(
+        "/v1/runs",
+        "post",
+        &s.call("POST", "/v1/runs", &[], b"{\"argv\":[\"true\"]}"),
+    );
+    spec.check(
+        "/v1/runs",
+        "post",
+        &post(&s, &json!({"argv": ["true"], "profile": "nope"})),
+    );
+    spec.check(
+        "/v1/runs",
+        "post",
+        &post(&s, &json!({"argv": ["true"], "stdin": "x".repeat(70_000)})),
+    );
+
+    // Streaming: every line is a StreamLine, the last a RunResult.
+    let mut c = s.connect();
+    std::io::Write::write_all(&mut c, b"").unwrap();
+    let body = json!({"profile": "shell", "argv": ["sh", "-c", "echo started; printf '\\377'; sleep 600"], "limits": {"timeout": "2s"}});
+    let req = format!(
+        "POST /v1/runs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: {auth}\r\nAccept: application/x-ndjson\r\nContent-Length: {}\r\n\r\n{body}",
+        body.to_string().len()
+    );
+    std::io::Write::write_all(&mut c, req.as_bytes()).unwrap();
+    let mut l = Lines::from_stream(c);
+    assert_eq!(l.status, 200);
+    assert_eq!(l.header("content-type"), Some("application/x-ndjson"));
+    // While it runs, the one slot is busy and there is no queue: 429.
+    l.until("stdout");
+    spec.check(
+        "/v1/runs",
+        "post",
+        &post(&s, &json!({"argv": ["true"], "profile": "shell"})),
+    );
+    let line_schema =
+        spec.response("/v1/runs", "post", 200)["content"]["application/x-ndjson"]["schema"].clone();
+    let mut last = Value::Null;
+    while let Some(line) = l.next_line() {
+        spec.validate(&line_schema, &line, "$");
+        last = line;
+    }
+    assert_eq!(last["status"], "timeout", "{last}");
+    spec.seen.insert((
+        "/v1/runs".into(),
+        "post".into(),
+        200,
+        "application/x-ndjson".into(),
+    ));
+
+    // Shutting down: a run in flight keeps the server up; new runs and
+    // readiness answer 503.
+    let mut a = Lines::open_with(
+        s.connect(),
+        &json!({"profile": "shell", "argv": ["sh", "-c", "echo started; read x < /dev/null; sleep 600"], "limits": {"timeout": "60s"}}),
+        &h,
+    );
+    a.until("stdout");
+    s.term();
+    s.wait_line("draining");
+    spec.check(
+        "/v1/runs",
+        "post",
+        &post(&s, &json!({"argv": ["true"], "profile": "shell"})),
+    );
+    spec.check("/readyz", "get", &s.call("GET", "/readyz", &[], b""));
+    drop(a);
+    assert_eq!(s.wait().code(), Some(0));
+
+    // Every documented answer was produced (500 cannot be on demand).
+    let mut documented = BTreeSet::new();
+    for (path, ops) in spec.doc["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            for (status, r) in op["responses"].as_object().unwrap() {
+                let r = spec.resolve(r);
+                for ct in r["content"].as_object().unwrap().keys() {
+                    documented.insert((
+                        path.clone(),
+                        method.clone(),
+                        status.parse::<u16>().unwrap(),
+                        ct.clone(),
+                    ));
+                }
+            }
+        }
+    }
+    let missing: Vec<_> = documented
+        .difference(&spec.seen)
+        .filter(|(_, _, st, _)| *st != 500)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "documented but never produced: {missing:?}"
+    );
+}

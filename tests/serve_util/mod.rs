@@ -1,0 +1,387 @@
+//! For the `stockade serve` tests: start the real server (as root or as
+//! uid 65534) on a unix socket in a scratch directory, and a small
+//! blocking HTTP/1.1 client over a unix or TCP stream.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Child, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::common::{self, Scratch, Who};
+
+/// How long a test waits for an event that must come.
+pub const PATIENCE: Duration = Duration::from_secs(120);
+
+pub struct Server {
+    child: Child,
+    pub sock: PathBuf,
+    /// The workdir root (`--workdir-root`): empty whenever no run is on.
+    pub runs: PathBuf,
+    /// TCP address when listening on TCP.
+    pub tcp: Option<String>,
+    lines: mpsc::Receiver<String>,
+    pub log: std::sync::Arc<std::sync::Mutex<String>>,
+    pub scratch: Scratch,
+}
+
+impl Server {
+    /// `stockade serve --listen unix:SCRATCH/s.sock --workdir-root
+    /// SCRATCH/runs ARGS…` as `who`, once it says it listens.
+    pub fn start(who: Who, args: &[&str]) -> Server {
+        Server::start_wrapped(&[], who, args)
+    }
+
+    /// [`Server::start`] under `wrappers` (programs of tests/payloads that
+    /// exec the rest of the command line under a restriction, e.g.
+    /// `chk_nouserns`: user namespaces refused).
+    pub fn start_wrapped(wrappers: &[&str], who: Who, args: &[&str]) -> Server {
+        let scratch = Scratch::new("serve").world_writable();
+        let sock = scratch.join("s.sock");
+        let runs = scratch.join("runs");
+        let mut c = common::stockade(who);
+        if !wrappers.is_empty() {
+            // common::stockade is `sig_default BINARY`: the wrappers go
+            // between the two.
+            let mut argv: Vec<std::ffi::OsString> = c.get_args().map(|a| a.to_owned()).collect();
+            let bin = argv.pop().expect("the binary");
+            argv.extend(
+                wrappers
+                    .iter()
+                    .map(|w| common::c_payload(w).into_os_string()),
+            );
+            argv.push(bin);
+            let prog = c.get_program().to_owned();
+            let mut w = std::process::Command::new(prog);
+            w.args(argv)
+                .env_clear()
+                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .env("LANG", "C.UTF-8")
+                .current_dir("/")
+                .stdin(Stdio::null());
+            if who == Who::Nobody && common::is_root() {
+                use std::os::unix::process::CommandExt;
+                w.uid(common::NOBODY).gid(common::NOBODY);
+            }
+            c = w;
+        }
+        c.arg("serve")
+            .arg("--workdir-root")
+            .arg(&runs)
+            .args(["--profiles", "shell,python"]);
+        if !args.contains(&"--listen") {
+            c.arg("--listen").arg(format!("unix:{}", sock.display()));
+        }
+        c.args(args).stderr(Stdio::piped()).stdout(Stdio::null());
+        let mut child = c.spawn().expect("start stockade serve");
+        let (tx, lines) = mpsc::channel();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let keep = log.clone();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines().map_while(Result::ok) {
+                keep.lock().unwrap().push_str(&format!("{l}\n"));
+                let _ = tx.send(l);
+            }
+        });
+        let mut s = Server {
+            child,
+            sock,
+            runs,
+            tcp: None,
+            lines,
+            log,
+            scratch,
+        };
+        let l = s.wait_line("listening on");
+        if let Some(addr) = l.split("listening on ").nth(1) {
+            if !addr.starts_with("unix:") {
+                s.tcp = Some(addr.to_string());
+            }
+        }
+        s
+    }
+
+    /// Wait for a stderr line holding `needle`; the line.
+    pub fn wait_line(&self, needle: &str) -> String {
+        loop {
+            match self.lines.recv_timeout(PATIENCE) {
+                Ok(l) if l.contains(needle) => return l,
+                Ok(_) => {}
+                Err(e) => panic!(
+                    "no stderr line with {needle:?} ({e}); stderr so far:\n{}",
+                    self.log.lock().unwrap()
+                ),
+            }
+        }
+    }
+
+    pub fn connect(&self) -> UnixStream {
+        UnixStream::connect(&self.sock).expect("connect to the server's socket")
+    }
+
+    /// One request on a fresh connection; the whole answer.
+    pub fn call(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+        send(self.connect(), method, path, headers, body)
+    }
+
+    /// `POST /v1/runs` with a JSON body.
+    pub fn run(&self, body: &serde_json::Value) -> Resp {
+        self.call("POST", "/v1/runs", &[], body.to_string().as_bytes())
+    }
+
+    /// Send SIGTERM.
+    pub fn term(&self) {
+        // SAFETY-free: the kill(1) command, not libc.
+        let st = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+
+    /// The server's pid (the wrappers exec it in place).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn wait(&mut self) -> ExitStatus {
+        self.child.wait().unwrap()
+    }
+
+    /// What is left under the workdir root.
+    pub fn leftovers(&self) -> Vec<String> {
+        std::fs::read_dir(&self.runs)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "status {}: body is not JSON ({e}): {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+fn write_request(
+    s: &mut impl Write,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) {
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: stockade\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        && !body.is_empty()
+    {
+        req.push_str("Content-Type: application/json\r\n");
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    // A server may answer (413) before reading a large body.
+    let _ = s.write_all(body);
+}
+
+fn read_head(r: &mut impl BufRead) -> (u16, Vec<(String, String)>) {
+    let mut line = String::new();
+    r.read_line(&mut line).expect("status line");
+    let status = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {line:?}"));
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        let (k, v) = l.split_once(':').expect("header line");
+        headers.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    (status, headers)
+}
+
+/// One request and its whole answer (chunked bodies decoded).
+pub fn send<S: Read + Write>(
+    mut s: S,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Resp {
+    write_request(&mut s, method, path, headers, body);
+    let mut r = BufReader::new(s);
+    let (status, headers) = read_head(&mut r);
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    let mut body = Vec::new();
+    if chunked {
+        while let Some(c) = read_chunk(&mut r) {
+            body.extend_from_slice(&c);
+        }
+    } else {
+        // A server that answered before reading a whole body (413) may
+        // reset the connection after its answer: keep what came.
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = r.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&buf[..n]);
+        }
+    }
+    Resp {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn read_chunk(r: &mut impl BufRead) -> Option<Vec<u8>> {
+    let mut line = String::new();
+    if r.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
+    let n = usize::from_str_radix(line.trim(), 16).ok()?;
+    let mut c = vec![0u8; n + 2];
+    r.read_exact(&mut c).ok()?;
+    c.truncate(n);
+    (n > 0).then_some(c)
+}
+
+/// A streaming (`Accept: application/x-ndjson`) answer read line by line.
+pub struct Lines<S: Read> {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    r: BufReader<S>,
+    buf: Vec<u8>,
+}
+
+impl<S: Read + Write> Lines<S> {
+    pub fn open(s: S, body: &serde_json::Value) -> Lines<S> {
+        Lines::open_with(s, body, &[])
+    }
+
+    /// [`Lines::open`] with more headers.
+    pub fn open_with(mut s: S, body: &serde_json::Value, headers: &[(&str, &str)]) -> Lines<S> {
+        let mut h = vec![("Accept", "application/x-ndjson")];
+        h.extend_from_slice(headers);
+        write_request(&mut s, "POST", "/v1/runs", &h, body.to_string().as_bytes());
+        Lines::from_stream(s)
+    }
+
+    /// Read the answer's head from a stream the request was written on.
+    pub fn from_stream(s: S) -> Lines<S> {
+        let mut r = BufReader::new(s);
+        let (status, headers) = read_head(&mut r);
+        Lines {
+            status,
+            headers,
+            r,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl<S: Read> Lines<S> {
+    /// The next ndjson line, or `None` at the end.
+    pub fn next_line(&mut self) -> Option<serde_json::Value> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                return Some(serde_json::from_slice(&line).expect("an ndjson line"));
+            }
+            let c = read_chunk(&mut self.r)?;
+            self.buf.extend_from_slice(&c);
+        }
+    }
+
+    /// Read lines until one has `key`; that line.
+    pub fn until(&mut self, key: &str) -> serde_json::Value {
+        loop {
+            let l = self
+                .next_line()
+                .unwrap_or_else(|| panic!("the stream ended before a line with {key:?}"));
+            if l.get(key).is_some() {
+                return l;
+            }
+        }
+    }
+
+    pub fn into_inner(self) -> S {
+        self.r.into_inner()
+    }
+}
+
+/// Decode standard padded base64 (the stream's non-UTF-8 chunks).
+pub fn b64(s: &str) -> Vec<u8> {
+    const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let (mut n, mut bits) = (0u32, 0);
+    for c in s.bytes().filter(|c| *c != b'=') {
+        n = n << 6 | T.iter().position(|t| *t == c).expect("base64") as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((n >> bits) as u8);
+        }
+    }
+    out
+}
