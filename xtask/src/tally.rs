@@ -350,46 +350,6 @@ pub fn tagged(tag: &str, ok: bool, out: &str, t: &mut Tally) {
     }
 }
 
-/// Counts a pytest run (`-q -rfEs`): the numbers from its closing line
-/// (`=== 3 passed, 1 failed, 2 skipped in 0.1s ===`; errors count as
-/// failed), the names from its short summary (`FAILED path::test - why`).
-/// A run that failed with no failure counted, or printed no closing line,
-/// is one failure.
-pub fn pytest(ok: bool, out: &str, t: &mut Tally) {
-    let closing = out
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| l.starts_with('=') && l.ends_with('=') && l.contains(" in "));
-    let (mut p, mut f, mut s) = (0, 0, 0);
-    for part in closing.unwrap_or("").trim_matches(['=', ' ']).split(", ") {
-        let mut w = part.split_whitespace();
-        let n = w.next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
-        match w.next().unwrap_or("") {
-            "passed" | "xpassed" => p += n,
-            "failed" | "error" | "errors" => f += n,
-            "skipped" | "xfailed" => s += n,
-            _ => {}
-        }
-    }
-    let named = |kinds: &[&str]| -> Vec<String> {
-        out.lines()
-            .filter(|l| kinds.iter().any(|k| l.starts_with(k)))
-            .map(|l| format!("pytest {l}"))
-            .collect()
-    };
-    let mut fails = named(&["FAILED ", "ERROR "]);
-    let mut skips = named(&["SKIPPED "]);
-    fails.resize_with(f as usize, || "pytest: a failed test (see the log)".into());
-    skips.resize_with(s as usize, || "pytest: a skipped test (see the log)".into());
-    t.passed += p;
-    fails.into_iter().for_each(|n| t.fail(n));
-    skips.into_iter().for_each(|n| t.skip(n));
-    if (!ok && f == 0) || closing.is_none() {
-        t.fail("pytest: the run did not complete".into());
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -577,20 +537,5 @@ error: 2 targets failed:
         tagged("DOCKERTEST", false, "boot failed\n", &mut t);
         assert_eq!(t.failures, ["DOCKERTEST: the suite did not complete"]);
         assert_eq!(t.line(), "0 passed, 1 failed, 0 skipped");
-    }
-
-    #[test]
-    fn pytest_counts() {
-        let out = "..F.s\nFAILED tests/test_a.py::test_b - AssertionError\nSKIPPED [1] tests/test_a.py:9: no net\n===== 3 passed, 1 failed, 1 skipped, 1 error in 0.12s =====\n";
-        let mut t = Tally::default();
-        pytest(false, out, &mut t);
-        assert_eq!((t.passed, t.failed, t.skipped), (3, 2, 1));
-        assert_eq!(
-            t.failures[0],
-            "pytest FAILED tests/test_a.py::test_b - AssertionError"
-        );
-        let mut t = Tally::default();
-        pytest(false, "ImportError: no module named pytest\n", &mut t);
-        assert_eq!((t.passed, t.failed, t.skipped), (0, 1, 0));
     }
 }

@@ -6,9 +6,10 @@
 //! 2. `cargo test --workspace --no-fail-fast` (the integration tests start
 //!    real jails as root and as uid 65534 themselves), counted against the
 //!    list of tests of every test binary;
-//! 3. pytest, if `clients/python/tests` exists;
-//! 4. `cargo xtask vm-test` (cgroup v2 limits inside a small VM);
-//! 5. `cargo xtask docker-test` (inside a real Docker engine).
+//!    (the Python client's tests run inside `tests/serve_python.rs`, against
+//!    a real server);
+//! 3. `cargo xtask vm-test` (cgroup v2 limits inside a small VM);
+//! 4. `cargo xtask docker-test` (inside a real Docker engine).
 //!
 //! Each step's full output goes to `target/xtask-logs/<step>.log`, package
 //! installs to `apt.log`, the VM's console to `vm-console.log`. A test that
@@ -37,8 +38,8 @@ fn is_root() -> bool {
 
 /// Installs what the tests need when it is missing (Debian packages as
 /// root, in one apt-get call; rustup components).
-fn prepare(root: &Path, only_cargo: bool) {
-    let mut want = vec![
+fn prepare(only_cargo: bool) {
+    let want = [
         ("cc", "gcc libc6-dev"),
         ("python3", "python3"),
         ("tmux", "tmux"),
@@ -47,9 +48,6 @@ fn prepare(root: &Path, only_cargo: bool) {
         ("busybox", "busybox-static"),
         ("/usr/share/doc/python3-jsonschema", "python3-jsonschema"),
     ];
-    if root.join("clients/python/tests").is_dir() {
-        want.push(("/usr/share/doc/python3-pytest", "python3-pytest"));
-    }
     let mut missing: Vec<&str> = want
         .iter()
         .filter(|(c, _)| !logs::have(c))
@@ -250,33 +248,6 @@ fn print_blocks(lines: &[String]) {
     }
 }
 
-/// pytest, when there are Python tests.
-fn python_tests(root: &Path, t: &mut Tally) {
-    let dir = root.join("clients/python/tests");
-    if !dir.is_dir() {
-        return;
-    }
-    const LOG: &str = "pytest.log";
-    let step = Step::start("pytest clients/python/tests");
-    let ok = logs::run_to(
-        LOG,
-        false,
-        Command::new("python3")
-            .args(["-m", "pytest", "-q", "-rfEs"])
-            .arg(&dir)
-            .current_dir(root),
-    )
-    .unwrap_or(false);
-    let (failed0, n0) = (t.failed, t.passed + t.failed + t.skipped);
-    tally::pytest(ok, &logs::read(LOG), t);
-    let n = t.passed + t.failed + t.skipped - n0;
-    step.end(
-        t.failed == failed0,
-        &format!("{n} tests"),
-        &logs::shown(LOG),
-    );
-}
-
 /// A sub-suite that prints `<TAG> PASS|FAIL|SKIPPED` lines: `cargo xtask
 /// <task>`.
 fn suite(root: &Path, t: &mut Tally, task: &str, tag: &str, extra_log: Option<&str>) {
@@ -298,7 +269,7 @@ fn suite(root: &Path, t: &mut Tally, task: &str, tag: &str, extra_log: Option<&s
 pub fn main(args: &[String]) -> i32 {
     let only_cargo = args.iter().any(|a| a == "--cargo-only");
     let root = logs::root();
-    prepare(&root, only_cargo);
+    prepare(only_cargo);
     let mut t = Tally::default();
     check_step(
         &mut t,
@@ -322,7 +293,6 @@ pub fn main(args: &[String]) -> i32 {
         ]),
     );
     cargo_tests(&root, &mut t);
-    python_tests(&root, &mut t);
     if !only_cargo {
         suite(
             &root,
