@@ -126,24 +126,83 @@ pub(super) fn literal_dashdash(a: &RunArgs) -> Result<(), PolicyError> {
     ))
 }
 
+/// The policy `stockade run` runs: the profile's, with the flags on top,
+/// each step checking the flags it applies.
 pub(super) fn run_policy(
     a: &RunArgs,
     mounts: &[(usize, MountFlag, String)],
 ) -> Result<Policy, PolicyError> {
     literal_dashdash(a)?;
-    let workdir = a.workdir.as_deref().map(split_src_dst);
-    let workdir_inner = match workdir.as_ref().and_then(|(_, i)| i.as_deref()) {
-        Some(i) => Some(policy::jail_path("--workdir", std::path::Path::new(i))?),
-        None => None,
-    };
-    let opts = profile::Options {
-        python: a.python.clone(),
-        workdir_inner: workdir_inner.clone(),
-    };
-    let spec = a.profile.as_deref().unwrap_or(profile::DEFAULT_PROFILE);
-    let resolved = profile::resolve(spec, "--profile", &opts)?;
+    let workdir = Workdir::of(a)?;
+    let resolved = resolve_profile(a, &workdir)?;
     let mut p = resolved.policy.clone();
     p.argv = a.command.clone();
+    ids(a, &mut p)?;
+    workdir.apply(&mut p)?;
+    filesystem(a, mounts, &mut p)?;
+    environment(a, &mut p)?;
+    seccomp_and_landlock(a, &mut p)?;
+    require(a, &mut p)?;
+    limits(a, &mut p.limits)?;
+    python_reachable(&resolved, &p, a.python.is_some())?;
+    report(a, &mut p)?;
+    p.validate()?;
+    Ok(p)
+}
+
+/// `--workdir HOST[:INNER]`, split and checked.
+struct Workdir {
+    host: Option<String>,
+    inner: Option<PathBuf>,
+}
+
+impl Workdir {
+    fn of(a: &RunArgs) -> Result<Workdir, PolicyError> {
+        let Some((host, inner)) = a.workdir.as_deref().map(split_src_dst) else {
+            return Ok(Workdir {
+                host: None,
+                inner: None,
+            });
+        };
+        let inner = match inner {
+            Some(i) => Some(policy::jail_path("--workdir", std::path::Path::new(&i))?),
+            None => None,
+        };
+        Ok(Workdir {
+            host: Some(host),
+            inner,
+        })
+    }
+
+    fn apply(&self, p: &mut Policy) -> Result<(), PolicyError> {
+        let Some(host) = &self.host else {
+            return Ok(());
+        };
+        let host = policy::host_path("--workdir", std::path::Path::new(host))?;
+        policy::host_exists(&host, true).map_err(|e| PolicyError::new("--workdir", e))?;
+        p.workdir.host = Some(host);
+        if let Some(i) = &self.inner {
+            p.workdir.inner = i.clone();
+            let home = p.workdir.inner.as_os_str().to_owned();
+            policy::set_env(&mut p.env, "HOME".into(), home);
+        }
+        Ok(())
+    }
+}
+
+/// The profile `--profile` names (the default without it), resolved with
+/// what the flags decide before: the interpreter, the workdir's path.
+fn resolve_profile(a: &RunArgs, w: &Workdir) -> Result<profile::Resolved, PolicyError> {
+    let opts = profile::Options {
+        python: a.python.clone(),
+        workdir_inner: w.inner.clone(),
+    };
+    let spec = a.profile.as_deref().unwrap_or(profile::DEFAULT_PROFILE);
+    profile::resolve(spec, "--profile", &opts)
+}
+
+/// `--uid`, `--gid`, `--host-uid`, `--host-gid`, `--uid-range`.
+fn ids(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
     if let Some(u) = a.uid {
         p.uid = u;
     }
@@ -160,16 +219,16 @@ pub(super) fn run_policy(
         p.fallback_uid_range =
             policy::parse_uid_range(r).map_err(|e| PolicyError::new("--uid-range", e))?;
     }
-    if let Some((host, _)) = &workdir {
-        let host = policy::host_path("--workdir", std::path::Path::new(host))?;
-        policy::host_exists(&host, true).map_err(|e| PolicyError::new("--workdir", e))?;
-        p.workdir.host = Some(host);
-        if let Some(i) = workdir_inner {
-            p.workdir.inner = i;
-            let home = p.workdir.inner.as_os_str().to_owned();
-            policy::set_env(&mut p.env, "HOME".into(), home);
-        }
-    }
+    Ok(())
+}
+
+/// `--tmp-size`, the mount flags in order, `--hostname`, `--chdir`,
+/// `--network`.
+fn filesystem(
+    a: &RunArgs,
+    mounts: &[(usize, MountFlag, String)],
+    p: &mut Policy,
+) -> Result<(), PolicyError> {
     if let Some(s) = &a.tmp_size {
         p.tmp_size = match units::parse_size(s) {
             Ok(0) => Err(format!("{s:?}: must be greater than 0")),
@@ -189,6 +248,11 @@ pub(super) fn run_policy(
         Some(NetArg::Host) => p.network = Network::Host,
         None => {}
     }
+    Ok(())
+}
+
+/// `--keep-env`, `--setenv`, `--keep-fd`.
+fn environment(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
     for k in &a.keep_env {
         if let Some(v) = std::env::var_os(k) {
             policy::set_env(&mut p.env, k.into(), v);
@@ -209,7 +273,12 @@ pub(super) fn run_policy(
         }
     }
     p.keep_fds = a.keep_fd.clone();
+    Ok(())
+}
 
+/// `--seccomp-action`, `--seccomp-learn`, `--seccomp-allow`,
+/// `--no-seccomp`, `--no-landlock`, `--landlock-exclude`.
+fn seccomp_and_landlock(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
     if let Some(act) = a.seccomp_action {
         p.seccomp.action = match act {
             SeccompActionArg::Errno => SeccompAction::Errno,
@@ -238,6 +307,11 @@ pub(super) fn run_policy(
             .exclude
             .push(policy::jail_path("--landlock-exclude", x)?);
     }
+    Ok(())
+}
+
+/// `--require LAYER`.
+fn require(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
     for r in &a.require {
         let l = Layer::parse(r).ok_or_else(|| {
             PolicyError::new(
@@ -249,17 +323,22 @@ pub(super) fn run_policy(
             p.require.push(l);
         }
     }
-    /// A limit flag's value through `parse`, the error naming the flag.
-    fn limit<T>(
-        flag: &str,
-        v: &Option<String>,
-        parse: fn(&str) -> Result<T, String>,
-    ) -> Result<Option<T>, PolicyError> {
-        v.as_deref()
-            .map(|s| parse(s).map_err(|e| PolicyError::new(flag, e)))
-            .transpose()
-    }
-    let l = &mut p.limits;
+    Ok(())
+}
+
+/// A limit flag's value through `parse`, the error naming the flag.
+fn limit<T>(
+    flag: &str,
+    v: &Option<String>,
+    parse: fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, PolicyError> {
+    v.as_deref()
+        .map(|s| parse(s).map_err(|e| PolicyError::new(flag, e)))
+        .transpose()
+}
+
+/// The limit flags: each one given replaces the profile's.
+fn limits(a: &RunArgs, l: &mut policy::Limits) -> Result<(), PolicyError> {
     l.memory = limit("--memory", &a.memory, units::parse_limit_size)?.or(l.memory);
     l.memory_high =
         limit("--memory-high", &a.memory_high, units::parse_limit_size)?.or(l.memory_high);
@@ -276,7 +355,12 @@ pub(super) fn run_policy(
         limit("--max-file-size", &a.max_file_size, units::parse_limit_size)?.or(l.max_file_size);
     l.max_open_files =
         limit("--max-open-files", &a.max_open_files, units::parse_count)?.or(l.max_open_files);
-    python_reachable(&resolved, &p, a.python.is_some())?;
+    Ok(())
+}
+
+/// `--capture`, `--report`, `--report-fd`: what the policy keeps of the
+/// payload's output, and a report fd that is open and not also kept.
+fn report(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
     p.capture = a.capture;
     p.stdout_in_report = a.report.as_deref() == Some(std::path::Path::new("-"));
     if let Some(fd) = a.report_fd {
@@ -293,8 +377,7 @@ pub(super) fn run_policy(
             ));
         }
     }
-    p.validate()?;
-    Ok(p)
+    Ok(())
 }
 
 /// The jail runs as an unprivileged host uid: the caller opens the binds
