@@ -1,0 +1,384 @@
+//! One parsed profile file applied onto the policy built so far.
+
+use toml::Spanned;
+
+use super::context::Ctx;
+use super::schema::{Raw, Scalar, S};
+use crate::policy::{Layer, MountSpec, Network, Policy, PolicyError, SeccompAction};
+
+fn bind_string(
+    cx: &Ctx,
+    v: &S<String>,
+    field: &str,
+    writable: bool,
+) -> Result<MountSpec, PolicyError> {
+    let s = cx.expand(v, field)?;
+    let (src, dst) = match s.find(":/") {
+        Some(i) => (s[..i].to_string(), Some(s[i + 1..].to_string())),
+        None => (s.clone(), None),
+    };
+    let src_v = Spanned::new(v.span(), src);
+    // Already expanded: escape `$` so it is not expanded twice.
+    let src_v = Spanned::new(src_v.span(), src_v.get_ref().replace('$', "$$"));
+    let src = cx.host_path(&src_v, field)?;
+    crate::policy::host_exists(&src, false).map_err(|e| cx.err(v.span(), field, e))?;
+    let dst = match dst {
+        Some(d) => cx.jail_path(&Spanned::new(v.span(), d.replace('$', "$$")), field)?,
+        None => crate::policy::jail_path("", &src).map_err(|e| cx.err(v.span(), field, e.msg))?,
+    };
+    Ok(MountSpec::Bind {
+        src,
+        dst,
+        writable,
+        optional: false,
+    })
+}
+
+pub(super) fn apply(
+    cx: &Ctx,
+    raw: &Raw,
+    p: &mut Policy,
+    mounts: &mut Vec<MountSpec>,
+    system_root: &mut bool,
+) -> Result<(), PolicyError> {
+    if let Some(v) = &raw.uid {
+        p.uid = *v.get_ref();
+    }
+    if let Some(v) = &raw.gid {
+        p.gid = *v.get_ref();
+    }
+    if let Some(v) = &raw.host_uid {
+        if *v.get_ref() == 0 {
+            return Err(cx.err(v.span(), "host_uid", "0 would map the jail to host root"));
+        }
+        p.root_host_uid = *v.get_ref();
+    }
+    if let Some(v) = &raw.host_gid {
+        if *v.get_ref() == 0 {
+            return Err(cx.err(v.span(), "host_gid", "0 would map the jail to host root"));
+        }
+        p.root_host_gid = *v.get_ref();
+    }
+    if let Some(v) = &raw.hostname {
+        let h = cx.expand(v, "hostname")?;
+        if h.is_empty() || h.len() > 64 {
+            return Err(cx.err(
+                v.span(),
+                "hostname",
+                format!("{h:?}: must be 1 to 64 bytes"),
+            ));
+        }
+        p.hostname = h;
+    }
+    if let Some(v) = &raw.network {
+        p.network = match v.get_ref().as_str() {
+            "none" => Network::None,
+            "host" => Network::Host,
+            o => {
+                return Err(cx.err(
+                    v.span(),
+                    "network",
+                    format!("{o:?}: expected \"none\" or \"host\""),
+                ))
+            }
+        };
+    }
+    if let Some(v) = &raw.chdir {
+        p.chdir = Some(cx.jail_path(v, "chdir")?);
+    }
+    if let Some(r) = &raw.require {
+        for v in r {
+            let l = Layer::parse(v.get_ref()).ok_or_else(|| {
+                cx.err(
+                    v.span(),
+                    "require",
+                    format!(
+                        "{:?}: unknown layer (userns, landlock, seccomp, cgroup)",
+                        v.get_ref()
+                    ),
+                )
+            })?;
+            if !p.require.contains(&l) {
+                p.require.push(l);
+            }
+        }
+    }
+    if let Some(w) = &raw.workdir {
+        if let Some(h) = &w.host {
+            let host = cx.host_path(h, "workdir.host")?;
+            crate::policy::host_exists(&host, true)
+                .map_err(|e| cx.err(h.span(), "workdir.host", e))?;
+            p.workdir.host = Some(host);
+        }
+        if let Some(s) = &w.size {
+            p.workdir.size = cx.size(s, "workdir.size")?;
+            if p.workdir.size == 0 {
+                return Err(cx.err(s.span(), "workdir.size", "must be greater than 0"));
+            }
+        }
+    }
+    if let Some(fs) = &raw.filesystem {
+        if let Some(v) = &fs.system {
+            *system_root = *v.get_ref();
+        }
+        for v in fs.ro.iter().flatten() {
+            mounts.push(bind_string(cx, v, "filesystem.ro", false)?);
+        }
+        for v in fs.rw.iter().flatten() {
+            mounts.push(bind_string(cx, v, "filesystem.rw", true)?);
+        }
+        for b in fs.bind.iter().flatten() {
+            let src = cx.host_path(&b.src, "filesystem.bind.src")?;
+            let optional = b.optional.as_ref().map(|w| *w.get_ref()).unwrap_or(false);
+            if !optional {
+                crate::policy::host_exists(&src, false)
+                    .map_err(|e| cx.err(b.src.span(), "filesystem.bind.src", e))?;
+            }
+            let dst = match &b.dst {
+                Some(d) => cx.jail_path(d, "filesystem.bind.dst")?,
+                None => crate::policy::jail_path("", &src)
+                    .map_err(|e| cx.err(b.src.span(), "filesystem.bind.src", e.msg))?,
+            };
+            mounts.push(MountSpec::Bind {
+                src,
+                dst,
+                writable: b.writable.as_ref().map(|w| *w.get_ref()).unwrap_or(false),
+                optional,
+            });
+        }
+        for t in fs.tmpfs.iter().flatten() {
+            let size = match &t.size {
+                Some(s) => cx.size(s, "filesystem.tmpfs.size")?,
+                None => 64 << 20,
+            };
+            if size == 0 {
+                let span = t.size.as_ref().map(|s| s.span()).unwrap_or(t.path.span());
+                return Err(cx.err(span, "filesystem.tmpfs.size", "must be greater than 0"));
+            }
+            mounts.push(MountSpec::Tmpfs {
+                dst: cx.jail_path(&t.path, "filesystem.tmpfs.path")?,
+                size,
+                mode: cx.mode(&t.mode, "filesystem.tmpfs.mode", 0o1777)?,
+            });
+        }
+        for s in fs.symlink.iter().flatten() {
+            let target = cx.expand(&s.target, "filesystem.symlink.target")?;
+            if target.is_empty() {
+                return Err(cx.err(s.target.span(), "filesystem.symlink.target", "empty target"));
+            }
+            mounts.push(MountSpec::Symlink {
+                target: target.into(),
+                link: cx.jail_path(&s.link, "filesystem.symlink.link")?,
+            });
+        }
+        for f in fs.file.iter().flatten() {
+            mounts.push(MountSpec::File {
+                dst: cx.jail_path(&f.path, "filesystem.file.path")?,
+                content: f.content.get_ref().clone().into_bytes(),
+                mode: cx.mode(&f.mode, "filesystem.file.mode", 0o644)?,
+            });
+        }
+        for d in fs.dir.iter().flatten() {
+            mounts.push(MountSpec::Dir {
+                dst: cx.jail_path(d, "filesystem.dir")?,
+            });
+        }
+    }
+    if let Some(env) = &raw.environment {
+        if env.clear.as_ref().map(|c| *c.get_ref()) == Some(true) {
+            let home = p.workdir.inner.as_os_str().to_owned();
+            p.env.clear();
+            p.env
+                .push(("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()));
+            p.env.push(("HOME".into(), home));
+        }
+        for k in env.keep.iter().flatten() {
+            check_env_name(cx, k.span(), "environment.keep", k.get_ref())?;
+            if let Some(v) = std::env::var_os(k.get_ref()) {
+                crate::policy::set_env(&mut p.env, k.get_ref().into(), v);
+            }
+        }
+        for (k, v) in env.set.iter().flatten() {
+            let field = format!("environment.set.{k}");
+            check_env_name(cx, v.span(), &field, k)?;
+            let val = cx.expand(v, &field)?;
+            if val.contains('\0') {
+                return Err(cx.err(v.span(), &field, "contains a NUL byte"));
+            }
+            crate::policy::set_env(&mut p.env, k.into(), val.into());
+        }
+    }
+    if let Some(l) = &raw.limits {
+        let lim = &mut p.limits;
+        if let Some(v) = &l.memory {
+            lim.memory = Some(cx.limit_size(v, "limits.memory")?);
+        }
+        if let Some(v) = &l.memory_high {
+            lim.memory_high = Some(cx.limit_size(v, "limits.memory_high")?);
+        }
+        if let Some(v) = &l.cpus {
+            let c = match v.get_ref() {
+                Scalar::Int(i) => *i as f64,
+                Scalar::Float(f) => *f,
+                Scalar::Str(s) => s.parse().unwrap_or(f64::NAN),
+            };
+            if !(c.is_finite() && c > 0.0 && c <= 4096.0) {
+                return Err(cx.err(
+                    v.span(),
+                    "limits.cpus",
+                    format!(
+                        "{} is not a number of CPUs above 0 (examples: 0.5, 1, 2)",
+                        v.get_ref().shown()
+                    ),
+                ));
+            }
+            lim.cpus = Some(c);
+        }
+        if let Some(v) = &l.pids {
+            lim.pids = Some(cx.count(v, "limits.pids")?);
+        }
+        if let Some(v) = &l.cpu_time {
+            lim.cpu_time = Some(cx.limit_duration(v, "limits.cpu_time")?);
+        }
+        if let Some(v) = &l.timeout {
+            lim.timeout = Some(cx.limit_duration(v, "limits.timeout")?);
+        }
+        if let Some(v) = &l.grace {
+            lim.grace = cx.duration(v, "limits.grace")?;
+        }
+        if let Some(v) = &l.max_output {
+            lim.max_output = Some(cx.limit_size(v, "limits.max_output")?);
+        }
+        if let Some(v) = &l.max_file_size {
+            lim.max_file_size = Some(cx.limit_size(v, "limits.max_file_size")?);
+        }
+        if let Some(v) = &l.max_open_files {
+            lim.max_open_files = Some(cx.count(v, "limits.max_open_files")?);
+        }
+        if let Some(v) = &l.tmp_size {
+            p.tmp_size = cx.size(v, "limits.tmp_size")?;
+            if p.tmp_size == 0 {
+                return Err(cx.err(
+                    v.span(),
+                    "limits.tmp_size",
+                    format!("{}: must be greater than 0", v.get_ref().shown()),
+                ));
+            }
+        }
+    }
+    if let Some(s) = &raw.seccomp {
+        if let Some(v) = &s.enabled {
+            p.seccomp.enabled = *v.get_ref();
+        }
+        if let Some(g) = &s.groups {
+            p.seccomp.groups.clear();
+            for v in g {
+                let name = v.get_ref();
+                if !name.starts_with('@') || name.len() < 2 {
+                    return Err(cx.err(
+                        v.span(),
+                        "seccomp.groups",
+                        format!("{name:?}: a group name starts with @ (e.g. \"@default\")"),
+                    ));
+                }
+                crate::policy::seccomp_name(name)
+                    .map_err(|e| cx.err(v.span(), "seccomp.groups", e))?;
+                if !p.seccomp.groups.contains(name) {
+                    p.seccomp.groups.push(name.clone());
+                }
+            }
+        }
+        for v in s.allow.iter().flatten() {
+            let name = v.get_ref();
+            let ok = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            if !ok {
+                return Err(cx.err(
+                    v.span(),
+                    "seccomp.allow",
+                    format!("{name:?}: not a syscall name (lower-case, e.g. \"ptrace\")"),
+                ));
+            }
+            crate::policy::seccomp_name(name).map_err(|e| cx.err(v.span(), "seccomp.allow", e))?;
+            if !p.seccomp.allow.contains(name) {
+                p.seccomp.allow.push(name.clone());
+            }
+        }
+        if let Some(v) = &s.action {
+            p.seccomp.action = match v.get_ref().as_str() {
+                "errno" => SeccompAction::Errno,
+                "kill" => SeccompAction::Kill,
+                o => {
+                    return Err(cx.err(
+                        v.span(),
+                        "seccomp.action",
+                        format!("{o:?}: expected \"errno\" or \"kill\""),
+                    ))
+                }
+            };
+        }
+    }
+    if let Some(l) = &raw.landlock {
+        if let Some(v) = &l.enabled {
+            p.landlock.disabled = !*v.get_ref();
+        }
+        for v in l.exclude.iter().flatten() {
+            let x = cx.jail_path(v, "landlock.exclude")?;
+            if !p.landlock.exclude.contains(&x) {
+                p.landlock.exclude.push(x);
+            }
+        }
+    }
+    if let Some(ns) = &raw.namespaces {
+        for (v, name) in [
+            (&ns.user, "user"),
+            (&ns.mount, "mount"),
+            (&ns.pid, "pid"),
+            (&ns.ipc, "ipc"),
+            (&ns.uts, "uts"),
+            (&ns.cgroup, "cgroup"),
+        ] {
+            if let Some(v) = v {
+                if !*v.get_ref() {
+                    return Err(cx.err(
+                        v.span(),
+                        &format!("namespaces.{name}"),
+                        format!("stockade always creates a new {name} namespace; only `net` can be shared with the host"),
+                    ));
+                }
+            }
+        }
+        if let Some(v) = &ns.net {
+            let want = if *v.get_ref() {
+                Network::None
+            } else {
+                Network::Host
+            };
+            if let Some(n) = &raw.network {
+                if p.network != want {
+                    return Err(cx.err(
+                        v.span(),
+                        "namespaces.net",
+                        format!("contradicts network = {:?}", n.get_ref()),
+                    ));
+                }
+            }
+            p.network = want;
+        }
+    }
+    Ok(())
+}
+
+fn check_env_name(
+    cx: &Ctx,
+    span: std::ops::Range<usize>,
+    field: &str,
+    k: &str,
+) -> Result<(), PolicyError> {
+    if k.is_empty() || k.contains('=') || k.contains('\0') {
+        return Err(cx.err(span, field, format!("{k:?}: not a valid variable name")));
+    }
+    Ok(())
+}
