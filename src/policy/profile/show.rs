@@ -1,5 +1,7 @@
 //! `stockade profile show`: a resolved profile, in words.
 
+use std::fmt::Write;
+
 use super::source::io_text;
 use super::Resolved;
 use crate::policy::{MountSpec, SeccompAction};
@@ -8,9 +10,20 @@ use crate::policy::{MountSpec, SeccompAction};
 /// show`): the binds with their real host paths, the syscall list, the
 /// limits.
 pub fn show(r: &Resolved) -> String {
-    use std::fmt::Write;
-    let p = &r.policy;
     let mut o = String::new();
+    header(&mut o, r);
+    filesystem(&mut o, r);
+    environment(&mut o, r);
+    seccomp(&mut o, r);
+    landlock(&mut o, r);
+    limits(&mut o, r);
+    require(&mut o, r);
+    o
+}
+
+/// The chain, the description, the interpreter, ids, network, workdir.
+fn header(o: &mut String, r: &Resolved) {
+    let p = &r.policy;
     let _ = writeln!(o, "# profile: {}", r.chain.join(" <- "));
     if let Some(d) = &r.description {
         let _ = writeln!(o, "# {d}");
@@ -41,6 +54,11 @@ pub fn show(r: &Resolved) -> String {
             None => format!("tmpfs, {}", human_size(p.workdir.size)),
         }
     );
+}
+
+/// Every mount in order, binds with their real host paths, then the workdir.
+fn filesystem(o: &mut String, r: &Resolved) {
+    let p = &r.policy;
     let _ = writeln!(o, "filesystem:");
     let mut all = Vec::new();
     if r.system_root {
@@ -60,48 +78,9 @@ pub fn show(r: &Resolved) -> String {
     }
     all.extend(p.mounts.iter().cloned());
     for m in &all {
-        let line = match m {
-            MountSpec::Bind {
-                src,
-                dst,
-                writable,
-                optional,
-            } => {
-                let real = std::fs::canonicalize(src);
-                let shown = match &real {
-                    Ok(r) => r.display().to_string(),
-                    Err(_) if *optional => {
-                        continue;
-                    }
-                    Err(e) => format!("{} (missing: {})", src.display(), io_text(e)),
-                };
-                format!(
-                    "  {} {:<32} <- {}",
-                    if *writable { "rw" } else { "ro" },
-                    dst.display(),
-                    shown
-                )
-            }
-            MountSpec::Tmpfs { dst, size, mode } => {
-                format!(
-                    "  tmpfs {:<29} size {} mode {mode:o}",
-                    dst.display(),
-                    human_size(*size)
-                )
-            }
-            MountSpec::Symlink { target, link } => {
-                format!("  link {:<30} -> {}", link.display(), target.display())
-            }
-            MountSpec::File { dst, content, mode } => format!(
-                "  file {:<30} {} bytes mode {mode:o}",
-                dst.display(),
-                content.len()
-            ),
-            MountSpec::Dir { dst } => format!("  dir  {}", dst.display()),
-            MountSpec::Proc { dst } => format!("  proc {}", dst.display()),
-            MountSpec::Dev { dst } => format!("  dev  {}", dst.display()),
-        };
-        let _ = writeln!(o, "{line}");
+        if let Some(line) = mount_line(m) {
+            let _ = writeln!(o, "{line}");
+        }
     }
     let _ = writeln!(
         o,
@@ -113,10 +92,63 @@ pub fn show(r: &Resolved) -> String {
             .map(|h| h.display().to_string())
             .unwrap_or_else(|| "tmpfs".into())
     );
+}
+
+/// One mount's line; `None` for an optional bind whose source is missing.
+fn mount_line(m: &MountSpec) -> Option<String> {
+    Some(match m {
+        MountSpec::Bind {
+            src,
+            dst,
+            writable,
+            optional,
+        } => {
+            let real = std::fs::canonicalize(src);
+            let shown = match &real {
+                Ok(r) => r.display().to_string(),
+                Err(_) if *optional => return None,
+                Err(e) => format!("{} (missing: {})", src.display(), io_text(e)),
+            };
+            format!(
+                "  {} {:<32} <- {}",
+                if *writable { "rw" } else { "ro" },
+                dst.display(),
+                shown
+            )
+        }
+        MountSpec::Tmpfs { dst, size, mode } => {
+            format!(
+                "  tmpfs {:<29} size {} mode {mode:o}",
+                dst.display(),
+                human_size(*size)
+            )
+        }
+        MountSpec::Symlink { target, link } => {
+            format!("  link {:<30} -> {}", link.display(), target.display())
+        }
+        MountSpec::File { dst, content, mode } => format!(
+            "  file {:<30} {} bytes mode {mode:o}",
+            dst.display(),
+            content.len()
+        ),
+        MountSpec::Dir { dst } => format!("  dir  {}", dst.display()),
+        MountSpec::Proc { dst } => format!("  proc {}", dst.display()),
+        MountSpec::Dev { dst } => format!("  dev  {}", dst.display()),
+    })
+}
+
+/// The payload's environment.
+fn environment(o: &mut String, r: &Resolved) {
+    let p = &r.policy;
     let _ = writeln!(o, "environment:");
     for (k, v) in &p.env {
         let _ = writeln!(o, "  {}={}", k.to_string_lossy(), v.to_string_lossy());
     }
+}
+
+/// The seccomp action, groups, extra syscalls and how many are allowed.
+fn seccomp(o: &mut String, r: &Resolved) {
+    let p = &r.policy;
     let _ = writeln!(o, "seccomp:");
     if p.seccomp.enabled {
         let _ = writeln!(
@@ -143,6 +175,11 @@ pub fn show(r: &Resolved) -> String {
     } else {
         let _ = writeln!(o, "  disabled");
     }
+}
+
+/// Landlock, and what it leaves out.
+fn landlock(o: &mut String, r: &Resolved) {
+    let p = &r.policy;
     let _ = writeln!(
         o,
         "landlock: {}",
@@ -162,6 +199,11 @@ pub fn show(r: &Resolved) -> String {
             )
         }
     );
+}
+
+/// Every limit (`none` where there is none).
+fn limits(o: &mut String, r: &Resolved) {
+    let p = &r.policy;
     let l = &p.limits;
     let sz = |v: Option<u64>| v.map(human_size).unwrap_or_else(|| "none".into());
     let du = |v: Option<std::time::Duration>| {
@@ -202,6 +244,11 @@ pub fn show(r: &Resolved) -> String {
             .unwrap_or_else(|| "none".into()),
         human_size(p.tmp_size)
     );
+}
+
+/// The layers required.
+fn require(o: &mut String, r: &Resolved) {
+    let p = &r.policy;
     let _ = writeln!(
         o,
         "require: {}",
@@ -215,7 +262,6 @@ pub fn show(r: &Resolved) -> String {
                 .join(" ")
         }
     );
-    o
 }
 
 fn human_size(n: u64) -> String {
