@@ -390,6 +390,23 @@ pub fn default_mounts(
     workdir: &Path,
     tmp_size: u64,
 ) -> Vec<MountSpec> {
+    let mut m = system_mounts();
+    m.extend(generated_etc(uid, gid, hostname, workdir));
+    m.push(MountSpec::Proc {
+        dst: "/proc".into(),
+    });
+    m.push(MountSpec::Dev { dst: "/dev".into() });
+    m.push(MountSpec::Tmpfs {
+        dst: "/tmp".into(),
+        size: tmp_size,
+        mode: 0o1777,
+    });
+    m
+}
+
+/// The host's /usr, its /bin /sbin /lib* layout (symlinks kept as
+/// symlinks) and the /etc files programs need to start, read-only.
+fn system_mounts() -> Vec<MountSpec> {
     let mut m = vec![MountSpec::Bind {
         src: "/usr".into(),
         dst: "/usr".into(),
@@ -446,6 +463,13 @@ pub fn default_mounts(
         }),
         Link::Absent => {}
     }
+    m
+}
+
+/// /etc/passwd, group, hosts and hostname, written for the jail's ids and
+/// hostname.
+fn generated_etc(uid: u32, gid: u32, hostname: &str, workdir: &Path) -> Vec<MountSpec> {
+    let mut m = Vec::new();
     let home = workdir.display();
     let passwd = if uid == 0 {
         format!("root:x:0:{gid}:root:{home}:/bin/sh\n")
@@ -478,15 +502,6 @@ pub fn default_mounts(
         dst: "/etc/hostname".into(),
         content: format!("{hostname}\n").into_bytes(),
         mode: 0o644,
-    });
-    m.push(MountSpec::Proc {
-        dst: "/proc".into(),
-    });
-    m.push(MountSpec::Dev { dst: "/dev".into() });
-    m.push(MountSpec::Tmpfs {
-        dst: "/tmp".into(),
-        size: tmp_size,
-        mode: 0o1777,
     });
     m
 }
