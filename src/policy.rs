@@ -9,34 +9,147 @@ pub mod profile;
 pub mod python;
 pub mod units;
 
+pub use units::parse_uid_range;
+
 use std::ffi::OsString;
-use std::fmt;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-/// Where a bad value came from: a CLI flag or `file:line:column field`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PolicyError {
-    pub origin: String,
-    pub msg: String,
+/// A value refused while building a policy. Its text is one line, where
+/// the value came from and why: `--memory: "12q" is not a size (…)`, or
+/// `profiles/x.toml:4:12: limits.memory: …` for a profile's field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// A value from a command-line flag, a builder method or a policy
+    /// field, which `origin` names (`--memory`, `memory`, `limits.memory`).
+    #[error("{origin}: {reason}")]
+    Value { origin: String, reason: Reason },
+    /// A value in a profile file: `at` is `file:line:column`, `field` the
+    /// dotted field (`limits.memory`).
+    #[error("{at}: {field}: {reason}")]
+    Field {
+        at: String,
+        field: String,
+        reason: Reason,
+    },
 }
 
 impl PolicyError {
+    /// A refused value, said in words.
     pub fn new(origin: impl Into<String>, msg: impl Into<String>) -> Self {
-        PolicyError {
+        PolicyError::value(origin, Reason::Other(msg.into()))
+    }
+
+    /// A refused value and the reason (a [`Reason`] or what converts to one).
+    pub fn value(origin: impl Into<String>, reason: impl Into<Reason>) -> Self {
+        PolicyError::Value {
             origin: origin.into(),
-            msg: msg.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Where the value came from: the flag, method or field, or a
+    /// profile's `file:line:column`.
+    pub fn origin(&self) -> &str {
+        match self {
+            PolicyError::Value { origin, .. } => origin,
+            PolicyError::Field { at, .. } => at,
+        }
+    }
+
+    /// Why it was refused.
+    pub fn reason(&self) -> &Reason {
+        match self {
+            PolicyError::Value { reason, .. } | PolicyError::Field { reason, .. } => reason,
         }
     }
 }
 
-impl fmt::Display for PolicyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.origin, self.msg)
+/// Why a value was refused (the text after its origin).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Reason {
+    /// A size, duration, count, CPU quota or id range.
+    #[error("{0}")]
+    Unit(#[from] units::UnitError),
+    /// A path inside the jail or on the host.
+    #[error("{0}")]
+    Path(#[from] PathError),
+    /// `--profile ""`.
+    #[error("empty profile name")]
+    EmptyProfileName,
+    /// Neither a built-in profile nor a path to a file.
+    #[error(
+        "{name:?}: no such profile (built-in: {}; or give a path to a .toml file)",
+        profile::builtin_names()
+    )]
+    UnknownProfile { name: String },
+    /// A profile file that cannot be read: `why` is the system's word
+    /// (`no such file`, `permission denied`, …).
+    #[error("{}: cannot read profile: {why}", .path.display())]
+    ProfileUnreadable {
+        path: PathBuf,
+        kind: std::io::ErrorKind,
+        why: String,
+    },
+    #[error("{}: not UTF-8 text", .path.display())]
+    ProfileNotUtf8 { path: PathBuf },
+    /// The TOML parser's own complaint, in the profile's words.
+    #[error("{0}")]
+    Toml(String),
+    /// The Python interpreter could not be found or asked about itself.
+    #[error("{0}")]
+    Python(#[from] python::PythonError),
+    /// An unknown syscall or seccomp group.
+    #[error("{0}")]
+    Seccomp(String),
+    /// Anything else, in words.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<String> for Reason {
+    fn from(s: String) -> Reason {
+        Reason::Other(s)
     }
 }
 
-impl std::error::Error for PolicyError {}
+impl From<&str> for Reason {
+    fn from(s: &str) -> Reason {
+        Reason::Other(s.to_string())
+    }
+}
+
+/// A path that cannot be used as the jail needs it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PathError {
+    #[error("{}: path inside the jail must be absolute", .0.display())]
+    NotAbsolute(PathBuf),
+    #[error("{}: `..` is not allowed in a jail path", .0.display())]
+    ParentDir(PathBuf),
+    #[error("path too long")]
+    TooLong,
+    #[error("empty path")]
+    Empty,
+    #[error("path contains a NUL byte")]
+    Nul,
+    /// A relative host path, and the current directory cannot be read.
+    #[error("cannot read the current directory: {0}")]
+    NoCurrentDir(String),
+    #[error("{} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error(
+        "{}: no such {}",
+        .path.display(),
+        if *.dir { "directory" } else { "file or directory" }
+    )]
+    Missing { path: PathBuf, dir: bool },
+    /// Any other reason the host path cannot be reached.
+    #[error("{}: {why}", .path.display())]
+    Unreachable { path: PathBuf, why: String },
+}
 
 /// One entry of the jail's filesystem, applied in order on a fresh tmpfs root.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -260,32 +373,15 @@ pub const NOBODY: u32 = 65534;
 /// range at 2147418111) and far above useradd's subordinate ids.
 pub const DEFAULT_UID_RANGE: (u32, u32) = (2_147_418_112, 65_536);
 
-/// Parse `START:COUNT` for `--uid-range`: a range of host ids that holds
-/// neither 0 nor 4294967295.
-pub fn parse_uid_range(v: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("{v}: expected START:COUNT (e.g. 2147418112:65536)");
-    let (a, b) = v.split_once(':').ok_or_else(bad)?;
-    let start: u32 = a.parse().map_err(|_| bad())?;
-    let count: u32 = b.parse().map_err(|_| bad())?;
-    if start == 0 {
-        return Err(format!("{v}: the range may not hold uid 0"));
-    }
-    if count == 0 {
-        return Err(format!("{v}: COUNT must be at least 1"));
-    }
-    if u64::from(start) + u64::from(count) > u64::from(u32::MAX) {
-        return Err(format!("{v}: the range runs past 4294967294"));
-    }
-    Ok((start, count))
-}
-
 /// Check that a jail path is absolute and plain (no `..`), and normalize it.
 pub fn jail_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
+    check_jail_path(p).map_err(|e| PolicyError::value(origin, e))
+}
+
+/// [`jail_path`] without an origin.
+pub(crate) fn check_jail_path(p: &Path) -> Result<PathBuf, PathError> {
     if !p.is_absolute() {
-        return Err(PolicyError::new(
-            origin,
-            format!("{}: path inside the jail must be absolute", p.display()),
-        ));
+        return Err(PathError::NotAbsolute(p.to_path_buf()));
     }
     let mut out = PathBuf::from("/");
     for c in p.components() {
@@ -293,64 +389,62 @@ pub fn jail_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
             Component::RootDir | Component::CurDir => {}
             Component::Normal(n) => out.push(n),
             Component::ParentDir | Component::Prefix(_) => {
-                return Err(PolicyError::new(
-                    origin,
-                    format!("{}: `..` is not allowed in a jail path", p.display()),
-                ))
+                return Err(PathError::ParentDir(p.to_path_buf()))
             }
         }
     }
     if out.as_os_str().len() > 4000 {
-        return Err(PolicyError::new(origin, "path too long"));
+        return Err(PathError::TooLong);
     }
     Ok(out)
 }
 
 /// Check a host path: absolute after joining with the cwd, no NUL.
 pub fn host_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
+    check_host_path(p).map_err(|e| PolicyError::value(origin, e))
+}
+
+/// [`host_path`] without an origin.
+pub(crate) fn check_host_path(p: &Path) -> Result<PathBuf, PathError> {
     use std::os::unix::ffi::OsStrExt;
     if p.as_os_str().is_empty() {
-        return Err(PolicyError::new(origin, "empty path"));
+        return Err(PathError::Empty);
     }
     if p.as_os_str().as_bytes().contains(&0) {
-        return Err(PolicyError::new(origin, "path contains a NUL byte"));
+        return Err(PathError::Nul);
     }
     if p.is_absolute() {
         Ok(p.to_path_buf())
     } else {
-        let cwd = std::env::current_dir().map_err(|e| {
-            PolicyError::new(origin, format!("cannot read the current directory: {e}"))
-        })?;
+        let cwd = std::env::current_dir().map_err(|e| PathError::NoCurrentDir(e.to_string()))?;
         Ok(cwd.join(p))
     }
 }
 
 /// Check that the host path `p` exists (and is a directory when `dir`), as
 /// the jail will need it: the error is one phrase naming the path.
-pub fn host_exists(p: &Path, dir: bool) -> Result<(), String> {
+pub fn host_exists(p: &Path, dir: bool) -> Result<(), PathError> {
     match std::fs::metadata(p) {
-        Ok(m) if dir && !m.is_dir() => Err(format!("{} is not a directory", p.display())),
+        Ok(m) if dir && !m.is_dir() => Err(PathError::NotADirectory(p.to_path_buf())),
         Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
-            "{}: no such {}",
-            p.display(),
-            if dir {
-                "directory"
-            } else {
-                "file or directory"
-            }
-        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(PathError::Missing {
+            path: p.to_path_buf(),
+            dir,
+        }),
         Err(e) => {
             let s = e.to_string();
             let s = s.split(" (os error").next().unwrap_or(&s).to_lowercase();
-            Err(format!("{}: {s}", p.display()))
+            Err(PathError::Unreachable {
+                path: p.to_path_buf(),
+                why: s,
+            })
         }
     }
 }
 
 /// Check one seccomp group (`@name`) or syscall name against the tables:
 /// the error says what is known.
-pub fn seccomp_name(name: &str) -> Result<(), String> {
+pub fn seccomp_name(name: &str) -> Result<(), Reason> {
     let mut sp = SeccompPolicy {
         groups: Vec::new(),
         ..SeccompPolicy::default()
@@ -360,7 +454,9 @@ pub fn seccomp_name(name: &str) -> Result<(), String> {
     } else {
         sp.allow.push(name.to_string());
     }
-    crate::seccomp::resolve_bits(&sp).map(|_| ())
+    crate::seccomp::resolve_bits(&sp)
+        .map(|_| ())
+        .map_err(|e| Reason::Seccomp(e.to_string()))
 }
 
 /// What readlink(2) says of a host path.

@@ -40,7 +40,7 @@ fn tmpfs_spec(v: &str) -> Result<MountSpec, PolicyError> {
         None => (v, None),
     };
     let size = match size {
-        Some(s) => units::parse_size(s).map_err(|e| PolicyError::new("--tmpfs", e))?,
+        Some(s) => units::parse_size(s).map_err(|e| PolicyError::value("--tmpfs", e))?,
         None => 64 << 20,
     };
     if size == 0 {
@@ -179,7 +179,7 @@ impl Workdir {
             return Ok(());
         };
         let host = policy::host_path("--workdir", std::path::Path::new(host))?;
-        policy::host_exists(&host, true).map_err(|e| PolicyError::new("--workdir", e))?;
+        policy::host_exists(&host, true).map_err(|e| PolicyError::value("--workdir", e))?;
         p.workdir.host = Some(host);
         if let Some(i) = &self.inner {
             p.workdir.inner = i.clone();
@@ -217,7 +217,7 @@ fn ids(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
     }
     if let Some(r) = &a.uid_range {
         p.fallback_uid_range =
-            policy::parse_uid_range(r).map_err(|e| PolicyError::new("--uid-range", e))?;
+            policy::parse_uid_range(r).map_err(|e| PolicyError::value("--uid-range", e))?;
     }
     Ok(())
 }
@@ -231,10 +231,12 @@ fn filesystem(
 ) -> Result<(), PolicyError> {
     if let Some(s) = &a.tmp_size {
         p.tmp_size = match units::parse_size(s) {
-            Ok(0) => Err(format!("{s:?}: must be greater than 0")),
-            r => r,
-        }
-        .map_err(|e| PolicyError::new("--tmp-size", e))?;
+            Ok(0) => Err(PolicyError::new(
+                "--tmp-size",
+                format!("{s:?}: must be greater than 0"),
+            )),
+            r => r.map_err(|e| PolicyError::value("--tmp-size", e)),
+        }?;
     }
     p.mounts.extend(ordered_mounts(mounts)?);
     if let Some(h) = &a.hostname {
@@ -289,7 +291,7 @@ fn seccomp_and_landlock(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> 
         p.seccomp.action = SeccompAction::Learn;
     }
     for n in &a.seccomp_allow {
-        policy::seccomp_name(n).map_err(|e| PolicyError::new("--seccomp-allow", e))?;
+        policy::seccomp_name(n).map_err(|e| PolicyError::value("--seccomp-allow", e))?;
         if let Some(g) = n.strip_prefix('@') {
             p.seccomp.groups.push(format!("@{g}"));
         } else {
@@ -330,10 +332,10 @@ fn require(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
 fn limit<T>(
     flag: &str,
     v: &Option<String>,
-    parse: fn(&str) -> Result<T, String>,
+    parse: fn(&str) -> Result<T, units::UnitError>,
 ) -> Result<Option<T>, PolicyError> {
     v.as_deref()
-        .map(|s| parse(s).map_err(|e| PolicyError::new(flag, e)))
+        .map(|s| parse(s).map_err(|e| PolicyError::value(flag, e)))
         .transpose()
 }
 

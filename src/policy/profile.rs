@@ -25,6 +25,7 @@ use super::{Policy, PolicyError};
 use context::{Ctx, Vars};
 use defaults::resolve_defaults_only;
 pub use show::show;
+pub(crate) use source::builtin_names;
 pub use source::{builtin, load};
 
 /// The profiles shipped with stockade, by name.
@@ -173,7 +174,7 @@ impl Prelude {
                 .clone()
                 .unwrap_or_else(|| ("python".into(), PathBuf::from("python3"))),
         };
-        let i = python::discover(&path).map_err(|e| PolicyError::new(origin, e))?;
+        let i = python::discover(&path).map_err(|e| PolicyError::value(origin, e))?;
         Ok(Some(i))
     }
 }

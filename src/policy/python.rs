@@ -19,7 +19,39 @@ mod pyenv;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::MountSpec;
+use super::{MountSpec, PathError};
+
+/// Why the interpreter could not be found, run, or understood.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PythonError {
+    #[error("empty interpreter path")]
+    EmptyPath,
+    #[error("{0}")]
+    Path(#[from] PathError),
+    /// A bare name not found on the caller's `PATH` (`search`).
+    #[error("{}: not found on PATH ({search}); give one with --python PATH", .name.display())]
+    NotOnPath { name: PathBuf, search: String },
+    /// Not executable by the caller; `why` names what is in the way, when
+    /// that is known.
+    #[error("{}: permission denied{}", .asked.display(), .why.as_deref().map(|w| format!(": {w}")).unwrap_or_default())]
+    PermissionDenied { asked: PathBuf, why: Option<String> },
+    #[error("{}: no such file", .asked.display())]
+    NoSuchFile { asked: PathBuf },
+    #[error("{}: cannot run: {why}", .asked.display())]
+    CannotRun { asked: PathBuf, why: String },
+    /// It ran and failed: its exit `status` and the last line of its stderr.
+    #[error("{}: the interpreter failed when asked about itself ({status}){}", .asked.display(), if .last_stderr.is_empty() { String::new() } else { format!(": {}", .last_stderr) })]
+    ProbeFailed {
+        asked: PathBuf,
+        status: String,
+        last_stderr: String,
+    },
+    #[error("{}: is not a Python 3 interpreter (it did not answer the probe)", .asked.display())]
+    NotPython { asked: PathBuf },
+    #[error("{}: the interpreter does not know its own path (sys.executable = {executable:?})", .asked.display())]
+    NoExecutable { asked: PathBuf, executable: String },
+}
 
 /// What the interpreter said about itself.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -132,12 +164,12 @@ struct Probe {
 }
 
 /// Find `name` on the caller's PATH (a name with a `/` is used as is).
-fn which(name: &Path) -> Result<PathBuf, String> {
+fn which(name: &Path) -> Result<PathBuf, PythonError> {
     if name.as_os_str().is_empty() {
-        return Err("empty interpreter path".into());
+        return Err(PythonError::EmptyPath);
     }
     if name.to_string_lossy().contains('/') {
-        return super::host_path("", name).map_err(|e| e.msg);
+        return Ok(super::check_host_path(name)?);
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     for d in std::env::split_paths(&path) {
@@ -149,11 +181,10 @@ fn which(name: &Path) -> Result<PathBuf, String> {
             }
         }
     }
-    Err(format!(
-        "{}: not found on PATH ({}); give one with --python PATH",
-        name.display(),
-        path.to_string_lossy()
-    ))
+    Err(PythonError::NotOnPath {
+        name: name.to_path_buf(),
+        search: path.to_string_lossy().into_owned(),
+    })
 }
 
 /// Can a process with `uid`/`gid` search (x) or read (r) what `m` is?
@@ -213,7 +244,7 @@ pub fn not_readable_by(p: &Path, uid: u32, gid: u32) -> Option<String> {
 
 /// Find the interpreter `name` names and learn what it needs: from the
 /// cache when nothing it depends on changed, else by asking it.
-pub fn discover(name: &Path) -> Result<Interpreter, String> {
+pub fn discover(name: &Path) -> Result<Interpreter, PythonError> {
     let asked = which(name)?;
     // A pyenv shim: the interpreter it would run, found without running it.
     let run = pyenv::resolve(&asked).unwrap_or_else(|| asked.clone());
@@ -245,67 +276,9 @@ fn is_elf(p: &Path) -> bool {
 
 /// Run `run` (found as `asked`) once and ask it about itself; also the
 /// paths its answer depends on.
-fn probe(asked: &Path, run: &Path) -> Result<(Interpreter, Vec<PathBuf>), String> {
-    let me = (crate::sys::geteuid(), crate::sys::getegid());
-    let out = Command::new(run)
-        .args(["-I", "-c", PROBE])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| {
-            if e.kind() == std::io::ErrorKind::PermissionDenied {
-                match exec_denied(run, me.0, me.1, &|_| PathBuf::from("/")) {
-                    Some(d) => format!(
-                        "{}: permission denied: {}",
-                        asked.display(),
-                        d.explain(asked, None)
-                    ),
-                    None => format!("{}: permission denied", asked.display()),
-                }
-            } else if e.kind() == std::io::ErrorKind::NotFound {
-                format!("{}: no such file", asked.display())
-            } else {
-                format!("{}: cannot run: {e}", asked.display())
-            }
-        })?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let last = err
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        return Err(format!(
-            "{}: the interpreter failed when asked about itself ({}){}",
-            asked.display(),
-            out.status,
-            if last.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", last.trim())
-            }
-        ));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or("");
-    let p: Probe = serde_json::from_str(line).map_err(|_| {
-        format!(
-            "{}: is not a Python 3 interpreter (it did not answer the probe)",
-            asked.display()
-        )
-    })?;
-    if p.executable.is_empty() || !p.executable.starts_with('/') {
-        return Err(format!(
-            "{}: the interpreter does not know its own path (sys.executable = {:?})",
-            asked.display(),
-            p.executable
-        ));
-    }
+fn probe(asked: &Path, run: &Path) -> Result<(Interpreter, Vec<PathBuf>), PythonError> {
+    let out = run_probe(asked, run)?;
+    let p = read_answer(asked, &out)?;
     let abs = |v: Vec<String>| -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = Vec::new();
         for s in v {
@@ -329,6 +302,66 @@ fn probe(asked: &Path, run: &Path) -> Result<(Interpreter, Vec<PathBuf>), String
         libs: abs(p.libs),
     };
     Ok((i, abs(p.watch)))
+}
+
+/// Run the probe; a failure to start it, said for the path asked.
+fn run_probe(asked: &Path, run: &Path) -> Result<std::process::Output, PythonError> {
+    Command::new(run)
+        .args(["-I", "-c", PROBE])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| {
+            let asked = asked.to_path_buf();
+            match e.kind() {
+                std::io::ErrorKind::PermissionDenied => {
+                    let me = (crate::sys::geteuid(), crate::sys::getegid());
+                    let why = exec_denied(run, me.0, me.1, &|_| PathBuf::from("/"))
+                        .map(|d| d.explain(&asked, None));
+                    PythonError::PermissionDenied { asked, why }
+                }
+                std::io::ErrorKind::NotFound => PythonError::NoSuchFile { asked },
+                _ => PythonError::CannotRun {
+                    asked,
+                    why: e.to_string(),
+                },
+            }
+        })
+}
+
+/// The probe's answer: it succeeded, printed its JSON line, and knows its
+/// own absolute path.
+fn read_answer(asked: &Path, out: &std::process::Output) -> Result<Probe, PythonError> {
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return Err(PythonError::ProbeFailed {
+            asked: asked.to_path_buf(),
+            status: out.status.to_string(),
+            last_stderr: last.trim().to_string(),
+        });
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or("");
+    let p: Probe = serde_json::from_str(line).map_err(|_| PythonError::NotPython {
+        asked: asked.to_path_buf(),
+    })?;
+    if p.executable.is_empty() || !p.executable.starts_with('/') {
+        return Err(PythonError::NoExecutable {
+            asked: asked.to_path_buf(),
+            executable: p.executable,
+        });
+    }
+    Ok(p)
 }
 
 /// A file or directory on the way to the interpreter that a uid cannot

@@ -26,7 +26,7 @@ fn bind_string(
     crate::policy::host_exists(&src, false).map_err(|e| cx.err(v.span(), field, e))?;
     let dst = match dst {
         Some(d) => cx.jail_path(&Spanned::new(v.span(), d.replace('$', "$$")), field)?,
-        None => crate::policy::jail_path("", &src).map_err(|e| cx.err(v.span(), field, e.msg))?,
+        None => crate::policy::check_jail_path(&src).map_err(|e| cx.err(v.span(), field, e))?,
     };
     Ok(MountSpec::Bind {
         src,
@@ -186,8 +186,8 @@ fn binds(cx: &Ctx, fs: &RawFs, mounts: &mut Vec<MountSpec>) -> Result<(), Policy
         }
         let dst = match &b.dst {
             Some(d) => cx.jail_path(d, "filesystem.bind.dst")?,
-            None => crate::policy::jail_path("", &src)
-                .map_err(|e| cx.err(b.src.span(), "filesystem.bind.src", e.msg))?,
+            None => crate::policy::check_jail_path(&src)
+                .map_err(|e| cx.err(b.src.span(), "filesystem.bind.src", e))?,
         };
         mounts.push(MountSpec::Bind {
             src,

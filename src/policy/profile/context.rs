@@ -8,7 +8,7 @@ use super::schema::{Scalar, S};
 use super::source::line_col;
 use super::Source;
 use crate::policy::python::Interpreter;
-use crate::policy::{units, PolicyError};
+use crate::policy::{units, PathError, PolicyError, Reason};
 
 /// Errors inside one source file.
 pub(super) struct Ctx<'a> {
@@ -17,17 +17,19 @@ pub(super) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// `field`, at `span` of this file, refused for `reason`.
     pub(super) fn err(
         &self,
         span: std::ops::Range<usize>,
         field: &str,
-        msg: impl Into<String>,
+        reason: impl Into<Reason>,
     ) -> PolicyError {
         let (l, c) = line_col(&self.src.text, span.start);
-        PolicyError::new(
-            format!("{}:{l}:{c}", self.src.shown),
-            format!("{field}: {}", msg.into()),
-        )
+        PolicyError::Field {
+            at: format!("{}:{l}:{c}", self.src.shown),
+            field: field.to_string(),
+            reason: reason.into(),
+        }
     }
 
     /// Expand `${NAME}` variables (and `$$` to `$`) in a string value.
@@ -65,13 +67,13 @@ impl Ctx<'_> {
 
     pub(super) fn jail_path(&self, v: &S<String>, field: &str) -> Result<PathBuf, PolicyError> {
         let s = self.expand(v, field)?;
-        crate::policy::jail_path("", Path::new(&s)).map_err(|e| self.err(v.span(), field, e.msg))
+        crate::policy::check_jail_path(Path::new(&s)).map_err(|e| self.err(v.span(), field, e))
     }
 
     pub(super) fn host_path(&self, v: &S<String>, field: &str) -> Result<PathBuf, PolicyError> {
         let s = self.expand(v, field)?;
         if s.is_empty() {
-            return Err(self.err(v.span(), field, "empty path"));
+            return Err(self.err(v.span(), field, PathError::Empty));
         }
         let p = Path::new(&s);
         let p = match &self.src.dir {
@@ -85,7 +87,7 @@ impl Ctx<'_> {
             }
             _ => p.to_path_buf(),
         };
-        crate::policy::host_path("", &p).map_err(|e| self.err(v.span(), field, e.msg))
+        crate::policy::check_host_path(&p).map_err(|e| self.err(v.span(), field, e))
     }
 
     pub(super) fn size(&self, v: &S<Scalar>, field: &str) -> Result<u64, PolicyError> {
@@ -200,22 +202,34 @@ pub(super) struct Vars {
     pub(super) python: Option<Interpreter>,
 }
 
+/// Why `${NAME}` has no value.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum VarError {
+    #[error("${0} is not set in stockade's environment")]
+    Unset(&'static str),
+    #[error("only defined when the profile discovers Python ([python] enabled = true)")]
+    NoPython,
+    #[error("cannot read the current directory: {0}")]
+    NoCurrentDir(std::io::Error),
+    #[error("a built-in profile has no directory")]
+    BuiltinHasNoDir,
+    #[error("unknown variable (WORKDIR, HOME, USER, PWD, PROFILE_DIR, PYTHON, PYTHON_PREFIX, PYTHON_BASE_PREFIX)")]
+    Unknown,
+}
+
 impl Vars {
-    pub(super) fn get(&self, name: &str) -> Result<String, String> {
-        let env = |k: &str| {
+    pub(super) fn get(&self, name: &str) -> Result<String, VarError> {
+        let env = |k: &'static str| {
             std::env::var(k)
                 .ok()
                 .filter(|v| !v.is_empty())
-                .ok_or_else(|| format!("${k} is not set in stockade's environment"))
+                .ok_or(VarError::Unset(k))
         };
         let py = |f: fn(&Interpreter) -> &Path| {
             self.python
                 .as_ref()
                 .map(|i| f(i).display().to_string())
-                .ok_or_else(|| {
-                    "only defined when the profile discovers Python ([python] enabled = true)"
-                        .to_string()
-                })
+                .ok_or(VarError::NoPython)
         };
         match name {
             "WORKDIR" => Ok(self.workdir.display().to_string()),
@@ -223,16 +237,16 @@ impl Vars {
             "USER" => env("USER"),
             "PWD" => std::env::current_dir()
                 .map(|d| d.display().to_string())
-                .map_err(|e| format!("cannot read the current directory: {e}")),
+                .map_err(VarError::NoCurrentDir),
             "PROFILE_DIR" => self
                 .profile_dir
                 .as_ref()
                 .map(|d| d.display().to_string())
-                .ok_or_else(|| "a built-in profile has no directory".to_string()),
+                .ok_or(VarError::BuiltinHasNoDir),
             "PYTHON" => py(|i| &i.executable),
             "PYTHON_PREFIX" => py(|i| &i.prefix),
             "PYTHON_BASE_PREFIX" => py(|i| &i.base_prefix),
-            _ => Err("unknown variable (WORKDIR, HOME, USER, PWD, PROFILE_DIR, PYTHON, PYTHON_PREFIX, PYTHON_BASE_PREFIX)".into()),
+            _ => Err(VarError::Unknown),
         }
     }
 }

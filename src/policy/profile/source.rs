@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::schema::{Raw, TABLES};
 use super::{Source, BUILTIN};
-use crate::policy::PolicyError;
+use crate::policy::{PolicyError, Reason};
 
 /// Most profiles one `extends` chain may hold (a loop is reported before).
 const MAX_CHAIN: usize = 16;
@@ -14,6 +14,15 @@ const MAX_CHAIN: usize = 16;
 /// Is `spec` a path (rather than a built-in name)?
 pub(super) fn is_path(spec: &str) -> bool {
     spec.contains('/') || spec.ends_with(".toml")
+}
+
+/// The names of the built-in profiles, for errors: `minimal, shell, …`.
+pub(crate) fn builtin_names() -> String {
+    BUILTIN
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The built-in profile called `name`.
@@ -25,7 +34,7 @@ pub fn builtin(name: &str) -> Option<&'static str> {
 /// for it in errors (`--profile`, or `file:line:col: extends`).
 pub fn load(spec: &str, origin: &str, relative_to: Option<&Path>) -> Result<Source, PolicyError> {
     if spec.is_empty() {
-        return Err(PolicyError::new(origin, "empty profile name"));
+        return Err(PolicyError::value(origin, Reason::EmptyProfileName));
     }
     if !is_path(spec) {
         return match builtin(spec) {
@@ -34,16 +43,11 @@ pub fn load(spec: &str, origin: &str, relative_to: Option<&Path>) -> Result<Sour
                 text: t.to_string(),
                 dir: None,
             }),
-            None => Err(PolicyError::new(
+            None => Err(PolicyError::value(
                 origin,
-                format!(
-                    "{spec:?}: no such profile (built-in: {}; or give a path to a .toml file)",
-                    BUILTIN
-                        .iter()
-                        .map(|(n, _)| *n)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+                Reason::UnknownProfile {
+                    name: spec.to_string(),
+                },
             )),
         };
     }
@@ -53,13 +57,17 @@ pub fn load(spec: &str, origin: &str, relative_to: Option<&Path>) -> Result<Sour
         _ => p.to_path_buf(),
     };
     let text = std::fs::read(&full).map_err(|e| {
-        PolicyError::new(
+        PolicyError::value(
             origin,
-            format!("{}: cannot read profile: {}", full.display(), io_text(&e)),
+            Reason::ProfileUnreadable {
+                path: full.clone(),
+                kind: e.kind(),
+                why: io_text(&e),
+            },
         )
     })?;
     let text = String::from_utf8(text)
-        .map_err(|_| PolicyError::new(origin, format!("{}: not UTF-8 text", full.display())))?;
+        .map_err(|_| PolicyError::value(origin, Reason::ProfileNotUtf8 { path: full.clone() }))?;
     let abs = crate::policy::host_path(origin, &full)?;
     Ok(Source {
         shown: full.display().to_string(),
@@ -134,7 +142,11 @@ pub(super) fn parse(src: &Source) -> Result<Raw, PolicyError> {
         } else {
             plain_message(e.message())
         };
-        PolicyError::new(format!("{}:{l}:{c}", src.shown), format!("{field}: {msg}"))
+        PolicyError::Field {
+            at: format!("{}:{l}:{c}", src.shown),
+            field,
+            reason: Reason::Toml(msg),
+        }
     })
 }
 
@@ -218,19 +230,21 @@ pub(super) fn chain(spec: &str, origin: &str) -> Result<Vec<(Source, Raw)>, Poli
             let name = ext.get_ref().clone();
             let target = load(&name, &format!("{here}: extends"), src.dir.as_deref())?;
             if target.shown == src.shown || out.iter().any(|(s, _)| s.shown == target.shown) {
-                return Err(PolicyError::new(
-                    here,
-                    format!(
-                        "extends: {name:?} makes a loop ({} extends itself)",
+                return Err(PolicyError::Field {
+                    at: here,
+                    field: "extends".into(),
+                    reason: Reason::Other(format!(
+                        "{name:?} makes a loop ({} extends itself)",
                         target.shown
-                    ),
-                ));
+                    )),
+                });
             }
             if out.len() + 1 >= MAX_CHAIN {
-                return Err(PolicyError::new(
-                    here,
-                    format!("extends: more than {MAX_CHAIN} profiles in one chain"),
-                ));
+                return Err(PolicyError::Field {
+                    at: here,
+                    field: "extends".into(),
+                    reason: Reason::Other(format!("more than {MAX_CHAIN} profiles in one chain")),
+                });
             }
             next = Some((name, format!("{here}: extends"), src.dir.clone()));
         }

@@ -350,3 +350,49 @@ fn line_col_counts_from_one() {
     assert_eq!(line_col("a\nbc", 0), (1, 1));
     assert_eq!(line_col("a\nbc", 3), (2, 2));
 }
+
+#[test]
+fn errors_say_their_kind_and_keep_their_text() {
+    use crate::policy::units::UnitError;
+    use crate::policy::{PathError, PolicyError, Reason};
+    let e = apply_text("[limits]\nmemory = \"12q\"\n").unwrap_err();
+    assert!(
+        matches!(&e, PolicyError::Field { at, field, .. } if at == "profiles/x.toml:2:10" && field == "limits.memory"),
+        "{e:?}"
+    );
+    let e = resolve("nope", "--profile", &Options::default()).unwrap_err();
+    assert_eq!(
+        e.reason(),
+        &Reason::UnknownProfile {
+            name: "nope".into()
+        }
+    );
+    assert_eq!(e.origin(), "--profile");
+    assert_eq!(
+        e.to_string(),
+        "--profile: \"nope\": no such profile (built-in: minimal, shell, python, strict; or give a path to a .toml file)"
+    );
+    let e = resolve("/nonexistent/x.toml", "--profile", &Options::default()).unwrap_err();
+    assert!(
+        matches!(e.reason(), Reason::ProfileUnreadable { kind, .. } if *kind == std::io::ErrorKind::NotFound),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "--profile: /nonexistent/x.toml: cannot read profile: no such file"
+    );
+    let e = crate::policy::jail_path("--chdir", std::path::Path::new("rel")).unwrap_err();
+    assert_eq!(
+        e.reason(),
+        &Reason::Path(PathError::NotAbsolute("rel".into()))
+    );
+    assert_eq!(
+        e.to_string(),
+        "--chdir: rel: path inside the jail must be absolute"
+    );
+    let e = PolicyError::value("--memory", UnitError::Zero("0".into()));
+    assert_eq!(
+        e.to_string(),
+        "--memory: \"0\": must be greater than 0 (leave the limit out for none)"
+    );
+}
