@@ -15,13 +15,38 @@ mod report;
 mod run;
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 
 use clap::error::ErrorKind;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
-use crate::policy::profile;
+use crate::policy::{profile, PolicyError};
 use args::{Cli, Cmd};
 use report::{refuse, ReportTo};
+
+/// What the command line could not do; the text is the line printed after
+/// `stockade: `.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The plan of a profile checked by `stockade profile check`.
+    #[error(transparent)]
+    Plan(#[from] crate::SetupError),
+    #[error("--report: {}: {source}", .path.display())]
+    ReportCreate {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("--report-fd: {fd}: not an open file descriptor")]
+    ReportFdClosed { fd: i32 },
+    #[error("--report: {0}")]
+    ReportWrite(#[source] std::io::Error),
+    #[error("--report -: {0}")]
+    ReportStdout(#[source] std::io::Error),
+    #[error("--report-fd: {0}")]
+    ReportFdWrite(#[source] crate::sys::SysError),
+}
 
 fn eprint_line(msg: &str) {
     eprintln!("stockade: {msg}");

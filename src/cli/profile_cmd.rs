@@ -1,8 +1,8 @@
 //! `stockade profile list | show | check`.
 
 use super::args::ProfileCmd;
-use super::eprint_line;
 use super::run::python_reachable;
+use super::{eprint_line, CliError};
 use crate::policy::profile;
 
 pub(super) fn profile_cmd(pc: ProfileCmd) -> i32 {
@@ -48,7 +48,7 @@ pub(super) fn profile_cmd(pc: ProfileCmd) -> i32 {
                 0
             }
             Err(e) => {
-                eprint_line(&e);
+                eprint_line(&e.to_string());
                 125
             }
         },
@@ -59,13 +59,12 @@ pub(super) fn profile_cmd(pc: ProfileCmd) -> i32 {
 /// starts the jail (resolve, the interpreter's reach, the policy, the
 /// plan: bind sources, seccomp names, ids), without a command. The chain
 /// of files applied, or the one-line error.
-fn check_profile(spec: &str) -> Result<String, String> {
-    let r = profile::resolve(spec, "profile check", &profile::Options::default())
-        .map_err(|e| e.to_string())?;
+fn check_profile(spec: &str) -> Result<String, CliError> {
+    let r = profile::resolve(spec, "profile check", &profile::Options::default())?;
     let mut p = r.policy.clone();
-    python_reachable(&r, &p, false).map_err(|e| e.to_string())?;
+    python_reachable(&r, &p, false)?;
     p.argv = vec!["true".into()];
-    p.validate().map_err(|e| e.to_string())?;
-    crate::plan::Plan::build(&p).map_err(|e| e.to_string())?;
+    p.validate()?;
+    crate::plan::Plan::build(&p)?;
     Ok(r.chain.join(" <- "))
 }

@@ -5,8 +5,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use super::args::RunArgs;
-use super::eprint_line;
 use super::fast::{flag, Takes};
+use super::{eprint_line, CliError};
 use crate::Status;
 
 /// Where a run's JSON outcome goes.
@@ -75,15 +75,18 @@ impl ReportTo {
 
     /// Open where the report goes, before anything runs: a bad path or a
     /// closed fd is bad input.
-    pub(super) fn open(&self) -> Result<Opened, String> {
+    pub(super) fn open(&self) -> Result<Opened, CliError> {
         let file = match &self.file {
             Some(p) => Some(
-                std::fs::File::create(p).map_err(|e| format!("--report: {}: {e}", p.display()))?,
+                std::fs::File::create(p).map_err(|source| CliError::ReportCreate {
+                    path: p.clone(),
+                    source,
+                })?,
             ),
             None => None,
         };
         if let Some(fd) = self.fd.filter(|fd| !crate::sys::fd_is_open(*fd)) {
-            return Err(format!("--report-fd: {fd}: not an open file descriptor"));
+            return Err(CliError::ReportFdClosed { fd });
         }
         Ok(Opened {
             file,
@@ -107,26 +110,23 @@ impl Opened {
 
     /// Write the report everywhere asked; the first error, worded for the
     /// caller.
-    pub(super) fn write(self, json: &str) -> Result<(), String> {
+    pub(super) fn write(self, json: &str) -> Result<(), CliError> {
         use std::io::Write;
         let mut wrote = Ok(());
         if let Some(mut f) = self.file {
-            wrote = f
-                .write_all(json.as_bytes())
-                .map_err(|e| format!("--report: {e}"));
+            wrote = f.write_all(json.as_bytes()).map_err(CliError::ReportWrite);
         }
         if self.stdout {
             let mut so = std::io::stdout().lock();
             wrote = wrote.and(
                 so.write_all(json.as_bytes())
                     .and_then(|_| so.flush())
-                    .map_err(|e| format!("--report -: {e}")),
+                    .map_err(CliError::ReportStdout),
             );
         }
         if let Some(fd) = self.fd {
-            wrote = wrote.and(
-                crate::sys::write_all(fd, json.as_bytes()).map_err(|e| format!("--report-fd: {e}")),
-            );
+            wrote = wrote
+                .and(crate::sys::write_all(fd, json.as_bytes()).map_err(CliError::ReportFdWrite));
         }
         wrote
     }

@@ -430,7 +430,7 @@ pub(super) fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32
     let report = match ReportTo::of(a).open() {
         Ok(r) => r,
         Err(e) => {
-            eprint_line(&e);
+            eprint_line(&e.to_string());
             return 125;
         }
     };
@@ -457,7 +457,7 @@ pub(super) fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32
     // the caller still waits for this process to exit.
     if report.wanted() {
         if let Err(e) = report.write(&(o.to_json() + "\n")) {
-            eprint_line(&e);
+            eprint_line(&e.to_string());
             return 125;
         }
     }
