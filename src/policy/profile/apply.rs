@@ -4,9 +4,10 @@ use toml::Spanned;
 
 use super::context::Ctx;
 use super::schema::{
-    Raw, RawEnv, RawFs, RawLandlock, RawLimits, RawNamespaces, RawSeccomp, RawWorkdir, Scalar, S,
+    expected, value_of, Raw, RawEnv, RawFs, RawLandlock, RawLimits, RawNamespaces, RawSeccomp,
+    RawWorkdir, Scalar, NETWORKS, S, SECCOMP_ACTIONS,
 };
-use crate::policy::{Layer, MountSpec, Network, Policy, PolicyError, SeccompAction};
+use crate::policy::{Layer, MountSpec, Network, Policy, PolicyError};
 
 fn bind_string(
     cx: &Ctx,
@@ -113,17 +114,14 @@ fn names(cx: &Ctx, raw: &Raw, p: &mut Policy) -> Result<(), PolicyError> {
         p.hostname = h;
     }
     if let Some(v) = &raw.network {
-        p.network = match v.get_ref().as_str() {
-            "none" => Network::None,
-            "host" => Network::Host,
-            o => {
-                return Err(cx.err(
-                    v.span(),
-                    "network",
-                    format!("{o:?}: expected \"none\" or \"host\""),
-                ))
-            }
-        };
+        let o = v.get_ref();
+        p.network = value_of(NETWORKS, o).ok_or_else(|| {
+            cx.err(
+                v.span(),
+                "network",
+                format!("{o:?}: expected {}", expected(NETWORKS)),
+            )
+        })?;
     }
     if let Some(v) = &raw.chdir {
         p.chdir = Some(cx.jail_path(v, "chdir")?);
@@ -344,17 +342,14 @@ fn seccomp(cx: &Ctx, s: &RawSeccomp, p: &mut Policy) -> Result<(), PolicyError> 
     }
     seccomp_allow(cx, s.allow.iter().flatten(), p)?;
     if let Some(v) = &s.action {
-        p.seccomp.action = match v.get_ref().as_str() {
-            "errno" => SeccompAction::Errno,
-            "kill" => SeccompAction::Kill,
-            o => {
-                return Err(cx.err(
-                    v.span(),
-                    "seccomp.action",
-                    format!("{o:?}: expected \"errno\" or \"kill\""),
-                ))
-            }
-        };
+        let o = v.get_ref();
+        p.seccomp.action = value_of(SECCOMP_ACTIONS, o).ok_or_else(|| {
+            cx.err(
+                v.span(),
+                "seccomp.action",
+                format!("{o:?}: expected {}", expected(SECCOMP_ACTIONS)),
+            )
+        })?;
     }
     Ok(())
 }

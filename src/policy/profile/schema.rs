@@ -6,6 +6,33 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::policy::{Network, SeccompAction};
+
+/// The values `network` takes.
+pub(super) const NETWORKS: &[(&str, Network)] = &[("none", Network::None), ("host", Network::Host)];
+
+/// The values `seccomp.action` takes.
+pub(super) const SECCOMP_ACTIONS: &[(&str, SeccompAction)] = &[
+    ("errno", SeccompAction::Errno),
+    ("kill", SeccompAction::Kill),
+];
+
+/// The value named `name` in `table`.
+pub(super) fn value_of<T: Copy>(table: &[(&str, T)], name: &str) -> Option<T> {
+    table.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+}
+
+/// The name of `v` in `table`.
+pub(super) fn name_of<T: PartialEq>(table: &[(&'static str, T)], v: T) -> Option<&'static str> {
+    table.iter().find(|(_, t)| *t == v).map(|(n, _)| *n)
+}
+
+/// `"a" or "b"`: what a value named in `table` may be.
+pub(super) fn expected<T>(table: &[(&str, T)]) -> String {
+    let names: Vec<String> = table.iter().map(|(n, _)| format!("{n:?}")).collect();
+    names.join(" or ")
+}
+
 pub(super) type S<T> = Spanned<T>;
 
 #[derive(Deserialize, Debug)]
