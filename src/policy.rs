@@ -5,38 +5,18 @@
 
 pub use crate::seccomp::{SeccompAction, SeccompPolicy};
 
+mod error;
 pub mod profile;
 pub mod python;
 pub mod units;
 
+pub use error::{PathError, PolicyError, Reason};
+
+pub use units::parse_uid_range;
+
 use std::ffi::OsString;
-use std::fmt;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
-
-/// Where a bad value came from: a CLI flag or `file:line:column field`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PolicyError {
-    pub origin: String,
-    pub msg: String,
-}
-
-impl PolicyError {
-    pub fn new(origin: impl Into<String>, msg: impl Into<String>) -> Self {
-        PolicyError {
-            origin: origin.into(),
-            msg: msg.into(),
-        }
-    }
-}
-
-impl fmt::Display for PolicyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.origin, self.msg)
-    }
-}
-
-impl std::error::Error for PolicyError {}
 
 /// One entry of the jail's filesystem, applied in order on a fresh tmpfs root.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -260,32 +240,15 @@ pub const NOBODY: u32 = 65534;
 /// range at 2147418111) and far above useradd's subordinate ids.
 pub const DEFAULT_UID_RANGE: (u32, u32) = (2_147_418_112, 65_536);
 
-/// Parse `START:COUNT` for `--uid-range`: a range of host ids that holds
-/// neither 0 nor 4294967295.
-pub fn parse_uid_range(v: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("{v}: expected START:COUNT (e.g. 2147418112:65536)");
-    let (a, b) = v.split_once(':').ok_or_else(bad)?;
-    let start: u32 = a.parse().map_err(|_| bad())?;
-    let count: u32 = b.parse().map_err(|_| bad())?;
-    if start == 0 {
-        return Err(format!("{v}: the range may not hold uid 0"));
-    }
-    if count == 0 {
-        return Err(format!("{v}: COUNT must be at least 1"));
-    }
-    if u64::from(start) + u64::from(count) > u64::from(u32::MAX) {
-        return Err(format!("{v}: the range runs past 4294967294"));
-    }
-    Ok((start, count))
-}
-
 /// Check that a jail path is absolute and plain (no `..`), and normalize it.
 pub fn jail_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
+    check_jail_path(p).map_err(|e| PolicyError::value(origin, e))
+}
+
+/// [`jail_path`] without an origin.
+pub(crate) fn check_jail_path(p: &Path) -> Result<PathBuf, PathError> {
     if !p.is_absolute() {
-        return Err(PolicyError::new(
-            origin,
-            format!("{}: path inside the jail must be absolute", p.display()),
-        ));
+        return Err(PathError::NotAbsolute(p.to_path_buf()));
     }
     let mut out = PathBuf::from("/");
     for c in p.components() {
@@ -293,64 +256,62 @@ pub fn jail_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
             Component::RootDir | Component::CurDir => {}
             Component::Normal(n) => out.push(n),
             Component::ParentDir | Component::Prefix(_) => {
-                return Err(PolicyError::new(
-                    origin,
-                    format!("{}: `..` is not allowed in a jail path", p.display()),
-                ))
+                return Err(PathError::ParentDir(p.to_path_buf()))
             }
         }
     }
     if out.as_os_str().len() > 4000 {
-        return Err(PolicyError::new(origin, "path too long"));
+        return Err(PathError::TooLong);
     }
     Ok(out)
 }
 
 /// Check a host path: absolute after joining with the cwd, no NUL.
 pub fn host_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
+    check_host_path(p).map_err(|e| PolicyError::value(origin, e))
+}
+
+/// [`host_path`] without an origin.
+pub(crate) fn check_host_path(p: &Path) -> Result<PathBuf, PathError> {
     use std::os::unix::ffi::OsStrExt;
     if p.as_os_str().is_empty() {
-        return Err(PolicyError::new(origin, "empty path"));
+        return Err(PathError::Empty);
     }
     if p.as_os_str().as_bytes().contains(&0) {
-        return Err(PolicyError::new(origin, "path contains a NUL byte"));
+        return Err(PathError::Nul);
     }
     if p.is_absolute() {
         Ok(p.to_path_buf())
     } else {
-        let cwd = std::env::current_dir().map_err(|e| {
-            PolicyError::new(origin, format!("cannot read the current directory: {e}"))
-        })?;
+        let cwd = std::env::current_dir().map_err(|e| PathError::NoCurrentDir(e.to_string()))?;
         Ok(cwd.join(p))
     }
 }
 
 /// Check that the host path `p` exists (and is a directory when `dir`), as
 /// the jail will need it: the error is one phrase naming the path.
-pub fn host_exists(p: &Path, dir: bool) -> Result<(), String> {
+pub fn host_exists(p: &Path, dir: bool) -> Result<(), PathError> {
     match std::fs::metadata(p) {
-        Ok(m) if dir && !m.is_dir() => Err(format!("{} is not a directory", p.display())),
+        Ok(m) if dir && !m.is_dir() => Err(PathError::NotADirectory(p.to_path_buf())),
         Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
-            "{}: no such {}",
-            p.display(),
-            if dir {
-                "directory"
-            } else {
-                "file or directory"
-            }
-        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(PathError::Missing {
+            path: p.to_path_buf(),
+            dir,
+        }),
         Err(e) => {
             let s = e.to_string();
             let s = s.split(" (os error").next().unwrap_or(&s).to_lowercase();
-            Err(format!("{}: {s}", p.display()))
+            Err(PathError::Unreachable {
+                path: p.to_path_buf(),
+                why: s,
+            })
         }
     }
 }
 
 /// Check one seccomp group (`@name`) or syscall name against the tables:
 /// the error says what is known.
-pub fn seccomp_name(name: &str) -> Result<(), String> {
+pub fn seccomp_name(name: &str) -> Result<(), Reason> {
     let mut sp = SeccompPolicy {
         groups: Vec::new(),
         ..SeccompPolicy::default()
@@ -362,7 +323,7 @@ pub fn seccomp_name(name: &str) -> Result<(), String> {
     }
     crate::seccomp::resolve_bits(&sp)
         .map(|_| ())
-        .map_err(String::from)
+        .map_err(|e| Reason::Seccomp(e.to_string()))
 }
 
 /// What readlink(2) says of a host path.
@@ -392,6 +353,23 @@ pub fn default_mounts(
     workdir: &Path,
     tmp_size: u64,
 ) -> Vec<MountSpec> {
+    let mut m = system_mounts();
+    m.extend(generated_etc(uid, gid, hostname, workdir));
+    m.push(MountSpec::Proc {
+        dst: "/proc".into(),
+    });
+    m.push(MountSpec::Dev { dst: "/dev".into() });
+    m.push(MountSpec::Tmpfs {
+        dst: "/tmp".into(),
+        size: tmp_size,
+        mode: 0o1777,
+    });
+    m
+}
+
+/// The host's /usr, its /bin /sbin /lib* layout (symlinks kept as
+/// symlinks) and the /etc files programs need to start, read-only.
+fn system_mounts() -> Vec<MountSpec> {
     let mut m = vec![MountSpec::Bind {
         src: "/usr".into(),
         dst: "/usr".into(),
@@ -448,6 +426,13 @@ pub fn default_mounts(
         }),
         Link::Absent => {}
     }
+    m
+}
+
+/// /etc/passwd, group, hosts and hostname, written for the jail's ids and
+/// hostname.
+fn generated_etc(uid: u32, gid: u32, hostname: &str, workdir: &Path) -> Vec<MountSpec> {
+    let mut m = Vec::new();
     let home = workdir.display();
     let passwd = if uid == 0 {
         format!("root:x:0:{gid}:root:{home}:/bin/sh\n")
@@ -480,15 +465,6 @@ pub fn default_mounts(
         dst: "/etc/hostname".into(),
         content: format!("{hostname}\n").into_bytes(),
         mode: 0o644,
-    });
-    m.push(MountSpec::Proc {
-        dst: "/proc".into(),
-    });
-    m.push(MountSpec::Dev { dst: "/dev".into() });
-    m.push(MountSpec::Tmpfs {
-        dst: "/tmp".into(),
-        size: tmp_size,
-        mode: 0o1777,
     });
     m
 }

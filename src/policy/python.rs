@@ -13,13 +13,48 @@
 
 #![deny(unsafe_code)]
 
+mod access;
 mod cache;
 mod pyenv;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::MountSpec;
+use super::{MountSpec, PathError};
+use access::exec_denied;
+pub use access::{jail_cannot_run, not_readable_by, unreachable_by};
+
+/// Why the interpreter could not be found, run, or understood.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PythonError {
+    #[error("empty interpreter path")]
+    EmptyPath,
+    #[error("{0}")]
+    Path(#[from] PathError),
+    /// A bare name not found on the caller's `PATH` (`search`).
+    #[error("{}: not found on PATH ({search}); give one with --python PATH", .name.display())]
+    NotOnPath { name: PathBuf, search: String },
+    /// Not executable by the caller; `why` names what is in the way, when
+    /// that is known.
+    #[error("{}: permission denied{}", .asked.display(), .why.as_deref().map(|w| format!(": {w}")).unwrap_or_default())]
+    PermissionDenied { asked: PathBuf, why: Option<String> },
+    #[error("{}: no such file", .asked.display())]
+    NoSuchFile { asked: PathBuf },
+    #[error("{}: cannot run: {why}", .asked.display())]
+    CannotRun { asked: PathBuf, why: String },
+    /// It ran and failed: its exit `status` and the last line of its stderr.
+    #[error("{}: the interpreter failed when asked about itself ({status}){}", .asked.display(), if .last_stderr.is_empty() { String::new() } else { format!(": {}", .last_stderr) })]
+    ProbeFailed {
+        asked: PathBuf,
+        status: String,
+        last_stderr: String,
+    },
+    #[error("{}: is not a Python 3 interpreter (it did not answer the probe)", .asked.display())]
+    NotPython { asked: PathBuf },
+    #[error("{}: the interpreter does not know its own path (sys.executable = {executable:?})", .asked.display())]
+    NoExecutable { asked: PathBuf, executable: String },
+}
 
 /// What the interpreter said about itself.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -132,12 +167,12 @@ struct Probe {
 }
 
 /// Find `name` on the caller's PATH (a name with a `/` is used as is).
-fn which(name: &Path) -> Result<PathBuf, String> {
+fn which(name: &Path) -> Result<PathBuf, PythonError> {
     if name.as_os_str().is_empty() {
-        return Err("empty interpreter path".into());
+        return Err(PythonError::EmptyPath);
     }
     if name.to_string_lossy().contains('/') {
-        return super::host_path("", name).map_err(|e| e.msg);
+        return Ok(super::check_host_path(name)?);
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     for d in std::env::split_paths(&path) {
@@ -149,71 +184,15 @@ fn which(name: &Path) -> Result<PathBuf, String> {
             }
         }
     }
-    Err(format!(
-        "{}: not found on PATH ({}); give one with --python PATH",
-        name.display(),
-        path.to_string_lossy()
-    ))
-}
-
-/// Can a process with `uid`/`gid` search (x) or read (r) what `m` is?
-fn allowed(m: &std::fs::Metadata, uid: u32, gid: u32, bit: u32) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    if uid == 0 {
-        return true;
-    }
-    let mode = m.mode();
-    if m.uid() == uid {
-        mode & (bit << 6) != 0
-    } else if m.gid() == gid {
-        mode & (bit << 3) != 0
-    } else {
-        mode & bit != 0
-    }
-}
-
-/// The first ancestor of `p` that `uid`/`gid` cannot traverse, with why.
-/// Supplementary groups are not considered.
-pub fn unreachable_by(p: &Path, uid: u32, gid: u32) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let mut cur = PathBuf::from("/");
-    let comps: Vec<_> = p.components().skip(1).collect();
-    for c in comps {
-        if let Ok(m) = std::fs::metadata(&cur) {
-            if !allowed(&m, uid, gid, 0o1) {
-                return Some(format!(
-                    "{} (mode {:04o}, owner uid {}) is not searchable by uid {uid}",
-                    cur.display(),
-                    m.mode() & 0o7777,
-                    m.uid()
-                ));
-            }
-        }
-        cur.push(c);
-    }
-    None
-}
-
-/// Why uid/gid cannot list and enter the directory (or read the file) `p`
-/// itself, if it cannot. Bind sources are opened by the caller before the
-/// jail's user switch, so only the bound object's own mode matters inside.
-pub fn not_readable_by(p: &Path, uid: u32, gid: u32) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(p).ok()?;
-    let want = if m.is_dir() { 0o5 } else { 0o4 };
-    (!allowed(&m, uid, gid, want)).then(|| {
-        format!(
-            "{} (mode {:04o}, owner uid {}) is not readable by uid {uid}",
-            p.display(),
-            m.mode() & 0o7777,
-            m.uid()
-        )
+    Err(PythonError::NotOnPath {
+        name: name.to_path_buf(),
+        search: path.to_string_lossy().into_owned(),
     })
 }
 
 /// Find the interpreter `name` names and learn what it needs: from the
 /// cache when nothing it depends on changed, else by asking it.
-pub fn discover(name: &Path) -> Result<Interpreter, String> {
+pub fn discover(name: &Path) -> Result<Interpreter, PythonError> {
     let asked = which(name)?;
     // A pyenv shim: the interpreter it would run, found without running it.
     let run = pyenv::resolve(&asked).unwrap_or_else(|| asked.clone());
@@ -245,67 +224,9 @@ fn is_elf(p: &Path) -> bool {
 
 /// Run `run` (found as `asked`) once and ask it about itself; also the
 /// paths its answer depends on.
-fn probe(asked: &Path, run: &Path) -> Result<(Interpreter, Vec<PathBuf>), String> {
-    let me = (crate::sys::geteuid(), crate::sys::getegid());
-    let out = Command::new(run)
-        .args(["-I", "-c", PROBE])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| {
-            if e.kind() == std::io::ErrorKind::PermissionDenied {
-                match exec_denied(run, me.0, me.1, &|_| PathBuf::from("/")) {
-                    Some(d) => format!(
-                        "{}: permission denied: {}",
-                        asked.display(),
-                        d.explain(asked, None)
-                    ),
-                    None => format!("{}: permission denied", asked.display()),
-                }
-            } else if e.kind() == std::io::ErrorKind::NotFound {
-                format!("{}: no such file", asked.display())
-            } else {
-                format!("{}: cannot run: {e}", asked.display())
-            }
-        })?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let last = err
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        return Err(format!(
-            "{}: the interpreter failed when asked about itself ({}){}",
-            asked.display(),
-            out.status,
-            if last.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", last.trim())
-            }
-        ));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or("");
-    let p: Probe = serde_json::from_str(line).map_err(|_| {
-        format!(
-            "{}: is not a Python 3 interpreter (it did not answer the probe)",
-            asked.display()
-        )
-    })?;
-    if p.executable.is_empty() || !p.executable.starts_with('/') {
-        return Err(format!(
-            "{}: the interpreter does not know its own path (sys.executable = {:?})",
-            asked.display(),
-            p.executable
-        ));
-    }
+fn probe(asked: &Path, run: &Path) -> Result<(Interpreter, Vec<PathBuf>), PythonError> {
+    let out = run_probe(asked, run)?;
+    let p = read_answer(asked, &out)?;
     let abs = |v: Vec<String>| -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = Vec::new();
         for s in v {
@@ -331,140 +252,64 @@ fn probe(asked: &Path, run: &Path) -> Result<(Interpreter, Vec<PathBuf>), String
     Ok((i, abs(p.watch)))
 }
 
-/// A file or directory on the way to the interpreter that a uid cannot
-/// get through.
-#[derive(Debug, PartialEq, Eq)]
-struct Denied {
-    /// The interpreter file (after symlinks) being reached.
-    target: PathBuf,
-    /// What is in the way: `target` or a directory above it.
-    at: PathBuf,
-    /// What stops it, and why (`… (mode 0700, owner uid 0) is not …`).
-    why: String,
-    uid: u32,
-}
-
-impl Denied {
-    /// One sentence: why, and what must hold. `venv`: the venv directory
-    /// the interpreter was asked through, when it is one (else looked up).
-    fn explain(&self, asked: &Path, venv: Option<&Path>) -> String {
-        let found = venv_of(asked);
-        let venv = venv.or(found.as_deref());
-        let what = match venv {
-            Some(v) if !self.target.starts_with(v) => "the base interpreter of the venv",
-            _ => "the interpreter",
-        };
-        let which = if self.at == self.target {
-            String::new()
-        } else {
-            format!(" ({})", self.target.display())
-        };
-        format!(
-            "{}; {what}{which} must be readable by the jail's user (uid {})",
-            self.why, self.uid
-        )
-    }
-}
-
-/// The venv `exe` belongs to: the directory of the `pyvenv.cfg` next to it
-/// or one level up (where Python itself looks).
-fn venv_of(exe: &Path) -> Option<PathBuf> {
-    let bin = exe.parent()?;
-    [Some(bin), bin.parent()]
-        .into_iter()
-        .flatten()
-        .find(|d| d.join("pyvenv.cfg").is_file())
-        .map(Path::to_path_buf)
-}
-
-/// Why `uid`/`gid` cannot execute `exe`, following its symlinks, if it
-/// cannot: a directory on the way that is not searchable, or the file
-/// itself not executable. `from(p)` is the first directory on the way to
-/// `p` whose mode matters (in the jail: the top of the bind holding `p`).
-fn exec_denied(exe: &Path, uid: u32, gid: u32, from: &dyn Fn(&Path) -> PathBuf) -> Option<Denied> {
-    use std::os::unix::fs::MetadataExt;
-    let mut p = exe.to_path_buf();
-    for _ in 0..40 {
-        let parent = p.parent()?.to_path_buf();
-        let top = from(&p);
-        let mut dirs: Vec<&Path> = parent.ancestors().filter(|d| d.starts_with(&top)).collect();
-        dirs.reverse();
-        for d in dirs {
-            let m = std::fs::metadata(d).ok()?;
-            if !allowed(&m, uid, gid, 0o1) {
-                return Some(Denied {
-                    target: p.clone(),
-                    at: d.to_path_buf(),
-                    why: format!(
-                        "{} (mode {:04o}, owner uid {}) is not searchable by uid {uid}",
-                        d.display(),
-                        m.mode() & 0o7777,
-                        m.uid()
-                    ),
-                    uid,
-                });
+/// Run the probe; a failure to start it, said for the path asked.
+fn run_probe(asked: &Path, run: &Path) -> Result<std::process::Output, PythonError> {
+    Command::new(run)
+        .args(["-I", "-c", PROBE])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| {
+            let asked = asked.to_path_buf();
+            match e.kind() {
+                std::io::ErrorKind::PermissionDenied => {
+                    let me = (crate::sys::geteuid(), crate::sys::getegid());
+                    let why = exec_denied(run, me.0, me.1, &|_| PathBuf::from("/"))
+                        .map(|d| d.explain(&asked, None));
+                    PythonError::PermissionDenied { asked, why }
+                }
+                std::io::ErrorKind::NotFound => PythonError::NoSuchFile { asked },
+                _ => PythonError::CannotRun {
+                    asked,
+                    why: e.to_string(),
+                },
             }
-        }
-        let lm = std::fs::symlink_metadata(&p).ok()?;
-        if lm.file_type().is_symlink() {
-            let t = std::fs::read_link(&p).ok()?;
-            let next = if t.is_absolute() { t } else { parent.join(t) };
-            // Resolve `..` against the real directories, as the kernel does.
-            let dir = std::fs::canonicalize(next.parent()?).ok()?;
-            p = dir.join(next.file_name()?);
-            continue;
-        }
-        if !allowed(&lm, uid, gid, 0o1) {
-            return Some(Denied {
-                target: p.clone(),
-                at: p.clone(),
-                why: format!(
-                    "{} (mode {:04o}, owner uid {}) is not executable by uid {uid}",
-                    p.display(),
-                    lm.mode() & 0o7777,
-                    lm.uid()
-                ),
-                uid,
-            });
-        }
-        return None;
-    }
-    None
+        })
 }
 
-/// Why the jail's user (host `uid`/`gid`) could not start the interpreter
-/// from the binds [`mounts`] gives, if it could not: one line naming the
-/// file or directory in the way. Binds are opened by the caller, so only
-/// modes from the top of each bind down matter.
-pub fn jail_cannot_run(i: &Interpreter, system_root: bool, uid: u32, gid: u32) -> Option<String> {
-    let mut tops: Vec<PathBuf> = mounts(i, system_root)
-        .iter()
-        .map(|m| m.dst().to_path_buf())
-        .collect();
-    if system_root {
-        tops.extend(SYSTEM.iter().map(PathBuf::from));
+/// The probe's answer: it succeeded, printed its JSON line, and knows its
+/// own absolute path.
+fn read_answer(asked: &Path, out: &std::process::Output) -> Result<Probe, PythonError> {
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return Err(PythonError::ProbeFailed {
+            asked: asked.to_path_buf(),
+            status: out.status.to_string(),
+            last_stderr: last.trim().to_string(),
+        });
     }
-    let from = |p: &Path| {
-        tops.iter()
-            .filter(|t| p.starts_with(t))
-            .max_by_key(|t| t.components().count())
-            .cloned()
-            .unwrap_or_else(|| PathBuf::from("/"))
-    };
-    // `python3` in the jail is found in the executable's directory.
-    let exe = i.bin_dir().join("python3");
-    let exe = if exe.exists() {
-        exe
-    } else {
-        i.executable.clone()
-    };
-    let d = exec_denied(&exe, uid, gid, &from)?;
-    let venv = i.is_venv().then_some(i.prefix.as_path());
-    Some(format!(
-        "{}: the jail (host uid {uid}) cannot run the interpreter: {}",
-        i.executable.display(),
-        d.explain(&i.executable, venv)
-    ))
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or("");
+    let p: Probe = serde_json::from_str(line).map_err(|_| PythonError::NotPython {
+        asked: asked.to_path_buf(),
+    })?;
+    if p.executable.is_empty() || !p.executable.starts_with('/') {
+        return Err(PythonError::NoExecutable {
+            asked: asked.to_path_buf(),
+            executable: p.executable,
+        });
+    }
+    Ok(p)
 }
 
 /// `p` and each path its symlinks lead to, the last one not a symlink

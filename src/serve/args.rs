@@ -65,9 +65,9 @@ pub struct ServeArgs {
 }
 
 fn size(s: &str) -> Result<u64, String> {
-    crate::policy::units::parse_limit_size(s)
+    crate::policy::units::parse_limit_size(s).map_err(|e| e.to_string())
 }
 
 fn duration(s: &str) -> Result<std::time::Duration, String> {
-    crate::policy::units::parse_limit_duration(s)
+    crate::policy::units::parse_limit_duration(s).map_err(|e| e.to_string())
 }

@@ -292,7 +292,7 @@ fn limits(v: Option<&Value>) -> Result<Requested, ApiError> {
             Value::String(s) => s.clone(),
             _ => return Err(ApiError::field(field, "must be a number or a string")),
         };
-        let bad = |e: String| ApiError::field(field.clone(), e);
+        let bad = |e: units::UnitError| ApiError::field(field.clone(), e.to_string());
         match k.as_str() {
             "memory" => r.memory = Some(units::parse_limit_size(&text).map_err(bad)?),
             "max_output" => r.max_output = Some(units::parse_limit_size(&text).map_err(bad)?),

@@ -236,7 +236,14 @@ fn run_blocking(job: Job, started_tx: StartedTx) {
     let mut child = match spawned {
         Ok(c) => c,
         Err(crate::Error::Policy(e)) => {
-            let _ = started_tx.send(Err(ApiError::field(e.origin.clone(), &e.msg)));
+            // The text after the origin (for a profile's field, the field
+            // and why), as the old `msg`.
+            let text = e.to_string();
+            let why = text
+                .strip_prefix(e.origin())
+                .and_then(|t| t.strip_prefix(": "))
+                .unwrap_or(&text);
+            let _ = started_tx.send(Err(ApiError::field(e.origin(), why)));
             return;
         }
         Err(e) => {

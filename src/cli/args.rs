@@ -1,0 +1,294 @@
+//! The command line's definition (clap): one place for every subcommand
+//! and flag. `stockade run`'s flags are declared through [`run_args!`], which
+//! also derives the fast parser's table from them (see `fast.rs`).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{ArgMatches, Args, Parser, Subcommand, ValueEnum};
+
+use super::fast::{run_args, FastScalar};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "stockade",
+    version,
+    about = "A Linux jail for code nobody trusts",
+    long_about = "stockade runs a command in new user, mount, pid, net, ipc, uts and cgroup namespaces, \
+on a minimal read-only root where only what is named exists.\n\n\
+Examples:\n\
+  # an evaluator: JSON in on stdin, the JSON outcome (with the program's stdout) on stdout\n\
+  stockade run --profile python --report - --timeout 10s -- python3 -c 'import json,sys; print(json.load(sys.stdin))' < input.json\n\
+  # a service on a hardened host: the layers the profile requires, or it does not start\n\
+  stockade check --profile strict && stockade run --profile ./my-service.toml -- /usr/bin/my-service\n\
+  # a persistent shell for an agent: state lives in the workdir between calls\n\
+  stockade run --workdir ./agent-home -- bash -c 'cd ~ && ls'"
+)]
+pub(super) struct Cli {
+    #[command(subcommand)]
+    pub(super) cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum Cmd {
+    /// Run a command in a new jail (default profile: shell).
+    #[command(long_about = RUN_ABOUT)]
+    Run(Box<RunArgs>),
+    /// List, show or check profiles.
+    #[command(subcommand)]
+    Profile(ProfileCmd),
+    /// Say which layers this host can enforce, and why not.
+    Check(CheckArgs),
+    /// Serve runs over HTTP/JSON (unix socket or TCP with a token), each in a fresh jail.
+    Serve(crate::serve::ServeArgs),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    #[command(long_about = "Print a shell completion script on stdout.\n\n\
+Examples:\n\
+  stockade completions bash > /etc/bash_completion.d/stockade\n\
+  stockade completions zsh > \"${fpath[1]}/_stockade\"\n\
+  stockade completions fish > ~/.config/fish/completions/stockade.fish")]
+    Completions {
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+}
+
+pub(super) const RUN_ABOUT: &str = "Run a command in a new jail.\n\n\
+Without --profile the `shell` profile is used: the host's /usr, /bin, /lib* and a few /etc files \
+read-only, a fresh /proc, a minimal /dev, a writable /tmp and workdir (/work), no network but \
+loopback, the default seccomp allowlist and Landlock. Flags override the profile's fields. \
+Built-in profiles: minimal, shell, python, strict (`stockade profile list`).";
+
+#[derive(Subcommand, Debug)]
+pub(super) enum ProfileCmd {
+    /// List the built-in profiles.
+    List,
+    /// Print a profile fully resolved: binds with their real paths, syscalls, limits.
+    Show {
+        /// A built-in name or a path to a .toml file
+        #[arg(value_name = "NAME|FILE")]
+        profile: String,
+        /// The Python interpreter to discover (profiles that discover Python)
+        #[arg(long, value_name = "PATH")]
+        python: Option<PathBuf>,
+    },
+    /// Validate a profile file: exit 0, or 125 with a one-line error.
+    Check {
+        #[arg(value_name = "FILE")]
+        file: String,
+    },
+}
+
+#[derive(Args, Debug)]
+pub(super) struct CheckArgs {
+    /// Exit 1 unless every layer this profile requires is available [default: shell]
+    #[arg(long, value_name = "NAME|FILE")]
+    pub(super) profile: Option<String>,
+    /// Print the result as JSON
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub(super) enum NetArg {
+    /// A new network namespace with only loopback (default).
+    None,
+    /// Share the host's network (recorded in the outcome).
+    Host,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub(super) enum SeccompActionArg {
+    /// Fail the syscall with EPERM (default)
+    Errno,
+    /// Kill the jail; reported as seccomp_violation
+    Kill,
+}
+
+impl FastScalar for NetArg {
+    fn read(v: &str) -> Option<Self> {
+        ValueEnum::from_str(v, false).ok()
+    }
+}
+
+impl FastScalar for SeccompActionArg {
+    fn read(v: &str) -> Option<Self> {
+        ValueEnum::from_str(v, false).ok()
+    }
+}
+
+run_args! {
+    #[derive(Args, Debug, Default)]
+    pub(super) struct RunArgs {
+        flags {
+            /// Profile: a built-in name (minimal, shell, python, strict) or a .toml file [default: shell]
+            #[arg(long, value_name = "NAME|FILE")]
+            profile: Option<String>,
+            /// The Python interpreter the jail runs (discovered and bound read-only) [default: python3 on PATH]
+            #[arg(long, value_name = "PATH")]
+            python: Option<PathBuf>,
+            /// uid inside the jail [default: 1000]
+            #[arg(long, value_name = "UID", allow_hyphen_values = true)]
+            uid: Option<u32>,
+            /// gid inside the jail [default: 1000]
+            #[arg(long, value_name = "GID", allow_hyphen_values = true)]
+            gid: Option<u32>,
+            /// Bind a host path read-only (nosuid, nodev) at DST (default: the same path)
+            #[arg(long, value_name = "SRC[:DST]")]
+            ro_bind: Vec<String>,
+            /// Bind a host path read-write (nosuid, nodev) at DST (default: the same path)
+            #[arg(long, value_name = "SRC[:DST]")]
+            bind: Vec<String>,
+            /// Mount a fresh tmpfs at DST, capped at SIZE (default 64m)
+            #[arg(long, value_name = "DST[:SIZE]")]
+            tmpfs: Vec<String>,
+            /// Create a symlink LINK -> TARGET inside the jail
+            #[arg(long, value_name = "TARGET:LINK")]
+            symlink: Vec<String>,
+            /// Set an environment variable in the jail
+            #[arg(long, value_name = "NAME=VALUE")]
+            setenv: Vec<String>,
+            /// Pass the caller's value of an environment variable into the jail
+            #[arg(long, value_name = "NAME")]
+            keep_env: Vec<String>,
+            /// Hostname inside the jail [default: stockade]
+            #[arg(long, value_name = "NAME")]
+            hostname: Option<String>,
+            /// Directory to start in, inside the jail [default: the workdir]
+            #[arg(long, value_name = "DIR")]
+            chdir: Option<PathBuf>,
+            /// Network: none (only loopback) or host [default: the profile's, none]
+            #[arg(long, value_enum)]
+            network: Option<NetArg>,
+            /// Read-write working directory, also $HOME [default: a fresh tmpfs at /work]
+            #[arg(long, value_name = "HOST[:INNER]")]
+            workdir: Option<String>,
+            /// Pass the caller's fd N to the command under the same number
+            #[arg(long, value_name = "N", allow_hyphen_values = true)]
+            keep_fd: Vec<i32>,
+            /// Size cap of the jail's /tmp [default: 128m]
+            #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+            tmp_size: Option<String>,
+            /// Host uid the jail maps to when started by root [default: 65534]
+            #[arg(long, value_name = "UID", allow_hyphen_values = true)]
+            host_uid: Option<u32>,
+            /// Host gid the jail maps to when started by root [default: 65534]
+            #[arg(long, value_name = "GID", allow_hyphen_values = true)]
+            host_gid: Option<u32>,
+            /// Where user namespaces are refused and stockade is root: host uids to give each jail one of [default: 2147418112:65536]
+            #[arg(long, value_name = "START:COUNT")]
+            uid_range: Option<String>,
+            /// What a syscall outside the allowlist gets: errno (EPERM) or kill
+            #[arg(long, value_enum, value_name = "ACTION")]
+            seccomp_action: Option<SeccompActionArg>,
+            /// Learning mode: allow every syscall, and list those outside the allowlist the command used
+            #[arg(long)]
+            seccomp_learn: bool,
+            /// Allow one more syscall, or a group (@network-io, …), on top of the profile's
+            #[arg(long, value_name = "NAME|@GROUP")]
+            seccomp_allow: Vec<String>,
+            /// Do not install a seccomp filter
+            #[arg(long)]
+            no_seccomp: bool,
+            /// Do not apply Landlock
+            #[arg(long)]
+            no_landlock: bool,
+            /// Leave a jail path out of the Landlock ruleset (it stays mounted, but unreadable)
+            #[arg(long, value_name = "PATH")]
+            landlock_exclude: Vec<PathBuf>,
+            /// Fail (exit 125) unless this layer is applied: userns, landlock, seccomp, cgroup
+            #[arg(long, value_name = "LAYER")]
+            require: Vec<String>,
+            /// Memory limit (cgroup memory.max; RLIMIT_AS when no memory controller)
+            #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+            memory: Option<String>,
+            /// Memory throttling point (cgroup memory.high)
+            #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+            memory_high: Option<String>,
+            /// CPU quota in CPUs, e.g. 0.5 (cgroup cpu.max)
+            #[arg(long, value_name = "N", allow_hyphen_values = true)]
+            cpus: Option<String>,
+            /// Maximum processes and threads (cgroup pids.max; RLIMIT_NPROC when no pids controller)
+            #[arg(long, value_name = "N", allow_hyphen_values = true)]
+            pids_limit: Option<String>,
+            /// CPU time limit, e.g. 5s (RLIMIT_CPU)
+            #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+            cpu_time: Option<String>,
+            /// Wall-clock deadline, e.g. 10s: SIGTERM to the whole jail, SIGKILL after --grace
+            #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+            timeout: Option<String>,
+            /// Time between SIGTERM and SIGKILL at the deadline; 0: SIGKILL at once [default: 2s]
+            #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+            grace: Option<String>,
+            /// Cap on stdout + stderr bytes; the jail is killed at the cap
+            #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+            max_output: Option<String>,
+            /// Largest file the command may write (RLIMIT_FSIZE)
+            #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+            max_file_size: Option<String>,
+            /// Most open files (RLIMIT_NOFILE)
+            #[arg(long, value_name = "N", allow_hyphen_values = true)]
+            max_open_files: Option<String>,
+            /// Keep stdout and stderr in the outcome (UTF-8, or base64)
+            #[arg(long)]
+            capture: bool,
+            /// Write the JSON outcome to FILE (- for stdout)
+            #[arg(long, value_name = "FILE")]
+            report: Option<PathBuf>,
+            /// Write the JSON outcome to an inherited fd
+            #[arg(long, value_name = "N", allow_hyphen_values = true)]
+            report_fd: Option<i32>,
+        }
+        /// The command and its arguments
+        #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+        command: Vec<OsString>,
+        /// A `--` came before the command (set by the parsers, not a flag).
+        #[arg(skip)]
+        dashdash: bool,
+    }
+}
+
+/// A filesystem flag of `stockade run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum MountFlag {
+    RoBind,
+    Bind,
+    Tmpfs,
+    Symlink,
+}
+
+impl MountFlag {
+    pub(super) const ALL: [MountFlag; 4] = [
+        MountFlag::RoBind,
+        MountFlag::Bind,
+        MountFlag::Tmpfs,
+        MountFlag::Symlink,
+    ];
+
+    /// The clap argument id.
+    pub(super) fn id(self) -> &'static str {
+        match self {
+            MountFlag::RoBind => "ro_bind",
+            MountFlag::Bind => "bind",
+            MountFlag::Tmpfs => "tmpfs",
+            MountFlag::Symlink => "symlink",
+        }
+    }
+}
+
+/// The filesystem flags with their position on the command line.
+pub(super) type MountFlags = Vec<(usize, MountFlag, String)>;
+
+/// The filesystem flags of a `run` parsed by clap, with their positions.
+pub(super) fn mount_flags(m: &ArgMatches) -> MountFlags {
+    let mut out = Vec::new();
+    for f in MountFlag::ALL {
+        let (Some(vals), Some(idx)) = (m.get_many::<String>(f.id()), m.indices_of(f.id())) else {
+            continue;
+        };
+        for (v, i) in vals.zip(idx) {
+            out.push((i, f, v.clone()));
+        }
+    }
+    out
+}
