@@ -4,6 +4,7 @@ mod bench;
 mod bench_serve;
 mod binaries;
 mod docker;
+mod docker_compose;
 mod docker_fallback;
 mod json;
 mod logs;
