@@ -13,7 +13,9 @@ pub struct Snapshot {
     /// Zombies among them: per-run supervisors that exited and that the
     /// spawner reaps when it next forks (at most the last few runs').
     pub zombies: usize,
-    /// `run-*` groups under a `stockade` cgroup.
+    /// Orphaned `run-*` groups under a `stockade` cgroup: no process in
+    /// them and the stockade that made them gone (the base is shared with
+    /// every other stockade on the host, whose live runs are not counted).
     pub cgroups: usize,
     /// Lines of /proc/self/mountinfo naming stockade.
     pub mounts: usize,
@@ -75,7 +77,7 @@ impl Report {
         };
         let end = pct(a.rss_kb);
         format!(
-            "processes under the server {} → {} (+ zombies {} → {}), run cgroups {} → {}, mounts naming stockade {} → {}, workdirs {} → {}, /tmp/stockade-run-* {} → {} ({}); server RSS {:.1} MB at start, {:.1} MB before the load, {:.1} MB after ({:+.1}% of start: {})",
+            "processes under the server {} → {} (+ zombies {} → {}), orphaned run cgroups {} → {}, mounts naming stockade {} → {}, workdirs {} → {}, /tmp/stockade-run-* {} → {} ({}); server RSS {:.1} MB at start, {:.1} MB before the load, {:.1} MB after ({:+.1}% of start: {})",
             b.procs,
             a.procs,
             b.zombies,
@@ -148,7 +150,25 @@ fn descendants(root: u32) -> (usize, usize) {
     (found.len() - 1 - zombies, zombies)
 }
 
-/// `run-*` directories under any `stockade` directory of the cgroup file
+/// `run-PID-…` groups in `base` with no process in them whose PID is gone.
+fn orphans(base: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(base) else {
+        return 0;
+    };
+    rd.flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name.strip_prefix("run-").and_then(|r| r.split('-').next()) else {
+                return false;
+            };
+            let empty = std::fs::read_to_string(e.path().join("cgroup.procs"))
+                .is_ok_and(|p| p.trim().is_empty());
+            empty && !Path::new(&format!("/proc/{pid}")).exists()
+        })
+        .count()
+}
+
+/// Orphaned run groups under any `stockade` directory of the cgroup file
 /// system (v2 at /sys/fs/cgroup or /sys/fs/cgroup/unified, any depth ≤ 4).
 fn run_cgroups() -> usize {
     fn walk(dir: &Path, depth: usize) -> usize {
@@ -162,7 +182,7 @@ fn run_cgroups() -> usize {
             }
             let p = e.path();
             if e.file_name() == "stockade" {
-                n += count(&p, "run-");
+                n += orphans(&p);
             } else if depth > 0 {
                 n += walk(&p, depth - 1);
             }
