@@ -57,6 +57,42 @@ pub(crate) fn run(s: &mut Summary, root: &Path, dir: &Path, bin: &Path) {
         }
         return;
     }
+    let r = run_pattern(root);
+    if r.kv.get("done").map(String::as_str) != Some("1") {
+        for n in &CHECKS[1..6] {
+            s.fail(n, &format!("the app did not finish\n{}", r.text));
+        }
+    } else {
+        judge(s, &r.kv, &r.text);
+    }
+    s.check(
+        CHECKS[6],
+        match (&r.stopped, r.exit.as_str()) {
+            (Ok(st), "0") if st.success() => Ok(()),
+            _ => Err(format!(
+                "docker-compose stop: {:?}; sidecar exit code {:?}\n--- sidecar log\n{}",
+                r.stopped, r.exit, r.logs
+            )),
+        },
+    );
+}
+
+/// What one run of the pattern showed.
+struct Ran {
+    /// The app's `key=value` lines.
+    kv: BTreeMap<String, String>,
+    /// Everything, for a failure's report.
+    text: String,
+    /// `docker-compose stop stockade` (SIGTERM, then 20 s).
+    stopped: Result<std::process::ExitStatus, String>,
+    /// The sidecar's exit code after it.
+    exit: String,
+    logs: String,
+}
+
+/// `docker-compose run app` (which starts the sidecar), then stop the
+/// sidecar, read its log and exit code, and take everything down.
+fn run_pattern(root: &Path) -> Ran {
     let project = format!("stockade-compose-{}", std::process::id());
     let file = root.join("tests/docker/compose.yaml");
     let compose = |args: &[&str]| {
@@ -78,7 +114,8 @@ pub(crate) fn run(s: &mut Summary, root: &Path, dir: &Path, bin: &Path) {
     let sidecar = docker::output(&mut compose(&["ps", "-q", "stockade"]), "docker-compose ps")
         .map(|o| docker::first_line(&o.stdout))
         .unwrap_or_default();
-    let stopped = docker::output(&mut compose(&["stop", "-t", "20", "stockade"]), "stop");
+    let stopped =
+        docker::output(&mut compose(&["stop", "-t", "20", "stockade"]), "stop").map(|o| o.status);
     let logs = docker::output(&mut compose(&["logs", "--no-color", "stockade"]), "logs")
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
@@ -101,23 +138,13 @@ pub(crate) fn run(s: &mut Summary, root: &Path, dir: &Path, bin: &Path) {
         }
         Err(e) => (BTreeMap::new(), e),
     };
-    if kv.get("done").map(String::as_str) != Some("1") {
-        for n in &CHECKS[1..6] {
-            s.fail(n, &format!("the app did not finish\n{text}"));
-        }
-    } else {
-        judge(s, &kv, &text);
+    Ran {
+        kv,
+        text,
+        stopped,
+        exit,
+        logs,
     }
-    s.check(
-        CHECKS[6],
-        match (&stopped, exit.as_str()) {
-            (Ok(o), "0") if o.status.success() => Ok(()),
-            _ => Err(format!(
-                "docker-compose stop: {:?}; sidecar exit code {exit:?}\n--- sidecar log\n{logs}",
-                stopped.as_ref().map(|o| o.status)
-            )),
-        },
-    );
 }
 
 fn key_values(out: &str) -> BTreeMap<String, String> {
@@ -142,18 +169,7 @@ fn judge(s: &mut Summary, kv: &BTreeMap<String, String>, text: &str) {
             Err(format!("{}\n{text}", bad.join(", ")))
         }
     };
-    println!(
-        "    compose: socket {} gid {}, app {}, eval {} {}, layers user_namespace={} landlock={} seccomp={}, warnings {}",
-        get("socket_mode"),
-        get("socket_gid"),
-        get("app_ids"),
-        get("eval_status"),
-        get("eval_stdout"),
-        get("layer_user_namespace"),
-        get("layer_landlock"),
-        get("layer_seccomp"),
-        get("warnings")
-    );
+    show(kv);
     s.check(
         CHECKS[1],
         expect(&[
@@ -214,6 +230,23 @@ fn judge(s: &mut Summary, kv: &BTreeMap<String, String>, text: &str) {
             ("bad_request", "BadRequest:files[\"../escape\"]"),
             ("unknown_profile", "UnknownProfile"),
         ]),
+    );
+}
+
+/// What the app saw, on one line.
+fn show(kv: &BTreeMap<String, String>) {
+    let get = |k: &str| kv.get(k).map(String::as_str).unwrap_or("(missing)");
+    println!(
+        "    compose: socket {} gid {}, app {}, eval {} {}, layers user_namespace={} landlock={} seccomp={}, warnings {}",
+        get("socket_mode"),
+        get("socket_gid"),
+        get("app_ids"),
+        get("eval_status"),
+        get("eval_stdout"),
+        get("layer_user_namespace"),
+        get("layer_landlock"),
+        get("layer_seccomp"),
+        get("warnings")
     );
 }
 
