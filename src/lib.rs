@@ -49,9 +49,19 @@ pub mod testing {
 /// hardened sysctl) and the policy does not require them, the payload still
 /// runs with every layer the kernel allows (Landlock, seccomp, rlimits,
 /// setsid, a cleared environment, closed fds, a private run directory,
-/// process-tree kill); one stderr line and the outcome say what is missing.
+/// process-tree kill); the outcome says what is missing.
+///
+/// This is the CLI's door (it runs with this process's stdio): each of the
+/// outcome's [`warnings`](Outcome::warnings) is also printed on this
+/// process's stderr, `stockade: warning: …`, before it returns. Runs
+/// through the spawner ([`Jail::spawn`]) get them only in the outcome,
+/// never on the payload's stderr.
 pub fn run(policy: &Policy) -> Outcome {
-    run_with(policy, None)
+    let o = run_with(policy, None);
+    for w in &o.warnings {
+        eprintln!("stockade: warning: {w}");
+    }
+    o
 }
 
 /// [`run`], killed early when `control` says so (see `supervise::spawn::run`).
@@ -72,15 +82,21 @@ pub(crate) fn run_with(policy: &Policy, control: Option<std::os::fd::RawFd>) -> 
             ),
         ));
     }
-    eprintln!(
-        "stockade: warning: user namespaces refused ({errno}: {why}); running without namespaces: Landlock, seccomp, rlimits, setsid, a private run directory and process-tree kill only"
+    let refused = format!(
+        "user namespaces refused ({errno}: {why}); running without namespaces: Landlock, seccomp, rlimits, setsid, a private run directory and process-tree kill only"
     );
     let (plan, res) = match Plan::build_fallback(policy) {
         Ok(built) => built,
-        Err(e) => return Outcome::setup_error(&e),
+        Err(e) => {
+            let mut o = Outcome::setup_error(&e);
+            o.warnings.push(refused);
+            return o;
+        }
     };
     match supervise::spawn::run(&plan, res, control) {
         supervise::spawn::Spawned::Ran(mut o) => {
+            // It arose first.
+            o.warnings.insert(0, refused);
             for l in outcome::NAMESPACE_LAYERS {
                 o.layers.insert(
                     l,

@@ -193,6 +193,13 @@ pub struct Outcome {
     pub stdout: Option<Captured>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr: Option<Captured>,
+    /// stockade's own warnings about this run (a limit nothing enforces,
+    /// user namespaces refused, a cgroup or tmpfs left behind), each one
+    /// line without the `stockade: warning: ` prefix, in the order they
+    /// arose. They are never written to the payload's stderr: the CLI
+    /// prints them on its own (see [`crate::run`]); absent when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub warnings: Vec<String>,
 }
 
 impl Outcome {
@@ -214,6 +221,7 @@ impl Outcome {
             seccomp_learned: None,
             stdout: None,
             stderr: None,
+            warnings: Vec::new(),
         }
     }
 
@@ -316,5 +324,19 @@ mod tests {
         let j = o.to_json();
         assert!(j.contains("\"schema_version\":1"), "{j}");
         assert!(j.contains("\"status\":\"memory_limit\""), "{j}");
+    }
+
+    #[test]
+    fn warnings_are_left_out_when_none_and_read_back() {
+        let mut o = Outcome::new();
+        assert!(!o.to_json().contains("warnings"));
+        o.warnings.push("--cpus 0.5 not enforced".into());
+        let j = o.to_json();
+        assert!(
+            j.contains("\"warnings\":[\"--cpus 0.5 not enforced\"]"),
+            "{j}"
+        );
+        let back: Outcome = serde_json::from_str(&j).unwrap();
+        assert_eq!(back.warnings, o.warnings);
     }
 }

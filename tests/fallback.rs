@@ -208,3 +208,93 @@ fn refused_pivot_root_still_gives_the_minimal_root() {
         );
     }
 }
+
+/// Set in the copy of this test binary started under chk_nouserns.
+const LIBRARY_CHILD: &str = "STOCKADE_FALLBACK_TEST_LIBRARY_CHILD";
+
+/// stockade's own warnings (here: user namespaces refused; `--cpus` not
+/// enforced where the host has no cpu controller) reach a library caller in
+/// `outcome.warnings` only, never in the payload's captured stderr; the CLI
+/// still prints each one on its own stderr, once.
+#[test]
+fn warnings_go_to_the_outcome_not_the_payloads_stderr() {
+    if std::env::var_os(LIBRARY_CHILD).is_some() {
+        // The copy under chk_nouserns: a library capture through the
+        // spawner (this process has threads), its result on one line.
+        let out = stockade::Jail::profile("shell")
+            .unwrap()
+            .args(["/bin/sh", "-c", "echo payload-out; echo payload-err >&2"])
+            .cpus(0.5)
+            .output()
+            .unwrap();
+        let line = serde_json::json!({
+            "outcome": serde_json::to_value(&out.outcome).unwrap(),
+            "stdout": String::from_utf8_lossy(&out.stdout),
+            "stderr": String::from_utf8_lossy(&out.stderr),
+        });
+        println!("LIBRARY-RESULT {line}");
+        return;
+    }
+    let o = std::process::Command::new(common::c_payload("sig_default"))
+        .arg(common::c_payload("chk_nouserns"))
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "warnings_go_to_the_outcome_not_the_payloads_stderr",
+            "--nocapture",
+        ])
+        .env(LIBRARY_CHILD, "1")
+        .env("STOCKADE_BIN", common::binary())
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = stdout(&o);
+    let r: serde_json::Value = text
+        .lines()
+        .find_map(|l| l.strip_prefix("LIBRARY-RESULT "))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap_or_else(|| panic!("no result from the copy:\n{text}\n{}", stderr(&o)));
+    let outcome = &r["outcome"];
+    assert_eq!(outcome["status"], "exited", "{r}");
+    assert_eq!(r["stdout"], "payload-out\n", "{r}");
+    assert_eq!(
+        r["stderr"], "payload-err\n",
+        "stockade wrote into the payload's stderr: {r}"
+    );
+    let warnings: Vec<&str> = outcome["warnings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no warnings in the outcome: {r}"))
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        warnings[0].starts_with("user namespaces refused ("),
+        "{warnings:?}"
+    );
+    let cpus_unenforced = outcome["limits"]["cpus"]["enforced_by"] == "none";
+    assert_eq!(
+        warnings.iter().any(|w| w.starts_with("--cpus")),
+        cpus_unenforced,
+        "{r}"
+    );
+    // The CLI: the same warnings on its stderr (once each), and in the
+    // outcome.
+    for who in common::users("warnings_go_to_the_outcome_not_the_payloads_stderr") {
+        let o = run_refused(who, &["--report", "-", "--cpus", "0.5"], &["/bin/true"]);
+        let rep = report(&o);
+        let err = stderr(&o);
+        let ws = rep["warnings"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{rep}"));
+        assert!(!ws.is_empty(), "{rep}");
+        for w in ws {
+            let line = format!("stockade: warning: {}", w.as_str().unwrap());
+            assert_eq!(
+                err.lines().filter(|l| *l == line).count(),
+                1,
+                "{who:?}: {line}\n{err}"
+            );
+        }
+    }
+}

@@ -29,6 +29,8 @@ pub struct RunDir {
     /// A tmpfs is mounted on it.
     tmpfs: bool,
     owner: i32,
+    /// Removed already (by [`RunDir::remove`]).
+    removed: bool,
 }
 
 impl RunDir {
@@ -46,12 +48,27 @@ impl RunDir {
         self.tmpfs = true;
         Ok(())
     }
+
+    /// Remove it now (after the run): the warning for the outcome when its
+    /// tmpfs could not be detached.
+    pub fn remove(mut self) -> Option<String> {
+        if sys::getpid() != self.owner {
+            return None;
+        }
+        self.removed = true;
+        remove(&self.path, self.tmpfs)
+    }
 }
 
 impl Drop for RunDir {
+    /// A run directory not removed by [`RunDir::remove`] (the plan's build
+    /// failed after making it): no outcome to carry the warning, so it
+    /// goes to stderr.
     fn drop(&mut self) {
-        if sys::getpid() == self.owner {
-            remove(&self.path, self.tmpfs);
+        if !self.removed && sys::getpid() == self.owner {
+            if let Some(w) = remove(&self.path, self.tmpfs) {
+                eprintln!("stockade: warning: {w}");
+            }
         }
     }
 }
@@ -139,6 +156,7 @@ pub(super) fn make(owner: Option<(u32, u32)>) -> Result<(RunDir, OwnedFd), Setup
                     path,
                     tmpfs: false,
                     owner: sys::getpid(),
+                    removed: false,
                 };
                 let lock = lock_new(&dir.path, owner)?;
                 return Ok((dir, lock));
@@ -211,14 +229,17 @@ fn mount_tmpfs(dir: &Path, size: u64, owner: Option<(u32, u32)>) -> Result<(), T
     })
 }
 
-/// Remove the run directory, detaching its tmpfs first when one is mounted.
-fn remove(dir: &Path, mounted: bool) {
+/// Remove the run directory, detaching its tmpfs first when one is
+/// mounted; the warning when it could not be detached.
+fn remove(dir: &Path, mounted: bool) -> Option<String> {
+    let mut warning = None;
     if mounted {
         if let Err(e) = sys::umount_detach(dir) {
-            eprintln!("stockade: warning: run directory's tmpfs not detached: {e}");
+            warning = Some(format!("run directory's tmpfs not detached: {e}"));
         }
     }
     let _ = std::fs::remove_dir_all(dir);
+    warning
 }
 
 /// Detach and remove the tmpfs run directories whose stockade is gone (it

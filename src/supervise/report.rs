@@ -16,7 +16,8 @@ use crate::policy::SeccompAction;
 use crate::sys::{self, Errno};
 
 /// The plan's limits decision, for the outcome: the cgroup layer and every
-/// limit's rung; a warning line for each limit nothing enforces.
+/// limit's rung; a warning (in the outcome) for each limit nothing
+/// enforces.
 pub(super) fn record_limits(plan: &Plan, o: &mut Outcome) {
     let e = &plan.enforcement;
     o.layers.insert(
@@ -31,9 +32,8 @@ pub(super) fn record_limits(plan: &Plan, o: &mut Outcome) {
             ),
         },
     );
-    for w in &e.unenforced {
-        eprintln!("stockade: warning: {w}");
-    }
+    o.warnings
+        .extend(e.unenforced.iter().map(|w| w.to_string()));
     o.limits = e
         .report
         .iter()

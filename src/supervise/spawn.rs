@@ -59,7 +59,9 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
         Err(RunError::Refused { errno, why }) => return Spawned::Refused { errno, why },
     }
     // The run directory goes (its tmpfs detached) before the clock stops.
-    drop(run_dir);
+    if let Some(w) = run_dir.and_then(|d| d.remove()) {
+        o.warnings.push(w);
+    }
     o.usage.wall_time_ms = start.elapsed().as_millis() as u64;
     Spawned::Ran(Box::new(o))
 }
@@ -107,7 +109,7 @@ fn run_inner(
     let decoded = proto::decode(&reports);
     // 6. Reap init, remove the cgroup, hear the listener's last word.
     let waited = reap_init(pid, &w, &decoded)?;
-    let cg_stats = w.cg.take().map(remove_cgroup);
+    let cg_stats = w.cg.take().map(|c| remove_cgroup(c, o));
     let (violation, unix_report) = finish_listener(&mut w, o);
     // 7. What happened: usage, the payload's records and layers, then the
     //    status.
@@ -184,16 +186,14 @@ fn reap_init(
 }
 
 /// Everything in the cgroup is gone with init: read what it used, remove
-/// it.
-fn remove_cgroup(c: cgroup::RunCgroup) -> cgroup::Stats {
+/// it (a warning in the outcome when it cannot be).
+fn remove_cgroup(c: cgroup::RunCgroup, o: &mut Outcome) -> cgroup::Stats {
     c.kill();
     let stats = c.stats();
     let path = c.path().to_path_buf();
     if let Err(e) = c.remove() {
-        eprintln!(
-            "stockade: warning: cgroup {} not removed: {e}",
-            path.display()
-        );
+        o.warnings
+            .push(format!("cgroup {} not removed: {e}", path.display()));
     }
     stats
 }

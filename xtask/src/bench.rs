@@ -212,12 +212,15 @@ fn stats(samples: &[Duration]) -> Option<Stats> {
     })
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 pub fn main(args: &[String]) -> i32 {
+    if args.first().map(String::as_str) == Some("serve") {
+        return crate::bench_serve::main(&args[1..]);
+    }
     let opts = match parse_args(args) {
         Ok(o) => o,
         Err(e) if e.is_empty() => {
@@ -440,7 +443,7 @@ fn binaries_note(
     )
 }
 
-fn workspace_root() -> Result<PathBuf, String> {
+pub(crate) fn workspace_root() -> Result<PathBuf, String> {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let root = manifest
         .parent()
@@ -459,7 +462,7 @@ fn effective_uid() -> Option<u32> {
     line.split_whitespace().nth(2)?.parse().ok()
 }
 
-fn find_in_path(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_in_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .chain(["/usr/bin".into(), "/usr/sbin".into(), "/bin".into()])
@@ -1361,7 +1364,7 @@ fn render_layer_deltas(o: &mut String, cases: &[Case]) {
 }
 
 /// A warning when the host is already busy: the numbers will be noisy.
-fn busy_host() -> Option<String> {
+pub(crate) fn busy_host() -> Option<String> {
     let load: f64 = std::fs::read_to_string("/proc/loadavg")
         .ok()?
         .split_whitespace()
@@ -1374,7 +1377,7 @@ fn busy_host() -> Option<String> {
     })
 }
 
-fn host_line() -> String {
+pub(crate) fn host_line() -> String {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "?".into());
@@ -1515,10 +1518,10 @@ fn to_json(cases: &[Case], sb: &SyscallBench, opts: &Options, notes: &[String]) 
 }
 
 /// A private temp directory, removed on drop.
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new() -> Result<Scratch, String> {
+    pub(crate) fn new() -> Result<Scratch, String> {
         let p = std::env::temp_dir().join(format!("stockade-bench-{}", std::process::id()));
         std::fs::create_dir_all(&p).map_err(|e| format!("mkdir {}: {e}", p.display()))?;
         // World-readable so --user can run the probe binary from it.
@@ -1527,7 +1530,7 @@ impl Scratch {
             .map_err(|e| format!("chmod {}: {e}", p.display()))?;
         Ok(Scratch(p))
     }
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }

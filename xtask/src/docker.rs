@@ -17,7 +17,7 @@
 //! skipped`. Without a reachable engine (or a host prerequisite) every check
 //! is reported `SKIPPED` with the reason and counted as skipped, never passed.
 
-use crate::{docker_fallback, json};
+use crate::{docker_compose, docker_fallback, json};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt;
@@ -25,9 +25,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: cargo xtask docker-test [--no-build]
+const USAGE: &str = "usage: cargo xtask docker-test [--no-build] [--only compose]
   --no-build  use the static binary as it is: target/static/x86_64-unknown-linux-musl/release/stockade,
-              else (the glibc fallback) target/static/x86_64-unknown-linux-gnu/release/stockade";
+              else (the glibc fallback) target/static/x86_64-unknown-linux-gnu/release/stockade
+  --only compose  run only the Docker Compose sidecar checks (docker_compose.rs)";
 
 /// The image the cases run in.
 const IMAGE: &str = "stockade-docker-test:latest";
@@ -83,9 +84,12 @@ impl Summary {
 
 pub fn main(args: &[String]) -> i32 {
     let mut build = true;
-    for a in args {
+    let mut compose_only = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
         match a.as_str() {
             "--no-build" => build = false,
+            "--only" if it.next().map(String::as_str) == Some("compose") => compose_only = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return 0;
@@ -96,7 +100,7 @@ pub fn main(args: &[String]) -> i32 {
             }
         }
     }
-    let s = run(build);
+    let s = run(build, compose_only);
     println!(
         "{} passed, {} failed, {} skipped",
         s.passed, s.failed, s.skipped
@@ -200,7 +204,11 @@ const HOST_CHECKS: &[&str] = &[
     "docker/static binary runs from a FROM scratch image",
 ];
 
-fn skip_all(s: &mut Summary, why: &str) {
+fn skip_all(s: &mut Summary, why: &str, compose_only: bool) {
+    docker_compose::skip_all(s, why);
+    if compose_only {
+        return;
+    }
     for n in HOST_CHECKS {
         s.skip(n, why);
     }
@@ -216,8 +224,9 @@ fn skip_all(s: &mut Summary, why: &str) {
     }
 }
 
-/// Build, then run every configuration.
-pub fn run(build: bool) -> Summary {
+/// Build, then run every configuration (with `compose_only`, only the
+/// Docker Compose checks).
+fn run(build: bool, compose_only: bool) -> Summary {
     let mut s = Summary::default();
     let t0 = Instant::now();
     let root = match workspace_root() {
@@ -231,7 +240,11 @@ pub fn run(build: bool) -> Summary {
     let server = match engine_version() {
         Ok(v) => v,
         Err(why) => {
-            skip_all(&mut s, &format!("no Docker engine reachable: {why}"));
+            skip_all(
+                &mut s,
+                &format!("no Docker engine reachable: {why}"),
+                compose_only,
+            );
             return s;
         }
     };
@@ -239,7 +252,11 @@ pub fn run(build: bool) -> Summary {
     // 2. Host prerequisites for the image.
     for (path, pkg) in [(BUSYBOX, "busybox-static"), (PYTHON, "python3.11-minimal")] {
         if !Path::new(path).exists() {
-            skip_all(&mut s, &format!("{path} missing (apt-get install {pkg})"));
+            skip_all(
+                &mut s,
+                &format!("{path} missing (apt-get install {pkg})"),
+                compose_only,
+            );
             return s;
         }
     }
@@ -247,6 +264,7 @@ pub fn run(build: bool) -> Summary {
         skip_all(
             &mut s,
             &format!("{BUSYBOX} is not a static binary (apt-get install busybox-static)"),
+            compose_only,
         );
         return s;
     }
@@ -264,6 +282,10 @@ pub fn run(build: bool) -> Summary {
         bin.display(),
         t.elapsed().as_secs_f64()
     );
+    if compose_only {
+        docker_compose::run(&mut s, &root, &root.join("target/docker"), &bin);
+        return s;
+    }
     let interp = elf_interpreter(&bin);
     s.check(
         HOST_CHECKS[0],
@@ -312,6 +334,10 @@ pub fn run(build: bool) -> Summary {
             docker_fallback::run(&mut s, c, i);
         }
     }
+    // The sidecar pattern under Docker Compose.
+    let t = Instant::now();
+    docker_compose::run(&mut s, &root, &root.join("target/docker"), &bin);
+    println!("docker-test: compose ({:.1}s)", t.elapsed().as_secs_f64());
     println!("docker-test: total {:.1}s", t0.elapsed().as_secs_f64());
     s
 }
@@ -324,7 +350,7 @@ fn workspace_root() -> Result<PathBuf, String> {
         .ok_or_else(|| "CARGO_MANIFEST_DIR has no parent".to_string())
 }
 
-fn first_line(b: &[u8]) -> String {
+pub(crate) fn first_line(b: &[u8]) -> String {
     String::from_utf8_lossy(b)
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -333,7 +359,7 @@ fn first_line(b: &[u8]) -> String {
         .to_string()
 }
 
-fn output(cmd: &mut Command, what: &str) -> Result<Output, String> {
+pub(crate) fn output(cmd: &mut Command, what: &str) -> Result<Output, String> {
     cmd.stdin(Stdio::null())
         .output()
         .map_err(|e| format!("{what}: cannot start: {e}"))
@@ -406,13 +432,13 @@ fn static_binary(root: &Path, build: bool) -> Result<PathBuf, String> {
     Ok(bin)
 }
 
-fn mkdir_mode(p: &Path, mode: u32) -> Result<(), String> {
+pub(crate) fn mkdir_mode(p: &Path, mode: u32) -> Result<(), String> {
     std::fs::create_dir_all(p).map_err(|e| format!("mkdir {}: {e}", p.display()))?;
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
         .map_err(|e| format!("chmod {}: {e}", p.display()))
 }
 
-fn copy_file(src: &Path, dst: &Path, mode: u32) -> Result<(), String> {
+pub(crate) fn copy_file(src: &Path, dst: &Path, mode: u32) -> Result<(), String> {
     if let Some(d) = dst.parent() {
         std::fs::create_dir_all(d).map_err(|e| format!("mkdir {}: {e}", d.display()))?;
     }
@@ -449,7 +475,7 @@ fn shared_libs(bin: &str) -> Result<Vec<String>, String> {
 
 /// base/: busybox and its applets, python3.11 (trimmed stdlib), bwrap, and
 /// their libraries. Built once; kept until BASE_VERSION changes.
-fn build_base(base: &Path) -> Result<(), String> {
+pub(crate) fn build_base(base: &Path) -> Result<(), String> {
     let stamp = base.with_file_name("base.stamp");
     if std::fs::read_to_string(&stamp).ok().as_deref() == Some(BASE_VERSION) && base.exists() {
         return Ok(());
@@ -532,10 +558,17 @@ fn build_test_layer(root: &Path, test: &Path, bin: &Path) -> Result<(), String> 
 }
 
 fn docker_build(ctx: &Path, tag: &str) -> Result<(), String> {
+    docker_build_file(ctx, "Dockerfile", tag)
+}
+
+/// `docker build -f CTX/DOCKERFILE -t TAG CTX` (the classic builder: no
+/// registry, no BuildKit).
+pub(crate) fn docker_build_file(ctx: &Path, dockerfile: &str, tag: &str) -> Result<(), String> {
     let o = output(
         Command::new("docker")
             .env("DOCKER_BUILDKIT", "0")
-            .args(["build", "-q", "-t", tag])
+            .args(["build", "-q", "-t", tag, "-f"])
+            .arg(ctx.join(dockerfile))
             .arg(ctx),
         "docker build",
     )?;

@@ -1,8 +1,10 @@
 //! `cargo xtask test | bench | vm-test | docker-test | man`: the project's own tasks.
 
 mod bench;
+mod bench_serve;
 mod binaries;
 mod docker;
+mod docker_compose;
 mod docker_fallback;
 mod json;
 mod logs;
@@ -20,7 +22,7 @@ fn main() {
         Some("docker-test") => docker::main(&args[1..]),
         Some("man") => man::main(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <test|bench|vm-test|docker-test|man>\n  test [--cargo-only]  every test: cargo tests (as root and uid 65534), the VM cgroup tests, the Docker tests; prints a summary\n  bench    start-up and syscall cost beside bare exec, bwrap and firejail\n  vm-test  the cgroup v2 tests inside a small VM\n  docker-test  the container tests under a real Docker engine\n  man      the man pages, into target/man");
+            eprintln!("usage: cargo xtask <test|bench|vm-test|docker-test|man>\n  test [--cargo-only]  every test: cargo tests (as root and uid 65534), the VM cgroup tests, the Docker tests; prints a summary\n  bench    start-up and syscall cost beside bare exec, bwrap and firejail\n  bench serve  a Python evaluator through stockade serve (with and without a warm pool) beside python3 and stockade run: latency, throughput, leaks\n  vm-test  the cgroup v2 tests inside a small VM\n  docker-test  the container tests under a real Docker engine\n  man      the man pages, into target/man");
             2
         }
     };

@@ -54,6 +54,10 @@ fn prepare(only_cargo: bool) {
         .flat_map(|(_, p)| p.split(' '))
         .collect();
     if !only_cargo {
+        // The Docker suite's sidecar checks (docker_compose.rs).
+        if !logs::have("docker-compose") {
+            missing.push("docker-compose");
+        }
         for p in crate::vm::missing_packages() {
             if !missing.contains(&p) {
                 missing.push(p);

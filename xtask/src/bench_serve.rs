@@ -1,0 +1,466 @@
+//! `cargo xtask bench serve`: a small Python evaluator (JSON on stdin,
+//! scored with difflib, JSON out) run bare, by `stockade run`, and through
+//! `stockade serve` without and with a warm pool, side by side in one run:
+//! p50 / p99 latency (rounds interleaved, one request at a time), then
+//! throughput from concurrent clients, then what the load left behind
+//! (processes, cgroups, mounts, temp dirs) and the server's RSS.
+//!
+//! The client is blocking HTTP/1.1 over a `UnixStream`, one connection per
+//! request (`Connection: close`), in plain std. The bench only prints;
+//! nothing here asserts a timing.
+
+mod client;
+mod leaks;
+mod server;
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{bench, binaries};
+use server::Server;
+
+const USAGE: &str = "usage: cargo xtask bench serve [--runs N] [--latency-runs N] [--clients N] [--no-build] [--binary PATH]
+  --runs N          throughput: runs in all, from --clients clients (default 10000)
+  --latency-runs N  latency: rounds, each case once per round, interleaved (default 200)
+  --clients N       throughput: concurrent clients (default 32)
+  --no-build        measure the static binary as it is, without building it
+  --binary PATH     measure this stockade binary instead of the static build
+The pool row runs when the binary's `serve` accepts --warm (PROFILE=N,
+--warm-import MODS); else it says `not available` and why.";
+
+/// The evaluator: reads `{answer, reference}`, prints `{score}`.
+pub(crate) const EVALUATOR: &str = "import json, sys, difflib\nd = json.load(sys.stdin)\nr = difflib.SequenceMatcher(None, d['answer'], d['reference']).ratio()\nprint(json.dumps({'score': round(r, 4)}))\n";
+/// Its input.
+pub(crate) const INPUT: &str = r#"{"answer": "The capital of France is Paris.", "reference": "Paris is the capital of France."}"#;
+/// What it prints for [`INPUT`].
+const EXPECTED: &str = "\"score\": ";
+
+struct Options {
+    runs: usize,
+    latency: usize,
+    clients: usize,
+    build: bool,
+    binary: Option<PathBuf>,
+}
+
+fn parse_args(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        runs: 10_000,
+        latency: 200,
+        clients: 32,
+        build: true,
+        binary: None,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = |flag: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{flag}: needs a value"))
+        };
+        match a.as_str() {
+            "--runs" => o.runs = positive(&value("--runs")?, "--runs")?,
+            "--latency-runs" => o.latency = positive(&value(a)?, a)?,
+            "--clients" => o.clients = positive(&value(a)?, a)?,
+            "--no-build" => o.build = false,
+            "--binary" => o.binary = Some(PathBuf::from(value(a)?)),
+            "-h" | "--help" => return Err(String::new()),
+            _ => return Err(format!("unknown argument {a}")),
+        }
+    }
+    Ok(o)
+}
+
+fn positive(s: &str, flag: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{flag}: a positive number, not {s:?}")),
+    }
+}
+
+pub fn main(args: &[String]) -> i32 {
+    let opts = match parse_args(args) {
+        Ok(o) => o,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("{e}\n{USAGE}");
+            return 2;
+        }
+    };
+    match run(&opts) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("xtask bench serve: {e}");
+            1
+        }
+    }
+}
+
+/// One latency row: its samples, or why it did not run.
+struct Row {
+    name: String,
+    samples: Vec<Duration>,
+    failures: usize,
+    skipped: Option<String>,
+}
+
+/// One throughput row.
+struct Load {
+    name: String,
+    runs: usize,
+    ok: usize,
+    /// Refused with 429 (counted among the failed too).
+    queue_full: usize,
+    first_failure: Option<String>,
+    wall: Duration,
+    leaks: leaks::Report,
+}
+
+fn stockade_binary(opts: &Options, root: &Path) -> Result<PathBuf, String> {
+    let bin = match (&opts.binary, opts.build) {
+        (Some(p), _) => p.clone(),
+        (None, true) => binaries::build_static(root)?,
+        (None, false) => binaries::static_path(root),
+    };
+    // Absolute: the measured commands run in the scratch directory.
+    std::fs::canonicalize(&bin).map_err(|e| format!("{}: {e}", bin.display()))
+}
+
+fn run(opts: &Options) -> Result<(), String> {
+    let root = bench::workspace_root()?;
+    let stockade = stockade_binary(opts, &root)?;
+    // The interpreter the python profile runs (a pyenv shim resolved).
+    let python = real_python()?;
+    let scratch = bench::Scratch::new()?;
+    let mut notes = vec![
+        format!("stockade binary: {}", stockade.display()),
+        format!(
+            "bare rows run {} (python3 on PATH, resolved)",
+            python.display()
+        ),
+    ];
+    if let Some(n) = bench::busy_host() {
+        notes.push(n);
+    }
+    let run_argv = run_argv(&stockade);
+    check_run(&run_argv, scratch.path())?;
+
+    let cold = Server::start(&stockade, scratch.path(), "cold", None, opts.clients)?;
+    let warm = match server::warm_flags(&stockade) {
+        Ok(flags) => Server::start(&stockade, scratch.path(), "pool", Some(flags), opts.clients),
+        Err(why) => Err(why),
+    };
+    if let Err(why) = &warm {
+        notes.push(format!("pool: not available: {why}"));
+    }
+    for s in std::iter::once(&cold).chain(warm.as_ref().ok()) {
+        notes.push(format!("{}: stockade {}", s.name, s.flags.join(" ")));
+    }
+
+    let mut rows = vec![
+        Row::new("python3 -c pass (bare)"),
+        Row::new("python3 evaluator (bare, no jail)"),
+        Row::new("stockade run --profile python"),
+        Row::new("stockade serve (no pool)"),
+        Row::new("stockade serve (pool: --warm python=8)"),
+    ];
+    if let Err(why) = &warm {
+        rows[4].skipped = Some(format!("not available: {why}"));
+    }
+    let bare: Vec<OsString> = vec![python.clone().into(), "-c".into(), "pass".into()];
+    let bare_eval: Vec<OsString> = vec![python.into(), "-c".into(), EVALUATOR.into()];
+    eprintln!(
+        "xtask bench serve: latency, {} rounds of {} cases",
+        opts.latency,
+        rows.len()
+    );
+    let warm_ref = warm.as_ref().ok();
+    for round in 0..opts.latency {
+        for k in 0..rows.len() {
+            // Rotate the starting case each round: drift lands on all alike.
+            let i = (k + round) % rows.len();
+            let t = match i {
+                0 => time_cmd(&bare, None, scratch.path()),
+                1 => time_cmd(&bare_eval, Some(INPUT), scratch.path()),
+                2 => time_cmd(&run_argv, Some(INPUT), scratch.path()),
+                3 => cold.time_one(),
+                _ => match warm_ref {
+                    Some(w) => w.time_one(),
+                    None => continue,
+                },
+            };
+            rows[i].record(t);
+        }
+    }
+
+    let mut loads = Vec::new();
+    for s in std::iter::once(&cold).chain(warm_ref) {
+        eprintln!(
+            "xtask bench serve: throughput of {}: {} runs from {} clients",
+            s.name, opts.runs, opts.clients
+        );
+        loads.push(s.load(opts.runs, opts.clients));
+    }
+    drop(warm);
+    drop(cold);
+    print!("{}", render(opts, &notes, &rows, &loads));
+    Ok(())
+}
+
+impl Row {
+    fn new(name: &str) -> Row {
+        Row {
+            name: name.into(),
+            samples: Vec::new(),
+            failures: 0,
+            skipped: None,
+        }
+    }
+
+    fn record(&mut self, t: Result<Duration, String>) {
+        match t {
+            Ok(d) => self.samples.push(d),
+            Err(e) => {
+                if self.failures == 0 {
+                    eprintln!("xtask bench serve: {}: {e}", self.name);
+                }
+                self.failures += 1;
+            }
+        }
+    }
+
+    /// (p50, p99) in ms.
+    fn percentiles(&self) -> Option<(f64, f64)> {
+        if self.skipped.is_some() || self.samples.is_empty() {
+            return None;
+        }
+        let mut ms: Vec<f64> = self.samples.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+        ms.sort_by(f64::total_cmp);
+        Some((bench::percentile(&ms, 50.0), bench::percentile(&ms, 99.0)))
+    }
+}
+
+/// `sys.executable` of `python3` on PATH.
+fn real_python() -> Result<PathBuf, String> {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .map_err(|e| format!("cannot run python3: {e}"))?;
+    let p = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || !p.starts_with('/') {
+        return Err(format!("python3 did not say where it is: {p}"));
+    }
+    Ok(PathBuf::from(p))
+}
+
+/// `stockade run` of the evaluator, with the limits `serve` applies by
+/// default (its --max-* defaults) and the outcome on stdout, as serve
+/// answers.
+fn run_argv(stockade: &Path) -> Vec<OsString> {
+    let mut v: Vec<OsString> = vec![stockade.into()];
+    for a in [
+        "run",
+        "--profile",
+        "python",
+        "--report",
+        "-",
+        "--memory",
+        "512m",
+        "--cpus",
+        "1",
+        "--pids-limit",
+        "256",
+        "--timeout",
+        "60s",
+        "--max-output",
+        "1m",
+        "--",
+        "python3",
+        "-c",
+        EVALUATOR,
+    ] {
+        v.push(a.into());
+    }
+    v
+}
+
+/// The evaluator scores under `stockade run` before anything is timed.
+fn check_run(argv: &[OsString], cwd: &Path) -> Result<(), String> {
+    let out = spawn(argv, Some(INPUT), cwd, true)
+        .and_then(|c| c.wait_with_output().map_err(|e| e.to_string()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || client::not_scored(200, text.trim()).is_some() {
+        return Err(format!(
+            "stockade run of the evaluator did not score ({}): {text}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
+fn spawn(
+    argv: &[OsString],
+    stdin: Option<&str>,
+    cwd: &Path,
+    capture: bool,
+) -> Result<std::process::Child, String> {
+    let out = || {
+        if capture {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        }
+    };
+    let mut c = Command::new(&argv[0])
+        .args(&argv[1..])
+        .current_dir(cwd)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(out())
+        .stderr(out())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", argv[0].to_string_lossy()))?;
+    if let (Some(data), Some(mut w)) = (stdin, c.stdin.take()) {
+        let _ = w.write_all(data.as_bytes());
+    }
+    Ok(c)
+}
+
+/// Spawn to reap, stdin written and closed, output discarded.
+fn time_cmd(argv: &[OsString], stdin: Option<&str>, cwd: &Path) -> Result<Duration, String> {
+    let t = Instant::now();
+    let st = spawn(argv, stdin, cwd, false)?
+        .wait()
+        .map_err(|e| e.to_string())?;
+    let d = t.elapsed();
+    if st.success() {
+        Ok(d)
+    } else {
+        Err(format!("exited with {st}"))
+    }
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
+        _ => "-".into(),
+    }
+}
+
+fn render(opts: &Options, notes: &[String], rows: &[Row], loads: &[Load]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\nstockade bench serve: {}; latency: {} interleaved rounds, one request at a time; throughput: {} runs from {} clients",
+        bench::host_line(),
+        opts.latency,
+        opts.runs,
+        opts.clients
+    );
+    for n in notes {
+        let _ = writeln!(o, "note: {n}");
+    }
+    render_latency(&mut o, rows);
+    render_load(&mut o, loads);
+    o
+}
+
+fn render_latency(o: &mut String, rows: &[Row]) {
+    let p50 = |i: usize| rows[i].percentiles().map(|p| p.0);
+    let (bare, run, cold, pool) = (p50(0), p50(2), p50(3), p50(4));
+    let header = format!(
+        "{:<40} | {:>8} | {:>8} | {:>11} | {:>14}",
+        "name", "p50 ms", "p99 ms", "× bare pass", "× stockade run"
+    );
+    let _ = writeln!(
+        o,
+        "\n## latency: a Python evaluator (JSON on stdin, difflib, JSON out)\n{header}\n{}",
+        "-".repeat(header.chars().count())
+    );
+    for r in rows {
+        let _ = match (&r.skipped, r.percentiles()) {
+            (Some(why), _) => writeln!(o, "{:<40} | {why}", r.name),
+            (None, None) => writeln!(o, "{:<40} | did not run: every run failed", r.name),
+            (None, Some((p50, p99))) => writeln!(
+                o,
+                "{:<40} | {p50:>8.2} | {p99:>8.2} | {:>11} | {:>14}{}",
+                r.name,
+                ratio(Some(p50), bare),
+                ratio(Some(p50), run),
+                if r.failures > 0 {
+                    format!("  ({} runs failed)", r.failures)
+                } else {
+                    String::new()
+                }
+            ),
+        };
+    }
+    let _ = writeln!(
+        o,
+        "goal: pool p50 < 0.5 × bare `python3 -c pass` p50: {}",
+        match (pool, bare) {
+            (Some(p), Some(b)) => format!(
+                "{:.2} × ({})",
+                p / b,
+                if p < 0.5 * b { "met" } else { "not met" }
+            ),
+            _ => "no figure (pool not measured)".into(),
+        }
+    );
+    let _ = writeln!(
+        o,
+        "goal: serve without a pool p50 ≤ 1.3 × `stockade run` p50: {}",
+        match (cold, run) {
+            (Some(c), Some(r)) => format!(
+                "{:.2} × ({})",
+                c / r,
+                if c <= 1.3 * r { "met" } else { "not met" }
+            ),
+            _ => "no figure".into(),
+        }
+    );
+}
+
+fn render_load(o: &mut String, loads: &[Load]) {
+    let header = format!(
+        "{:<24} | {:>7} | {:>7} | {:>6} | {:>6} | {:>8}",
+        "server", "runs/s", "wall s", "failed", "429", "runs"
+    );
+    let _ = writeln!(
+        o,
+        "\n## throughput: the same evaluator, concurrent clients\n{header}\n{}",
+        "-".repeat(header.chars().count())
+    );
+    for l in loads {
+        let secs = l.wall.as_secs_f64();
+        let _ = writeln!(
+            o,
+            "{:<24} | {:>7.1} | {:>7.1} | {:>6} | {:>6} | {:>8}",
+            l.name,
+            l.ok as f64 / secs.max(1e-9),
+            secs,
+            l.runs - l.ok,
+            l.queue_full,
+            l.runs
+        );
+        if let Some(f) = &l.first_failure {
+            let _ = writeln!(o, "  first failure: {f}");
+        }
+    }
+    let _ = writeln!(o, "goal: ≥ 300 runs/s, 0 failed");
+    let _ = writeln!(o, "\n## after the load (before → after)");
+    for l in loads {
+        let _ = writeln!(o, "{}: {}", l.name, l.leaks.line());
+    }
+}

@@ -1,0 +1,143 @@
+//! Blocking HTTP/1.1 over a unix socket, one connection per request
+//! (`Connection: close`): just enough for `stockade serve`'s answers.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::json;
+
+/// `METHOD PATH` with an optional JSON body: the status and the body.
+pub fn request(
+    sock: &Path,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Result<(u16, String), String> {
+    let mut s =
+        UnixStream::connect(sock).map_err(|e| format!("connect {}: {e}", sock.display()))?;
+    s.set_read_timeout(Some(Duration::from_secs(180)))
+        .map_err(|e| e.to_string())?;
+    let body = body.unwrap_or("");
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: stockade\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes())
+        .and_then(|()| s.write_all(body.as_bytes()))
+        .map_err(|e| format!("send: {e}"))?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)
+        .map_err(|e| format!("receive: {e}"))?;
+    parse(&buf)
+}
+
+/// The status code and the (de-chunked) body of a whole response.
+fn parse(buf: &[u8]) -> Result<(u16, String), String> {
+    let text = String::from_utf8_lossy(buf);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("no end of headers in {:?}", short(&text)))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("no status line in {:?}", short(head)))?;
+    let chunked = head
+        .lines()
+        .any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.contains("chunked"));
+    let body = if chunked {
+        dechunk(body)?
+    } else {
+        body.to_string()
+    };
+    Ok((status, body))
+}
+
+fn dechunk(mut s: &str) -> Result<String, String> {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = s.split_once("\r\n").ok_or("bad chunk")?;
+        let n = usize::from_str_radix(size.trim(), 16).map_err(|e| format!("chunk size: {e}"))?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.push_str(rest.get(..n).ok_or("short chunk")?);
+        s = rest.get(n + 2..).ok_or("short chunk")?;
+    }
+}
+
+fn short(s: &str) -> String {
+    s.chars().take(200).collect()
+}
+
+/// The body of `POST /v1/runs` for the evaluator.
+pub fn run_body() -> String {
+    format!(
+        "{{\"profile\":\"python\",\"argv\":[\"python3\",\"-c\",{}],\"stdin\":{}}}",
+        quote(super::EVALUATOR),
+        quote(super::INPUT)
+    )
+}
+
+fn quote(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// Why an answer is not the evaluator's score (None: it is).
+pub fn not_scored(status: u16, body: &str) -> Option<String> {
+    if status != 200 {
+        return Some(format!("HTTP {status}: {}", short(body)));
+    }
+    let v = match json::parse(body) {
+        Ok(v) => v,
+        Err(e) => return Some(format!("not JSON ({e}): {}", short(body))),
+    };
+    let exited = v.get("status").and_then(|s| s.as_str()) == Some("exited");
+    let code = v.get("exit_code").and_then(|c| c.as_f64());
+    let out = v
+        .at(&["stdout", "data"])
+        .and_then(|d| d.as_str())
+        .unwrap_or("");
+    if exited && code == Some(0.0) && out.contains(super::EXPECTED) {
+        None
+    } else {
+        Some(format!("not scored: {}", short(body)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_plain_and_chunked_answers() {
+        let plain = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
+        assert_eq!(parse(plain).unwrap(), (200, "{}".to_string()));
+        let chunked =
+            b"HTTP/1.1 429 Too Many Requests\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+        assert_eq!(parse(chunked).unwrap(), (429, "abcde".to_string()));
+    }
+
+    #[test]
+    fn the_body_is_json_with_the_program_and_input() {
+        let v = json::parse(&run_body()).unwrap();
+        assert_eq!(v.get("profile").and_then(|p| p.as_str()), Some("python"));
+        assert_eq!(
+            v.get("stdin").and_then(|p| p.as_str()),
+            Some(super::super::INPUT)
+        );
+    }
+}

@@ -1,0 +1,193 @@
+//! What a server's runs may leave behind, counted before and after a load:
+//! processes under the server, run cgroups, mounts, workdirs and run
+//! directories, and the server's resident memory.
+
+use std::path::Path;
+
+/// The counts at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    /// Live processes descending from the server (its spawner, pool
+    /// members, jails not yet gone).
+    pub procs: usize,
+    /// Zombies among them: per-run supervisors that exited and that the
+    /// spawner reaps when it next forks (at most the last few runs').
+    pub zombies: usize,
+    /// Orphaned `run-*` groups under a `stockade` cgroup: no process in
+    /// them and the stockade that made them gone (the base is shared with
+    /// every other stockade on the host, whose live runs are not counted).
+    pub cgroups: usize,
+    /// Lines of /proc/self/mountinfo naming stockade.
+    pub mounts: usize,
+    /// Entries under the server's --workdir-root.
+    pub workdirs: usize,
+    /// `/tmp/stockade-run-*` (the fallback's run directories).
+    pub rundirs: usize,
+    /// The server's VmRSS, kB.
+    pub rss_kb: u64,
+}
+
+impl Snapshot {
+    pub fn take(server: u32, workdir_root: &Path) -> Snapshot {
+        let (procs, zombies) = descendants(server);
+        Snapshot {
+            procs,
+            zombies,
+            cgroups: run_cgroups(),
+            mounts: std::fs::read_to_string("/proc/self/mountinfo")
+                .map(|m| m.lines().filter(|l| l.contains("stockade")).count())
+                .unwrap_or(0),
+            workdirs: count(workdir_root, ""),
+            rundirs: count(Path::new("/tmp"), "stockade-run-"),
+            rss_kb: rss_kb(server).unwrap_or(0),
+        }
+    }
+
+    /// Nothing left over compared with `before` (RSS aside).
+    pub fn same_counts(&self, before: &Snapshot) -> bool {
+        (
+            self.procs,
+            self.cgroups,
+            self.mounts,
+            self.workdirs,
+            self.rundirs,
+        ) == (
+            before.procs,
+            before.cgroups,
+            before.mounts,
+            before.workdirs,
+            before.rundirs,
+        )
+    }
+}
+
+/// Before and after a load, and the server's RSS when it started.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Report {
+    pub start_rss_kb: u64,
+    pub before: Snapshot,
+    pub after: Snapshot,
+}
+
+impl Report {
+    pub fn line(&self) -> String {
+        let (b, a) = (&self.before, &self.after);
+        let pct = |kb: u64| {
+            100.0 * (kb as f64 - self.start_rss_kb as f64) / (self.start_rss_kb.max(1) as f64)
+        };
+        let end = pct(a.rss_kb);
+        format!(
+            "processes under the server {} → {} (+ zombies {} → {}), orphaned run cgroups {} → {}, mounts naming stockade {} → {}, workdirs {} → {}, /tmp/stockade-run-* {} → {} ({}); server RSS {:.1} MB at start, {:.1} MB before the load, {:.1} MB after ({:+.1}% of start: {})",
+            b.procs,
+            a.procs,
+            b.zombies,
+            a.zombies,
+            b.cgroups,
+            a.cgroups,
+            b.mounts,
+            a.mounts,
+            b.workdirs,
+            a.workdirs,
+            b.rundirs,
+            a.rundirs,
+            if a.same_counts(b) { "no leak" } else { "LEAK" },
+            self.start_rss_kb as f64 / 1024.0,
+            b.rss_kb as f64 / 1024.0,
+            a.rss_kb as f64 / 1024.0,
+            end,
+            if end.abs() <= 10.0 { "within 10%" } else { "NOT within 10%" }
+        )
+    }
+}
+
+fn count(dir: &Path, prefix: &str) -> usize {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+fn rss_kb(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    l.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The processes whose chain of parents reaches `root` (not `root`):
+/// (live, zombies).
+fn descendants(root: u32) -> (usize, usize) {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return (0, 0);
+    };
+    let parents: Vec<(u32, u32, bool)> = rd
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // pid (comm) state ppid …: comm may hold spaces and parens.
+            let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
+            let zombie = rest.next()? == "Z";
+            let ppid = rest.next()?.parse().ok()?;
+            Some((pid, ppid, zombie))
+        })
+        .collect();
+    let mut found = vec![(root, false)];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i].0;
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, pp, _)| *pp == p)
+                .map(|(c, _, z)| (*c, *z)),
+        );
+        i += 1;
+    }
+    let zombies = found.iter().filter(|(_, z)| *z).count();
+    (found.len() - 1 - zombies, zombies)
+}
+
+/// `run-PID-…` groups in `base` with no process in them whose PID is gone.
+fn orphans(base: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(base) else {
+        return 0;
+    };
+    rd.flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name.strip_prefix("run-").and_then(|r| r.split('-').next()) else {
+                return false;
+            };
+            let empty = std::fs::read_to_string(e.path().join("cgroup.procs"))
+                .is_ok_and(|p| p.trim().is_empty());
+            empty && !Path::new(&format!("/proc/{pid}")).exists()
+        })
+        .count()
+}
+
+/// Orphaned run groups under any `stockade` directory of the cgroup file
+/// system (v2 at /sys/fs/cgroup or /sys/fs/cgroup/unified, any depth ≤ 4).
+fn run_cgroups() -> usize {
+    fn walk(dir: &Path, depth: usize) -> usize {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        let mut n = 0;
+        for e in rd.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let p = e.path();
+            if e.file_name() == "stockade" {
+                n += orphans(&p);
+            } else if depth > 0 {
+                n += walk(&p, depth - 1);
+            }
+        }
+        n
+    }
+    walk(Path::new("/sys/fs/cgroup"), 4)
+}

@@ -1,0 +1,220 @@
+//! One `stockade serve` under measurement: started on a unix socket in the
+//! bench's scratch directory, waited for, timed one request at a time,
+//! loaded by concurrent clients, stopped with SIGTERM.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::client;
+use super::leaks::{Report, Snapshot};
+use super::Load;
+
+pub struct Server {
+    pub name: String,
+    /// The command line after the binary.
+    pub flags: Vec<String>,
+    child: Child,
+    sock: PathBuf,
+    workdirs: PathBuf,
+    log: PathBuf,
+    body: String,
+    start: Snapshot,
+}
+
+/// The pool's flags, when this binary's `serve` takes them; else why not.
+pub fn warm_flags(stockade: &Path) -> Result<Vec<String>, String> {
+    let out = Command::new(stockade)
+        .args(["serve", "--help"])
+        .output()
+        .map_err(|e| format!("cannot run {} serve --help: {e}", stockade.display()))?;
+    let help = String::from_utf8_lossy(&out.stdout);
+    if !help.contains("--warm ") || !help.contains("--warm-import") {
+        return Err("this binary's `serve` has no --warm / --warm-import flag yet".into());
+    }
+    Ok([
+        "--warm",
+        "python=8",
+        "--warm-import",
+        "json,re,math,difflib",
+    ]
+    .map(String::from)
+    .to_vec())
+}
+
+impl Server {
+    /// Start it and wait until it is healthy (and, with a pool, ready)
+    /// and scores the evaluator.
+    pub fn start(
+        stockade: &Path,
+        scratch: &Path,
+        name: &str,
+        warm: Option<Vec<String>>,
+        clients: usize,
+    ) -> Result<Server, String> {
+        let sock = scratch.join(format!("{name}.sock"));
+        let workdirs = scratch.join(format!("runs-{name}"));
+        let log = scratch.join(format!("{name}.log"));
+        let mut flags: Vec<String> = vec![
+            "serve".into(),
+            "--listen".into(),
+            format!("unix:{}", sock.display()),
+            "--profiles".into(),
+            "python".into(),
+            "--workdir-root".into(),
+            workdirs.display().to_string(),
+            // Every client's request may wait for a run slot: no 429.
+            "--max-queue".into(),
+            (2 * clients).to_string(),
+        ];
+        let pooled = warm.is_some();
+        flags.extend(warm.unwrap_or_default());
+        let err = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let child = Command::new(stockade)
+            .args(&flags)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot start {} serve: {e}", stockade.display()))?;
+        let mut s = Server {
+            name: format!("serve ({})", if pooled { "pool" } else { "no pool" }),
+            flags,
+            child,
+            sock,
+            workdirs,
+            log,
+            body: client::run_body(),
+            start: Snapshot::default(),
+        };
+        s.wait_until("/healthz", Duration::from_secs(30))?;
+        if pooled {
+            s.wait_until("/readyz", Duration::from_secs(180))?;
+        }
+        s.time_one().map_err(|e| s.failed(&e))?;
+        s.start = s.snapshot();
+        Ok(s)
+    }
+
+    fn failed(&self, what: &str) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        format!("{}: {what}; its stderr: {}", self.name, log.trim())
+    }
+
+    fn wait_until(&mut self, path: &str, limit: Duration) -> Result<(), String> {
+        let t = Instant::now();
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Err(self.failed(&format!("exited ({st})")));
+            }
+            match client::request(&self.sock, "GET", path, None) {
+                Ok((200, _)) => return Ok(()),
+                r if t.elapsed() > limit => {
+                    return Err(self.failed(&format!("GET {path} after {limit:?}: {r:?}")))
+                }
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot::take(self.child.id(), &self.workdirs)
+    }
+
+    /// One evaluator request, answered with a score: its latency.
+    pub fn time_one(&self) -> Result<Duration, String> {
+        let t = Instant::now();
+        let (status, body) = client::request(&self.sock, "POST", "/v1/runs", Some(&self.body))?;
+        let d = t.elapsed();
+        match client::not_scored(status, &body) {
+            None => Ok(d),
+            Some(why) => Err(why),
+        }
+    }
+
+    /// `runs` requests from `clients` threads; then what is left.
+    pub fn load(&self, runs: usize, clients: usize) -> Load {
+        let before = self.snapshot();
+        let next = AtomicUsize::new(0);
+        let ok = AtomicUsize::new(0);
+        let queue_full = AtomicUsize::new(0);
+        let first: Mutex<Option<String>> = Mutex::new(None);
+        let t = Instant::now();
+        std::thread::scope(|sc| {
+            for _ in 0..clients {
+                sc.spawn(|| {
+                    while next.fetch_add(1, Ordering::SeqCst) < runs {
+                        let why =
+                            match client::request(&self.sock, "POST", "/v1/runs", Some(&self.body))
+                            {
+                                Ok((status, body)) => {
+                                    if status == 429 {
+                                        queue_full.fetch_add(1, Ordering::SeqCst);
+                                    }
+                                    client::not_scored(status, &body)
+                                }
+                                Err(e) => Some(e),
+                            };
+                        match why {
+                            None => {
+                                ok.fetch_add(1, Ordering::SeqCst);
+                            }
+                            Some(w) => {
+                                first.lock().unwrap().get_or_insert(w);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let wall = t.elapsed();
+        Load {
+            name: self.name.clone(),
+            runs,
+            ok: ok.into_inner(),
+            queue_full: queue_full.into_inner(),
+            first_failure: first.into_inner().unwrap(),
+            wall,
+            leaks: Report {
+                start_rss_kb: self.start.rss_kb,
+                before: self.start,
+                after: self.settled(&before),
+            },
+        }
+    }
+
+    /// The counts once the last jails are gone (up to 10 s).
+    fn settled(&self, before: &Snapshot) -> Snapshot {
+        let t = Instant::now();
+        loop {
+            let s = self.snapshot();
+            if s.same_counts(&self.start)
+                || s.same_counts(before)
+                || t.elapsed() > Duration::from_secs(10)
+            {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Server {
+    /// SIGTERM (the drain), then SIGKILL after 30 s.
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(30) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
