@@ -60,7 +60,10 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
     }
     // The run directory goes (its tmpfs detached) before the clock stops.
     drop(run_dir);
-    o.usage.wall_time_ms = start.elapsed().as_millis() as u64;
+    // A held clock counts from when the caller started it.
+    let from = super::deadline::started_at().unwrap_or(start);
+    o.usage.wall_time_ms = from.elapsed().as_millis() as u64;
+    super::deadline::restate_limits(&mut o);
     Spawned::Ran(Box::new(o))
 }
 
