@@ -1,0 +1,103 @@
+_base = dict(globals())
+import sys as _s, os as _o
+
+
+def _boot():
+    # stockade serve's warm-pool bootstrap (src/serve/warm.rs): run as
+    # `python3 -c THIS READY_FD MODULES`, in a fresh jail of its own. It
+    # imports MODULES, says so on READY_FD, then waits for its one program
+    # as a header on fd 0 (read with os.read, exactly its length: what
+    # follows on fd 0 is the program's stdin, left unread), and runs it as
+    # `python3 -c CODE ARGS` or `python3 FILE ARGS` would. It serves one
+    # program, then the jail ends with it.
+    sys, os = _s, _o
+    ready = int(sys.argv[1])
+    for m in filter(None, sys.argv[2].split(",")):
+        __import__(m)
+    os.write(ready, b"r")
+    os.close(ready)
+
+    def read_exactly(n):
+        b = b""
+        while len(b) < n:
+            c = os.read(0, n - len(b))
+            if not c:
+                os._exit(0)  # the server is gone before the hand-over
+            b += c
+        return b
+
+    n = int(read_exactly(8), 16)
+    fields = [os.fsdecode(f) for f in read_exactly(n).split(b"\0")]
+    cwd, nargv = fields[0], int(fields[1])
+    argv = fields[2 : 2 + nargv]
+    for kv in fields[2 + nargv :]:
+        k, _, v = kv.partition("=")
+        os.environ[k] = v
+    os.chdir(cwd)
+    import importlib
+
+    # The directory listings cached while importing are stale now.
+    importlib.invalidate_caches()
+    sys.orig_argv[1:] = argv[1:]
+    main = type(sys)("__main__")
+    d = main.__dict__
+    if argv[1] == "-c":
+        d.update(_base)
+        sys.argv[:] = ["-c"] + argv[3:]
+        path, source, filename = None, argv[2], "<string>"
+    else:
+        path = os.path.abspath(argv[1])
+        sys.argv[:] = argv[1:]
+        sys.path[0] = os.path.dirname(path)
+        try:
+            with open(path, "rb") as f:
+                source = f.read()
+        except OSError as e:
+            sys.stderr.write(
+                "%s: can't open file %r: [Errno %d] %s\n"
+                % (sys.orig_argv[0], path, e.errno, e.strerror)
+            )
+            sys.exit(2)
+        import importlib.machinery as im
+
+        d.update(
+            __name__="__main__",
+            __doc__=None,
+            __package__=None,
+            __spec__=None,
+            __annotations__={},
+            __builtins__=_base["__builtins__"],
+            __file__=path,
+            __cached__=None,
+            __loader__=im.SourceFileLoader("__main__", path),
+        )
+        filename = path
+    sys.modules["__main__"] = main
+    try:
+        code = compile(source, filename, "exec")
+    except SyntaxError as e:
+        sys.excepthook(type(e), e.with_traceback(None), None)
+        sys.exit(1)
+    del source, fields
+    try:
+        exec(code, d)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        # As an uncaught exception in `python3 -c` ends: the traceback
+        # from the program's own frames, exit status 1 (SIGINT's death
+        # for KeyboardInterrupt).
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code is not code:
+            tb = tb.tb_next
+        sys.excepthook(type(e), e.with_traceback(tb), tb)
+        if isinstance(e, KeyboardInterrupt):
+            import signal
+
+            sys.stdout.flush()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        sys.exit(1)
+
+
+_boot()
