@@ -449,6 +449,22 @@ impl Child {
         })
     }
 
+    /// How it ended, if it has: the outcome when the run is over, None
+    /// while it runs (without waiting, and without closing stdin).
+    pub fn try_wait(&mut self) -> Result<Option<Outcome>, Error> {
+        let mut fds = [libc::pollfd {
+            fd: self.control.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        match crate::sys::poll(&mut fds, 0) {
+            Ok(0) => Ok(None),
+            // The supervisor writes the outcome, then exits: read to EOF.
+            Ok(_) => Ok(Some(spawner::read_outcome(&self.control)?)),
+            Err(e) => Err(SpawnError::Os(spawner::OsFailure::of(e)).into()),
+        }
+    }
+
     /// Wait for the end; return how it ended. Closes stdin first, as
     /// `std::process::Child::wait` does.
     pub fn wait(&mut self) -> Result<Outcome, Error> {

@@ -330,3 +330,50 @@ fn sigterm_leaves_no_member_behind() {
         assert!(s.leftovers().is_empty(), "{w}: {:?}", s.leftovers());
     }
 }
+
+/// A parked member that died (killed from outside) is not handed a
+/// program: the request gets a live member or a cold jail, and answers.
+#[test]
+fn a_member_that_died_while_parked_is_not_used() {
+    let s = pooled(Who::Root, 1, &[]);
+    wait_ready(&s);
+    let procs = descendants(s.pid());
+    let boot = procs
+        .iter()
+        .copied()
+        .find(|p| {
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmd).contains("warm-pool bootstrap")
+        })
+        .expect("the member's interpreter");
+    // Its supervisor: the interpreter's parent is the jail's init, whose
+    // parent is the supervisor.
+    let parent = |p: u32| -> u32 {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap();
+        let rest = stat.rsplit_once(") ").unwrap().1;
+        rest.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    let supervisor = parent(parent(boot));
+    let st = std::process::Command::new("kill")
+        .args(["-KILL", &boot.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // The supervisor has written the outcome once it is gone (or a zombie).
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{supervisor}/stat")).unwrap_or_default();
+        if stat.is_empty() || stat.contains(") Z ") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the member's supervisor lives on"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let v = s.run(&py("print('alive')")).json();
+    assert_eq!(v["status"], "exited", "{v}");
+    assert_eq!(v["stdout"]["data"], "alive\n", "{v}");
+    s.wait_line("a parked member had ended");
+}

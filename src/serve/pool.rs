@@ -150,8 +150,18 @@ impl Pool {
         let i = self.inner.profiles.iter().position(|p| p.key == k)?;
         let prof = &self.inner.profiles[i];
         let env = warm::env_additions(policy, &prof.template)?;
-        let m = self.inner.lock()[i].idle.pop_front()?;
-        self.inner.wake.notify_all();
+        let m = loop {
+            let mut m = self.inner.lock()[i].idle.pop_front()?;
+            self.inner.wake.notify_all();
+            if !m.ended() {
+                break m;
+            }
+            eprintln!(
+                "stockade: serve: warning: warm pool {}: a parked member had ended; not used",
+                prof.name
+            );
+            m.discard();
+        };
         prof.hits.fetch_add(1, Ordering::Relaxed);
         Some((m, env))
     }

@@ -159,6 +159,12 @@ fn wait_ready(r: OwnedFd) -> Result<(), String> {
 }
 
 impl Member {
+    /// Whether it ended while parked (killed from outside): not to be
+    /// handed a program.
+    pub fn ended(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Kill it and wait for its end (its workdir goes after).
     pub fn discard(mut self) {
         let _ = self.child.kill();
