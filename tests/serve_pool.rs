@@ -377,3 +377,55 @@ fn a_member_that_died_while_parked_is_not_used() {
     assert_eq!(v["stdout"]["data"], "alive\n", "{v}");
     s.wait_line("a parked member had ended");
 }
+
+/// The library under the pools: a jail spawned with its clock held has no
+/// deadline until `start_clock`, then the one it is given.
+#[test]
+fn a_held_clock_starts_when_the_caller_says() {
+    use std::io::{BufRead, BufReader, Write};
+    use stockade::{Jail, Stdio};
+    // This process has threads: the spawner is the stockade binary. (The
+    // other tests here read the environment only through std, which
+    // takes the lock set_var takes.)
+    std::env::set_var("STOCKADE_BIN", common::binary());
+    // A 1 ms timeout would end the jail before it could say "ready", were
+    // the clock running: held, it never starts.
+    let mut c = Jail::profile("shell")
+        .unwrap()
+        .args(["sh", "-c", "echo ready; read x; echo got $x"])
+        .timeout(Duration::from_millis(1))
+        .hold_clock()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    c.stdin.take().unwrap().write_all(b"x\n").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "got x\n");
+    let o = c.wait().unwrap();
+    assert_eq!(o.exit_code, 0, "{}", o.to_json());
+    // Started with its own timeout: that one, from then.
+    let mut c = Jail::profile("shell")
+        .unwrap()
+        .args(["sh", "-c", "echo ready; exec sleep 600"])
+        .timeout(Duration::from_secs(600))
+        .hold_clock()
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    c.start_clock(Some(Duration::from_millis(200)), None)
+        .unwrap();
+    let o = c.wait().unwrap();
+    let v: Value = serde_json::from_str(&o.to_json()).unwrap();
+    assert_eq!(v["status"], "timeout", "{v}");
+    assert_eq!(v["limits"]["timeout"]["limit"], 0.2, "{v}");
+}

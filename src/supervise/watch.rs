@@ -330,13 +330,16 @@ impl Watch {
                 let _ = sys::write_all(self.ctl.as_raw_fd(), &[proto::FORWARD, si.ssi_signo as u8]);
             }
         }
+        // The asker first: a clock started with a lower output cap is
+        // written before the program gets its input, so before any output
+        // it makes.
+        if fds[CONTROL].revents != 0 {
+            self.on_control();
+        }
         for (i, which) in [(STDOUT, Which::Out), (STDERR, Which::Err)] {
             if fds[i].revents != 0 && self.output.pump(which) {
                 self.kill_all();
             }
-        }
-        if fds[CONTROL].revents != 0 {
-            self.on_control();
         }
         self.on_listener(&fds[LISTENER..LISTENER + 2]);
         if fds[PIDFD].revents != 0 && !self.init_done {
