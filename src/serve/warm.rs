@@ -89,6 +89,33 @@ pub fn env_additions(policy: &Policy, template: &Policy) -> Option<Vec<(OsString
     Some(extra)
 }
 
+/// Why a member did not become ready (the pool logs it and tries again).
+#[derive(Debug, thiserror::Error)]
+pub enum WarmError {
+    /// Its workdir could not be made.
+    #[error("{0}")]
+    Workdir(String),
+    #[error("pipe: {0}")]
+    Pipe(nix::Error),
+    #[error("starting the jail: {0}")]
+    Spawn(crate::Error),
+    /// It ended, or said nothing in time, before it was ready; how the
+    /// jail ended.
+    #[error("{why}: status {status}, exit code {exit_code}: {stderr}")]
+    NotReady {
+        why: &'static str,
+        status: String,
+        exit_code: i32,
+        stderr: String,
+    },
+    /// Not ready, and its outcome could not be read.
+    #[error("{why}; {source}")]
+    Lost {
+        why: &'static str,
+        source: crate::Error,
+    },
+}
+
 /// A member, ready: its interpreter waits for the header.
 pub struct Member {
     child: Child,
@@ -97,10 +124,10 @@ pub struct Member {
 
 /// Start one member of `template` under `root`, importing `modules`
 /// (comma-separated); wait until it is ready.
-pub fn build(template: &Policy, root: &Path, modules: &str) -> Result<Member, String> {
-    let workdir = Workdir::create(root, &[]).map_err(|e| e.message)?;
+pub fn build(template: &Policy, root: &Path, modules: &str) -> Result<Member, WarmError> {
+    let workdir = Workdir::create(root, &[]).map_err(|e| WarmError::Workdir(e.message))?;
     let (ready_r, ready_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(WarmError::Pipe)?;
     let mut p = template.clone();
     p.workdir.host = Some(workdir.path().to_path_buf());
     p.argv = ["python3", "-c", BOOTSTRAP]
@@ -118,43 +145,50 @@ pub fn build(template: &Policy, root: &Path, modules: &str) -> Result<Member, St
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| format!("starting the jail: {e}"))?;
+        .map_err(WarmError::Spawn)?;
     drop(ready_w);
     let mut m = Member { child, workdir };
-    match wait_ready(ready_r) {
-        Ok(()) => Ok(m),
-        Err(why) => {
-            let _ = m.child.kill();
-            let o = m.child.wait().map_err(|e| format!("{why}; {e}"))?;
-            let err = o
-                .stderr
-                .as_ref()
-                .map(|s| s.data.as_str())
-                .unwrap_or_default();
-            Err(format!(
-                "{why}: status {}, exit code {}: {}",
-                serde_json::to_value(o.status).unwrap_or_default(),
-                o.exit_code,
-                err.trim_end()
-            ))
-        }
-    }
+    let Err(why) = wait_ready(ready_r) else {
+        return Ok(m);
+    };
+    let _ = m.child.kill();
+    let o = m
+        .child
+        .wait()
+        .map_err(|source| WarmError::Lost { why, source })?;
+    let stderr = o
+        .stderr
+        .as_ref()
+        .map(|s| s.data.as_str())
+        .unwrap_or_default();
+    Err(WarmError::NotReady {
+        why,
+        status: serde_json::to_value(o.status)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default(),
+        exit_code: o.exit_code,
+        stderr: stderr.trim_end().to_string(),
+    })
 }
 
-/// The bootstrap's `r` on the ready pipe.
-fn wait_ready(r: OwnedFd) -> Result<(), String> {
+/// The bootstrap's `r` on the ready pipe; else why not.
+fn wait_ready(r: OwnedFd) -> Result<(), &'static str> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let mut fds = [PollFd::new(std::os::fd::AsFd::as_fd(&r), PollFlags::POLLIN)];
     let ms = PollTimeout::try_from(READY_WITHIN.as_millis() as i32).unwrap_or(PollTimeout::NONE);
-    match poll(&mut fds, ms) {
-        Ok(0) => return Err("not ready in time".into()),
-        Ok(_) => {}
-        Err(e) => return Err(format!("poll: {e}")),
+    loop {
+        match poll(&mut fds, ms) {
+            Ok(0) => return Err("not ready in time"),
+            Ok(_) => break,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return Err("waiting for it failed"),
+        }
     }
     let mut b = [0u8; 1];
     match std::fs::File::from(r).read(&mut b) {
         Ok(1) if b[0] == b'r' => Ok(()),
-        _ => Err("the bootstrap ended before it was ready".into()),
+        _ => Err("the bootstrap ended before it was ready"),
     }
 }
 
