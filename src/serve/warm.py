@@ -1,50 +1,49 @@
 _base = dict(globals())
-import sys as _s, os as _o
+import sys as _sys, os as _os
+
+# stockade serve's warm-pool bootstrap (src/serve/warm.rs): run as
+# `python3 -c THIS READY_FD MODULES`, in a fresh jail of its own. It imports
+# MODULES, says so on READY_FD, then waits for its one program as a header
+# on fd 0 (read with os.read, exactly its length: what follows on fd 0 is
+# the program's stdin, left unread), and runs it as `python3 -c CODE ARGS`
+# or `python3 FILE ARGS` would. It serves one program; the jail ends with it.
 
 
-def _boot():
-    # stockade serve's warm-pool bootstrap (src/serve/warm.rs): run as
-    # `python3 -c THIS READY_FD MODULES`, in a fresh jail of its own. It
-    # imports MODULES, says so on READY_FD, then waits for its one program
-    # as a header on fd 0 (read with os.read, exactly its length: what
-    # follows on fd 0 is the program's stdin, left unread), and runs it as
-    # `python3 -c CODE ARGS` or `python3 FILE ARGS` would. It serves one
-    # program, then the jail ends with it.
-    sys, os = _s, _o
-    ready = int(sys.argv[1])
+def _ready(sys, os):
+    fd = int(sys.argv[1])
     for m in filter(None, sys.argv[2].split(",")):
         __import__(m)
-    os.write(ready, b"r")
-    os.close(ready)
+    os.write(fd, b"r")
+    os.close(fd)
 
-    def read_exactly(n):
+
+def _header(os):
+    """cwd, argv and the variables to set, from fd 0."""
+
+    def exactly(n):
         b = b""
         while len(b) < n:
             c = os.read(0, n - len(b))
             if not c:
-                os._exit(0)  # the server is gone before the hand-over
+                os._exit(0)  # the server went away before the hand-over
             b += c
         return b
 
-    n = int(read_exactly(8), 16)
-    fields = [os.fsdecode(f) for f in read_exactly(n).split(b"\0")]
-    cwd, nargv = fields[0], int(fields[1])
-    argv = fields[2 : 2 + nargv]
-    for kv in fields[2 + nargv :]:
-        k, _, v = kv.partition("=")
-        os.environ[k] = v
-    os.chdir(cwd)
-    import importlib
+    n = int(exactly(8), 16)
+    fields = [os.fsdecode(f) for f in exactly(n).split(b"\0")]
+    nargv = int(fields[1])
+    env = [kv.partition("=") for kv in fields[2 + nargv :]]
+    return fields[0], fields[2 : 2 + nargv], [(k, v) for k, _, v in env]
 
-    # The directory listings cached while importing are stale now.
-    importlib.invalidate_caches()
-    sys.orig_argv[1:] = argv[1:]
+
+def _main(sys, os, argv):
+    """The fresh __main__'s namespace, the source and its file name."""
     main = type(sys)("__main__")
     d = main.__dict__
     if argv[1] == "-c":
         d.update(_base)
         sys.argv[:] = ["-c"] + argv[3:]
-        path, source, filename = None, argv[2], "<string>"
+        source, filename = argv[2], "<string>"
     else:
         path = os.path.abspath(argv[1])
         sys.argv[:] = argv[1:]
@@ -73,20 +72,24 @@ def _boot():
         )
         filename = path
     sys.modules["__main__"] = main
+    return d, source, filename
+
+
+def _run(sys, os, d, source, filename):
     try:
         code = compile(source, filename, "exec")
     except SyntaxError as e:
         sys.excepthook(type(e), e.with_traceback(None), None)
         sys.exit(1)
-    del source, fields
+    del source
     try:
         exec(code, d)
     except SystemExit:
         raise
     except BaseException as e:
-        # As an uncaught exception in `python3 -c` ends: the traceback
-        # from the program's own frames, exit status 1 (SIGINT's death
-        # for KeyboardInterrupt).
+        # As an uncaught exception ends `python3 -c`: the traceback from
+        # the program's own frames, exit status 1 (SIGINT's death for
+        # KeyboardInterrupt).
         tb = e.__traceback__
         while tb is not None and tb.tb_frame.f_code is not code:
             tb = tb.tb_next
@@ -100,4 +103,19 @@ def _boot():
         sys.exit(1)
 
 
-_boot()
+def _boot(sys, os):
+    _ready(sys, os)
+    cwd, argv, env = _header(os)
+    for k, v in env:
+        os.environ[k] = v
+    os.chdir(cwd)
+    import importlib
+
+    # The directory listings cached while importing are stale now.
+    importlib.invalidate_caches()
+    sys.orig_argv[1:] = argv[1:]
+    d, source, filename = _main(sys, os, argv)
+    _run(sys, os, d, source, filename)
+
+
+_boot(_sys, _os)
