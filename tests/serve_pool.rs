@@ -429,3 +429,39 @@ fn a_held_clock_starts_when_the_caller_says() {
     assert_eq!(v["status"], "timeout", "{v}");
     assert_eq!(v["limits"]["timeout"]["limit"], 0.2, "{v}");
 }
+
+/// Where user namespaces are refused, members take the fallback like cold
+/// runs do, and a pooled run still gets its files, stdin and deadline.
+#[test]
+fn pooled_runs_in_the_fallback() {
+    for who in common::users("pooled_runs_in_the_fallback") {
+        let w = who_name(who);
+        let s = Server::start_wrapped(
+            &["chk_nouserns"],
+            who,
+            &["--warm", "python=1", "--warm-import", "json"],
+        );
+        wait_ready(&s);
+        let v = s
+            .run(&json!({
+                "profile": "python",
+                "argv": ["python3", "-c", "import sys; print(open('a.txt').read(), sys.stdin.read())"],
+                "stdin": "in",
+                "files": {"a.txt": "given"},
+            }))
+            .json();
+        assert_eq!(v["status"], "exited", "{w}: {v}");
+        assert_eq!(
+            v["layers"]["user_namespace"]["state"], "unavailable",
+            "{w}: {v}"
+        );
+        assert_eq!(v["stdout"]["data"], "given in\n", "{w}: {v}");
+        assert_eq!(metric(&s, HITS), 1, "{w}");
+        wait_full(&s, 1);
+        let mut r = py("import time\ntime.sleep(600)");
+        r["limits"] = json!({"timeout": "1s"});
+        let v = s.run(&r).json();
+        assert_eq!(v["status"], "timeout", "{w}: {v}");
+        assert_eq!(metric(&s, HITS), 2, "{w}");
+    }
+}

@@ -18,7 +18,7 @@ def _ready(sys, os):
 
 
 def _header(os):
-    """cwd, argv and the variables to set, from fd 0."""
+    """argv and the variables to set, from fd 0."""
 
     def exactly(n):
         b = b""
@@ -31,9 +31,9 @@ def _header(os):
 
     n = int(exactly(8), 16)
     fields = [os.fsdecode(f) for f in exactly(n).split(b"\0")]
-    nargv = int(fields[1])
-    env = [kv.partition("=") for kv in fields[2 + nargv :]]
-    return fields[0], fields[2 : 2 + nargv], [(k, v) for k, _, v in env]
+    nargv = int(fields[0])
+    env = [kv.partition("=") for kv in fields[1 + nargv :]]
+    return fields[1 : 1 + nargv], [(k, v) for k, _, v in env]
 
 
 def _main(sys, os, argv):
@@ -105,10 +105,10 @@ def _run(sys, os, d, source, filename):
 
 def _boot(sys, os):
     _ready(sys, os)
-    cwd, argv, env = _header(os)
+    # The cwd is where a cold run starts too (the payload's chdir).
+    argv, env = _header(os)
     for k, v in env:
         os.environ[k] = v
-    os.chdir(cwd)
     import importlib
 
     # The directory listings cached while importing are stale now.

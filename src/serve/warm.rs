@@ -20,8 +20,9 @@
 //! The hand-over: the request's files are written into the member's
 //! workdir (already bound), the clock is started (the deadline counts
 //! from here, as does the outcome's `wall_time_ms`), then a header goes to
-//! the payload's stdin (the program's argv, its environment additions and
-//! cwd); the request's stdin follows it, left unread by the bootstrap.
+//! the payload's stdin (the program's argv and its environment
+//! additions); the request's stdin follows it, left unread by the
+//! bootstrap.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -220,13 +221,7 @@ impl Member {
         child
             .start_clock(policy.limits.timeout, policy.limits.max_output)
             .map_err(|e| ApiError::internal(format!("starting the clock: {e}")))?;
-        let cwd = policy
-            .chdir
-            .as_ref()
-            .unwrap_or(&policy.workdir.inner)
-            .as_os_str()
-            .to_owned();
-        let head = header(&cwd, &policy.argv, env);
+        let head = header(&policy.argv, env);
         let mut pipe = child.stdin.take();
         if let Some(p) = pipe.as_mut() {
             // A member that died meanwhile: EPIPE; its outcome says why.
@@ -240,10 +235,12 @@ impl Member {
 }
 
 /// The header the bootstrap reads: the body's length as 8 hex digits,
-/// then cwd, the argv count, argv, and `NAME=value` for each variable,
+/// then the argv count, argv, and `NAME=value` for each variable,
 /// separated by NUL (none of them holds one: the request was checked).
-pub fn header(cwd: &std::ffi::OsStr, argv: &[OsString], env: &[(OsString, OsString)]) -> Vec<u8> {
-    let mut fields: Vec<Vec<u8>> = vec![cwd.as_bytes().to_vec(), argv.len().to_string().into()];
+/// No cwd: the member's payload started where a cold run starts (the
+/// policy's chdir, the workdir, or in the fallback its host path).
+pub fn header(argv: &[OsString], env: &[(OsString, OsString)]) -> Vec<u8> {
+    let mut fields: Vec<Vec<u8>> = vec![argv.len().to_string().into()];
     fields.extend(argv.iter().map(|a| a.as_bytes().to_vec()));
     fields.extend(
         env.iter()
@@ -295,12 +292,8 @@ mod tests {
 
     #[test]
     fn header_layout() {
-        let h = header(
-            std::ffi::OsStr::new("/w"),
-            &v(&["python3", "-c", "pass"]),
-            &[("K".into(), "v".into())],
-        );
-        let body = b"/w\x003\x00python3\x00-c\x00pass\x00K=v";
+        let h = header(&v(&["python3", "-c", "pass"]), &[("K".into(), "v".into())]);
+        let body = b"3\x00python3\x00-c\x00pass\x00K=v";
         assert_eq!(&h[..8], format!("{:08x}", body.len()).as_bytes());
         assert_eq!(&h[8..], body);
     }
