@@ -316,6 +316,7 @@ impl Jail {
             stdin: stdin.map(std::fs::File::from),
             stdout: stdout.map(std::fs::File::from),
             stderr: stderr.map(std::fs::File::from),
+            ended: None,
         })
     }
 
@@ -374,6 +375,9 @@ pub struct Child {
     pub stdout: Option<std::fs::File>,
     /// The payload's stderr, when [`Stdio::piped`].
     pub stderr: Option<std::fs::File>,
+    /// The outcome [`Child::try_wait`] read (the control socket is at its
+    /// end then).
+    ended: Option<Outcome>,
 }
 
 /// Kills a running jail from any thread, from [`Child::killer`]: the
@@ -452,6 +456,9 @@ impl Child {
     /// How it ended, if it has: the outcome when the run is over, None
     /// while it runs (without waiting, and without closing stdin).
     pub fn try_wait(&mut self) -> Result<Option<Outcome>, Error> {
+        if let Some(o) = &self.ended {
+            return Ok(Some(o.clone()));
+        }
         let mut fds = [libc::pollfd {
             fd: self.control.as_raw_fd(),
             events: libc::POLLIN,
@@ -460,7 +467,11 @@ impl Child {
         match crate::sys::poll(&mut fds, 0) {
             Ok(0) => Ok(None),
             // The supervisor writes the outcome, then exits: read to EOF.
-            Ok(_) => Ok(Some(spawner::read_outcome(&self.control)?)),
+            Ok(_) => {
+                let o = spawner::read_outcome(&self.control)?;
+                self.ended = Some(o.clone());
+                Ok(Some(o))
+            }
             Err(e) => Err(SpawnError::Os(spawner::OsFailure::of(e)).into()),
         }
     }
@@ -469,6 +480,9 @@ impl Child {
     /// `std::process::Child::wait` does.
     pub fn wait(&mut self) -> Result<Outcome, Error> {
         drop(self.stdin.take());
+        if let Some(o) = &self.ended {
+            return Ok(o.clone());
+        }
         Ok(spawner::read_outcome(&self.control)?)
     }
 
