@@ -96,6 +96,8 @@ pub struct Jail {
     /// The first bad value given to a builder method, reported by `spawn`.
     error: Option<PolicyError>,
     stdio: [Option<Stdio>; 3],
+    /// Start with the clock held (see [`Jail::hold_clock`]).
+    held: bool,
 }
 
 impl Jail {
@@ -105,6 +107,7 @@ impl Jail {
             policy,
             error: None,
             stdio: [None, None, None],
+            held: false,
         }
     }
 
@@ -250,6 +253,16 @@ impl Jail {
         self
     }
 
+    /// Start the jail with its clock held: the payload starts as usual,
+    /// but the deadline (`timeout`) does not run, and the outcome's wall
+    /// time does not count, until [`Child::start_clock`]. For a jail built
+    /// ahead of its program (a warm pool's member). Only [`Jail::spawn`]
+    /// holds the clock.
+    pub fn hold_clock(&mut self) -> &mut Jail {
+        self.held = true;
+        self
+    }
+
     /// The policy, checked.
     fn checked(&self) -> Result<&Policy, Error> {
         if let Some(e) = &self.error {
@@ -294,7 +307,7 @@ impl Jail {
                 }
             }
         }
-        let started = spawner::request(&policy, given, &policy.keep_fds)?;
+        let started = spawner::request(&policy, given, &policy.keep_fds, self.held)?;
         drop(theirs);
         let [stdin, stdout, stderr] = ours;
         Ok(Child {
@@ -303,6 +316,7 @@ impl Jail {
             stdin: stdin.map(std::fs::File::from),
             stdout: stdout.map(std::fs::File::from),
             stderr: stderr.map(std::fs::File::from),
+            ended: None,
         })
     }
 
@@ -361,6 +375,9 @@ pub struct Child {
     pub stdout: Option<std::fs::File>,
     /// The payload's stderr, when [`Stdio::piped`].
     pub stderr: Option<std::fs::File>,
+    /// The outcome [`Child::try_wait`] read (the control socket is at its
+    /// end then).
+    ended: Option<Outcome>,
 }
 
 /// Kills a running jail from any thread, from [`Child::killer`]: the
@@ -409,6 +426,25 @@ impl Child {
         send_kill(&self.control)
     }
 
+    /// Start the clock of a jail spawned with [`Jail::hold_clock`]: the
+    /// deadline counts from now, `timeout` long (None: the policy's), and
+    /// `max_output` (None: the policy's) caps the output from now. Only
+    /// the first call counts; on a jail whose clock was not held it does
+    /// nothing.
+    pub fn start_clock(
+        &self,
+        timeout: Option<Duration>,
+        max_output: Option<u64>,
+    ) -> Result<(), Error> {
+        let rec = crate::supervise::encode_start(timeout, max_output);
+        match crate::sys::write_all(self.control.as_raw_fd(), &rec) {
+            Ok(()) => Ok(()),
+            // Already over.
+            Err(e) if e.errno == crate::sys::Errno::EPIPE => Ok(()),
+            Err(e) => Err(SpawnError::Os(spawner::OsFailure::of(e)).into()),
+        }
+    }
+
     /// A handle that kills this jail from another thread, while this one
     /// waits (see [`Killer`]).
     pub fn killer(&self) -> Result<Killer, Error> {
@@ -417,10 +453,36 @@ impl Child {
         })
     }
 
+    /// How it ended, if it has: the outcome when the run is over, None
+    /// while it runs (without waiting, and without closing stdin).
+    pub fn try_wait(&mut self) -> Result<Option<Outcome>, Error> {
+        if let Some(o) = &self.ended {
+            return Ok(Some(o.clone()));
+        }
+        let mut fds = [libc::pollfd {
+            fd: self.control.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        match crate::sys::poll(&mut fds, 0) {
+            Ok(0) => Ok(None),
+            // The supervisor writes the outcome, then exits: read to EOF.
+            Ok(_) => {
+                let o = spawner::read_outcome(&self.control)?;
+                self.ended = Some(o.clone());
+                Ok(Some(o))
+            }
+            Err(e) => Err(SpawnError::Os(spawner::OsFailure::of(e)).into()),
+        }
+    }
+
     /// Wait for the end; return how it ended. Closes stdin first, as
     /// `std::process::Child::wait` does.
     pub fn wait(&mut self) -> Result<Outcome, Error> {
         drop(self.stdin.take());
+        if let Some(o) = &self.ended {
+            return Ok(o.clone());
+        }
         Ok(spawner::read_outcome(&self.control)?)
     }
 

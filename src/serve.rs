@@ -21,6 +21,7 @@ mod pool;
 mod request;
 mod run;
 mod stream;
+mod warm;
 mod workdir;
 
 pub use args::ServeArgs;
@@ -150,6 +151,11 @@ pub fn main(a: ServeArgs) -> i32 {
         }
         confine::report(true, err.as_deref())
     };
+    // Builder threads: after the confinement, like every other thread.
+    let pool = match warm_pools(&a, &profiles, &max, &workdir_root) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
     let state = Arc::new(State {
         slots: Arc::new(tokio::sync::Semaphore::new(max.concurrent)),
         max,
@@ -158,7 +164,7 @@ pub fn main(a: ServeArgs) -> i32 {
         admitted: AtomicUsize::new(0),
         idle: tokio::sync::Notify::new(),
         metrics: metrics::Metrics::default(),
-        pool: pool::Pool,
+        pool,
         draining: AtomicBool::new(false),
         killing: AtomicBool::new(false),
         running: Mutex::new(HashMap::new()),
@@ -174,6 +180,7 @@ pub fn main(a: ServeArgs) -> i32 {
         Err(e) => return fail(format_args!("runtime: {e}")),
     };
     let code = rt.block_on(listen::serve(listener, state.clone(), a.drain_timeout));
+    state.pool.shutdown();
     let _ = std::fs::remove_dir(&state.workdir_root);
     code
 }
@@ -193,6 +200,63 @@ fn resolve_profiles(names: &[String]) -> Result<Vec<(String, Policy)>, String> {
         return Err("--profiles: name at least one profile".into());
     }
     Ok(out)
+}
+
+/// The pools `--warm` asks for, their members built from now on: each
+/// profile's template is the policy a cold request with default limits
+/// gets.
+fn warm_pools(
+    a: &ServeArgs,
+    profiles: &[(String, Policy)],
+    max: &Max,
+    root: &std::path::Path,
+) -> Result<pool::Pool, String> {
+    let modules: Vec<&str> = a
+        .warm
+        .warm_import
+        .iter()
+        .map(|m| m.trim())
+        .filter(|m| !m.is_empty())
+        .collect();
+    for m in &modules {
+        let ok = m.split('.').all(|p| {
+            p.chars()
+                .next()
+                .is_some_and(|c| c.is_alphabetic() || c == '_')
+                && p.chars().all(|c| c.is_alphanumeric() || c == '_')
+        });
+        if !ok {
+            return Err(format!("--warm-import: {m:?} is not a module name"));
+        }
+    }
+    let mut pools = Vec::new();
+    for (name, n) in &a.warm.warm {
+        if !profiles.iter().any(|(p, _)| p == name) {
+            return Err(format!("--warm: {name}: not among --profiles"));
+        }
+        let req = request::RunRequest {
+            profile: Some(name.clone()),
+            argv: vec!["python3".into()],
+            stdin: None,
+            files: Vec::new(),
+            env: Vec::new(),
+            limits: request::Requested::default(),
+        };
+        let (template, _) = run::policy_with(profiles, max, &req, false)
+            .map_err(|e| format!("--warm: {name}: {}", e.message))?;
+        pools.push((name.clone(), template, *n));
+    }
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let builders = a.warm.warm_builders.unwrap_or((ncpu / 2).max(1));
+    if builders == 0 {
+        return Err("--warm-builders: must be greater than 0".into());
+    }
+    Ok(pool::Pool::new(
+        pools,
+        root.to_path_buf(),
+        modules.join(","),
+        builders,
+    ))
 }
 
 fn bounds(a: &ServeArgs) -> Result<Max, String> {

@@ -27,6 +27,10 @@
 //!    socket; the supervisor reads it, runs the jail (a `K` on the control
 //!    socket, or its end, kills the jail), writes the outcome (JSON) and
 //!    exits. The end of the control socket tells the caller it is over.
+//!
+//! A run asked for as `run-held` starts with its clock held: no deadline
+//! until the caller writes the start record on the control socket
+//! ([`crate::Child::start_clock`]; see `supervise::deadline`).
 
 #![deny(unsafe_code)]
 
@@ -208,6 +212,7 @@ pub(crate) fn request(
     policy: &Policy,
     stdio: [RawFd; 3],
     keep: &[RawFd],
+    held: bool,
 ) -> Result<Started, SpawnError> {
     if keep.len() > MAX_KEEP {
         return Err(SpawnError::TooManyFds { max: MAX_KEEP });
@@ -217,7 +222,8 @@ pub(crate) fn request(
     let mut fds = vec![stdio[0], stdio[1], stdio[2], theirs.as_raw_fd()];
     fds.extend_from_slice(keep);
     let text = format!(
-        "run {}",
+        "{} {}",
+        if held { "run-held" } else { "run" },
         keep.iter()
             .map(|k| k.to_string())
             .collect::<Vec<_>>()
@@ -347,9 +353,11 @@ enum RequestError {
 /// Fork the supervisor of one run; returns its pid.
 fn start_run(text: &str, fds: Vec<OwnedFd>, spawner_sock: RawFd) -> Result<i32, RequestError> {
     let mut words = text.split_whitespace();
-    if words.next() != Some("run") {
-        return Err(RequestError::Unknown(text.to_string()));
-    }
+    let held = match words.next() {
+        Some("run") => false,
+        Some("run-held") => true,
+        _ => return Err(RequestError::Unknown(text.to_string())),
+    };
     let keep: Vec<RawFd> = words
         .map(|w| {
             w.parse::<RawFd>()
@@ -367,7 +375,12 @@ fn start_run(text: &str, fds: Vec<OwnedFd>, spawner_sock: RawFd) -> Result<i32, 
     let forked = unsafe { sys::fork() }.map_err(RequestError::Fork)?;
     match forked {
         Some(pid) => Ok(pid),
-        None => supervise_one(fds, &keep, spawner_sock),
+        None => {
+            if held {
+                crate::supervise::hold();
+            }
+            supervise_one(fds, &keep, spawner_sock)
+        }
     }
 }
 

@@ -20,3 +20,5 @@ pub mod rundir;
 pub mod spawn;
 pub mod unix;
 pub mod watch;
+
+pub(crate) use deadline::{encode_start, hold};

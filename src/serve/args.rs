@@ -62,6 +62,36 @@ pub struct ServeArgs {
     /// Do not confine the server process itself (no_new_privs + seccomp)
     #[arg(long)]
     pub no_confine: bool,
+    #[command(flatten)]
+    pub warm: Box<WarmArgs>,
+}
+
+/// Warm pools (boxed: `stockade`'s subcommand enum stays small).
+#[derive(clap::Args, Debug, Clone)]
+pub struct WarmArgs {
+    /// Keep N warm jails of PROFILE (repeatable; e.g. python=8): each
+    /// one fresh, its interpreter started, serving one request
+    #[arg(long, value_name = "PROFILE=N", value_parser = warm)]
+    pub warm: Vec<(String, usize)>,
+    /// Modules every warm jail's interpreter imports before it waits, comma-separated
+    #[arg(long, value_name = "MODULE,…", value_delimiter = ',')]
+    pub warm_import: Vec<String>,
+    /// Warm jails built at once, over every pool [default: half the CPUs, at least 1]
+    #[arg(long, value_name = "N")]
+    pub warm_builders: Option<usize>,
+}
+
+fn warm(s: &str) -> Result<(String, usize), String> {
+    let (name, n) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected PROFILE=N"))?;
+    let n = n
+        .parse::<usize>()
+        .map_err(|_| format!("{s:?}: N must be a whole number"))?;
+    if name.is_empty() {
+        return Err(format!("{s:?}: expected PROFILE=N"));
+    }
+    Ok((name.to_string(), n))
 }
 
 fn size(s: &str) -> Result<u64, String> {

@@ -106,9 +106,6 @@ async fn run_request(state: &Arc<State>, req: Request) -> Result<Response, ApiEr
     drop(body);
     let (policy, applied) = run::policy_for(state, &parsed, stream)?;
     let (admission, permit) = run::admit(state).await?;
-    if state.pool.take(&applied.profile).is_none() {
-        state.metrics.pool_misses.fetch_add(1, Ordering::Relaxed);
-    }
     let mut started = run::start(Job {
         state: state.clone(),
         policy,
@@ -178,7 +175,7 @@ async fn metrics(Ext(state): Ext<Arc<State>>, headers: HeaderMap) -> Response {
         state.metrics.rejected(e.code);
         return e.into_response();
     }
-    let mut r = state.metrics.render(state.pool.size()).into_response();
+    let mut r = state.metrics.render(&state.pool.stats()).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4"),

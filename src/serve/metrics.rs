@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::pool::Stat;
+
 /// Upper bounds (seconds) of the run-duration histogram's buckets.
 const BUCKETS: [f64; 12] = [
     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -48,8 +50,8 @@ impl Metrics {
         *lock(&self.rejected).entry(code).or_default() += 1;
     }
 
-    /// The text for `/metrics`; `pool_size` is the warm jails parked now.
-    pub fn render(&self, pool_size: usize) -> String {
+    /// The text for `/metrics`; `pools` are the warm pools now.
+    pub fn render(&self, pools: &[Stat]) -> String {
         let mut o = String::new();
         let _ = writeln!(
             o,
@@ -93,13 +95,8 @@ impl Metrics {
             "Requests waiting for a run slot.",
             self.queued.load(Ordering::Relaxed),
         );
-        gauge(
-            &mut o,
-            "stockade_pool_size",
-            "Warm jails parked, ready for a request.",
-            pool_size as i64,
-        );
-        let _ = writeln!(o, "# HELP stockade_pool_misses_total Runs that found no warm jail and started a cold one.");
+        pool_lines(&mut o, pools);
+        let _ = writeln!(o, "# HELP stockade_pool_misses_total Runs that found no warm jail (or none that could run them as a cold jail would) and started a cold one.");
         let _ = writeln!(o, "# TYPE stockade_pool_misses_total counter");
         let _ = writeln!(
             o,
@@ -115,6 +112,53 @@ impl Metrics {
             let _ = writeln!(o, "stockade_rejected_total{{code=\"{c}\"}} {n}");
         }
         o
+    }
+}
+
+/// Each warm pool's size, target and hits (`stockade_pool_size 0` with
+/// no pool).
+fn pool_lines(o: &mut String, pools: &[Stat]) {
+    let _ = writeln!(
+        o,
+        "# HELP stockade_pool_size Warm jails parked, ready for a request."
+    );
+    let _ = writeln!(o, "# TYPE stockade_pool_size gauge");
+    if pools.is_empty() {
+        let _ = writeln!(o, "stockade_pool_size 0");
+    }
+    for p in pools {
+        let _ = writeln!(
+            o,
+            "stockade_pool_size{{profile=\"{}\"}} {}",
+            p.profile, p.size
+        );
+    }
+    let families = [
+        (
+            "stockade_pool_target",
+            "gauge",
+            "Warm jails each pool keeps (--warm).",
+        ),
+        (
+            "stockade_pool_hits_total",
+            "counter",
+            "Runs handed to a warm jail.",
+        ),
+    ];
+    for (name, kind, help) in families {
+        if pools.is_empty() {
+            continue;
+        }
+        let _ = writeln!(o, "# HELP {name} {help}");
+        let _ = writeln!(o, "# TYPE {name} {kind}");
+        for p in pools {
+            let v = if kind == "gauge" {
+                p.target as u64
+            } else {
+                p.hits
+            };
+            let _ = writeln!(o, "{name}{{profile=\"{}\"}} {v}", p.profile);
+        }
     }
 }
 

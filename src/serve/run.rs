@@ -16,7 +16,7 @@ use super::request::{FileSpec, RunRequest};
 use super::workdir::Workdir;
 use super::State;
 use crate::policy::{self, Policy};
-use crate::{Jail, Killer, Outcome, Stdio};
+use crate::{Child, Jail, Killer, Outcome, Stdio};
 
 /// What was applied to a run, for the response.
 #[derive(Debug, Clone)]
@@ -71,12 +71,19 @@ pub fn policy_for(
     req: &RunRequest,
     stream: bool,
 ) -> Result<(Policy, Applied), ApiError> {
-    let name = req
-        .profile
-        .clone()
-        .unwrap_or_else(|| state.profiles[0].0.clone());
-    let Some((_, base)) = state.profiles.iter().find(|(n, _)| *n == name) else {
-        let names: Vec<String> = state.profiles.iter().map(|(n, _)| n.clone()).collect();
+    policy_with(&state.profiles, &state.max, req, stream)
+}
+
+/// [`policy_for`] with the allowed profiles and the operator's bounds.
+pub fn policy_with(
+    profiles: &[(String, Policy)],
+    m: &super::Max,
+    req: &RunRequest,
+    stream: bool,
+) -> Result<(Policy, Applied), ApiError> {
+    let name = req.profile.clone().unwrap_or_else(|| profiles[0].0.clone());
+    let Some((_, base)) = profiles.iter().find(|(n, _)| *n == name) else {
+        let names: Vec<String> = profiles.iter().map(|(n, _)| n.clone()).collect();
         return Err(ApiError::unknown_profile(&name, &names));
     };
     let mut p = base.clone();
@@ -84,7 +91,6 @@ pub fn policy_for(
     for (k, v) in &req.env {
         policy::set_env(&mut p.env, k.into(), v.into());
     }
-    let m = &state.max;
     let r = &req.limits;
     let mut clamped = Vec::new();
     let l = &mut p.limits;
@@ -198,6 +204,46 @@ pub struct Job {
     pub permit: tokio::sync::OwnedSemaphorePermit,
 }
 
+/// The jail for `policy`: a warm pool's member when one can run it
+/// exactly as a cold jail would (a hit), else a cold one (a miss); with
+/// the workdir to remove when it is over.
+fn launch(
+    state: &State,
+    mut policy: Policy,
+    files: &[FileSpec],
+    stdin: bool,
+    stream: bool,
+) -> Result<(Child, Workdir), ApiError> {
+    if let Some((member, env)) = state.pool.take(&policy) {
+        return member.hand_over(&policy, &env, files, stdin);
+    }
+    state.metrics.pool_misses.fetch_add(1, Ordering::Relaxed);
+    let workdir = Workdir::create(&state.workdir_root, files)?;
+    policy.workdir.host = Some(workdir.path().to_path_buf());
+    let pipe = |on: bool| if on { Stdio::piped() } else { Stdio::null() };
+    let spawned = Jail::new(policy)
+        .stdin(pipe(stdin))
+        .stdout(pipe(stream))
+        .stderr(pipe(stream))
+        .spawn();
+    match spawned {
+        Ok(c) => Ok((c, workdir)),
+        Err(crate::Error::Policy(e)) => Err(policy_error(&e)),
+        Err(e) => Err(ApiError::internal(format!("starting the jail: {e}"))),
+    }
+}
+
+/// A refused policy as a 400 naming its origin, with the text after the
+/// origin (for a profile's field, the field and why).
+fn policy_error(e: &crate::PolicyError) -> ApiError {
+    let text = e.to_string();
+    let why = text
+        .strip_prefix(e.origin())
+        .and_then(|t| t.strip_prefix(": "))
+        .unwrap_or(&text);
+    ApiError::field(e.origin(), why)
+}
+
 /// Start the run on a blocking thread; answer once the jail is started.
 pub async fn start(job: Job) -> Result<Started, ApiError> {
     let (started_tx, started_rx) = oneshot::channel();
@@ -212,42 +258,17 @@ type StartedTx = oneshot::Sender<Result<Started, ApiError>>;
 fn run_blocking(job: Job, started_tx: StartedTx) {
     let Job {
         state,
-        mut policy,
+        policy,
         files,
         stdin,
         stream,
         admission,
         permit,
     } = job;
-    let workdir = match Workdir::create(&state.workdir_root, &files) {
-        Ok(w) => w,
+    let (mut child, workdir) = match launch(&state, policy, &files, stdin, stream) {
+        Ok(c) => c,
         Err(e) => {
             let _ = started_tx.send(Err(e));
-            return;
-        }
-    };
-    policy.workdir.host = Some(workdir.path().to_path_buf());
-    let pipe = |on: bool| if on { Stdio::piped() } else { Stdio::null() };
-    let spawned = Jail::new(policy)
-        .stdin(pipe(stdin))
-        .stdout(pipe(stream))
-        .stderr(pipe(stream))
-        .spawn();
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(crate::Error::Policy(e)) => {
-            // The text after the origin (for a profile's field, the field
-            // and why), as the old `msg`.
-            let text = e.to_string();
-            let why = text
-                .strip_prefix(e.origin())
-                .and_then(|t| t.strip_prefix(": "))
-                .unwrap_or(&text);
-            let _ = started_tx.send(Err(ApiError::field(e.origin(), why)));
-            return;
-        }
-        Err(e) => {
-            let _ = started_tx.send(Err(ApiError::internal(format!("starting the jail: {e}"))));
             return;
         }
     };

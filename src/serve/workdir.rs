@@ -47,10 +47,13 @@ impl Workdir {
             .and_then(|()| open_up(&path, 0o777))
             .map_err(|e| ApiError::internal(format!("workdir: {}: {e}", path.display())))?;
         let w = Workdir { path };
-        for f in files {
-            w.write(f)?;
-        }
+        w.write_files(files)?;
         Ok(w)
+    }
+
+    /// Write `files` (a warm pool's member gets them at its hand-over).
+    pub fn write_files(&self, files: &[FileSpec]) -> Result<(), ApiError> {
+        files.iter().try_for_each(|f| self.write(f))
     }
 
     pub fn path(&self) -> &Path {

@@ -1,9 +1,109 @@
 //! The wall-clock deadline (`--timeout`): at it, SIGTERM to the jail; after
 //! the grace, SIGKILL.
 
+//!
+//! A run may start with its clock held ([`hold`], for a jail built ahead
+//! of its program: a warm pool's member): no deadline runs until the
+//! caller sends [`START_CLOCK`] on its control socket, and the outcome's
+//! wall time counts from then. The hold is this process's state: a
+//! supervisor process runs one jail.
+
 #![deny(unsafe_code)]
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use crate::outcome::{LimitReport, Outcome};
+
+/// The caller's record that starts a held clock: `S`, then the timeout in
+/// milliseconds and the output cap in bytes, each a little-endian u64
+/// (`u64::MAX`: as the policy says).
+pub(crate) const START_CLOCK: u8 = b'S';
+/// The record's length.
+pub(crate) const START_CLOCK_LEN: usize = 17;
+
+/// The [`START_CLOCK`] record for `timeout` and `max_output` (None: as
+/// the policy says).
+pub(crate) fn encode_start(
+    timeout: Option<Duration>,
+    max_output: Option<u64>,
+) -> [u8; START_CLOCK_LEN] {
+    let t = timeout.map_or(u64::MAX, |t| (t.as_millis() as u64).clamp(1, u64::MAX - 1));
+    let m = max_output.map_or(u64::MAX, |m| m.min(u64::MAX - 1));
+    let mut b = [0u8; START_CLOCK_LEN];
+    b[0] = START_CLOCK;
+    b[1..9].copy_from_slice(&t.to_le_bytes());
+    b[9..].copy_from_slice(&m.to_le_bytes());
+    b
+}
+
+/// What a [`START_CLOCK`] record asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ClockStart {
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) max_output: Option<u64>,
+}
+
+/// Decode a whole [`START_CLOCK`] record.
+pub(crate) fn decode_start(b: &[u8; START_CLOCK_LEN]) -> ClockStart {
+    let word = |r: &[u8]| u64::from_le_bytes(r.try_into().unwrap_or([0xff; 8]));
+    let (t, m) = (word(&b[1..9]), word(&b[9..]));
+    ClockStart {
+        timeout: (t != u64::MAX).then(|| Duration::from_millis(t)),
+        max_output: (m != u64::MAX).then_some(m),
+    }
+}
+
+static HELD: AtomicBool = AtomicBool::new(false);
+static STARTED: Mutex<Option<(Instant, ClockStart)>> = Mutex::new(None);
+
+/// Hold this process's run's clock until the caller starts it.
+pub(crate) fn hold() {
+    HELD.store(true, Ordering::SeqCst);
+}
+
+/// Whether the clock is held (until [`clock_started`]).
+pub(super) fn held() -> bool {
+    HELD.load(Ordering::SeqCst)
+}
+
+/// The caller started the held clock now, with `c`.
+pub(super) fn clock_started(now: Instant, c: ClockStart) {
+    *STARTED.lock().unwrap_or_else(|e| e.into_inner()) = Some((now, c));
+}
+
+/// When the held clock was started (None: not held, or never started).
+pub(super) fn started_at() -> Option<Instant> {
+    STARTED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .map(|(t, _)| t)
+}
+
+/// The outcome's limits say what the clock's start asked for (a timeout
+/// or output cap other than the policy's).
+pub(super) fn restate_limits(o: &mut Outcome) {
+    let Some((_, c)) = *STARTED.lock().unwrap_or_else(|e| e.into_inner()) else {
+        return;
+    };
+    let mut set = |name: &'static str, v: serde_json::Value| {
+        o.limits
+            .entry(name)
+            .and_modify(|r| r.limit = v.clone())
+            .or_insert(LimitReport {
+                limit: v,
+                enforced_by: "supervisor",
+                why: None,
+            });
+    };
+    if let Some(t) = c.timeout {
+        set("timeout", serde_json::json!(t.as_secs_f64()));
+    }
+    if let Some(m) = c.max_output {
+        set("max_output", serde_json::json!(m));
+    }
+}
 
 /// The deadline's state.
 #[derive(Debug, Clone)]
@@ -24,6 +124,11 @@ impl Deadline {
             kill_at: None,
             timed_out: false,
         }
+    }
+
+    /// Set the deadline now (a held clock started): at `at`, none if None.
+    pub(super) fn start(&mut self, at: Option<Instant>) {
+        self.at = at;
     }
 
     /// True once, when `now` reaches the deadline: terminate the jail.
@@ -75,6 +180,17 @@ mod tests {
         assert!(d.kill_due(t0 + 3 * s));
         assert!(!d.kill_due(t0 + 4 * s), "once");
         assert_eq!(d.next(), None);
+    }
+
+    #[test]
+    fn the_start_record_reads_back() {
+        let s = Duration::from_millis(1500);
+        let b = encode_start(Some(s), Some(7));
+        assert_eq!(b[0], START_CLOCK);
+        let c = decode_start(&b);
+        assert_eq!((c.timeout, c.max_output), (Some(s), Some(7)));
+        let c = decode_start(&encode_start(None, None));
+        assert_eq!((c.timeout, c.max_output), (None, None));
     }
 
     #[test]

@@ -85,6 +85,17 @@ impl Output {
         }
     }
 
+    /// A new cap (a held clock started with one): what is kept of each
+    /// stream follows it when output is captured.
+    pub(super) fn set_cap(&mut self, cap: u64) {
+        self.cap = Some(cap);
+        for s in [&mut self.out, &mut self.err].into_iter().flatten() {
+            if s.keep > 0 {
+                s.keep = cap;
+            }
+        }
+    }
+
     /// Whether a stream is still open.
     pub(super) fn open(&self) -> bool {
         [&self.out, &self.err]

@@ -62,7 +62,10 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
     if let Some(w) = run_dir.and_then(|d| d.remove()) {
         o.warnings.push(w);
     }
-    o.usage.wall_time_ms = start.elapsed().as_millis() as u64;
+    // A held clock counts from when the caller started it.
+    let from = super::deadline::started_at().unwrap_or(start);
+    o.usage.wall_time_ms = from.elapsed().as_millis() as u64;
+    super::deadline::restate_limits(&mut o);
     Spawned::Ran(Box::new(o))
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signalfd::SignalFd;
 
-use super::deadline::Deadline;
+use super::deadline::{self, Deadline};
 use super::learn::Learner;
 use super::pump::{Output, Which};
 use super::{cgroup, rundir};
@@ -46,6 +46,11 @@ pub(super) struct Watch {
     pub(super) meter: Option<rundir::Meter>,
     /// The meter found the run directory past the cap; the jail was killed.
     pub(super) disk_hit: bool,
+    /// The clock is held (see `deadline::hold`): the policy's timeout,
+    /// until the asker starts the clock.
+    held: Option<Option<Duration>>,
+    /// Bytes read from the asker's socket, not yet a whole record.
+    asked: Vec<u8>,
 }
 
 /// What the jail wrote on the report pipe.
@@ -118,10 +123,15 @@ impl Watch {
             (TmpCap::Metered(_), Some(d)) => Some(rundir::Meter::new(d.clone(), plan.tmp_size)),
             _ => None,
         };
+        let held = deadline::held().then_some(plan.limits.timeout);
+        let at = match held {
+            Some(_) => None,
+            None => plan.limits.timeout.map(|t| start + t),
+        };
         Watch {
             pidfd,
             ctl,
-            deadline: Deadline::new(plan.limits.timeout.map(|t| start + t), plan.limits.grace),
+            deadline: Deadline::new(at, plan.limits.grace),
             output,
             learner,
             violation: None,
@@ -131,6 +141,8 @@ impl Watch {
             fallback: plan.fallback,
             meter,
             disk_hit: false,
+            held,
+            asked: Vec::new(),
         }
     }
 
@@ -148,17 +160,53 @@ impl Watch {
         }
     }
 
-    /// The asker said kill (`K`), or is gone: kill the jail, once.
+    /// The asker said kill (`K`), or is gone: kill the jail, once. It may
+    /// also start a held clock (`deadline::START_CLOCK`); other bytes mean
+    /// nothing.
     fn on_control(&mut self) {
         let Some(fd) = self.control else { return };
-        let mut b = [0u8; 16];
+        let mut b = [0u8; 64];
         match sys::read(fd, &mut b) {
-            Ok(n) if n > 0 && !b[..n].contains(&b'K') => return,
+            Ok(n) if n > 0 => self.asked.extend_from_slice(&b[..n]),
             Err(e) if e.errno == Errno::EAGAIN => return,
-            _ => {}
+            _ => return self.asker_kills(),
         }
+        while let Some(&first) = self.asked.first() {
+            match first {
+                b'K' => return self.asker_kills(),
+                deadline::START_CLOCK => {
+                    let Some(rec) = self.asked.get(..deadline::START_CLOCK_LEN) else {
+                        return; // the rest is to come
+                    };
+                    let rec: [u8; deadline::START_CLOCK_LEN] = rec.try_into().unwrap_or([0; 17]);
+                    self.asked.drain(..deadline::START_CLOCK_LEN);
+                    self.start_clock(deadline::decode_start(&rec));
+                }
+                _ => {
+                    self.asked.remove(0);
+                }
+            }
+        }
+    }
+
+    fn asker_kills(&mut self) {
         self.control = None;
         self.kill_all();
+    }
+
+    /// The asker handed the jail its program: the deadline counts from
+    /// now (once; a clock not held is not restarted).
+    fn start_clock(&mut self, c: deadline::ClockStart) {
+        let Some(policy_timeout) = self.held.take() else {
+            return;
+        };
+        let now = Instant::now();
+        deadline::clock_started(now, c);
+        self.deadline
+            .start(c.timeout.or(policy_timeout).map(|t| now + t));
+        if let Some(m) = c.max_output {
+            self.output.set_cap(m);
+        }
     }
 
     /// Loop until every output pipe is closed and either init has exited
@@ -282,13 +330,16 @@ impl Watch {
                 let _ = sys::write_all(self.ctl.as_raw_fd(), &[proto::FORWARD, si.ssi_signo as u8]);
             }
         }
+        // The asker first: a clock started with a lower output cap is
+        // written before the program gets its input, so before any output
+        // it makes.
+        if fds[CONTROL].revents != 0 {
+            self.on_control();
+        }
         for (i, which) in [(STDOUT, Which::Out), (STDERR, Which::Err)] {
             if fds[i].revents != 0 && self.output.pump(which) {
                 self.kill_all();
             }
-        }
-        if fds[CONTROL].revents != 0 {
-            self.on_control();
         }
         self.on_listener(&fds[LISTENER..LISTENER + 2]);
         if fds[PIDFD].revents != 0 && !self.init_done {

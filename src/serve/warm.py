@@ -1,0 +1,121 @@
+_base = dict(globals())
+import sys as _sys, os as _os
+
+# stockade serve's warm-pool bootstrap (src/serve/warm.rs): run as
+# `python3 -c THIS READY_FD MODULES`, in a fresh jail of its own. It imports
+# MODULES, says so on READY_FD, then waits for its one program as a header
+# on fd 0 (read with os.read, exactly its length: what follows on fd 0 is
+# the program's stdin, left unread), and runs it as `python3 -c CODE ARGS`
+# or `python3 FILE ARGS` would. It serves one program; the jail ends with it.
+
+
+def _ready(sys, os):
+    fd = int(sys.argv[1])
+    for m in filter(None, sys.argv[2].split(",")):
+        __import__(m)
+    os.write(fd, b"r")
+    os.close(fd)
+
+
+def _header(os):
+    """argv and the variables to set, from fd 0."""
+
+    def exactly(n):
+        b = b""
+        while len(b) < n:
+            c = os.read(0, n - len(b))
+            if not c:
+                os._exit(0)  # the server went away before the hand-over
+            b += c
+        return b
+
+    n = int(exactly(8), 16)
+    fields = [os.fsdecode(f) for f in exactly(n).split(b"\0")]
+    nargv = int(fields[0])
+    env = [kv.partition("=") for kv in fields[1 + nargv :]]
+    return fields[1 : 1 + nargv], [(k, v) for k, _, v in env]
+
+
+def _main(sys, os, argv):
+    """The fresh __main__'s namespace, the source and its file name."""
+    main = type(sys)("__main__")
+    d = main.__dict__
+    if argv[1] == "-c":
+        d.update(_base)
+        sys.argv[:] = ["-c"] + argv[3:]
+        source, filename = argv[2], "<string>"
+    else:
+        path = os.path.abspath(argv[1])
+        sys.argv[:] = argv[1:]
+        sys.path[0] = os.path.dirname(path)
+        try:
+            with open(path, "rb") as f:
+                source = f.read()
+        except OSError as e:
+            sys.stderr.write(
+                "%s: can't open file %r: [Errno %d] %s\n"
+                % (sys.orig_argv[0], path, e.errno, e.strerror)
+            )
+            sys.exit(2)
+        import importlib.machinery as im
+
+        d.update(
+            __name__="__main__",
+            __doc__=None,
+            __package__=None,
+            __spec__=None,
+            __annotations__={},
+            __builtins__=_base["__builtins__"],
+            __file__=path,
+            __cached__=None,
+            __loader__=im.SourceFileLoader("__main__", path),
+        )
+        filename = path
+    sys.modules["__main__"] = main
+    return d, source, filename
+
+
+def _run(sys, os, d, source, filename):
+    try:
+        code = compile(source, filename, "exec")
+    except SyntaxError as e:
+        sys.excepthook(type(e), e.with_traceback(None), None)
+        sys.exit(1)
+    del source
+    try:
+        exec(code, d)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        # As an uncaught exception ends `python3 -c`: the traceback from
+        # the program's own frames, exit status 1 (SIGINT's death for
+        # KeyboardInterrupt).
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code is not code:
+            tb = tb.tb_next
+        sys.excepthook(type(e), e.with_traceback(tb), tb)
+        if isinstance(e, KeyboardInterrupt):
+            import signal
+
+            sys.stdout.flush()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        sys.exit(1)
+
+
+def _boot(sys, os):
+    _ready(sys, os)
+    # The cwd is where a cold run starts too (the payload's chdir).
+    argv, env = _header(os)
+    for k, v in env:
+        os.environ[k] = v
+    import importlib
+
+    # The directory listings cached while importing are stale now.
+    importlib.invalidate_caches()
+    sys.orig_argv[1:] = argv[1:]
+    d, source, filename = _main(sys, os, argv)
+    _run(sys, os, d, source, filename)
+
+
+_boot(_sys, _os)
