@@ -155,6 +155,17 @@ pub fn start() -> Result<(), SpawnError> {
     Ok(())
 }
 
+/// Whether this process has a spawner that is still there (started and
+/// not hung up). A dead one is replaced on the next run, where this
+/// process may still start one (a server that confined itself may not).
+pub fn alive() -> bool {
+    let s = SPAWNER.lock().unwrap_or_else(|e| e.into_inner());
+    match s.as_ref() {
+        Some(h) => !sys::seccomp::poll_now(h.sock.as_raw_fd()).1,
+        None => false,
+    }
+}
+
 fn launch() -> Result<Handle, SpawnError> {
     let (ours, theirs) = fdpass::socketpair(libc::SOCK_SEQPACKET).map_err(SpawnError::spawner)?;
     if sys::thread_count() == 1 {

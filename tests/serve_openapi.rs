@@ -192,6 +192,29 @@ impl Spec {
     }
 }
 
+/// The one child process of `pid` (a server's spawner: the jails'
+/// supervisors are the spawner's children, not the server's).
+fn only_child(pid: u32) -> u32 {
+    let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+    let kids: Vec<u32> = kids
+        .split_whitespace()
+        .map(|k| k.parse().unwrap())
+        .collect();
+    assert_eq!(kids.len(), 1, "children of the server: {kids:?}");
+    kids[0]
+}
+
+/// Wait until `pid` has exited (a zombie or reaped): its fds are closed.
+fn wait_exited(pid: u32) {
+    loop {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return,
+            Ok(st) if st.rsplit(')').next().unwrap().trim_start().starts_with('Z') => return,
+            Ok(_) => std::thread::yield_now(),
+        }
+    }
+}
+
 fn type_is(t: &str, v: &Value) -> bool {
     match t {
         "object" => v.is_object(),
@@ -336,6 +359,26 @@ fn the_server_answers_as_documented() {
     );
     spec.check("/readyz", "get", &s.call("GET", "/readyz", &[], b""));
     drop(a);
+    assert_eq!(s.wait().code(), Some(0));
+
+    // A server whose spawner is gone is unhealthy and not ready (it cannot
+    // start a jail, and, confined, cannot start a new spawner).
+    let mut s = Server::start(Who::Root, &[]);
+    let spawner = only_child(s.pid());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(spawner as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_exited(spawner);
+    let health = s.call("GET", "/healthz", &[], b"");
+    assert_eq!(health.status, 503, "{}", health.text());
+    assert_eq!(health.json()["status"], "spawner_gone", "{}", health.text());
+    spec.check("/healthz", "get", &health);
+    let ready = s.call("GET", "/readyz", &[], b"");
+    assert_eq!(ready.json()["spawner"], false, "{}", ready.text());
+    spec.check("/readyz", "get", &ready);
+    s.term();
     assert_eq!(s.wait().code(), Some(0));
 
     // Every documented answer was produced (500 cannot be on demand).

@@ -142,10 +142,23 @@ async fn run_request(state: &Arc<State>, req: Request) -> Result<Response, ApiEr
 
 async fn healthz(Ext(state): Ext<Arc<State>>) -> Response {
     let draining = state.draining.load(Ordering::SeqCst);
+    // Without its spawner the server cannot start a jail, and a server that
+    // confined itself cannot start a new one: unhealthy, to be restarted.
+    let spawner = crate::spawner::alive();
+    let status = match (spawner, draining) {
+        (false, _) => "spawner_gone",
+        (true, true) => "draining",
+        (true, false) => "ok",
+    };
     json(
-        StatusCode::OK,
+        if spawner {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        },
         &serde_json::json!({
-            "status": if draining { "draining" } else { "ok" },
+            "status": status,
+            "spawner": spawner,
             "version": env!("CARGO_PKG_VERSION"),
             "confinement": state.confinement,
             "profiles": state.profiles.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
@@ -160,14 +173,18 @@ async fn readyz(Ext(state): Ext<Arc<State>>) -> Response {
         return ApiError::shutting_down().into_response();
     }
     let warm = state.pool.warm();
-    json(
-        if warm {
-            StatusCode::OK
-        } else {
-            StatusCode::SERVICE_UNAVAILABLE
-        },
-        &serde_json::json!({ "ready": warm, "pools_warm": warm }),
-    )
+    let spawner = crate::spawner::alive();
+    let ready = warm && spawner;
+    let body = serde_json::json!({ "ready": ready, "pools_warm": warm, "spawner": spawner });
+    if ready {
+        return json(StatusCode::OK, &body);
+    }
+    let mut r = json(StatusCode::SERVICE_UNAVAILABLE, &body);
+    r.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from(1u32),
+    );
+    r
 }
 
 async fn metrics(Ext(state): Ext<Arc<State>>, headers: HeaderMap) -> Response {
