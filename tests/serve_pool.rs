@@ -331,6 +331,33 @@ fn sigterm_leaves_no_member_behind() {
     }
 }
 
+/// While the server drains (a run still in flight), no run can take a
+/// warm member: the pool stops building and lets its idle members go.
+#[test]
+fn draining_lets_the_idle_members_go() {
+    let mut s = pooled(Who::Root, 2, &["--profiles", "python,shell"]);
+    wait_ready(&s);
+    let mut a = serve_util::Lines::open(
+        s.connect(),
+        &serde_json::json!({"profile": "shell", "argv": ["sh", "-c", "echo started; sleep 600"], "limits": {"timeout": "60s"}}),
+    );
+    a.until("stdout");
+    s.term();
+    s.wait_line("draining");
+    let deadline = Instant::now() + PATIENCE;
+    while metric(&s, SIZE) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "idle members kept while draining; stderr:\n{}",
+            s.log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(a);
+    assert_eq!(s.wait().code(), Some(0), "{}", s.log.lock().unwrap());
+    assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
+}
+
 /// A parked member that died (killed from outside) is not handed a
 /// program: the request gets a live member or a cold jail, and answers.
 #[test]

@@ -115,6 +115,10 @@ pub async fn serve(bound: Bound, state: Arc<State>, drain: Duration) -> i32 {
         }
         eprintln!("stockade: serve: draining (up to {drain:?})");
         st.draining.store(true, Ordering::SeqCst);
+        // No run will take a warm member now: stop building them, and let
+        // the idle ones go.
+        let pool = st.clone();
+        tokio::task::spawn_blocking(move || pool.pool.shutdown());
         let killer = st.clone();
         tokio::spawn(async move {
             tokio::time::sleep(drain).await;
