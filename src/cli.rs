@@ -54,6 +54,18 @@ fn eprint_line(msg: &str) {
 
 /// Parse and run; return the process exit code.
 pub fn main(args: Vec<OsString>) -> i32 {
+    // Started as `bwrap` (a symlink), or `stockade bwrap ARGS…`: bwrap's
+    // command line, read raw (clap would not read it as bwrap does).
+    let argv0 = args.first().map(std::path::Path::new);
+    if argv0
+        .and_then(|a| a.file_name())
+        .is_some_and(|n| n == "bwrap")
+    {
+        return crate::bwrap::main(&args);
+    }
+    if args.get(1).is_some_and(|a| a == "bwrap") {
+        return bwrap_sub(&args[2..]);
+    }
     if let Some((a, mounts)) = fast::parse_run(&args) {
         return run::run_cmd(&a, &mounts);
     }
@@ -76,7 +88,15 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Cmd::Completions { shell } => docs::completions(shell),
         Cmd::Check(c) => check_cmd(&c),
         Cmd::Serve(a) => crate::serve::main(a),
+        Cmd::Bwrap { args } => bwrap_sub(&args),
     }
+}
+
+/// `stockade bwrap ARGS…`, its help naming it so.
+fn bwrap_sub(rest: &[OsString]) -> i32 {
+    let mut args = vec![OsString::from("stockade bwrap")];
+    args.extend_from_slice(rest);
+    crate::bwrap::main(&args)
 }
 
 /// The command line through clap; on an error, the exit code (after help

@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 
 mod api;
+mod bwrap;
 mod check;
 mod cli;
 mod jail;

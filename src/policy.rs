@@ -29,7 +29,8 @@ pub enum MountSpec {
         writable: bool,
         optional: bool,
     },
-    /// A fresh tmpfs capped at `size` bytes.
+    /// A fresh tmpfs capped at `size` bytes (0: the kernel's default, half
+    /// of the memory, as bwrap's `--tmpfs` without `--size`).
     Tmpfs { dst: PathBuf, size: u64, mode: u32 },
     /// A symlink at `link` pointing to `target` (not resolved on the host).
     Symlink { target: PathBuf, link: PathBuf },
@@ -183,6 +184,9 @@ pub enum BaseRoot {
     /// Only the generated /etc files, /proc, /dev and /tmp: nothing from the
     /// host unless a mount names it (the `minimal` profile).
     Empty,
+    /// Nothing at all, not even /proc, /dev, /tmp or the workdir: only the
+    /// policy's own mounts, in order (bwrap's empty root, `stockade bwrap`).
+    Bare,
 }
 
 /// Everything about one run.

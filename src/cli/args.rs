@@ -41,6 +41,17 @@ pub(super) enum Cmd {
     Check(CheckArgs),
     /// Serve runs over HTTP/JSON (unix socket or TCP with a token), each in a fresh jail.
     Serve(crate::serve::ServeArgs),
+    /// Run a bubblewrap (bwrap 0.12) command line: `stockade bwrap --help`.
+    #[command(disable_help_flag = true)]
+    Bwrap {
+        /// bwrap's options and the command, read as bwrap reads them.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
     #[command(long_about = "Print a shell completion script on stdout.\n\n\
 Examples:\n\

@@ -66,6 +66,9 @@ pub(super) struct Root {
 /// Every mount of the jail, in order: the defaults (the base root's binds
 /// unless it is empty), the workdir, the policy's own.
 fn specs(p: &Policy) -> Vec<MountSpec> {
+    if p.base == crate::policy::BaseRoot::Bare {
+        return p.mounts.clone();
+    }
     let mut specs: Vec<MountSpec> =
         crate::policy::default_mounts(p.uid, p.gid, &p.hostname, &p.workdir.inner, p.tmp_size);
     if p.base == crate::policy::BaseRoot::Empty {
@@ -167,7 +170,11 @@ impl Root {
 }
 
 fn tmpfs_data(size: u64, mode: u32) -> String {
-    format!("size={size},mode={mode:o}")
+    match size {
+        // tmpfs reads size=0 as no limit: leave it out for the default.
+        0 => format!("mode={mode:o}"),
+        _ => format!("size={size},mode={mode:o}"),
+    }
 }
 
 fn rel(p: &Path) -> PathBuf {

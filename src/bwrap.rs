@@ -1,0 +1,139 @@
+//! `stockade bwrap ARGS…` (and the binary started as `bwrap`): a drop-in
+//! for bubblewrap 0.12's command line. It only translates: `parse` reads
+//! bwrap's argv into setup ops in command-line order, `translate` turns
+//! them into a [`Policy`], and the run is the library's own
+//! (`Jail::new(policy).run_here()`, as `stockade run` does); errors are
+//! worded as bwrap words them, after `bwrap: `, with bwrap's exit code 1.
+//!
+//! bwrap's semantics, not stockade's defaults:
+//! - the root is empty ([`crate::policy::BaseRoot::Bare`]): only what the ops put there,
+//!   no generated /etc, no /proc, /dev, /tmp or workdir unless asked;
+//! - the environment is the caller's, changed by `--setenv`, `--unsetenv`
+//!   and `--clearenv` in order, and `PWD` is set to the working directory;
+//! - the network is the host's unless `--unshare-net` or `--unshare-all`
+//!   (without `--share-net`);
+//! - the hostname is the host's unless `--hostname` (which, as in bwrap,
+//!   needs `--unshare-uts`);
+//! - the uid and gid are the caller's unless `--uid` / `--gid` (which need
+//!   `--unshare-user`);
+//! - the working directory is `--chdir`, else the caller's when a bind
+//!   with the same source and destination holds it, else `/`.
+//!
+//! stockade's own layers that stay ON: the user, mount, pid, ipc, uts and
+//! cgroup namespaces are always new (bwrap makes the ones asked for; a
+//! payload here sees its own pids and ipc even without `--unshare-pid`),
+//! every capability is dropped (bwrap's behaviour for an unprivileged
+//! caller, and `--cap-drop ALL`), no_new_privs, the payload leads a new
+//! session (as with `--new-session`), and the jail dies with this process.
+//! Layers that are OFF: Landlock and the seccomp allowlist (bwrap has
+//! neither unless `--seccomp FD`; callers such as Flatpak run programs that
+//! need syscalls and paths stockade's defaults refuse, and they bring their
+//! own filters), resource limits, the deadline and output caps (bwrap has
+//! none), the JSON outcome. Options stockade cannot honour (see
+//! `translate`) are refused before anything runs, never ignored.
+
+#![deny(unsafe_code)]
+
+mod help;
+mod parse;
+mod translate;
+
+use std::ffi::OsString;
+
+use crate::outcome::Status;
+use crate::policy::Policy;
+
+/// What bwrap would have refused; the text is the line after `bwrap: `.
+#[derive(Debug, thiserror::Error)]
+pub enum BwrapError {
+    #[error("Unknown option {0}")]
+    UnknownOption(String),
+    /// A usage error worded as bwrap words it.
+    #[error("{0}")]
+    Usage(String),
+    /// An option bwrap has and stockade cannot honour.
+    #[error("{0}: not supported by stockade")]
+    Unsupported(&'static str),
+    /// A path or value the policy refused.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
+    /// A bind's source that is not there.
+    #[error("Can't find source path {}: {source}", .path.to_string_lossy())]
+    NoSource {
+        path: OsString,
+        source: std::io::Error,
+    },
+}
+
+/// bwrap's exit code for a usage error or a failed setup.
+pub const USAGE_EXIT: i32 = 1;
+
+fn eprint_line(msg: &str) {
+    eprintln!("bwrap: {msg}");
+}
+
+/// `args[0]` is the program name, as bwrap's help shows it.
+pub fn main(args: &[OsString]) -> i32 {
+    let argv0 = args
+        .first()
+        .map(|a| a.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "bwrap".into());
+    let rest = args.get(1..).unwrap_or_default();
+    let (ops, argv) = match parse::parse(rest) {
+        Ok(parse::Parsed::Help) => {
+            print!("{}", help::usage(&argv0));
+            return 0;
+        }
+        Ok(parse::Parsed::Version) => {
+            println!("bubblewrap 0.12.0");
+            return 0;
+        }
+        Ok(parse::Parsed::Run { ops, argv }) => (ops, argv),
+        Err(e) => {
+            eprint_line(&e.to_string());
+            return USAGE_EXIT;
+        }
+    };
+    if argv.is_empty() {
+        // bwrap prints its usage to stderr when no command is given.
+        eprint!("{}", help::usage(&argv0));
+        return USAGE_EXIT;
+    }
+    let policy = match translate::policy(&ops, argv) {
+        Ok(p) => p,
+        Err(e) => {
+            eprint_line(&e.to_string());
+            return USAGE_EXIT;
+        }
+    };
+    run(policy)
+}
+
+/// Run the policy here; the payload's exit code, or bwrap's 1 after a
+/// failed setup.
+fn run(policy: Policy) -> i32 {
+    let argv0 = policy.argv[0].to_string_lossy().into_owned();
+    let o = match crate::Jail::new(policy).run_here() {
+        Ok(o) => o,
+        Err(e) => {
+            eprint_line(&e.to_string());
+            return USAGE_EXIT;
+        }
+    };
+    if o.status == Status::SetupError {
+        match o.exit_code {
+            // bwrap's own words when the command cannot be executed.
+            126 | 127 => eprint_line(&format!(
+                "execvp {argv0}: {}",
+                if o.exit_code == 127 {
+                    "No such file or directory"
+                } else {
+                    "Permission denied"
+                }
+            )),
+            _ => eprint_line(o.error.as_deref().unwrap_or("setup failed")),
+        }
+        return USAGE_EXIT;
+    }
+    o.exit_code
+}

@@ -1,0 +1,143 @@
+//! `--help`: bwrap's usage line and its options, described in stockade's
+//! words (and which of them stockade refuses).
+
+/// The help text for a program called `argv0`.
+pub(super) fn usage(argv0: &str) -> String {
+    let mut s = format!("usage: {argv0} [OPTIONS...] [--] COMMAND [ARGS...]\n\n");
+    for (opt, what) in LINES {
+        s.push_str(&format!("    {opt:<28} {what}\n"));
+    }
+    s
+}
+
+/// Each option and what it does here; "(refused)" marks those stockade
+/// does not honour yet.
+const LINES: &[(&str, &str)] = &[
+    ("--help", "Show this text"),
+    ("--version", "Show the bubblewrap version implemented"),
+    ("--args FD", "Read more NUL-separated arguments from FD"),
+    (
+        "--argv0 VALUE",
+        "Pass VALUE as the command's argv[0] (refused)",
+    ),
+    (
+        "--level-prefix",
+        "Prefix messages with a log level (refused)",
+    ),
+    (
+        "--unshare-all",
+        "New namespaces of every kind (network too)",
+    ),
+    (
+        "--share-net",
+        "Keep the host's network (after --unshare-all)",
+    ),
+    ("--unshare-user", "New user namespace (always, here)"),
+    ("--unshare-user-try", "New user namespace if possible"),
+    ("--unshare-ipc", "New ipc namespace (always, here)"),
+    ("--unshare-pid", "New pid namespace (always, here)"),
+    ("--unshare-net", "New network namespace with only lo"),
+    ("--unshare-uts", "New uts namespace (always, here)"),
+    ("--unshare-cgroup", "New cgroup namespace (always, here)"),
+    ("--unshare-cgroup-try", "New cgroup namespace if possible"),
+    ("--userns FD", "Enter the user namespace FD (refused)"),
+    (
+        "--userns2 FD",
+        "Switch to user namespace FD after setup (refused)",
+    ),
+    ("--disable-userns", "No user namespaces inside (refused)"),
+    (
+        "--assert-userns-disabled",
+        "Check that user namespaces are off (refused)",
+    ),
+    ("--pidns FD", "Enter the pid namespace FD (refused)"),
+    ("--uid UID", "The uid inside (with --unshare-user)"),
+    ("--gid GID", "The gid inside (with --unshare-user)"),
+    (
+        "--hostname NAME",
+        "The hostname inside (with --unshare-uts)",
+    ),
+    ("--chdir DIR", "Start the command in DIR"),
+    ("--clearenv", "Start from an empty environment"),
+    ("--setenv VAR VALUE", "Set VAR to VALUE"),
+    ("--unsetenv VAR", "Remove VAR"),
+    (
+        "--lock-file DEST",
+        "Hold a lock on DEST while running (refused)",
+    ),
+    ("--sync-fd FD", "Hold FD open while running (refused)"),
+    ("--bind SRC DEST", "Bind the host's SRC on DEST, writable"),
+    (
+        "--bind-try SRC DEST",
+        "The same, skipped when SRC is missing",
+    ),
+    (
+        "--dev-bind SRC DEST",
+        "Bind SRC on DEST, writable (devices: nodev here)",
+    ),
+    (
+        "--dev-bind-try SRC DEST",
+        "The same, skipped when SRC is missing",
+    ),
+    (
+        "--ro-bind SRC DEST",
+        "Bind the host's SRC on DEST, read-only",
+    ),
+    (
+        "--ro-bind-try SRC DEST",
+        "The same, skipped when SRC is missing",
+    ),
+    (
+        "--bind-fd FD DEST",
+        "Bind the directory open as FD (refused)",
+    ),
+    ("--ro-bind-fd FD DEST", "The same, read-only (refused)"),
+    ("--remount-ro DEST", "Make DEST read-only (refused)"),
+    ("--exec-label LABEL", "SELinux exec label (refused)"),
+    ("--file-label LABEL", "SELinux file label (refused)"),
+    ("--proc DEST", "A fresh /proc on DEST"),
+    ("--dev DEST", "A minimal /dev on DEST"),
+    ("--tmpfs DEST", "A fresh tmpfs on DEST"),
+    ("--mqueue DEST", "An mqueue on DEST (refused)"),
+    ("--dir DEST", "An empty directory at DEST"),
+    (
+        "--file FD DEST",
+        "A file at DEST with FD's content (refused)",
+    ),
+    ("--bind-data FD DEST", "The same, bound (refused)"),
+    ("--ro-bind-data FD DEST", "The same, read-only (refused)"),
+    (
+        "--symlink TARGET DEST",
+        "A symlink at DEST pointing to TARGET",
+    ),
+    ("--chmod OCTAL PATH", "Change PATH's mode (refused)"),
+    ("--perms OCTAL", "The mode of the next --tmpfs"),
+    ("--size BYTES", "The size of the next --tmpfs"),
+    ("--overlay-src SRC", "An overlay layer (refused)"),
+    ("--overlay RW WORK DEST", "A writable overlay (refused)"),
+    ("--tmp-overlay DEST", "An overlay on a tmpfs (refused)"),
+    ("--ro-overlay DEST", "A read-only overlay (refused)"),
+    ("--seccomp FD", "Load a seccomp program from FD (refused)"),
+    ("--add-seccomp-fd FD", "The same, repeatable (refused)"),
+    (
+        "--block-fd FD",
+        "Wait for data on FD before running (refused)",
+    ),
+    (
+        "--userns-block-fd FD",
+        "Wait on FD once the user namespace exists (refused)",
+    ),
+    (
+        "--info-fd FD",
+        "Write the child's pid as JSON to FD (refused)",
+    ),
+    ("--json-status-fd FD", "Write JSON status to FD (refused)"),
+    ("--new-session", "A new session (always, here)"),
+    ("--die-with-parent", "Die when the caller dies"),
+    ("--as-pid-1", "Run the command as pid 1 (refused)"),
+    ("--cap-add CAP", "Keep a capability (refused)"),
+    (
+        "--cap-drop CAP",
+        "Drop a capability (ALL only; always dropped here)",
+    ),
+];

@@ -1,0 +1,296 @@
+//! bwrap's setup ops, in order, into a [`Policy`] on an empty root.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::parse::Op;
+use super::BwrapError;
+use crate::policy::{self, BaseRoot, MountSpec, Network, Policy};
+
+/// Namespace options seen; checked together once every op is read.
+#[derive(Default)]
+struct Ns {
+    user: bool,
+    uts: bool,
+    net: bool,
+    share_net: bool,
+    uid: bool,
+    gid: bool,
+    hostname: bool,
+}
+
+/// `--perms` and `--size` wait for the op they apply to.
+#[derive(Default)]
+struct Pending {
+    perms: Option<u32>,
+    size: Option<u64>,
+}
+
+/// The policy for `ops` and `argv`: bwrap's semantics (see the module
+/// `bwrap`'s doc), or the first op refused.
+pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapError> {
+    let mut p = Policy::with_defaults(argv);
+    p.base = BaseRoot::Bare;
+    p.env = std::env::vars_os().collect();
+    p.network = Network::Host;
+    p.hostname = host_hostname();
+    p.uid = crate::sys::getuid();
+    p.gid = crate::sys::getegid();
+    p.seccomp.enabled = false;
+    p.landlock.disabled = true;
+    let (mut ns, mut pending) = (Ns::default(), Pending::default());
+    for op in ops {
+        apply(op, &mut p, &mut ns, &mut pending)?;
+    }
+    if ns.uid && !ns.user {
+        return Err(usage(
+            "Specifying --uid requires --unshare-user or --userns",
+        ));
+    }
+    if ns.gid && !ns.user {
+        return Err(usage(
+            "Specifying --gid requires --unshare-user or --userns",
+        ));
+    }
+    if ns.hostname && !ns.uts {
+        return Err(usage("Specifying --hostname requires --unshare-uts"));
+    }
+    if ns.net && !ns.share_net {
+        p.network = Network::None;
+    }
+    let cwd = match &p.chdir {
+        Some(c) => c.clone(),
+        None => default_cwd(&p.env, &p.mounts),
+    };
+    policy::set_env(&mut p.env, "PWD".into(), cwd.clone().into_os_string());
+    p.chdir = Some(cwd);
+    Ok(p)
+}
+
+fn usage(s: &str) -> BwrapError {
+    BwrapError::Usage(s.into())
+}
+
+/// One op onto the policy.
+fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<(), BwrapError> {
+    let a = &op.args;
+    match op.opt {
+        "--unshare-all" => {
+            ns.user = true;
+            ns.uts = true;
+            ns.net = true;
+        }
+        "--share-net" => ns.share_net = true,
+        "--unshare-user" | "--unshare-user-try" => ns.user = true,
+        "--unshare-uts" => ns.uts = true,
+        "--unshare-net" => ns.net = true,
+        // Always new here.
+        "--unshare-ipc" | "--unshare-pid" | "--unshare-cgroup" | "--unshare-cgroup-try" => {}
+        // Always so here: a new session, the jail dies with this process,
+        // every capability dropped.
+        "--new-session" | "--die-with-parent" => {}
+        "--cap-drop" if a[0] == "ALL" => {}
+        "--uid" => {
+            p.uid = id(&a[0], "uid")?;
+            ns.uid = true;
+        }
+        "--gid" => {
+            p.gid = id(&a[0], "gid")?;
+            ns.gid = true;
+        }
+        "--hostname" => {
+            p.hostname = a[0].to_string_lossy().into_owned();
+            ns.hostname = true;
+        }
+        "--chdir" => p.chdir = Some(PathBuf::from(&a[0])),
+        "--clearenv" => p.env.clear(),
+        "--setenv" => policy::set_env(&mut p.env, a[0].clone(), a[1].clone()),
+        "--unsetenv" => p.env.retain(|(k, _)| *k != a[0]),
+        "--perms" => pending.perms = Some(perms(&a[0])?),
+        "--size" => pending.size = Some(size(&a[0])?),
+        _ => return mount(op, p, pending),
+    }
+    Ok(())
+}
+
+/// A filesystem op (or a refusal).
+fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapError> {
+    let a = &op.args;
+    let spec = match op.opt {
+        "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--ro-bind"
+        | "--ro-bind-try" => {
+            let optional = op.opt.ends_with("-try");
+            let src = policy::host_path(op.opt, Path::new(&a[0]))?;
+            match std::fs::metadata(&src) {
+                Err(_) if optional => return Ok(()),
+                Err(source) => {
+                    return Err(BwrapError::NoSource {
+                        path: a[0].clone(),
+                        source,
+                    })
+                }
+                Ok(_) => {}
+            }
+            MountSpec::Bind {
+                src,
+                dst: dest(op.opt, &a[1])?,
+                writable: !op.opt.starts_with("--ro-"),
+                optional,
+            }
+        }
+        "--tmpfs" => MountSpec::Tmpfs {
+            dst: dest(op.opt, &a[0])?,
+            // 0: the kernel's default size, as bwrap leaves it.
+            size: pending.size.take().unwrap_or(0),
+            mode: pending.perms.take().unwrap_or(0o755),
+        },
+        "--dir" if pending.perms.is_none() => MountSpec::Dir {
+            dst: dest(op.opt, &a[0])?,
+        },
+        "--proc" => MountSpec::Proc {
+            dst: dest(op.opt, &a[0])?,
+        },
+        "--dev" => MountSpec::Dev {
+            dst: dest(op.opt, &a[0])?,
+        },
+        "--symlink" => MountSpec::Symlink {
+            target: PathBuf::from(&a[0]),
+            link: dest(op.opt, &a[1])?,
+        },
+        other => return Err(BwrapError::Unsupported(other)),
+    };
+    if pending.size.is_some() {
+        return Err(usage("--size must be followed by --tmpfs"));
+    }
+    pending.perms = None;
+    p.mounts.push(spec);
+    Ok(())
+}
+
+/// A destination inside: bwrap takes relative ones from the root.
+fn dest(opt: &str, d: &OsString) -> Result<PathBuf, BwrapError> {
+    let d = Path::new("/").join(d);
+    Ok(policy::jail_path(opt, &d)?)
+}
+
+fn id(s: &OsString, what: &str) -> Result<u32, BwrapError> {
+    s.to_str()
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| BwrapError::Usage(format!("Invalid {what}: {}", s.to_string_lossy())))
+}
+
+fn perms(s: &OsString) -> Result<u32, BwrapError> {
+    s.to_str()
+        .and_then(|t| u32::from_str_radix(t, 8).ok())
+        .filter(|m| *m <= 0o7777)
+        .ok_or_else(|| usage("--perms takes an octal argument <= 07777"))
+}
+
+fn size(s: &OsString) -> Result<u64, BwrapError> {
+    s.to_str()
+        .and_then(|t| t.parse::<u64>().ok())
+        .filter(|n| *n > 0)
+        .ok_or_else(|| usage("--size takes a non-zero number of bytes"))
+}
+
+/// The host's hostname (bwrap keeps it without `--unshare-uts`).
+fn host_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim_end().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| policy::DEFAULT_HOSTNAME.into())
+}
+
+/// bwrap starts in the caller's directory when it exists inside, else in
+/// `$HOME` when that does, else in `/`.
+fn default_cwd(env: &[(OsString, OsString)], mounts: &[MountSpec]) -> PathBuf {
+    let home = env
+        .iter()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, v)| PathBuf::from(v));
+    std::env::current_dir()
+        .ok()
+        .into_iter()
+        .chain(home)
+        .find(|d| exists_inside(d, mounts))
+        .unwrap_or_else(|| "/".into())
+}
+
+/// Whether the directory `d` will exist on a root of `mounts`: it holds a
+/// mount point (made on the way), or the last mount over it binds the same
+/// host path (an approximation: a bind of another path, or a tmpfs, holds
+/// only what the host's or an empty directory holds).
+fn exists_inside(d: &Path, mounts: &[MountSpec]) -> bool {
+    if !d.is_absolute() || mounts.iter().any(|m| m.dst().starts_with(d)) {
+        return d.is_absolute();
+    }
+    let last = mounts.iter().rev().find(|m| d.starts_with(m.dst()));
+    matches!(last, Some(MountSpec::Bind { src, dst, .. }) if src == dst && d.is_dir())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(opt: &'static str, args: &[&str]) -> Op {
+        Op {
+            opt,
+            args: args.iter().map(OsString::from).collect(),
+        }
+    }
+
+    #[test]
+    fn mounts_keep_the_command_line_order() {
+        let ops = [
+            op("--tmpfs", &["/tmp"]),
+            op("--ro-bind", &["/usr", "/tmp"]),
+            op("--perms", &["0700"]),
+            op("--size", &["4096"]),
+            op("--tmpfs", &["x"]),
+        ];
+        let p = policy(&ops, vec!["true".into()]).unwrap();
+        assert_eq!(p.base, BaseRoot::Bare);
+        let dsts: Vec<&Path> = p.mounts.iter().map(|m| m.dst()).collect();
+        assert_eq!(
+            dsts,
+            [Path::new("/tmp"), Path::new("/tmp"), Path::new("/x")]
+        );
+        assert_eq!(
+            p.mounts[2],
+            MountSpec::Tmpfs {
+                dst: "/x".into(),
+                size: 4096,
+                mode: 0o700
+            }
+        );
+    }
+
+    #[test]
+    fn bwrap_defaults_and_refusals() {
+        let p = policy(&[], vec!["true".into()]).unwrap();
+        assert_eq!(p.network, Network::Host);
+        assert!(!p.seccomp.enabled && p.landlock.disabled);
+        let e = |ops: &[Op]| policy(ops, vec!["x".into()]).unwrap_err().to_string();
+        assert_eq!(
+            e(&[op("--overlay", &["a", "b", "c"])]),
+            "--overlay: not supported by stockade"
+        );
+        assert_eq!(
+            e(&[op("--cap-drop", &["CAP_SYS_ADMIN"])]),
+            "--cap-drop: not supported by stockade"
+        );
+        assert_eq!(
+            e(&[op("--hostname", &["h"])]),
+            "Specifying --hostname requires --unshare-uts"
+        );
+        assert_eq!(e(&[op("--uid", &["x"])]), "Invalid uid: x");
+        let net = policy(&[op("--unshare-all", &[])], vec!["x".into()]).unwrap();
+        assert_eq!(net.network, Network::None);
+        let shared = [op("--unshare-all", &[]), op("--share-net", &[])];
+        assert_eq!(
+            policy(&shared, vec!["x".into()]).unwrap().network,
+            Network::Host
+        );
+    }
+}
