@@ -57,12 +57,9 @@ pub enum BwrapError {
     /// A path or value the policy refused.
     #[error(transparent)]
     Policy(#[from] crate::policy::PolicyError),
-    /// A bind's source that is not there.
-    #[error("Can't find source path {}: {source}", .path.to_string_lossy())]
-    NoSource {
-        path: OsString,
-        source: std::io::Error,
-    },
+    /// A bind's source that is not there (`why`: strerror's words).
+    #[error("Can't find source path {}: {why}", .path.to_string_lossy())]
+    NoSource { path: OsString, why: String },
 }
 
 /// bwrap's exit code for a usage error or a failed setup.
@@ -113,6 +110,7 @@ pub fn main(args: &[OsString]) -> i32 {
 /// failed setup.
 fn run(policy: Policy) -> i32 {
     let argv0 = policy.argv[0].to_string_lossy().into_owned();
+    let cwd = policy.chdir.clone().unwrap_or_default();
     let o = match crate::Jail::new(policy).run_here() {
         Ok(o) => o,
         Err(e) => {
@@ -131,9 +129,29 @@ fn run(policy: Policy) -> i32 {
                     "Permission denied"
                 }
             )),
-            _ => eprint_line(o.error.as_deref().unwrap_or("setup failed")),
+            _ => eprint_line(&setup_error(o.error.as_deref(), &cwd)),
         }
         return USAGE_EXIT;
     }
     o.exit_code
+}
+
+/// A failed setup in bwrap's words where bwrap has them: stockade's step
+/// error ends with strerror's text after the last `: `.
+fn setup_error(err: Option<&str>, cwd: &std::path::Path) -> String {
+    let err = err.unwrap_or("setup failed");
+    let why = err.rsplit(": ").next().unwrap_or(err);
+    if err.starts_with("chdir: ") {
+        return format!("Can't chdir to {}: {why}", cwd.display());
+    }
+    err.to_string()
+}
+
+/// An I/O error in strerror's words, without Rust's ` (os error N)`.
+pub(crate) fn strerror(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
 }

@@ -107,37 +107,54 @@ fn takes(opt: &str, n: usize) -> String {
 
 /// Parse `args` (without argv[0]).
 pub(super) fn parse(args: &[OsString]) -> Result<Parsed, BwrapError> {
-    let mut words: Vec<OsString> = args.to_vec();
-    words.reverse(); // a stack: the next word is last
     let mut ops = Vec::new();
-    while let Some(w) = words.pop() {
+    let argv = match options(args, &mut ops)? {
+        Ok(rest) => rest,
+        Err(done) => return Ok(done),
+    };
+    Ok(Parsed::Run { ops, argv })
+}
+
+/// The options at the head of `words` into `ops`; the words after them
+/// (the command), or help or version. The words of `--args FD` are read
+/// the same way, as options only: the command comes from the command
+/// line, and bwrap ignores what follows a non-option in FD.
+fn options(
+    words: &[OsString],
+    ops: &mut Vec<Op>,
+) -> Result<Result<Vec<OsString>, Parsed>, BwrapError> {
+    let mut i = 0;
+    while let Some(w) = words.get(i) {
         if w == "--" {
+            i += 1;
             break;
         }
         if !w.as_bytes().starts_with(b"-") {
-            words.push(w);
             break;
         }
         let Some(&(opt, n)) = OPTIONS.iter().find(|(o, _)| OsStr::new(o) == w) else {
             return Err(BwrapError::UnknownOption(w.to_string_lossy().into_owned()));
         };
-        if words.len() < n {
+        let Some(op_args) = words.get(i + 1..i + 1 + n) else {
             return Err(BwrapError::Usage(format!("{opt} {}", takes(opt, n))));
-        }
-        let op_args: Vec<OsString> = (0..n).filter_map(|_| words.pop()).collect();
+        };
+        i += 1 + n;
         match opt {
-            "--help" => return Ok(Parsed::Help),
-            "--version" => return Ok(Parsed::Version),
+            "--help" => return Ok(Err(Parsed::Help)),
+            "--version" => return Ok(Err(Parsed::Version)),
             "--args" => {
-                let fd = parse_fd(&op_args[0])?;
-                let read = read_args(fd)?;
-                words.extend(read.into_iter().rev());
+                let read = read_args(parse_fd(&op_args[0])?)?;
+                if let Err(done) = options(&read, ops)? {
+                    return Ok(Err(done));
+                }
             }
-            _ => ops.push(Op { opt, args: op_args }),
+            _ => ops.push(Op {
+                opt,
+                args: op_args.to_vec(),
+            }),
         }
     }
-    words.reverse();
-    Ok(Parsed::Run { ops, argv: words })
+    Ok(Ok(words[i.min(words.len())..].to_vec()))
 }
 
 /// A file descriptor number, as bwrap takes one.

@@ -123,10 +123,10 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
             let src = policy::host_path(op.opt, Path::new(&a[0]))?;
             match std::fs::metadata(&src) {
                 Err(_) if optional => return Ok(()),
-                Err(source) => {
+                Err(e) => {
                     return Err(BwrapError::NoSource {
                         path: a[0].clone(),
-                        source,
+                        why: super::strerror(&e),
                     })
                 }
                 Ok(_) => {}
@@ -144,7 +144,8 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
             size: pending.size.take().unwrap_or(0),
             mode: pending.perms.take().unwrap_or(0o755),
         },
-        "--dir" if pending.perms.is_none() => MountSpec::Dir {
+        "--dir" if pending.perms.is_some() => return Err(BwrapError::Unsupported("--perms")),
+        "--dir" => MountSpec::Dir {
             dst: dest(op.opt, &a[0])?,
         },
         "--proc" => MountSpec::Proc {

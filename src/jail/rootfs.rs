@@ -160,6 +160,9 @@ pub struct Notes {
 struct Root {
     fd: OwnedFd,
     dirs: Vec<(PathBuf, OwnedFd)>,
+    /// A bind replaced the tmpfs as the root (`stockade bwrap --bind / /`):
+    /// its own attributes stand, the seal leaves it as bound.
+    bound: bool,
 }
 
 /// A directory fd: cached in [`Root`] or resolved through a symlink (and
@@ -288,6 +291,7 @@ fn new_root(base: &Path) -> Result<Root, JailError> {
     Ok(Root {
         fd,
         dirs: Vec::new(),
+        bound: false,
     })
 }
 
@@ -303,6 +307,9 @@ fn apply_steps(
     for (i, step) in plan.steps.iter().enumerate() {
         match step {
             RootStep::Bind { dst, .. } => match (&src.binds[i], trees[i].take()) {
+                (Some(Source::Mount(fd)), Some(tree)) if dst.as_os_str().is_empty() => {
+                    bind_root(root, fd, tree, &plan.base)?
+                }
                 (Some(Source::Mount(fd)), Some(tree)) => bind(root, fd, tree, dst)?,
                 (Some(Source::Copy { file, len, mode }), _) => {
                     let (d, name) = root.parent(dst).step("bind", dst)?;
@@ -349,6 +356,9 @@ fn apply_steps(
 /// Then pivot into it; false when pivot_root was refused and the root was
 /// chrooted into instead.
 fn seal_and_pivot(root: &Root, base: &Path) -> Result<bool, JailError> {
+    if root.bound {
+        return Ok(!sys::pivot_root_and_detach(base).step("pivot_root", base)?);
+    }
     sys::mount_setattr(
         &root.fd,
         MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
@@ -426,6 +436,36 @@ fn bind(root: &mut Root, src: &OwnedFd, tree: OwnedFd, dst: &Path) -> Result<(),
         return Err(verify_error(dst));
     }
     root.mounted(dst);
+    Ok(())
+}
+
+/// Bind `src` over the whole root (a bind whose destination is `/`): the
+/// tree goes on `base`, over the tmpfs and what was built on it, and the
+/// root is that tree from now on.
+fn bind_root(root: &mut Root, src: &OwnedFd, tree: OwnedFd, base: &Path) -> Result<(), JailError> {
+    let dst = Path::new("");
+    let (dev, ino, mode) = sys::fstat_id(src).step("bind", dst)?;
+    if mode & libc::S_IFMT != libc::S_IFDIR {
+        let err = SysError {
+            call: "mount point",
+            arg: "/ is not a file".into(),
+            errno: Errno::EISDIR,
+        };
+        return Err(step_error("bind", dst, err));
+    }
+    let (Some(parent), Some(name)) = (base.parent(), base.file_name()) else {
+        return Err(verify_error(dst));
+    };
+    let pfd = sys::open_path_nofollow(parent).step("bind", dst)?;
+    at::move_mount(&tree, &pfd, name, dst).step("bind", dst)?;
+    let fd = sys::open_path_nofollow(base).step("bind", dst)?;
+    let (d2, i2, _) = sys::fstat_id(&fd).step("bind", dst)?;
+    if (d2, i2) != (dev, ino) {
+        return Err(verify_error(dst));
+    }
+    root.fd = fd;
+    root.dirs.clear();
+    root.bound = true;
     Ok(())
 }
 
