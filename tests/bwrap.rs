@@ -1,0 +1,316 @@
+//! `stockade bwrap`: the same command lines under the real bwrap (where it
+//! runs here) and under stockade, as root and as uid 65534, with the same
+//! stdout, stderr and exit code.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::{expect_code, is_root, stderr, stdout, users, Who, NOBODY};
+
+const REAL: &str = "/usr/bin/bwrap";
+
+/// A minimal root from the host's /usr, as bwrap's own examples build it.
+const ROOT: &[&str] = &[
+    "--ro-bind",
+    "/usr",
+    "/usr",
+    "--symlink",
+    "usr/bin",
+    "/bin",
+    "--symlink",
+    "usr/lib64",
+    "/lib64",
+    "--symlink",
+    "usr/lib",
+    "/lib",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
+];
+
+/// The real bwrap started as `who` the way `common::stockade` starts
+/// stockade (clean environment, cwd /); None when it cannot run here.
+fn real(who: Who) -> Option<Command> {
+    use std::os::unix::process::CommandExt;
+    if !Path::new(REAL).exists() {
+        return None;
+    }
+    let mut c = Command::new(REAL);
+    c.env_clear();
+    c.env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    c.env("LANG", "C.UTF-8");
+    c.current_dir("/");
+    if who == Who::Nobody && is_root() {
+        c.uid(NOBODY).gid(NOBODY);
+    }
+    c.stdin(Stdio::null());
+    // Can it make a sandbox at all here (user namespaces, a proc mount)?
+    let probe = {
+        let mut p = Command::new(REAL);
+        if who == Who::Nobody && is_root() {
+            p.uid(NOBODY).gid(NOBODY);
+        }
+        p.args(ROOT).arg("true").stderr(Stdio::null()).status()
+    };
+    probe.ok().filter(|s| s.success()).map(|_| c)
+}
+
+fn ours(who: Who) -> Command {
+    let mut c = common::stockade(who);
+    c.arg("bwrap");
+    c
+}
+
+fn with_args(mut c: Command, args: &[&str], stdin: Option<&Path>) -> Output {
+    c.args(args);
+    if let Some(f) = stdin {
+        c.stdin(std::fs::File::open(f).unwrap());
+    }
+    c.output().expect("start")
+}
+
+/// Run `args` under both; assert the same observable result; return ours.
+fn same_in(who: Who, args: &[&str], stdin: Option<&Path>) -> Output {
+    let o = with_args(ours(who), args, stdin);
+    match real(who) {
+        Some(r) => {
+            let r = with_args(r, args, stdin);
+            let what = format!("{who:?} {args:?}");
+            assert_eq!(
+                stdout(&o),
+                stdout(&r),
+                "stdout: {what}\nours stderr: {}",
+                stderr(&o)
+            );
+            assert_eq!(stderr(&o), stderr(&r), "stderr: {what}");
+            assert_eq!(o.status.code(), r.status.code(), "exit code: {what}");
+        }
+        None => common::skip("bwrap", "the real bwrap cannot run here: stockade alone"),
+    }
+    o
+}
+
+fn same(who: Who, args: &[&str]) -> Output {
+    same_in(who, args, None)
+}
+
+fn root_and(rest: &[&str]) -> Vec<String> {
+    ROOT.iter().chain(rest).map(|s| s.to_string()).collect()
+}
+
+fn same_root(who: Who, rest: &[&str]) -> Output {
+    let v = root_and(rest);
+    let a: Vec<&str> = v.iter().map(String::as_str).collect();
+    same(who, &a)
+}
+
+#[test]
+fn a_minimal_root_and_the_exit_code() {
+    for who in users("bwrap_minimal_root") {
+        let o = same_root(
+            who,
+            &[
+                "--",
+                "sh",
+                "-c",
+                "echo hi; ls /; pwd; id -u; echo $HOME; exit 3",
+            ],
+        );
+        expect_code(&o, 3, "exit 3");
+        assert!(stdout(&o).starts_with("hi\nbin\ndev\nlib\nlib64\nproc\ntmp\nusr\n/\n"));
+        let o = same_root(who, &["sh", "-c", "kill -9 $$"]);
+        expect_code(&o, 137, "killed");
+    }
+}
+
+#[test]
+fn mounts_keep_the_command_line_order() {
+    for who in users("bwrap_order") {
+        // A bind over an earlier tmpfs shows the bind...
+        let o = same_root(
+            who,
+            &[
+                "--tmpfs",
+                "/x",
+                "--ro-bind",
+                "/usr/share",
+                "/x",
+                "ls",
+                "/x/doc",
+            ],
+        );
+        expect_code(&o, 0, "bind over tmpfs");
+        // ...a tmpfs over an earlier bind hides it.
+        let o = same_root(
+            who,
+            &[
+                "--ro-bind",
+                "/usr/share",
+                "/x",
+                "--tmpfs",
+                "/x",
+                "ls",
+                "-A",
+                "/x",
+            ],
+        );
+        assert_eq!(stdout(&o), "");
+        // A symlink and a dir, then a bind of the whole host root over all.
+        same_root(who, &["--dir", "/d/e", "sh", "-c", "ls -d /d/e"]);
+        let o = same(
+            who,
+            &["--ro-bind", "/", "/", "sh", "-c", "ls -d /etc; touch /x"],
+        );
+        assert!(
+            stderr(&o).contains("Read-only file system"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn environment_chdir_and_hostname() {
+    for who in users("bwrap_env") {
+        let o = same_root(who, &["--clearenv", "--setenv", "A", "b c", "/usr/bin/env"]);
+        assert_eq!(stdout(&o), "A=b c\nPWD=/\n");
+        let o = same_root(
+            who,
+            &["--setenv", "B", "1", "--unsetenv", "LANG", "/usr/bin/env"],
+        );
+        assert!(stdout(&o).contains("B=1\n") && !stdout(&o).contains("LANG"));
+        let o = same_root(
+            who,
+            &["--chdir", "/usr/share", "sh", "-c", "pwd; echo $PWD"],
+        );
+        assert_eq!(stdout(&o), "/usr/share\n/usr/share\n");
+        let o = same_root(who, &["--unshare-uts", "--hostname", "jailed", "hostname"]);
+        assert_eq!(stdout(&o), "jailed\n");
+        let o = same_root(who, &["--unshare-user", "--uid", "5", "--gid", "6", "id"]);
+        assert_eq!(stdout(&o), "uid=5 gid=6 groups=6\n");
+    }
+}
+
+#[test]
+fn unshare_net_leaves_only_lo() {
+    let ifaces = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '";
+    for who in users("bwrap_net") {
+        let o = same_root(who, &["--unshare-net", "sh", "-c", ifaces]);
+        assert_eq!(stdout(&o), "lo\n");
+        let o = same_root(who, &["--unshare-all", "sh", "-c", ifaces]);
+        assert_eq!(stdout(&o), "lo\n");
+        // --share-net keeps the host's.
+        same_root(who, &["--unshare-all", "--share-net", "sh", "-c", ifaces]);
+    }
+}
+
+#[test]
+fn usage_errors_in_bwraps_words() {
+    for who in users("bwrap_errors") {
+        for (args, err) in [
+            (&["--bogus"][..], "bwrap: Unknown option --bogus\n"),
+            (&["--bind", "/"][..], "bwrap: --bind takes two arguments\n"),
+            (&["--chdir"][..], "bwrap: --chdir takes one argument\n"),
+            (&["--tmpfs"][..], "bwrap: --tmpfs takes an argument\n"),
+            (
+                &["--size", "0", "--tmpfs", "/t", "true"][..],
+                "bwrap: --size takes a non-zero number of bytes\n",
+            ),
+            (&["--uid", "x", "true"][..], "bwrap: Invalid uid: x\n"),
+            (
+                &["--ro-bind", "/", "/", "--hostname", "h", "true"][..],
+                "bwrap: Specifying --hostname requires --unshare-uts\n",
+            ),
+            (
+                &["--ro-bind", "/nonexistent", "/x", "true"][..],
+                "bwrap: Can't find source path /nonexistent: No such file or directory\n",
+            ),
+            (
+                &["--ro-bind", "/", "/", "--chdir", "/nonexistent", "true"][..],
+                "bwrap: Can't chdir to /nonexistent: No such file or directory\n",
+            ),
+            (
+                &["--ro-bind", "/", "/", "/nonexistent"][..],
+                "bwrap: execvp /nonexistent: No such file or directory\n",
+            ),
+        ] {
+            let o = same(who, args);
+            expect_code(&o, 1, err);
+            assert_eq!(stderr(&o), err);
+        }
+        // No command: the usage, on stderr (its option list is our own).
+        let o = with_args(ours(who), &["--ro-bind", "/", "/"], None);
+        expect_code(&o, 1, "no command");
+        assert!(
+            stderr(&o).starts_with("usage: stockade bwrap [OPTIONS...] [--] COMMAND [ARGS...]\n")
+        );
+        let o = with_args(ours(who), &["--help"], None);
+        expect_code(&o, 0, "--help");
+        assert!(
+            stdout(&o).starts_with("usage: stockade bwrap [OPTIONS...] [--] COMMAND [ARGS...]\n")
+        );
+        assert!(stdout(&o).contains("--ro-bind SRC DEST"));
+        let o = with_args(ours(who), &["--version"], None);
+        assert_eq!(stdout(&o), "bubblewrap 0.12.0\n");
+    }
+}
+
+#[test]
+fn args_from_an_fd() {
+    let s = common::Scratch::new("bwrap-args");
+    let f = s.join("args");
+    let mut data = Vec::new();
+    for w in root_and(&["--setenv", "A", "from file", "not-an-option", "--bogus"]) {
+        data.extend_from_slice(w.as_bytes());
+        data.push(0);
+    }
+    std::fs::write(&f, data).unwrap();
+    for who in users("bwrap_args") {
+        // Options only: what follows a non-option in the file is ignored.
+        let o = same_in(who, &["--args", "0", "sh", "-c", "echo $A"], Some(&f));
+        assert_eq!(stdout(&o), "from file\n");
+        expect_code(&o, 0, "--args");
+    }
+}
+
+#[test]
+fn unsupported_options_are_refused_not_ignored() {
+    for who in users("bwrap_refused") {
+        for (args, opt) in [
+            (&["--overlay", "a", "b", "c", "true"][..], "--overlay"),
+            (&["--seccomp", "3", "true"][..], "--seccomp"),
+            (&["--cap-add", "CAP_NET_RAW", "true"][..], "--cap-add"),
+            (&["--remount-ro", "/", "true"][..], "--remount-ro"),
+            (&["--as-pid-1", "true"][..], "--as-pid-1"),
+            (&["--perms", "0700", "--dir", "/d", "true"][..], "--perms"),
+        ] {
+            let o = with_args(ours(who), args, None);
+            expect_code(&o, 1, opt);
+            assert_eq!(
+                stderr(&o),
+                format!("bwrap: {opt}: not supported by stockade\n")
+            );
+        }
+    }
+}
+
+#[test]
+fn started_as_bwrap() {
+    let s = common::Scratch::new("bwrap-link");
+    let link = s.join("bwrap");
+    std::os::unix::fs::symlink(common::binary(), &link).unwrap();
+    let o = Command::new(&link)
+        .args(["--ro-bind", "/", "/", "--clearenv", "/usr/bin/env"])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    expect_code(&o, 0, "as bwrap");
+    assert_eq!(stdout(&o), "PWD=/\n");
+    let o = Command::new(&link).arg("--help").output().unwrap();
+    assert!(stdout(&o).starts_with(&format!("usage: {} [OPTIONS...]", link.display())));
+}
