@@ -277,6 +277,13 @@ impl Jail {
     /// on first use (see [`crate::spawner::start`]).
     pub fn spawn(&mut self) -> Result<Child, Error> {
         let policy = self.checked()?.clone();
+        if !policy.pid_reports.is_empty() {
+            return Err(PolicyError::new(
+                "pid_reports",
+                "only for a run in the caller's process (the fds are its own)",
+            )
+            .into());
+        }
         // Our ends of the pipes, and the fds the spawner gets.
         let mut ours: [Option<OwnedFd>; 3] = [None, None, None];
         let mut theirs: Vec<OwnedFd> = Vec::new();

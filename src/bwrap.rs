@@ -111,6 +111,12 @@ pub fn main(args: &[OsString]) -> i32 {
 fn run(policy: Policy) -> i32 {
     let argv0 = policy.argv[0].to_string_lossy().into_owned();
     let cwd = policy.chdir.clone().unwrap_or_default();
+    let status_fds: Vec<i32> = policy
+        .pid_reports
+        .iter()
+        .filter(|r| !r.pretty)
+        .map(|r| r.fd)
+        .collect();
     let o = match crate::Jail::new(policy).run_here() {
         Ok(o) => o,
         Err(e) => {
@@ -132,6 +138,11 @@ fn run(policy: Policy) -> i32 {
             _ => eprint_line(&setup_error(o.error.as_deref(), &cwd)),
         }
         return USAGE_EXIT;
+    }
+    // --json-status-fd's last document, as bwrap writes it.
+    for fd in status_fds {
+        let line = format!("{{ \"exit-code\": {} }}\n", o.exit_code);
+        let _ = crate::sys::write_all(fd, line.as_bytes());
     }
     o.exit_code
 }

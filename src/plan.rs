@@ -67,6 +67,8 @@ pub struct Plan {
     pub argv: Vec<CString>,
     pub envp: Vec<CString>,
     pub keep_fds: Vec<i32>,
+    /// Where the supervisor tells the jail's pid (`Policy::pid_reports`).
+    pub pid_reports: Vec<crate::policy::PidReport>,
     /// The command as the user typed it, for messages.
     pub command: String,
     /// Landlock is applied with `landlock_rules` unless disabled.
@@ -483,6 +485,7 @@ impl Plan {
             argv: exec.argv,
             envp: exec.envp,
             keep_fds: p.keep_fds.clone(),
+            pid_reports: p.pid_reports.clone(),
             command: p.argv[0].to_string_lossy().into_owned(),
         })
     }

@@ -88,6 +88,17 @@ pub struct LandlockPolicy {
     pub exclude: Vec<PathBuf>,
 }
 
+/// Where the supervisor writes the jail's pid (its init's, the pid 1 of
+/// its pid namespace, as seen from the caller) and its namespaces' inode
+/// numbers, as bwrap writes them: `{"child-pid": N, "mnt-namespace": M, …}`,
+/// `pretty` over several lines as `--info-fd`, else on one line as the
+/// first document of `--json-status-fd`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PidReport {
+    pub fd: i32,
+    pub pretty: bool,
+}
+
 /// Resource limits. `None` means no limit of that kind.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
@@ -219,6 +230,12 @@ pub struct Policy {
     pub network: Network,
     /// Caller fds passed through to the payload under the same number.
     pub keep_fds: Vec<i32>,
+    /// Caller fds the supervisor tells the jail's pid once it runs, as
+    /// bwrap's `--info-fd` / `--json-status-fd` do. Only for a run in the
+    /// caller's own process (`run_here`): the fd numbers are this
+    /// process's.
+    #[serde(default)]
+    pub pid_reports: Vec<PidReport>,
     pub seccomp: SeccompPolicy,
     pub landlock: LandlockPolicy,
     pub limits: Limits,
@@ -520,6 +537,7 @@ impl Policy {
             hostname: DEFAULT_HOSTNAME.into(),
             network: Network::None,
             keep_fds: Vec::new(),
+            pid_reports: Vec::new(),
             seccomp: SeccompPolicy::default(),
             landlock: LandlockPolicy::default(),
             limits: Limits::default(),
@@ -578,6 +596,14 @@ impl Policy {
         }
         if self.tmp_size == 0 {
             return Err(PolicyError::new("tmp_size", "must be greater than 0"));
+        }
+        for r in &self.pid_reports {
+            if r.fd < 0 {
+                return Err(PolicyError::new(
+                    "pid_reports",
+                    format!("{}: not a file descriptor", r.fd),
+                ));
+            }
         }
         for fd in &self.keep_fds {
             if *fd < 3 {

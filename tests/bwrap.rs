@@ -314,3 +314,54 @@ fn started_as_bwrap() {
     let o = Command::new(&link).arg("--help").output().unwrap();
     assert!(stdout(&o).starts_with(&format!("usage: {} [OPTIONS...]", link.display())));
 }
+
+/// The JSON documents in `text`, one after another.
+fn documents(text: &str) -> Vec<serde_json::Value> {
+    serde_json::Deserializer::from_str(text)
+        .into_iter::<serde_json::Value>()
+        .map(|v| v.expect("JSON"))
+        .collect()
+}
+
+#[test]
+fn info_fd_and_json_status_fd() {
+    for who in users("bwrap_info_fd") {
+        let run = |c: Command, args: &[&str]| with_args(c, args, None);
+        let info = ["--ro-bind", "/", "/", "--info-fd", "1", "true"];
+        let status = [
+            "--ro-bind",
+            "/",
+            "/",
+            "--json-status-fd",
+            "1",
+            "sh",
+            "-c",
+            "exit 4",
+        ];
+        let o = run(ours(who), &info);
+        expect_code(&o, 0, "--info-fd");
+        let text = stdout(&o);
+        assert!(text.starts_with("{\n    \"child-pid\": "), "{text}");
+        let d = documents(&text);
+        assert_eq!(d.len(), 1);
+        assert!(d[0]["child-pid"].as_u64().is_some_and(|p| p > 1));
+        assert!(d[0]["mnt-namespace"].as_u64().is_some());
+        let o = run(ours(who), &status);
+        expect_code(&o, 4, "--json-status-fd");
+        let d = documents(&stdout(&o));
+        assert_eq!(d.len(), 2, "{}", stdout(&o));
+        assert!(d[0]["child-pid"].as_u64().is_some());
+        assert_eq!(d[1], serde_json::json!({"exit-code": 4}));
+        assert!(stdout(&o).ends_with("\n{ \"exit-code\": 4 }\n"));
+        // What the real bwrap writes, we write too (stockade makes more
+        // namespaces, so it may say more).
+        if let Some(r) = real(who) {
+            let theirs = documents(&stdout(&run(r, &status)));
+            for (t, o) in theirs.iter().zip(&d) {
+                for k in t.as_object().unwrap().keys() {
+                    assert!(o.get(k).is_some(), "{k} missing in {o}");
+                }
+            }
+        }
+    }
+}

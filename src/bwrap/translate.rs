@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::parse::Op;
 use super::BwrapError;
-use crate::policy::{self, BaseRoot, MountSpec, Network, Policy};
+use crate::policy::{self, BaseRoot, MountSpec, Network, PidReport, Policy};
 
 /// Namespace options seen; checked together once every op is read.
 #[derive(Default)]
@@ -106,6 +106,10 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         "--clearenv" => p.env.clear(),
         "--setenv" => policy::set_env(&mut p.env, a[0].clone(), a[1].clone()),
         "--unsetenv" => p.env.retain(|(k, _)| *k != a[0]),
+        "--info-fd" | "--json-status-fd" => p.pid_reports.push(PidReport {
+            fd: super::parse::parse_fd(&a[0])?,
+            pretty: op.opt == "--info-fd",
+        }),
         "--perms" => pending.perms = Some(perms(&a[0])?),
         "--size" => pending.size = Some(size(&a[0])?),
         _ => return mount(op, p, pending),

@@ -104,6 +104,7 @@ fn run_inner(
             .unwrap_or(e)
             .into());
     }
+    tell_pid(plan, pid);
     // 5. Wait, pumping output and watching the deadline.
     let output = Output::new(plan, ours.out, ours.err);
     let mut w = Watch::new(plan, pidfd, ours.ctl, output, learner, cg, control, start);
@@ -126,6 +127,37 @@ fn run_inner(
         watch: w,
     };
     conclude(plan, o, ended)
+}
+
+/// The jail runs: tell its pid where the policy asked (bwrap's JSON, see
+/// `policy::PidReport`). A write that fails is the caller's loss, as in
+/// bwrap, which does not check it either.
+fn tell_pid(plan: &Plan, pid: i32) {
+    use std::os::unix::fs::MetadataExt;
+    if plan.pid_reports.is_empty() {
+        return;
+    }
+    let mut fields = vec![("child-pid".to_string(), pid as u64)];
+    for ns in ["cgroup", "ipc", "mnt", "net", "pid", "uts"] {
+        if ns == "net" && !plan.new_netns {
+            continue;
+        }
+        if let Ok(m) = std::fs::metadata(format!("/proc/{pid}/ns/{ns}")) {
+            fields.push((format!("{ns}-namespace"), m.ino()));
+        }
+    }
+    for r in &plan.pid_reports {
+        let body: Vec<String> = fields
+            .iter()
+            .map(|(k, v)| format!("\"{k}\": {v}"))
+            .collect();
+        let text = if r.pretty {
+            format!("{{\n    {}\n}}\n", body.join(",\n    "))
+        } else {
+            format!("{{ {} }}\n", body.join(", "))
+        };
+        let _ = sys::write_all(r.fd, text.as_bytes());
+    }
 }
 
 /// The supervisor's end of the seccomp listener (learning and kill mode,
