@@ -275,6 +275,13 @@ fn args_from_an_fd() {
         let o = same_in(who, &["--args", "0", "sh", "-c", "echo $A"], Some(&f));
         assert_eq!(stdout(&o), "from file\n");
         expect_code(&o, 0, "--args");
+        // --file copies an fd's content into a file of the sandbox.
+        let v = root_and(&["--perms", "0640", "--file", "0", "/tmp/f", "sh", "-c"]);
+        let mut a: Vec<&str> = v.iter().map(String::as_str).collect();
+        a.push("stat -c '%a %s' /tmp/f; echo x >> /tmp/f && wc -c < /tmp/f");
+        let o = same_in(who, &a, Some(&f));
+        let len = std::fs::metadata(&f).unwrap().len();
+        assert_eq!(stdout(&o), format!("640 {len}\n{}\n", len + 2));
     }
 }
 
@@ -288,6 +295,7 @@ fn unsupported_options_are_refused_not_ignored() {
             (&["--remount-ro", "/", "true"][..], "--remount-ro"),
             (&["--as-pid-1", "true"][..], "--as-pid-1"),
             (&["--perms", "0700", "--dir", "/d", "true"][..], "--perms"),
+            (&["--ro-bind-data", "0", "/d", "true"][..], "--ro-bind-data"),
         ] {
             let o = with_args(ours(who), args, None);
             expect_code(&o, 1, opt);

@@ -111,7 +111,7 @@ const LINES: &[(&str, &str)] = &[
         "A symlink at DEST pointing to TARGET",
     ),
     ("--chmod OCTAL PATH", "Change PATH's mode (refused)"),
-    ("--perms OCTAL", "The mode of the next --tmpfs"),
+    ("--perms OCTAL", "The mode of the next --tmpfs or --file"),
     ("--size BYTES", "The size of the next --tmpfs"),
     ("--overlay-src SRC", "An overlay layer (refused)"),
     ("--overlay RW WORK DEST", "A writable overlay (refused)"),

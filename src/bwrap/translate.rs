@@ -152,6 +152,26 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
         "--dir" => MountSpec::Dir {
             dst: dest(op.opt, &a[0])?,
         },
+        // A file of the sandbox's own with FD's content, as bwrap copies
+        // it (writable where its directory is).
+        "--file" => {
+            let fd = super::parse::parse_fd(&a[0])?;
+            let content = super::parse::read_fd(fd).map_err(|e| {
+                BwrapError::Usage(format!(
+                    "Can't read --file data: {}",
+                    std::io::Error::from_raw_os_error(e.errno as i32)
+                        .to_string()
+                        .split(" (os error")
+                        .next()
+                        .unwrap_or_default()
+                ))
+            })?;
+            MountSpec::File {
+                dst: dest(op.opt, &a[1])?,
+                content,
+                mode: pending.perms.take().unwrap_or(0o666),
+            }
+        }
         "--proc" => MountSpec::Proc {
             dst: dest(op.opt, &a[0])?,
         },
