@@ -47,6 +47,9 @@ pub enum MountSpec {
     Proc { dst: PathBuf },
     /// A minimal /dev: null, zero, full, random, urandom, tty, shm, pts.
     Dev { dst: PathBuf },
+    /// Make the mount at `dst` (put there by an earlier entry) read-only,
+    /// not recursively (bwrap's `--remount-ro`).
+    RemountRo { dst: PathBuf },
 }
 
 impl MountSpec {
@@ -57,7 +60,8 @@ impl MountSpec {
             | MountSpec::File { dst, .. }
             | MountSpec::Dir { dst }
             | MountSpec::Proc { dst }
-            | MountSpec::Dev { dst } => dst,
+            | MountSpec::Dev { dst }
+            | MountSpec::RemountRo { dst } => dst,
             MountSpec::Symlink { link, .. } => link,
         }
     }

@@ -171,6 +171,34 @@ fn mounts_keep_the_command_line_order() {
             "{}",
             stderr(&o)
         );
+        // --remount-ro in its place: after the tmpfs, before what follows.
+        let o = same_root(
+            who,
+            &[
+                "--remount-ro",
+                "/tmp",
+                "--tmpfs",
+                "/dev/shm",
+                "sh",
+                "-c",
+                "touch /dev/shm/a && touch /tmp/x",
+            ],
+        );
+        expect_code(&o, 1, "--remount-ro");
+        let o = same(
+            who,
+            &[
+                "--bind",
+                "/",
+                "/",
+                "--remount-ro",
+                "/",
+                "sh",
+                "-c",
+                "touch /x",
+            ],
+        );
+        expect_code(&o, 1, "--remount-ro /");
     }
 }
 
@@ -292,7 +320,6 @@ fn unsupported_options_are_refused_not_ignored() {
             (&["--overlay", "a", "b", "c", "true"][..], "--overlay"),
             (&["--seccomp", "3", "true"][..], "--seccomp"),
             (&["--cap-add", "CAP_NET_RAW", "true"][..], "--cap-add"),
-            (&["--remount-ro", "/", "true"][..], "--remount-ro"),
             (&["--as-pid-1", "true"][..], "--as-pid-1"),
             (&["--perms", "0700", "--dir", "/d", "true"][..], "--perms"),
             (&["--ro-bind-data", "0", "/d", "true"][..], "--ro-bind-data"),

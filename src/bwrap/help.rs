@@ -92,7 +92,7 @@ const LINES: &[(&str, &str)] = &[
         "Bind the directory open as FD (refused)",
     ),
     ("--ro-bind-fd FD DEST", "The same, read-only (refused)"),
-    ("--remount-ro DEST", "Make DEST read-only (refused)"),
+    ("--remount-ro DEST", "Make the mount at DEST read-only"),
     ("--exec-label LABEL", "SELinux exec label (refused)"),
     ("--file-label LABEL", "SELinux file label (refused)"),
     ("--proc DEST", "A fresh /proc on DEST"),

@@ -172,6 +172,9 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
                 mode: pending.perms.take().unwrap_or(0o666),
             }
         }
+        "--remount-ro" => MountSpec::RemountRo {
+            dst: dest(op.opt, &a[0])?,
+        },
         "--proc" => MountSpec::Proc {
             dst: dest(op.opt, &a[0])?,
         },

@@ -347,6 +347,17 @@ fn apply_steps(
                 }
             }
             RootStep::Dev { dst } => dev(root, dst, &src.devices)?,
+            RootStep::RemountRo { dst } => {
+                let opened;
+                let fd = if dst.as_os_str().is_empty() {
+                    &root.fd
+                } else {
+                    opened =
+                        sys::open_in_root(&root.fd, dst, libc::O_PATH).step("remount-ro", dst)?;
+                    &opened
+                };
+                sys::mount_setattr(fd, MOUNT_ATTR_RDONLY, false, dst).step("remount-ro", dst)?;
+            }
         }
     }
     Ok(notes)

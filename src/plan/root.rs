@@ -44,6 +44,10 @@ pub enum RootStep {
     Dev {
         dst: PathBuf,
     },
+    /// The mount at `dst` made read-only (not recursively).
+    RemountRo {
+        dst: PathBuf,
+    },
 }
 
 /// What Landlock grants beneath a jail path (derived from the mount list).
@@ -153,6 +157,8 @@ impl Root {
                 }
             }
             MountSpec::Dir { dst } => RootStep::Dir { dst: rel(dst) },
+            // Landlock's grant stays; the mount refuses writes itself.
+            MountSpec::RemountRo { dst } => RootStep::RemountRo { dst: rel(dst) },
             MountSpec::Proc { dst } => {
                 rules.push((dst.clone(), Access::ReadExec));
                 RootStep::Proc { dst: rel(dst) }
@@ -287,7 +293,10 @@ pub(super) fn mount_points(steps: &[RootStep]) -> Vec<PathBuf> {
             | RootStep::Tmpfs { dst, .. }
             | RootStep::Proc { dst }
             | RootStep::Dev { dst } => Some(Path::new("/").join(dst)),
-            RootStep::Symlink { .. } | RootStep::File { .. } | RootStep::Dir { .. } => None,
+            RootStep::Symlink { .. }
+            | RootStep::File { .. }
+            | RootStep::Dir { .. }
+            | RootStep::RemountRo { .. } => None,
         })
         .collect()
 }
@@ -332,7 +341,9 @@ pub(super) fn coalesce_rules(
         let all_read_only = steps.iter().all(|s| {
             let (dst, ok) = match s {
                 RootStep::Bind { dst, writable, .. } => (dst, !writable),
-                RootStep::File { dst, .. } | RootStep::Dir { dst } => (dst, true),
+                RootStep::File { dst, .. }
+                | RootStep::Dir { dst }
+                | RootStep::RemountRo { dst } => (dst, true),
                 RootStep::Symlink { link, .. } => (link, true),
                 RootStep::Tmpfs { dst, .. } | RootStep::Proc { dst } | RootStep::Dev { dst } => {
                     (dst, false)

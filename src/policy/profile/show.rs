@@ -132,6 +132,7 @@ fn mount_line(m: &MountSpec) -> Option<String> {
             content.len()
         ),
         MountSpec::Dir { dst } => format!("  dir  {}", dst.display()),
+        MountSpec::RemountRo { dst } => format!("  remount-ro  {}", dst.display()),
         MountSpec::Proc { dst } => format!("  proc {}", dst.display()),
         MountSpec::Dev { dst } => format!("  dev  {}", dst.display()),
     })
