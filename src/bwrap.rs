@@ -24,7 +24,8 @@
 //! payload here sees its own pids and ipc even without `--unshare-pid`),
 //! every capability is dropped (bwrap's behaviour for an unprivileged
 //! caller, and `--cap-drop ALL`), no_new_privs, the payload leads a new
-//! session (as with `--new-session`), and the jail dies with this process.
+//! session (as with `--new-session`), and the jail dies with this process
+//! (which `--die-with-parent` kills when its parent dies).
 //! Layers that are OFF: Landlock and the seccomp allowlist (bwrap has
 //! neither unless `--seccomp FD`; callers such as Flatpak run programs that
 //! need syscalls and paths stockade's defaults refuse, and they bring their
@@ -103,6 +104,13 @@ pub fn main(args: &[OsString]) -> i32 {
             return USAGE_EXIT;
         }
     };
+    if ops.iter().any(|o| o.opt == "--die-with-parent") {
+        // SIGKILL when our parent goes; the jail dies with this process.
+        if let Err(e) = crate::sys::set_pdeathsig(libc::SIGKILL) {
+            eprint_line(&format!("prctl(PR_SET_PDEATHSIG): {e}"));
+            return USAGE_EXIT;
+        }
+    }
     run(policy)
 }
 

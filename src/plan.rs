@@ -313,6 +313,10 @@ impl Exec {
                 .unwrap_or_default();
             on_path(cmd, path)?
         };
+        let mut argv = argv;
+        if let Some(a0) = &p.argv0 {
+            argv[0] = cstr("argv0", a0.as_bytes())?;
+        }
         Ok(Exec {
             argv,
             envp,

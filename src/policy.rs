@@ -210,6 +210,10 @@ pub struct Policy {
     /// The command and its arguments; `argv[0]` is looked up in the jail's PATH
     /// when it has no `/`.
     pub argv: Vec<OsString>,
+    /// The command's own argv[0] when it differs from `argv[0]` (which
+    /// names what is executed), as bwrap's `--argv0`.
+    #[serde(default)]
+    pub argv0: Option<OsString>,
     /// uid and gid inside the jail.
     pub uid: u32,
     pub gid: u32,
@@ -523,6 +527,7 @@ impl Policy {
         let workdir = PathBuf::from(DEFAULT_WORKDIR);
         Policy {
             argv,
+            argv0: None,
             uid: DEFAULT_UID,
             gid: DEFAULT_GID,
             root_host_uid: NOBODY,

@@ -335,6 +335,47 @@ fn unsupported_options_are_refused_not_ignored() {
 }
 
 #[test]
+fn argv0_and_die_with_parent() {
+    for who in users("bwrap_argv0") {
+        let o = with_args(
+            ours(who),
+            &[
+                "--ro-bind",
+                "/",
+                "/",
+                "--argv0",
+                "named",
+                "sh",
+                "-c",
+                "echo $0",
+            ],
+            None,
+        );
+        expect_code(&o, 0, "--argv0");
+        assert_eq!(stdout(&o), "named\n");
+        // The parent (sh) dies: the sandbox is killed with it.
+        let script = format!(
+            "{} bwrap --ro-bind / / --die-with-parent sleep 60 & echo $!; sleep 0.5; kill -9 $$",
+            common::binary().display()
+        );
+        let mut c = Command::new("/bin/sh");
+        c.args(["-c", &script]);
+        if who == Who::Nobody && is_root() {
+            use std::os::unix::process::CommandExt;
+            c.uid(NOBODY).gid(NOBODY);
+        }
+        let o = c.output().unwrap();
+        let pid: u32 = stdout(&o).trim().parse().unwrap();
+        let gone = (0..50).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map_or(true, |s| s.contains(") Z "))
+        });
+        assert!(gone, "stockade bwrap {pid} outlived its parent");
+    }
+}
+
+#[test]
 fn started_as_bwrap() {
     let s = common::Scratch::new("bwrap-link");
     let link = s.join("bwrap");

@@ -16,10 +16,7 @@ const LINES: &[(&str, &str)] = &[
     ("--help", "Show this text"),
     ("--version", "Show the bubblewrap version implemented"),
     ("--args FD", "Read more NUL-separated arguments from FD"),
-    (
-        "--argv0 VALUE",
-        "Pass VALUE as the command's argv[0] (refused)",
-    ),
+    ("--argv0 VALUE", "Pass VALUE as the command's argv[0]"),
     (
         "--level-prefix",
         "Prefix messages with a log level (refused)",
@@ -133,7 +130,7 @@ const LINES: &[(&str, &str)] = &[
     ),
     ("--json-status-fd FD", "Write JSON status to FD (refused)"),
     ("--new-session", "A new session (always, here)"),
-    ("--die-with-parent", "Die when the caller dies"),
+    ("--die-with-parent", "Die (SIGKILL) when the caller dies"),
     ("--as-pid-1", "Run the command as pid 1 (refused)"),
     ("--cap-add CAP", "Keep a capability (refused)"),
     (

@@ -86,9 +86,10 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         "--unshare-net" => ns.net = true,
         // Always new here.
         "--unshare-ipc" | "--unshare-pid" | "--unshare-cgroup" | "--unshare-cgroup-try" => {}
-        // Always so here: a new session, the jail dies with this process,
-        // every capability dropped.
-        "--new-session" | "--die-with-parent" => {}
+        // Always so here: a new session, every capability dropped.
+        "--new-session" => {}
+        // bwrap::main arms it; the jail dies with this process.
+        "--die-with-parent" => {}
         "--cap-drop" if a[0] == "ALL" => {}
         "--uid" => {
             p.uid = id(&a[0], "uid")?;
@@ -110,6 +111,7 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
             fd: super::parse::parse_fd(&a[0])?,
             pretty: op.opt == "--info-fd",
         }),
+        "--argv0" => p.argv0 = Some(a[0].clone()),
         "--perms" => pending.perms = Some(perms(&a[0])?),
         "--size" => pending.size = Some(size(&a[0])?),
         _ => return mount(op, p, pending),
