@@ -47,6 +47,13 @@ pub enum MountSpec {
     Proc { dst: PathBuf },
     /// A minimal /dev: null, zero, full, random, urandom, tty, shm, pts.
     Dev { dst: PathBuf },
+    /// Bind a host path writable with its device nodes usable (no nodev:
+    /// bwrap's `--dev-bind`); `optional` as for `Bind`.
+    DevBind {
+        src: PathBuf,
+        dst: PathBuf,
+        optional: bool,
+    },
     /// Make the mount at `dst` (put there by an earlier entry) read-only,
     /// not recursively (bwrap's `--remount-ro`).
     RemountRo { dst: PathBuf },
@@ -56,6 +63,7 @@ impl MountSpec {
     pub fn dst(&self) -> &Path {
         match self {
             MountSpec::Bind { dst, .. }
+            | MountSpec::DevBind { dst, .. }
             | MountSpec::Tmpfs { dst, .. }
             | MountSpec::File { dst, .. }
             | MountSpec::Dir { dst }

@@ -171,6 +171,25 @@ fn mounts_keep_the_command_line_order() {
             "{}",
             stderr(&o)
         );
+        // Devices: only a --dev-bind leaves them usable.
+        let null = "echo x > /dev/null && echo ok";
+        let o = same(who, &["--ro-bind", "/", "/", "sh", "-c", null]);
+        expect_code(&o, 2, "nodev");
+        let o = same(
+            who,
+            &[
+                "--ro-bind",
+                "/",
+                "/",
+                "--dev-bind",
+                "/dev",
+                "/dev",
+                "sh",
+                "-c",
+                null,
+            ],
+        );
+        assert_eq!(stdout(&o), "ok\n");
         // --remount-ro in its place: after the tmpfs, before what follows.
         let o = same_root(
             who,

@@ -70,7 +70,7 @@ const LINES: &[(&str, &str)] = &[
     ),
     (
         "--dev-bind SRC DEST",
-        "Bind SRC on DEST, writable (devices: nodev here)",
+        "Bind SRC on DEST, writable, devices usable",
     ),
     (
         "--dev-bind-try SRC DEST",

@@ -137,11 +137,15 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
                 }
                 Ok(_) => {}
             }
-            MountSpec::Bind {
-                src,
-                dst: dest(op.opt, &a[1])?,
-                writable: !op.opt.starts_with("--ro-"),
-                optional,
+            let dst = dest(op.opt, &a[1])?;
+            match op.opt.starts_with("--dev-") {
+                true => MountSpec::DevBind { src, dst, optional },
+                false => MountSpec::Bind {
+                    src,
+                    dst,
+                    writable: !op.opt.starts_with("--ro-"),
+                    optional,
+                },
             }
         }
         "--tmpfs" => MountSpec::Tmpfs {

@@ -268,9 +268,15 @@ fn clone_trees(plan: &Plan, src: &Sources) -> Result<Vec<Option<OwnedFd>>, JailE
     let mut trees = Vec::with_capacity(plan.steps.len());
     for (i, step) in plan.steps.iter().enumerate() {
         trees.push(match (step, &src.binds[i]) {
-            (RootStep::Bind { dst, writable, .. }, Some(Source::Mount(fd))) => {
-                Some(clone_tree(fd, dst, *writable)?)
-            }
+            (
+                RootStep::Bind {
+                    dst,
+                    writable,
+                    devices,
+                    ..
+                },
+                Some(Source::Mount(fd)),
+            ) => Some(clone_tree(fd, dst, *writable, *devices)?),
             _ => None,
         });
     }
@@ -397,11 +403,19 @@ fn verify_error(dst: &Path) -> JailError {
     step_error("bind", dst, err)
 }
 
-/// A detached copy of `src`'s mount tree with nosuid,nodev (and rdonly)
-/// set on all of it.
-fn clone_tree(src: &OwnedFd, dst: &Path, writable: bool) -> Result<OwnedFd, JailError> {
+/// A detached copy of `src`'s mount tree with nosuid, nodev (unless
+/// `devices`) and rdonly (unless `writable`) set on all of it.
+fn clone_tree(
+    src: &OwnedFd,
+    dst: &Path,
+    writable: bool,
+    devices: bool,
+) -> Result<OwnedFd, JailError> {
     let tree = sys::open_tree_clone(src, dst).step("bind", dst)?;
-    let mut attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    let mut attrs = MOUNT_ATTR_NOSUID;
+    if !devices {
+        attrs |= MOUNT_ATTR_NODEV;
+    }
     if !writable {
         attrs |= MOUNT_ATTR_RDONLY;
     }

@@ -21,6 +21,8 @@ pub enum RootStep {
         dst: PathBuf,
         writable: bool,
         optional: bool,
+        /// Device nodes usable (no nodev).
+        devices: bool,
     },
     Tmpfs {
         dst: PathBuf,
@@ -135,6 +137,20 @@ impl Root {
                     dst: rel(dst),
                     writable: *writable,
                     optional: *optional,
+                    devices: false,
+                }
+            }
+            MountSpec::DevBind { src, dst, optional } => {
+                let Some(src) = sources.resolve(src, *optional)? else {
+                    return Ok(());
+                };
+                rules.push((dst.clone(), Access::ReadWrite));
+                RootStep::Bind {
+                    src,
+                    dst: rel(dst),
+                    writable: true,
+                    optional: *optional,
+                    devices: true,
                 }
             }
             MountSpec::Tmpfs { dst, size, mode } => {
@@ -375,6 +391,7 @@ mod tests {
             dst: PathBuf::from(dst),
             writable,
             optional: false,
+            devices: false,
         }
     }
 

@@ -132,6 +132,9 @@ fn mount_line(m: &MountSpec) -> Option<String> {
             content.len()
         ),
         MountSpec::Dir { dst } => format!("  dir  {}", dst.display()),
+        MountSpec::DevBind { src, dst, .. } => {
+            format!("  dev-bind  {} -> {}", src.display(), dst.display())
+        }
         MountSpec::RemountRo { dst } => format!("  remount-ro  {}", dst.display()),
         MountSpec::Proc { dst } => format!("  proc {}", dst.display()),
         MountSpec::Dev { dst } => format!("  dev  {}", dst.display()),
