@@ -58,6 +58,9 @@ pub struct Plan {
     /// root tmpfs is assembled before pivot_root.
     pub base: PathBuf,
     pub steps: Vec<RootStep>,
+    /// The root's own tmpfs stays writable (a bare root, as bwrap's), not
+    /// sealed read-only.
+    pub root_writable: bool,
     pub hostname: String,
     /// Paths inside the jail with the access Landlock grants beneath them.
     pub landlock_rules: Vec<(PathBuf, Access)>,
@@ -475,6 +478,7 @@ impl Plan {
             inner_gid: p.gid,
             base,
             steps,
+            root_writable: p.base == crate::policy::BaseRoot::Bare,
             hostname: p.hostname.clone(),
             landlock_rules: rules,
             cwd,

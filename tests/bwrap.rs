@@ -162,6 +162,18 @@ fn mounts_keep_the_command_line_order() {
         assert_eq!(stdout(&o), "");
         // A symlink and a dir, then a bind of the whole host root over all.
         same_root(who, &["--dir", "/d/e", "sh", "-c", "ls -d /d/e"]);
+        // The root itself stays writable, as bwrap's tmpfs root.
+        let o = same_root(
+            who,
+            &[
+                "--dir",
+                "/d",
+                "sh",
+                "-c",
+                "touch /d/x && mkdir /y && stat -c '%a %u' / /d",
+            ],
+        );
+        expect_code(&o, 0, "a writable root");
         let o = same(
             who,
             &["--ro-bind", "/", "/", "sh", "-c", "ls -d /etc; touch /x"],

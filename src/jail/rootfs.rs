@@ -251,7 +251,7 @@ pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), JailError> {
     let umask = at::umask(0);
     let notes = apply_steps(plan, &mut root, &src, &mut trees)?;
     at::umask(umask);
-    let chrooted = seal_and_pivot(&root, &plan.base)?;
+    let chrooted = seal_and_pivot(&root, &plan.base, plan.root_writable)?;
     Ok((
         Notes { chrooted, ..notes },
         Held {
@@ -369,11 +369,12 @@ fn apply_steps(
     Ok(notes)
 }
 
-/// Seal: the root tmpfs itself (/etc files, mount points) is read-only.
+/// Seal: the root tmpfs itself (/etc files, mount points) is read-only,
+/// unless it is `writable` (a bare root, as bwrap's) or a bind replaced it.
 /// Then pivot into it; false when pivot_root was refused and the root was
 /// chrooted into instead.
-fn seal_and_pivot(root: &Root, base: &Path) -> Result<bool, JailError> {
-    if root.bound {
+fn seal_and_pivot(root: &Root, base: &Path, writable: bool) -> Result<bool, JailError> {
+    if root.bound || writable {
         return Ok(!sys::pivot_root_and_detach(base).step("pivot_root", base)?);
     }
     sys::mount_setattr(
