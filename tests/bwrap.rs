@@ -174,6 +174,19 @@ fn mounts_keep_the_command_line_order() {
             ],
         );
         expect_code(&o, 0, "a writable root");
+        let o = same_root(
+            who,
+            &[
+                "--cap-drop",
+                "cap_sys_admin",
+                "--cap-drop",
+                "all",
+                "--sync-fd",
+                "1",
+                "true",
+            ],
+        );
+        expect_code(&o, 0, "--cap-drop, --sync-fd");
         let o = same(
             who,
             &["--ro-bind", "/", "/", "sh", "-c", "ls -d /etc; touch /x"],
@@ -281,6 +294,11 @@ fn usage_errors_in_bwraps_words() {
                 "bwrap: --size takes a non-zero number of bytes\n",
             ),
             (&["--uid", "x", "true"][..], "bwrap: Invalid uid: x\n"),
+            (
+                &["--cap-drop", "sys_admin", "true"][..],
+                "bwrap: unknown cap: sys_admin\n",
+            ),
+            (&["--sync-fd", "x", "true"][..], "bwrap: Invalid fd: x\n"),
             (
                 &["--ro-bind", "/", "/", "--hostname", "h", "true"][..],
                 "bwrap: Specifying --hostname requires --unshare-uts\n",

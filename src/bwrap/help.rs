@@ -62,7 +62,7 @@ const LINES: &[(&str, &str)] = &[
         "--lock-file DEST",
         "Hold a lock on DEST while running (refused)",
     ),
-    ("--sync-fd FD", "Hold FD open while running (refused)"),
+    ("--sync-fd FD", "Hold FD open while running"),
     ("--bind SRC DEST", "Bind the host's SRC on DEST, writable"),
     (
         "--bind-try SRC DEST",
@@ -133,8 +133,5 @@ const LINES: &[(&str, &str)] = &[
     ("--die-with-parent", "Die (SIGKILL) when the caller dies"),
     ("--as-pid-1", "Run the command as pid 1 (refused)"),
     ("--cap-add CAP", "Keep a capability (refused)"),
-    (
-        "--cap-drop CAP",
-        "Drop a capability (ALL only; always dropped here)",
-    ),
+    ("--cap-drop CAP", "Drop a capability (all are dropped here)"),
 ];

@@ -90,7 +90,12 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         "--new-session" => {}
         // bwrap::main arms it; the jail dies with this process.
         "--die-with-parent" => {}
-        "--cap-drop" if a[0] == "ALL" => {}
+        // Every capability is dropped here: any one named is too.
+        "--cap-drop" => cap_name(&a[0])?,
+        // Held open by this process (and the jail's init) until the end.
+        "--sync-fd" => {
+            super::parse::parse_fd(&a[0])?;
+        }
         "--uid" => {
             p.uid = id(&a[0], "uid")?;
             ns.uid = true;
@@ -213,6 +218,19 @@ fn id(s: &OsString, what: &str) -> Result<u32, BwrapError> {
         .ok_or_else(|| BwrapError::Usage(format!("Invalid {what}: {}", s.to_string_lossy())))
 }
 
+/// bwrap's capability names: `ALL`, or `CAP_…`, either case.
+fn cap_name(s: &OsString) -> Result<(), BwrapError> {
+    use std::str::FromStr;
+    let up = s.to_string_lossy().to_ascii_uppercase();
+    if up == "ALL" || (up.starts_with("CAP_") && caps::Capability::from_str(&up).is_ok()) {
+        return Ok(());
+    }
+    Err(BwrapError::Usage(format!(
+        "unknown cap: {}",
+        s.to_string_lossy()
+    )))
+}
+
 fn perms(s: &OsString) -> Result<u32, BwrapError> {
     s.to_str()
         .and_then(|t| u32::from_str_radix(t, 8).ok())
@@ -311,9 +329,10 @@ mod tests {
             "--overlay: not supported by stockade"
         );
         assert_eq!(
-            e(&[op("--cap-drop", &["CAP_SYS_ADMIN"])]),
-            "--cap-drop: not supported by stockade"
+            e(&[op("--cap-drop", &["sys_admin"])]),
+            "unknown cap: sys_admin"
         );
+        assert!(policy(&[op("--cap-drop", &["cap_sys_admin"])], vec!["x".into()]).is_ok());
         assert_eq!(
             e(&[op("--hostname", &["h"])]),
             "Specifying --hostname requires --unshare-uts"
