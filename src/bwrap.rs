@@ -30,7 +30,9 @@
 //! neither unless `--seccomp FD`; callers such as Flatpak run programs that
 //! need syscalls and paths stockade's defaults refuse, and they bring their
 //! own filters), resource limits, the deadline and output caps (bwrap has
-//! none), the JSON outcome. Options stockade cannot honour (see
+//! none), the JSON outcome. Where user namespaces are refused the run
+//! fails (userns is required), as bwrap fails, rather than running
+//! stockade's no-namespace fallback on the host's filesystem. Options stockade cannot honour (see
 //! `translate`) are refused before anything runs, never ignored.
 
 #![deny(unsafe_code)]
