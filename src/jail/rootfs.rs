@@ -10,27 +10,14 @@ use std::path::{Component, Path, PathBuf};
 use super::error::JailError;
 use crate::plan::{Plan, RootStep};
 use crate::sys::{
-    self, at, Errno, SysError, SysResult, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID,
-    MOUNT_ATTR_RDONLY,
+    self, at, Errno, SysError, SysResult, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY,
 };
 
 /// Device nodes bound from the host into /dev.
 const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
-/// /proc entries that leak host state or reach the kernel: covered by
-/// /dev/null (files) or an empty read-only tmpfs (directories).
-const PROC_MASKED_FILES: [&str; 9] = [
-    "kcore",
-    "kmsg",
-    "sysrq-trigger",
-    "timer_list",
-    "keys",
-    "latency_stats",
-    "sched_debug",
-    "kallsyms",
-    "config.gz",
-];
-const PROC_MASKED_DIRS: [&str; 5] = ["acpi", "scsi", "asound", "firmware", "bus"];
+mod special;
+use special::{dev, proc};
 
 /// Name the step of a failed call and the path (relative to the new
 /// root, or absolute) it worked on, as the jail sees it.
@@ -492,154 +479,5 @@ fn bind_root(root: &mut Root, src: &OwnedFd, tree: OwnedFd, base: &Path) -> Resu
     root.fd = fd;
     root.dirs.clear();
     root.bound = true;
-    Ok(())
-}
-
-/// Mount /proc; `Ok(Some(refusal))` when the kernel refuses a new proc
-/// mount (EPERM: the caller's /proc has masked entries, as in containers),
-/// which leaves /proc empty rather than exposing the outer one.
-fn proc(root: &mut Root, dst: &Path, devnull: &OwnedFd) -> Result<Option<JailError>, JailError> {
-    let d = root.dir(dst, 0o555).step("proc", dst)?;
-    match sys::mount_fs_on(
-        root.fd_of(&d),
-        "proc",
-        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-        None,
-        dst,
-    ) {
-        Ok(()) => {}
-        Err(e) if e.errno == Errno::EPERM || e.errno == Errno::EACCES => {
-            return Ok(Some(JailError::ProcRefused(e)))
-        }
-        Err(e) => return Err(e).step("proc", dst),
-    }
-    root.mounted(dst);
-    let d = root.dir(dst, 0o555).step("proc", dst)?;
-    let pfd = root.fd_of(&d);
-    // /proc/sys read-only: a copy of it, flagged, attached over it.
-    let sys_dir = dst.join("sys");
-    let name = OsStr::new("sys");
-    let tree = at::open_tree_clone(pfd, name, &sys_dir).step("proc", &sys_dir)?;
-    sys::mount_setattr(
-        &tree,
-        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-        true,
-        &sys_dir,
-    )
-    .step("proc", &sys_dir)?;
-    at::move_mount(&tree, pfd, name, &sys_dir).step("proc", &sys_dir)?;
-    for f in PROC_MASKED_FILES {
-        let p = dst.join(f);
-        match at::bind_onto(devnull, pfd, OsStr::new(f), &p) {
-            Ok(()) => {}
-            Err(e) if e.errno == Errno::ENOENT => {}
-            Err(e) => return Err(e).step("mask", &p),
-        }
-    }
-    // The masked directories: one empty read-only tmpfs, bound over the
-    // others (one superblock, not five).
-    let mut first: Option<OwnedFd> = None;
-    for dname in PROC_MASKED_DIRS {
-        let p = dst.join(dname);
-        let name = OsStr::new(dname);
-        match &first {
-            None => match at::open_dir(pfd, name, &p) {
-                Ok(fd) => {
-                    sys::mount_fs_on(
-                        &fd,
-                        "tmpfs",
-                        libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                        Some("size=4k,nr_inodes=1,mode=555"),
-                        &p,
-                    )
-                    .step("mask", &p)?;
-                    first = Some(at::open_dir(pfd, name, &p).step("mask", &p)?);
-                }
-                Err(e) if e.errno == Errno::ENOENT || e.errno == Errno::ENOTDIR => {}
-                Err(e) => return Err(e).step("mask", &p),
-            },
-            Some(empty) => match at::bind_onto(empty, pfd, name, &p) {
-                Ok(()) => {}
-                Err(e) if e.errno == Errno::ENOENT || e.errno == Errno::ENOTDIR => {}
-                Err(e) => return Err(e).step("mask", &p),
-            },
-        }
-    }
-    Ok(None)
-}
-
-fn dev(root: &mut Root, dst: &Path, devices: &[OwnedFd]) -> Result<(), JailError> {
-    let d = root.dir(dst, 0o755).step("dev", dst)?;
-    sys::mount_fs_on(
-        root.fd_of(&d),
-        "tmpfs",
-        libc::MS_NOSUID | libc::MS_NOEXEC,
-        Some("size=64k,nr_inodes=64,mode=755"),
-        dst,
-    )
-    .step("dev", dst)?;
-    root.mounted(dst);
-    let d = root.dir(dst, 0o755).step("dev", dst)?;
-    let dfd = root.fd_of(&d);
-    for (name, fd) in DEVICES.iter().zip(devices) {
-        let p = dst.join(name);
-        let name = OsStr::new(name);
-        at::open(
-            dfd,
-            name,
-            libc::O_RDONLY | libc::O_CREAT | libc::O_EXCL,
-            0o666,
-            &p,
-        )
-        .step("dev", &p)?;
-        // The bind keeps the host /dev mount's flags (not nodev), so the node
-        // works; nosuid, noexec (and read-only: writing a device node is not
-        // writing the filesystem) come with /dev's recursive seal below.
-        let tree = sys::open_tree_clone(fd, &p).step("dev", &p)?;
-        at::move_mount(&tree, dfd, name, &p).step("dev", &p)?;
-    }
-    for (target, link) in [
-        ("/proc/self/fd", "fd"),
-        ("/proc/self/fd/0", "stdin"),
-        ("/proc/self/fd/1", "stdout"),
-        ("/proc/self/fd/2", "stderr"),
-        ("pts/ptmx", "ptmx"),
-    ] {
-        let l = dst.join(link);
-        at::symlink(Path::new(target), dfd, OsStr::new(link), &l).step("dev", &l)?;
-    }
-    let shm = dst.join("shm");
-    at::mkdir(dfd, OsStr::new("shm"), 0o1777, &shm).step("dev", &shm)?;
-    let pts = dst.join("pts");
-    at::mkdir(dfd, OsStr::new("pts"), 0o755, &pts).step("dev", &pts)?;
-    // Nothing new may be created in /dev; the device binds get nosuid and
-    // noexec with it. shm and pts are mounted after, writable.
-    sys::mount_setattr(
-        dfd,
-        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
-        true,
-        dst,
-    )
-    .step("dev", dst)?;
-    let fd = at::open_dir(dfd, OsStr::new("shm"), &shm).step("dev", &shm)?;
-    sys::mount_fs_on(
-        &fd,
-        "tmpfs",
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some("size=64m,mode=1777"),
-        &shm,
-    )
-    .step("dev", &shm)?;
-    let fd = at::open_dir(dfd, OsStr::new("pts"), &pts).step("dev", &pts)?;
-    sys::mount_fs_on(
-        &fd,
-        "devpts",
-        libc::MS_NOSUID | libc::MS_NOEXEC,
-        Some("newinstance,ptmxmode=0666,mode=620"),
-        &pts,
-    )
-    .step("dev", &pts)?;
-    root.mounted(&shm);
-    root.mounted(&pts);
     Ok(())
 }
