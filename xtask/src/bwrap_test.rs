@@ -1,0 +1,431 @@
+//! `cargo xtask bwrap-test`: bubblewrap's own test suite (Debian trixie's
+//! source package) run twice, against the host's real bwrap (the reference)
+//! and against a `bwrap` symlink to `target/release/stockade`, with a
+//! per-test table. Exits non-zero when a test that passes under the real
+//! bwrap fails (or does not run) under stockade.
+//!
+//! The source goes to `target/bwrap-test/` (kept: fetched once); every
+//! run's output to `target/xtask-logs/bwrap-test-<bwrap>-<script>.log`.
+
+use crate::logs;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The deb-src entry the task adds while it fetches (and removes after).
+const SOURCES: &str = "/etc/apt/sources.list.d/stockade-bwrap-test-src.sources";
+const SOURCES_TEXT: &str = "Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n";
+const LOG: &str = "bwrap-test.log";
+
+/// The scripts run, in order, with their interpreter.
+const SCRIPTS: &[(&str, &str)] = &[
+    ("test-run.sh", "bash"),
+    ("test-specifying-userns.sh", "bash"),
+    ("test-specifying-pidns.sh", "bash"),
+    ("test-seccomp.py", "python3"),
+    ("test-sandbox.py", "python3"),
+];
+
+/// One test's result in one run.
+#[derive(Clone, Debug, PartialEq)]
+enum Res {
+    Ok,
+    Fail,
+    Skip,
+    /// The script stopped before reaching it.
+    Missing,
+}
+
+impl Res {
+    fn word(&self) -> &'static str {
+        match self {
+            Res::Ok => "ok",
+            Res::Fail => "FAIL",
+            Res::Skip => "skip",
+            Res::Missing => "not run",
+        }
+    }
+}
+
+/// One TAP result: number, description, result, the first error line seen
+/// since the previous result (for a failure).
+#[derive(Clone, Debug)]
+struct Tap {
+    n: u32,
+    desc: String,
+    res: Res,
+    err: String,
+}
+
+/// Whether `line` says something went wrong (the line shown for a failure).
+fn looks_like_error(line: &str) -> bool {
+    let l = line.to_ascii_lowercase();
+    [
+        "bwrap:",
+        "error",
+        "fail",
+        "assert",
+        "traceback",
+        "expected",
+        "unexpected",
+    ]
+    .iter()
+    .any(|w| l.contains(w))
+}
+
+/// Parses a run's output (TAP lines among other output). Returns the
+/// results and the last error-looking line (why a script stopped early).
+fn parse_tap(out: &str) -> (Vec<Tap>, String) {
+    let mut taps = Vec::new();
+    let mut first_err = String::new();
+    let mut last_err = String::new();
+    for line in out.lines() {
+        let (bad, rest) = if let Some(r) = line.strip_prefix("not ok ") {
+            (true, r)
+        } else if let Some(r) = line.strip_prefix("ok ") {
+            (false, r)
+        } else {
+            let t = line.trim();
+            if !t.is_empty() && !t.starts_with("1..") && looks_like_error(t) {
+                if first_err.is_empty() {
+                    first_err = t.to_string();
+                }
+                last_err = t.to_string();
+            }
+            continue;
+        };
+        let num: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let Ok(n) = num.parse::<u32>() else { continue };
+        let rest = rest[num.len()..].trim_start();
+        let rest = rest.strip_prefix("- ").unwrap_or(rest);
+        let (desc, directive) = match rest.find(" # ") {
+            Some(i) => (&rest[..i], rest[i + 3..].trim()),
+            None => (rest, ""),
+        };
+        let skip = directive.to_ascii_uppercase().starts_with("SKIP") || desc.starts_with("# SKIP");
+        let res = if skip {
+            Res::Skip
+        } else if bad {
+            Res::Fail
+        } else {
+            Res::Ok
+        };
+        let err = if res == Res::Fail {
+            std::mem::take(&mut first_err)
+        } else {
+            String::new()
+        };
+        first_err.clear();
+        let desc = if skip && !directive.is_empty() {
+            format!("{desc} ({directive})")
+        } else {
+            desc.to_string()
+        };
+        taps.push(Tap {
+            n,
+            desc: desc.trim().to_string(),
+            res,
+            err,
+        });
+    }
+    (taps, last_err)
+}
+
+/// The extracted source directory under `dir`, if there is one.
+fn source_dir(dir: &Path) -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("tests/test-run.sh").is_file())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// `apt-get source bubblewrap` from trixie into `dir`, through a deb-src
+/// entry added for the time of the fetch. Falls back to unpacking the
+/// upstream tarball when apt-get cannot unpack (no .dsc, no dpkg-source).
+fn fetch(dir: &Path) -> Result<PathBuf, String> {
+    if let Some(src) = source_dir(dir) {
+        return Ok(src);
+    }
+    fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    fs::write(SOURCES, SOURCES_TEXT).map_err(|e| format!("{SOURCES}: {e}"))?;
+    eprintln!(
+        "xtask: fetching bubblewrap's source (Debian trixie) into {}",
+        dir.display()
+    );
+    let only_this = [
+        "-o",
+        &format!("Dir::Etc::sourcelist={SOURCES}"),
+        "-o",
+        "Dir::Etc::sourceparts=-",
+        "-o",
+        "APT::Get::List-Cleanup=0",
+    ]
+    .map(String::from);
+    let updated = logs::run_to(
+        LOG,
+        false,
+        Command::new("apt-get")
+            .args(["update", "-q"])
+            .args(&only_this),
+    );
+    let got = updated.and_then(|ok| {
+        if !ok {
+            return Err(format!(
+                "apt-get update (trixie deb-src) failed, log: {}",
+                logs::shown(LOG)
+            ));
+        }
+        logs::run_to(
+            LOG,
+            true,
+            Command::new("apt-get")
+                .args(["source", "-q", "bubblewrap/trixie"])
+                .args(&only_this)
+                .current_dir(dir),
+        )
+    });
+    let _ = fs::remove_file(SOURCES);
+    got?;
+    if source_dir(dir).is_none() {
+        let tarball = fs::read_dir(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().contains(".orig.tar."))
+            .ok_or_else(|| {
+                format!(
+                    "apt-get source bubblewrap fetched no tarball, log: {}",
+                    logs::shown(LOG)
+                )
+            })?;
+        logs::note(LOG, &format!("unpacking {}", tarball.display()));
+        if !logs::run_to(
+            LOG,
+            true,
+            Command::new("tar").arg("xf").arg(&tarball).current_dir(dir),
+        )? {
+            return Err(format!(
+                "tar xf {} failed, log: {}",
+                tarball.display(),
+                logs::shown(LOG)
+            ));
+        }
+    }
+    source_dir(dir).ok_or_else(|| format!("no bubblewrap source under {}", dir.display()))
+}
+
+/// The packages the run needs: a C compiler, python3 with seccomp and tap.
+fn prepare() -> Result<(), String> {
+    let mut missing = Vec::new();
+    if !logs::have("gcc") {
+        missing.push("gcc");
+    }
+    for (module, pkg) in [("seccomp", "python3-seccomp"), ("tap", "python3-tap")] {
+        let ok = Command::new("python3")
+            .args(["-c", &format!("import {module}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            missing.push(pkg);
+        }
+    }
+    logs::apt_install(&missing)
+}
+
+/// Builds the helpers the tests use (`try-syscall`) into `build/tests`,
+/// stockade in release mode, and the `bwrap` symlink to it.
+fn build(root: &Path, src: &Path, build: &Path) -> Result<PathBuf, String> {
+    let tests = build.join("tests");
+    fs::create_dir_all(&tests).map_err(|e| format!("{}: {e}", tests.display()))?;
+    let ok = logs::run_to(
+        LOG,
+        true,
+        Command::new("gcc")
+            .args(["-O2", "-Wall", "-o"])
+            .arg(tests.join("try-syscall"))
+            .arg(src.join("tests/try-syscall.c")),
+    )?;
+    if !ok {
+        return Err(format!(
+            "gcc try-syscall.c failed, log: {}",
+            logs::shown(LOG)
+        ));
+    }
+    let step = logs::Step::start("cargo build --release");
+    let ok = logs::run_to(
+        LOG,
+        true,
+        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "--release", "-p", "stockade"])
+            .current_dir(root),
+    )?;
+    step.end(ok, "", &logs::shown(LOG));
+    if !ok {
+        return Err("cargo build --release failed".into());
+    }
+    let bin = build.join("bin");
+    fs::create_dir_all(&bin).map_err(|e| format!("{}: {e}", bin.display()))?;
+    let link = bin.join("bwrap");
+    let _ = fs::remove_file(&link);
+    std::os::unix::fs::symlink(root.join("target/release/stockade"), &link)
+        .map_err(|e| format!("{}: {e}", link.display()))?;
+    Ok(link)
+}
+
+/// Runs every script with `BWRAP=bwrap`; results keyed by (script, number).
+fn run_all(tag: &str, bwrap: &Path, src: &Path, build: &Path) -> Results {
+    let mut all = Results::new();
+    for (script, interp) in SCRIPTS {
+        let log = format!("bwrap-test-{tag}-{script}.log");
+        let step = logs::Step::start(&format!("{script} against {tag} ({})", bwrap.display()));
+        let ran = logs::run_to(
+            &log,
+            false,
+            Command::new("timeout")
+                .args(["600", interp])
+                .arg(src.join("tests").join(script))
+                .env("BWRAP", bwrap)
+                .env("G_TEST_SRCDIR", src)
+                .env("G_TEST_BUILDDIR", build)
+                .current_dir(src.join("tests")),
+        );
+        let (taps, last_err) = parse_tap(&logs::read(&log));
+        let ok = ran.unwrap_or(false);
+        let n_ok = taps.iter().filter(|t| t.res == Res::Ok).count();
+        step.end(ok, &format!("{n_ok}/{} ok", taps.len()), &logs::shown(&log));
+        all.insert(script.to_string(), (taps, last_err));
+    }
+    all
+}
+
+type Results = BTreeMap<String, (Vec<Tap>, String)>;
+
+/// One table row: script, number, description, real result, stockade
+/// result, the stockade error line.
+struct Row {
+    script: String,
+    n: u32,
+    desc: String,
+    real: Res,
+    ours: Res,
+    err: String,
+}
+
+fn rows(real: &Results, ours: &Results) -> Vec<Row> {
+    let mut out = Vec::new();
+    for (script, _) in SCRIPTS {
+        let empty = (Vec::new(), String::new());
+        let r = real.get(*script).unwrap_or(&empty);
+        let o = ours.get(*script).unwrap_or(&empty);
+        let mut nums: Vec<u32> = r.0.iter().chain(&o.0).map(|t| t.n).collect();
+        nums.sort_unstable();
+        nums.dedup();
+        for n in nums {
+            let rt = r.0.iter().find(|t| t.n == n);
+            let ot = o.0.iter().find(|t| t.n == n);
+            let desc = ot.or(rt).map(|t| t.desc.clone()).unwrap_or_default();
+            let ours = ot.map_or(Res::Missing, |t| t.res.clone());
+            let err = match ot {
+                Some(t) => t.err.clone(),
+                None => o.1.clone(),
+            };
+            out.push(Row {
+                script: script.to_string(),
+                n,
+                desc,
+                real: rt.map_or(Res::Missing, |t| t.res.clone()),
+                ours,
+                err,
+            });
+        }
+    }
+    out
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "\n{:<28} {:>3}  {:<8} {:<8} test",
+        "script", "n", "bwrap", "stockade"
+    );
+    for r in rows {
+        let mut desc: String = r.desc.chars().take(70).collect();
+        if matches!(r.ours, Res::Fail | Res::Missing) && !r.err.is_empty() {
+            let err: String = r.err.chars().take(120).collect();
+            desc = format!("{desc}\n{:>51}{err}", "");
+        }
+        println!(
+            "{:<28} {:>3}  {:<8} {:<8} {desc}",
+            r.script,
+            r.n,
+            r.real.word(),
+            r.ours.word()
+        );
+    }
+}
+
+pub fn main(_args: &[String]) -> i32 {
+    let root = logs::root();
+    let dir = root.join("target/bwrap-test");
+    let src = match fetch(&dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            return 1;
+        }
+    };
+    println!("bwrap-test: source {}", src.display());
+    let build_dir = dir.join("build");
+    let link = match prepare().and_then(|()| build(&root, &src, &build_dir)) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            return 1;
+        }
+    };
+    let real_bwrap =
+        PathBuf::from(std::env::var("REAL_BWRAP").unwrap_or_else(|_| "/usr/bin/bwrap".into()));
+    let real = run_all("real", &real_bwrap, &src, &build_dir);
+    let ours = run_all("stockade", &link, &src, &build_dir);
+    let rows = rows(&real, &ours);
+    print_table(&rows);
+    let count = |res: Res| rows.iter().filter(|r| r.ours == res).count();
+    let regressions = rows
+        .iter()
+        .filter(|r| r.real == Res::Ok && matches!(r.ours, Res::Fail | Res::Missing))
+        .count();
+    println!(
+        "bwrap-test: {} passed, {} failed, {} skipped (against stockade)",
+        count(Res::Ok),
+        count(Res::Fail) + count(Res::Missing),
+        count(Res::Skip)
+    );
+    if regressions > 0 {
+        println!("bwrap-test: {regressions} pass under the real bwrap and fail under stockade");
+        1
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tap_lines() {
+        let out = "1..3\nok 1 - first\nbwrap: Can't mount proc\nnot ok 2 - second\nok 3 # SKIP no caps\nok 4 - x # skip why\n";
+        let (t, _) = parse_tap(out);
+        assert_eq!(t.len(), 4);
+        assert_eq!(t[0].res, Res::Ok);
+        assert_eq!(t[1].res, Res::Fail);
+        assert_eq!(t[1].err, "bwrap: Can't mount proc");
+        assert_eq!(t[2].res, Res::Skip);
+        assert_eq!(t[3].res, Res::Skip);
+        assert_eq!(t[3].desc, "x (skip why)");
+    }
+}
