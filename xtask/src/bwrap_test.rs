@@ -17,14 +17,17 @@ use std::process::Command;
 const SOURCES: &str = "/etc/apt/sources.list.d/stockade-bwrap-test-src.sources";
 const SOURCES_TEXT: &str = "Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n";
 const LOG: &str = "bwrap-test.log";
+/// Debian's python3 (where python3-seccomp and python3-tap go), not
+/// whatever python3 comes first on the PATH.
+const PYTHON: &str = "/usr/bin/python3";
 
 /// The scripts run, in order, with their interpreter.
 const SCRIPTS: &[(&str, &str)] = &[
     ("test-run.sh", "bash"),
     ("test-specifying-userns.sh", "bash"),
     ("test-specifying-pidns.sh", "bash"),
-    ("test-seccomp.py", "python3"),
-    ("test-sandbox.py", "python3"),
+    ("test-seccomp.py", PYTHON),
+    ("test-sandbox.py", PYTHON),
 ];
 
 /// One test's result in one run.
@@ -226,7 +229,7 @@ fn prepare() -> Result<(), String> {
         missing.push("gcc");
     }
     for (module, pkg) in [("seccomp", "python3-seccomp"), ("tap", "python3-tap")] {
-        let ok = Command::new("python3")
+        let ok = Command::new(PYTHON)
             .args(["-c", &format!("import {module}")])
             .output()
             .is_ok_and(|o| o.status.success());
