@@ -78,11 +78,11 @@ fn looks_like_error(line: &str) -> bool {
 }
 
 /// Parses a run's output (TAP lines among other output). Returns the
-/// results and the last error-looking line (why a script stopped early).
+/// results and the first error-looking line after the last result (why a
+/// script stopped early).
 fn parse_tap(out: &str) -> (Vec<Tap>, String) {
     let mut taps = Vec::new();
     let mut first_err = String::new();
-    let mut last_err = String::new();
     for line in out.lines() {
         let (bad, rest) = if let Some(r) = line.strip_prefix("not ok ") {
             (true, r)
@@ -90,11 +90,13 @@ fn parse_tap(out: &str) -> (Vec<Tap>, String) {
             (false, r)
         } else {
             let t = line.trim();
-            if !t.is_empty() && !t.starts_with("1..") && looks_like_error(t) {
-                if first_err.is_empty() {
-                    first_err = t.to_string();
-                }
-                last_err = t.to_string();
+            // `+ …` is bash's trace (test-run.sh runs with set -x).
+            if !t.starts_with('+')
+                && !t.starts_with("1..")
+                && looks_like_error(t)
+                && first_err.is_empty()
+            {
+                first_err = t.to_string();
             }
             continue;
         };
@@ -132,7 +134,7 @@ fn parse_tap(out: &str) -> (Vec<Tap>, String) {
             err,
         });
     }
-    (taps, last_err)
+    (taps, first_err)
 }
 
 /// The extracted source directory under `dir`, if there is one.
@@ -222,11 +224,22 @@ fn fetch(dir: &Path) -> Result<PathBuf, String> {
     source_dir(dir).ok_or_else(|| format!("no bubblewrap source under {}", dir.display()))
 }
 
-/// The packages the run needs: a C compiler, python3 with seccomp and tap.
+/// The packages the run needs: a C compiler, meson, ninja, libcap's headers,
+/// python3 with seccomp and tap.
 fn prepare() -> Result<(), String> {
     let mut missing = Vec::new();
-    if !logs::have("gcc") {
-        missing.push("gcc");
+    for (cmd, pkg) in [
+        ("gcc", "gcc"),
+        ("meson", "meson"),
+        ("ninja", "ninja-build"),
+        ("pkg-config", "pkg-config"),
+    ] {
+        if !logs::have(cmd) {
+            missing.push(pkg);
+        }
+    }
+    if !Path::new("/usr/include/sys/capability.h").is_file() {
+        missing.push("libcap-dev");
     }
     for (module, pkg) in [("seccomp", "python3-seccomp"), ("tap", "python3-tap")] {
         let ok = Command::new(PYTHON)
@@ -240,22 +253,33 @@ fn prepare() -> Result<(), String> {
     logs::apt_install(&missing)
 }
 
-/// Builds the helpers the tests use (`try-syscall`) into `build/tests`,
-/// stockade in release mode, and the `bwrap` symlink to it.
+/// Builds real bwrap 0.12 and the helpers the tests use (`try-syscall`,
+/// `test-utils`) with meson into `build`, stockade in release mode, and the
+/// `bwrap` symlink to it. Returns the symlink.
 fn build(root: &Path, src: &Path, build: &Path) -> Result<PathBuf, String> {
-    let tests = build.join("tests");
-    fs::create_dir_all(&tests).map_err(|e| format!("{}: {e}", tests.display()))?;
-    let ok = logs::run_to(
-        LOG,
-        true,
-        Command::new("gcc")
-            .args(["-O2", "-Wall", "-o"])
-            .arg(tests.join("try-syscall"))
-            .arg(src.join("tests/try-syscall.c")),
-    )?;
-    if !ok {
+    if !build.join("build.ninja").is_file() {
+        let ok = logs::run_to(
+            LOG,
+            true,
+            Command::new("meson")
+                .arg("setup")
+                .arg(build)
+                .args([
+                    "-Dman=disabled",
+                    "-Dselinux=disabled",
+                    "-Dbash_completion=disabled",
+                    "-Dzsh_completion=disabled",
+                ])
+                .arg(format!("-Dpython={PYTHON}"))
+                .current_dir(src),
+        )?;
+        if !ok {
+            return Err(format!("meson setup failed, log: {}", logs::shown(LOG)));
+        }
+    }
+    if !logs::run_to(LOG, true, Command::new("ninja").arg("-C").arg(build))? {
         return Err(format!(
-            "gcc try-syscall.c failed, log: {}",
+            "ninja (bwrap 0.12) failed, log: {}",
             logs::shown(LOG)
         ));
     }
@@ -382,7 +406,7 @@ pub fn main(_args: &[String]) -> i32 {
         }
     };
     println!("bwrap-test: source {}", src.display());
-    let build_dir = dir.join("build");
+    let build_dir = dir.join("meson");
     let link = match prepare().and_then(|()| build(&root, &src, &build_dir)) {
         Ok(l) => l,
         Err(e) => {
