@@ -61,7 +61,7 @@ struct Tap {
     err: String,
 }
 
-/// Whether `line` says something went wrong (the line shown for a failure).
+/// Whether `line` says something went wrong.
 fn looks_like_error(line: &str) -> bool {
     let l = line.to_ascii_lowercase();
     [
@@ -69,7 +69,6 @@ fn looks_like_error(line: &str) -> bool {
         "error",
         "fail",
         "assert",
-        "traceback",
         "expected",
         "unexpected",
     ]
@@ -77,64 +76,93 @@ fn looks_like_error(line: &str) -> bool {
     .any(|w| l.contains(w))
 }
 
-/// Parses a run's output (TAP lines among other output). Returns the
-/// results and the first error-looking line after the last result (why a
-/// script stopped early).
-fn parse_tap(out: &str) -> (Vec<Tap>, String) {
-    let mut taps = Vec::new();
-    let mut first_err = String::new();
-    for line in out.lines() {
-        let (bad, rest) = if let Some(r) = line.strip_prefix("not ok ") {
-            (true, r)
-        } else if let Some(r) = line.strip_prefix("ok ") {
-            (false, r)
-        } else {
-            let t = line.trim();
-            // `+ …` is bash's trace (test-run.sh runs with set -x).
-            if !t.starts_with('+')
-                && !t.starts_with("1..")
-                && looks_like_error(t)
-                && first_err.is_empty()
-            {
-                first_err = t.to_string();
-            }
-            continue;
-        };
-        let num: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        let Ok(n) = num.parse::<u32>() else { continue };
-        let rest = rest[num.len()..].trim_start();
-        let rest = rest.strip_prefix("- ").unwrap_or(rest);
-        let (desc, directive) = match rest.find(" # ") {
+/// The line that best says why a test failed, from the output printed
+/// before its result line and the `# ` diagnostics after it: a `bwrap:`
+/// message first, then Python's `SomeError: …`, then any error-looking line.
+fn best_error(lines: &[&str]) -> String {
+    let lines: Vec<&str> = lines
+        .iter()
+        .map(|l| l.trim().trim_start_matches('#').trim())
+        // `+ …` is bash's trace (test-run.sh runs with set -x).
+        .filter(|l| !l.is_empty() && !l.starts_with('+') && !l.starts_with("Traceback"))
+        .collect();
+    let py_error = |l: &&&str| {
+        l.split_once(": ").is_some_and(|(head, _)| {
+            !head.contains(' ') && (head.ends_with("Error") || head.ends_with("Exception"))
+        })
+    };
+    lines
+        .iter()
+        .find(|l| l.starts_with("bwrap:"))
+        .or_else(|| lines.iter().find(py_error))
+        .or_else(|| lines.iter().find(|l| looks_like_error(l)))
+        .map(|l| l.to_string())
+        .unwrap_or_default()
+}
+
+/// A TAP result line: number, description, directive (after ` # `), and
+/// whether it is `not ok`.
+fn tap_line(line: &str) -> Option<(u32, String, String, bool)> {
+    let (bad, rest) = if let Some(r) = line.strip_prefix("not ok ") {
+        (true, r)
+    } else {
+        (false, line.strip_prefix("ok ")?)
+    };
+    let num: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let n = num.parse::<u32>().ok()?;
+    let rest = rest[num.len()..].trim_start();
+    let rest = rest.strip_prefix("- ").unwrap_or(rest);
+    let (desc, directive) = if let Some(d) = rest.strip_prefix("# ") {
+        ("", d)
+    } else {
+        match rest.find(" # ") {
             Some(i) => (&rest[..i], rest[i + 3..].trim()),
             None => (rest, ""),
+        }
+    };
+    Some((n, desc.trim().to_string(), directive.to_string(), bad))
+}
+
+/// Parses a run's output (TAP lines among other output). Returns the
+/// results and why the script stopped (the error after the last result).
+fn parse_tap(out: &str) -> (Vec<Tap>, String) {
+    let lines: Vec<&str> = out.lines().collect();
+    let mut taps = Vec::new();
+    let mut since = 0;
+    let mut i = 0;
+    while i < lines.len() {
+        let Some((n, desc, directive, bad)) = tap_line(lines[i]) else {
+            i += 1;
+            continue;
         };
-        let skip = directive.to_ascii_uppercase().starts_with("SKIP") || desc.starts_with("# SKIP");
-        let res = if skip {
-            Res::Skip
-        } else if bad {
-            Res::Fail
-        } else {
-            Res::Ok
+        let before = since;
+        let mut end = i + 1;
+        while end < lines.len() && lines[end].starts_with('#') && tap_line(lines[end]).is_none() {
+            end += 1;
+        }
+        let skip = directive.to_ascii_uppercase().starts_with("SKIP");
+        let res = match (skip, bad) {
+            (true, _) => Res::Skip,
+            (false, true) => Res::Fail,
+            (false, false) => Res::Ok,
         };
         let err = if res == Res::Fail {
-            std::mem::take(&mut first_err)
+            let mut around: Vec<&str> = lines[before..i].to_vec();
+            around.extend(&lines[i + 1..end]);
+            best_error(&around)
         } else {
             String::new()
         };
-        first_err.clear();
-        let desc = if skip && !directive.is_empty() {
-            format!("{desc} ({directive})")
-        } else {
-            desc.to_string()
+        let desc = match (skip, desc.is_empty()) {
+            (true, true) => directive,
+            (true, false) => format!("{desc} ({directive})"),
+            _ => desc,
         };
-        taps.push(Tap {
-            n,
-            desc: desc.trim().to_string(),
-            res,
-            err,
-        });
+        taps.push(Tap { n, desc, res, err });
+        since = end;
+        i = end;
     }
-    (taps, first_err)
+    (taps, best_error(&lines[since.min(lines.len())..]))
 }
 
 /// The extracted source directory under `dir`, if there is one.
@@ -295,7 +323,7 @@ fn build(root: &Path, src: &Path, build: &Path) -> Result<PathBuf, String> {
     if !ok {
         return Err("cargo build --release failed".into());
     }
-    let bin = build.join("bin");
+    let bin = build.with_file_name("bin");
     fs::create_dir_all(&bin).map_err(|e| format!("{}: {e}", bin.display()))?;
     let link = bin.join("bwrap");
     let _ = fs::remove_file(&link);
@@ -321,11 +349,11 @@ fn run_all(tag: &str, bwrap: &Path, src: &Path, build: &Path) -> Results {
                 .env("G_TEST_BUILDDIR", build)
                 .current_dir(src.join("tests")),
         );
-        let (taps, last_err) = parse_tap(&logs::read(&log));
+        let (taps, stopped) = parse_tap(&logs::read(&log));
         let ok = ran.unwrap_or(false);
         let n_ok = taps.iter().filter(|t| t.res == Res::Ok).count();
         step.end(ok, &format!("{n_ok}/{} ok", taps.len()), &logs::shown(&log));
-        all.insert(script.to_string(), (taps, last_err));
+        all.insert(script.to_string(), (taps, stopped));
     }
     all
 }
@@ -414,8 +442,11 @@ pub fn main(_args: &[String]) -> i32 {
             return 1;
         }
     };
-    let real_bwrap =
-        PathBuf::from(std::env::var("REAL_BWRAP").unwrap_or_else(|_| "/usr/bin/bwrap".into()));
+    // The reference: bwrap 0.12 as just built
+    // (BWRAP_TEST_REFERENCE=/usr/bin/bwrap for the host's own).
+    let real_bwrap = std::env::var_os("BWRAP_TEST_REFERENCE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| build_dir.join("bwrap"));
     let real = run_all("real", &real_bwrap, &src, &build_dir);
     let ours = run_all("stockade", &link, &src, &build_dir);
     let rows = rows(&real, &ours);
@@ -445,14 +476,17 @@ mod tests {
 
     #[test]
     fn tap_lines() {
-        let out = "1..3\nok 1 - first\nbwrap: Can't mount proc\nnot ok 2 - second\nok 3 # SKIP no caps\nok 4 - x # skip why\n";
+        let out = "1..3\nok 1 - first\n+ trace fail\nbwrap: Can't mount proc\nnot ok 2 - second\nok 3 # SKIP no caps\nok 4 - x # skip why\nnot ok 5 y\n# Traceback (most recent call last):\n#   File \"t.py\", line 1\n# AssertionError: 1 != 111\nbwrap: Can't chdir\n";
         let (t, _) = parse_tap(out);
-        assert_eq!(t.len(), 4);
+        assert_eq!(t.len(), 5);
         assert_eq!(t[0].res, Res::Ok);
         assert_eq!(t[1].res, Res::Fail);
         assert_eq!(t[1].err, "bwrap: Can't mount proc");
         assert_eq!(t[2].res, Res::Skip);
         assert_eq!(t[3].res, Res::Skip);
+        assert_eq!(t[2].desc, "SKIP no caps");
         assert_eq!(t[3].desc, "x (skip why)");
+        assert_eq!(t[4].err, "AssertionError: 1 != 111");
+        assert_eq!(parse_tap(out).1, "bwrap: Can't chdir");
     }
 }
