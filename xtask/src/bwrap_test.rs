@@ -100,16 +100,16 @@ fn best_error(lines: &[&str]) -> String {
         .unwrap_or_default()
 }
 
-/// A TAP result line: number, description, directive (after ` # `), and
-/// whether it is `not ok`.
-fn tap_line(line: &str) -> Option<(u32, String, String, bool)> {
+/// A TAP result line: number (TAP allows none), description, directive
+/// (after ` # `), and whether it is `not ok`.
+fn tap_line(line: &str) -> Option<(Option<u32>, String, String, bool)> {
     let (bad, rest) = if let Some(r) = line.strip_prefix("not ok ") {
         (true, r)
     } else {
         (false, line.strip_prefix("ok ")?)
     };
     let num: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    let n = num.parse::<u32>().ok()?;
+    let n = num.parse::<u32>().ok();
     let rest = rest[num.len()..].trim_start();
     let rest = rest.strip_prefix("- ").unwrap_or(rest);
     let (desc, directive) = if let Some(d) = rest.strip_prefix("# ") {
@@ -135,6 +135,7 @@ fn parse_tap(out: &str) -> (Vec<Tap>, String) {
             i += 1;
             continue;
         };
+        let n = n.unwrap_or_else(|| taps.last().map_or(1, |t: &Tap| t.n + 1));
         let before = since;
         let mut end = i + 1;
         while end < lines.len() && lines[end].starts_with('#') && tap_line(lines[end]).is_none() {
@@ -350,7 +351,7 @@ fn run_all(tag: &str, bwrap: &Path, src: &Path, build: &Path) -> Results {
                 .current_dir(src.join("tests")),
         );
         let (taps, stopped) = parse_tap(&logs::read(&log));
-        let ok = ran.unwrap_or(false);
+        let ok = ran.unwrap_or(false) && !taps.is_empty();
         let n_ok = taps.iter().filter(|t| t.res == Res::Ok).count();
         step.end(ok, &format!("{n_ok}/{} ok", taps.len()), &logs::shown(&log));
         all.insert(script.to_string(), (taps, stopped));
@@ -407,9 +408,15 @@ fn print_table(rows: &[Row]) {
         "\n{:<28} {:>3}  {:<8} {:<8} test",
         "script", "n", "bwrap", "stockade"
     );
+    // Why a script stopped is said once, on its first test not run.
+    let mut said_stop = String::new();
     for r in rows {
         let mut desc: String = r.desc.chars().take(70).collect();
-        if matches!(r.ours, Res::Fail | Res::Missing) && !r.err.is_empty() {
+        let first_missing = r.ours == Res::Missing && said_stop != r.script;
+        if r.ours == Res::Missing {
+            said_stop.clone_from(&r.script);
+        }
+        if (r.ours == Res::Fail || first_missing) && !r.err.is_empty() {
             let err: String = r.err.chars().take(120).collect();
             desc = format!("{desc}\n{:>51}{err}", "");
         }
@@ -476,9 +483,10 @@ mod tests {
 
     #[test]
     fn tap_lines() {
-        let out = "1..3\nok 1 - first\n+ trace fail\nbwrap: Can't mount proc\nnot ok 2 - second\nok 3 # SKIP no caps\nok 4 - x # skip why\nnot ok 5 y\n# Traceback (most recent call last):\n#   File \"t.py\", line 1\n# AssertionError: 1 != 111\nbwrap: Can't chdir\n";
+        let out = "1..3\nok 1 - first\n+ trace fail\nbwrap: Can't mount proc\nnot ok 2 - second\nok 3 # SKIP no caps\nok 4 - x # skip why\nnot ok 5 y\n# Traceback (most recent call last):\n#   File \"t.py\", line 1\n# AssertionError: 1 != 111\nok - z\nbwrap: Can't chdir\n";
         let (t, _) = parse_tap(out);
-        assert_eq!(t.len(), 5);
+        assert_eq!(t.len(), 6);
+        assert_eq!((t[5].n, t[5].desc.as_str()), (6, "z"));
         assert_eq!(t[0].res, Res::Ok);
         assert_eq!(t[1].res, Res::Fail);
         assert_eq!(t[1].err, "bwrap: Can't mount proc");
