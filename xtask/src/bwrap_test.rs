@@ -237,7 +237,9 @@ fn fetch(dir: &Path) -> Result<PathBuf, String> {
                     logs::shown(LOG)
                 )
             })?;
-        logs::note(LOG, &format!("unpacking {}", tarball.display()));
+        let how = "apt-get source did not unpack it (its .dsc is missing here?)";
+        eprintln!("xtask: {how}; unpacking {}", tarball.display());
+        logs::note(LOG, &format!("{how}; unpacking {}", tarball.display()));
         if !logs::run_to(
             LOG,
             true,
