@@ -256,6 +256,12 @@ pub struct Policy {
     #[serde(default)]
     pub pid_reports: Vec<PidReport>,
     pub seccomp: SeccompPolicy,
+    /// Caller-compiled classic BPF programs (`struct sock_filter` arrays,
+    /// as bytes, a multiple of 8), installed in order as the payload's
+    /// last step before execve, after stockade's own filter (bwrap's
+    /// `--seccomp` / `--add-seccomp-fd`).
+    #[serde(default)]
+    pub bpf_filters: Vec<Vec<u8>>,
     pub landlock: LandlockPolicy,
     pub limits: Limits,
     /// Layers that must be applied or the run fails.
@@ -393,6 +399,7 @@ impl Policy {
             keep_fds: Vec::new(),
             pid_reports: Vec::new(),
             seccomp: SeccompPolicy::default(),
+            bpf_filters: Vec::new(),
             landlock: LandlockPolicy::default(),
             limits: Limits::default(),
             require: Vec::new(),
@@ -450,6 +457,12 @@ impl Policy {
         }
         if self.tmp_size == 0 {
             return Err(PolicyError::new("tmp_size", "must be greater than 0"));
+        }
+        if self.bpf_filters.iter().any(|b| b.len() % 8 != 0) {
+            return Err(PolicyError::new(
+                "bpf_filters",
+                "Invalid seccomp data, must be multiple of 8",
+            ));
         }
         for r in &self.pid_reports {
             if r.fd < 0 {

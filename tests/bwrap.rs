@@ -367,7 +367,6 @@ fn unsupported_options_are_refused_not_ignored() {
     for who in users("bwrap_refused") {
         for (args, opt) in [
             (&["--overlay", "a", "b", "c", "true"][..], "--overlay"),
-            (&["--seccomp", "3", "true"][..], "--seccomp"),
             (&["--cap-add", "CAP_NET_RAW", "true"][..], "--cap-add"),
             (&["--as-pid-1", "true"][..], "--as-pid-1"),
             (&["--perms", "0700", "--dir", "/d", "true"][..], "--perms"),
@@ -486,6 +485,99 @@ fn info_fd_and_json_status_fd() {
                 for k in t.as_object().unwrap().keys() {
                     assert!(o.get(k).is_some(), "{k} missing in {o}");
                 }
+            }
+        }
+    }
+}
+
+/// A classic BPF program (`struct sock_filter` array) that fails mkdir and
+/// mkdirat with EPERM (x86_64 numbers; aarch64 has only mkdirat, 34) and
+/// allows everything else.
+fn no_mkdir_filter() -> Vec<u8> {
+    let (mkdir, mkdirat) = match std::env::consts::ARCH {
+        "aarch64" => (34, 34),
+        _ => (83, 258),
+    };
+    let insns: [(u16, u8, u8, u32); 5] = [
+        (0x20, 0, 0, 0),           // ld [0] (the syscall number)
+        (0x15, 2, 0, mkdir),       // jeq mkdir → deny
+        (0x15, 1, 0, mkdirat),     // jeq mkdirat → deny
+        (0x06, 0, 0, 0x7fff_0000), // ret ALLOW
+        (0x06, 0, 0, 0x0005_0001), // ret ERRNO(EPERM)
+    ];
+    let mut b = Vec::new();
+    for (code, jt, jf, k) in insns {
+        b.extend_from_slice(&code.to_ne_bytes());
+        b.extend_from_slice(&[jt, jf]);
+        b.extend_from_slice(&k.to_ne_bytes());
+    }
+    b
+}
+
+/// `bin [pre…] args…` started through sh as `who` with fd 3 and 4 open on
+/// `f3` and `f4`, as the other tests start bwrap.
+fn with_fds(who: Who, bin: &[&str], args: &[&str], f3: &Path, f4: &Path) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new("/bin/sh");
+    c.args(["-c", "exec \"$@\" 3<\"$F3\" 4<\"$F4\"", "sh"]);
+    c.args(bin).args(args);
+    c.env_clear();
+    c.env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    c.env("LANG", "C.UTF-8");
+    c.env("F3", f3).env("F4", f4);
+    c.current_dir("/");
+    if who == Who::Nobody && is_root() {
+        c.uid(NOBODY).gid(NOBODY);
+    }
+    c.stdin(Stdio::null());
+    c.output().expect("start")
+}
+
+#[test]
+fn seccomp_programs_from_fds() {
+    let s = common::Scratch::new("bwrap-seccomp");
+    let (prog, odd) = (s.join("prog"), s.join("odd"));
+    std::fs::write(&prog, no_mkdir_filter()).unwrap();
+    std::fs::write(&odd, [0u8; 7]).unwrap();
+    let ours_bin = common::binary();
+    let ours_bin = ours_bin.to_str().unwrap();
+    let script = "mkdir /tmp/x 2>/dev/null; echo $?; ls -d /proc/self/fd/3 2>/dev/null; echo ok";
+    for who in users("bwrap_seccomp") {
+        // --seccomp alone: the payload's mkdir fails, the rest works, and
+        // the program's fd is not passed on.
+        let o = same_in(
+            who,
+            &root_and(&["--seccomp", "0", "sh", "-c", script])
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            Some(&prog),
+        );
+        assert_eq!(stdout(&o), "1\nok\n");
+        // Two stacked programs (the same one twice), and the refusals.
+        let cases: [(&[&str], &str, i32); 4] = [
+            (
+                &["--add-seccomp-fd", "3", "--add-seccomp-fd", "4"],
+                "1\nok\n",
+                0,
+            ),
+            (&["--seccomp", "3", "--add-seccomp-fd", "4"], "", 1),
+            (&["--add-seccomp-fd", "3", "--seccomp", "4"], "", 1),
+            (&["--add-seccomp-fd", "3", "--add-seccomp-fd", "4"], "", 1),
+        ];
+        for (i, (opts, out, code)) in cases.into_iter().enumerate() {
+            let f4 = if i == 3 { &odd } else { &prog };
+            let v = root_and(opts);
+            let mut a: Vec<&str> = v.iter().map(String::as_str).collect();
+            a.extend(["sh", "-c", script]);
+            let o = with_fds(who, &[ours_bin, "bwrap"], &a, &prog, f4);
+            expect_code(&o, code, &format!("{opts:?}"));
+            assert_eq!(stdout(&o), out, "{opts:?}: {}", stderr(&o));
+            if real(who).is_some() {
+                let r = with_fds(who, &[REAL], &a, &prog, f4);
+                assert_eq!(stderr(&o), stderr(&r), "{opts:?}");
+                assert_eq!(stdout(&o), stdout(&r), "{opts:?}");
+                assert_eq!(o.status.code(), r.status.code(), "{opts:?}");
             }
         }
     }

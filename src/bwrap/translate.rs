@@ -17,6 +17,8 @@ struct Ns {
     uid: bool,
     gid: bool,
     hostname: bool,
+    /// `--seccomp`'s program (not repeatable: the last one counts).
+    seccomp: Option<Vec<u8>>,
 }
 
 /// `--perms` and `--size` wait for the op they apply to.
@@ -58,6 +60,9 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     }
     if ns.hostname && !ns.uts {
         return Err(usage("Specifying --hostname requires --unshare-uts"));
+    }
+    if let Some(prog) = ns.seccomp.take() {
+        p.bpf_filters.push(prog);
     }
     if ns.net && !ns.share_net {
         p.network = Network::None;
@@ -121,6 +126,18 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
             pretty: op.opt == "--info-fd",
         }),
         "--argv0" => p.argv0 = Some(a[0].clone()),
+        // Installed last before execve, in order (`Policy::bpf_filters`).
+        "--seccomp" if !p.bpf_filters.is_empty() => {
+            return Err(usage("--seccomp cannot be combined with --add-seccomp-fd"))
+        }
+        "--seccomp" => ns.seccomp = Some(seccomp_data(&a[0])?),
+        "--add-seccomp-fd" if ns.seccomp.is_some() => {
+            return Err(usage("--add-seccomp-fd cannot be combined with --seccomp"))
+        }
+        "--add-seccomp-fd" => {
+            let prog = seccomp_data(&a[0])?;
+            p.bpf_filters.push(prog);
+        }
         "--perms" => pending.perms = Some(perms(&a[0])?),
         "--size" => pending.size = Some(size(&a[0])?),
         _ => return mount(op, p, pending),
@@ -233,6 +250,20 @@ fn cap_name(s: &OsString) -> Result<(), BwrapError> {
         "unknown cap: {}",
         s.to_string_lossy()
     )))
+}
+
+/// A seccomp program read from the fd named by `s` (to its end), checked
+/// as bwrap checks it.
+fn seccomp_data(s: &OsString) -> Result<Vec<u8>, BwrapError> {
+    let fd = super::parse::parse_fd(s)?;
+    let data = super::parse::read_fd(fd).map_err(|e| {
+        let e = std::io::Error::from_raw_os_error(e.errno as i32);
+        BwrapError::Usage(format!("Can't read seccomp data: {}", super::strerror(&e)))
+    })?;
+    if data.len() % 8 != 0 {
+        return Err(usage("Invalid seccomp data, must be multiple of 8"));
+    }
+    Ok(data)
 }
 
 fn perms(s: &OsString) -> Result<u32, BwrapError> {

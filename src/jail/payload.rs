@@ -58,6 +58,12 @@ pub fn main(plan: &Plan, report: Reporter) -> std::convert::Infallible {
             .step("seccomp", "")
             .or_fail(report);
     }
+    // The caller's own programs (bwrap's --seccomp), after stockade's.
+    for prog in &plan.bpf_filters {
+        sys::seccomp::install(prog, false)
+            .step("seccomp", "")
+            .or_fail(report);
+    }
     exec(plan, report)
 }
 
