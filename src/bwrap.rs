@@ -68,8 +68,17 @@ pub enum BwrapError {
 /// bwrap's exit code for a usage error or a failed setup.
 pub const USAGE_EXIT: i32 = 1;
 
+/// Set by `--level-prefix` once parsed: bwrap's own messages from then on
+/// start with their syslog level (`<3>` for errors), as bwrap 0.12's do.
+static LEVEL_PREFIX: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// One error line as bwrap writes it.
 fn eprint_line(msg: &str) {
-    eprintln!("bwrap: {msg}");
+    let level = match LEVEL_PREFIX.load(std::sync::atomic::Ordering::Relaxed) {
+        true => "<3>",
+        false => "",
+    };
+    eprintln!("{level}bwrap: {msg}");
 }
 
 /// `args[0]` is the program name, as bwrap's help shows it.

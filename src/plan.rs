@@ -83,6 +83,9 @@ pub struct Plan {
     /// The caller's own BPF programs (`Policy::bpf_filters`), installed in
     /// order after `seccomp`.
     pub bpf_filters: Vec<Vec<libc::sock_filter>>,
+    /// Read (one byte, or EOF) by the payload before seccomp and execve
+    /// (`Policy::block_fd`).
+    pub block_fd: Option<i32>,
     /// Layers that must be applied.
     pub require: Vec<crate::policy::Layer>,
     /// The limits asked for.
@@ -498,6 +501,7 @@ impl Plan {
             keep_fds: p.keep_fds.clone(),
             pid_reports: p.pid_reports.clone(),
             bpf_filters: p.bpf_filters.iter().map(|b| sock_filters(b)).collect(),
+            block_fd: p.block_fd,
             command: p.argv[0].to_string_lossy().into_owned(),
         })
     }

@@ -262,6 +262,11 @@ pub struct Policy {
     /// `--seccomp` / `--add-seccomp-fd`).
     #[serde(default)]
     pub bpf_filters: Vec<Vec<u8>>,
+    /// A caller fd the payload reads one byte from (or EOF) before its
+    /// execve, as bwrap's `--block-fd`: the command starts only then.
+    /// Only for a run in the caller's own process (`run_here`).
+    #[serde(default)]
+    pub block_fd: Option<i32>,
     pub landlock: LandlockPolicy,
     pub limits: Limits,
     /// Layers that must be applied or the run fails.
@@ -400,6 +405,7 @@ impl Policy {
             pid_reports: Vec::new(),
             seccomp: SeccompPolicy::default(),
             bpf_filters: Vec::new(),
+            block_fd: None,
             landlock: LandlockPolicy::default(),
             limits: Limits::default(),
             require: Vec::new(),
@@ -463,6 +469,9 @@ impl Policy {
                 "bpf_filters",
                 "Invalid seccomp data, must be multiple of 8",
             ));
+        }
+        if self.block_fd.is_some_and(|fd| fd < 0) {
+            return Err(PolicyError::new("block_fd", "not a file descriptor"));
         }
         for r in &self.pid_reports {
             if r.fd < 0 {

@@ -582,3 +582,65 @@ fn seccomp_programs_from_fds() {
         }
     }
 }
+
+/// `args` started as `c` with a pipe on stdin: the payload must not have
+/// run (nor the run ended) before a byte is written to it.
+fn blocked_until_written(mut c: Command, args: &[&str]) -> Output {
+    use std::io::Write;
+    c.args(args).stdin(Stdio::piped()).stdout(Stdio::piped());
+    c.stderr(Stdio::piped());
+    let mut child = c.spawn().expect("start");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "ran before the block fd was written"
+    );
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"x").unwrap();
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn block_fd_holds_the_command_back() {
+    let v = root_and(&["--block-fd", "0", "sh", "-c", "echo ran"]);
+    let a: Vec<&str> = v.iter().map(String::as_str).collect();
+    for who in users("bwrap_block_fd") {
+        let o = blocked_until_written(ours(who), &a);
+        expect_code(&o, 0, "--block-fd");
+        assert_eq!(stdout(&o), "ran\n");
+        if let Some(r) = real(who) {
+            let r = blocked_until_written(r, &a);
+            assert_eq!(stdout(&o), stdout(&r));
+            assert_eq!(stderr(&o), stderr(&r));
+        }
+    }
+}
+
+#[test]
+fn level_prefix_and_not_a_security_boundary() {
+    // Options bwrap 0.8 lacks: stockade's side only.
+    for who in users("bwrap_level_prefix") {
+        let o = with_args(ours(who), &["--level-prefix", "--bogus"], None);
+        expect_code(&o, 1, "--level-prefix");
+        assert_eq!(stderr(&o), "<3>bwrap: Unknown option --bogus\n");
+        // Only messages after it carry the level, as in bwrap.
+        let o = with_args(ours(who), &["--bogus", "--level-prefix"], None);
+        assert_eq!(stderr(&o), "bwrap: Unknown option --bogus\n");
+        let o = with_args(
+            ours(who),
+            &["--level-prefix", "--ro-bind", "/", "/", "/nonexistent"],
+            None,
+        );
+        expect_code(&o, 1, "--level-prefix execvp");
+        assert_eq!(
+            stderr(&o),
+            "<3>bwrap: execvp /nonexistent: No such file or directory\n"
+        );
+        let v = root_and(&["--not-a-security-boundary", "sh", "-c", "echo ok"]);
+        let a: Vec<&str> = v.iter().map(String::as_str).collect();
+        let o = with_args(ours(who), &a, None);
+        expect_code(&o, 0, "--not-a-security-boundary");
+        assert_eq!(stdout(&o), "ok\n");
+    }
+}

@@ -99,9 +99,14 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         "--new-session" => {}
         // bwrap::main arms it; the jail dies with this process.
         "--die-with-parent" => {}
+        // bwrap tolerates some setup failures with it; every one stays
+        // fatal here (stricter, never weaker).
+        "--not-a-security-boundary" => {}
         // Every capability is dropped here: any one named is too.
         "--cap-drop" => cap_name(&a[0])?,
         // Held open by this process (and the jail's init) until the end.
+        // The payload reads it before execve (`Policy::block_fd`).
+        "--block-fd" => p.block_fd = Some(super::parse::parse_fd(&a[0])?),
         "--sync-fd" => {
             super::parse::parse_fd(&a[0])?;
         }

@@ -51,6 +51,12 @@ pub fn main(plan: &Plan, report: Reporter) -> std::convert::Infallible {
         layers.push(Report::Layer(filter::record(f)));
     }
     report.send_all(&layers);
+    // bwrap's --block-fd: the command waits for data (or EOF) on the fd.
+    if let Some(fd) = plan.block_fd {
+        sys::read(fd, &mut [0u8; 1])
+            .step("block fd", "")
+            .or_fail(report);
+    }
     if let Some(f) = &plan.seccomp {
         // In learning and kill mode this also sends the listener to the
         // supervisor over plan.seccomp_channel.
