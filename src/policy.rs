@@ -43,6 +43,15 @@ pub enum MountSpec {
         content: Vec<u8>,
         mode: u32,
     },
+    /// A file of the jail's own with inline content, bind-mounted on `dst`
+    /// (read-only unless `writable`): bwrap's `--bind-data` and
+    /// `--ro-bind-data`.
+    Data {
+        dst: PathBuf,
+        content: Vec<u8>,
+        mode: u32,
+        writable: bool,
+    },
     /// An empty directory.
     Dir { dst: PathBuf },
     /// A fresh /proc of the jail's pid namespace, /proc/sys read-only and
@@ -69,6 +78,7 @@ impl MountSpec {
             | MountSpec::DevBind { dst, .. }
             | MountSpec::Tmpfs { dst, .. }
             | MountSpec::File { dst, .. }
+            | MountSpec::Data { dst, .. }
             | MountSpec::Dir { dst }
             | MountSpec::Proc { dst }
             | MountSpec::Dev { dst }

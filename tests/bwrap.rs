@@ -370,7 +370,6 @@ fn unsupported_options_are_refused_not_ignored() {
             (&["--cap-add", "CAP_NET_RAW", "true"][..], "--cap-add"),
             (&["--as-pid-1", "true"][..], "--as-pid-1"),
             (&["--perms", "0700", "--dir", "/d", "true"][..], "--perms"),
-            (&["--ro-bind-data", "0", "/d", "true"][..], "--ro-bind-data"),
         ] {
             let o = with_args(ours(who), args, None);
             expect_code(&o, 1, opt);
@@ -642,5 +641,47 @@ fn level_prefix_and_not_a_security_boundary() {
         let o = with_args(ours(who), &a, None);
         expect_code(&o, 0, "--not-a-security-boundary");
         assert_eq!(stdout(&o), "ok\n");
+    }
+}
+
+#[test]
+fn bind_data_and_ro_bind_data() {
+    let s = common::Scratch::new("bwrap-data");
+    let (a3, a4) = (s.join("a3"), s.join("a4"));
+    std::fs::write(&a3, "three\n").unwrap();
+    std::fs::write(&a4, "four\n").unwrap();
+    let ours_bin = common::binary();
+    let ours_bin = ours_bin.to_str().unwrap();
+    let script = "stat -c '%a %s' /etc/x /y; cat /etc/x /y; \
+                  (echo a >> /etc/x) 2>/dev/null || echo refused; echo b >> /y; echo $?; cat /y; \
+                  grep -E ' /(etc/x|y) ' /proc/self/mountinfo | cut -d' ' -f5,6";
+    let v = root_and(&[
+        "--ro-bind-data",
+        "3",
+        "/etc/x",
+        "--perms",
+        "0640",
+        "--bind-data",
+        "4",
+        "/y",
+        "sh",
+        "-c",
+        script,
+    ]);
+    let a: Vec<&str> = v.iter().map(String::as_str).collect();
+    for who in users("bwrap_data") {
+        let o = with_fds(who, &[ours_bin, "bwrap"], &a, &a3, &a4);
+        expect_code(&o, 0, "--bind-data");
+        assert!(
+            stdout(&o).starts_with("600 6\n640 5\nthree\nfour\nrefused\n0\nfour\nb\n"),
+            "{}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        if real(who).is_some() {
+            let r = with_fds(who, &[REAL], &a, &a3, &a4);
+            assert_eq!(stdout(&o), stdout(&r));
+            assert_eq!(stderr(&o), stderr(&r));
+        }
     }
 }

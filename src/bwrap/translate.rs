@@ -191,24 +191,19 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
         },
         // A file of the sandbox's own with FD's content, as bwrap copies
         // it (writable where its directory is).
-        "--file" => {
-            let fd = super::parse::parse_fd(&a[0])?;
-            let content = super::parse::read_fd(fd).map_err(|e| {
-                BwrapError::Usage(format!(
-                    "Can't read --file data: {}",
-                    std::io::Error::from_raw_os_error(e.errno as i32)
-                        .to_string()
-                        .split(" (os error")
-                        .next()
-                        .unwrap_or_default()
-                ))
-            })?;
-            MountSpec::File {
-                dst: dest(op.opt, &a[1])?,
-                content,
-                mode: pending.perms.take().unwrap_or(0o666),
-            }
-        }
+        "--file" => MountSpec::File {
+            content: fd_data(op.opt, &a[0])?,
+            dst: dest(op.opt, &a[1])?,
+            mode: pending.perms.take().unwrap_or(0o666),
+        },
+        // The same, bind-mounted on DEST (read-only for ro-), mode 0600
+        // unless --perms, as bwrap's.
+        "--bind-data" | "--ro-bind-data" => MountSpec::Data {
+            content: fd_data(op.opt, &a[0])?,
+            dst: dest(op.opt, &a[1])?,
+            mode: pending.perms.take().unwrap_or(0o600),
+            writable: op.opt == "--bind-data",
+        },
         "--remount-ro" => MountSpec::RemountRo {
             dst: dest(op.opt, &a[0])?,
         },
@@ -230,6 +225,15 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
     pending.perms = None;
     p.mounts.push(spec);
     Ok(())
+}
+
+/// Everything in the fd named by `s`, for `opt`'s file.
+fn fd_data(opt: &str, s: &OsString) -> Result<Vec<u8>, BwrapError> {
+    let fd = super::parse::parse_fd(s)?;
+    super::parse::read_fd(fd).map_err(|e| {
+        let e = std::io::Error::from_raw_os_error(e.errno as i32);
+        BwrapError::Usage(format!("Can't read {opt} data: {}", super::strerror(&e)))
+    })
 }
 
 /// A destination inside: bwrap takes relative ones from the root.

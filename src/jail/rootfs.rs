@@ -327,9 +327,17 @@ fn apply_steps(
                 let (d, name) = root.parent(link).step("symlink", link)?;
                 at::symlink(target, root.fd_of(&d), name, link).step("symlink", link)?;
             }
-            RootStep::File { dst, content, mode } => {
+            RootStep::File {
+                dst,
+                content,
+                mode,
+                bound,
+            } => {
                 let (d, name) = root.parent(dst).step("file", dst)?;
                 at::write_file(root.fd_of(&d), name, content, *mode, dst).step("file", dst)?;
+                if let Some(writable) = bound {
+                    bind_onto_itself(root, dst, *writable)?;
+                }
             }
             RootStep::Dir { dst } => {
                 root.dir(dst, 0o755).step("dir", dst)?;
@@ -389,6 +397,14 @@ fn verify_error(dst: &Path) -> JailError {
         errno: Errno::EXDEV,
     };
     step_error("bind", dst, err)
+}
+
+/// The file just made at `dst` bind-mounted onto itself, read-only unless
+/// `writable` (bwrap's `--bind-data` / `--ro-bind-data`).
+fn bind_onto_itself(root: &mut Root, dst: &Path, writable: bool) -> Result<(), JailError> {
+    let fd = sys::open_in_root(&root.fd, dst, libc::O_PATH).step("bind", dst)?;
+    let tree = clone_tree(&fd, dst, writable, false)?;
+    bind(root, &fd, tree, dst)
 }
 
 /// A detached copy of `src`'s mount tree with nosuid, nodev (unless

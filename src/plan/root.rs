@@ -36,6 +36,9 @@ pub enum RootStep {
         dst: PathBuf,
         content: Vec<u8>,
         mode: u32,
+        /// Bind-mounted onto itself, read-only unless true
+        /// (`MountSpec::Data`); None: a plain file.
+        bound: Option<bool>,
     },
     Dir {
         dst: PathBuf,
@@ -170,6 +173,25 @@ impl Root {
                     dst: rel(dst),
                     content: content.clone(),
                     mode: *mode,
+                    bound: None,
+                }
+            }
+            MountSpec::Data {
+                dst,
+                content,
+                mode,
+                writable,
+            } => {
+                let grant = match writable {
+                    true => Access::ReadWrite,
+                    false => Access::ReadExec,
+                };
+                rules.push((dst.clone(), grant));
+                RootStep::File {
+                    dst: rel(dst),
+                    content: content.clone(),
+                    mode: *mode,
+                    bound: Some(*writable),
                 }
             }
             MountSpec::Dir { dst } => RootStep::Dir { dst: rel(dst) },
@@ -308,7 +330,12 @@ pub(super) fn mount_points(steps: &[RootStep]) -> Vec<PathBuf> {
             RootStep::Bind { dst, .. }
             | RootStep::Tmpfs { dst, .. }
             | RootStep::Proc { dst }
-            | RootStep::Dev { dst } => Some(Path::new("/").join(dst)),
+            | RootStep::Dev { dst }
+            | RootStep::File {
+                dst,
+                bound: Some(_),
+                ..
+            } => Some(Path::new("/").join(dst)),
             RootStep::Symlink { .. }
             | RootStep::File { .. }
             | RootStep::Dir { .. }
@@ -357,9 +384,8 @@ pub(super) fn coalesce_rules(
         let all_read_only = steps.iter().all(|s| {
             let (dst, ok) = match s {
                 RootStep::Bind { dst, writable, .. } => (dst, !writable),
-                RootStep::File { dst, .. }
-                | RootStep::Dir { dst }
-                | RootStep::RemountRo { dst } => (dst, true),
+                RootStep::File { dst, bound, .. } => (dst, *bound != Some(true)),
+                RootStep::Dir { dst } | RootStep::RemountRo { dst } => (dst, true),
                 RootStep::Symlink { link, .. } => (link, true),
                 RootStep::Tmpfs { dst, .. } | RootStep::Proc { dst } | RootStep::Dev { dst } => {
                     (dst, false)
@@ -409,6 +435,7 @@ mod tests {
                 dst: PathBuf::from("etc/passwd"),
                 content: Vec::new(),
                 mode: 0o644,
+                bound: None,
             },
             RootStep::Symlink {
                 target: PathBuf::from("/usr/share/zoneinfo/UTC"),

@@ -131,6 +131,17 @@ fn mount_line(m: &MountSpec) -> Option<String> {
             dst.display(),
             content.len()
         ),
+        MountSpec::Data {
+            dst,
+            content,
+            mode,
+            writable,
+        } => format!(
+            "  data {:<30} {} bytes mode {mode:o}{}",
+            dst.display(),
+            content.len(),
+            if *writable { "" } else { " ro" }
+        ),
         MountSpec::Dir { dst } => format!("  dir  {}", dst.display()),
         MountSpec::DevBind { src, dst, .. } => {
             format!("  dev-bind  {} -> {}", src.display(), dst.display())
