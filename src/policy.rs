@@ -52,8 +52,13 @@ pub enum MountSpec {
         mode: u32,
         writable: bool,
     },
-    /// An empty directory.
-    Dir { dst: PathBuf },
+    /// An empty directory; missing parents are made with the same `mode`,
+    /// an existing directory is left as it is (bwrap's `--perms` `--dir`).
+    Dir {
+        dst: PathBuf,
+        #[serde(default = "dir_mode")]
+        mode: u32,
+    },
     /// A fresh /proc of the jail's pid namespace, /proc/sys read-only and
     /// dangerous files masked.
     Proc { dst: PathBuf },
@@ -71,6 +76,13 @@ pub enum MountSpec {
     RemountRo { dst: PathBuf },
 }
 
+/// A directory's mode unless given.
+pub const DIR_MODE: u32 = 0o755;
+
+fn dir_mode() -> u32 {
+    DIR_MODE
+}
+
 impl MountSpec {
     pub fn dst(&self) -> &Path {
         match self {
@@ -79,7 +91,7 @@ impl MountSpec {
             | MountSpec::Tmpfs { dst, .. }
             | MountSpec::File { dst, .. }
             | MountSpec::Data { dst, .. }
-            | MountSpec::Dir { dst }
+            | MountSpec::Dir { dst, .. }
             | MountSpec::Proc { dst }
             | MountSpec::Dev { dst }
             | MountSpec::RemountRo { dst } => dst,

@@ -369,7 +369,6 @@ fn unsupported_options_are_refused_not_ignored() {
             (&["--overlay", "a", "b", "c", "true"][..], "--overlay"),
             (&["--cap-add", "CAP_NET_RAW", "true"][..], "--cap-add"),
             (&["--as-pid-1", "true"][..], "--as-pid-1"),
-            (&["--perms", "0700", "--dir", "/d", "true"][..], "--perms"),
         ] {
             let o = with_args(ours(who), args, None);
             expect_code(&o, 1, opt);
@@ -683,5 +682,36 @@ fn bind_data_and_ro_bind_data() {
             assert_eq!(stdout(&o), stdout(&r));
             assert_eq!(stderr(&o), stderr(&r));
         }
+    }
+}
+
+#[test]
+fn perms_before_dir() {
+    // Missing parents get the same mode; an existing directory keeps its own.
+    for who in users("bwrap_perms_dir") {
+        let o = same_root(
+            who,
+            &[
+                "--perms",
+                "0777",
+                "--dir",
+                "/d",
+                "--perms",
+                "0700",
+                "--dir",
+                "/e/f",
+                "--dir",
+                "/g",
+                "--perms",
+                "0711",
+                "--dir",
+                "/tmp",
+                "sh",
+                "-c",
+                "stat -c '%a %n' /d /e /e/f /g /tmp",
+            ],
+        );
+        expect_code(&o, 0, "--perms --dir");
+        assert_eq!(stdout(&o), "777 /d\n700 /e\n700 /e/f\n755 /g\n755 /tmp\n");
     }
 }

@@ -185,9 +185,9 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
             size: pending.size.take().unwrap_or(0),
             mode: pending.perms.take().unwrap_or(0o755),
         },
-        "--dir" if pending.perms.is_some() => return Err(BwrapError::Unsupported("--perms")),
         "--dir" => MountSpec::Dir {
             dst: dest(op.opt, &a[0])?,
+            mode: pending.perms.take().unwrap_or(policy::DIR_MODE),
         },
         // A file of the sandbox's own with FD's content, as bwrap copies
         // it (writable where its directory is).

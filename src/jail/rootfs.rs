@@ -339,8 +339,8 @@ fn apply_steps(
                     bind_onto_itself(root, dst, *writable)?;
                 }
             }
-            RootStep::Dir { dst } => {
-                root.dir(dst, 0o755).step("dir", dst)?;
+            RootStep::Dir { dst, mode } => {
+                root.dir(dst, *mode).step("dir", dst)?;
             }
             RootStep::Proc { dst } => {
                 if let Some(refused) = proc(root, dst, &src.devices[0])? {

@@ -42,6 +42,7 @@ pub enum RootStep {
     },
     Dir {
         dst: PathBuf,
+        mode: u32,
     },
     Proc {
         dst: PathBuf,
@@ -194,7 +195,10 @@ impl Root {
                     bound: Some(*writable),
                 }
             }
-            MountSpec::Dir { dst } => RootStep::Dir { dst: rel(dst) },
+            MountSpec::Dir { dst, mode } => RootStep::Dir {
+                dst: rel(dst),
+                mode: *mode,
+            },
             // Landlock's grant stays; the mount refuses writes itself.
             MountSpec::RemountRo { dst } => RootStep::RemountRo { dst: rel(dst) },
             MountSpec::Proc { dst } => {
@@ -385,7 +389,7 @@ pub(super) fn coalesce_rules(
             let (dst, ok) = match s {
                 RootStep::Bind { dst, writable, .. } => (dst, !writable),
                 RootStep::File { dst, bound, .. } => (dst, *bound != Some(true)),
-                RootStep::Dir { dst } | RootStep::RemountRo { dst } => (dst, true),
+                RootStep::Dir { dst, .. } | RootStep::RemountRo { dst } => (dst, true),
                 RootStep::Symlink { link, .. } => (link, true),
                 RootStep::Tmpfs { dst, .. } | RootStep::Proc { dst } | RootStep::Dev { dst } => {
                     (dst, false)

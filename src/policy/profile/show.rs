@@ -142,7 +142,10 @@ fn mount_line(m: &MountSpec) -> Option<String> {
             content.len(),
             if *writable { "" } else { " ro" }
         ),
-        MountSpec::Dir { dst } => format!("  dir  {}", dst.display()),
+        MountSpec::Dir { dst, mode } if *mode == crate::policy::DIR_MODE => {
+            format!("  dir  {}", dst.display())
+        }
+        MountSpec::Dir { dst, mode } => format!("  dir  {} mode {mode:o}", dst.display()),
         MountSpec::DevBind { src, dst, .. } => {
             format!("  dev-bind  {} -> {}", src.display(), dst.display())
         }
