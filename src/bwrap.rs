@@ -130,6 +130,14 @@ pub fn main(args: &[OsString]) -> i32 {
 fn run(policy: Policy) -> i32 {
     let argv0 = policy.argv[0].to_string_lossy().into_owned();
     let cwd = policy.chdir.clone().unwrap_or_default();
+    let chmods: Vec<(std::path::PathBuf, u32)> = policy
+        .mounts
+        .iter()
+        .filter_map(|m| match m {
+            crate::policy::MountSpec::Chmod { dst, mode } => Some((dst.clone(), *mode)),
+            _ => None,
+        })
+        .collect();
     let status_fds: Vec<i32> = policy
         .pid_reports
         .iter()
@@ -154,7 +162,7 @@ fn run(policy: Policy) -> i32 {
                     "Permission denied"
                 }
             )),
-            _ => eprint_line(&setup_error(o.error.as_deref(), &cwd)),
+            _ => eprint_line(&setup_error(o.error.as_deref(), &cwd, &chmods)),
         }
         return USAGE_EXIT;
     }
@@ -168,11 +176,27 @@ fn run(policy: Policy) -> i32 {
 
 /// A failed setup in bwrap's words where bwrap has them: stockade's step
 /// error ends with strerror's text after the last `: `.
-fn setup_error(err: Option<&str>, cwd: &std::path::Path) -> String {
+fn setup_error(
+    err: Option<&str>,
+    cwd: &std::path::Path,
+    chmods: &[(std::path::PathBuf, u32)],
+) -> String {
     let err = err.unwrap_or("setup failed");
     let why = err.rsplit(": ").next().unwrap_or(err);
     if err.starts_with("chdir: ") {
         return format!("Can't chdir to {}: {why}", cwd.display());
+    }
+    if let Some(rest) = err.strip_prefix("chmod: ") {
+        let path = rest.split(": ").next().unwrap_or_default();
+        if let Some((dst, mode)) = chmods.iter().find(|(d, _)| d.as_os_str() == path) {
+            // C's %#o: a leading 0 unless the mode is 0.
+            let m = if *mode == 0 {
+                "0".into()
+            } else {
+                format!("0{mode:o}")
+            };
+            return format!("Can't chmod {m} {}: {why}", dst.display());
+        }
     }
     err.to_string()
 }

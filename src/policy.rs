@@ -71,6 +71,9 @@ pub enum MountSpec {
         dst: PathBuf,
         optional: bool,
     },
+    /// Change the mode of what an earlier entry put at `dst` (bwrap's
+    /// `--chmod`; symlinks followed inside the jail's root).
+    Chmod { dst: PathBuf, mode: u32 },
     /// Make the mount at `dst` (put there by an earlier entry) read-only,
     /// not recursively (bwrap's `--remount-ro`).
     RemountRo { dst: PathBuf },
@@ -94,7 +97,8 @@ impl MountSpec {
             | MountSpec::Dir { dst, .. }
             | MountSpec::Proc { dst }
             | MountSpec::Dev { dst }
-            | MountSpec::RemountRo { dst } => dst,
+            | MountSpec::RemountRo { dst }
+            | MountSpec::Chmod { dst, .. } => dst,
             MountSpec::Symlink { link, .. } => link,
         }
     }

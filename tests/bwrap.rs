@@ -715,3 +715,35 @@ fn perms_before_dir() {
         assert_eq!(stdout(&o), "777 /d\n700 /e\n700 /e/f\n755 /g\n755 /tmp\n");
     }
 }
+
+#[test]
+fn chmod_after_the_op_that_made_the_path() {
+    for who in users("bwrap_chmod") {
+        let o = same_root(
+            who,
+            &[
+                "--dir",
+                "/g",
+                "--chmod",
+                "0701",
+                "/g",
+                "--chmod",
+                "1777",
+                "/tmp",
+                "sh",
+                "-c",
+                "stat -c '%a %n' /g /tmp",
+            ],
+        );
+        expect_code(&o, 0, "--chmod");
+        assert_eq!(stdout(&o), "701 /g\n1777 /tmp\n");
+        for bad in [
+            &["--chmod", "9", "/g", "true"][..],
+            &["--chmod", "0755", "/nonexistent", "true"][..],
+            &["--chmod", "7777", "/usr", "true"][..],
+        ] {
+            let o = same_root(who, bad);
+            expect_code(&o, 1, &format!("{bad:?}"));
+        }
+    }
+}

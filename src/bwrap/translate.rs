@@ -143,7 +143,7 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
             let prog = seccomp_data(&a[0])?;
             p.bpf_filters.push(prog);
         }
-        "--perms" => pending.perms = Some(perms(&a[0])?),
+        "--perms" => pending.perms = Some(perms(op.opt, &a[0])?),
         "--size" => pending.size = Some(size(&a[0])?),
         _ => return mount(op, p, pending),
     }
@@ -203,6 +203,10 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
             dst: dest(op.opt, &a[1])?,
             mode: pending.perms.take().unwrap_or(0o600),
             writable: op.opt == "--bind-data",
+        },
+        "--chmod" => MountSpec::Chmod {
+            mode: perms(op.opt, &a[0])?,
+            dst: dest(op.opt, &a[1])?,
         },
         "--remount-ro" => MountSpec::RemountRo {
             dst: dest(op.opt, &a[0])?,
@@ -275,11 +279,11 @@ fn seccomp_data(s: &OsString) -> Result<Vec<u8>, BwrapError> {
     Ok(data)
 }
 
-fn perms(s: &OsString) -> Result<u32, BwrapError> {
+fn perms(opt: &str, s: &OsString) -> Result<u32, BwrapError> {
     s.to_str()
         .and_then(|t| u32::from_str_radix(t, 8).ok())
         .filter(|m| *m <= 0o7777)
-        .ok_or_else(|| usage("--perms takes an octal argument <= 07777"))
+        .ok_or_else(|| BwrapError::Usage(format!("{opt} takes an octal argument <= 07777")))
 }
 
 fn size(s: &OsString) -> Result<u64, BwrapError> {

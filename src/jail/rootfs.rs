@@ -348,6 +348,10 @@ fn apply_steps(
                 }
             }
             RootStep::Dev { dst } => dev(root, dst, &src.devices)?,
+            RootStep::Chmod { dst, mode } => {
+                let fd = sys::open_in_root(&root.fd, dst, libc::O_PATH).step("chmod", dst)?;
+                sys::chmod_fd(&fd, *mode, dst).step("chmod", dst)?;
+            }
             RootStep::RemountRo { dst } => {
                 let opened;
                 let fd = if dst.as_os_str().is_empty() {

@@ -50,6 +50,11 @@ pub enum RootStep {
     Dev {
         dst: PathBuf,
     },
+    /// The mode of what is at `dst` changed.
+    Chmod {
+        dst: PathBuf,
+        mode: u32,
+    },
     /// The mount at `dst` made read-only (not recursively).
     RemountRo {
         dst: PathBuf,
@@ -201,6 +206,10 @@ impl Root {
             },
             // Landlock's grant stays; the mount refuses writes itself.
             MountSpec::RemountRo { dst } => RootStep::RemountRo { dst: rel(dst) },
+            MountSpec::Chmod { dst, mode } => RootStep::Chmod {
+                dst: rel(dst),
+                mode: *mode,
+            },
             MountSpec::Proc { dst } => {
                 rules.push((dst.clone(), Access::ReadExec));
                 RootStep::Proc { dst: rel(dst) }
@@ -343,7 +352,8 @@ pub(super) fn mount_points(steps: &[RootStep]) -> Vec<PathBuf> {
             RootStep::Symlink { .. }
             | RootStep::File { .. }
             | RootStep::Dir { .. }
-            | RootStep::RemountRo { .. } => None,
+            | RootStep::RemountRo { .. }
+            | RootStep::Chmod { .. } => None,
         })
         .collect()
 }
@@ -389,7 +399,9 @@ pub(super) fn coalesce_rules(
             let (dst, ok) = match s {
                 RootStep::Bind { dst, writable, .. } => (dst, !writable),
                 RootStep::File { dst, bound, .. } => (dst, *bound != Some(true)),
-                RootStep::Dir { dst, .. } | RootStep::RemountRo { dst } => (dst, true),
+                RootStep::Dir { dst, .. }
+                | RootStep::RemountRo { dst }
+                | RootStep::Chmod { dst, .. } => (dst, true),
                 RootStep::Symlink { link, .. } => (link, true),
                 RootStep::Tmpfs { dst, .. } | RootStep::Proc { dst } | RootStep::Dev { dst } => {
                     (dst, false)
