@@ -71,6 +71,9 @@ pub enum MountSpec {
         dst: PathBuf,
         optional: bool,
     },
+    /// A fresh mqueue filesystem of the jail's ipc namespace (bwrap's
+    /// `--mqueue`).
+    Mqueue { dst: PathBuf },
     /// Change the mode of what an earlier entry put at `dst` (bwrap's
     /// `--chmod`; symlinks followed inside the jail's root).
     Chmod { dst: PathBuf, mode: u32 },
@@ -98,7 +101,8 @@ impl MountSpec {
             | MountSpec::Proc { dst }
             | MountSpec::Dev { dst }
             | MountSpec::RemountRo { dst }
-            | MountSpec::Chmod { dst, .. } => dst,
+            | MountSpec::Chmod { dst, .. }
+            | MountSpec::Mqueue { dst } => dst,
             MountSpec::Symlink { link, .. } => link,
         }
     }

@@ -747,3 +747,23 @@ fn chmod_after_the_op_that_made_the_path() {
         }
     }
 }
+
+#[test]
+fn mqueue() {
+    // Not under --dev here: stockade's /dev is read-only once made.
+    for who in users("bwrap_mqueue") {
+        let o = same_root(
+            who,
+            &[
+                "--unshare-ipc",
+                "--mqueue",
+                "/mq",
+                "sh",
+                "-c",
+                "grep ' /mq ' /proc/self/mountinfo | cut -d' ' -f5,6,9-; stat -c %a /mq",
+            ],
+        );
+        expect_code(&o, 0, "--mqueue");
+        assert_eq!(stdout(&o), "/mq rw,relatime mqueue rw\n1777\n");
+    }
+}

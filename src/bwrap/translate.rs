@@ -204,6 +204,9 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
             mode: pending.perms.take().unwrap_or(0o600),
             writable: op.opt == "--bind-data",
         },
+        "--mqueue" => MountSpec::Mqueue {
+            dst: dest(op.opt, &a[0])?,
+        },
         "--chmod" => MountSpec::Chmod {
             mode: perms(op.opt, &a[0])?,
             dst: dest(op.opt, &a[1])?,

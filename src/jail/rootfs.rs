@@ -348,6 +348,12 @@ fn apply_steps(
                 }
             }
             RootStep::Dev { dst } => dev(root, dst, &src.devices)?,
+            RootStep::Mqueue { dst } => {
+                let d = root.dir(dst, 0o755).step("mqueue", dst)?;
+                // No flags, as bwrap mounts it.
+                sys::mount_fs_on(root.fd_of(&d), "mqueue", 0, None, dst).step("mqueue", dst)?;
+                root.mounted(dst);
+            }
             RootStep::Chmod { dst, mode } => {
                 let fd = sys::open_in_root(&root.fd, dst, libc::O_PATH).step("chmod", dst)?;
                 sys::chmod_fd(&fd, *mode, dst).step("chmod", dst)?;

@@ -50,6 +50,10 @@ pub enum RootStep {
     Dev {
         dst: PathBuf,
     },
+    /// A new mqueue filesystem.
+    Mqueue {
+        dst: PathBuf,
+    },
     /// The mode of what is at `dst` changed.
     Chmod {
         dst: PathBuf,
@@ -206,6 +210,10 @@ impl Root {
             },
             // Landlock's grant stays; the mount refuses writes itself.
             MountSpec::RemountRo { dst } => RootStep::RemountRo { dst: rel(dst) },
+            MountSpec::Mqueue { dst } => {
+                rules.push((dst.clone(), Access::ReadWrite));
+                RootStep::Mqueue { dst: rel(dst) }
+            }
             MountSpec::Chmod { dst, mode } => RootStep::Chmod {
                 dst: rel(dst),
                 mode: *mode,
@@ -344,6 +352,7 @@ pub(super) fn mount_points(steps: &[RootStep]) -> Vec<PathBuf> {
             | RootStep::Tmpfs { dst, .. }
             | RootStep::Proc { dst }
             | RootStep::Dev { dst }
+            | RootStep::Mqueue { dst }
             | RootStep::File {
                 dst,
                 bound: Some(_),
@@ -403,9 +412,10 @@ pub(super) fn coalesce_rules(
                 | RootStep::RemountRo { dst }
                 | RootStep::Chmod { dst, .. } => (dst, true),
                 RootStep::Symlink { link, .. } => (link, true),
-                RootStep::Tmpfs { dst, .. } | RootStep::Proc { dst } | RootStep::Dev { dst } => {
-                    (dst, false)
-                }
+                RootStep::Tmpfs { dst, .. }
+                | RootStep::Proc { dst }
+                | RootStep::Dev { dst }
+                | RootStep::Mqueue { dst } => (dst, false),
             };
             ok || !Path::new("/").join(dst).starts_with(&t)
         });
