@@ -767,3 +767,48 @@ fn mqueue() {
         assert_eq!(stdout(&o), "/mq rw,relatime mqueue rw\n1777\n");
     }
 }
+
+#[test]
+fn bind_fd_and_ro_bind_fd() {
+    let s = common::Scratch::new("bwrap-bind-fd").world_writable();
+    std::fs::write(s.join("in"), "inside\n").unwrap();
+    let d = s.path().to_str().unwrap();
+    let ours_bin = common::binary();
+    let ours_bin = ours_bin.to_str().unwrap();
+    let script = "cat /r/in /w/in; (echo x > /r/new) 2>/dev/null || echo ro; \
+                  echo y > /w/new && cat /w/new; rm /w/new";
+    let v = root_and(&[
+        "--ro-bind-fd",
+        "3",
+        "/r",
+        "--bind-fd",
+        "4",
+        "/w",
+        "sh",
+        "-c",
+        script,
+    ]);
+    let a: Vec<&str> = v.iter().map(String::as_str).collect();
+    let bad = root_and(&["--bind-fd", "9", "/m", "true"]);
+    let bad: Vec<&str> = bad.iter().map(String::as_str).collect();
+    for who in users("bwrap_bind_fd") {
+        // sh opens the directory on fd 3 and 4 (a read of a directory
+        // opens it all the same).
+        let o = with_fds(who, &[ours_bin, "bwrap"], &a, Path::new(d), Path::new(d));
+        expect_code(&o, 0, "--bind-fd");
+        assert_eq!(stdout(&o), "inside\ninside\nro\ny\n", "{}", stderr(&o));
+        let e = with_fds(who, &[ours_bin, "bwrap"], &bad, Path::new(d), Path::new(d));
+        expect_code(&e, 1, "--bind-fd 9");
+        assert_eq!(
+            stderr(&e),
+            "bwrap: Can't find source path /proc/self/fd/9: No such file or directory\n"
+        );
+        if real(who).is_some() {
+            let r = with_fds(who, &[REAL], &a, Path::new(d), Path::new(d));
+            assert_eq!(stdout(&o), stdout(&r));
+            assert_eq!(stderr(&o), stderr(&r));
+            let r = with_fds(who, &[REAL], &bad, Path::new(d), Path::new(d));
+            assert_eq!(stderr(&e), stderr(&r));
+        }
+    }
+}

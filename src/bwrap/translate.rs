@@ -179,6 +179,21 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
                 },
             }
         }
+        // bwrap binds /proc/self/fd/FD, resolved to its path first.
+        "--bind-fd" | "--ro-bind-fd" => {
+            let fd = super::parse::parse_fd(&a[0])?;
+            let link = PathBuf::from(format!("/proc/self/fd/{fd}"));
+            let src = std::fs::canonicalize(&link).map_err(|e| BwrapError::NoSource {
+                path: link.into_os_string(),
+                why: super::strerror(&e),
+            })?;
+            MountSpec::Bind {
+                src,
+                dst: dest(op.opt, &a[1])?,
+                writable: op.opt == "--bind-fd",
+                optional: false,
+            }
+        }
         "--tmpfs" => MountSpec::Tmpfs {
             dst: dest(op.opt, &a[0])?,
             // 0: the kernel's default size, as bwrap leaves it.
