@@ -155,45 +155,10 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
     let a = &op.args;
     let spec = match op.opt {
         "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--ro-bind"
-        | "--ro-bind-try" => {
-            let optional = op.opt.ends_with("-try");
-            let src = policy::host_path(op.opt, Path::new(&a[0]))?;
-            match std::fs::metadata(&src) {
-                Err(_) if optional => return Ok(()),
-                Err(e) => {
-                    return Err(BwrapError::NoSource {
-                        path: a[0].clone(),
-                        why: super::strerror(&e),
-                    })
-                }
-                Ok(_) => {}
-            }
-            let dst = dest(op.opt, &a[1])?;
-            match op.opt.starts_with("--dev-") {
-                true => MountSpec::DevBind { src, dst, optional },
-                false => MountSpec::Bind {
-                    src,
-                    dst,
-                    writable: !op.opt.starts_with("--ro-"),
-                    optional,
-                },
-            }
-        }
-        // bwrap binds /proc/self/fd/FD, resolved to its path first.
-        "--bind-fd" | "--ro-bind-fd" => {
-            let fd = super::parse::parse_fd(&a[0])?;
-            let link = PathBuf::from(format!("/proc/self/fd/{fd}"));
-            let src = std::fs::canonicalize(&link).map_err(|e| BwrapError::NoSource {
-                path: link.into_os_string(),
-                why: super::strerror(&e),
-            })?;
-            MountSpec::Bind {
-                src,
-                dst: dest(op.opt, &a[1])?,
-                writable: op.opt == "--bind-fd",
-                optional: false,
-            }
-        }
+        | "--ro-bind-try" | "--bind-fd" | "--ro-bind-fd" => match bind_spec(op)? {
+            Some(spec) => spec,
+            None => return Ok(()),
+        },
         "--tmpfs" => MountSpec::Tmpfs {
             dst: dest(op.opt, &a[0])?,
             // 0: the kernel's default size, as bwrap leaves it.
@@ -256,6 +221,55 @@ fn fd_data(opt: &str, s: &OsString) -> Result<Vec<u8>, BwrapError> {
         let e = std::io::Error::from_raw_os_error(e.errno as i32);
         BwrapError::Usage(format!("Can't read {opt} data: {}", super::strerror(&e)))
     })
+}
+
+/// A bind op's mount; None for a `-try` whose source is missing.
+fn bind_spec(op: &Op) -> Result<Option<MountSpec>, BwrapError> {
+    let a = &op.args;
+    let spec = match op.opt {
+        "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--ro-bind"
+        | "--ro-bind-try" => {
+            let optional = op.opt.ends_with("-try");
+            let src = policy::host_path(op.opt, Path::new(&a[0]))?;
+            match std::fs::metadata(&src) {
+                Err(_) if optional => return Ok(None),
+                Err(e) => {
+                    return Err(BwrapError::NoSource {
+                        path: a[0].clone(),
+                        why: super::strerror(&e),
+                    })
+                }
+                Ok(_) => {}
+            }
+            let dst = dest(op.opt, &a[1])?;
+            match op.opt.starts_with("--dev-") {
+                true => MountSpec::DevBind { src, dst, optional },
+                false => MountSpec::Bind {
+                    src,
+                    dst,
+                    writable: !op.opt.starts_with("--ro-"),
+                    optional,
+                },
+            }
+        }
+        // bwrap binds /proc/self/fd/FD, resolved to its path first.
+        "--bind-fd" | "--ro-bind-fd" => {
+            let fd = super::parse::parse_fd(&a[0])?;
+            let link = PathBuf::from(format!("/proc/self/fd/{fd}"));
+            let src = std::fs::canonicalize(&link).map_err(|e| BwrapError::NoSource {
+                path: link.into_os_string(),
+                why: super::strerror(&e),
+            })?;
+            MountSpec::Bind {
+                src,
+                dst: dest(op.opt, &a[1])?,
+                writable: op.opt == "--bind-fd",
+                optional: false,
+            }
+        }
+        other => return Err(BwrapError::Unsupported(other)),
+    };
+    Ok(Some(spec))
 }
 
 /// A destination inside: bwrap takes relative ones from the root.

@@ -348,16 +348,8 @@ fn apply_steps(
                 }
             }
             RootStep::Dev { dst } => dev(root, dst, &src.devices)?,
-            RootStep::Mqueue { dst } => {
-                let d = root.dir(dst, 0o755).step("mqueue", dst)?;
-                // No flags, as bwrap mounts it.
-                sys::mount_fs_on(root.fd_of(&d), "mqueue", 0, None, dst).step("mqueue", dst)?;
-                root.mounted(dst);
-            }
-            RootStep::Chmod { dst, mode } => {
-                let fd = sys::open_in_root(&root.fd, dst, libc::O_PATH).step("chmod", dst)?;
-                sys::chmod_fd(&fd, *mode, dst).step("chmod", dst)?;
-            }
+            RootStep::Mqueue { dst } => mqueue(root, dst)?,
+            RootStep::Chmod { dst, mode } => chmod(root, dst, *mode)?,
             RootStep::RemountRo { dst } => {
                 let opened;
                 let fd = if dst.as_os_str().is_empty() {
@@ -407,6 +399,20 @@ fn verify_error(dst: &Path) -> JailError {
         errno: Errno::EXDEV,
     };
     step_error("bind", dst, err)
+}
+
+/// A new mqueue filesystem at `dst`, with no flags, as bwrap mounts it.
+fn mqueue(root: &mut Root, dst: &Path) -> Result<(), JailError> {
+    let d = root.dir(dst, 0o755).step("mqueue", dst)?;
+    sys::mount_fs_on(root.fd_of(&d), "mqueue", 0, None, dst).step("mqueue", dst)?;
+    root.mounted(dst);
+    Ok(())
+}
+
+/// chmod what is at `dst`, resolved inside the root.
+fn chmod(root: &Root, dst: &Path, mode: u32) -> Result<(), JailError> {
+    let fd = sys::open_in_root(&root.fd, dst, libc::O_PATH).step("chmod", dst)?;
+    sys::chmod_fd(&fd, mode, dst).step("chmod", dst)
 }
 
 /// The file just made at `dst` bind-mounted onto itself, read-only unless

@@ -166,71 +166,81 @@ impl Root {
                     devices: true,
                 }
             }
-            MountSpec::Tmpfs { dst, size, mode } => {
-                rules.push((dst.clone(), Access::ReadWrite));
-                RootStep::Tmpfs {
-                    dst: rel(dst),
-                    data: tmpfs_data(*size, *mode),
-                }
-            }
-            MountSpec::Symlink { target, link } => RootStep::Symlink {
-                target: target.clone(),
-                link: rel(link),
-            },
-            MountSpec::File { dst, content, mode } => {
-                rules.push((dst.clone(), Access::ReadExec));
-                RootStep::File {
-                    dst: rel(dst),
-                    content: content.clone(),
-                    mode: *mode,
-                    bound: None,
-                }
-            }
-            MountSpec::Data {
-                dst,
-                content,
-                mode,
-                writable,
-            } => {
-                let grant = match writable {
-                    true => Access::ReadWrite,
-                    false => Access::ReadExec,
-                };
-                rules.push((dst.clone(), grant));
-                RootStep::File {
-                    dst: rel(dst),
-                    content: content.clone(),
-                    mode: *mode,
-                    bound: Some(*writable),
-                }
-            }
-            MountSpec::Dir { dst, mode } => RootStep::Dir {
-                dst: rel(dst),
-                mode: *mode,
-            },
-            // Landlock's grant stays; the mount refuses writes itself.
-            MountSpec::RemountRo { dst } => RootStep::RemountRo { dst: rel(dst) },
-            MountSpec::Mqueue { dst } => {
-                rules.push((dst.clone(), Access::ReadWrite));
-                RootStep::Mqueue { dst: rel(dst) }
-            }
-            MountSpec::Chmod { dst, mode } => RootStep::Chmod {
-                dst: rel(dst),
-                mode: *mode,
-            },
-            MountSpec::Proc { dst } => {
-                rules.push((dst.clone(), Access::ReadExec));
-                RootStep::Proc { dst: rel(dst) }
-            }
-            MountSpec::Dev { dst } => {
-                rules.push((dst.clone(), Access::Device));
-                rules.push((dst.join("shm"), Access::ReadWrite));
-                rules.push((dst.join("pts"), Access::Device));
-                RootStep::Dev { dst: rel(dst) }
-            }
+            other => made(other, rules),
         };
         self.steps.push(step);
         Ok(())
+    }
+}
+
+/// The step of a mount with no host source, and its Landlock grant.
+fn made(s: &MountSpec, rules: &mut Vec<(PathBuf, Access)>) -> RootStep {
+    match s {
+        MountSpec::Tmpfs { dst, size, mode } => {
+            rules.push((dst.clone(), Access::ReadWrite));
+            RootStep::Tmpfs {
+                dst: rel(dst),
+                data: tmpfs_data(*size, *mode),
+            }
+        }
+        MountSpec::Symlink { target, link } => RootStep::Symlink {
+            target: target.clone(),
+            link: rel(link),
+        },
+        MountSpec::File { dst, content, mode } => {
+            rules.push((dst.clone(), Access::ReadExec));
+            RootStep::File {
+                dst: rel(dst),
+                content: content.clone(),
+                mode: *mode,
+                bound: None,
+            }
+        }
+        MountSpec::Data {
+            dst,
+            content,
+            mode,
+            writable,
+        } => {
+            let grant = match writable {
+                true => Access::ReadWrite,
+                false => Access::ReadExec,
+            };
+            rules.push((dst.clone(), grant));
+            RootStep::File {
+                dst: rel(dst),
+                content: content.clone(),
+                mode: *mode,
+                bound: Some(*writable),
+            }
+        }
+        MountSpec::Dir { dst, mode } => RootStep::Dir {
+            dst: rel(dst),
+            mode: *mode,
+        },
+        // Landlock's grant stays; the mount refuses writes itself.
+        MountSpec::RemountRo { dst } => RootStep::RemountRo { dst: rel(dst) },
+        MountSpec::Mqueue { dst } => {
+            rules.push((dst.clone(), Access::ReadWrite));
+            RootStep::Mqueue { dst: rel(dst) }
+        }
+        MountSpec::Chmod { dst, mode } => RootStep::Chmod {
+            dst: rel(dst),
+            mode: *mode,
+        },
+        MountSpec::Proc { dst } => {
+            rules.push((dst.clone(), Access::ReadExec));
+            RootStep::Proc { dst: rel(dst) }
+        }
+        MountSpec::Dev { dst } => {
+            rules.push((dst.clone(), Access::Device));
+            rules.push((dst.join("shm"), Access::ReadWrite));
+            rules.push((dst.join("pts"), Access::Device));
+            RootStep::Dev { dst: rel(dst) }
+        }
+        MountSpec::Bind { .. } | MountSpec::DevBind { .. } => {
+            unreachable!("binds are resolved in Root::add")
+        }
     }
 }
 
