@@ -68,8 +68,17 @@ pub enum BwrapError {
 /// bwrap's exit code for a usage error or a failed setup.
 pub const USAGE_EXIT: i32 = 1;
 
+/// Set by `--level-prefix` once parsed: bwrap's own messages from then on
+/// start with their syslog level (`<3>` for errors), as bwrap 0.12's do.
+static LEVEL_PREFIX: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// One error line as bwrap writes it.
 fn eprint_line(msg: &str) {
-    eprintln!("bwrap: {msg}");
+    let level = match LEVEL_PREFIX.load(std::sync::atomic::Ordering::Relaxed) {
+        true => "<3>",
+        false => "",
+    };
+    eprintln!("{level}bwrap: {msg}");
 }
 
 /// `args[0]` is the program name, as bwrap's help shows it.
@@ -121,6 +130,14 @@ pub fn main(args: &[OsString]) -> i32 {
 fn run(policy: Policy) -> i32 {
     let argv0 = policy.argv[0].to_string_lossy().into_owned();
     let cwd = policy.chdir.clone().unwrap_or_default();
+    let chmods: Vec<(std::path::PathBuf, u32)> = policy
+        .mounts
+        .iter()
+        .filter_map(|m| match m {
+            crate::policy::MountSpec::Chmod { dst, mode } => Some((dst.clone(), *mode)),
+            _ => None,
+        })
+        .collect();
     let status_fds: Vec<i32> = policy
         .pid_reports
         .iter()
@@ -145,7 +162,7 @@ fn run(policy: Policy) -> i32 {
                     "Permission denied"
                 }
             )),
-            _ => eprint_line(&setup_error(o.error.as_deref(), &cwd)),
+            _ => eprint_line(&setup_error(o.error.as_deref(), &cwd, &chmods)),
         }
         return USAGE_EXIT;
     }
@@ -159,11 +176,27 @@ fn run(policy: Policy) -> i32 {
 
 /// A failed setup in bwrap's words where bwrap has them: stockade's step
 /// error ends with strerror's text after the last `: `.
-fn setup_error(err: Option<&str>, cwd: &std::path::Path) -> String {
+fn setup_error(
+    err: Option<&str>,
+    cwd: &std::path::Path,
+    chmods: &[(std::path::PathBuf, u32)],
+) -> String {
     let err = err.unwrap_or("setup failed");
     let why = err.rsplit(": ").next().unwrap_or(err);
     if err.starts_with("chdir: ") {
         return format!("Can't chdir to {}: {why}", cwd.display());
+    }
+    if let Some(rest) = err.strip_prefix("chmod: ") {
+        let path = rest.split(": ").next().unwrap_or_default();
+        if let Some((dst, mode)) = chmods.iter().find(|(d, _)| d.as_os_str() == path) {
+            // C's %#o: a leading 0 unless the mode is 0.
+            let m = if *mode == 0 {
+                "0".into()
+            } else {
+                format!("0{mode:o}")
+            };
+            return format!("Can't chmod {m} {}: {why}", dst.display());
+        }
     }
     err.to_string()
 }

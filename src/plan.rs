@@ -80,6 +80,12 @@ pub struct Plan {
     pub landlock_deny_tcp: bool,
     /// The compiled seccomp filter, if any.
     pub seccomp: Option<crate::seccomp::Compiled>,
+    /// The caller's own BPF programs (`Policy::bpf_filters`), installed in
+    /// order after `seccomp`.
+    pub bpf_filters: Vec<Vec<libc::sock_filter>>,
+    /// Read (one byte, or EOF) by the payload before seccomp and execve
+    /// (`Policy::block_fd`).
+    pub block_fd: Option<i32>,
     /// Layers that must be applied.
     pub require: Vec<crate::policy::Layer>,
     /// The limits asked for.
@@ -494,7 +500,24 @@ impl Plan {
             envp: exec.envp,
             keep_fds: p.keep_fds.clone(),
             pid_reports: p.pid_reports.clone(),
+            bpf_filters: p.bpf_filters.iter().map(|b| sock_filters(b)).collect(),
+            block_fd: p.block_fd,
             command: p.argv[0].to_string_lossy().into_owned(),
         })
     }
+}
+
+/// A classic BPF program from its bytes (`struct sock_filter`: code u16,
+/// jt u8, jf u8, k u32, native endian); a trailing partial entry is
+/// dropped (the policy's check refuses it).
+fn sock_filters(bytes: &[u8]) -> Vec<libc::sock_filter> {
+    bytes
+        .chunks_exact(8)
+        .map(|b| libc::sock_filter {
+            code: u16::from_ne_bytes([b[0], b[1]]),
+            jt: b[2],
+            jf: b[3],
+            k: u32::from_ne_bytes([b[4], b[5], b[6], b[7]]),
+        })
+        .collect()
 }

@@ -43,8 +43,22 @@ pub enum MountSpec {
         content: Vec<u8>,
         mode: u32,
     },
-    /// An empty directory.
-    Dir { dst: PathBuf },
+    /// A file of the jail's own with inline content, bind-mounted on `dst`
+    /// (read-only unless `writable`): bwrap's `--bind-data` and
+    /// `--ro-bind-data`.
+    Data {
+        dst: PathBuf,
+        content: Vec<u8>,
+        mode: u32,
+        writable: bool,
+    },
+    /// An empty directory; missing parents are made with the same `mode`,
+    /// an existing directory is left as it is (bwrap's `--perms` `--dir`).
+    Dir {
+        dst: PathBuf,
+        #[serde(default = "dir_mode")]
+        mode: u32,
+    },
     /// A fresh /proc of the jail's pid namespace, /proc/sys read-only and
     /// dangerous files masked.
     Proc { dst: PathBuf },
@@ -57,9 +71,22 @@ pub enum MountSpec {
         dst: PathBuf,
         optional: bool,
     },
+    /// A fresh mqueue filesystem of the jail's ipc namespace (bwrap's
+    /// `--mqueue`).
+    Mqueue { dst: PathBuf },
+    /// Change the mode of what an earlier entry put at `dst` (bwrap's
+    /// `--chmod`; symlinks followed inside the jail's root).
+    Chmod { dst: PathBuf, mode: u32 },
     /// Make the mount at `dst` (put there by an earlier entry) read-only,
     /// not recursively (bwrap's `--remount-ro`).
     RemountRo { dst: PathBuf },
+}
+
+/// A directory's mode unless given.
+pub const DIR_MODE: u32 = 0o755;
+
+fn dir_mode() -> u32 {
+    DIR_MODE
 }
 
 impl MountSpec {
@@ -69,10 +96,13 @@ impl MountSpec {
             | MountSpec::DevBind { dst, .. }
             | MountSpec::Tmpfs { dst, .. }
             | MountSpec::File { dst, .. }
-            | MountSpec::Dir { dst }
+            | MountSpec::Data { dst, .. }
+            | MountSpec::Dir { dst, .. }
             | MountSpec::Proc { dst }
             | MountSpec::Dev { dst }
-            | MountSpec::RemountRo { dst } => dst,
+            | MountSpec::RemountRo { dst }
+            | MountSpec::Chmod { dst, .. }
+            | MountSpec::Mqueue { dst } => dst,
             MountSpec::Symlink { link, .. } => link,
         }
     }
@@ -256,6 +286,17 @@ pub struct Policy {
     #[serde(default)]
     pub pid_reports: Vec<PidReport>,
     pub seccomp: SeccompPolicy,
+    /// Caller-compiled classic BPF programs (`struct sock_filter` arrays,
+    /// as bytes, a multiple of 8), installed in order as the payload's
+    /// last step before execve, after stockade's own filter (bwrap's
+    /// `--seccomp` / `--add-seccomp-fd`).
+    #[serde(default)]
+    pub bpf_filters: Vec<Vec<u8>>,
+    /// A caller fd the payload reads one byte from (or EOF) before its
+    /// execve, as bwrap's `--block-fd`: the command starts only then.
+    /// Only for a run in the caller's own process (`run_here`).
+    #[serde(default)]
+    pub block_fd: Option<i32>,
     pub landlock: LandlockPolicy,
     pub limits: Limits,
     /// Layers that must be applied or the run fails.
@@ -393,6 +434,8 @@ impl Policy {
             keep_fds: Vec::new(),
             pid_reports: Vec::new(),
             seccomp: SeccompPolicy::default(),
+            bpf_filters: Vec::new(),
+            block_fd: None,
             landlock: LandlockPolicy::default(),
             limits: Limits::default(),
             require: Vec::new(),
@@ -450,6 +493,15 @@ impl Policy {
         }
         if self.tmp_size == 0 {
             return Err(PolicyError::new("tmp_size", "must be greater than 0"));
+        }
+        if self.bpf_filters.iter().any(|b| b.len() % 8 != 0) {
+            return Err(PolicyError::new(
+                "bpf_filters",
+                "Invalid seccomp data, must be multiple of 8",
+            ));
+        }
+        if self.block_fd.is_some_and(|fd| fd < 0) {
+            return Err(PolicyError::new("block_fd", "not a file descriptor"));
         }
         for r in &self.pid_reports {
             if r.fd < 0 {

@@ -367,11 +367,8 @@ fn unsupported_options_are_refused_not_ignored() {
     for who in users("bwrap_refused") {
         for (args, opt) in [
             (&["--overlay", "a", "b", "c", "true"][..], "--overlay"),
-            (&["--seccomp", "3", "true"][..], "--seccomp"),
             (&["--cap-add", "CAP_NET_RAW", "true"][..], "--cap-add"),
             (&["--as-pid-1", "true"][..], "--as-pid-1"),
-            (&["--perms", "0700", "--dir", "/d", "true"][..], "--perms"),
-            (&["--ro-bind-data", "0", "/d", "true"][..], "--ro-bind-data"),
         ] {
             let o = with_args(ours(who), args, None);
             expect_code(&o, 1, opt);
@@ -487,6 +484,331 @@ fn info_fd_and_json_status_fd() {
                     assert!(o.get(k).is_some(), "{k} missing in {o}");
                 }
             }
+        }
+    }
+}
+
+/// A classic BPF program (`struct sock_filter` array) that fails mkdir and
+/// mkdirat with EPERM (x86_64 numbers; aarch64 has only mkdirat, 34) and
+/// allows everything else.
+fn no_mkdir_filter() -> Vec<u8> {
+    let (mkdir, mkdirat) = match std::env::consts::ARCH {
+        "aarch64" => (34, 34),
+        _ => (83, 258),
+    };
+    let insns: [(u16, u8, u8, u32); 5] = [
+        (0x20, 0, 0, 0),           // ld [0] (the syscall number)
+        (0x15, 2, 0, mkdir),       // jeq mkdir → deny
+        (0x15, 1, 0, mkdirat),     // jeq mkdirat → deny
+        (0x06, 0, 0, 0x7fff_0000), // ret ALLOW
+        (0x06, 0, 0, 0x0005_0001), // ret ERRNO(EPERM)
+    ];
+    let mut b = Vec::new();
+    for (code, jt, jf, k) in insns {
+        b.extend_from_slice(&code.to_ne_bytes());
+        b.extend_from_slice(&[jt, jf]);
+        b.extend_from_slice(&k.to_ne_bytes());
+    }
+    b
+}
+
+/// `bin [pre…] args…` started through sh as `who` with fd 3 and 4 open on
+/// `f3` and `f4`, as the other tests start bwrap.
+fn with_fds(who: Who, bin: &[&str], args: &[&str], f3: &Path, f4: &Path) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new("/bin/sh");
+    c.args(["-c", "exec \"$@\" 3<\"$F3\" 4<\"$F4\"", "sh"]);
+    c.args(bin).args(args);
+    c.env_clear();
+    c.env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    c.env("LANG", "C.UTF-8");
+    c.env("F3", f3).env("F4", f4);
+    c.current_dir("/");
+    if who == Who::Nobody && is_root() {
+        c.uid(NOBODY).gid(NOBODY);
+    }
+    c.stdin(Stdio::null());
+    c.output().expect("start")
+}
+
+#[test]
+fn seccomp_programs_from_fds() {
+    let s = common::Scratch::new("bwrap-seccomp");
+    let (prog, odd) = (s.join("prog"), s.join("odd"));
+    std::fs::write(&prog, no_mkdir_filter()).unwrap();
+    std::fs::write(&odd, [0u8; 7]).unwrap();
+    let ours_bin = common::binary();
+    let ours_bin = ours_bin.to_str().unwrap();
+    let script = "mkdir /tmp/x 2>/dev/null; echo $?; ls -d /proc/self/fd/3 2>/dev/null; echo ok";
+    for who in users("bwrap_seccomp") {
+        // --seccomp alone: the payload's mkdir fails, the rest works, and
+        // the program's fd is not passed on.
+        let o = same_in(
+            who,
+            &root_and(&["--seccomp", "0", "sh", "-c", script])
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            Some(&prog),
+        );
+        assert_eq!(stdout(&o), "1\nok\n");
+        // Two stacked programs (the same one twice), and the refusals.
+        let cases: [(&[&str], &str, i32); 4] = [
+            (
+                &["--add-seccomp-fd", "3", "--add-seccomp-fd", "4"],
+                "1\nok\n",
+                0,
+            ),
+            (&["--seccomp", "3", "--add-seccomp-fd", "4"], "", 1),
+            (&["--add-seccomp-fd", "3", "--seccomp", "4"], "", 1),
+            (&["--add-seccomp-fd", "3", "--add-seccomp-fd", "4"], "", 1),
+        ];
+        for (i, (opts, out, code)) in cases.into_iter().enumerate() {
+            let f4 = if i == 3 { &odd } else { &prog };
+            let v = root_and(opts);
+            let mut a: Vec<&str> = v.iter().map(String::as_str).collect();
+            a.extend(["sh", "-c", script]);
+            let o = with_fds(who, &[ours_bin, "bwrap"], &a, &prog, f4);
+            expect_code(&o, code, &format!("{opts:?}"));
+            assert_eq!(stdout(&o), out, "{opts:?}: {}", stderr(&o));
+            if real(who).is_some() {
+                let r = with_fds(who, &[REAL], &a, &prog, f4);
+                assert_eq!(stderr(&o), stderr(&r), "{opts:?}");
+                assert_eq!(stdout(&o), stdout(&r), "{opts:?}");
+                assert_eq!(o.status.code(), r.status.code(), "{opts:?}");
+            }
+        }
+    }
+}
+
+/// `args` started as `c` with a pipe on stdin: the payload must not have
+/// run (nor the run ended) before a byte is written to it.
+fn blocked_until_written(mut c: Command, args: &[&str]) -> Output {
+    use std::io::Write;
+    c.args(args).stdin(Stdio::piped()).stdout(Stdio::piped());
+    c.stderr(Stdio::piped());
+    let mut child = c.spawn().expect("start");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "ran before the block fd was written"
+    );
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"x").unwrap();
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn block_fd_holds_the_command_back() {
+    let v = root_and(&["--block-fd", "0", "sh", "-c", "echo ran"]);
+    let a: Vec<&str> = v.iter().map(String::as_str).collect();
+    for who in users("bwrap_block_fd") {
+        let o = blocked_until_written(ours(who), &a);
+        expect_code(&o, 0, "--block-fd");
+        assert_eq!(stdout(&o), "ran\n");
+        if let Some(r) = real(who) {
+            let r = blocked_until_written(r, &a);
+            assert_eq!(stdout(&o), stdout(&r));
+            assert_eq!(stderr(&o), stderr(&r));
+        }
+    }
+}
+
+#[test]
+fn level_prefix_and_not_a_security_boundary() {
+    // Options bwrap 0.8 lacks: stockade's side only.
+    for who in users("bwrap_level_prefix") {
+        let o = with_args(ours(who), &["--level-prefix", "--bogus"], None);
+        expect_code(&o, 1, "--level-prefix");
+        assert_eq!(stderr(&o), "<3>bwrap: Unknown option --bogus\n");
+        // Only messages after it carry the level, as in bwrap.
+        let o = with_args(ours(who), &["--bogus", "--level-prefix"], None);
+        assert_eq!(stderr(&o), "bwrap: Unknown option --bogus\n");
+        let o = with_args(
+            ours(who),
+            &["--level-prefix", "--ro-bind", "/", "/", "/nonexistent"],
+            None,
+        );
+        expect_code(&o, 1, "--level-prefix execvp");
+        assert_eq!(
+            stderr(&o),
+            "<3>bwrap: execvp /nonexistent: No such file or directory\n"
+        );
+        let v = root_and(&["--not-a-security-boundary", "sh", "-c", "echo ok"]);
+        let a: Vec<&str> = v.iter().map(String::as_str).collect();
+        let o = with_args(ours(who), &a, None);
+        expect_code(&o, 0, "--not-a-security-boundary");
+        assert_eq!(stdout(&o), "ok\n");
+    }
+}
+
+#[test]
+fn bind_data_and_ro_bind_data() {
+    let s = common::Scratch::new("bwrap-data");
+    let (a3, a4) = (s.join("a3"), s.join("a4"));
+    std::fs::write(&a3, "three\n").unwrap();
+    std::fs::write(&a4, "four\n").unwrap();
+    let ours_bin = common::binary();
+    let ours_bin = ours_bin.to_str().unwrap();
+    let script = "stat -c '%a %s' /etc/x /y; cat /etc/x /y; \
+                  (echo a >> /etc/x) 2>/dev/null || echo refused; echo b >> /y; echo $?; cat /y; \
+                  grep -E ' /(etc/x|y) ' /proc/self/mountinfo | cut -d' ' -f5,6";
+    let v = root_and(&[
+        "--ro-bind-data",
+        "3",
+        "/etc/x",
+        "--perms",
+        "0640",
+        "--bind-data",
+        "4",
+        "/y",
+        "sh",
+        "-c",
+        script,
+    ]);
+    let a: Vec<&str> = v.iter().map(String::as_str).collect();
+    for who in users("bwrap_data") {
+        let o = with_fds(who, &[ours_bin, "bwrap"], &a, &a3, &a4);
+        expect_code(&o, 0, "--bind-data");
+        assert!(
+            stdout(&o).starts_with("600 6\n640 5\nthree\nfour\nrefused\n0\nfour\nb\n"),
+            "{}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        if real(who).is_some() {
+            let r = with_fds(who, &[REAL], &a, &a3, &a4);
+            assert_eq!(stdout(&o), stdout(&r));
+            assert_eq!(stderr(&o), stderr(&r));
+        }
+    }
+}
+
+#[test]
+fn perms_before_dir() {
+    // Missing parents get the same mode; an existing directory keeps its own.
+    for who in users("bwrap_perms_dir") {
+        let o = same_root(
+            who,
+            &[
+                "--perms",
+                "0777",
+                "--dir",
+                "/d",
+                "--perms",
+                "0700",
+                "--dir",
+                "/e/f",
+                "--dir",
+                "/g",
+                "--perms",
+                "0711",
+                "--dir",
+                "/tmp",
+                "sh",
+                "-c",
+                "stat -c '%a %n' /d /e /e/f /g /tmp",
+            ],
+        );
+        expect_code(&o, 0, "--perms --dir");
+        assert_eq!(stdout(&o), "777 /d\n700 /e\n700 /e/f\n755 /g\n755 /tmp\n");
+    }
+}
+
+#[test]
+fn chmod_after_the_op_that_made_the_path() {
+    for who in users("bwrap_chmod") {
+        let o = same_root(
+            who,
+            &[
+                "--dir",
+                "/g",
+                "--chmod",
+                "0701",
+                "/g",
+                "--chmod",
+                "1777",
+                "/tmp",
+                "sh",
+                "-c",
+                "stat -c '%a %n' /g /tmp",
+            ],
+        );
+        expect_code(&o, 0, "--chmod");
+        assert_eq!(stdout(&o), "701 /g\n1777 /tmp\n");
+        for bad in [
+            &["--chmod", "9", "/g", "true"][..],
+            &["--chmod", "0755", "/nonexistent", "true"][..],
+            &["--chmod", "7777", "/usr", "true"][..],
+        ] {
+            let o = same_root(who, bad);
+            expect_code(&o, 1, &format!("{bad:?}"));
+        }
+    }
+}
+
+#[test]
+fn mqueue() {
+    // Not under --dev here: stockade's /dev is read-only once made.
+    for who in users("bwrap_mqueue") {
+        let o = same_root(
+            who,
+            &[
+                "--unshare-ipc",
+                "--mqueue",
+                "/mq",
+                "sh",
+                "-c",
+                "grep ' /mq ' /proc/self/mountinfo | cut -d' ' -f5,6,9-; stat -c %a /mq",
+            ],
+        );
+        expect_code(&o, 0, "--mqueue");
+        assert_eq!(stdout(&o), "/mq rw,relatime mqueue rw\n1777\n");
+    }
+}
+
+#[test]
+fn bind_fd_and_ro_bind_fd() {
+    let s = common::Scratch::new("bwrap-bind-fd").world_writable();
+    std::fs::write(s.join("in"), "inside\n").unwrap();
+    let d = s.path().to_str().unwrap();
+    let ours_bin = common::binary();
+    let ours_bin = ours_bin.to_str().unwrap();
+    let script = "cat /r/in /w/in; (echo x > /r/new) 2>/dev/null || echo ro; \
+                  echo y > /w/new && cat /w/new; rm /w/new";
+    let v = root_and(&[
+        "--ro-bind-fd",
+        "3",
+        "/r",
+        "--bind-fd",
+        "4",
+        "/w",
+        "sh",
+        "-c",
+        script,
+    ]);
+    let a: Vec<&str> = v.iter().map(String::as_str).collect();
+    let bad = root_and(&["--bind-fd", "9", "/m", "true"]);
+    let bad: Vec<&str> = bad.iter().map(String::as_str).collect();
+    for who in users("bwrap_bind_fd") {
+        // sh opens the directory on fd 3 and 4 (a read of a directory
+        // opens it all the same).
+        let o = with_fds(who, &[ours_bin, "bwrap"], &a, Path::new(d), Path::new(d));
+        expect_code(&o, 0, "--bind-fd");
+        assert_eq!(stdout(&o), "inside\ninside\nro\ny\n", "{}", stderr(&o));
+        let e = with_fds(who, &[ours_bin, "bwrap"], &bad, Path::new(d), Path::new(d));
+        expect_code(&e, 1, "--bind-fd 9");
+        assert_eq!(
+            stderr(&e),
+            "bwrap: Can't find source path /proc/self/fd/9: No such file or directory\n"
+        );
+        if real(who).is_some() {
+            let r = with_fds(who, &[REAL], &a, Path::new(d), Path::new(d));
+            assert_eq!(stdout(&o), stdout(&r));
+            assert_eq!(stderr(&o), stderr(&r));
+            let r = with_fds(who, &[REAL], &bad, Path::new(d), Path::new(d));
+            assert_eq!(stderr(&e), stderr(&r));
         }
     }
 }

@@ -142,6 +142,10 @@ fn options(
         match opt {
             "--help" => return Ok(Err(Parsed::Help)),
             "--version" => return Ok(Err(Parsed::Version)),
+            // Messages from here on carry their level, as in bwrap.
+            "--level-prefix" => {
+                super::LEVEL_PREFIX.store(true, std::sync::atomic::Ordering::Relaxed)
+            }
             "--args" => {
                 let read = read_args(parse_fd(&op_args[0])?)?;
                 if let Err(done) = options(&read, ops)? {

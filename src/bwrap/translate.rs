@@ -17,6 +17,8 @@ struct Ns {
     uid: bool,
     gid: bool,
     hostname: bool,
+    /// `--seccomp`'s program (not repeatable: the last one counts).
+    seccomp: Option<Vec<u8>>,
 }
 
 /// `--perms` and `--size` wait for the op they apply to.
@@ -59,6 +61,9 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     if ns.hostname && !ns.uts {
         return Err(usage("Specifying --hostname requires --unshare-uts"));
     }
+    if let Some(prog) = ns.seccomp.take() {
+        p.bpf_filters.push(prog);
+    }
     if ns.net && !ns.share_net {
         p.network = Network::None;
     }
@@ -94,9 +99,14 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         "--new-session" => {}
         // bwrap::main arms it; the jail dies with this process.
         "--die-with-parent" => {}
+        // bwrap tolerates some setup failures with it; every one stays
+        // fatal here (stricter, never weaker).
+        "--not-a-security-boundary" => {}
         // Every capability is dropped here: any one named is too.
         "--cap-drop" => cap_name(&a[0])?,
         // Held open by this process (and the jail's init) until the end.
+        // The payload reads it before execve (`Policy::block_fd`).
+        "--block-fd" => p.block_fd = Some(super::parse::parse_fd(&a[0])?),
         "--sync-fd" => {
             super::parse::parse_fd(&a[0])?;
         }
@@ -121,7 +131,19 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
             pretty: op.opt == "--info-fd",
         }),
         "--argv0" => p.argv0 = Some(a[0].clone()),
-        "--perms" => pending.perms = Some(perms(&a[0])?),
+        // Installed last before execve, in order (`Policy::bpf_filters`).
+        "--seccomp" if !p.bpf_filters.is_empty() => {
+            return Err(usage("--seccomp cannot be combined with --add-seccomp-fd"))
+        }
+        "--seccomp" => ns.seccomp = Some(seccomp_data(&a[0])?),
+        "--add-seccomp-fd" if ns.seccomp.is_some() => {
+            return Err(usage("--add-seccomp-fd cannot be combined with --seccomp"))
+        }
+        "--add-seccomp-fd" => {
+            let prog = seccomp_data(&a[0])?;
+            p.bpf_filters.push(prog);
+        }
+        "--perms" => pending.perms = Some(perms(op.opt, &a[0])?),
         "--size" => pending.size = Some(size(&a[0])?),
         _ => return mount(op, p, pending),
     }
@@ -133,60 +155,42 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
     let a = &op.args;
     let spec = match op.opt {
         "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--ro-bind"
-        | "--ro-bind-try" => {
-            let optional = op.opt.ends_with("-try");
-            let src = policy::host_path(op.opt, Path::new(&a[0]))?;
-            match std::fs::metadata(&src) {
-                Err(_) if optional => return Ok(()),
-                Err(e) => {
-                    return Err(BwrapError::NoSource {
-                        path: a[0].clone(),
-                        why: super::strerror(&e),
-                    })
-                }
-                Ok(_) => {}
-            }
-            let dst = dest(op.opt, &a[1])?;
-            match op.opt.starts_with("--dev-") {
-                true => MountSpec::DevBind { src, dst, optional },
-                false => MountSpec::Bind {
-                    src,
-                    dst,
-                    writable: !op.opt.starts_with("--ro-"),
-                    optional,
-                },
-            }
-        }
+        | "--ro-bind-try" | "--bind-fd" | "--ro-bind-fd" => match bind_spec(op)? {
+            Some(spec) => spec,
+            None => return Ok(()),
+        },
         "--tmpfs" => MountSpec::Tmpfs {
             dst: dest(op.opt, &a[0])?,
             // 0: the kernel's default size, as bwrap leaves it.
             size: pending.size.take().unwrap_or(0),
             mode: pending.perms.take().unwrap_or(0o755),
         },
-        "--dir" if pending.perms.is_some() => return Err(BwrapError::Unsupported("--perms")),
         "--dir" => MountSpec::Dir {
             dst: dest(op.opt, &a[0])?,
+            mode: pending.perms.take().unwrap_or(policy::DIR_MODE),
         },
         // A file of the sandbox's own with FD's content, as bwrap copies
         // it (writable where its directory is).
-        "--file" => {
-            let fd = super::parse::parse_fd(&a[0])?;
-            let content = super::parse::read_fd(fd).map_err(|e| {
-                BwrapError::Usage(format!(
-                    "Can't read --file data: {}",
-                    std::io::Error::from_raw_os_error(e.errno as i32)
-                        .to_string()
-                        .split(" (os error")
-                        .next()
-                        .unwrap_or_default()
-                ))
-            })?;
-            MountSpec::File {
-                dst: dest(op.opt, &a[1])?,
-                content,
-                mode: pending.perms.take().unwrap_or(0o666),
-            }
-        }
+        "--file" => MountSpec::File {
+            content: fd_data(op.opt, &a[0])?,
+            dst: dest(op.opt, &a[1])?,
+            mode: pending.perms.take().unwrap_or(0o666),
+        },
+        // The same, bind-mounted on DEST (read-only for ro-), mode 0600
+        // unless --perms, as bwrap's.
+        "--bind-data" | "--ro-bind-data" => MountSpec::Data {
+            content: fd_data(op.opt, &a[0])?,
+            dst: dest(op.opt, &a[1])?,
+            mode: pending.perms.take().unwrap_or(0o600),
+            writable: op.opt == "--bind-data",
+        },
+        "--mqueue" => MountSpec::Mqueue {
+            dst: dest(op.opt, &a[0])?,
+        },
+        "--chmod" => MountSpec::Chmod {
+            mode: perms(op.opt, &a[0])?,
+            dst: dest(op.opt, &a[1])?,
+        },
         "--remount-ro" => MountSpec::RemountRo {
             dst: dest(op.opt, &a[0])?,
         },
@@ -208,6 +212,64 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
     pending.perms = None;
     p.mounts.push(spec);
     Ok(())
+}
+
+/// Everything in the fd named by `s`, for `opt`'s file.
+fn fd_data(opt: &str, s: &OsString) -> Result<Vec<u8>, BwrapError> {
+    let fd = super::parse::parse_fd(s)?;
+    super::parse::read_fd(fd).map_err(|e| {
+        let e = std::io::Error::from_raw_os_error(e.errno as i32);
+        BwrapError::Usage(format!("Can't read {opt} data: {}", super::strerror(&e)))
+    })
+}
+
+/// A bind op's mount; None for a `-try` whose source is missing.
+fn bind_spec(op: &Op) -> Result<Option<MountSpec>, BwrapError> {
+    let a = &op.args;
+    let spec = match op.opt {
+        "--bind" | "--bind-try" | "--dev-bind" | "--dev-bind-try" | "--ro-bind"
+        | "--ro-bind-try" => {
+            let optional = op.opt.ends_with("-try");
+            let src = policy::host_path(op.opt, Path::new(&a[0]))?;
+            match std::fs::metadata(&src) {
+                Err(_) if optional => return Ok(None),
+                Err(e) => {
+                    return Err(BwrapError::NoSource {
+                        path: a[0].clone(),
+                        why: super::strerror(&e),
+                    })
+                }
+                Ok(_) => {}
+            }
+            let dst = dest(op.opt, &a[1])?;
+            match op.opt.starts_with("--dev-") {
+                true => MountSpec::DevBind { src, dst, optional },
+                false => MountSpec::Bind {
+                    src,
+                    dst,
+                    writable: !op.opt.starts_with("--ro-"),
+                    optional,
+                },
+            }
+        }
+        // bwrap binds /proc/self/fd/FD, resolved to its path first.
+        "--bind-fd" | "--ro-bind-fd" => {
+            let fd = super::parse::parse_fd(&a[0])?;
+            let link = PathBuf::from(format!("/proc/self/fd/{fd}"));
+            let src = std::fs::canonicalize(&link).map_err(|e| BwrapError::NoSource {
+                path: link.into_os_string(),
+                why: super::strerror(&e),
+            })?;
+            MountSpec::Bind {
+                src,
+                dst: dest(op.opt, &a[1])?,
+                writable: op.opt == "--bind-fd",
+                optional: false,
+            }
+        }
+        other => return Err(BwrapError::Unsupported(other)),
+    };
+    Ok(Some(spec))
 }
 
 /// A destination inside: bwrap takes relative ones from the root.
@@ -235,11 +297,25 @@ fn cap_name(s: &OsString) -> Result<(), BwrapError> {
     )))
 }
 
-fn perms(s: &OsString) -> Result<u32, BwrapError> {
+/// A seccomp program read from the fd named by `s` (to its end), checked
+/// as bwrap checks it.
+fn seccomp_data(s: &OsString) -> Result<Vec<u8>, BwrapError> {
+    let fd = super::parse::parse_fd(s)?;
+    let data = super::parse::read_fd(fd).map_err(|e| {
+        let e = std::io::Error::from_raw_os_error(e.errno as i32);
+        BwrapError::Usage(format!("Can't read seccomp data: {}", super::strerror(&e)))
+    })?;
+    if data.len() % 8 != 0 {
+        return Err(usage("Invalid seccomp data, must be multiple of 8"));
+    }
+    Ok(data)
+}
+
+fn perms(opt: &str, s: &OsString) -> Result<u32, BwrapError> {
     s.to_str()
         .and_then(|t| u32::from_str_radix(t, 8).ok())
         .filter(|m| *m <= 0o7777)
-        .ok_or_else(|| usage("--perms takes an octal argument <= 07777"))
+        .ok_or_else(|| BwrapError::Usage(format!("{opt} takes an octal argument <= 07777")))
 }
 
 fn size(s: &OsString) -> Result<u64, BwrapError> {

@@ -51,10 +51,22 @@ pub fn main(plan: &Plan, report: Reporter) -> std::convert::Infallible {
         layers.push(Report::Layer(filter::record(f)));
     }
     report.send_all(&layers);
+    // bwrap's --block-fd: the command waits for data (or EOF) on the fd.
+    if let Some(fd) = plan.block_fd {
+        sys::read(fd, &mut [0u8; 1])
+            .step("block fd", "")
+            .or_fail(report);
+    }
     if let Some(f) = &plan.seccomp {
         // In learning and kill mode this also sends the listener to the
         // supervisor over plan.seccomp_channel.
         filter::install_with(f, plan.seccomp_channel)
+            .step("seccomp", "")
+            .or_fail(report);
+    }
+    // The caller's own programs (bwrap's --seccomp), after stockade's.
+    for prog in &plan.bpf_filters {
+        sys::seccomp::install(prog, false)
             .step("seccomp", "")
             .or_fail(report);
     }

@@ -327,12 +327,20 @@ fn apply_steps(
                 let (d, name) = root.parent(link).step("symlink", link)?;
                 at::symlink(target, root.fd_of(&d), name, link).step("symlink", link)?;
             }
-            RootStep::File { dst, content, mode } => {
+            RootStep::File {
+                dst,
+                content,
+                mode,
+                bound,
+            } => {
                 let (d, name) = root.parent(dst).step("file", dst)?;
                 at::write_file(root.fd_of(&d), name, content, *mode, dst).step("file", dst)?;
+                if let Some(writable) = bound {
+                    bind_onto_itself(root, dst, *writable)?;
+                }
             }
-            RootStep::Dir { dst } => {
-                root.dir(dst, 0o755).step("dir", dst)?;
+            RootStep::Dir { dst, mode } => {
+                root.dir(dst, *mode).step("dir", dst)?;
             }
             RootStep::Proc { dst } => {
                 if let Some(refused) = proc(root, dst, &src.devices[0])? {
@@ -340,6 +348,8 @@ fn apply_steps(
                 }
             }
             RootStep::Dev { dst } => dev(root, dst, &src.devices)?,
+            RootStep::Mqueue { dst } => mqueue(root, dst)?,
+            RootStep::Chmod { dst, mode } => chmod(root, dst, *mode)?,
             RootStep::RemountRo { dst } => {
                 let opened;
                 let fd = if dst.as_os_str().is_empty() {
@@ -389,6 +399,28 @@ fn verify_error(dst: &Path) -> JailError {
         errno: Errno::EXDEV,
     };
     step_error("bind", dst, err)
+}
+
+/// A new mqueue filesystem at `dst`, with no flags, as bwrap mounts it.
+fn mqueue(root: &mut Root, dst: &Path) -> Result<(), JailError> {
+    let d = root.dir(dst, 0o755).step("mqueue", dst)?;
+    sys::mount_fs_on(root.fd_of(&d), "mqueue", 0, None, dst).step("mqueue", dst)?;
+    root.mounted(dst);
+    Ok(())
+}
+
+/// chmod what is at `dst`, resolved inside the root.
+fn chmod(root: &Root, dst: &Path, mode: u32) -> Result<(), JailError> {
+    let fd = sys::open_in_root(&root.fd, dst, libc::O_PATH).step("chmod", dst)?;
+    sys::chmod_fd(&fd, mode, dst).step("chmod", dst)
+}
+
+/// The file just made at `dst` bind-mounted onto itself, read-only unless
+/// `writable` (bwrap's `--bind-data` / `--ro-bind-data`).
+fn bind_onto_itself(root: &mut Root, dst: &Path, writable: bool) -> Result<(), JailError> {
+    let fd = sys::open_in_root(&root.fd, dst, libc::O_PATH).step("bind", dst)?;
+    let tree = clone_tree(&fd, dst, writable, false)?;
+    bind(root, &fd, tree, dst)
 }
 
 /// A detached copy of `src`'s mount tree with nosuid, nodev (unless

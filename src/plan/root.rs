@@ -36,15 +36,28 @@ pub enum RootStep {
         dst: PathBuf,
         content: Vec<u8>,
         mode: u32,
+        /// Bind-mounted onto itself, read-only unless true
+        /// (`MountSpec::Data`); None: a plain file.
+        bound: Option<bool>,
     },
     Dir {
         dst: PathBuf,
+        mode: u32,
     },
     Proc {
         dst: PathBuf,
     },
     Dev {
         dst: PathBuf,
+    },
+    /// A new mqueue filesystem.
+    Mqueue {
+        dst: PathBuf,
+    },
+    /// The mode of what is at `dst` changed.
+    Chmod {
+        dst: PathBuf,
+        mode: u32,
     },
     /// The mount at `dst` made read-only (not recursively).
     RemountRo {
@@ -153,41 +166,81 @@ impl Root {
                     devices: true,
                 }
             }
-            MountSpec::Tmpfs { dst, size, mode } => {
-                rules.push((dst.clone(), Access::ReadWrite));
-                RootStep::Tmpfs {
-                    dst: rel(dst),
-                    data: tmpfs_data(*size, *mode),
-                }
-            }
-            MountSpec::Symlink { target, link } => RootStep::Symlink {
-                target: target.clone(),
-                link: rel(link),
-            },
-            MountSpec::File { dst, content, mode } => {
-                rules.push((dst.clone(), Access::ReadExec));
-                RootStep::File {
-                    dst: rel(dst),
-                    content: content.clone(),
-                    mode: *mode,
-                }
-            }
-            MountSpec::Dir { dst } => RootStep::Dir { dst: rel(dst) },
-            // Landlock's grant stays; the mount refuses writes itself.
-            MountSpec::RemountRo { dst } => RootStep::RemountRo { dst: rel(dst) },
-            MountSpec::Proc { dst } => {
-                rules.push((dst.clone(), Access::ReadExec));
-                RootStep::Proc { dst: rel(dst) }
-            }
-            MountSpec::Dev { dst } => {
-                rules.push((dst.clone(), Access::Device));
-                rules.push((dst.join("shm"), Access::ReadWrite));
-                rules.push((dst.join("pts"), Access::Device));
-                RootStep::Dev { dst: rel(dst) }
-            }
+            other => made(other, rules),
         };
         self.steps.push(step);
         Ok(())
+    }
+}
+
+/// The step of a mount with no host source, and its Landlock grant.
+fn made(s: &MountSpec, rules: &mut Vec<(PathBuf, Access)>) -> RootStep {
+    match s {
+        MountSpec::Tmpfs { dst, size, mode } => {
+            rules.push((dst.clone(), Access::ReadWrite));
+            RootStep::Tmpfs {
+                dst: rel(dst),
+                data: tmpfs_data(*size, *mode),
+            }
+        }
+        MountSpec::Symlink { target, link } => RootStep::Symlink {
+            target: target.clone(),
+            link: rel(link),
+        },
+        MountSpec::File { dst, content, mode } => {
+            rules.push((dst.clone(), Access::ReadExec));
+            RootStep::File {
+                dst: rel(dst),
+                content: content.clone(),
+                mode: *mode,
+                bound: None,
+            }
+        }
+        MountSpec::Data {
+            dst,
+            content,
+            mode,
+            writable,
+        } => {
+            let grant = match writable {
+                true => Access::ReadWrite,
+                false => Access::ReadExec,
+            };
+            rules.push((dst.clone(), grant));
+            RootStep::File {
+                dst: rel(dst),
+                content: content.clone(),
+                mode: *mode,
+                bound: Some(*writable),
+            }
+        }
+        MountSpec::Dir { dst, mode } => RootStep::Dir {
+            dst: rel(dst),
+            mode: *mode,
+        },
+        // Landlock's grant stays; the mount refuses writes itself.
+        MountSpec::RemountRo { dst } => RootStep::RemountRo { dst: rel(dst) },
+        MountSpec::Mqueue { dst } => {
+            rules.push((dst.clone(), Access::ReadWrite));
+            RootStep::Mqueue { dst: rel(dst) }
+        }
+        MountSpec::Chmod { dst, mode } => RootStep::Chmod {
+            dst: rel(dst),
+            mode: *mode,
+        },
+        MountSpec::Proc { dst } => {
+            rules.push((dst.clone(), Access::ReadExec));
+            RootStep::Proc { dst: rel(dst) }
+        }
+        MountSpec::Dev { dst } => {
+            rules.push((dst.clone(), Access::Device));
+            rules.push((dst.join("shm"), Access::ReadWrite));
+            rules.push((dst.join("pts"), Access::Device));
+            RootStep::Dev { dst: rel(dst) }
+        }
+        MountSpec::Bind { .. } | MountSpec::DevBind { .. } => {
+            unreachable!("binds are resolved in Root::add")
+        }
     }
 }
 
@@ -308,11 +361,18 @@ pub(super) fn mount_points(steps: &[RootStep]) -> Vec<PathBuf> {
             RootStep::Bind { dst, .. }
             | RootStep::Tmpfs { dst, .. }
             | RootStep::Proc { dst }
-            | RootStep::Dev { dst } => Some(Path::new("/").join(dst)),
+            | RootStep::Dev { dst }
+            | RootStep::Mqueue { dst }
+            | RootStep::File {
+                dst,
+                bound: Some(_),
+                ..
+            } => Some(Path::new("/").join(dst)),
             RootStep::Symlink { .. }
             | RootStep::File { .. }
             | RootStep::Dir { .. }
-            | RootStep::RemountRo { .. } => None,
+            | RootStep::RemountRo { .. }
+            | RootStep::Chmod { .. } => None,
         })
         .collect()
 }
@@ -357,13 +417,15 @@ pub(super) fn coalesce_rules(
         let all_read_only = steps.iter().all(|s| {
             let (dst, ok) = match s {
                 RootStep::Bind { dst, writable, .. } => (dst, !writable),
-                RootStep::File { dst, .. }
-                | RootStep::Dir { dst }
-                | RootStep::RemountRo { dst } => (dst, true),
+                RootStep::File { dst, bound, .. } => (dst, *bound != Some(true)),
+                RootStep::Dir { dst, .. }
+                | RootStep::RemountRo { dst }
+                | RootStep::Chmod { dst, .. } => (dst, true),
                 RootStep::Symlink { link, .. } => (link, true),
-                RootStep::Tmpfs { dst, .. } | RootStep::Proc { dst } | RootStep::Dev { dst } => {
-                    (dst, false)
-                }
+                RootStep::Tmpfs { dst, .. }
+                | RootStep::Proc { dst }
+                | RootStep::Dev { dst }
+                | RootStep::Mqueue { dst } => (dst, false),
             };
             ok || !Path::new("/").join(dst).starts_with(&t)
         });
@@ -409,6 +471,7 @@ mod tests {
                 dst: PathBuf::from("etc/passwd"),
                 content: Vec::new(),
                 mode: 0o644,
+                bound: None,
             },
             RootStep::Symlink {
                 target: PathBuf::from("/usr/share/zoneinfo/UTC"),

@@ -84,6 +84,36 @@ pub fn open_in_root(root: &OwnedFd, rel: &Path, flags: i32) -> SysResult<OwnedFd
     )
 }
 
+/// chmod the file an O_PATH fd refers to (fchmodat2 with AT_EMPTY_PATH;
+/// before Linux 6.6, through its /proc/self/fd link).
+pub fn chmod_fd(fd: &OwnedFd, mode: u32, shown: &Path) -> SysResult<()> {
+    const SYS_FCHMODAT2: libc::c_long = 452;
+    // SAFETY: the path is a NUL-terminated empty string; the kernel only
+    // reads it, and `fd` is open for the call.
+    let r = unsafe {
+        libc::syscall(
+            SYS_FCHMODAT2,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            mode as libc::c_uint,
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = last_errno();
+    if e != Errno::ENOSYS {
+        return err("chmod", shown.display(), e);
+    }
+    let link = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL");
+    // SAFETY: `link` is NUL-terminated and outlives the call.
+    if unsafe { libc::chmod(link.as_ptr(), mode as libc::mode_t) } != 0 {
+        return err("chmod", shown.display(), last_errno());
+    }
+    Ok(())
+}
+
 /// An O_PATH fd of `rel` beneath the directory `dir`: EXDEV when the path
 /// (through `..` or a symlink) would leave it; no /proc magic links.
 pub fn open_path_beneath(dir: &OwnedFd, rel: &Path) -> SysResult<OwnedFd> {

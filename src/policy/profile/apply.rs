@@ -234,6 +234,7 @@ fn other_mounts(cx: &Ctx, fs: &RawFs, mounts: &mut Vec<MountSpec>) -> Result<(),
     for d in fs.dir.iter().flatten() {
         mounts.push(MountSpec::Dir {
             dst: cx.jail_path(d, "filesystem.dir")?,
+            mode: crate::policy::DIR_MODE,
         });
     }
     Ok(())

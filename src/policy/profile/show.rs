@@ -131,11 +131,27 @@ fn mount_line(m: &MountSpec) -> Option<String> {
             dst.display(),
             content.len()
         ),
-        MountSpec::Dir { dst } => format!("  dir  {}", dst.display()),
+        MountSpec::Data {
+            dst,
+            content,
+            mode,
+            writable,
+        } => format!(
+            "  data {:<30} {} bytes mode {mode:o}{}",
+            dst.display(),
+            content.len(),
+            if *writable { "" } else { " ro" }
+        ),
+        MountSpec::Dir { dst, mode } if *mode == crate::policy::DIR_MODE => {
+            format!("  dir  {}", dst.display())
+        }
+        MountSpec::Dir { dst, mode } => format!("  dir  {} mode {mode:o}", dst.display()),
         MountSpec::DevBind { src, dst, .. } => {
             format!("  dev-bind  {} -> {}", src.display(), dst.display())
         }
         MountSpec::RemountRo { dst } => format!("  remount-ro  {}", dst.display()),
+        MountSpec::Mqueue { dst } => format!("  mqueue {}", dst.display()),
+        MountSpec::Chmod { dst, mode } => format!("  chmod  {} {mode:o}", dst.display()),
         MountSpec::Proc { dst } => format!("  proc {}", dst.display()),
         MountSpec::Dev { dst } => format!("  dev  {}", dst.display()),
     })
