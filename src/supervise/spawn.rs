@@ -95,16 +95,21 @@ fn run_inner(
     if let Some(l) = &mut learner {
         l.close_child_end();
     }
+    // While the child waits for GO: alive, and still ours to inspect.
+    let namespaces = ns_inodes(plan, pid);
     // 4. Into the cgroup (when clone3 could not put it there), id maps,
     //    GO, then the network namespace, made while init builds the root.
-    if let Err(e) = release(plan, cg.as_ref(), via, pid, &pidfd, &ours.ctl) {
-        // The child may have failed first (it opens the bind sources
-        // before it waits for GO): its own error is the one to report.
-        return Err(layers::failed_first(&pidfd, pid, &ours.rep)
-            .unwrap_or(e)
-            .into());
-    }
-    tell_pid(plan, pid);
+    let net = match release(plan, cg.as_ref(), via, pid, &pidfd, &ours.ctl) {
+        Ok(net) => net,
+        Err(e) => {
+            // The child may have failed first (it opens the bind sources
+            // before it waits for GO): its own error is the one to report.
+            return Err(layers::failed_first(&pidfd, pid, &ours.rep)
+                .unwrap_or(e)
+                .into());
+        }
+    };
+    tell_pid(plan, pid, namespaces, net);
     // 5. Wait, pumping output and watching the deadline.
     let output = Output::new(plan, ours.out, ours.err);
     let mut w = Watch::new(plan, pidfd, ours.ctl, output, learner, cg, control, start);
@@ -132,19 +137,19 @@ fn run_inner(
 /// The jail runs: tell its pid where the policy asked (bwrap's JSON, see
 /// `policy::PidReport`). A write that fails is the caller's loss, as in
 /// bwrap, which does not check it either.
-fn tell_pid(plan: &Plan, pid: i32) {
-    use std::os::unix::fs::MetadataExt;
+fn tell_pid(plan: &Plan, pid: i32, namespaces: Vec<(&'static str, u64)>, net: Option<u64>) {
     if plan.pid_reports.is_empty() {
         return;
     }
     let mut fields = vec![("child-pid".to_string(), pid as u64)];
-    for ns in ["cgroup", "ipc", "mnt", "net", "pid", "uts"] {
-        if ns == "net" && !plan.new_netns {
-            continue;
+    // In bwrap's order: cgroup, ipc, mnt, net, pid, uts.
+    for (ns, ino) in namespaces {
+        if ns == "pid" {
+            if let Some(n) = net {
+                fields.push(("net-namespace".to_string(), n));
+            }
         }
-        if let Ok(m) = std::fs::metadata(format!("/proc/{pid}/ns/{ns}")) {
-            fields.push((format!("{ns}-namespace"), m.ino()));
-        }
+        fields.push((format!("{ns}-namespace"), ino));
     }
     for r in &plan.pid_reports {
         let body: Vec<String> = fields
@@ -158,6 +163,23 @@ fn tell_pid(plan: &Plan, pid: i32) {
         };
         let _ = sys::write_all(r.fd, text.as_bytes());
     }
+}
+
+/// The inode numbers of the child's namespaces but the network's (made
+/// after GO), for `--info-fd`: read before GO, while the child is alive
+/// and has our credentials (after GO it may be gone, or not ours to read).
+fn ns_inodes(plan: &Plan, pid: i32) -> Vec<(&'static str, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    if plan.pid_reports.is_empty() {
+        return Vec::new();
+    }
+    ["cgroup", "ipc", "mnt", "pid", "uts"]
+        .into_iter()
+        .filter_map(|ns| {
+            let m = std::fs::metadata(format!("/proc/{pid}/ns/{ns}")).ok()?;
+            Some((ns, m.ino()))
+        })
+        .collect()
 }
 
 /// The supervisor's end of the seccomp listener (learning and kill mode,
@@ -306,7 +328,8 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
 
 /// Let the cloned child go: into the run's cgroup when clone3 could not
 /// put it there, its id maps, GO, then the network namespace (made by a
-/// helper while init builds the root) sent over the control socket.
+/// helper while init builds the root) sent over the control socket; the
+/// new network namespace's inode number.
 fn release(
     plan: &Plan,
     cg: Option<&cgroup::RunCgroup>,
@@ -314,7 +337,7 @@ fn release(
     pid: i32,
     pidfd: &OwnedFd,
     ctl: &OwnedFd,
-) -> Result<(), SetupError> {
+) -> Result<Option<u64>, SetupError> {
     let moved_after_clone = cg.is_some() && via != sys::CloneVia::Clone3IntoCgroup;
     if let (Some(c), true) = (cg, moved_after_clone) {
         c.add_pid(pid).map_err(|e| {
@@ -340,12 +363,24 @@ fn release(
         proto::GO
     };
     sys::write_all(ctl.as_raw_fd(), &[go]).map_err(|e| SetupError::sys("start jail", "", &e))?;
-    if let Some(userns) = userns {
-        sys::netns::create_in(&userns)
-            .and_then(|ns| sys::fdpass::send_fd(ctl.as_raw_fd(), ns.as_raw_fd(), proto::NETNS))
-            .map_err(|e| SetupError::sys("network", "lo", &e))?;
-    }
-    Ok(())
+    let Some(userns) = userns else {
+        return Ok(None);
+    };
+    let ns = sys::netns::create_in(&userns).map_err(|e| SetupError::sys("network", "lo", &e))?;
+    sys::fdpass::send_fd(ctl.as_raw_fd(), ns.as_raw_fd(), proto::NETNS)
+        .map_err(|e| SetupError::sys("network", "lo", &e))?;
+    // Only `--info-fd` asks (no extra syscall on a run's path otherwise).
+    Ok(match plan.pid_reports.is_empty() {
+        true => None,
+        false => ns_inode(&ns),
+    })
+}
+
+/// A namespace fd's inode number (through its /proc/self/fd link).
+fn ns_inode(ns: &OwnedFd) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(format!("/proc/self/fd/{}", ns.as_raw_fd())).ok()?;
+    Some(m.ino())
 }
 
 /// Inits of earlier runs in this process that were still exiting when their
