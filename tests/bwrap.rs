@@ -400,8 +400,12 @@ fn argv0_and_die_with_parent() {
         expect_code(&o, 0, "--argv0");
         assert_eq!(stdout(&o), "named\n");
         // The parent (sh) dies: the sandbox is killed with it.
+        // The parent is killed once the sandboxed command has said it runs
+        // (so --die-with-parent is in force by then).
         let script = format!(
-            "{} bwrap --ro-bind / / --die-with-parent sleep 60 & echo $!; sleep 0.5; kill -9 $$",
+            "fifo=$(mktemp -u); mkfifo \"$fifo\"; \
+             {} bwrap --ro-bind / / --die-with-parent sh -c 'echo up; exec sleep 600' > \"$fifo\" & \
+             pid=$!; read up < \"$fifo\"; rm -f \"$fifo\"; echo $pid; kill -9 $$",
             common::binary().display()
         );
         let mut c = Command::new("/bin/sh");
@@ -412,7 +416,9 @@ fn argv0_and_die_with_parent() {
         }
         let o = c.output().unwrap();
         let pid: u32 = stdout(&o).trim().parse().unwrap();
-        let gone = (0..50).any(|_| {
+        // Polled until it is gone; the bound (well under the sleep) only
+        // ends a broken run.
+        let gone = (0..1200).any(|_| {
             std::thread::sleep(std::time::Duration::from_millis(100));
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .map_or(true, |s| s.contains(") Z "))
