@@ -75,17 +75,6 @@ fn denied() -> Vec<(&'static str, i64)> {
     v
 }
 
-/// The namespace flags `clone` may not carry.
-const NS_FLAGS: [libc::c_int; 7] = [
-    libc::CLONE_NEWUSER,
-    libc::CLONE_NEWNS,
-    libc::CLONE_NEWPID,
-    libc::CLONE_NEWNET,
-    libc::CLONE_NEWIPC,
-    libc::CLONE_NEWUTS,
-    libc::CLONE_NEWCGROUP,
-];
-
 fn arch() -> Result<seccompiler::TargetArch, String> {
     std::env::consts::ARCH
         .try_into()
@@ -97,10 +86,12 @@ fn deny_filter() -> Result<BpfProgram, String> {
         .into_iter()
         .map(|(_, nr)| (nr, Vec::new()))
         .collect();
-    let clone_rules = NS_FLAGS
-        .iter()
-        .map(|f| {
-            let bit = *f as u32 as u64;
+    // One rule per namespace flag `clone` may not carry (the jails' own
+    // mask, crate::seccomp::CLONE_NS_FLAGS).
+    let clone_rules = (0..64)
+        .map(|i| 1u64 << i)
+        .filter(|bit| crate::seccomp::CLONE_NS_FLAGS & bit != 0)
+        .map(|bit| {
             SeccompCondition::new(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(bit), bit)
                 .and_then(|c| SeccompRule::new(vec![c]))
         })
