@@ -443,7 +443,37 @@ impl Child {
         timeout: Option<Duration>,
         max_output: Option<u64>,
     ) -> Result<(), Error> {
-        let rec = crate::supervise::encode_start(timeout, max_output);
+        self.send_start(timeout, max_output, crate::supervise::OutputTo::AsSpawned)
+    }
+
+    /// [`Child::start_clock`], and from then on the payload's stdout and
+    /// stderr go only to this child's pipes (`piped`; the jail spawned
+    /// with [`Stdio::piped`] for them) or only into the outcome's captured
+    /// `stdout` and `stderr` (not `piped`), whatever the policy's
+    /// `capture` said: a jail built ahead of its program serves either
+    /// kind of caller.
+    pub fn start_clock_output(
+        &self,
+        timeout: Option<Duration>,
+        max_output: Option<u64>,
+        piped: bool,
+    ) -> Result<(), Error> {
+        use crate::supervise::OutputTo;
+        let to = if piped {
+            OutputTo::Piped
+        } else {
+            OutputTo::Captured
+        };
+        self.send_start(timeout, max_output, to)
+    }
+
+    fn send_start(
+        &self,
+        timeout: Option<Duration>,
+        max_output: Option<u64>,
+        to: crate::supervise::OutputTo,
+    ) -> Result<(), Error> {
+        let rec = crate::supervise::encode_start(timeout, max_output, to);
         match crate::sys::write_all(self.control.as_raw_fd(), &rec) {
             Ok(()) => Ok(()),
             // Already over.

@@ -21,4 +21,4 @@ pub mod spawn;
 pub mod unix;
 pub mod watch;
 
-pub(crate) use deadline::{encode_start, hold};
+pub(crate) use deadline::{encode_start, hold, OutputTo};

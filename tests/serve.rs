@@ -97,7 +97,10 @@ fn hello_world_and_what_was_applied() {
             m.contains("stockade_runs_total{status=\"exited\"} 1"),
             "{w}: {m}"
         );
-        assert!(m.contains("stockade_pool_misses_total 1"), "{w}: {m}");
+        assert!(
+            m.contains("stockade_pool_misses_total{profile=\"shell\"} 1"),
+            "{w}: {m}"
+        );
         assert_eq!(s.call("GET", "/readyz", &[], b"").status, 200);
     }
 }

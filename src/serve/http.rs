@@ -109,6 +109,7 @@ async fn run_request(state: &Arc<State>, req: Request) -> Result<Response, ApiEr
     let mut started = run::start(Job {
         state: state.clone(),
         policy,
+        profile: applied.profile.clone(),
         files: parsed.files,
         stdin: parsed.stdin.is_some(),
         stream,

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -29,7 +29,8 @@ pub struct Metrics {
     pub queued: AtomicI64,
     /// Requests refused before a run, by error code.
     rejected: Mutex<BTreeMap<&'static str, u64>>,
-    pub pool_misses: AtomicU64,
+    /// Runs that started a cold jail, by profile.
+    pool_misses: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Metrics {
@@ -44,6 +45,12 @@ impl Metrics {
         }
         h.sum += s;
         h.count += 1;
+    }
+
+    pub fn pool_missed(&self, profile: &str) {
+        *lock(&self.pool_misses)
+            .entry(profile.to_string())
+            .or_default() += 1;
     }
 
     pub fn rejected(&self, code: &'static str) {
@@ -98,11 +105,14 @@ impl Metrics {
         pool_lines(&mut o, pools);
         let _ = writeln!(o, "# HELP stockade_pool_misses_total Runs that found no warm jail (or none that could run them as a cold jail would) and started a cold one.");
         let _ = writeln!(o, "# TYPE stockade_pool_misses_total counter");
-        let _ = writeln!(
-            o,
-            "stockade_pool_misses_total {}",
-            self.pool_misses.load(Ordering::Relaxed)
-        );
+        let misses = lock(&self.pool_misses);
+        if misses.is_empty() {
+            let _ = writeln!(o, "stockade_pool_misses_total 0");
+        }
+        for (p, n) in misses.iter() {
+            let _ = writeln!(o, "stockade_pool_misses_total{{profile=\"{p}\"}} {n}");
+        }
+        drop(misses);
         let _ = writeln!(
             o,
             "# HELP stockade_rejected_total Requests refused before a run, by error code."

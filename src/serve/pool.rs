@@ -6,8 +6,9 @@
 //!
 //! A request takes a member only when the member can run it exactly as a
 //! cold jail would: the same profile and limits (the timeout and the
-//! output cap excepted: the clock is started with the request's),
-//! captured output (not ndjson), `python3 -c CODE` or `python3 FILE`, and
+//! output cap excepted: the clock is started with the request's, and
+//! whether the output is captured or streamed as ndjson: the clock's
+//! start says that too), `python3 -c CODE` or `python3 FILE`, and
 //! no variable that changes how the interpreter starts (`PYTHON*`,
 //! locale, `PATH`, …). Anything else is a miss and gets a cold jail. A
 //! member serves one request, then ends with it; the pool builds another
@@ -81,7 +82,7 @@ impl Default for Pool {
 
 /// A request's policy with what a member does not fix cleared: the
 /// program, its environment, the timeout and output cap, the workdir's
-/// host directory, the kept fds.
+/// host directory, the kept fds, whether output is captured.
 fn key(p: &Policy) -> serde_json::Value {
     let mut p = p.clone();
     p.argv.clear();
@@ -90,6 +91,7 @@ fn key(p: &Policy) -> serde_json::Value {
     p.limits.max_output = None;
     p.workdir.host = None;
     p.keep_fds.clear();
+    p.capture = false;
     serde_json::to_value(&p).unwrap_or_default()
 }
 

@@ -197,6 +197,8 @@ pub struct Started {
 pub struct Job {
     pub state: Arc<State>,
     pub policy: Policy,
+    /// The profile's name (the metrics' label).
+    pub profile: String,
     pub files: Vec<FileSpec>,
     pub stdin: bool,
     pub stream: bool,
@@ -210,14 +212,15 @@ pub struct Job {
 fn launch(
     state: &State,
     mut policy: Policy,
+    profile: &str,
     files: &[FileSpec],
     stdin: bool,
     stream: bool,
 ) -> Result<(Child, Workdir), ApiError> {
     if let Some((member, env)) = state.pool.take(&policy) {
-        return member.hand_over(&policy, &env, files, stdin);
+        return member.hand_over(&policy, &env, files, stdin, stream);
     }
-    state.metrics.pool_misses.fetch_add(1, Ordering::Relaxed);
+    state.metrics.pool_missed(profile);
     let workdir = Workdir::create(&state.workdir_root, files)?;
     policy.workdir.host = Some(workdir.path().to_path_buf());
     let pipe = |on: bool| if on { Stdio::piped() } else { Stdio::null() };
@@ -259,13 +262,14 @@ fn run_blocking(job: Job, started_tx: StartedTx) {
     let Job {
         state,
         policy,
+        profile,
         files,
         stdin,
         stream,
         admission,
         permit,
     } = job;
-    let (mut child, workdir) = match launch(&state, policy, &files, stdin, stream) {
+    let (mut child, workdir) = match launch(&state, policy, &profile, &files, stdin, stream) {
         Ok(c) => c,
         Err(e) => {
             let _ = started_tx.send(Err(e));

@@ -19,7 +19,9 @@
 //!
 //! The hand-over: the request's files are written into the member's
 //! workdir (already bound), the clock is started (the deadline counts
-//! from here, as does the outcome's `wall_time_ms`), then a header goes to
+//! from here, as does the outcome's `wall_time_ms`; the payload's output
+//! is captured into the outcome, or for an ndjson request streamed to the
+//! pipes the member was spawned with), then a header goes to
 //! the payload's stdin (the program's argv and its environment
 //! additions); the request's stdin follows it, left unread by the
 //! bootstrap.
@@ -143,8 +145,8 @@ pub fn build(template: &Policy, root: &Path, modules: &str) -> Result<Member, Wa
     let child = Jail::new(p)
         .hold_clock()
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .map_err(WarmError::Spawn)?;
     drop(ready_w);
@@ -215,11 +217,12 @@ impl Member {
         env: &[(OsString, OsString)],
         files: &[FileSpec],
         stdin: bool,
+        stream: bool,
     ) -> Result<(Child, Workdir), ApiError> {
         let Member { mut child, workdir } = self;
         workdir.write_files(files)?;
         child
-            .start_clock(policy.limits.timeout, policy.limits.max_output)
+            .start_clock_output(policy.limits.timeout, policy.limits.max_output, stream)
             .map_err(|e| ApiError::internal(format!("starting the clock: {e}")))?;
         let head = header(&policy.argv, env);
         let mut pipe = child.stdin.take();
@@ -229,6 +232,11 @@ impl Member {
         }
         if stdin {
             child.stdin = pipe;
+        }
+        if !stream {
+            // Captured: the supervisor writes nothing to these.
+            child.stdout = None;
+            child.stderr = None;
         }
         Ok((child, workdir))
     }

@@ -18,23 +18,42 @@ use crate::outcome::{LimitReport, Outcome};
 
 /// The caller's record that starts a held clock: `S`, then the timeout in
 /// milliseconds and the output cap in bytes, each a little-endian u64
-/// (`u64::MAX`: as the policy says).
+/// (`u64::MAX`: as the policy says), then where the output goes from now
+/// (`-`: as the jail was spawned; `C`: captured only; `P`: to the pipes
+/// only).
 pub(crate) const START_CLOCK: u8 = b'S';
 /// The record's length.
-pub(crate) const START_CLOCK_LEN: usize = 17;
+pub(crate) const START_CLOCK_LEN: usize = 18;
+
+/// Where a held jail's output goes once its clock starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OutputTo {
+    /// As the jail was spawned.
+    AsSpawned,
+    /// Captured into the outcome, not written to the caller's pipes.
+    Captured,
+    /// Written to the caller's pipes, not captured.
+    Piped,
+}
 
 /// The [`START_CLOCK`] record for `timeout` and `max_output` (None: as
-/// the policy says).
+/// the policy says), the output going to `to`.
 pub(crate) fn encode_start(
     timeout: Option<Duration>,
     max_output: Option<u64>,
+    to: OutputTo,
 ) -> [u8; START_CLOCK_LEN] {
     let t = timeout.map_or(u64::MAX, |t| (t.as_millis() as u64).clamp(1, u64::MAX - 1));
     let m = max_output.map_or(u64::MAX, |m| m.min(u64::MAX - 1));
     let mut b = [0u8; START_CLOCK_LEN];
     b[0] = START_CLOCK;
     b[1..9].copy_from_slice(&t.to_le_bytes());
-    b[9..].copy_from_slice(&m.to_le_bytes());
+    b[9..17].copy_from_slice(&m.to_le_bytes());
+    b[17] = match to {
+        OutputTo::AsSpawned => b'-',
+        OutputTo::Captured => b'C',
+        OutputTo::Piped => b'P',
+    };
     b
 }
 
@@ -43,15 +62,21 @@ pub(crate) fn encode_start(
 pub(crate) struct ClockStart {
     pub(crate) timeout: Option<Duration>,
     pub(crate) max_output: Option<u64>,
+    pub(crate) output: OutputTo,
 }
 
 /// Decode a whole [`START_CLOCK`] record.
 pub(crate) fn decode_start(b: &[u8; START_CLOCK_LEN]) -> ClockStart {
     let word = |r: &[u8]| u64::from_le_bytes(r.try_into().unwrap_or([0xff; 8]));
-    let (t, m) = (word(&b[1..9]), word(&b[9..]));
+    let (t, m) = (word(&b[1..9]), word(&b[9..17]));
     ClockStart {
         timeout: (t != u64::MAX).then(|| Duration::from_millis(t)),
         max_output: (m != u64::MAX).then_some(m),
+        output: match b[17] {
+            b'C' => OutputTo::Captured,
+            b'P' => OutputTo::Piped,
+            _ => OutputTo::AsSpawned,
+        },
     }
 }
 
@@ -185,12 +210,16 @@ mod tests {
     #[test]
     fn the_start_record_reads_back() {
         let s = Duration::from_millis(1500);
-        let b = encode_start(Some(s), Some(7));
+        let b = encode_start(Some(s), Some(7), OutputTo::Piped);
         assert_eq!(b[0], START_CLOCK);
         let c = decode_start(&b);
         assert_eq!((c.timeout, c.max_output), (Some(s), Some(7)));
-        let c = decode_start(&encode_start(None, None));
+        assert_eq!(c.output, OutputTo::Piped);
+        let c = decode_start(&encode_start(None, None, OutputTo::AsSpawned));
         assert_eq!((c.timeout, c.max_output), (None, None));
+        assert_eq!(c.output, OutputTo::AsSpawned);
+        let c = decode_start(&encode_start(None, None, OutputTo::Captured));
+        assert_eq!(c.output, OutputTo::Captured);
     }
 
     #[test]

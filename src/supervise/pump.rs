@@ -64,6 +64,10 @@ pub(super) struct Output {
     total: u64,
     /// The cap was passed.
     pub(super) hit_cap: bool,
+    /// What is kept goes in the outcome.
+    pub(super) capture: bool,
+    /// Where stdout is streamed when it is (None: it carries the report).
+    out_to: Option<RawFd>,
 }
 
 impl Output {
@@ -82,6 +86,31 @@ impl Output {
             cap: plan.limits.max_output,
             total: 0,
             hit_cap: false,
+            capture: plan.capture,
+            out_to,
+        }
+    }
+
+    /// From now on, the output goes `to` (a held clock started): captured
+    /// only, or streamed only (what was captured so far is dropped).
+    pub(super) fn send_to(&mut self, to: crate::supervise::OutputTo) {
+        use crate::supervise::OutputTo;
+        let (capture, keep) = match to {
+            OutputTo::AsSpawned => return,
+            OutputTo::Captured => (true, self.cap.unwrap_or(DEFAULT_CAPTURE)),
+            OutputTo::Piped => (false, 0),
+        };
+        self.capture = capture;
+        let forward = [self.out_to, Some(2)].map(|f| f.filter(|_| !capture));
+        for (s, fwd) in [&mut self.out, &mut self.err].into_iter().zip(forward) {
+            if let Some(s) = s {
+                s.forward = fwd;
+                s.keep = keep;
+                if !capture {
+                    s.captured.clear();
+                    s.truncated = false;
+                }
+            }
         }
     }
 
@@ -180,6 +209,8 @@ mod tests {
             cap: Some(6),
             total: 0,
             hit_cap: false,
+            capture: true,
+            out_to: Some(1),
         };
         sys::write_all(w.as_raw_fd(), b"abc").unwrap();
         assert!(!o.pump(Which::Out));

@@ -62,14 +62,14 @@ pub(super) fn usage_of_init(o: &mut Outcome, waited: Option<&(i32, libc::rusage)
 }
 
 /// Bytes written on stdout and stderr, and (--capture) what was kept.
-pub(super) fn output(plan: &Plan, o: &mut Outcome, out: &Output) {
+pub(super) fn output(o: &mut Outcome, out: &Output) {
     for (s, field, bytes) in [
         (&out.out, &mut o.stdout, &mut o.usage.stdout_bytes),
         (&out.err, &mut o.stderr, &mut o.usage.stderr_bytes),
     ] {
         if let Some(s) = s {
             *bytes = s.bytes;
-            if plan.capture {
+            if out.capture {
                 *field = Some(outcome::capture(&s.captured, s.truncated));
             }
         }

@@ -303,7 +303,7 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
         watch: w,
     } = e;
     report::usage_of_init(o, waited.as_ref());
-    report::output(plan, o, &w.output);
+    report::output(o, &w.output);
     let records = report::Records::read(decoded, waited.is_some(), o)?;
     layers::record_layers(plan, o, via, records.layers);
     report::unix_sockets(o, unix_report);

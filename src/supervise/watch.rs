@@ -178,7 +178,8 @@ impl Watch {
                     let Some(rec) = self.asked.get(..deadline::START_CLOCK_LEN) else {
                         return; // the rest is to come
                     };
-                    let rec: [u8; deadline::START_CLOCK_LEN] = rec.try_into().unwrap_or([0; 17]);
+                    let rec: [u8; deadline::START_CLOCK_LEN] =
+                        rec.try_into().unwrap_or([0; deadline::START_CLOCK_LEN]);
                     self.asked.drain(..deadline::START_CLOCK_LEN);
                     self.start_clock(deadline::decode_start(&rec));
                 }
@@ -207,6 +208,7 @@ impl Watch {
         if let Some(m) = c.max_output {
             self.output.set_cap(m);
         }
+        self.output.send_to(c.output);
     }
 
     /// Loop until every output pipe is closed and either init has exited
