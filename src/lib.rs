@@ -52,13 +52,17 @@ pub mod testing {
 /// setsid, a cleared environment, closed fds, a private run directory,
 /// process-tree kill); the outcome says what is missing.
 ///
-/// This is the CLI's door (it runs with this process's stdio): each of the
-/// outcome's [`warnings`](Outcome::warnings) is also printed on this
-/// process's stderr, `stockade: warning: …`, before it returns. Runs
+/// This is the CLI's door (it runs with this process's stdio): the
+/// outcome's [`detail`](Outcome::detail), `stockade: …`, and each of its
+/// [`warnings`](Outcome::warnings), `stockade: warning: …`, are also
+/// printed on this process's stderr before it returns. Runs
 /// through the spawner ([`Jail::spawn`]) get them only in the outcome,
 /// never on the payload's stderr.
 pub fn run(policy: &Policy) -> Outcome {
     let o = run_with(policy, None);
+    if let Some(d) = &o.detail {
+        eprintln!("stockade: {d}");
+    }
     for w in &o.warnings {
         eprintln!("stockade: warning: {w}");
     }

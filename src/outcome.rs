@@ -193,6 +193,14 @@ pub struct Outcome {
     pub stdout: Option<Captured>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr: Option<Captured>,
+    /// Why the run ended as it did, in one line, where stockade knows
+    /// more than the status says: the syscall that got a kill-mode jail
+    /// killed, how full the run directory was when the meter stopped it.
+    /// The CLI prints it as `stockade: DETAIL` (see [`crate::run`]); it is
+    /// never written to the payload's stderr; absent when there is nothing
+    /// to add.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub detail: Option<String>,
     /// stockade's own warnings about this run (a limit nothing enforces,
     /// user namespaces refused, a cgroup or tmpfs left behind), each one
     /// line without the `stockade: warning: ` prefix, in the order they
@@ -221,6 +229,7 @@ impl Outcome {
             seccomp_learned: None,
             stdout: None,
             stderr: None,
+            detail: None,
             warnings: Vec::new(),
         }
     }

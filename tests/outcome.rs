@@ -237,7 +237,7 @@ fn missing_bind_source_is_setup_error() {
 fn denied_syscall_in_kill_mode_is_seccomp_violation() {
     for who in common::users("denied_syscall_in_kill_mode_is_seccomp_violation") {
         // ptrace(PTRACE_TRACEME) through ctypes: never allowed.
-        let (v, _) = outcome(
+        let (v, o) = outcome(
             who,
             &["--seccomp-action", "kill"],
             &[
@@ -250,6 +250,12 @@ fn denied_syscall_in_kill_mode_is_seccomp_violation() {
         assert_eq!(v["signal"], 31, "{v}");
         assert_eq!(v["seccomp_violation"]["syscall_name"], "ptrace", "{v}");
         assert_eq!(v["seccomp_violation"]["syscall_nr"], 101, "{v}");
+        // Said in the outcome, and by the CLI once on its own stderr.
+        let said = "seccomp: ptrace is not allowed: jail killed";
+        assert_eq!(v["detail"], said, "{v}");
+        let err = stderr(&o);
+        let lines = err.lines().filter(|l| l.contains(said)).collect::<Vec<_>>();
+        assert_eq!(lines, [format!("stockade: {said}")], "{err}");
     }
 }
 

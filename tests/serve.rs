@@ -480,3 +480,22 @@ fn socket_mode_group_and_the_servers_own_confinement() {
     assert_eq!(h["confinement"]["confined"], false, "{h}");
     assert_eq!(h["confinement"]["why"], "--no-confine", "{h}");
 }
+
+#[test]
+fn a_kill_mode_violation_is_explained_in_the_answer() {
+    for who in common::users("a_kill_mode_violation_is_explained_in_the_answer") {
+        let w = who_name(who);
+        let s = Server::start(who, &["--profiles", "strict"]);
+        // ptrace is outside every allowlist; `strict` kills on it.
+        let code = "import ctypes\nctypes.CDLL(None).syscall(101, 0, 0, 0, 0)\nprint('survived')";
+        let v = s
+            .run(&json!({"profile": "strict", "argv": ["python3", "-c", code]}))
+            .json();
+        assert_eq!(v["status"], "seccomp_violation", "{w}: {v}");
+        let d = v["detail"].as_str().unwrap_or_default();
+        assert!(
+            d.starts_with("seccomp: ") && d.ends_with(" is not allowed: jail killed"),
+            "{w}: {v}"
+        );
+    }
+}

@@ -184,7 +184,7 @@ pub(super) fn set_end(o: &mut Outcome, end: sys::ChildEnd) {
 /// Killed by the supervisor on a refused syscall (kill mode): reported as
 /// the SIGSYS death the kernel would have dealt.
 pub(super) fn violation(o: &mut Outcome, (nr, name): (i64, String)) {
-    eprintln!("stockade: seccomp: {name} is not allowed: jail killed");
+    o.detail = Some(format!("seccomp: {name} is not allowed: jail killed"));
     o.seccomp_violation = Some(Violation {
         syscall_nr: Some(nr),
         syscall_name: Some(name),
@@ -252,8 +252,8 @@ pub(super) fn explain(plan: &Plan, o: &mut Outcome, w: &Watch) {
     match o.status {
         Status::DiskLimit => {
             if let Some(m) = &w.meter {
-                eprintln!(
-                    "stockade: the run directory reached --tmp-size ({} bytes; {} seen{}): jail killed",
+                o.detail = Some(format!(
+                    "the run directory reached --tmp-size ({} bytes; {} seen{}): jail killed",
                     plan.tmp_size,
                     m.peak,
                     if m.last.hidden {
@@ -261,7 +261,7 @@ pub(super) fn explain(plan: &Plan, o: &mut Outcome, w: &Watch) {
                     } else {
                         ""
                     }
-                );
+                ));
             }
         }
         Status::SeccompViolation => {
