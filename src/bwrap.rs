@@ -37,6 +37,8 @@
 
 #![deny(unsafe_code)]
 
+mod extras;
+mod fallback;
 mod help;
 mod parse;
 mod translate;
@@ -88,7 +90,14 @@ pub fn main(args: &[OsString]) -> i32 {
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_else(|| "bwrap".into());
     let rest = args.get(1..).unwrap_or_default();
-    let (ops, argv) = match parse::parse(rest) {
+    let (rest, extras) = match extras::split(rest, std::env::var_os("STOCKADE_PROFILE")) {
+        Ok(split) => split,
+        Err(e) => {
+            eprint_line(&e.to_string());
+            return USAGE_EXIT;
+        }
+    };
+    let (ops, argv) = match parse::parse(&rest) {
         Ok(parse::Parsed::Help) => {
             print!("{}", help::usage(&argv0));
             return 0;
@@ -108,7 +117,10 @@ pub fn main(args: &[OsString]) -> i32 {
         eprint!("{}", help::usage(&argv0));
         return USAGE_EXIT;
     }
-    let policy = match translate::policy(&ops, argv) {
+    let policy = match translate::policy(&ops, argv).and_then(|mut p| {
+        extras.apply(&mut p)?;
+        Ok(p)
+    }) {
         Ok(p) => p,
         Err(e) => {
             eprint_line(&e.to_string());
@@ -122,52 +134,108 @@ pub fn main(args: &[OsString]) -> i32 {
             return USAGE_EXIT;
         }
     }
-    run(policy)
-}
-
-/// Run the policy here; the payload's exit code, or bwrap's 1 after a
-/// failed setup.
-fn run(policy: Policy) -> i32 {
-    let argv0 = policy.argv[0].to_string_lossy().into_owned();
-    let cwd = policy.chdir.clone().unwrap_or_default();
-    let chmods: Vec<(std::path::PathBuf, u32)> = policy
-        .mounts
-        .iter()
-        .filter_map(|m| match m {
-            crate::policy::MountSpec::Chmod { dst, mode } => Some((dst.clone(), *mode)),
-            _ => None,
-        })
-        .collect();
-    let status_fds: Vec<i32> = policy
-        .pid_reports
-        .iter()
-        .filter(|r| !r.pretty)
-        .map(|r| r.fd)
-        .collect();
-    let o = match crate::Jail::new(policy).run_here() {
+    let o = match outcome(policy, &ops) {
         Ok(o) => o,
         Err(e) => {
-            eprint_line(&e.to_string());
+            eprint_line(&e);
             return USAGE_EXIT;
         }
     };
+    if let Some(f) = &extras.report {
+        if let Err(e) = std::fs::write(f, o.1.to_json() + "\n") {
+            eprint_line(&format!(
+                "--stockade-report {}: {}",
+                f.display(),
+                strerror(&e)
+            ));
+            return USAGE_EXIT;
+        }
+    }
+    exit_code(o.0, &o.1)
+}
+
+/// What the run's end needs of its policy: the command, the directory,
+/// the chmods and the status fds, for bwrap's words and documents.
+struct Ends {
+    argv0: String,
+    cwd: std::path::PathBuf,
+    chmods: Vec<(std::path::PathBuf, u32)>,
+    status_fds: Vec<i32>,
+}
+
+impl Ends {
+    fn of(policy: &Policy) -> Ends {
+        Ends {
+            argv0: policy.argv[0].to_string_lossy().into_owned(),
+            cwd: policy.chdir.clone().unwrap_or_default(),
+            chmods: policy
+                .mounts
+                .iter()
+                .filter_map(|m| match m {
+                    crate::policy::MountSpec::Chmod { dst, mode } => Some((dst.clone(), *mode)),
+                    _ => None,
+                })
+                .collect(),
+            status_fds: policy
+                .pid_reports
+                .iter()
+                .filter(|r| !r.pretty)
+                .map(|r| r.fd)
+                .collect(),
+        }
+    }
+}
+
+/// Run the policy here, namespaced, or (where user namespaces are refused
+/// and the ops do not make them mandatory) without namespaces, saying so
+/// on one line; the text of the error line otherwise.
+fn outcome(policy: Policy, ops: &[parse::Op]) -> Result<(Ends, crate::outcome::Outcome), String> {
+    policy.validate().map_err(|e| e.to_string())?;
+    let ends = Ends::of(&policy);
+    let (errno, why) = match crate::run_namespaced(&policy, None) {
+        Ok(o) => {
+            for w in &o.warnings {
+                eprintln!("stockade: warning: {w}");
+            }
+            return Ok((ends, o));
+        }
+        Err(refused) => refused,
+    };
+    if fallback::mandatory(ops) || policy.require.contains(&crate::policy::Layer::Userns) {
+        return Err(fallback::bwrap_refusal(errno));
+    }
+    let (fb, hidden) = fallback::policy(&policy, ops).map_err(|e| e.to_string())?;
+    let mut line = format!(
+        "user namespaces are refused here ({errno}), running without namespaces: the host's filesystem through Landlock on the binds, seccomp, rlimits, a new session"
+    );
+    if !hidden.is_empty() {
+        line += &format!("; unreachable: {}", hidden.join(", "));
+    }
+    eprint_line(&line);
+    Ok((ends, crate::run_fallback(&fb, None, errno, &why)))
+}
+
+/// The payload's exit code, or bwrap's 1 (and its words) after a failed
+/// setup; `--json-status-fd`'s last document.
+fn exit_code(ends: Ends, o: &crate::outcome::Outcome) -> i32 {
     if o.status == Status::SetupError {
         match o.exit_code {
             // bwrap's own words when the command cannot be executed.
             126 | 127 => eprint_line(&format!(
-                "execvp {argv0}: {}",
+                "execvp {}: {}",
+                ends.argv0,
                 if o.exit_code == 127 {
                     "No such file or directory"
                 } else {
                     "Permission denied"
                 }
             )),
-            _ => eprint_line(&setup_error(o.error.as_deref(), &cwd, &chmods)),
+            _ => eprint_line(&setup_error(o.error.as_deref(), &ends.cwd, &ends.chmods)),
         }
         return USAGE_EXIT;
     }
     // --json-status-fd's last document, as bwrap writes it.
-    for fd in status_fds {
+    for fd in ends.status_fds {
         let line = format!("{{ \"exit-code\": {} }}\n", o.exit_code);
         let _ = crate::sys::write_all(fd, line.as_bytes());
     }
