@@ -26,14 +26,17 @@
 //! caller, and `--cap-drop ALL`), no_new_privs, the payload leads a new
 //! session (as with `--new-session`), and the jail dies with this process
 //! (which `--die-with-parent` kills when its parent dies).
-//! Layers that are OFF: Landlock and the seccomp allowlist (bwrap has
-//! neither unless `--seccomp FD`; callers such as Flatpak run programs that
-//! need syscalls and paths stockade's defaults refuse, and they bring their
-//! own filters), resource limits, the deadline and output caps (bwrap has
-//! none), the JSON outcome. Where user namespaces are refused the run
-//! fails (userns is required), as bwrap fails, rather than running
-//! stockade's no-namespace fallback on the host's filesystem. Options stockade cannot honour (see
-//! `translate`) are refused before anything runs, never ignored.
+//! Layers that are OFF unless asked for (`extras`: `STOCKADE_PROFILE`,
+//! `--stockade-*`): Landlock and the seccomp allowlist (bwrap has neither
+//! unless `--seccomp FD`; callers such as Flatpak run programs that need
+//! syscalls and paths stockade's defaults refuse, and they bring their own
+//! filters), resource limits, the deadline and output caps (bwrap has
+//! none), the JSON outcome. Where user namespaces are refused, the run
+//! goes on without them (`fallback`: Landlock on the binds, seccomp,
+//! rlimits, a new session; one stderr line says so), unless the ops make
+//! the namespace mandatory, where it fails with bwrap's words. Options
+//! stockade cannot honour (see `translate`, `fallback`) are refused before
+//! anything runs, never ignored.
 
 #![deny(unsafe_code)]
 
