@@ -448,3 +448,28 @@ fn bad_stockade_values_are_one_line_errors() {
         );
     }
 }
+
+/// Off by default: a nested user namespace is made as under bwrap.
+/// `--stockade-seccomp` (or a profile) puts stockade's allowlist on, which
+/// refuses it, and the report says the layer was applied.
+#[test]
+fn stockade_seccomp_is_off_until_asked_for() {
+    let cmd = ["/usr/bin/unshare", "-U", "/bin/true"];
+    for who in users("stockade_seccomp_is_off_until_asked_for") {
+        let plain = bwrap(Mode::Jail, who, &[], &args(&[], &cmd));
+        expect_code(&plain, 0, &format!("{who:?} without --stockade-seccomp"));
+        let s = Scratch::new("bwfb-seccomp").world_writable();
+        let report = s.join("outcome.json").display().to_string();
+        let opts = ["--stockade-seccomp", "--stockade-report", &report];
+        let on = bwrap(Mode::Jail, who, &[], &args(&opts, &cmd));
+        assert_ne!(on.status.code(), Some(0), "{who:?}: {}", stderr(&on));
+        assert!(
+            stderr(&on).contains("Operation not permitted"),
+            "{who:?}: {}",
+            stderr(&on)
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        assert_eq!(v["layers"]["seccomp"]["state"], "applied", "{v}");
+    }
+}
