@@ -198,8 +198,12 @@ fn zone(m: &MountSpec, zones: &mut Zones, hidden: &mut Vec<String>) -> Result<()
         MountSpec::Dev { dst } if dst == Path::new("/dev") => {
             let at = host("--dev", dst)?;
             zones.set(at.clone(), Grant::Nothing);
+            // Those the host has (a container may lack /dev/tty).
             for n in DEV_NODES {
-                zones.set(at.join(n), Grant::Write);
+                let node = at.join(n);
+                if std::fs::symlink_metadata(&node).is_ok_and(|m| !m.file_type().is_symlink()) {
+                    zones.set(node, Grant::Write);
+                }
             }
             hidden.push("/dev (all but null, zero, full, random, urandom, tty)".into());
         }
