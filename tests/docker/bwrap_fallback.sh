@@ -25,7 +25,7 @@ fi
 echo "control_secret=$(cat $D/secret)"
 
 # 1. The run without namespaces: only the binds are reachable.
-SCRIPT="cat $D/ro/f; echo w > $D/in/w && echo wrote-in; echo w > $D/ro/w 2>/dev/null || echo ro-refused;
+SCRIPT="cat $D/ro/f; echo w > $D/in/w && echo wrote-in; { echo w > $D/ro/w; } 2>/dev/null || echo ro-refused;
 cat $D/secret 2>/dev/null || echo secret-refused; ls /proc/1 >/dev/null 2>&1 || echo proc-refused"
 $S bwrap $ROOT --ro-bind $D/ro $D/ro --bind $D/in $D/in --stockade-report $D/run.json \
     -- /bin/sh -c "$SCRIPT" > $D/run.out 2> $D/run.err < /dev/null
