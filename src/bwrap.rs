@@ -120,10 +120,7 @@ pub fn main(args: &[OsString]) -> i32 {
         eprint!("{}", help::usage(&argv0));
         return USAGE_EXIT;
     }
-    let policy = match translate::policy(&ops, argv).and_then(|mut p| {
-        extras.apply(&mut p)?;
-        Ok(p)
-    }) {
+    let policy = match translate::policy(&ops, argv) {
         Ok(p) => p,
         Err(e) => {
             eprint_line(&e.to_string());
@@ -136,6 +133,12 @@ pub fn main(args: &[OsString]) -> i32 {
             eprint_line(&format!("prctl(PR_SET_PDEATHSIG): {e}"));
             return USAGE_EXIT;
         }
+    }
+    // stockade's own layers, when asked for (`extras`).
+    let mut policy = policy;
+    if let Err(e) = extras.apply(&mut policy) {
+        eprint_line(&e.to_string());
+        return USAGE_EXIT;
     }
     let o = match outcome(policy, &ops) {
         Ok(o) => o,
