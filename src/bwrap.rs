@@ -26,17 +26,22 @@
 //! caller, and `--cap-drop ALL`), no_new_privs, the payload leads a new
 //! session (as with `--new-session`), and the jail dies with this process
 //! (which `--die-with-parent` kills when its parent dies).
-//! Layers that are OFF: Landlock and the seccomp allowlist (bwrap has
-//! neither unless `--seccomp FD`; callers such as Flatpak run programs that
-//! need syscalls and paths stockade's defaults refuse, and they bring their
-//! own filters), resource limits, the deadline and output caps (bwrap has
-//! none), the JSON outcome. Where user namespaces are refused the run
-//! fails (userns is required), as bwrap fails, rather than running
-//! stockade's no-namespace fallback on the host's filesystem. Options stockade cannot honour (see
-//! `translate`) are refused before anything runs, never ignored.
+//! Layers that are OFF unless asked for (`extras`: `STOCKADE_PROFILE`,
+//! `--stockade-*`): Landlock and the seccomp allowlist (bwrap has neither
+//! unless `--seccomp FD`; callers such as Flatpak run programs that need
+//! syscalls and paths stockade's defaults refuse, and they bring their own
+//! filters), resource limits, the deadline and output caps (bwrap has
+//! none), the JSON outcome. Where user namespaces are refused, the run
+//! goes on without them (`fallback`: Landlock on the binds, seccomp,
+//! rlimits, a new session; one stderr line says so), unless the ops make
+//! the namespace mandatory, where it fails with bwrap's words. Options
+//! stockade cannot honour (see `translate`, `fallback`) are refused before
+//! anything runs, never ignored.
 
 #![deny(unsafe_code)]
 
+mod extras;
+mod fallback;
 mod help;
 mod parse;
 mod translate;
@@ -88,7 +93,14 @@ pub fn main(args: &[OsString]) -> i32 {
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_else(|| "bwrap".into());
     let rest = args.get(1..).unwrap_or_default();
-    let (ops, argv) = match parse::parse(rest) {
+    let (rest, extras) = match extras::split(rest, std::env::var_os("STOCKADE_PROFILE")) {
+        Ok(split) => split,
+        Err(e) => {
+            eprint_line(&e.to_string());
+            return USAGE_EXIT;
+        }
+    };
+    let (ops, argv) = match parse::parse(&rest) {
         Ok(parse::Parsed::Help) => {
             print!("{}", help::usage(&argv0));
             return 0;
@@ -122,52 +134,114 @@ pub fn main(args: &[OsString]) -> i32 {
             return USAGE_EXIT;
         }
     }
-    run(policy)
-}
-
-/// Run the policy here; the payload's exit code, or bwrap's 1 after a
-/// failed setup.
-fn run(policy: Policy) -> i32 {
-    let argv0 = policy.argv[0].to_string_lossy().into_owned();
-    let cwd = policy.chdir.clone().unwrap_or_default();
-    let chmods: Vec<(std::path::PathBuf, u32)> = policy
-        .mounts
-        .iter()
-        .filter_map(|m| match m {
-            crate::policy::MountSpec::Chmod { dst, mode } => Some((dst.clone(), *mode)),
-            _ => None,
-        })
-        .collect();
-    let status_fds: Vec<i32> = policy
-        .pid_reports
-        .iter()
-        .filter(|r| !r.pretty)
-        .map(|r| r.fd)
-        .collect();
-    let o = match crate::Jail::new(policy).run_here() {
+    // stockade's own layers, when asked for (`extras`).
+    let mut policy = policy;
+    if let Err(e) = extras.apply(&mut policy) {
+        eprint_line(&e.to_string());
+        return USAGE_EXIT;
+    }
+    let o = match outcome(policy, &ops) {
         Ok(o) => o,
         Err(e) => {
-            eprint_line(&e.to_string());
+            eprint_line(&e);
             return USAGE_EXIT;
         }
     };
+    if let Some(f) = &extras.report {
+        if let Err(e) = std::fs::write(f, o.1.to_json() + "\n") {
+            eprint_line(&format!(
+                "--stockade-report {}: {}",
+                f.display(),
+                strerror(&e)
+            ));
+            return USAGE_EXIT;
+        }
+    }
+    exit_code(o.0, &o.1)
+}
+
+/// What the run's end needs of its policy: the command, the directory,
+/// the chmods and the status fds, for bwrap's words and documents.
+struct Ends {
+    argv0: String,
+    cwd: std::path::PathBuf,
+    chmods: Vec<(std::path::PathBuf, u32)>,
+    status_fds: Vec<i32>,
+}
+
+impl Ends {
+    fn of(policy: &Policy) -> Ends {
+        Ends {
+            argv0: policy.argv[0].to_string_lossy().into_owned(),
+            cwd: policy.chdir.clone().unwrap_or_default(),
+            chmods: policy
+                .mounts
+                .iter()
+                .filter_map(|m| match m {
+                    crate::policy::MountSpec::Chmod { dst, mode } => Some((dst.clone(), *mode)),
+                    _ => None,
+                })
+                .collect(),
+            status_fds: policy
+                .pid_reports
+                .iter()
+                .filter(|r| !r.pretty)
+                .map(|r| r.fd)
+                .collect(),
+        }
+    }
+}
+
+/// Run the policy here, namespaced, or (where user namespaces are refused
+/// and the ops do not make them mandatory) without namespaces, saying so
+/// on one line; the text of the error line otherwise.
+fn outcome(policy: Policy, ops: &[parse::Op]) -> Result<(Ends, crate::outcome::Outcome), String> {
+    policy.validate().map_err(|e| e.to_string())?;
+    let ends = Ends::of(&policy);
+    let (errno, why) = match crate::run_namespaced(&policy, None) {
+        Ok(o) => {
+            for w in &o.warnings {
+                eprintln!("stockade: warning: {w}");
+            }
+            return Ok((ends, o));
+        }
+        Err(refused) => refused,
+    };
+    if fallback::mandatory(ops) || policy.require.contains(&crate::policy::Layer::Userns) {
+        return Err(fallback::bwrap_refusal(errno));
+    }
+    let (fb, hidden) = fallback::policy(&policy, ops).map_err(|e| e.to_string())?;
+    let mut line = format!(
+        "user namespaces are refused here ({errno}), running without namespaces: the host's filesystem through Landlock on the binds, seccomp, rlimits, a new session"
+    );
+    if !hidden.is_empty() {
+        line += &format!("; unreachable: {}", hidden.join(", "));
+    }
+    eprint_line(&line);
+    Ok((ends, crate::run_fallback(&fb, None, errno, &why)))
+}
+
+/// The payload's exit code, or bwrap's 1 (and its words) after a failed
+/// setup; `--json-status-fd`'s last document.
+fn exit_code(ends: Ends, o: &crate::outcome::Outcome) -> i32 {
     if o.status == Status::SetupError {
         match o.exit_code {
             // bwrap's own words when the command cannot be executed.
             126 | 127 => eprint_line(&format!(
-                "execvp {argv0}: {}",
+                "execvp {}: {}",
+                ends.argv0,
                 if o.exit_code == 127 {
                     "No such file or directory"
                 } else {
                     "Permission denied"
                 }
             )),
-            _ => eprint_line(&setup_error(o.error.as_deref(), &cwd, &chmods)),
+            _ => eprint_line(&setup_error(o.error.as_deref(), &ends.cwd, &ends.chmods)),
         }
         return USAGE_EXIT;
     }
     // --json-status-fd's last document, as bwrap writes it.
-    for fd in status_fds {
+    for fd in ends.status_fds {
         let line = format!("{{ \"exit-code\": {} }}\n", o.exit_code);
         let _ = crate::sys::write_all(fd, line.as_bytes());
     }

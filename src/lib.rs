@@ -71,12 +71,9 @@ pub fn run(policy: &Policy) -> Outcome {
 
 /// [`run`], killed early when `control` says so (see `supervise::spawn::run`).
 pub(crate) fn run_with(policy: &Policy, control: Option<std::os::fd::RawFd>) -> Outcome {
-    let (errno, why) = match Plan::build(policy) {
-        Ok((plan, res)) => match supervise::spawn::run(&plan, res, control) {
-            supervise::spawn::Spawned::Ran(o) => return *o,
-            supervise::spawn::Spawned::Refused { errno, why } => (errno, why),
-        },
-        Err(e) => return Outcome::setup_error(&e),
+    let (errno, why) = match run_namespaced(policy, control) {
+        Ok(o) => return o,
+        Err(refused) => refused,
     };
     if policy.require.contains(&policy::Layer::Userns) {
         return Outcome::setup_error(&SetupError::new(
@@ -87,6 +84,32 @@ pub(crate) fn run_with(policy: &Policy, control: Option<std::os::fd::RawFd>) -> 
             ),
         ));
     }
+    run_fallback(policy, control, errno, &why)
+}
+
+/// The namespaced run, or (nothing ran) the errno and reason with which
+/// the kernel refused user namespaces.
+pub(crate) fn run_namespaced(
+    policy: &Policy,
+    control: Option<std::os::fd::RawFd>,
+) -> Result<Outcome, (sys::Errno, String)> {
+    match Plan::build(policy) {
+        Ok((plan, res)) => match supervise::spawn::run(&plan, res, control) {
+            supervise::spawn::Spawned::Ran(o) => Ok(*o),
+            supervise::spawn::Spawned::Refused { errno, why } => Err((errno, why)),
+        },
+        Err(e) => Ok(Outcome::setup_error(&e)),
+    }
+}
+
+/// The run without namespaces (`Plan::build_fallback`), after they were
+/// refused with `errno` and `why`; the outcome's first warning says so.
+pub(crate) fn run_fallback(
+    policy: &Policy,
+    control: Option<std::os::fd::RawFd>,
+    errno: sys::Errno,
+    why: &str,
+) -> Outcome {
     let refused = format!(
         "user namespaces refused ({errno}: {why}); running without namespaces: Landlock, seccomp, rlimits, setsid, a private run directory and process-tree kill only"
     );

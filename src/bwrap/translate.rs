@@ -40,10 +40,8 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     p.gid = crate::sys::getegid();
     p.seccomp.enabled = false;
     p.landlock.disabled = true;
-    // Without namespaces the bare root cannot be built: fail as bwrap
-    // does, not run on the host's filesystem (the fallback is issue 15's
-    // point 5, to come).
-    p.require.push(crate::policy::Layer::Userns);
+    // Where user namespaces are refused, bwrap.rs decides: bwrap's failure
+    // or the run without them (`bwrap::fallback`).
     let (mut ns, mut pending) = (Ns::default(), Pending::default());
     for op in ops {
         apply(op, &mut p, &mut ns, &mut pending)?;
@@ -403,7 +401,7 @@ mod tests {
         let p = policy(&[], vec!["true".into()]).unwrap();
         assert_eq!(p.network, Network::Host);
         assert!(!p.seccomp.enabled && p.landlock.disabled);
-        assert_eq!(p.require, [crate::policy::Layer::Userns]);
+        assert!(p.require.is_empty());
         let e = |ops: &[Op]| policy(ops, vec!["x".into()]).unwrap_err().to_string();
         assert_eq!(
             e(&[op("--overlay", &["a", "b", "c"])]),

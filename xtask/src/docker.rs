@@ -17,7 +17,7 @@
 //! skipped`. Without a reachable engine (or a host prerequisite) every check
 //! is reported `SKIPPED` with the reason and counted as skipped, never passed.
 
-use crate::{docker_compose, docker_fallback, json};
+use crate::{docker_bwrap, docker_compose, docker_fallback, json};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt;
@@ -25,10 +25,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: cargo xtask docker-test [--no-build] [--only compose]
+const USAGE: &str = "usage: cargo xtask docker-test [--no-build] [--only compose|bwrap]
   --no-build  use the static binary as it is: target/static/x86_64-unknown-linux-musl/release/stockade,
               else (the glibc fallback) target/static/x86_64-unknown-linux-gnu/release/stockade
-  --only compose  run only the Docker Compose sidecar checks (docker_compose.rs)";
+  --only compose  run only the Docker Compose sidecar checks (docker_compose.rs)
+  --only bwrap    run only the `stockade bwrap` fallback checks (docker_bwrap.rs)";
 
 /// The image the cases run in.
 const IMAGE: &str = "stockade-docker-test:latest";
@@ -85,11 +86,19 @@ impl Summary {
 pub fn main(args: &[String]) -> i32 {
     let mut build = true;
     let mut compose_only = false;
+    let mut bwrap_only = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--no-build" => build = false,
-            "--only" if it.next().map(String::as_str) == Some("compose") => compose_only = true,
+            "--only" => match it.next().map(String::as_str) {
+                Some("compose") => compose_only = true,
+                Some("bwrap") => bwrap_only = true,
+                other => {
+                    eprintln!("xtask docker-test: --only {other:?}: compose or bwrap\n{USAGE}");
+                    return 2;
+                }
+            },
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return 0;
@@ -100,7 +109,7 @@ pub fn main(args: &[String]) -> i32 {
             }
         }
     }
-    let s = run(build, compose_only);
+    let s = run(build, compose_only, bwrap_only);
     println!(
         "{} passed, {} failed, {} skipped",
         s.passed, s.failed, s.skipped
@@ -220,13 +229,16 @@ fn skip_all(s: &mut Summary, why: &str, compose_only: bool) {
             for n in docker_fallback::check_names(c) {
                 s.skip(&n, why);
             }
+            for n in docker_bwrap::check_names(c) {
+                s.skip(&n, why);
+            }
         }
     }
 }
 
 /// Build, then run every configuration (with `compose_only`, only the
 /// Docker Compose checks).
-fn run(build: bool, compose_only: bool) -> Summary {
+fn run(build: bool, compose_only: bool, bwrap_only: bool) -> Summary {
     let mut s = Summary::default();
     let t0 = Instant::now();
     let root = match workspace_root() {
@@ -310,6 +322,12 @@ fn run(build: bool, compose_only: bool) -> Summary {
     // 5. The cases.
     let have_bwrap = Path::new(BWRAP).exists();
     for (i, c) in CONFIGS.iter().enumerate() {
+        if bwrap_only {
+            if c.expect == Expect::Fallback {
+                docker_bwrap::run(&mut s, c, i);
+            }
+            continue;
+        }
         let t = Instant::now();
         let out = run_case(c, i, have_bwrap);
         let secs = t.elapsed().as_secs_f64();
@@ -332,7 +350,12 @@ fn run(build: bool, compose_only: bool) -> Summary {
         // Issue 12's hostile programs, where the fallback is what users get.
         if c.expect == Expect::Fallback {
             docker_fallback::run(&mut s, c, i);
+            // `stockade bwrap` where the real bwrap cannot start.
+            docker_bwrap::run(&mut s, c, i);
         }
+    }
+    if bwrap_only {
+        return s;
     }
     // The sidecar pattern under Docker Compose.
     let t = Instant::now();
@@ -543,6 +566,7 @@ fn build_test_layer(root: &Path, test: &Path, bin: &Path) -> Result<(), String> 
         "listener.py",
         "fallback.sh",
         "fallback.py",
+        "bwrap_fallback.sh",
     ] {
         copy_file(
             &root.join("tests/docker").join(f),

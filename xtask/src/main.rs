@@ -5,6 +5,7 @@ mod bench_serve;
 mod binaries;
 mod bwrap_test;
 mod docker;
+mod docker_bwrap;
 mod docker_compose;
 mod docker_fallback;
 mod json;
