@@ -207,6 +207,12 @@ run_args! {
             /// Leave a jail path out of the Landlock ruleset (it stays mounted, but unreadable)
             #[arg(long, value_name = "PATH")]
             landlock_exclude: Vec<PathBuf>,
+            /// Hide a host file or directory inside the binds: an empty read-only one covers it (~ is $HOME)
+            #[arg(long, value_name = "PATH")]
+            deny: Vec<PathBuf>,
+            /// Hide every entry of the workdir and the --bind/--ro-bind trees matching a glob ('**/.env')
+            #[arg(long, value_name = "GLOB")]
+            deny_glob: Vec<String>,
             /// Fail (exit 125) unless this layer is applied: userns, landlock, seccomp, cgroup
             #[arg(long, value_name = "LAYER")]
             require: Vec<String>,

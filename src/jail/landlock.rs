@@ -107,6 +107,7 @@ fn grant_dir(g: Grant, fs: BitFlags<AccessFs>) -> BitFlags<AccessFs> {
         Grant::Device => {
             AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev
         }
+        Grant::List => AccessFs::ReadDir.into(),
     };
     want & fs
 }

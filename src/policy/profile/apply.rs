@@ -58,6 +58,7 @@ pub(super) fn apply(
         }
         binds(cx, fs, mounts)?;
         other_mounts(cx, fs, mounts)?;
+        deny(cx, fs, p)?;
     }
     if let Some(env) = &raw.environment {
         environment(cx, env, p)?;
@@ -236,6 +237,33 @@ fn other_mounts(cx: &Ctx, fs: &RawFs, mounts: &mut Vec<MountSpec>) -> Result<(),
             dst: cx.jail_path(d, "filesystem.dir")?,
             mode: crate::policy::DIR_MODE,
         });
+    }
+    Ok(())
+}
+
+/// `filesystem.deny`: host paths (`~` is the caller's home, a relative
+/// path is the profile's directory's) and globs (an entry with `*`, `?` or
+/// `[`).
+fn deny(cx: &Ctx, fs: &RawFs, p: &mut Policy) -> Result<(), PolicyError> {
+    const FIELD: &str = "filesystem.deny";
+    for v in fs.deny.iter().flatten() {
+        let s = cx.expand(v, FIELD)?;
+        let at = |e: PolicyError| cx.err(v.span(), FIELD, e.reason().clone());
+        if s.contains(['*', '?', '[']) {
+            let g = crate::policy::deny_glob(FIELD, &s).map_err(at)?;
+            if !p.deny.globs.contains(&g) {
+                p.deny.globs.push(g);
+            }
+            continue;
+        }
+        let d = if s == "~" || s.starts_with("~/") {
+            crate::policy::deny_path(FIELD, std::path::Path::new(&s)).map_err(at)?
+        } else {
+            cx.host_path(v, FIELD)?
+        };
+        if !p.deny.paths.contains(&d) {
+            p.deny.paths.push(d);
+        }
     }
     Ok(())
 }
