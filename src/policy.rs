@@ -183,7 +183,9 @@ pub fn deny_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
     } else {
         p.to_path_buf()
     };
-    host_path(origin, &p)
+    let p = host_path(origin, &p)?;
+    host_exists(&p, false).map_err(|e| PolicyError::value(origin, e))?;
+    Ok(p)
 }
 
 /// Where the supervisor writes the jail's pid (its init's, the pid 1 of

@@ -213,6 +213,9 @@ run_args! {
             /// Hide every entry of the workdir and the --bind/--ro-bind trees matching a glob ('**/.env')
             #[arg(long, value_name = "GLOB")]
             deny_glob: Vec<String>,
+            /// Most directory entries --deny and --deny-glob may look at [default: 200000]
+            #[arg(long, value_name = "N", allow_hyphen_values = true)]
+            deny_max_entries: Option<String>,
             /// Fail (exit 125) unless this layer is applied: userns, landlock, seccomp, cgroup
             #[arg(long, value_name = "LAYER")]
             require: Vec<String>,

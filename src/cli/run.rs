@@ -320,6 +320,17 @@ fn deny(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
             p.deny.paths.push(d);
         }
     }
+    if let Some(n) = &a.deny_max_entries {
+        p.deny.max_entries = policy::units::parse_count(n)
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                PolicyError::new(
+                    "--deny-max-entries",
+                    format!("{n:?}: not a count greater than 0"),
+                )
+            })?;
+    }
     for g in &a.deny_glob {
         let g = policy::deny_glob("--deny-glob", g)?;
         if !p.deny.globs.contains(&g) {

@@ -259,7 +259,9 @@ fn deny(cx: &Ctx, fs: &RawFs, p: &mut Policy) -> Result<(), PolicyError> {
         let d = if s == "~" || s.starts_with("~/") {
             crate::policy::deny_path(FIELD, std::path::Path::new(&s)).map_err(at)?
         } else {
-            cx.host_path(v, FIELD)?
+            let d = cx.host_path(v, FIELD)?;
+            crate::policy::host_exists(&d, false).map_err(|e| cx.err(v.span(), FIELD, e))?;
+            d
         };
         if !p.deny.paths.contains(&d) {
             p.deny.paths.push(d);

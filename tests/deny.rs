@@ -1,0 +1,402 @@
+//! Paths denied inside allowed trees (`--deny`, `--deny-glob`,
+//! `filesystem.deny`): a hostile payload gets nothing of their content
+//! through any route (the path itself, a hard link, a symlink, a second
+//! bind of the same tree, /proc/self/fd, openat from a directory fd,
+//! /proc/*/root, mount or umount), can neither write, rename, unlink nor
+//! re-link them, while everything else in the tree stays usable. As root
+//! and as uid 65534, in the jail and in the fallback without namespaces
+//! (tests/payloads/chk_nouserns.c), where a denial inside a writable bind
+//! is refused with the reason.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use common::{stderr, stdout, Scratch, Who};
+
+/// The secrets' content: none of it may reach the payload's output.
+const SECRET: &str = "SECRET";
+
+/// A project tree every user can read and write (so only the denial can
+/// keep the payload out): `.env`, `sub/.env`, `.git/config`, `secrets/`,
+/// `hard` (a hard link of `.env`), `soft` (a relative symlink to it) and
+/// `abs` (an absolute one).
+fn project(tag: &str) -> Scratch {
+    let s = Scratch::new(tag).world_writable();
+    let p = s.path();
+    for d in ["sub", ".git", "secrets"] {
+        std::fs::create_dir(p.join(d)).unwrap();
+    }
+    for (f, text) in [
+        (".env", "SECRET-ENV\n"),
+        ("sub/.env", "SECRET-SUB\n"),
+        (".git/config", "token=SECRET-GIT\n"),
+        (".git/HEAD", "ref: refs/heads/main\n"),
+        ("secrets/key", "SECRET-KEY\n"),
+        ("a.txt", "sibling\n"),
+    ] {
+        std::fs::write(p.join(f), text).unwrap();
+    }
+    std::fs::hard_link(p.join(".env"), p.join("hard")).unwrap();
+    std::os::unix::fs::symlink(".env", p.join("soft")).unwrap();
+    std::os::unix::fs::symlink(p.join(".env"), p.join("abs")).unwrap();
+    for e in walk(p) {
+        let mode = if e.is_dir() { 0o777 } else { 0o666 };
+        if !e.is_symlink() {
+            std::fs::set_permissions(&e, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+    }
+    s
+}
+
+fn walk(p: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![p.to_path_buf()];
+    if p.is_dir() && !p.is_symlink() {
+        for e in std::fs::read_dir(p).unwrap().flatten() {
+            out.extend(walk(&e.path()));
+        }
+    }
+    out
+}
+
+/// The hostile payload: every route to the denied paths beneath each base
+/// directory given; `SIBLINGS` then uses the rest of the first one (`rw`:
+/// writes too).
+const HOSTILE: &str = r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+rw = sys.argv[1] == "rw"
+bases = sys.argv[2:]
+def say(*a):
+    print(*a, flush=True)
+def read(p):
+    try:
+        with open(p, "rb") as f:
+            say("read", p, repr(f.read()))
+    except OSError as e:
+        say("read-refused", p, e.errno)
+for b in bases:
+    for n in [".env", "hard", "soft", "abs", "sub/.env", ".git/config", "secrets/key"]:
+        read(os.path.join(b, n))
+    for d in ["secrets", "."]:
+        try:
+            say("list", b, d, sorted(os.listdir(os.path.join(b, d))))
+        except OSError as e:
+            say("list-refused", b, d, e.errno)
+    p = os.path.join(b, ".env")
+    for mode in ["w", "a", "r+"]:
+        try:
+            open(p, mode).write("x")
+            say("WROTE", p, mode)
+        except OSError as e:
+            say("write-refused", p, mode, e.errno)
+    for op, args in [("rename", (p, p + ".moved")), ("unlink", (p,)),
+                     ("link", (p, os.path.join(b, "relinked"))),
+                     ("rename", (os.path.join(b, "secrets"), os.path.join(b, "s2"))),
+                     ("rmdir", (os.path.join(b, "secrets"),))]:
+        try:
+            getattr(os, op)(*args)
+            say("DID", op, args)
+        except OSError as e:
+            say(op + "-refused", e.errno)
+    try:
+        fd = os.open(p, os.O_PATH)
+        read("/proc/self/fd/%d" % fd)
+        dfd = os.open(b, os.O_PATH | os.O_DIRECTORY)
+        try:
+            f = os.open(".env", os.O_RDONLY, dir_fd=dfd)
+            say("openat", repr(os.read(f, 100)))
+        except OSError as e:
+            say("openat-refused", e.errno)
+    except OSError as e:
+        say("opath-refused", e.errno)
+    say("umount", libc.umount2(p.encode(), 2))
+    say("mount", libc.mount(b"/tmp", p.encode(), None, 4096, None))
+    read("/proc/self/root" + p)
+    read("/proc/1/root" + p)
+b = bases[0]
+with open(os.path.join(b, "a.txt")) as f:
+    assert f.read() == "sibling\n"
+with open(os.path.join(b, ".git/HEAD")) as f:
+    assert f.read().startswith("ref:")
+assert "HEAD" in os.listdir(os.path.join(b, ".git"))
+if rw:
+    with open(os.path.join(b, "a.txt"), "a") as f:
+        f.write("more\n")
+    for d in [b, os.path.join(b, ".git"), os.path.join(b, "sub")]:
+        n = os.path.join(d, "new.txt")
+        with open(n, "w") as f:
+            f.write("new\n")
+        os.rename(n, n + ".2")
+        os.unlink(n + ".2")
+say("siblings-ok")
+"#;
+
+/// What the payload printed must show nothing of the secrets, no write,
+/// rename, unlink, link or mount that went through, and the siblings
+/// used.
+fn assert_nothing_leaked(o: &std::process::Output, r: &serde_json::Value, what: &str) {
+    let out = r["stdout"]["data"].as_str().unwrap_or("");
+    let all = format!("{out}\n{}\n{}", stdout(o), stderr(o));
+    assert!(!all.contains(SECRET), "{what}: a secret leaked:\n{all}");
+    for bad in ["WROTE", "DID", "mount 0", "umount 0"] {
+        assert!(!out.contains(bad), "{what}: {bad}:\n{out}");
+    }
+    assert!(out.contains("siblings-ok"), "{what}:\n{out}\n{}", stderr(o));
+    assert_eq!(r["status"], "exited", "{what}");
+}
+
+/// The host's tree is as it was.
+fn assert_untouched(p: &Path, what: &str) {
+    assert_eq!(
+        std::fs::read_to_string(p.join(".env")).unwrap(),
+        "SECRET-ENV\n",
+        "{what}"
+    );
+    assert!(p.join("secrets/key").exists(), "{what}");
+    for gone in [".env.moved", "relinked", "s2", ".stockade-cover-file"] {
+        assert!(!p.join(gone).exists(), "{what}: {gone}");
+    }
+}
+
+/// (path, reason) of each entry of the outcome's `masked` list.
+fn masked(r: &serde_json::Value) -> Vec<(String, String, String)> {
+    r["masked"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|m| {
+                    (
+                        m["path"].as_str().unwrap_or("").to_string(),
+                        m["reason"].as_str().unwrap_or("").to_string(),
+                        m["how"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn run(wrappers: &[&str], who: Who, flags: &[&str], cmd: &[&str]) -> std::process::Output {
+    common::wrapped(wrappers, who, flags, cmd)
+        .output()
+        .expect("start stockade")
+}
+
+#[test]
+fn denied_paths_stay_hidden_in_the_jail() {
+    for who in common::users("denied_paths_stay_hidden_in_the_jail") {
+        let s = project("deny-jail");
+        let p = s.path().display().to_string();
+        let (git, secrets) = (format!("{p}/.git/config"), format!("{p}/secrets"));
+        let alias = format!("{p}:/alias");
+        let flags = [
+            "--workdir",
+            &p,
+            "--bind",
+            &alias,
+            "--bind",
+            &p,
+            "--deny-glob",
+            "**/.env",
+            "--deny",
+            &git,
+            "--deny",
+            &secrets,
+            "--report",
+            "-",
+        ];
+        let cmd = [
+            "/usr/bin/python3",
+            "-c",
+            HOSTILE,
+            "rw",
+            "/work",
+            "/alias",
+            &p,
+        ];
+        let o = run(&[], who, &flags, &cmd);
+        let r = common::last_json(&o);
+        if r["layers"]["user_namespace"]["state"] != "applied" {
+            common::skip(
+                "denied_paths_stay_hidden_in_the_jail",
+                "user namespaces refused on this host",
+            );
+            return;
+        }
+        let what = format!("{who:?}: {r}");
+        assert_nothing_leaked(&o, &r, &what);
+        let out = r["stdout"]["data"].as_str().unwrap_or("");
+        // The covers: empty, and an empty directory.
+        assert!(out.contains("read /work/.env b''"), "{what}");
+        assert!(out.contains("list /alias secrets []"), "{what}");
+        assert_untouched(s.path(), &what);
+        let m = masked(&r);
+        for base in ["/work", "/alias", p.as_str()] {
+            for (rel, reason) in [
+                (".env", "--deny-glob **/.env"),
+                ("sub/.env", "--deny-glob **/.env"),
+                (".git/config", "--deny"),
+                ("secrets", "--deny"),
+            ] {
+                let want = (format!("{base}/{rel}"), reason.to_string(), "cover".into());
+                assert!(m.contains(&want), "{what}: {want:?} not in {m:?}");
+            }
+            let hard = m.iter().any(|(path, reason, _)| {
+                *path == format!("{base}/hard") && reason.starts_with("hard link of ")
+            });
+            assert!(hard, "{what}: {base}/hard not masked: {m:?}");
+        }
+    }
+}
+
+#[test]
+fn denied_paths_stay_hidden_without_namespaces() {
+    for who in common::users("denied_paths_stay_hidden_without_namespaces") {
+        let s = project("deny-fallback");
+        let p = s.path().display().to_string();
+        let (git, secrets) = (format!("{p}/.git/config"), format!("{p}/secrets"));
+        let flags = [
+            "--ro-bind",
+            &p,
+            "--deny-glob",
+            "**/.env",
+            "--deny",
+            &git,
+            "--deny",
+            &secrets,
+            "--report",
+            "-",
+        ];
+        let cmd = ["/usr/bin/python3", "-c", HOSTILE, "ro", &p];
+        let o = run(&["chk_nouserns"], who, &flags, &cmd);
+        let r = common::last_json(&o);
+        let what = format!("{who:?}: {r}\n{}", stderr(&o));
+        assert_ne!(r["layers"]["user_namespace"]["state"], "applied", "{what}");
+        if r["layers"]["landlock"]["state"] != "applied" {
+            // Required once something is denied: the run must not go on.
+            assert_eq!(r["status"], "setup_error", "{what}");
+            common::skip(
+                "denied_paths_stay_hidden_without_namespaces",
+                "Landlock unavailable on this kernel",
+            );
+            return;
+        }
+        assert_nothing_leaked(&o, &r, &what);
+        assert_untouched(s.path(), &what);
+        let m = masked(&r);
+        for (rel, reason) in [
+            (".env", "--deny-glob **/.env"),
+            ("sub/.env", "--deny-glob **/.env"),
+            (".git/config", "--deny"),
+            ("secrets", "--deny"),
+            ("hard", &format!("hard link of {p}/.env")),
+        ] {
+            let want = (format!("{p}/{rel}"), reason.to_string(), "landlock".into());
+            assert!(m.contains(&want), "{what}: {want:?} not in {m:?}");
+        }
+    }
+}
+
+#[test]
+fn a_denial_inside_a_writable_bind_is_refused_without_namespaces() {
+    for who in common::users("a_denial_inside_a_writable_bind_is_refused_without_namespaces") {
+        let s = project("deny-fallback-rw");
+        let p = s.path().display().to_string();
+        let env = format!("{p}/.env");
+        let ran = format!("{p}/ran");
+        let o = run(
+            &["chk_nouserns"],
+            who,
+            &["--workdir", &p, "--deny", &env],
+            &["/usr/bin/touch", &ran],
+        );
+        common::expect_code(&o, 125, "a denial in a writable bind, fallback");
+        let want = format!("stockade: --deny: {env}: cannot be hidden without namespaces");
+        assert!(
+            stderr(&o).lines().any(|l| l.starts_with(&want)),
+            "{who:?}: {}",
+            stderr(&o)
+        );
+        assert!(!Path::new(&ran).exists(), "{who:?}: the payload ran");
+        assert_untouched(s.path(), "rw fallback");
+    }
+}
+
+#[test]
+fn bad_denials_are_refused_naming_the_flag_or_field() {
+    let s = project("deny-bad");
+    let p = s.path().display().to_string();
+    let prof = s.join("p.toml");
+    std::fs::write(&prof, "[filesystem]\ndeny = [\"/nonexistent/x\"]\n").unwrap();
+    let prof = prof.display().to_string();
+    for (flags, want) in [
+        (
+            vec!["--deny", "/nonexistent/x"],
+            "stockade: --deny: /nonexistent/x: no such file or directory".to_string(),
+        ),
+        (
+            vec!["--deny-glob", "[x"],
+            "stockade: --deny-glob: \"[x\": ".to_string(),
+        ),
+        (
+            vec!["--profile", &prof],
+            format!("stockade: {prof}:2:9: filesystem.deny: /nonexistent/x: "),
+        ),
+        (
+            vec![
+                "--workdir",
+                &p,
+                "--deny-glob",
+                "**/nothing",
+                "--deny-max-entries",
+                "5",
+            ],
+            "stockade: --deny-glob: ".to_string(),
+        ),
+    ] {
+        let o = common::run(Who::Root, &flags, &["/bin/true"]);
+        assert_ne!(o.status.code(), Some(0), "{flags:?}");
+        let err = stderr(&o);
+        assert!(
+            err.lines().any(|l| l.starts_with(&want)),
+            "{flags:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn a_profile_denies_beneath_the_callers_home() {
+    let who = Who::Root;
+    let s = project("deny-home");
+    let p = s.path().display().to_string();
+    let prof = s.join("p.toml");
+    std::fs::write(&prof, "[filesystem]\ndeny = [\"~/.env\", \"sub/*\"]\n").unwrap();
+    let mut c = common::stockade(who);
+    c.env("HOME", &p).args(["run", "--profile"]).arg(&prof);
+    c.args(["--workdir", &p, "--report", "-", "--"]);
+    c.args(["/bin/sh", "-c", "cat /work/.env /work/sub/.env /work/a.txt"]);
+    let o = c.output().expect("start stockade");
+    let r = common::last_json(&o);
+    if r["layers"]["user_namespace"]["state"] != "applied" {
+        common::skip(
+            "a_profile_denies_beneath_the_callers_home",
+            "user namespaces refused",
+        );
+        return;
+    }
+    let out = r["stdout"]["data"].as_str().unwrap_or("");
+    assert_eq!(out, "sibling\n", "{r}");
+    let m = masked(&r);
+    assert!(
+        m.contains(&("/work/.env".into(), "--deny".into(), "cover".into())),
+        "{m:?}"
+    );
+    let g = "--deny-glob sub/*".to_string();
+    assert!(
+        m.contains(&("/work/sub/.env".into(), g, "cover".into())),
+        "{m:?}"
+    );
+}
