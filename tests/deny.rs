@@ -20,12 +20,14 @@ const SECRET: &str = "SECRET";
 
 /// A project tree every user can read and write (so only the denial can
 /// keep the payload out): `.env`, `sub/.env`, `.git/config`, `secrets/`,
-/// `hard` (a hard link of `.env`), `soft` (a relative symlink to it) and
-/// `abs` (an absolute one).
+/// `hard` (a hard link of `.env`), `soft` (a relative symlink to it),
+/// `abs` (an absolute one), `keylink` (a hard link of `secrets/key`) and
+/// `linkdir/.env`, a symlink to `other.txt` (what a glob matching a
+/// symlink hides is what it names).
 fn project(tag: &str) -> Scratch {
     let s = Scratch::new(tag).world_writable();
     let p = s.path();
-    for d in ["sub", ".git", "secrets"] {
+    for d in ["sub", ".git", "secrets", "linkdir"] {
         std::fs::create_dir(p.join(d)).unwrap();
     }
     for (f, text) in [
@@ -35,12 +37,15 @@ fn project(tag: &str) -> Scratch {
         (".git/HEAD", "ref: refs/heads/main\n"),
         ("secrets/key", "SECRET-KEY\n"),
         ("a.txt", "sibling\n"),
+        ("other.txt", "SECRET-OTHER\n"),
     ] {
         std::fs::write(p.join(f), text).unwrap();
     }
     std::fs::hard_link(p.join(".env"), p.join("hard")).unwrap();
     std::os::unix::fs::symlink(".env", p.join("soft")).unwrap();
     std::os::unix::fs::symlink(p.join(".env"), p.join("abs")).unwrap();
+    std::fs::hard_link(p.join("secrets/key"), p.join("keylink")).unwrap();
+    std::os::unix::fs::symlink("../other.txt", p.join("linkdir/.env")).unwrap();
     for e in walk(p) {
         let mode = if e.is_dir() { 0o777 } else { 0o666 };
         if !e.is_symlink() {
@@ -77,7 +82,8 @@ def read(p):
     except OSError as e:
         say("read-refused", p, e.errno)
 for b in bases:
-    for n in [".env", "hard", "soft", "abs", "sub/.env", ".git/config", "secrets/key"]:
+    for n in [".env", "hard", "soft", "abs", "sub/.env", ".git/config", "secrets/key",
+              "keylink", "other.txt", "linkdir/.env"]:
         read(os.path.join(b, n))
     for d in ["secrets", "."]:
         try:
@@ -266,10 +272,17 @@ fn denied_paths_stay_hidden_in_the_jail() {
                 let want = (format!("{base}/{rel}"), reason.to_string(), "cover".into());
                 assert!(m.contains(&want), "{what}: {want:?} not in {m:?}");
             }
-            let hard = m.iter().any(|(path, reason, _)| {
-                *path == format!("{base}/hard") && reason.starts_with("hard link of ")
-            });
-            assert!(hard, "{what}: {base}/hard not masked: {m:?}");
+            for (rel, reason) in [
+                ("hard", format!("hard link of {p}/.env")),
+                ("keylink", format!("hard link of {p}/secrets")),
+                (
+                    "other.txt",
+                    format!("--deny-glob **/.env (through {p}/linkdir/.env)"),
+                ),
+            ] {
+                let want = (format!("{base}/{rel}"), reason, "cover".to_string());
+                assert!(m.contains(&want), "{what}: {want:?} not in {m:?}");
+            }
         }
     }
 }
@@ -315,6 +328,11 @@ fn denied_paths_stay_hidden_without_namespaces() {
             (".git/config", "--deny"),
             ("secrets", "--deny"),
             ("hard", &format!("hard link of {p}/.env")),
+            ("keylink", &format!("hard link of {p}/secrets")),
+            (
+                "other.txt",
+                &format!("--deny-glob **/.env (through {p}/linkdir/.env)"),
+            ),
         ] {
             let want = (format!("{p}/{rel}"), reason.to_string(), "landlock".into());
             assert!(m.contains(&want), "{what}: {want:?} not in {m:?}");
@@ -422,4 +440,42 @@ fn a_profile_denies_beneath_the_callers_home() {
         m.contains(&("/work/sub/.env".into(), g, "cover".into())),
         "{m:?}"
     );
+}
+
+#[test]
+fn a_hard_link_outside_the_searched_trees_refuses_the_run() {
+    // The link lies in a directory no bind shows; stockade cannot know
+    // that, only that it was not found in the trees it searched: where a
+    // bind it did not search (the system's /usr) is on the same
+    // filesystem, the run is refused; elsewhere it goes on, masked.
+    let who = Who::Root;
+    let s = project("deny-unfound");
+    let elsewhere = Scratch::new("deny-elsewhere");
+    std::fs::hard_link(s.join(".env"), elsewhere.join("copy")).unwrap();
+    let p = s.path().display().to_string();
+    let env = format!("{p}/.env");
+    let o = run(
+        &[],
+        who,
+        &["--workdir", &p, "--deny", &env, "--report", "-"],
+        &["/bin/cat", "/work/.env"],
+    );
+    let same_fs = {
+        use std::os::unix::fs::MetadataExt;
+        let dev = |x: &Path| std::fs::metadata(x).map(|m| m.dev()).ok();
+        dev(s.path()) == dev(Path::new("/usr"))
+    };
+    let err = stderr(&o);
+    if same_fs {
+        common::expect_code(&o, 125, "an unfound hard link");
+        let want = format!(
+            "stockade: --deny: {env}: has 3 hard links and only 2 were found in the trees searched; \
+             another may be reachable through the bind of /usr"
+        );
+        assert!(err.lines().any(|l| l.starts_with(&want)), "{err}");
+    } else {
+        let r = report(&o);
+        assert!(!stdout(&o).contains(SECRET), "{r}");
+        assert_eq!(r["status"], "exited", "{r}");
+    }
 }

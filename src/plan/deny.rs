@@ -105,9 +105,9 @@ pub(super) fn expand(p: &Policy, steps: &[RootStep]) -> Result<Vec<Denied>, Setu
     Ok(w.denied)
 }
 
-/// The trees the caller bound (the workdir, the policy's own binds),
-/// canonical, none beneath another: what globs are matched in and hard
-/// links are looked for in.
+/// The trees (or single files) the caller bound (the workdir, the
+/// policy's own binds), canonical, none beneath another: what globs are
+/// matched in and hard links are looked for in.
 fn walk_roots(p: &Policy) -> Vec<PathBuf> {
     let mut srcs: Vec<&Path> = p.workdir.host.iter().map(PathBuf::as_path).collect();
     for m in &p.mounts {
@@ -118,7 +118,6 @@ fn walk_roots(p: &Policy) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = srcs
         .iter()
         .filter_map(|s| std::fs::canonicalize(s).ok())
-        .filter(|s| std::fs::symlink_metadata(s).is_ok_and(|m| m.is_dir()))
         .collect();
     roots.sort();
     roots.dedup();

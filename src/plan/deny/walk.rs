@@ -152,7 +152,15 @@ impl Walk {
                 return Ok(false);
             }
             if let Some(g) = w.matching(&root_buf, p) {
-                w.deny(p, m.is_dir(), format!("--deny-glob {g}"))?;
+                let reason = format!("--deny-glob {g}");
+                if !m.file_type().is_symlink() {
+                    w.deny(p, m.is_dir(), reason)?;
+                } else if let Ok(t) = std::fs::canonicalize(p) {
+                    // Nothing can be mounted over a symlink: what it
+                    // names is hidden (and the link resolves to that).
+                    let dir = std::fs::metadata(&t).is_ok_and(|m| m.is_dir());
+                    w.deny(&t, dir, format!("{reason} (through {})", p.display()))?;
+                }
                 return Ok(false);
             }
             w.note_link(p, m, None);
