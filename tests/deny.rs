@@ -479,3 +479,69 @@ fn a_hard_link_outside_the_searched_trees_refuses_the_run() {
         assert_eq!(r["status"], "exited", "{r}");
     }
 }
+
+#[test]
+fn another_mount_of_the_tree_on_the_host_is_covered_too() {
+    // The host shows the project at a second path through a bind mount of
+    // its own (made here in a mount namespace of the test's, so nothing
+    // outlives it); both paths are bound into the jail, one denial names
+    // the first: the second is covered as well.
+    if !common::is_root() {
+        common::skip(
+            "another_mount_of_the_tree_on_the_host_is_covered_too",
+            "not root: cannot make a bind mount on the host",
+        );
+        return;
+    }
+    let s = project("deny-mount");
+    let q = Scratch::new("deny-mount-alias");
+    let (p, qs) = (
+        s.path().display().to_string(),
+        q.path().display().to_string(),
+    );
+    let script = format!("mount --bind {p} {qs} && exec \"$@\"",);
+    let mut c = std::process::Command::new("/usr/bin/unshare");
+    c.args([
+        "-m",
+        "--propagation",
+        "private",
+        "/bin/sh",
+        "-c",
+        &script,
+        "sh",
+    ]);
+    c.arg(common::binary()).arg("run");
+    let secrets = format!("{p}/secrets");
+    let (bp, bq) = (format!("{p}:/p"), format!("{qs}:/q"));
+    c.args([
+        "--bind", &bp, "--bind", &bq, "--deny", &secrets, "--report", "-", "--",
+    ]);
+    c.args([
+        "/bin/sh",
+        "-c",
+        "cat /p/secrets/key /q/secrets/key; ls /q/secrets; cat /q/a.txt",
+    ]);
+    c.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(std::process::Stdio::null());
+    let o = c.output().expect("start unshare");
+    let r = report(&o);
+    if r["layers"]["user_namespace"]["state"] != "applied" {
+        common::skip(
+            "another_mount_of_the_tree_on_the_host_is_covered_too",
+            "user namespaces refused",
+        );
+        return;
+    }
+    assert_eq!(r["stdout"]["data"], "sibling\n", "{r}");
+    let m = masked(&r);
+    let want = (
+        "/q/secrets".to_string(),
+        format!("--deny (another mount of {p}/secrets)"),
+        "cover".to_string(),
+    );
+    assert!(m.contains(&want), "{want:?} not in {m:?}");
+    // The test's mount namespace is gone with unshare: the host never had
+    // the bind.
+    assert!(!q.join("a.txt").exists());
+}

@@ -8,7 +8,9 @@
 //! hard link of a denied file (or of a file beneath a denied directory)
 //! found in the trees the caller bound. A hard link that may lie in a
 //! bind that was not searched (same filesystem, links unaccounted for)
-//! refuses the run. Symlinks need nothing: they resolve, inside the jail
+//! refuses the run. Another mount of the same filesystem on the host
+//! that shows a denied path (a bind mount made on the host) is found in
+//! /proc/self/mountinfo and denied too. Symlinks need nothing: they resolve, inside the jail
 //! or through Landlock's check of the target, to the hidden path.
 //!
 //! With namespaces, each jail path that shows a denied path is covered
@@ -18,6 +20,7 @@
 
 #![deny(unsafe_code)]
 
+mod alias;
 mod split;
 mod walk;
 
@@ -102,7 +105,30 @@ pub(super) fn expand(p: &Policy, steps: &[RootStep]) -> Result<Vec<Denied>, Setu
     }
     w.hard_links();
     check_unfound_links(&w, steps, &roots)?;
-    Ok(w.denied)
+    Ok(with_mount_aliases(w.denied))
+}
+
+/// `denied` and every other host path a mount shows each at.
+fn with_mount_aliases(mut denied: Vec<Denied>) -> Vec<Denied> {
+    let mut extra = Vec::new();
+    let mounts = alias::mounts();
+    for d in &denied {
+        for a in alias::of(&mounts, &d.host) {
+            let covered = denied
+                .iter()
+                .chain(&extra)
+                .any(|e: &Denied| a.starts_with(&e.host));
+            if !covered {
+                extra.push(Denied {
+                    host: a,
+                    dir: d.dir,
+                    reason: format!("{} (another mount of {})", d.reason, d.host.display()),
+                });
+            }
+        }
+    }
+    denied.extend(extra);
+    denied
 }
 
 /// The trees (or single files) the caller bound (the workdir, the
