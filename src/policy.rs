@@ -140,10 +140,11 @@ pub struct LandlockPolicy {
 pub struct DenyPolicy {
     /// Absolute host paths (`~` already expanded); each must exist.
     pub paths: Vec<PathBuf>,
-    /// Glob patterns (`*`, `?`, `[…]`, `**` for any depth): an absolute
-    /// one is matched against host paths, a relative one against the path
-    /// of each entry relative to the source of a bind the caller asked for
-    /// (the workdir and the policy's own binds, not the system's).
+    /// Glob patterns (`*`, `?`, `[…]`, `**` for any depth), matched
+    /// against the entries beneath the sources of the binds the caller
+    /// asked for (the workdir and the policy's own binds, not the
+    /// system's): a relative one against the path relative to the source,
+    /// an absolute one against the host path.
     pub globs: Vec<String>,
     /// Most directory entries the expansion may visit (0: the default,
     /// [`DENY_MAX_ENTRIES`]).

@@ -259,6 +259,10 @@ fn denied_paths_stay_hidden_in_the_jail() {
         let out = r["stdout"]["data"].as_str().unwrap_or("");
         // The covers: empty, and an empty directory.
         assert!(out.contains("read /work/.env b''"), "{what}");
+        assert!(
+            out.contains("list /work . ['.env', '.git', 'a.txt'"),
+            "{what}"
+        );
         assert!(out.contains("list /alias secrets []"), "{what}");
         assert_untouched(s.path(), &what);
         let m = masked(&r);
@@ -321,6 +325,14 @@ fn denied_paths_stay_hidden_without_namespaces() {
         }
         assert_nothing_leaked(&o, &r, &what);
         assert_untouched(s.path(), &what);
+        // The directories on the way cannot be listed when a denied
+        // directory lies beneath them (the project's own, for secrets/);
+        // .git can (only a file is denied in it: the payload checks).
+        let out = r["stdout"]["data"].as_str().unwrap_or("");
+        for d in ["secrets", "."] {
+            let refused = format!("list-refused {p} {d} 13");
+            assert!(out.contains(&refused), "{what}: {refused}");
+        }
         let m = masked(&r);
         for (rel, reason) in [
             (".env", "--deny-glob **/.env"),
