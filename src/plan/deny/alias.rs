@@ -56,7 +56,10 @@ pub(super) fn of(all: &[Mount], host: &Path) -> Vec<PathBuf> {
         let Ok(r) = inside.strip_prefix(&m.root) else {
             continue;
         };
-        let alias = m.at.join(r);
+        let alias = match r.as_os_str().is_empty() {
+            true => m.at.clone(),
+            false => m.at.join(r),
+        };
         let same = std::fs::symlink_metadata(&alias).is_ok_and(|a| (a.dev(), a.ino()) == id);
         if alias != host && same && !out.contains(&alias) {
             out.push(alias);
