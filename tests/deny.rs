@@ -293,7 +293,13 @@ fn denied_paths_stay_hidden_in_the_jail() {
 
 #[test]
 fn denied_paths_stay_hidden_without_namespaces() {
-    for who in common::users("denied_paths_stay_hidden_without_namespaces") {
+    // Also started by a root without CAP_SYS_ADMIN (a default Docker
+    // container), as tests/fallback_fs.rs does.
+    let wrappers: [&[&str]; 2] = [&["chk_nouserns"], &["fb_nosysadmin", "chk_nouserns"]];
+    for (who, wrappers) in common::users("denied_paths_stay_hidden_without_namespaces")
+        .into_iter()
+        .flat_map(|w| wrappers.map(|x| (w, x)))
+    {
         let s = project("deny-fallback");
         let p = s.path().display().to_string();
         let (git, secrets) = (format!("{p}/.git/config"), format!("{p}/secrets"));
@@ -310,9 +316,9 @@ fn denied_paths_stay_hidden_without_namespaces() {
             "-",
         ];
         let cmd = ["/usr/bin/python3", "-c", HOSTILE, "ro", &p];
-        let o = run(&["chk_nouserns"], who, &flags, &cmd);
+        let o = run(wrappers, who, &flags, &cmd);
         let r = report(&o);
-        let what = format!("{who:?}: {r}\n{}", stderr(&o));
+        let what = format!("{who:?} {wrappers:?}: {r}\n{}", stderr(&o));
         assert_ne!(r["layers"]["user_namespace"]["state"], "applied", "{what}");
         if r["layers"]["landlock"]["state"] != "applied" {
             // Required once something is denied: the run must not go on.
