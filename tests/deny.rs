@@ -81,6 +81,7 @@ def read(p):
             say("read", p, repr(f.read()))
     except OSError as e:
         say("read-refused", p, e.errno)
+read("/single.env")
 for b in bases:
     for n in [".env", "hard", "soft", "abs", "sub/.env", ".git/config", "secrets/key",
               "keylink", "other.txt", "linkdir/.env"]:
@@ -220,11 +221,15 @@ fn denied_paths_stay_hidden_in_the_jail() {
         let p = s.path().display().to_string();
         let (git, secrets) = (format!("{p}/.git/config"), format!("{p}/secrets"));
         let alias = format!("{p}:/alias");
+        // A small read-only file bind is copied into the root: covered too.
+        let single = format!("{p}/.env:/single.env");
         let flags = [
             "--workdir",
             &p,
             "--bind",
             &alias,
+            "--ro-bind",
+            &single,
             "--bind",
             &p,
             "--deny-glob",
@@ -259,6 +264,13 @@ fn denied_paths_stay_hidden_in_the_jail() {
         let out = r["stdout"]["data"].as_str().unwrap_or("");
         // The covers: empty, and an empty directory.
         assert!(out.contains("read /work/.env b''"), "{what}");
+        assert!(out.contains("read /single.env b''"), "{what}");
+        let single = (
+            "/single.env".into(),
+            "--deny-glob **/.env".into(),
+            "cover".into(),
+        );
+        assert!(masked(&r).contains(&single), "{what}");
         assert!(
             out.contains("list /work . ['.env', '.git', 'a.txt'"),
             "{what}"

@@ -353,7 +353,7 @@ fn apply_steps(
             }
             RootStep::Dev { dst } => dev(root, dst, &src.devices)?,
             RootStep::Mqueue { dst } => mqueue(root, dst)?,
-            RootStep::Cover { dst, dir } => cover::cover(root, made, dst, *dir)?,
+            RootStep::Cover { dst, dir, id } => cover::cover(root, made, dst, *dir, *id)?,
             RootStep::Chmod { dst, mode } => chmod(root, dst, *mode)?,
             RootStep::RemountRo { dst } => {
                 let opened;

@@ -210,7 +210,15 @@ pub(super) fn covers(denied: &[Denied], steps: &[RootStep]) -> (Vec<RootStep>, V
                 continue;
             }
             masked.push(d.masked(Path::new("/").join(&jail), "cover"));
-            out.push(RootStep::Cover { dst: jail, dir });
+            // A cover on the bind's own destination hides the whole bind,
+            // which the jail checked shows what it opened (or copied).
+            let id = match src.starts_with(&d.host) {
+                true => None,
+                false => std::fs::symlink_metadata(&d.host)
+                    .ok()
+                    .map(|m| (m.dev(), m.ino(), m.nlink())),
+            };
+            out.push(RootStep::Cover { dst: jail, dir, id });
         }
     }
     (out, masked)
@@ -261,7 +269,7 @@ mod tests {
         steps
             .iter()
             .map(|s| match s {
-                RootStep::Cover { dst, dir } => (dst.display().to_string(), *dir),
+                RootStep::Cover { dst, dir, .. } => (dst.display().to_string(), *dir),
                 other => panic!("not a cover: {other:?}"),
             })
             .collect()

@@ -68,6 +68,10 @@ pub enum RootStep {
     Cover {
         dst: PathBuf,
         dir: bool,
+        /// (st_dev, st_ino, st_nlink) of what it hides, as the plan saw
+        /// it: the jail refuses to cover anything else, or a file that
+        /// gained a hard link since (found nowhere).
+        id: Option<(u64, u64, u64)>,
     },
 }
 

@@ -30,6 +30,7 @@ pub(super) fn cover(
     made: &mut Made,
     dst: &Path,
     dir: bool,
+    id: Option<(u64, u64, u64)>,
 ) -> Result<(), JailError> {
     let name = OsStr::new(if dir { DIR } else { FILE });
     if root.bound {
@@ -49,16 +50,26 @@ pub(super) fn cover(
         made.file = true;
     }
     let (sdev, sino, _) = at::stat(&root.fd, name, dst).step("cover", dst)?;
-    let (d, target) = root.parent(dst).step("cover", dst)?;
-    let pfd = root.fd_of(&d);
+    // The parent as the payload will see it, creating nothing.
+    let target = dst.file_name().unwrap_or_default();
+    let parent = dst.parent().unwrap_or(Path::new(""));
+    let opened;
+    let pfd = if parent.as_os_str().is_empty() {
+        &root.fd
+    } else {
+        opened = sys::open_in_root(&root.fd, parent, libc::O_PATH | libc::O_DIRECTORY)
+            .step("cover", dst)?;
+        &opened
+    };
     // The denied path must still be what the plan saw: of the same kind,
     // not a symlink swapped in since.
-    let (_, _, mode) = at::stat(pfd, target, dst).step("cover", dst)?;
+    let (dev, ino, mode, nlink) = at::stat_links(pfd, target, dst).step("cover", dst)?;
     let is_dir = mode & libc::S_IFMT == libc::S_IFDIR;
-    if is_dir != dir || mode & libc::S_IFMT == libc::S_IFLNK {
+    let same = id.is_none_or(|(d, i, n)| (d, i) == (dev, ino) && (is_dir || nlink <= n));
+    if is_dir != dir || mode & libc::S_IFMT == libc::S_IFLNK || !same {
         let err = SysError {
             call: "cover",
-            arg: "the denied path changed kind since the plan".into(),
+            arg: "the denied path changed since the plan (another file, kind or hard link)".into(),
             errno: Errno::ESTALE,
         };
         return Err(step_error("cover", dst, err));
