@@ -110,6 +110,14 @@ for b in bases:
     try:
         fd = os.open(p, os.O_PATH)
         read("/proc/self/fd/%d" % fd)
+        # A hard link of the O_PATH fd into the writable temporary directory.
+        stolen = os.path.join(os.environ.get("TMPDIR", "/tmp"), "stolen")
+        try:
+            os.link("/proc/self/fd/%d" % fd, stolen, follow_symlinks=True)
+            say("LINKED", stolen)
+            read(stolen)
+        except OSError as e:
+            say("fd-link-refused", e.errno)
         dfd = os.open(b, os.O_PATH | os.O_DIRECTORY)
         try:
             f = os.open(".env", os.O_RDONLY, dir_fd=dfd)
@@ -147,7 +155,7 @@ fn assert_nothing_leaked(o: &std::process::Output, r: &serde_json::Value, what: 
     let out = r["stdout"]["data"].as_str().unwrap_or("");
     let all = format!("{out}\n{}\n{}", stdout(o), stderr(o));
     assert!(!all.contains(SECRET), "{what}: a secret leaked:\n{all}");
-    for bad in ["WROTE", "DID", "mount 0", "umount 0"] {
+    for bad in ["WROTE", "DID", "LINKED", "mount 0", "umount 0"] {
         assert!(!out.contains(bad), "{what}: {bad}:\n{out}");
     }
     assert!(out.contains("siblings-ok"), "{what}:\n{out}\n{}", stderr(o));
