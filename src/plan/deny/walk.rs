@@ -1,7 +1,7 @@
 //! The bounded walk that expands denials: globs matched, hard links of
 //! denied files collected. Symlinks are never followed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -15,6 +15,8 @@ pub(super) struct Walk {
     flag: &'static str,
     globs: Vec<(String, glob::Pattern)>,
     pub(super) denied: Vec<Denied>,
+    /// The paths in `denied`, for the walk's exact look-ups.
+    exact: HashSet<PathBuf>,
     /// Every path seen of each inode with more than one link.
     links: HashMap<(u64, u64), Vec<PathBuf>>,
     /// Denied inodes with more than one link: (nlink, the denied path
@@ -44,6 +46,7 @@ impl Walk {
             flag,
             globs,
             denied: Vec::new(),
+            exact: HashSet::new(),
             links: HashMap::new(),
             linked: HashMap::new(),
         })
@@ -85,6 +88,7 @@ impl Walk {
             return Ok(());
         }
         self.denied.retain(|d| !d.host.starts_with(host));
+        self.exact.insert(host.to_path_buf());
         self.denied.push(Denied {
             host: host.to_path_buf(),
             dir,
@@ -146,9 +150,14 @@ impl Walk {
     /// Walk a bound tree: match the globs, collect links; denied subtrees
     /// (already walked, or matched now) are walked once, by [`Walk::deny`].
     pub(super) fn tree(&mut self, root: &Path) -> Result<(), SetupError> {
+        if self.is_denied(root) {
+            return Ok(());
+        }
         let root_buf = root.to_path_buf();
         self.each(root, &mut |w, p, m| {
-            if w.is_denied(p) {
+            // Not beneath a denied directory (the walk stops there): only
+            // the path itself can be denied already.
+            if w.exact.contains(p) {
                 return Ok(false);
             }
             if let Some(g) = w.matching(&root_buf, p) {
