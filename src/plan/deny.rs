@@ -191,6 +191,7 @@ fn check_unfound_links(
 pub(super) fn covers(denied: &[Denied], steps: &[RootStep]) -> (Vec<RootStep>, Vec<Masked>) {
     let mut out: Vec<RootStep> = Vec::new();
     let mut masked = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for d in denied {
         for (i, s) in steps.iter().enumerate() {
             let RootStep::Bind { src, dst, .. } = s else {
@@ -206,7 +207,7 @@ pub(super) fn covers(denied: &[Denied], steps: &[RootStep]) -> (Vec<RootStep>, V
             } else {
                 continue;
             };
-            if shadowed(&jail, &steps[i + 1..]) || out.iter().any(|c| cover_dst(c) == jail) {
+            if shadowed(&jail, &steps[i + 1..]) || !seen.insert(jail.clone()) {
                 continue;
             }
             masked.push(d.masked(Path::new("/").join(&jail), "cover"));
@@ -222,13 +223,6 @@ pub(super) fn covers(denied: &[Denied], steps: &[RootStep]) -> (Vec<RootStep>, V
         }
     }
     (out, masked)
-}
-
-fn cover_dst(s: &RootStep) -> &Path {
-    match s {
-        RootStep::Cover { dst, .. } => dst,
-        _ => Path::new(""),
-    }
 }
 
 /// Whether a later step mounts something at or above `jail` (relative).
