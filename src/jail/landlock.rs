@@ -360,7 +360,12 @@ fn add_rules(
                 err,
             })?;
         added.fs_rules += 1;
-        added.granted.push(path.as_path());
+        // A listing-only rule (the fallback's way around a denied path)
+        // does not make a mount beneath it granted: `/` stays unlistable
+        // rather than reveal a denied directory's names.
+        if *g != Grant::List {
+            added.granted.push(path.as_path());
+        }
     }
     Ok((created, added))
 }
