@@ -165,9 +165,17 @@ pub fn deny_glob(origin: &str, pat: &str) -> Result<String, PolicyError> {
         .map_err(|e| PolicyError::new(origin, format!("{pat:?}: {}", e.msg)))
 }
 
+/// A deny path that must exist (`--deny`: a path that is not there is
+/// most likely a typo): [`deny_home`], checked.
+pub fn deny_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
+    let p = deny_home(origin, p)?;
+    host_exists(&p, false).map_err(|e| PolicyError::value(origin, e))?;
+    Ok(p)
+}
+
 /// A deny path: `~` and `~/…` are the caller's `$HOME`; relative paths are
 /// taken from the current directory.
-pub fn deny_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
+pub fn deny_home(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
     use std::os::unix::ffi::OsStrExt;
     let b = p.as_os_str().as_bytes();
     let p = if b == b"~" || b.starts_with(b"~/") {
@@ -184,9 +192,7 @@ pub fn deny_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
     } else {
         p.to_path_buf()
     };
-    let p = host_path(origin, &p)?;
-    host_exists(&p, false).map_err(|e| PolicyError::value(origin, e))?;
-    Ok(p)
+    host_path(origin, &p)
 }
 
 /// Where the supervisor writes the jail's pid (its init's, the pid 1 of

@@ -408,7 +408,7 @@ fn bad_denials_are_refused_naming_the_flag_or_field() {
     let s = project("deny-bad");
     let p = s.path().display().to_string();
     let prof = s.join("p.toml");
-    std::fs::write(&prof, "[filesystem]\ndeny = [\"/nonexistent/x\"]\n").unwrap();
+    std::fs::write(&prof, "[filesystem]\ndeny = [\"a[x\"]\n").unwrap();
     let prof = prof.display().to_string();
     for (flags, want) in [
         (
@@ -421,7 +421,7 @@ fn bad_denials_are_refused_naming_the_flag_or_field() {
         ),
         (
             vec!["--profile", &prof],
-            format!("stockade: {prof}:2:9: filesystem.deny: /nonexistent/x: "),
+            format!("stockade: {prof}:2:9: filesystem.deny: \"a[x\": "),
         ),
         (
             vec![
@@ -452,7 +452,12 @@ fn a_profile_denies_beneath_the_callers_home() {
     let s = project("deny-home");
     let p = s.path().display().to_string();
     let prof = s.join("p.toml");
-    std::fs::write(&prof, "[filesystem]\ndeny = [\"~/.env\", \"sub/*\"]\n").unwrap();
+    // ~/.aws is not there: a shared profile's entry that hides nothing.
+    std::fs::write(
+        &prof,
+        "[filesystem]\ndeny = [\"~/.env\", \"~/.aws\", \"sub/*\"]\n",
+    )
+    .unwrap();
     let mut c = common::stockade(who);
     c.env("HOME", &p).args(["run", "--profile"]).arg(&prof);
     c.args(["--workdir", &p, "--report", "-", "--"]);

@@ -7,7 +7,7 @@ use super::schema::{
     expected, value_of, Raw, RawEnv, RawFs, RawLandlock, RawLimits, RawNamespaces, RawSeccomp,
     RawWorkdir, Scalar, NETWORKS, S, SECCOMP_ACTIONS,
 };
-use crate::policy::{Layer, MountSpec, Network, Policy, PolicyError};
+use crate::policy::{Layer, MountSpec, Network, PathError, Policy, PolicyError};
 
 fn bind_string(
     cx: &Ctx,
@@ -242,8 +242,9 @@ fn other_mounts(cx: &Ctx, fs: &RawFs, mounts: &mut Vec<MountSpec>) -> Result<(),
 }
 
 /// `filesystem.deny`: host paths (`~` is the caller's home, a relative
-/// path is the profile's directory's) and globs (an entry with `*`, `?` or
-/// `[`).
+/// path the profile's directory's) and globs (an entry with `*`, `?` or
+/// `[`). A path that does not exist is passed over: a profile is shared
+/// by users and machines, and there is nothing to hide.
 fn deny(cx: &Ctx, fs: &RawFs, p: &mut Policy) -> Result<(), PolicyError> {
     const FIELD: &str = "filesystem.deny";
     for v in fs.deny.iter().flatten() {
@@ -257,12 +258,15 @@ fn deny(cx: &Ctx, fs: &RawFs, p: &mut Policy) -> Result<(), PolicyError> {
             continue;
         }
         let d = if s == "~" || s.starts_with("~/") {
-            crate::policy::deny_path(FIELD, std::path::Path::new(&s)).map_err(at)?
+            crate::policy::deny_home(FIELD, std::path::Path::new(&s)).map_err(at)?
         } else {
-            let d = cx.host_path(v, FIELD)?;
-            crate::policy::host_exists(&d, false).map_err(|e| cx.err(v.span(), FIELD, e))?;
-            d
+            cx.host_path(v, FIELD)?
         };
+        match crate::policy::host_exists(&d, false) {
+            Ok(()) => {}
+            Err(PathError::Missing { .. }) => continue,
+            Err(e) => return Err(cx.err(v.span(), FIELD, e)),
+        }
         if !p.deny.paths.contains(&d) {
             p.deny.paths.push(d);
         }
