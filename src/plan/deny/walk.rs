@@ -231,3 +231,45 @@ impl Walk {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_beneath_the_root_and_the_walk_is_bounded() {
+        let root = std::env::temp_dir().join(format!("stockade-walk-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::create_dir_all(root.join("out")).unwrap();
+        for f in [".env", "a/b/.env", "a/x.env", "a/b/y.env", "out/.env"] {
+            std::fs::write(root.join(f), b"x").unwrap();
+        }
+        // A symlinked directory is not followed.
+        std::os::unix::fs::symlink(root.join("out"), root.join("a/link")).unwrap();
+        // Relative patterns are matched relative to the tree's root (`a`).
+        let globs = ["**/.env".to_string(), "*.env".to_string()];
+        let mut w = Walk::new(100, "--deny-glob", &globs).unwrap();
+        w.tree(&root.join("a")).unwrap();
+        let mut got: Vec<(String, String)> = w
+            .denied
+            .iter()
+            .map(|d| {
+                let rel = d.host.strip_prefix(&root).unwrap().display().to_string();
+                (rel, d.reason.clone())
+            })
+            .collect();
+        got.sort();
+        let want = [
+            ("a/b/.env", "--deny-glob **/.env"),
+            ("a/x.env", "--deny-glob *.env"),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()));
+        assert_eq!(got, want);
+        let mut w = Walk::new(3, "--deny-glob", &globs).unwrap();
+        let e = w.tree(&root).unwrap_err().to_string();
+        assert!(e.starts_with("--deny-glob: "), "{e}");
+        assert!(e.contains("more than 3 directory entries"), "{e}");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
