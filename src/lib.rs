@@ -26,7 +26,7 @@ mod sys;
 pub use api::{Child, Error, Jail, Killer, Output, Stdio};
 pub use outcome::{Outcome, Status};
 use plan::Plan;
-pub use plan::SetupError;
+pub use plan::{Masked, SetupError};
 pub use policy::{Policy, PolicyError};
 pub use spawner::SpawnError;
 

@@ -208,6 +208,10 @@ pub struct Outcome {
     /// prints them on its own (see [`crate::run`]); absent when empty.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub warnings: Vec<String>,
+    /// The denied paths hidden, and how (see [`crate::plan::Masked`]);
+    /// absent when nothing was denied.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub masked: Vec<crate::plan::Masked>,
 }
 
 impl Outcome {
@@ -231,6 +235,7 @@ impl Outcome {
             stderr: None,
             detail: None,
             warnings: Vec::new(),
+            masked: Vec::new(),
         }
     }
 

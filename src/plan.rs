@@ -11,6 +11,7 @@
 
 #![deny(unsafe_code)]
 
+mod deny;
 mod error;
 pub mod limits;
 mod root;
@@ -23,6 +24,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use deny::Masked;
 pub use error::SetupError;
 pub use root::{Access, RootStep};
 
@@ -136,6 +138,8 @@ pub struct Plan {
     /// masks inside /proc and /dev's own mounts lie beneath these). Empty
     /// in the fallback, which has no root of its own.
     pub mount_points: Vec<PathBuf>,
+    /// The denied paths hidden (`Policy::deny`), for the outcome.
+    pub masked: Vec<Masked>,
 }
 
 /// What building a plan acquired for its run. Each part is released when
@@ -360,7 +364,9 @@ fn unix_roots(rules: &[(PathBuf, Access)]) -> Vec<PathBuf> {
     rules
         .iter()
         .filter(|(path, a)| {
-            *a != Access::Device && !path.starts_with("/proc") && !path.starts_with("/dev")
+            !matches!(a, Access::Device | Access::List)
+                && !path.starts_with("/proc")
+                && !path.starts_with("/dev")
         })
         .map(|(path, _)| path.clone())
         .collect()
@@ -381,6 +387,30 @@ fn seccomp(p: &Policy, fallback: bool) -> Result<Option<crate::seccomp::Compiled
     crate::seccomp::compile(&sp)
         .map(Some)
         .map_err(|e| SetupError::new("seccomp", "", e.to_string()))
+}
+
+/// The fallback's Landlock rules split around the denied paths, and what
+/// that masks; refused when Landlock is off (nothing else could hide them).
+fn denials_fallback(
+    p: &Policy,
+    denied: &[deny::Denied],
+    rules: Vec<(PathBuf, Access)>,
+) -> Result<deny::Split, SetupError> {
+    if denied.is_empty() {
+        return Ok((rules, Vec::new()));
+    }
+    if p.landlock.disabled {
+        return Err(SetupError::new(
+            "--deny",
+            "",
+            "without namespaces only Landlock can hide a path, and it is disabled (--no-landlock)",
+        ));
+    }
+    let max = match p.deny.max_entries {
+        0 => crate::policy::DENY_MAX_ENTRIES,
+        n => n,
+    };
+    deny::split(rules, denied, max)
 }
 
 impl Plan {
@@ -432,6 +462,7 @@ impl Plan {
     fn draft(p: &Policy, fallback: bool, res: &mut Resources) -> Result<Plan, SetupError> {
         let outer = Outer::of(p)?;
         let root::Root { mut steps, rules } = root::plan(p)?;
+        let denied = deny::expand(p, &steps)?;
         let mut env = p.env.clone();
         let mut cwd = p.chdir.clone().unwrap_or_else(|| p.workdir.inner.clone());
         let mut fb = match fallback {
@@ -440,13 +471,22 @@ impl Plan {
             )?),
             false => None,
         };
-        let mut rules = match fb.as_mut() {
+        let (mut rules, masked) = match fb.as_mut() {
             Some(f) => {
                 steps.clear();
-                std::mem::take(&mut f.rules)
+                denials_fallback(p, &denied, std::mem::take(&mut f.rules))?
             }
-            None => rules,
+            None => {
+                let (covers, masked) = deny::covers(&denied, &steps);
+                steps.extend(covers);
+                (rules, masked)
+            }
         };
+        let mut require = p.require.clone();
+        if fallback && !masked.is_empty() && !require.contains(&crate::policy::Layer::Landlock) {
+            // Only Landlock hides them there: no silent downgrade.
+            require.push(crate::policy::Layer::Landlock);
+        }
         let base = assembly_dir()?;
         let exec = Exec::of(p, &env)?;
         rules.retain(|(path, _)| !p.landlock.exclude.iter().any(|x| path.starts_with(x)));
@@ -474,7 +514,8 @@ impl Plan {
             landlock: !p.landlock.disabled,
             landlock_deny_tcp: p.network != Network::Host,
             seccomp,
-            require: p.require.clone(),
+            require,
+            masked,
             clone_flags: clone_flags(fallback),
             new_netns: p.network == Network::None && !fallback,
             network: p.network,

@@ -133,6 +133,68 @@ pub struct LandlockPolicy {
     pub exclude: Vec<PathBuf>,
 }
 
+/// Host paths hidden inside the jail's binds (`--deny`, `--deny-glob`,
+/// `filesystem.deny`): each match is covered in the jail (or, in the
+/// fallback, left out of the Landlock rules), see `plan::deny`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct DenyPolicy {
+    /// Absolute host paths (`~` already expanded); each must exist.
+    pub paths: Vec<PathBuf>,
+    /// Glob patterns (`*`, `?`, `[…]`, `**` for any depth), matched
+    /// against the entries beneath the sources of the binds the caller
+    /// asked for (the workdir and the policy's own binds, not the
+    /// system's): a relative one against the path relative to the source,
+    /// an absolute one against the host path.
+    pub globs: Vec<String>,
+    /// Most directory entries the expansion may visit (0: the default,
+    /// [`DENY_MAX_ENTRIES`]).
+    #[serde(default)]
+    pub max_entries: u64,
+}
+
+/// The default bound on the entries visited while expanding denials.
+pub const DENY_MAX_ENTRIES: u64 = 200_000;
+
+/// A deny glob checked: it must compile. `origin` names the flag or field.
+pub fn deny_glob(origin: &str, pat: &str) -> Result<String, PolicyError> {
+    if pat.is_empty() {
+        return Err(PolicyError::new(origin, "empty pattern"));
+    }
+    glob::Pattern::new(pat)
+        .map(|_| pat.to_string())
+        .map_err(|e| PolicyError::new(origin, format!("{pat:?}: {}", e.msg)))
+}
+
+/// A deny path that must exist (`--deny`: a path that is not there is
+/// most likely a typo): [`deny_home`], checked.
+pub fn deny_path(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
+    let p = deny_home(origin, p)?;
+    host_exists(&p, false).map_err(|e| PolicyError::value(origin, e))?;
+    Ok(p)
+}
+
+/// A deny path: `~` and `~/…` are the caller's `$HOME`; relative paths are
+/// taken from the current directory.
+pub fn deny_home(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
+    use std::os::unix::ffi::OsStrExt;
+    let b = p.as_os_str().as_bytes();
+    let p = if b == b"~" || b.starts_with(b"~/") {
+        let home = std::env::var_os("HOME")
+            .filter(|h| Path::new(h).is_absolute())
+            .ok_or_else(|| {
+                PolicyError::new(
+                    origin,
+                    format!("{}: $HOME is not set to an absolute path", p.display()),
+                )
+            })?;
+        let rest = std::ffi::OsStr::from_bytes(b.get(2..).unwrap_or_default());
+        Path::new(&home).join(rest)
+    } else {
+        p.to_path_buf()
+    };
+    host_path(origin, &p)
+}
+
 /// Where the supervisor writes the jail's pid (its init's, the pid 1 of
 /// its pid namespace, as seen from the caller) and its namespaces' inode
 /// numbers, as bwrap writes them: `{"child-pid": N, "mnt-namespace": M, …}`,
@@ -298,6 +360,9 @@ pub struct Policy {
     #[serde(default)]
     pub block_fd: Option<i32>,
     pub landlock: LandlockPolicy,
+    /// Paths hidden inside the binds.
+    #[serde(default)]
+    pub deny: DenyPolicy,
     pub limits: Limits,
     /// Layers that must be applied or the run fails.
     pub require: Vec<Layer>,
@@ -437,6 +502,7 @@ impl Policy {
             bpf_filters: Vec::new(),
             block_fd: None,
             landlock: LandlockPolicy::default(),
+            deny: DenyPolicy::default(),
             limits: Limits::default(),
             require: Vec::new(),
             capture: false,

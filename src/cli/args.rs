@@ -207,6 +207,15 @@ run_args! {
             /// Leave a jail path out of the Landlock ruleset (it stays mounted, but unreadable)
             #[arg(long, value_name = "PATH")]
             landlock_exclude: Vec<PathBuf>,
+            /// Hide a host file or directory inside the binds: an empty read-only one covers it (~ is $HOME)
+            #[arg(long, value_name = "PATH")]
+            deny: Vec<PathBuf>,
+            /// Hide every entry of the workdir and the --bind/--ro-bind trees matching a glob ('**/.env')
+            #[arg(long, value_name = "GLOB")]
+            deny_glob: Vec<String>,
+            /// Most directory entries --deny and --deny-glob may look at [default: 200000]
+            #[arg(long, value_name = "N", allow_hyphen_values = true)]
+            deny_max_entries: Option<String>,
             /// Fail (exit 125) unless this layer is applied: userns, landlock, seccomp, cgroup
             #[arg(long, value_name = "LAYER")]
             require: Vec<String>,

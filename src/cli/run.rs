@@ -309,6 +309,34 @@ fn seccomp_and_landlock(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> 
             .exclude
             .push(policy::jail_path("--landlock-exclude", x)?);
     }
+    deny(a, p)
+}
+
+/// `--deny`, `--deny-glob`.
+fn deny(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
+    for d in &a.deny {
+        let d = policy::deny_path("--deny", d)?;
+        if !p.deny.paths.contains(&d) {
+            p.deny.paths.push(d);
+        }
+    }
+    if let Some(n) = &a.deny_max_entries {
+        p.deny.max_entries = policy::units::parse_count(n)
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                PolicyError::new(
+                    "--deny-max-entries",
+                    format!("{n:?}: not a count greater than 0"),
+                )
+            })?;
+    }
+    for g in &a.deny_glob {
+        let g = policy::deny_glob("--deny-glob", g)?;
+        if !p.deny.globs.contains(&g) {
+            p.deny.globs.push(g);
+        }
+    }
     Ok(())
 }
 

@@ -107,6 +107,7 @@ fn grant_dir(g: Grant, fs: BitFlags<AccessFs>) -> BitFlags<AccessFs> {
         Grant::Device => {
             AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev
         }
+        Grant::List => AccessFs::ReadDir.into(),
     };
     want & fs
 }
@@ -359,7 +360,12 @@ fn add_rules(
                 err,
             })?;
         added.fs_rules += 1;
-        added.granted.push(path.as_path());
+        // A listing-only rule (the fallback's way around a denied path)
+        // does not make a mount beneath it granted: `/` stays unlistable
+        // rather than reveal a denied directory's names.
+        if *g != Grant::List {
+            added.granted.push(path.as_path());
+        }
     }
     Ok((created, added))
 }

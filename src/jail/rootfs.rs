@@ -16,6 +16,7 @@ use crate::sys::{
 /// Device nodes bound from the host into /dev.
 const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
+mod cover;
 mod special;
 use special::{dev, proc};
 
@@ -236,7 +237,9 @@ pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), JailError> {
     let mut root = new_root(&plan.base)?;
     // Modes below are meant as written.
     let umask = at::umask(0);
-    let notes = apply_steps(plan, &mut root, &src, &mut trees)?;
+    let mut made = cover::Made::default();
+    let notes = apply_steps(plan, &mut root, &src, &mut trees, &mut made)?;
+    cover::finish(&made, &plan.base)?;
     at::umask(umask);
     let chrooted = seal_and_pivot(&root, &plan.base, plan.root_writable)?;
     Ok((
@@ -295,6 +298,7 @@ fn apply_steps(
     root: &mut Root,
     src: &Sources,
     trees: &mut [Option<OwnedFd>],
+    made: &mut cover::Made,
 ) -> Result<Notes, JailError> {
     let mut notes = Notes::default();
     for (i, step) in plan.steps.iter().enumerate() {
@@ -349,6 +353,7 @@ fn apply_steps(
             }
             RootStep::Dev { dst } => dev(root, dst, &src.devices)?,
             RootStep::Mqueue { dst } => mqueue(root, dst)?,
+            RootStep::Cover { dst, dir, id } => cover::cover(root, made, dst, *dir, *id)?,
             RootStep::Chmod { dst, mode } => chmod(root, dst, *mode)?,
             RootStep::RemountRo { dst } => {
                 let opened;

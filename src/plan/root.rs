@@ -63,6 +63,16 @@ pub enum RootStep {
     RemountRo {
         dst: PathBuf,
     },
+    /// What a bind shows at `dst` hidden under an empty read-only
+    /// directory (`dir`) or file (a denied path: see `plan::deny`).
+    Cover {
+        dst: PathBuf,
+        dir: bool,
+        /// (st_dev, st_ino, st_nlink) of what it hides, as the plan saw
+        /// it: the jail refuses to cover anything else, or a file that
+        /// gained a hard link since (found nowhere).
+        id: Option<(u64, u64, u64)>,
+    },
 }
 
 /// What Landlock grants beneath a jail path (derived from the mount list).
@@ -74,6 +84,9 @@ pub enum Access {
     ReadWrite,
     /// Device nodes: read and write files, no creation.
     Device,
+    /// Listing the directory (and those beneath it) only: the fallback's
+    /// directories on the way to a denied path.
+    List,
 }
 
 /// The root's steps and the Landlock rules they grant (jail paths).
@@ -363,6 +376,7 @@ pub(super) fn mount_points(steps: &[RootStep]) -> Vec<PathBuf> {
             | RootStep::Proc { dst }
             | RootStep::Dev { dst }
             | RootStep::Mqueue { dst }
+            | RootStep::Cover { dst, .. }
             | RootStep::File {
                 dst,
                 bound: Some(_),
@@ -419,6 +433,7 @@ pub(super) fn coalesce_rules(
                 RootStep::Bind { dst, writable, .. } => (dst, !writable),
                 RootStep::File { dst, bound, .. } => (dst, *bound != Some(true)),
                 RootStep::Dir { dst, .. }
+                | RootStep::Cover { dst, .. }
                 | RootStep::RemountRo { dst }
                 | RootStep::Chmod { dst, .. } => (dst, true),
                 RootStep::Symlink { link, .. } => (link, true),

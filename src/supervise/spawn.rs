@@ -48,6 +48,7 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
     reap_earlier();
     let start = Instant::now();
     let mut o = Outcome::new();
+    o.masked = plan.masked.clone();
     let Resources {
         cgroup,
         seccomp,

@@ -150,6 +150,11 @@ pub fn copy_file(
 /// (st_dev, st_ino, st_mode) of `name` in `dir`, not following a final
 /// symlink; a mount point shows the root of what is mounted on it.
 pub fn stat(dir: &OwnedFd, name: &OsStr, shown: &Path) -> SysResult<(u64, u64, u32)> {
+    stat_links(dir, name, shown).map(|(d, i, m, _)| (d, i, m))
+}
+
+/// [`stat`] and st_nlink.
+pub fn stat_links(dir: &OwnedFd, name: &OsStr, shown: &Path) -> SysResult<(u64, u64, u32, u64)> {
     let c = cname(name);
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: `c` is NUL-terminated, `st` is a writable stat buffer the
@@ -167,7 +172,10 @@ pub fn stat(dir: &OwnedFd, name: &OsStr, shown: &Path) -> SysResult<(u64, u64, u
     }
     // SAFETY: fstatat returned 0, so the buffer is initialised.
     let st = unsafe { st.assume_init() };
-    Ok((st.st_dev, st.st_ino, st.st_mode))
+    // st_nlink is u32 on some architectures (aarch64).
+    #[allow(clippy::unnecessary_cast)]
+    let nlink = st.st_nlink as u64;
+    Ok((st.st_dev, st.st_ino, st.st_mode, nlink))
 }
 
 /// Attach the detached mount `tree` on `name` in `dir` (a final symlink is

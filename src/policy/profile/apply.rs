@@ -7,7 +7,7 @@ use super::schema::{
     expected, value_of, Raw, RawEnv, RawFs, RawLandlock, RawLimits, RawNamespaces, RawSeccomp,
     RawWorkdir, Scalar, NETWORKS, S, SECCOMP_ACTIONS,
 };
-use crate::policy::{Layer, MountSpec, Network, Policy, PolicyError};
+use crate::policy::{Layer, MountSpec, Network, PathError, Policy, PolicyError};
 
 fn bind_string(
     cx: &Ctx,
@@ -58,6 +58,7 @@ pub(super) fn apply(
         }
         binds(cx, fs, mounts)?;
         other_mounts(cx, fs, mounts)?;
+        deny(cx, fs, p)?;
     }
     if let Some(env) = &raw.environment {
         environment(cx, env, p)?;
@@ -236,6 +237,39 @@ fn other_mounts(cx: &Ctx, fs: &RawFs, mounts: &mut Vec<MountSpec>) -> Result<(),
             dst: cx.jail_path(d, "filesystem.dir")?,
             mode: crate::policy::DIR_MODE,
         });
+    }
+    Ok(())
+}
+
+/// `filesystem.deny`: host paths (`~` is the caller's home, a relative
+/// path the profile's directory's) and globs (an entry with `*`, `?` or
+/// `[`). A path that does not exist is passed over: a profile is shared
+/// by users and machines, and there is nothing to hide.
+fn deny(cx: &Ctx, fs: &RawFs, p: &mut Policy) -> Result<(), PolicyError> {
+    const FIELD: &str = "filesystem.deny";
+    for v in fs.deny.iter().flatten() {
+        let s = cx.expand(v, FIELD)?;
+        let at = |e: PolicyError| cx.err(v.span(), FIELD, e.reason().clone());
+        if s.contains(['*', '?', '[']) {
+            let g = crate::policy::deny_glob(FIELD, &s).map_err(at)?;
+            if !p.deny.globs.contains(&g) {
+                p.deny.globs.push(g);
+            }
+            continue;
+        }
+        let d = if s == "~" || s.starts_with("~/") {
+            crate::policy::deny_home(FIELD, std::path::Path::new(&s)).map_err(at)?
+        } else {
+            cx.host_path(v, FIELD)?
+        };
+        match crate::policy::host_exists(&d, false) {
+            Ok(()) => {}
+            Err(PathError::Missing { .. }) => continue,
+            Err(e) => return Err(cx.err(v.span(), FIELD, e)),
+        }
+        if !p.deny.paths.contains(&d) {
+            p.deny.paths.push(d);
+        }
     }
     Ok(())
 }

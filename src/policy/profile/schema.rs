@@ -77,6 +77,7 @@ pub(super) struct RawFs {
     pub(super) symlink: Option<Vec<RawSymlink>>,
     pub(super) file: Option<Vec<RawFile>>,
     pub(super) dir: Option<Vec<S<String>>>,
+    pub(super) deny: Option<Vec<S<String>>>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -16,6 +16,7 @@ pub fn show(r: &Resolved) -> String {
     environment(&mut o, r);
     seccomp(&mut o, r);
     landlock(&mut o, r);
+    deny(&mut o, r);
     limits(&mut o, r);
     require(&mut o, r);
     o
@@ -219,6 +220,21 @@ fn landlock(o: &mut String, r: &Resolved) {
             )
         }
     );
+}
+
+/// The denied paths and globs, when there are any.
+fn deny(o: &mut String, r: &Resolved) {
+    let d = &r.policy.deny;
+    if d.paths.is_empty() && d.globs.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "denied inside the binds:");
+    for p in &d.paths {
+        let _ = writeln!(o, "  {}", p.display());
+    }
+    for g in &d.globs {
+        let _ = writeln!(o, "  {g} (glob)");
+    }
 }
 
 /// Every limit (`none` where there is none).
