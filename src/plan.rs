@@ -11,6 +11,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod egress;
 mod error;
 pub mod limits;
 mod root;
@@ -49,6 +50,9 @@ pub struct Plan {
     /// before it starts the payload.
     pub new_netns: bool,
     pub network: Network,
+    /// The egress allowlist's proxy (`Policy::allow_hosts`): made in the
+    /// jail's network namespace with `lo`, run by the supervisor.
+    pub egress: Option<egress::Egress>,
     /// `inner outer 1` lines for /proc/PID/uid_map and gid_map.
     pub uid_map: String,
     pub gid_map: String,
@@ -448,6 +452,7 @@ impl Plan {
             None => rules,
         };
         let base = assembly_dir()?;
+        let egress = egress::plan(p, fallback, &mut env)?;
         let exec = Exec::of(p, &env)?;
         rules.retain(|(path, _)| !p.landlock.exclude.iter().any(|x| path.starts_with(x)));
         let unix_roots = if fallback {
@@ -478,6 +483,7 @@ impl Plan {
             clone_flags: clone_flags(fallback),
             new_netns: p.network == Network::None && !fallback,
             network: p.network,
+            egress,
             uid_map: format!("{} {} 1\n", p.uid, outer.uid),
             gid_map: format!("{} {} 1\n", p.gid, outer.gid),
             inner_uid: p.uid,
