@@ -441,3 +441,123 @@ fn bad_allow_host_values_are_one_line_errors_naming_the_flag() {
         assert!(err.contains(want), "{flags:?}: {err}");
     }
 }
+
+#[test]
+fn a_profiles_network_allow_is_the_same_allowlist() {
+    let dir = common::Scratch::new("egress-profile");
+    let path = dir.join("egress.toml");
+    std::fs::write(
+        &path,
+        "extends = \"shell\"\n[network]\nallow = [\"pypi.org\"]\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let profile = path.to_str().unwrap();
+    for who in common::users("a_profiles_network_allow_is_the_same_allowlist") {
+        let (r, o) = run(
+            who,
+            &["--profile", profile],
+            "curl -sS -o /dev/null -w 'code=%{http_code}\\n' https://pypi.org/simple/six/; \
+             curl -sS -o /dev/null https://files.pythonhosted.org/; echo rc=$?",
+        );
+        let text = out(&r);
+        assert!(
+            text.contains("code=200") && text.contains("rc=56"),
+            "{who:?}: {text}\n{}",
+            stderr(&o)
+        );
+        let d = denials(&r);
+        assert_eq!(d.len(), 1, "{who:?}: {d:?}");
+        assert_eq!(d[0].0, "files.pythonhosted.org", "{who:?}: {d:?}");
+    }
+}
+
+/// Set in the copies of this test that run the library scenario.
+const LIBRARY_CHILD: &str = "STOCKADE_EGRESS_LIBRARY_CHILD";
+
+/// Through the library's spawner (as `stockade serve` and threaded Rust
+/// callers run jails), from a thread: the proxy runs in the per-run
+/// supervisor all the same. The scenario runs in a copy of this test
+/// process started with `STOCKADE_BIN` set (a process with threads finds
+/// the spawner's binary there; setting it here would race the other
+/// tests' threads), as root and as uid 65534.
+#[test]
+fn library_callers_get_the_same_allowlist() {
+    if std::env::var_os(LIBRARY_CHILD).is_some() {
+        library_scenario();
+        return;
+    }
+    let me = std::env::current_exe().unwrap();
+    let copy = common::binary().parent().unwrap().join("egress-test");
+    if !copy.exists() {
+        let tmp = copy.with_extension("tmp");
+        std::fs::copy(&me, &tmp).unwrap();
+        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        std::fs::rename(&tmp, &copy).unwrap();
+    }
+    for who in common::users("library_callers_get_the_same_allowlist") {
+        let mut c = std::process::Command::new(&copy);
+        c.args([
+            "--exact",
+            "library_callers_get_the_same_allowlist",
+            "--nocapture",
+        ])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("STOCKADE_BIN", common::binary())
+        .env(LIBRARY_CHILD, "1")
+        .current_dir("/");
+        if who == Who::Nobody && common::is_root() {
+            std::os::unix::process::CommandExt::uid(&mut c, common::NOBODY);
+            std::os::unix::process::CommandExt::gid(&mut c, common::NOBODY);
+        }
+        let o = c.output().unwrap();
+        assert!(
+            o.status.success() && common::stdout(&o).contains("1 passed"),
+            "{who:?}: {}\n{}",
+            common::stdout(&o),
+            stderr(&o)
+        );
+    }
+}
+
+fn library_scenario() {
+    use stockade::{Jail, Stdio};
+    let t = std::thread::spawn(|| {
+        let o = Jail::profile("shell")
+            .unwrap()
+            .allow_host("pypi.org")
+            .args([
+                "/bin/sh",
+                "-c",
+                "curl -sS -o /dev/null -w 'code=%{http_code}\\n' https://pypi.org/simple/six/; \
+                 curl -sS -o /dev/null https://deb.debian.org/ 2>/dev/null; echo rc=$?",
+            ])
+            .stdout(Stdio::piped())
+            .output()
+            .unwrap();
+        (String::from_utf8_lossy(&o.stdout).into_owned(), o.outcome)
+    });
+    let (text, outcome) = t.join().unwrap();
+    assert!(
+        text.contains("code=200") && text.contains("rc=56"),
+        "{text}"
+    );
+    assert!(
+        matches!(&outcome.denials[..], [stockade::outcome::Denial::Network { host, port: 443, .. }] if host == "deb.debian.org"),
+        "{:?}",
+        outcome.denials
+    );
+    let e = Jail::profile("shell")
+        .unwrap()
+        .allow_host("bad name")
+        .arg("/bin/true")
+        .status()
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "allow_host: \"bad name\": not a host name (letters, digits, `-`, `_` and dots)"
+    );
+}

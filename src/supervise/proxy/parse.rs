@@ -128,10 +128,14 @@ fn host_of(h: &str) -> Option<Host> {
     if let Ok(ip) = h.parse::<Ipv4Addr>() {
         return Some(Host::Ip(IpAddr::V4(ip)));
     }
-    let ok = !h.is_empty()
-        && h.len() <= 253
-        && h.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+    let labels = h.strip_suffix('.').unwrap_or(h);
+    let ok = h.len() <= 254
+        && labels.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
     ok.then(|| Host::Name(h.to_string()))
 }
 
@@ -257,6 +261,9 @@ mod tests {
             b"CONNECT pypi.org:443 SPDY/3\r\n\r\n",
             b"CONNECT py\xffpi.org:443 HTTP/1.1\r\n\r\n",
             b"CONNECT [::1:443 HTTP/1.1\r\n\r\n",
+            b"CONNECT ..pythonhosted.org:443 HTTP/1.1\r\n\r\n",
+            b"CONNECT .:443 HTTP/1.1\r\n\r\n",
+            b"CONNECT :443 HTTP/1.1\r\n\r\n",
             b"GET https://pypi.org/ HTTP/1.1\r\n\r\n",
             b"GET /simple/ HTTP/1.1\r\n\r\n",
         ] {
