@@ -6,7 +6,8 @@
 //! * every filesystem right of the running kernel's ABI, or of [`BASELINE`]
 //!   when the kernel is older (then the layer reports itself partially
 //!   enforced and names the rights it could not get);
-//! * TCP bind and connect, with no rule at all, when `deny_tcp` (ABI ≥ 4);
+//! * TCP bind and connect when `deny_tcp` (ABI ≥ 4), with no rule at all,
+//!   or one: connect to the egress proxy's port (`--allow-host`);
 //! * abstract unix sockets and signals scoped to the domain (ABI ≥ 6).
 //!
 //! Beneath each rule path it grants: read + execute ([`Grant::ReadExec`]),
