@@ -215,6 +215,12 @@ fn only_the_proxy_is_reachable_no_direct_tcp_udp_or_raw() {
             tcp == "proxy_only" || tcp == "unavailable",
             "{who:?}: {tcp}"
         );
+        if tcp == "proxy_only" {
+            // Refused by Landlock (EACCES) before the empty namespace
+            // would say ENETUNREACH or ECONNREFUSED.
+            let eacces = text.matches("direct failed errno 13").count();
+            assert_eq!(eacces, 2, "{who:?}: {text}");
+        }
     }
 }
 

@@ -283,7 +283,11 @@ fn egress_refusals_are_denials_in_the_outcome() {
         let (v, o) = outcome(
             who,
             &["--allow-host", "pypi.org"],
-            &["/bin/sh", "-c", "curl -sS -o /dev/null https://deb.debian.org/"],
+            &[
+                "/bin/sh",
+                "-c",
+                "curl -sS -o /dev/null https://deb.debian.org/",
+            ],
         );
         assert_eq!(v["exit_code"], 56, "{who:?}: {v}\n{}", stderr(&o));
         assert_eq!(
