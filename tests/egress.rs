@@ -567,3 +567,30 @@ fn library_scenario() {
         "allow_host: \"bad name\": not a host name (letters, digits, `-`, `_` and dots)"
     );
 }
+
+#[test]
+fn a_flood_of_refusals_is_capped_and_counted() {
+    let flood = r#"
+import socket
+for i in range(300):
+    s = socket.create_connection(("127.0.0.1", 3128))
+    s.sendall(f"CONNECT h{i}.example:443 HTTP/1.1\r\n\r\n".encode())
+    assert b" 403 " in s.recv(200)
+    s.close()
+print("flooded")
+"#;
+    for who in common::users("a_flood_of_refusals_is_capped_and_counted") {
+        let script = format!("/usr/bin/python3 -c '{flood}'");
+        let (r, o) = run(who, &PYPI, &script);
+        assert!(out(&r).contains("flooded"), "{who:?}: {r}\n{}", stderr(&o));
+        let d = denials(&r);
+        assert_eq!(d.len(), 256, "{who:?}");
+        assert_eq!(d[0].0, "h0.example", "{who:?}");
+        assert_eq!(d[255].0, "h255.example", "{who:?}");
+        let w = r["warnings"].to_string();
+        assert!(
+            w.contains("44 more network denials not recorded"),
+            "{who:?}: {w}"
+        );
+    }
+}
