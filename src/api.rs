@@ -226,6 +226,21 @@ impl Jail {
         self
     }
 
+    /// Reach `entry` (`NAME`, `*.SUFFIX`, an address, each with an
+    /// optional `:PORT`; 80 and 443 without one) through stockade's egress
+    /// proxy, as `--allow-host` does; the jail reaches nothing else. A bad
+    /// entry is an error (`allow_host: …`) when the jail is started.
+    pub fn allow_host(&mut self, entry: &str) -> &mut Jail {
+        let r = crate::policy::egress::AllowHost::parse(entry)
+            .map(|e| {
+                if !self.policy.allow_hosts.contains(&e) {
+                    self.policy.allow_hosts.push(e);
+                }
+            })
+            .map_err(|why| PolicyError::new("allow_host", why));
+        self.keep(r)
+    }
+
     /// A layer that must be applied, or the run fails (status
     /// `setup_error`) instead of running without it.
     pub fn require(&mut self, layer: Layer) -> &mut Jail {

@@ -166,6 +166,20 @@ pub struct Violation {
     pub syscall_name: Option<String>,
 }
 
+/// One thing stockade refused the payload while it ran, as
+/// `{"kind": "network", …}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Denial {
+    /// A connection the egress proxy refused (`--allow-host`): the host
+    /// (a name or an address) and port asked for, and why.
+    Network {
+        host: String,
+        port: u16,
+        reason: String,
+    },
+}
+
 /// The whole outcome of one run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Outcome {
@@ -206,6 +220,10 @@ pub struct Outcome {
     /// line without the `stockade: warning: ` prefix, in the order they
     /// arose. They are never written to the payload's stderr: the CLI
     /// prints them on its own (see [`crate::run`]); absent when empty.
+    /// What stockade refused the payload while it ran (at most
+    /// [`MAX_DENIALS`]; a warning counts the rest); absent when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub denials: Vec<Denial>,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub warnings: Vec<String>,
     /// The denied paths hidden, and how (see [`crate::plan::Masked`]);
@@ -213,6 +231,9 @@ pub struct Outcome {
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub masked: Vec<crate::plan::Masked>,
 }
+
+/// The most denial records an outcome keeps.
+pub const MAX_DENIALS: usize = 256;
 
 impl Outcome {
     /// An outcome with nothing run yet.
@@ -234,6 +255,7 @@ impl Outcome {
             stdout: None,
             stderr: None,
             detail: None,
+            denials: Vec::new(),
             warnings: Vec::new(),
             masked: Vec::new(),
         }

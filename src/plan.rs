@@ -12,6 +12,7 @@
 #![deny(unsafe_code)]
 
 mod deny;
+pub mod egress;
 mod error;
 pub mod limits;
 mod root;
@@ -51,6 +52,9 @@ pub struct Plan {
     /// before it starts the payload.
     pub new_netns: bool,
     pub network: Network,
+    /// The egress allowlist's proxy (`Policy::allow_hosts`): made in the
+    /// jail's network namespace with `lo`, run by the supervisor.
+    pub egress: Option<egress::Egress>,
     /// `inner outer 1` lines for /proc/PID/uid_map and gid_map.
     pub uid_map: String,
     pub gid_map: String,
@@ -488,6 +492,7 @@ impl Plan {
             require.push(crate::policy::Layer::Landlock);
         }
         let base = assembly_dir()?;
+        let egress = egress::plan(p, fallback, &mut env)?;
         let exec = Exec::of(p, &env)?;
         rules.retain(|(path, _)| !p.landlock.exclude.iter().any(|x| path.starts_with(x)));
         let unix_roots = if fallback {
@@ -519,6 +524,7 @@ impl Plan {
             clone_flags: clone_flags(fallback),
             new_netns: p.network == Network::None && !fallback,
             network: p.network,
+            egress,
             uid_map: format!("{} {} 1\n", p.uid, outer.uid),
             gid_map: format!("{} {} 1\n", p.gid, outer.gid),
             inner_uid: p.uid,

@@ -5,6 +5,7 @@
 
 pub use crate::seccomp::{SeccompAction, SeccompPolicy};
 
+pub mod egress;
 mod error;
 pub mod profile;
 pub mod python;
@@ -339,6 +340,11 @@ pub struct Policy {
     pub env: Vec<(OsString, OsString)>,
     pub hostname: String,
     pub network: Network,
+    /// The egress allowlist (`--allow-host`, `network.allow`): when not
+    /// empty, the jail's network namespace (only `lo`) reaches these hosts
+    /// through stockade's proxy, and nothing else. Needs `Network::None`.
+    #[serde(default)]
+    pub allow_hosts: Vec<egress::AllowHost>,
     /// Caller fds passed through to the payload under the same number.
     pub keep_fds: Vec<i32>,
     /// Caller fds the supervisor tells the jail's pid once it runs, as
@@ -496,6 +502,7 @@ impl Policy {
             chdir: None,
             hostname: DEFAULT_HOSTNAME.into(),
             network: Network::None,
+            allow_hosts: Vec::new(),
             keep_fds: Vec::new(),
             pid_reports: Vec::new(),
             seccomp: SeccompPolicy::default(),
@@ -556,6 +563,12 @@ impl Policy {
                     "must be greater than 0 (leave the limit out for none)",
                 ));
             }
+        }
+        if !self.allow_hosts.is_empty() && self.network == Network::Host {
+            return Err(PolicyError::new(
+                "allow_hosts",
+                "an egress allowlist needs the jail's own network (not network = \"host\")",
+            ));
         }
         if self.tmp_size == 0 {
             return Err(PolicyError::new("tmp_size", "must be greater than 0"));

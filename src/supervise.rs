@@ -14,6 +14,7 @@ mod deadline;
 pub mod layers;
 pub mod learn;
 pub mod namespaces;
+mod proxy;
 mod pump;
 mod report;
 pub mod rundir;

@@ -276,3 +276,29 @@ fn not_found_and_not_executable_are_127_and_126() {
         );
     }
 }
+
+#[test]
+fn egress_refusals_are_denials_in_the_outcome() {
+    for who in common::users("egress_refusals_are_denials_in_the_outcome") {
+        let (v, o) = outcome(
+            who,
+            &["--allow-host", "pypi.org"],
+            &[
+                "/bin/sh",
+                "-c",
+                "curl -sS -o /dev/null https://deb.debian.org/",
+            ],
+        );
+        assert_eq!(v["exit_code"], 56, "{who:?}: {v}\n{}", stderr(&o));
+        assert_eq!(
+            v["denials"],
+            serde_json::json!([{
+                "kind": "network",
+                "host": "deb.debian.org",
+                "port": 443,
+                "reason": "deb.debian.org is not on the allowlist"
+            }]),
+            "{who:?}: {v}"
+        );
+    }
+}

@@ -171,6 +171,9 @@ run_args! {
             /// Network: none (only loopback) or host [default: the profile's, none]
             #[arg(long, value_enum)]
             network: Option<NetArg>,
+            /// Reach only this host through stockade's proxy: NAME, *.SUFFIX, IP or [IPV6], each with :PORT (default: 80 and 443); repeat for more
+            #[arg(long, value_name = "HOST[:PORT]")]
+            allow_host: Vec<String>,
             /// Read-write working directory, also $HOME [default: a fresh tmpfs at /work]
             #[arg(long, value_name = "HOST[:INNER]")]
             workdir: Option<String>,

@@ -223,7 +223,7 @@ fn ids(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
 }
 
 /// `--tmp-size`, the mount flags in order, `--hostname`, `--chdir`,
-/// `--network`.
+/// `--network`, `--allow-host`.
 fn filesystem(
     a: &RunArgs,
     mounts: &[(usize, MountFlag, String)],
@@ -249,6 +249,27 @@ fn filesystem(
         Some(NetArg::None) => p.network = Network::None,
         Some(NetArg::Host) => p.network = Network::Host,
         None => {}
+    }
+    allow_hosts(a, p)
+}
+
+/// `--allow-host`, each on top of the profile's `network.allow`.
+fn allow_hosts(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
+    if a.allow_host.is_empty() {
+        return Ok(());
+    }
+    if p.network == Network::Host {
+        return Err(PolicyError::new(
+            "--allow-host",
+            "needs the jail's own network, not --network host (or a profile's network = \"host\")",
+        ));
+    }
+    for h in &a.allow_host {
+        let e = policy::egress::AllowHost::parse(h)
+            .map_err(|why| PolicyError::new("--allow-host", why))?;
+        if !p.allow_hosts.contains(&e) {
+            p.allow_hosts.push(e);
+        }
     }
     Ok(())
 }

@@ -6,7 +6,8 @@
 //! * every filesystem right of the running kernel's ABI, or of [`BASELINE`]
 //!   when the kernel is older (then the layer reports itself partially
 //!   enforced and names the rights it could not get);
-//! * TCP bind and connect, with no rule at all, when `deny_tcp` (ABI ≥ 4);
+//! * TCP bind and connect when `deny_tcp` (ABI ≥ 4), with no rule at all,
+//!   or one: connect to the egress proxy's port (`--allow-host`);
 //! * abstract unix sockets and signals scoped to the domain (ABI ≥ 6).
 //!
 //! Beneath each rule path it grants: read + execute ([`Grant::ReadExec`]),
@@ -22,8 +23,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    Access as _, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    Access as _, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
 use super::error::JailError;
@@ -161,7 +162,8 @@ fn every_mount_granted(granted: &[&Path], absent: &[&Path], mounts: Option<&[Pat
 }
 
 /// Restrict the calling process (and everything it executes) to `rules`;
-/// with `deny_tcp`, also forbid every TCP bind and connect. Signals and
+/// with `deny_tcp`, also forbid every TCP bind and connect but a connect
+/// to `connect_port` (the egress proxy's, when given). Signals and
 /// abstract unix sockets are scoped to the new domain.
 ///
 /// Best effort, but never silently: the returned status says what the
@@ -177,10 +179,13 @@ fn every_mount_granted(granted: &[&Path], absent: &[&Path], mounts: Option<&[Pat
 pub fn apply(
     rules: &[(PathBuf, Grant)],
     deny_tcp: bool,
+    connect_port: Option<u16>,
     mounts: Option<&[PathBuf]>,
 ) -> Result<LandlockApplied, JailError> {
-    let asked = Asked::new(deny_tcp);
+    let mut asked = Asked::new(deny_tcp);
     let created = ruleset(&asked.wanted)?;
+    let created = allow_connect(created, &asked.wanted, connect_port)?;
+    asked.proxy_only = connect_port.is_some();
     let abi = asked.kernel.max(BASELINE);
     let (created, added) = add_rules(created, rules, asked.wanted.fs, abi)?;
     let (created, root_listable) = grant_root_listing(created, asked.wanted.fs, &added, mounts)?;
@@ -198,6 +203,8 @@ struct Asked {
     kernel: ABI,
     why: Option<String>,
     deny_tcp: bool,
+    /// TCP connect is allowed to one port (the egress proxy's).
+    proxy_only: bool,
     wanted: Wanted,
     /// What the kernel can enforce of `wanted`.
     have: Wanted,
@@ -219,6 +226,7 @@ impl Asked {
             kernel,
             why,
             deny_tcp,
+            proxy_only: false,
             wanted,
             have,
             missing,
@@ -236,6 +244,8 @@ impl Asked {
         let enforced = status != Enforced::Not;
         let tcp = if !self.deny_tcp {
             Tcp::Allowed
+        } else if enforced && self.have.net == self.wanted.net && self.proxy_only {
+            Tcp::ProxyOnly
         } else if enforced && self.have.net == self.wanted.net {
             Tcp::Denied
         } else {
@@ -304,6 +314,23 @@ fn ruleset(wanted: &Wanted) -> Result<RulesetCreated, JailError> {
     }
     rs = rs.scope(wanted.scopes).map_err(JailError::LandlockScope)?;
     rs.create().map_err(JailError::LandlockCreate)
+}
+
+/// Allow TCP connect to `port` (when given and the ruleset handles TCP).
+fn allow_connect(
+    created: RulesetCreated,
+    wanted: &Wanted,
+    port: Option<u16>,
+) -> Result<RulesetCreated, JailError> {
+    match port {
+        Some(p) if wanted.net.contains(AccessNet::ConnectTcp) => created
+            .add_rule(NetPort::new(p, AccessNet::ConnectTcp))
+            .map_err(|err| JailError::LandlockAddRule {
+                path: format!("tcp connect port {p}").into(),
+                err,
+            }),
+        _ => Ok(created),
+    }
 }
 
 /// What [`add_rules`] put in the ruleset, and what it left out.

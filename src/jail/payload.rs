@@ -100,7 +100,9 @@ fn drop_capabilities() -> Result<Report, JailError> {
 fn apply_landlock(plan: &Plan) -> Result<Report, JailError> {
     let required = plan.require.contains(&Layer::Landlock);
     let mounts = (!plan.fallback).then_some(plan.mount_points.as_slice());
-    let record = match landlock::apply(&plan.landlock_rules, plan.landlock_deny_tcp, mounts) {
+    let proxy = plan.egress.as_ref().map(|e| e.port);
+    let record = match landlock::apply(&plan.landlock_rules, plan.landlock_deny_tcp, proxy, mounts)
+    {
         Ok(r) if required && r.status != Enforced::Fully => {
             return Err(JailError::LandlockWeak(Box::new(r)))
         }

@@ -158,6 +158,8 @@ pub enum Tcp {
     Allowed,
     /// Wanted, but the kernel cannot deny it.
     Unavailable,
+    /// Denied but connect to one port: the egress proxy's (`--allow-host`).
+    ProxyOnly,
 }
 
 /// A Landlock rule path left out, and why.

@@ -80,9 +80,10 @@ fn namespace_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia) {
     o.layers.insert(
         "net_namespace",
         match plan.network {
-            Network::None => {
-                LayerReport::applied(json!({ "network": "none", "interfaces": ["lo"] }))
-            }
+            Network::None => match &plan.egress {
+                None => LayerReport::applied(json!({ "network": "none", "interfaces": ["lo"] })),
+                Some(e) => LayerReport::applied(egress_detail(e)),
+            },
             Network::Host => {
                 LayerReport::skipped("--network host: the host's network namespace is shared")
             }
@@ -94,6 +95,18 @@ fn namespace_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia) {
             json!({ "root": "tmpfs", "pivot_root": true, "entries": plan.steps.len() }),
         ),
     );
+}
+
+/// The allowlist's network: only `lo`, the proxy on it, what it allows.
+fn egress_detail(e: &crate::plan::egress::Egress) -> serde_json::Value {
+    let allow: Vec<String> = e.allow.iter().map(|a| a.to_string()).collect();
+    json!({
+        "network": "allowlist",
+        "interfaces": ["lo"],
+        "proxy": format!("127.0.0.1:{}", e.port),
+        "allow": allow,
+        "upstream": e.upstream.as_ref().map(|u| format!("{} ({})", u.authority, u.var)),
+    })
 }
 
 /// The layers every run has, as the plan says (the payload's records

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use super::channels::Channels;
 use super::learn::{self, Learner};
+use super::proxy::{Denials, Proxy};
 use super::pump::Output;
 use super::watch::{has_status, Watch};
 use super::{cgroup, classify, layers, namespaces, report};
@@ -100,8 +101,8 @@ fn run_inner(
     let namespaces = ns_inodes(plan, pid);
     // 4. Into the cgroup (when clone3 could not put it there), id maps,
     //    GO, then the network namespace, made while init builds the root.
-    let net = match release(plan, cg.as_ref(), via, pid, &pidfd, &ours.ctl) {
-        Ok(net) => net,
+    let (net, listener) = match release(plan, cg.as_ref(), via, pid, &pidfd, &ours.ctl) {
+        Ok(r) => r,
         Err(e) => {
             // The child may have failed first (it opens the bind sources
             // before it waits for GO): its own error is the one to report.
@@ -111,11 +112,16 @@ fn run_inner(
         }
     };
     tell_pid(plan, pid, namespaces, net);
+    // The egress proxy (threads from here on: see supervise::proxy).
+    let proxy = start_proxy(plan, listener)?;
     // 5. Wait, pumping output and watching the deadline.
     let output = Output::new(plan, ours.out, ours.err);
     let mut w = Watch::new(plan, pidfd, ours.ctl, output, learner, cg, control, start);
     let reports = w.wait(&ours.rep, &ours.sfd);
     w.meter_last();
+    if let Some(p) = proxy {
+        record_denials(p.finish(), o);
+    }
     let decoded = proto::decode(&reports);
     // 6. Reap init, remove the cgroup, hear the listener's last word.
     let waited = reap_init(pid, &w, &decoded)?;
@@ -163,6 +169,29 @@ fn tell_pid(plan: &Plan, pid: i32, namespaces: Vec<(&'static str, u64)>, net: Op
             format!("{{ {} }}\n", body.join(", "))
         };
         let _ = sys::write_all(r.fd, text.as_bytes());
+    }
+}
+
+/// The egress proxy on the listener made in the jail's network namespace.
+fn start_proxy(plan: &Plan, listener: Option<OwnedFd>) -> Result<Option<Proxy>, SetupError> {
+    let (Some(l), Some(e)) = (listener, plan.egress.as_ref()) else {
+        return Ok(None);
+    };
+    Proxy::start(l, e.clone())
+        .map(Some)
+        .map_err(|e| SetupError::io("network", "egress proxy", &e))
+}
+
+/// The proxy's refusals into the outcome; a warning counts those beyond
+/// the outcome's cap.
+fn record_denials(d: Denials, o: &mut Outcome) {
+    o.denials.extend(d.list);
+    if d.more > 0 {
+        o.warnings.push(format!(
+            "{} more network denials not recorded (the first {} are)",
+            d.more,
+            crate::outcome::MAX_DENIALS
+        ));
     }
 }
 
@@ -330,7 +359,8 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
 /// Let the cloned child go: into the run's cgroup when clone3 could not
 /// put it there, its id maps, GO, then the network namespace (made by a
 /// helper while init builds the root) sent over the control socket; the
-/// new network namespace's inode number.
+/// new network namespace's inode number, and the egress proxy's listening
+/// socket made in it (when the plan has an allowlist).
 fn release(
     plan: &Plan,
     cg: Option<&cgroup::RunCgroup>,
@@ -338,7 +368,7 @@ fn release(
     pid: i32,
     pidfd: &OwnedFd,
     ctl: &OwnedFd,
-) -> Result<Option<u64>, SetupError> {
+) -> Result<(Option<u64>, Option<OwnedFd>), SetupError> {
     let moved_after_clone = cg.is_some() && via != sys::CloneVia::Clone3IntoCgroup;
     if let (Some(c), true) = (cg, moved_after_clone) {
         c.add_pid(pid).map_err(|e| {
@@ -365,16 +395,19 @@ fn release(
     };
     sys::write_all(ctl.as_raw_fd(), &[go]).map_err(|e| SetupError::sys("start jail", "", &e))?;
     let Some(userns) = userns else {
-        return Ok(None);
+        return Ok((None, None));
     };
-    let ns = sys::netns::create_in(&userns).map_err(|e| SetupError::sys("network", "lo", &e))?;
+    let port = plan.egress.as_ref().map(|e| e.port);
+    let (ns, listener) =
+        sys::netns::create_in(&userns, port).map_err(|e| SetupError::sys("network", "lo", &e))?;
     sys::fdpass::send_fd(ctl.as_raw_fd(), ns.as_raw_fd(), proto::NETNS)
         .map_err(|e| SetupError::sys("network", "lo", &e))?;
     // Only `--info-fd` asks (no extra syscall on a run's path otherwise).
-    Ok(match plan.pid_reports.is_empty() {
+    let inode = match plan.pid_reports.is_empty() {
         true => None,
         false => ns_inode(&ns),
-    })
+    };
+    Ok((inode, listener))
 }
 
 /// A namespace fd's inode number (through its /proc/self/fd link).

@@ -44,15 +44,17 @@ pub fn userns_of(pidfd: &OwnedFd, pid: i32) -> SysResult<OwnedFd> {
 }
 
 /// A new network namespace owned by the user namespace `userns` (from
-/// [`userns_of`]), with `lo` up and nothing else.
-pub fn create_in(userns: &OwnedFd) -> SysResult<OwnedFd> {
-    let mut made: SysResult<RawFd> = Err(SysError {
+/// [`userns_of`]), with `lo` up and nothing else; with `listen`, also a TCP
+/// socket listening on 127.0.0.1:`listen` inside it (the egress proxy's:
+/// a socket stays in the namespace it was made in, whoever holds it).
+pub fn create_in(userns: &OwnedFd, listen: Option<u16>) -> SysResult<(OwnedFd, Option<OwnedFd>)> {
+    let mut made: SysResult<(RawFd, Option<OwnedFd>)> = Err(SysError {
         call: "clone",
         arg: "network helper".into(),
         errno: Errno::ECHILD,
     });
     let mut helper = || -> std::convert::Infallible {
-        made = in_helper(userns);
+        made = in_helper(userns, listen);
         super::exit_now(0)
     };
     // SAFETY: the supervisor is single-threaded until it returns (the
@@ -63,11 +65,11 @@ pub fn create_in(userns: &OwnedFd) -> SysResult<OwnedFd> {
     let _ = super::waitpid(hpid, false);
     // SAFETY: the helper made this fd in the fd table it shared with us and
     // then exited; nothing else owns it.
-    made.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
+    made.map(|(fd, l)| (unsafe { OwnedFd::from_raw_fd(fd) }, l))
 }
 
 /// Runs in the helper (our memory, our fd table, its own credentials).
-fn in_helper(userns: &OwnedFd) -> SysResult<RawFd> {
+fn in_helper(userns: &OwnedFd, listen: Option<u16>) -> SysResult<(RawFd, Option<OwnedFd>)> {
     // As the namespace's owner we hold every capability in it.
     nix::sched::setns(userns, nix::sched::CloneFlags::CLONE_NEWUSER)
         .or_else(|e| err("setns", "CLONE_NEWUSER", e))?;
@@ -101,5 +103,19 @@ fn in_helper(userns: &OwnedFd) -> SysResult<RawFd> {
     if fd < 0 {
         return err("ioctl", "SIOCGSKNSFD", last_errno());
     }
-    Ok(fd)
+    // SAFETY: a fresh fd from the kernel, ours alone.
+    let ns = unsafe { OwnedFd::from_raw_fd(fd) };
+    let listener = match listen {
+        Some(port) => {
+            let at = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            let l = std::net::TcpListener::bind(at).map_err(|e| SysError {
+                call: "bind",
+                arg: format!("{at} (egress proxy)"),
+                errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+            })?;
+            Some(OwnedFd::from(l))
+        }
+        None => None,
+    };
+    Ok((std::os::fd::IntoRawFd::into_raw_fd(ns), listener))
 }

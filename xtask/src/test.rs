@@ -47,6 +47,9 @@ fn prepare(only_cargo: bool) {
         ("bwrap", "bubblewrap"),
         ("busybox", "busybox-static"),
         ("/usr/share/doc/python3-jsonschema", "python3-jsonschema"),
+        // tests/egress.rs: curl and pip through the egress proxy.
+        ("curl", "curl"),
+        ("/usr/share/doc/python3-pip", "python3-pip"),
     ];
     let mut missing: Vec<&str> = want
         .iter()

@@ -4,8 +4,8 @@ use toml::Spanned;
 
 use super::context::Ctx;
 use super::schema::{
-    expected, value_of, Raw, RawEnv, RawFs, RawLandlock, RawLimits, RawNamespaces, RawSeccomp,
-    RawWorkdir, Scalar, NETWORKS, S, SECCOMP_ACTIONS,
+    expected, value_of, Raw, RawEnv, RawFs, RawLandlock, RawLimits, RawNamespaces, RawNetwork,
+    RawSeccomp, RawWorkdir, Scalar, NETWORKS, S, SECCOMP_ACTIONS,
 };
 use crate::policy::{Layer, MountSpec, Network, PathError, Policy, PolicyError};
 
@@ -115,17 +115,49 @@ fn names(cx: &Ctx, raw: &Raw, p: &mut Policy) -> Result<(), PolicyError> {
         p.hostname = h;
     }
     if let Some(v) = &raw.network {
-        let o = v.get_ref();
+        network(cx, v, p)?;
+    }
+    if let Some(v) = &raw.chdir {
+        p.chdir = Some(cx.jail_path(v, "chdir")?);
+    }
+    Ok(())
+}
+
+/// `network = "MODE"`, or `[network]` with `mode` and `allow` (the
+/// egress allowlist, added to what the profiles it extends allow).
+fn network(cx: &Ctx, v: &S<RawNetwork>, p: &mut Policy) -> Result<(), PolicyError> {
+    let (mode, span, field) = match v.get_ref() {
+        RawNetwork::Mode(m) => (Some(m.as_str()), v.span(), "network"),
+        RawNetwork::Table(t) => match &t.mode {
+            Some(m) => (Some(m.get_ref().as_str()), m.span(), "network.mode"),
+            None => (None, v.span(), "network"),
+        },
+    };
+    if let Some(o) = mode {
         p.network = value_of(NETWORKS, o).ok_or_else(|| {
             cx.err(
-                v.span(),
-                "network",
+                span.clone(),
+                field,
                 format!("{o:?}: expected {}", expected(NETWORKS)),
             )
         })?;
     }
-    if let Some(v) = &raw.chdir {
-        p.chdir = Some(cx.jail_path(v, "chdir")?);
+    let RawNetwork::Table(t) = v.get_ref() else {
+        return Ok(());
+    };
+    for h in t.allow.iter().flatten() {
+        let e = crate::policy::egress::AllowHost::parse(&cx.expand(h, "network.allow")?)
+            .map_err(|why| cx.err(h.span(), "network.allow", why))?;
+        if !p.allow_hosts.contains(&e) {
+            p.allow_hosts.push(e);
+        }
+    }
+    if !p.allow_hosts.is_empty() && p.network == Network::Host {
+        return Err(cx.err(
+            span,
+            field,
+            "an egress allowlist (network.allow) needs the jail's own network, not \"host\"",
+        ));
     }
     Ok(())
 }
@@ -477,12 +509,12 @@ fn namespaces(cx: &Ctx, ns: &RawNamespaces, raw: &Raw, p: &mut Policy) -> Result
         } else {
             Network::Host
         };
-        if let Some(n) = &raw.network {
+        if let Some(n) = raw.network.as_ref().and_then(|n| n.get_ref().mode()) {
             if p.network != want {
                 return Err(cx.err(
                     v.span(),
                     "namespaces.net",
-                    format!("contradicts network = {:?}", n.get_ref()),
+                    format!("contradicts network = {n:?}"),
                 ));
             }
         }

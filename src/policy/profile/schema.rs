@@ -46,7 +46,7 @@ pub(super) struct Raw {
     pub(super) host_uid: Option<S<u32>>,
     pub(super) host_gid: Option<S<u32>>,
     pub(super) hostname: Option<S<String>>,
-    pub(super) network: Option<S<String>>,
+    pub(super) network: Option<S<RawNetwork>>,
     pub(super) chdir: Option<S<String>>,
     pub(super) workdir: Option<RawWorkdir>,
     pub(super) filesystem: Option<RawFs>,
@@ -56,6 +56,50 @@ pub(super) struct Raw {
     pub(super) landlock: Option<RawLandlock>,
     pub(super) namespaces: Option<RawNamespaces>,
     pub(super) python: Option<RawPython>,
+}
+
+/// `network = "none"`, or the table `[network]` with `mode` and `allow`.
+#[derive(Debug)]
+pub(super) enum RawNetwork {
+    Mode(String),
+    Table(RawNetTable),
+}
+
+impl RawNetwork {
+    /// The mode it names, if any.
+    pub(super) fn mode(&self) -> Option<&str> {
+        match self {
+            RawNetwork::Mode(m) => Some(m),
+            RawNetwork::Table(t) => t.mode.as_ref().map(|m| m.get_ref().as_str()),
+        }
+    }
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawNetTable {
+    pub(super) mode: Option<S<String>>,
+    pub(super) allow: Option<Vec<S<String>>>,
+}
+
+impl<'de> Deserialize<'de> for RawNetwork {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawNetwork;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("\"none\", \"host\" or a table with `mode` and `allow`")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawNetwork, E> {
+                Ok(RawNetwork::Mode(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<RawNetwork, A::Error> {
+                let d = serde::de::value::MapAccessDeserializer::new(m);
+                RawNetTable::deserialize(d).map(RawNetwork::Table)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize, Debug)]

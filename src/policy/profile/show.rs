@@ -46,6 +46,10 @@ fn header(o: &mut String, r: &Resolved) {
         p.uid, p.gid, p.hostname
     );
     let _ = writeln!(o, "network: {}", p.network.as_str());
+    if !p.allow_hosts.is_empty() {
+        let hosts: Vec<String> = p.allow_hosts.iter().map(|h| h.to_string()).collect();
+        let _ = writeln!(o, "network allow (through the proxy): {}", hosts.join(", "));
+    }
     let _ = writeln!(
         o,
         "workdir: {} ({})",

@@ -401,3 +401,46 @@ fn errors_say_their_kind_and_keep_their_text() {
         "--memory: \"0\": must be greater than 0 (leave the limit out for none)"
     );
 }
+
+#[test]
+fn network_table_gives_the_allowlist() {
+    use crate::policy::egress::AllowHost;
+    let p = apply_text(
+        "[network]\nallow = [\"pypi.org\", \"*.pythonhosted.org\", \"api.example.com:443\"]\n",
+    )
+    .unwrap();
+    assert_eq!(p.network, Network::None);
+    let shown: Vec<String> = p.allow_hosts.iter().map(AllowHost::to_string).collect();
+    assert_eq!(
+        shown,
+        ["pypi.org", "*.pythonhosted.org", "api.example.com:443"]
+    );
+    let p = apply_text("network = { mode = \"none\", allow = [\"10.0.0.1:8080\"] }\n").unwrap();
+    assert_eq!(p.allow_hosts.len(), 1);
+    let p = apply_text("network = \"host\"\n").unwrap();
+    assert!(p.allow_hosts.is_empty() && p.network == Network::Host);
+}
+
+#[test]
+fn network_table_errors_name_the_field_where_it_stands() {
+    for (text, want) in [
+        (
+            "[network]\nallow = [\"pypi.org\", \"bad name\"]\n",
+            "profiles/x.toml:2:22: network.allow: \"bad name\": not a host name",
+        ),
+        (
+            "[network]\nmode = \"host\"\nallow = [\"pypi.org\"]\n",
+            "profiles/x.toml:2:8: network.mode: an egress allowlist (network.allow) needs the jail's own network",
+        ),
+        (
+            "[network]\nmode = \"wide\"\n",
+            "profiles/x.toml:2:8: network.mode: \"wide\": expected \"none\" or \"host\"",
+        ),
+        ("[network]\nallowed = []\n", "profiles/x.toml:2:1: "),
+        ("network = 3\n", "profiles/x.toml:1:11: "),
+    ] {
+        let e = apply_text(text).unwrap_err().to_string();
+        assert!(e.starts_with(want), "{text:?}: {e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}

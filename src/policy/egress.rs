@@ -1,0 +1,235 @@
+//! The egress allowlist (`--allow-host`, `network.allow`): which hosts and
+//! ports the jail's proxy may connect to. Pure: parsing and matching only.
+//!
+//! An entry is `NAME[:PORT]`, `*.SUFFIX[:PORT]`, `IPV4[:PORT]` or
+//! `[IPV6][:PORT]`. Without a port, 80 and 443 are allowed. `*.example.com`
+//! matches every name below `example.com` (at any depth), never
+//! `example.com` itself. Names are compared in lower case, without a
+//! trailing dot. An address listed as an IP literal is the one way to allow
+//! a loopback, private, link-local or metadata address.
+
+use std::fmt;
+use std::net::IpAddr;
+
+/// The ports an entry without one allows.
+pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
+
+/// One allowlist entry.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AllowHost {
+    pub host: HostPattern,
+    /// None: [`DEFAULT_PORTS`].
+    pub port: Option<u16>,
+}
+
+/// What an entry's host part matches.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum HostPattern {
+    /// One name, lower case, no trailing dot.
+    Name(String),
+    /// Every name ending in `.SUFFIX` (the suffix without its dot).
+    Below(String),
+    /// One address, listed explicitly.
+    Ip(IpAddr),
+}
+
+impl AllowHost {
+    /// Parse one entry; the error says why, without the flag or field
+    /// (the caller names it).
+    pub fn parse(s: &str) -> Result<AllowHost, String> {
+        let (host, port) = split_port(s)?;
+        let host = if let Some(v6) = host.strip_prefix('[') {
+            let v6 = v6
+                .strip_suffix(']')
+                .ok_or_else(|| format!("{s:?}: an IPv6 address is written [ADDR]"))?;
+            let ip = v6
+                .parse::<std::net::Ipv6Addr>()
+                .map_err(|_| format!("{s:?}: {v6:?} is not an IPv6 address"))?;
+            HostPattern::Ip(IpAddr::V6(ip))
+        } else if let Ok(ip) = host.parse::<std::net::Ipv4Addr>() {
+            HostPattern::Ip(IpAddr::V4(ip))
+        } else if let Some(suffix) = host.strip_prefix("*.") {
+            HostPattern::Below(check_name(s, suffix)?)
+        } else {
+            HostPattern::Name(check_name(s, host)?)
+        };
+        Ok(AllowHost { host, port })
+    }
+
+    /// Whether this entry allows `port`.
+    pub fn allows_port(&self, port: u16) -> bool {
+        match self.port {
+            Some(p) => p == port,
+            None => DEFAULT_PORTS.contains(&port),
+        }
+    }
+
+    /// Whether this entry allows the name `name` (normalized by
+    /// [`normalize_name`]) on `port`.
+    pub fn allows_name(&self, name: &str, port: u16) -> bool {
+        let host = match &self.host {
+            HostPattern::Name(n) => n == name,
+            HostPattern::Below(suffix) => name
+                .strip_suffix(suffix.as_str())
+                .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+            HostPattern::Ip(_) => false,
+        };
+        host && self.allows_port(port)
+    }
+
+    /// Whether this entry lists the address `ip` explicitly, for `port`.
+    pub fn allows_ip(&self, ip: IpAddr, port: u16) -> bool {
+        self.host == HostPattern::Ip(ip) && self.allows_port(port)
+    }
+}
+
+impl fmt::Display for AllowHost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.host {
+            HostPattern::Name(n) => write!(f, "{n}")?,
+            HostPattern::Below(s) => write!(f, "*.{s}")?,
+            HostPattern::Ip(IpAddr::V4(a)) => write!(f, "{a}")?,
+            HostPattern::Ip(IpAddr::V6(a)) => write!(f, "[{a}]")?,
+        }
+        match self.port {
+            Some(p) => write!(f, ":{p}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A host name as the proxy compares it: lower case, no trailing dot.
+pub fn normalize_name(name: &str) -> String {
+    name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase()
+}
+
+/// `HOST` and its port, when one is given after the last `:` (outside
+/// brackets).
+fn split_port(s: &str) -> Result<(&str, Option<u16>), String> {
+    let colon = match s.rfind(':') {
+        Some(i) if !s[i..].contains(']') => i,
+        _ => return Ok((s, None)),
+    };
+    let (host, port) = (&s[..colon], &s[colon + 1..]);
+    if host.contains(':') && !host.starts_with('[') {
+        return Err(format!("{s:?}: an IPv6 address is written [ADDR]:PORT"));
+    }
+    let port = port
+        .parse::<u16>()
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| format!("{s:?}: {port:?} is not a port (1 to 65535)"))?;
+    Ok((host, Some(port)))
+}
+
+/// A DNS name: labels of letters, digits, `-` and `_`, 1 to 63 bytes each,
+/// 253 in all; lower-cased, without a trailing dot.
+fn check_name(whole: &str, name: &str) -> Result<String, String> {
+    let n = normalize_name(name);
+    let bad = |why: &str| Err(format!("{whole:?}: {why}"));
+    if n.is_empty() {
+        return bad("no host name");
+    }
+    if n.len() > 253 {
+        return bad("a host name is at most 253 bytes");
+    }
+    for label in n.split('.') {
+        if label.is_empty() || label.len() > 63 {
+            return bad("each part of a host name is 1 to 63 bytes");
+        }
+        if label == "*" {
+            return bad("`*` only as the whole first part (*.example.com)");
+        }
+        if !label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            || label.starts_with('-')
+        {
+            return bad("not a host name (letters, digits, `-`, `_` and dots)");
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> AllowHost {
+        AllowHost::parse(s).unwrap()
+    }
+
+    #[test]
+    fn entries_parse_with_and_without_ports() {
+        assert_eq!(
+            p("PyPI.org."),
+            AllowHost {
+                host: HostPattern::Name("pypi.org".into()),
+                port: None
+            }
+        );
+        assert_eq!(p("api.example.com:443").port, Some(443));
+        assert_eq!(
+            p("*.pythonhosted.org").host,
+            HostPattern::Below("pythonhosted.org".into())
+        );
+        assert_eq!(
+            p("10.1.2.3:8080").host,
+            HostPattern::Ip("10.1.2.3".parse().unwrap())
+        );
+        assert_eq!(
+            p("[::1]:22"),
+            AllowHost {
+                host: HostPattern::Ip("::1".parse().unwrap()),
+                port: Some(22)
+            }
+        );
+        assert_eq!(p("[fe80::1]").port, None);
+        for s in ["pypi.org", "*.x.org:8443", "[::1]:22", "1.2.3.4"] {
+            assert_eq!(p(s).to_string(), s);
+        }
+    }
+
+    #[test]
+    fn bad_entries_say_why() {
+        for (s, why) in [
+            ("", "no host name"),
+            ("pypi.org:0", "not a port"),
+            ("pypi.org:70000", "not a port"),
+            ("pypi.org:", "not a port"),
+            ("::1", "[ADDR]"),
+            ("[::1", "[ADDR]"),
+            ("[nope]:1", "not an IPv6 address"),
+            ("a..b", "1 to 63 bytes"),
+            ("*", "only as the whole first part"),
+            ("a.*.b", "only as the whole first part"),
+            ("**.b", "not a host name"),
+            ("exa mple.com", "not a host name"),
+            ("-a.com", "not a host name"),
+            ("http://x.org", "not a port"),
+        ] {
+            let e = AllowHost::parse(s).unwrap_err();
+            assert!(e.contains(why), "{s:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn names_match_exactly_or_strictly_below() {
+        let w = p("*.pythonhosted.org");
+        assert!(w.allows_name("files.pythonhosted.org", 443));
+        assert!(w.allows_name("a.b.pythonhosted.org", 80));
+        assert!(!w.allows_name("pythonhosted.org", 443));
+        assert!(!w.allows_name("evilpythonhosted.org", 443));
+        assert!(!w.allows_name("files.pythonhosted.org", 8443));
+        let n = p("pypi.org");
+        assert!(n.allows_name("pypi.org", 443) && n.allows_name("pypi.org", 80));
+        assert!(!n.allows_name("www.pypi.org", 443));
+        assert!(!n.allows_name("pypi.org.evil.com", 443));
+        let port = p("api.example.com:8443");
+        assert!(port.allows_name("api.example.com", 8443));
+        assert!(!port.allows_name("api.example.com", 443));
+        assert!(!n.allows_ip("151.101.0.223".parse().unwrap(), 443));
+        assert!(p("127.0.0.1:9").allows_ip("127.0.0.1".parse().unwrap(), 9));
+        assert_eq!(normalize_name("PyPI.Org."), "pypi.org");
+    }
+}

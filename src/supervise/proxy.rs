@@ -1,0 +1,281 @@
+//! The egress allowlist's proxy (`--allow-host`): HTTP CONNECT (and plain
+//! HTTP requests in absolute form) and SOCKS5 on one port, first byte
+//! deciding. Its listening socket was made inside the jail's network
+//! namespace (see `sys::netns::create_in`), so the payload reaches it on
+//! 127.0.0.1 there; the proxy itself runs here, in the supervisor, after
+//! clone (threads are allowed from then on), and connects out from the
+//! host's network namespace. It resolves names itself, allows only the
+//! listed names and ports (`allow`), refuses loopback, private,
+//! link-local, CGNAT, multicast and metadata addresses unless listed
+//! explicitly, and records each refusal for the outcome.
+//!
+//! One thread runs a single-threaded tokio runtime (names are resolved
+//! on its blocking pool); [`Proxy::finish`] (or drop) stops it and joins
+//! it before the run returns, so the caller is single-threaded again
+//! (whatever lookup is still in the host's resolver is given 2 s).
+
+mod allow;
+mod parse;
+mod relay;
+
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{oneshot, Semaphore};
+
+use crate::outcome::{Denial, MAX_DENIALS};
+use crate::plan::egress::Egress;
+use parse::{SocksRefusal, Target};
+use relay::Failure;
+
+/// Connections served at once; more wait in the listen backlog.
+const MAX_CONNECTIONS: usize = 256;
+
+/// How long a client has to say where it goes.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The refusals recorded: the first [`MAX_DENIALS`], and how many more.
+#[derive(Debug, Default)]
+pub struct Denials {
+    pub list: Vec<Denial>,
+    pub more: u64,
+}
+
+/// A running proxy. Stopped and joined by [`Proxy::finish`] or on drop.
+pub struct Proxy {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    egress: Egress,
+    denials: Mutex<Denials>,
+}
+
+impl Shared {
+    fn deny(&self, t: &Target, reason: String) {
+        let mut d = self.denials.lock().unwrap_or_else(|e| e.into_inner());
+        if d.list.len() < MAX_DENIALS {
+            d.list.push(Denial::Network {
+                host: t.host.to_string(),
+                port: t.port,
+                reason,
+            });
+        } else {
+            d.more += 1;
+        }
+    }
+}
+
+impl Proxy {
+    /// Serve on `listener` (bound and listening) by `egress`'s rules.
+    pub fn start(listener: OwnedFd, egress: Egress) -> std::io::Result<Proxy> {
+        let l = std::net::TcpListener::from(listener);
+        l.set_nonblocking(true)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .max_blocking_threads(4)
+            .build()?;
+        let shared = Arc::new(Shared {
+            egress,
+            denials: Mutex::new(Denials::default()),
+        });
+        let (tx, rx) = oneshot::channel();
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("egress-proxy".into())
+            .spawn(move || {
+                rt.block_on(serve(l, s, rx));
+                rt.shutdown_timeout(Duration::from_secs(2));
+            })?;
+        Ok(Proxy {
+            stop: Some(tx),
+            thread: Some(thread),
+            shared,
+        })
+    }
+
+    /// Stop serving (open connections are closed) and give the refusals.
+    pub fn finish(mut self) -> Denials {
+        self.halt();
+        let mut d = self
+            .shared
+            .denials
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        std::mem::take(&mut *d)
+    }
+
+    fn halt(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Accept until told to stop; each connection its own task.
+async fn serve(l: std::net::TcpListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
+    let Ok(l) = TcpListener::from_std(l) else {
+        return;
+    };
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let permit = tokio::select! {
+            _ = &mut stop => return,
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+        };
+        let conn = tokio::select! {
+            _ = &mut stop => return,
+            c = l.accept() => c,
+        };
+        let Ok((conn, _)) = conn else { continue };
+        let s = shared.clone();
+        tokio::spawn(async move {
+            handle(conn, &s).await;
+            drop(permit);
+        });
+    }
+}
+
+/// One client: SOCKS5 when its first byte is 5, else HTTP.
+async fn handle(mut c: TcpStream, s: &Shared) {
+    let mut first = [0u8; 1];
+    let Ok(Ok(1)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, c.peek(&mut first)).await else {
+        return;
+    };
+    let out = if first[0] == 5 {
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, socks(&mut c, s)).await
+    } else {
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, http(&mut c, s)).await
+    };
+    if let Ok(Some(up)) = out {
+        relay::relay(c, up).await;
+    }
+}
+
+/// Check `t` and connect: the upstream stream, or the refusal (recorded)
+/// or the failure, as text.
+async fn open(s: &Shared, t: &Target) -> Result<TcpStream, Failure> {
+    let route = match allow::check(&s.egress.allow, t) {
+        Ok(r) => r,
+        Err(why) => {
+            s.deny(t, why.clone());
+            return Err(Failure::Refused(why));
+        }
+    };
+    let r = relay::connect(&s.egress, &route, t.port).await;
+    if let Err(Failure::Refused(why)) = &r {
+        s.deny(t, why.clone());
+    }
+    r
+}
+
+/// An HTTP client: CONNECT opens a tunnel; a request in absolute form
+/// goes to its origin server, rewritten. Errors are answered in HTTP.
+async fn http(c: &mut TcpStream, s: &Shared) -> Option<TcpStream> {
+    let head = relay::read_head(c).await.ok()?;
+    let req = match parse::http_request(&head) {
+        Ok(r) => r,
+        Err(why) => {
+            let _ = c
+                .write_all(&parse::http_error(400, "Bad Request", &why))
+                .await;
+            return None;
+        }
+    };
+    let t = &req.target;
+    let mut up = match open(s, t).await {
+        Ok(up) => up,
+        Err(Failure::Refused(why)) => {
+            let msg = format!("{}:{} refused: {why}", t.host, t.port);
+            let _ = c
+                .write_all(&parse::http_error(403, "Forbidden", &msg))
+                .await;
+            return None;
+        }
+        Err(Failure::Unreachable(why)) => {
+            let msg = format!("{}:{} unreachable: {why}", t.host, t.port);
+            let _ = c
+                .write_all(&parse::http_error(502, "Bad Gateway", &msg))
+                .await;
+            return None;
+        }
+    };
+    match &req.forward {
+        None => c.write_all(parse::HTTP_ESTABLISHED).await.ok()?,
+        Some(h) => up.write_all(h).await.ok()?,
+    }
+    Some(up)
+}
+
+/// A SOCKS5 client: no authentication, CONNECT only.
+async fn socks(c: &mut TcpStream, s: &Shared) -> Option<TcpStream> {
+    let mut hdr = [0u8; 2];
+    c.read_exact(&mut hdr).await.ok()?;
+    let mut greeting = hdr.to_vec();
+    greeting.resize(2 + hdr[1] as usize, 0);
+    c.read_exact(&mut greeting[2..]).await.ok()?;
+    if parse::socks_greeting(&greeting) != Ok(true) {
+        let _ = c.write_all(&[5, 0xff]).await;
+        return None;
+    }
+    c.write_all(&[5, 0]).await.ok()?;
+    let mut first5 = [0u8; 5];
+    c.read_exact(&mut first5).await.ok()?;
+    let Some(len) = parse::socks_request_len(&first5) else {
+        let _ = c
+            .write_all(&parse::socks_reply(SocksRefusal::AddressType as u8))
+            .await;
+        return None;
+    };
+    let mut req = first5.to_vec();
+    req.resize(len, 0);
+    c.read_exact(&mut req[5..]).await.ok()?;
+    let t = match parse::socks_request(&req) {
+        Ok(t) => t,
+        Err(r) => {
+            let mut as_connect = req.clone();
+            as_connect[1] = 1;
+            if let (SocksRefusal::Command, Ok(t)) = (r, parse::socks_request(&as_connect)) {
+                let why = format!(
+                    "SOCKS5 command {} refused: only CONNECT (no BIND, no UDP)",
+                    req[1]
+                );
+                s.deny(&t, why);
+            }
+            let _ = c.write_all(&parse::socks_reply(r as u8)).await;
+            return None;
+        }
+    };
+    let up = match open(s, &t).await {
+        Ok(up) => up,
+        Err(f) => {
+            let rep = if matches!(f, Failure::Refused(_)) {
+                2
+            } else {
+                4
+            };
+            let _ = c.write_all(&parse::socks_reply(rep)).await;
+            return None;
+        }
+    };
+    c.write_all(&parse::socks_reply(0)).await.ok()?;
+    Some(up)
+}
