@@ -433,3 +433,33 @@ fn a_bad_flag_is_refused_with_an_end_event() {
     assert_eq!(end["reason"], "setup_error");
     assert_eq!(end["outcome"]["status"], "setup_error");
 }
+
+#[test]
+fn sessions_run_under_the_python_profile_and_strict_is_refused_unless_widened() {
+    for m in modes("sessions_run_under_the_python_profile_and_strict_is_refused_unless_widened") {
+        let mut s = Session::start(m, &["--profile", "python"]);
+        let d = s.exec(
+            "p",
+            "python3 -c 'import os; os.chdir(\"/tmp\"); print(6 * 7)'; export V=1",
+        );
+        assert_eq!(d.stdout, "42\n", "{m:?}: {d:?}");
+        assert_eq!(s.exec("q", "echo $V").stdout, "1\n", "{m:?}");
+        s.close();
+        if m.fallback {
+            continue; // strict requires user namespaces
+        }
+        let o = common::stockade(m.who)
+            .args(["session", "--profile", "strict"])
+            .output()
+            .unwrap();
+        common::expect_code(&o, 125, "strict session");
+        assert!(
+            common::stderr(&o).contains("narrower than @default"),
+            "{m:?}: {}",
+            common::stderr(&o)
+        );
+        let mut s = Session::start(m, &["--profile", "strict", "--seccomp-allow", "@default"]);
+        assert_eq!(s.exec("s", "python3 -c 'print(1)'").stdout, "1\n", "{m:?}");
+        s.close();
+    }
+}
