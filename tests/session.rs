@@ -299,12 +299,13 @@ fn printed_event_lines_cannot_forge_the_protocol() {
 }
 
 #[test]
-fn commands_cannot_stop_the_agent_with_catchable_signals_and_sigkill_ends_only_their_session() {
-    for m in modes(
-        "commands_cannot_stop_the_agent_with_catchable_signals_and_sigkill_ends_only_their_session",
-    ) {
+fn commands_cannot_stop_the_agent_and_sigkill_ends_only_their_session() {
+    for m in modes("commands_cannot_stop_the_agent_and_sigkill_ends_only_their_session") {
         let mut s = Session::start(m, &[]);
-        let d = s.exec("a", "for sig in TERM INT HUP QUIT USR1 USR2 ALRM TSTP; do kill -$sig $PPID; done; echo sent");
+        let d = s.exec(
+            "a",
+            "for sig in USR1 USR2 ALRM TSTP TTIN TTOU PIPE; do kill -$sig $PPID; done; echo sent",
+        );
         assert_eq!(d.stdout, "sent\n", "{m:?}: {d:?}");
         assert_eq!(s.exec("b", "echo alive").stdout, "alive\n", "{m:?}");
         // The agent is not dumpable: its fds are not the command's to open.
@@ -315,6 +316,35 @@ fn commands_cannot_stop_the_agent_with_catchable_signals_and_sigkill_ends_only_t
         assert_eq!(end["outcome"]["status"], "signaled", "{m:?}: {end}");
         assert_eq!(end["reason"], "signaled", "{m:?}: {end}");
         assert_ne!(code, 0, "{m:?}");
+    }
+}
+
+/// `kill -SIG PID`.
+fn signal(pid: u32, sig: &str) {
+    let st = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn sigint_to_stockade_interrupts_the_command_and_sigterm_ends_the_session() {
+    for m in modes("sigint_to_stockade_interrupts_the_command_and_sigterm_ends_the_session") {
+        let dur = unique_duration(6, m);
+        let mut s = Session::start(m, &[]);
+        s.send(&json!({"op": "exec", "id": "i", "command": format!("echo started; sleep {dur}")}));
+        assert_eq!(s.event()["data"], "started\n", "{m:?}");
+        signal(s.child.id(), "INT");
+        let d = s.until_exit("i");
+        assert_eq!(d.exit["status"], "interrupted", "{m:?}: {d:?}");
+        assert_eq!(s.exec("n", "echo next").stdout, "next\n", "{m:?}");
+        s.send(&json!({"op": "exec", "id": "t", "command": format!("sleep {dur}")}));
+        signal(s.child.id(), "TERM");
+        let (end, code) = s.end();
+        assert_eq!(end["reason"], "terminated", "{m:?}: {end}");
+        assert_eq!(code, 0, "{m:?}");
+        assert!(sleepers(&dur).is_empty(), "{m:?}: left behind");
     }
 }
 

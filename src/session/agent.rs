@@ -5,6 +5,9 @@
 //! /proc files or ptrace it), a child subreaper (orphans come back to it),
 //! and blocks the signals a command could stop it with (SIGKILL and SIGSTOP
 //! aside: a command that sends those ends or freezes its own session).
+//! SIGINT, SIGTERM, SIGHUP and SIGQUIT (stockade's, forwarded by the jail's
+//! init) are taken by a thread: SIGINT interrupts the running command, the
+//! others end the session (`terminated`).
 
 use std::ffi::OsString;
 use std::io::{BufRead, Write};
@@ -24,6 +27,15 @@ use crate::sys;
 pub(crate) const EXIT_CLOSED: i32 = 0;
 pub(crate) const EXIT_STDIN_END: i32 = 10;
 pub(crate) const EXIT_IDLE: i32 = 11;
+pub(crate) const EXIT_TERMINATED: i32 = 12;
+
+/// The signals the agent's signal thread takes.
+const TAKEN: [Signal; 4] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
 
 /// The agent's arguments (set by `session::policy`).
 struct Args {
@@ -101,6 +113,7 @@ fn run(argv: &[OsString]) -> Result<i32, String> {
     }
     let (tx, rx) = channel();
     read_requests(tx.clone());
+    take_signals(tx.clone());
     let mut agent_loop = Agent {
         out: std::io::stdout(),
         state: State {
@@ -142,6 +155,22 @@ fn read_requests(tx: Sender<Msg>) {
                 Msg::Line(line)
             };
             if tx.send(msg).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// The signal thread: each of [`TAKEN`] (blocked in every thread) as a
+/// message.
+fn take_signals(tx: Sender<Msg>) {
+    std::thread::spawn(move || {
+        let mut set = nix::sys::signal::SigSet::empty();
+        for s in TAKEN {
+            set.add(s);
+        }
+        while let Ok(sig) = set.wait() {
+            if tx.send(Msg::Signal(sig as i32)).is_err() {
                 return;
             }
         }
@@ -221,6 +250,12 @@ impl Agent {
                 self.emit(&proto::error(None, "bad_request", &m))?;
             }
             Msg::StdinEnd => return Ok(Some(EXIT_STDIN_END)),
+            Msg::Signal(libc::SIGINT) => {
+                if let Some(r) = self.running.as_mut() {
+                    r.stop(libc::SIGINT, ExitStatus::Interrupted);
+                }
+            }
+            Msg::Signal(_) => return Ok(Some(EXIT_TERMINATED)),
             Msg::Out(seq, stream, data) => self.on_output(seq, stream, data)?,
             Msg::OutEnd(seq, stream) => {
                 if let Some(r) = self.running.as_mut().filter(|r| r.seq == seq) {
