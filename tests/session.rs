@@ -182,7 +182,8 @@ fn unique_duration(base: u32, m: Mode) -> String {
 #[test]
 fn cwd_environment_and_workdir_files_persist_between_commands() {
     for m in modes("cwd_environment_and_workdir_files_persist_between_commands") {
-        let mut s = Session::start(m, &[]);
+        // A limit, so that the session has a cgroup (where the host gives one).
+        let mut s = Session::start(m, &["--pids", "64"]);
         let d = s.exec(
             "a",
             "mkdir -p sub && cd sub && export GREETING='hi there' X=1 && echo kept > f && unset X",
@@ -208,6 +209,25 @@ fn cwd_environment_and_workdir_files_persist_between_commands() {
         assert_eq!(end["reason"], "closed", "{m:?}: {end}");
         assert_eq!(end["outcome"]["status"], "exited", "{m:?}: {end}");
         assert_eq!(code, 0, "{m:?}");
+        // Nothing of the session is left: its cgroup, and in the fallback
+        // its run directory (the workdir the ready event named).
+        let cg = &end["outcome"]["layers"]["cgroup"]["detail"]["path"];
+        if let Some(cg) = cg.as_str() {
+            assert!(!std::path::Path::new(cg).exists(), "{m:?}: {cg} left");
+        }
+        let workdir = s.seen[0]["workdir"].as_str().unwrap().to_string();
+        if m.fallback {
+            assert!(
+                workdir.starts_with("/tmp/stockade-run-"),
+                "{m:?}: {workdir}"
+            );
+            assert!(
+                !std::path::Path::new(&workdir).exists(),
+                "{m:?}: {workdir} left"
+            );
+        } else {
+            assert_eq!(workdir, "/work", "{m:?}");
+        }
     }
 }
 
