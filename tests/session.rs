@@ -47,6 +47,12 @@ struct Done {
 
 impl Session {
     fn start(mode: Mode, flags: &[&str]) -> Session {
+        Session::start_sending(mode, flags, &[])
+    }
+
+    /// [`Session::start`], with `requests` written before the ready event
+    /// is read (they wait in the pipe for the agent).
+    fn start_sending(mode: Mode, flags: &[&str], requests: &[Value]) -> Session {
         let mut argv = vec![common::c_payload("sig_default")];
         if mode.fallback {
             argv.push(common::c_payload("chk_nouserns"));
@@ -74,6 +80,9 @@ impl Session {
             mode,
             seen: Vec::new(),
         };
+        for r in requests {
+            s.send(r);
+        }
         let ready = s.event();
         assert_eq!(ready["event"], "ready", "{mode:?}: {ready}");
         s
@@ -259,9 +268,9 @@ fn a_command_past_its_timeout_is_killed_and_the_session_stays_usable() {
         let mut s = Session::start(m, &[]);
         // The shell ignores SIGTERM: SIGKILL after the grace ends it.
         let d = s.exec_with(json!({"op": "exec", "id": "t", "timeout": 0.5,
-            "command": format!("trap '' TERM; echo before; sleep {dur}; echo after")}));
+            "command": format!("trap '' TERM; sleep {dur}; echo after")}));
         assert_eq!(d.exit["status"], "timeout", "{m:?}: {d:?}");
-        assert_eq!(d.stdout, "before\n", "{m:?}: {d:?}");
+        assert_eq!(d.stdout, "", "{m:?}: {d:?}");
         assert!(
             sleepers(&dur).is_empty(),
             "{m:?}: sleep survived its command"
@@ -452,9 +461,12 @@ fn the_memory_limit_covers_the_session() {
 #[test]
 fn the_session_ends_after_its_idle_timeout_and_on_stdin_end() {
     for m in modes("the_session_ends_after_its_idle_timeout_and_on_stdin_end") {
-        let mut s = Session::start(m, &["--idle-timeout", "300ms"]);
-        // A command longer than the idle timeout is not idleness.
-        let d = s.exec("slow", "sleep 0.6; echo done");
+        // A command longer than the idle timeout is not idleness (sent
+        // before the agent is up, so that the idle clock cannot run out
+        // before it comes).
+        let slow = json!({"op": "exec", "id": "slow", "command": "sleep 0.6; echo done"});
+        let mut s = Session::start_sending(m, &["--idle-timeout", "300ms"], &[slow]);
+        let d = s.until_exit("slow");
         assert_eq!(d.stdout, "done\n", "{m:?}");
         let (end, code) = s.end();
         assert_eq!(end["reason"], "idle_timeout", "{m:?}: {end}");
