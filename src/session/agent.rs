@@ -127,6 +127,7 @@ fn run(argv: &[OsString]) -> Result<i32, String> {
         seq: 0,
         idle: a.idle,
         last: Instant::now(),
+        stdin_ended: false,
         tx,
     };
     agent_loop.emit(&proto::ready(&a.session, &cwd.to_string_lossy()))?;
@@ -190,6 +191,8 @@ struct Agent {
     idle: Option<Duration>,
     /// When the last command ended (or the session started).
     last: Instant,
+    /// stdin has ended: the session ends once no command runs.
+    stdin_ended: bool,
     tx: Sender<Msg>,
 }
 
@@ -216,6 +219,8 @@ impl Agent {
                 Err(RecvTimeoutError::Timeout) => self.on_deadline()?,
                 Err(RecvTimeoutError::Disconnected) => Some(EXIT_STDIN_END),
             };
+            let done =
+                done.or((self.stdin_ended && self.running.is_none()).then_some(EXIT_STDIN_END));
             if let Some(code) = done {
                 if let Some(r) = self.running.take() {
                     self.reach.sweep(r.pgid);
@@ -249,7 +254,8 @@ impl Agent {
                 let m = format!("request line longer than {} bytes", proto::MAX_LINE);
                 self.emit(&proto::error(None, "bad_request", &m))?;
             }
-            Msg::StdinEnd => return Ok(Some(EXIT_STDIN_END)),
+            // The running command (if any) is seen to its end first.
+            Msg::StdinEnd => self.stdin_ended = true,
             Msg::Signal(libc::SIGINT) => {
                 if let Some(r) = self.running.as_mut() {
                     r.stop(libc::SIGINT, ExitStatus::Interrupted);
