@@ -13,7 +13,8 @@
 //! whole session; the front end adds the `end` event with the jail's
 //! outcome.
 //!
-//! `agent` is the loop, `command` one running command, `sweep` the kill of
+//! `agent` is the loop, `command` one running command, `guard` the seccomp
+//! filter that keeps commands' signals off the agent, `sweep` the kill of
 //! what a command left, `state` the shell's report of its state, `proto`
 //! the wire format, `policy` the jail a session runs in.
 
@@ -21,6 +22,7 @@
 
 mod agent;
 mod command;
+mod guard;
 pub(crate) mod policy;
 pub(crate) mod proto;
 mod state;

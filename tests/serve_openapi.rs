@@ -539,16 +539,25 @@ fn sessions_answer_as_documented(s: &Server, spec: &mut Spec, h: &[(&str, &str)]
         "post",
         &call("POST", "/v1/sessions", &json!({})),
     );
-    // A command that kills the session's agent ends the session: 410.
-    spec.check(
-        ex,
-        "post",
-        &call(
-            "POST",
-            &exec,
-            &json!({"command": "kill -KILL $PPID; sleep 60"}),
-        ),
+    assert_eq!(
+        s.call("DELETE", &format!("/v1/sessions/{id}"), h, b"")
+            .status,
+        200
     );
+    // The session's lifetime ends while a command runs: 410.
+    let short = Server::start(Who::Root, &["--max-session-lifetime", "1s"]);
+    let r = short.call("POST", "/v1/sessions", &[], b"{}");
+    assert_eq!(r.status, 201, "{}", r.text());
+    let sid = r.json()["id"].as_str().unwrap().to_string();
+    let body = json!({"command": "sleep 600"}).to_string();
+    let r = short.call(
+        "POST",
+        &format!("/v1/sessions/{sid}/exec"),
+        &[],
+        body.as_bytes(),
+    );
+    assert_eq!(r.json()["error"]["code"], "session_ended", "{}", r.text());
+    spec.check(ex, "post", &r);
     let id = open(spec);
     let path = format!("/v1/sessions/{id}");
     spec.check(one, "delete", &s.call("DELETE", &path, &[], b""));

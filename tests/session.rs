@@ -332,23 +332,45 @@ fn printed_event_lines_cannot_forge_the_protocol() {
 }
 
 #[test]
-fn commands_cannot_stop_the_agent_and_sigkill_ends_only_their_session() {
-    for m in modes("commands_cannot_stop_the_agent_and_sigkill_ends_only_their_session") {
+fn commands_cannot_signal_the_agent() {
+    for m in modes("commands_cannot_signal_the_agent") {
         let mut s = Session::start(m, &[]);
         let d = s.exec(
             "a",
-            "for sig in USR1 USR2 ALRM TSTP TTIN TTOU PIPE; do kill -$sig $PPID; done; echo sent",
+            "for sig in KILL STOP TERM INT HUP USR1 ALRM TSTP; do kill -$sig $PPID || echo refused; done; \
+             kill -KILL -$PPID || echo refused; kill -KILL -1 || echo refused; echo sent",
         );
-        assert_eq!(d.stdout, "sent\n", "{m:?}: {d:?}");
-        assert_eq!(s.exec("b", "echo alive").stdout, "alive\n", "{m:?}");
+        assert_eq!(d.stdout, "refused\n".repeat(10) + "sent\n", "{m:?}: {d:?}");
+        let d = s.exec(
+            "q",
+            "A=$PPID python3 -c 'import os; os.pidfd_open(int(os.environ[\"A\"]))' 2>&1 | tail -1",
+        );
+        assert!(d.stdout.contains("Operation not permitted"), "{m:?}: {d:?}");
+        // Background jobs of a command still work (its own signals).
+        let d = s.exec(
+            "b",
+            "sleep 0.1 & wait; echo waited; sleep 60 & kill $!; wait $!; echo $?",
+        );
+        assert_eq!(d.stdout, "waited\n143\n", "{m:?}: {d:?}");
         // The agent is not dumpable: its fds are not the command's to open.
         let d = s.exec("c", "cat /proc/$PPID/environ >/dev/null 2>&1 && echo read; ls /proc/$PPID/fd/ >/dev/null 2>&1 && echo listed; echo done");
         assert_eq!(d.stdout, "done\n", "{m:?}: {d:?}");
-        s.send(&json!({"op": "exec", "id": "k", "command": "kill -KILL $PPID"}));
+        assert_eq!(s.exec("z", "echo alive").stdout, "alive\n", "{m:?}");
+        s.close();
+    }
+}
+
+#[test]
+fn the_session_lifetime_ends_it_with_its_outcome() {
+    for m in modes("the_session_lifetime_ends_it_with_its_outcome") {
+        let dur = unique_duration(5, m);
+        let mut s = Session::start(m, &["--timeout", "1s"]);
+        s.send(&json!({"op": "exec", "id": "k", "command": format!("sleep {dur}")}));
         let (end, code) = s.end();
-        assert_eq!(end["outcome"]["status"], "signaled", "{m:?}: {end}");
-        assert_eq!(end["reason"], "signaled", "{m:?}: {end}");
+        assert_eq!(end["reason"], "timeout", "{m:?}: {end}");
+        assert_eq!(end["outcome"]["status"], "timeout", "{m:?}: {end}");
         assert_ne!(code, 0, "{m:?}");
+        assert!(sleepers(&dur).is_empty(), "{m:?}: left behind");
     }
 }
 

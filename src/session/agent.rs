@@ -3,8 +3,9 @@
 //!
 //! It makes itself not dumpable (a command of the same uid cannot open its
 //! /proc files or ptrace it), a child subreaper (orphans come back to it),
-//! and blocks the signals a command could stop it with (SIGKILL and SIGSTOP
-//! aside: a command that sends those ends or freezes its own session).
+//! and blocks the signals whose default would end or stop it; no command
+//! can signal it at all, SIGKILL and SIGSTOP included (`guard`, a seccomp
+//! filter on each command).
 //! SIGINT, SIGTERM, SIGHUP and SIGQUIT (stockade's, forwarded by the jail's
 //! init) are taken by a thread: SIGINT interrupts the running command, the
 //! others end the session (`terminated`).
@@ -28,6 +29,25 @@ pub(crate) const EXIT_CLOSED: i32 = 0;
 pub(crate) const EXIT_STDIN_END: i32 = 10;
 pub(crate) const EXIT_IDLE: i32 = 11;
 pub(crate) const EXIT_TERMINATED: i32 = 12;
+
+/// The signals the agent blocks (before any thread: every thread inherits
+/// the mask; a command gets an empty one from std's spawn). Not every
+/// signal: with SIGCHLD blocked too, `sleep 0.1 & wait` in a command never
+/// returned (seen, not explained).
+const BLOCKED: [Signal; 12] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+    Signal::SIGTSTP,
+    Signal::SIGTTIN,
+    Signal::SIGTTOU,
+    Signal::SIGIO,
+    Signal::SIGVTALRM,
+];
 
 /// The signals the agent's signal thread takes.
 const TAKEN: [Signal; 4] = [
@@ -88,19 +108,8 @@ fn run(argv: &[OsString]) -> Result<i32, String> {
     sys::set_child_subreaper().map_err(|e| e.to_string())?;
     // Before any thread: every thread inherits the mask (a command gets
     // an empty one from std's spawn).
-    sys::block_signals(&[
-        Signal::SIGTERM,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-        Signal::SIGUSR1,
-        Signal::SIGUSR2,
-        Signal::SIGALRM,
-        Signal::SIGTSTP,
-        Signal::SIGTTIN,
-        Signal::SIGTTOU,
-    ])
-    .map_err(|e| e.to_string())?;
+    sys::block_signals(&BLOCKED).map_err(|e| e.to_string())?;
+    let guard = super::guard::program(sys::getpid(), sys::getpgid(0).map_err(|e| e.to_string())?)?;
     let agent = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     if !state::plain_path(&agent) {
         return Err(format!("{}: not a plain path", agent.display()));
@@ -123,6 +132,7 @@ fn run(argv: &[OsString]) -> Result<i32, String> {
         home: cwd.clone(),
         agent,
         reach: Reach::detect(a.uid_range),
+        guard: std::sync::Arc::new(guard),
         running: None,
         seq: 0,
         idle: a.idle,
@@ -186,6 +196,8 @@ struct Agent {
     home: PathBuf,
     agent: PathBuf,
     reach: Reach,
+    /// The seccomp filter every command gets (`guard`).
+    guard: std::sync::Arc<Vec<libc::sock_filter>>,
     running: Option<Running>,
     seq: u64,
     idle: Option<Duration>,
@@ -329,7 +341,7 @@ impl Agent {
             self.state.cwd = self.home.clone();
         }
         self.seq += 1;
-        match Running::start(e, self.seq, &self.state, &self.agent, &self.tx) {
+        match Running::start(e, self.seq, &self.state, &self.agent, &self.guard, &self.tx) {
             Ok(r) => self.running = Some(r),
             Err(m) => self.emit(&proto::error(Some(&e.id), "exec_failed", &m))?,
         }

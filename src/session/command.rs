@@ -65,13 +65,14 @@ pub(crate) struct Running {
 pub(crate) const GRACE: Duration = Duration::from_secs(2);
 
 impl Running {
-    /// Start `e` in the session's `st`; `agent` is the path the shell runs
-    /// the state report with.
+    /// Start `e` in the session's `st`, under the `guard` filter; `agent`
+    /// is the path the shell runs the state report with.
     pub(crate) fn start(
         e: &proto::Exec,
         seq: u64,
         st: &State,
         agent: &Path,
+        guard: &std::sync::Arc<Vec<libc::sock_filter>>,
         tx: &Sender<Msg>,
     ) -> Result<Running, String> {
         let (state_r, state_w) = sys::pipe().map_err(|e| e.to_string())?;
@@ -96,6 +97,7 @@ impl Running {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        sys::seccomp::filter_before_exec(&mut c, guard.clone());
         let mut child = c.spawn().map_err(|err| format!("/bin/sh: {err}"))?;
         drop(state_w);
         let pid = child.id() as i32;
