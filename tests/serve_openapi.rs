@@ -544,18 +544,34 @@ fn sessions_answer_as_documented(s: &Server, spec: &mut Spec, h: &[(&str, &str)]
             .status,
         200
     );
-    // The session's lifetime ends while a command runs: 410.
-    let short = Server::start(Who::Root, &["--max-session-lifetime", "1s"]);
-    let r = short.call("POST", "/v1/sessions", &[], b"{}");
-    assert_eq!(r.status, 201, "{}", r.text());
-    let sid = r.json()["id"].as_str().unwrap().to_string();
-    let body = json!({"command": "sleep 600"}).to_string();
-    let r = short.call(
-        "POST",
-        &format!("/v1/sessions/{sid}/exec"),
-        &[],
-        body.as_bytes(),
-    );
+    // The session is closed while a command runs: that exec gets 410.
+    let id = open(spec);
+    let exec = format!("/v1/sessions/{id}/exec");
+    let r = std::thread::scope(|t| {
+        let sock = s.sock.clone();
+        let body = json!({"command": "touch \"$HOME/started\"; sleep 600"}).to_string();
+        let exec = exec.clone();
+        let waiting = t.spawn(move || {
+            let c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+            serve_util::send(c, "POST", &exec, h, body.as_bytes())
+        });
+        let dirs = s.leftovers();
+        assert_eq!(dirs.len(), 1, "{dirs:?}");
+        let started = s.runs.join(&dirs[0]).join("started");
+        let deadline = std::time::Instant::now() + serve_util::PATIENCE;
+        while !started.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the command never started"
+            );
+            std::thread::yield_now();
+        }
+        assert_eq!(
+            call("DELETE", &format!("/v1/sessions/{id}"), &json!({})).status,
+            200
+        );
+        waiting.join().unwrap()
+    });
     assert_eq!(r.json()["error"]["code"], "session_ended", "{}", r.text());
     spec.check(ex, "post", &r);
     let id = open(spec);
