@@ -233,6 +233,40 @@ pub fn take_fd(tid: u32, fd: i32) -> SysResult<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
 }
 
+/// Have `cmd` install `prog` as a seccomp filter in its child, the last
+/// step before exec (no_new_privs must already be set, as it is in a
+/// jail). The child of a multi-threaded process may only make
+/// async-signal-safe calls: this is one seccomp(2) call and no allocation.
+pub fn filter_before_exec(
+    cmd: &mut std::process::Command,
+    prog: std::sync::Arc<Vec<libc::sock_filter>>,
+) {
+    use std::os::unix::process::CommandExt;
+    let hook = move || {
+        let fprog = libc::sock_fprog {
+            len: prog.len() as libc::c_ushort,
+            filter: prog.as_ptr() as *mut libc::sock_filter,
+        };
+        // SAFETY: fprog points to `prog`, alive for the call; the kernel
+        // copies the program and never writes through the pointer.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0,
+                &fprog as *const libc::sock_fprog,
+            )
+        };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child before exec and makes one
+    // system call, allocating nothing and taking no lock (see above).
+    unsafe { cmd.pre_exec(hook) };
+}
+
 #[cfg(test)]
 mod tests {
     /// The kernel's _IOW('!', 3, struct seccomp_notif_addfd) on 64 bits:
