@@ -1,5 +1,9 @@
-"""Client for `stockade serve`: every run in its own fresh jail."""
+"""stockade from Python: `Client` for `stockade serve`, `run` (and the
+`evaluator` module) on the local binary; every run in its own fresh jail.
+The core is stdlib only; `stockade.langchain` and `stockade.deepagents`
+need their extras."""
 
+from . import evaluator
 from .client import Chunk, Client, Outcome
 from .errors import (
     BadRequest,
@@ -8,12 +12,15 @@ from .errors import (
     NotFound,
     PayloadTooLarge,
     QueueFull,
+    SetupError,
     ShuttingDown,
     StockadeConnectionError,
     StockadeError,
+    StockadeNotFound,
     Unauthorized,
     UnknownProfile,
 )
+from .local import run
 
 __all__ = [
     "BadRequest",
@@ -25,9 +32,13 @@ __all__ = [
     "Outcome",
     "PayloadTooLarge",
     "QueueFull",
+    "SetupError",
     "ShuttingDown",
     "StockadeConnectionError",
     "StockadeError",
+    "StockadeNotFound",
     "Unauthorized",
     "UnknownProfile",
+    "evaluator",
+    "run",
 ]

@@ -81,3 +81,21 @@ def from_answer(status, body, retry_after=None):
     code = err.get("code", "http_%d" % status)
     cls = _BY_CODE.get(code, StockadeError)
     return cls(status, code, err.get("message", ""), err.get("field"), retry_after)
+
+
+class StockadeNotFound(StockadeError):
+    """The local `stockade` binary is not there (give `binary=`, set
+    STOCKADE_BIN, or put it on PATH)."""
+
+    def __init__(self, message):
+        super().__init__(0, "not_found", message)
+
+
+class SetupError(StockadeError):
+    """The local `stockade` could not set the jail up (exit 125): a bad
+    flag, profile or limit, or a layer the host lacks. `outcome` is the
+    run's Outcome when stockade wrote one."""
+
+    def __init__(self, message, outcome=None):
+        super().__init__(0, "setup_error", message)
+        self.outcome = outcome
