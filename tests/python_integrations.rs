@@ -14,7 +14,13 @@ use std::process::{Command, Output};
 use common::{Scratch, Who};
 
 /// The Python test modules this runs (in clients/python/tests).
-const MODULES: &[&str] = &["test_local", "test_evaluator", "test_langchain"];
+const MODULES: &[&str] = &[
+    "test_local",
+    "test_evaluator",
+    "test_langchain",
+    "test_session",
+    "test_deepagents",
+];
 /// Put in $HOME/.ssh/id_rsa and the environment: the suites check that no
 /// jail reads it.
 const CANARY: &str = "host-canary-7c2e91";

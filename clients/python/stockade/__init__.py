@@ -1,5 +1,5 @@
-"""stockade from Python: `Client` for `stockade serve`, `run` (and the
-`evaluator` module) on the local binary; every run in its own fresh jail.
+"""stockade from Python: `Client` for `stockade serve`; `run`, `Session`
+(and the `evaluator` module) on the local binary; every run in its own fresh jail.
 The core is stdlib only; `stockade.langchain` and `stockade.deepagents`
 need their extras."""
 
@@ -12,6 +12,8 @@ from .errors import (
     NotFound,
     PayloadTooLarge,
     QueueFull,
+    SessionClosed,
+    SessionError,
     SetupError,
     ShuttingDown,
     StockadeConnectionError,
@@ -21,17 +23,22 @@ from .errors import (
     UnknownProfile,
 )
 from .local import run
+from .session import ExecResult, Session
 
 __all__ = [
     "BadRequest",
     "Chunk",
     "Client",
+    "ExecResult",
     "InternalError",
     "MethodNotAllowed",
     "NotFound",
     "Outcome",
     "PayloadTooLarge",
     "QueueFull",
+    "Session",
+    "SessionClosed",
+    "SessionError",
     "SetupError",
     "ShuttingDown",
     "StockadeConnectionError",

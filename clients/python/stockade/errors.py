@@ -99,3 +99,20 @@ class SetupError(StockadeError):
     def __init__(self, message, outcome=None):
         super().__init__(0, "setup_error", message)
         self.outcome = outcome
+
+
+class SessionError(StockadeError):
+    """A `stockade session` answered an error event (`code`: busy,
+    bad_request, …), or the session is gone."""
+
+    def __init__(self, code, message, outcome=None):
+        super().__init__(0, code, message)
+        self.outcome = outcome
+
+
+class SessionClosed(SessionError):
+    """The session ended (closed, idle timeout, or a limit ended it);
+    `outcome` is the session's Outcome when it said one."""
+
+    def __init__(self, message, outcome=None):
+        super().__init__("session_closed", message, outcome)
