@@ -13,6 +13,7 @@ mod fast;
 mod profile_cmd;
 mod report;
 mod run;
+mod session;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -56,6 +57,14 @@ fn eprint_line(msg: &str) {
 pub fn main(args: Vec<OsString>) -> i32 {
     // Started as `bwrap` (a symlink), or `stockade bwrap ARGS…`: bwrap's
     // command line, read raw (clap would not read it as bwrap does).
+    // A session's agent and its shell's state report (hidden): first, as
+    // the agent's binary may be named anything.
+    if args.get(1).is_some_and(|a| a == crate::session::AGENT_ARG) {
+        return crate::session::agent_main(&args[2..]);
+    }
+    if args.get(1).is_some_and(|a| a == crate::session::STATE_ARG) {
+        return crate::session::state_main(&args[2..]);
+    }
     let argv0 = args.first().map(std::path::Path::new);
     if argv0
         .and_then(|a| a.file_name())
@@ -83,6 +92,10 @@ pub fn main(args: Vec<OsString>) -> i32 {
             a.dashdash = fast::dashdash_before_command(&args);
             let sub = matches.subcommand_matches("run");
             run::run_cmd(&a, &sub.map(args::mount_flags).unwrap_or_default())
+        }
+        Cmd::Session(a) => {
+            let sub = matches.subcommand_matches("session");
+            session::session_cmd(&a, &sub.map(args::mount_flags).unwrap_or_default())
         }
         Cmd::Profile(pc) => profile_cmd::profile_cmd(pc),
         Cmd::Completions { shell } => docs::completions(shell),

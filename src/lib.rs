@@ -18,6 +18,7 @@ mod plan;
 pub mod policy;
 mod seccomp;
 mod serve;
+mod session;
 pub mod spawner;
 mod supervise;
 #[allow(unsafe_code)]

@@ -34,6 +34,9 @@ pub(super) enum Cmd {
     /// Run a command in a new jail (default profile: shell).
     #[command(long_about = RUN_ABOUT)]
     Run(Box<RunArgs>),
+    /// Keep one jail up and run commands in it, one at a time (JSON lines on stdin and stdout).
+    #[command(long_about = SESSION_ABOUT)]
+    Session(Box<SessionArgs>),
     /// List, show or check profiles.
     #[command(subcommand)]
     Profile(ProfileCmd),
@@ -69,6 +72,86 @@ Without --profile the `shell` profile is used: the host's /usr, /bin, /lib* and 
 read-only, a fresh /proc, a minimal /dev, a writable /tmp and workdir (/work), no network but \
 loopback, the default seccomp allowlist and Landlock. Flags override the profile's fields. \
 Built-in profiles: minimal, shell, python, strict (`stockade profile list`).";
+
+pub(super) const SESSION_ABOUT: &str =
+    "Keep one jail up and run commands in it, one at a time.\n\n\
+Requests are JSON lines on stdin, events JSON lines on stdout (README: Sessions):\n\
+  {\"op\":\"exec\",\"id\":\"c1\",\"command\":\"cd /tmp && ls\",\"timeout\":10}\n\
+  {\"op\":\"interrupt\",\"id\":\"c1\"}\n\
+  {\"op\":\"close\"}\n\
+The working directory and exported environment carry over between commands; the jail's limits \
+cover the whole session. The last line is {\"event\":\"end\",\"reason\":…,\"outcome\":{…}}.\n\n\
+Example:\n\
+  printf '%s\\n' '{\"op\":\"exec\",\"id\":\"1\",\"command\":\"export A=1; cd /tmp\"}' \\\n\
+    '{\"op\":\"exec\",\"id\":\"2\",\"command\":\"echo $A $PWD\"}' | stockade session --memory 256m";
+
+/// `stockade session`: the jail flags of `run` that make sense for a
+/// session, and its own.
+#[derive(Args, Debug, Default)]
+pub(super) struct SessionArgs {
+    /// Profile: a built-in name (minimal, shell, python, strict) or a .toml file [default: shell]
+    #[arg(long, value_name = "NAME|FILE")]
+    pub(super) profile: Option<String>,
+    /// The Python interpreter the jail runs (discovered and bound read-only) [default: python3 on PATH]
+    #[arg(long, value_name = "PATH")]
+    pub(super) python: Option<PathBuf>,
+    /// Bind a host path read-only (nosuid, nodev) at DST (default: the same path)
+    #[arg(long, value_name = "SRC[:DST]")]
+    pub(super) ro_bind: Vec<String>,
+    /// Bind a host path read-write (nosuid, nodev) at DST (default: the same path)
+    #[arg(long, value_name = "SRC[:DST]")]
+    pub(super) bind: Vec<String>,
+    /// Mount a fresh tmpfs at DST, capped at SIZE (default 64m)
+    #[arg(long, value_name = "DST[:SIZE]")]
+    pub(super) tmpfs: Vec<String>,
+    /// Create a symlink LINK -> TARGET inside the jail
+    #[arg(long, value_name = "TARGET:LINK")]
+    pub(super) symlink: Vec<String>,
+    /// Set an environment variable in the jail
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub(super) setenv: Vec<String>,
+    /// Pass the caller's value of an environment variable into the jail
+    #[arg(long, value_name = "NAME")]
+    pub(super) keep_env: Vec<String>,
+    /// Network: none (only loopback) or host [default: the profile's, none]
+    #[arg(long, visible_alias = "net", value_enum)]
+    pub(super) network: Option<NetArg>,
+    /// Read-write working directory, also $HOME [default: a fresh tmpfs at /work]
+    #[arg(long, value_name = "HOST[:INNER]")]
+    pub(super) workdir: Option<String>,
+    /// Size cap of the jail's /tmp [default: 128m]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+    pub(super) tmp_size: Option<String>,
+    /// Memory limit of the whole session (cgroup memory.max; RLIMIT_AS when no memory controller)
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+    pub(super) memory: Option<String>,
+    /// CPU quota of the whole session in CPUs, e.g. 0.5 (cgroup cpu.max)
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub(super) cpus: Option<String>,
+    /// Maximum processes and threads of the whole session
+    #[arg(
+        long,
+        visible_alias = "pids",
+        value_name = "N",
+        allow_hyphen_values = true
+    )]
+    pub(super) pids_limit: Option<String>,
+    /// Allow one more syscall, or a group (@network-io, …), on top of the profile's
+    #[arg(long, value_name = "NAME|@GROUP")]
+    pub(super) seccomp_allow: Vec<String>,
+    /// Fail (exit 125) unless this layer is applied: userns, landlock, seccomp, cgroup
+    #[arg(long, value_name = "LAYER")]
+    pub(super) require: Vec<String>,
+    /// Where user namespaces are refused and stockade is root: host uids to give each jail one of [default: 2147418112:65536]
+    #[arg(long, value_name = "START:COUNT")]
+    pub(super) uid_range: Option<String>,
+    /// End the session after this long without a command running, e.g. 10m; 0: never [default: 0]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+    pub(super) idle_timeout: Option<String>,
+    /// End the session after this long in all, e.g. 1h [default: none]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+    pub(super) timeout: Option<String>,
+}
 
 #[derive(Subcommand, Debug)]
 pub(super) enum ProfileCmd {

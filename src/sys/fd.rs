@@ -192,3 +192,13 @@ pub fn set_nonblocking(fd: RawFd) -> SysResult<()> {
     }
     Ok(())
 }
+
+/// Make a pipe hold at least `size` bytes (F_SETPIPE_SZ).
+pub fn set_pipe_size(fd: RawFd, size: usize) -> SysResult<()> {
+    let size = libc::c_int::try_from(size).unwrap_or(libc::c_int::MAX);
+    // SAFETY: fcntl on an integer fd with an integer argument.
+    if unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, size) } < 0 {
+        return err("fcntl", format!("{fd}, F_SETPIPE_SZ {size}"), last_errno());
+    }
+    Ok(())
+}

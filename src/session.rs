@@ -1,0 +1,60 @@
+//! Sessions: one jail that outlives one command (`stockade session`, and
+//! `/v1/sessions` in `serve`).
+//!
+//! A session is a front end on the library: its jail's payload is the
+//! *agent*, stockade's own binary bound read-only into the jail and run as
+//! `stockade session-agent`. The agent reads requests (JSON lines, see
+//! `proto`) on its stdin and runs each command as `/bin/sh -c` in a new
+//! process group, framing everything the command writes as events of its
+//! own: nothing a command prints can forge an event. State (cwd, exported
+//! environment) is reported by the command's shell on exit, on a pipe of
+//! the agent's, and applied to the next command. When a command ends, its
+//! whole process tree is killed (`sweep`). The jail's limits cover the
+//! whole session; the front end adds the `end` event with the jail's
+//! outcome.
+//!
+//! `agent` is the loop, `command` one running command, `sweep` the kill of
+//! what a command left, `state` the shell's report of its state, `proto`
+//! the wire format, `policy` the jail a session runs in.
+
+#![deny(unsafe_code)]
+
+mod agent;
+mod command;
+pub(crate) mod policy;
+pub(crate) mod proto;
+mod state;
+mod sweep;
+
+/// The hidden subcommand the jail's payload runs.
+pub(crate) const AGENT_ARG: &str = "session-agent";
+/// The hidden subcommand a command's shell runs on exit to report its state.
+pub(crate) const STATE_ARG: &str = "session-state";
+
+pub(crate) use agent::main as agent_main;
+pub(crate) use state::main as state_main;
+
+/// Why a session ended, from its jail's outcome: the agent's exit code
+/// says it for the ends it chose (`closed`, `stdin_closed`,
+/// `idle_timeout`); otherwise the outcome's status (`memory_limit`,
+/// `timeout`, `signaled` when a command killed the agent, …).
+pub(crate) fn end_reason(o: &crate::Outcome) -> String {
+    if o.status == crate::Status::Exited {
+        match o.exit_code {
+            agent::EXIT_CLOSED => return "closed".into(),
+            agent::EXIT_STDIN_END => return "stdin_closed".into(),
+            agent::EXIT_IDLE => return "idle_timeout".into(),
+            _ => {}
+        }
+    }
+    serde_json::to_value(o.status)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_else(|| "ended".into())
+}
+
+/// The `end` event: the last line of a session.
+pub(crate) fn end_event(o: &crate::Outcome) -> serde_json::Value {
+    let outcome = serde_json::from_str(&o.to_json()).unwrap_or(serde_json::Value::Null);
+    proto::end(&end_reason(o), outcome)
+}
