@@ -3,6 +3,7 @@
 //! extras from PyPI), its unittest modules run as root and as uid 65534
 //! through clients/python/tests/run_suite.py, one result per Python test:
 //! a failure fails this test, a skip is a SKIPPED line (never a pass).
+//! The README's `python package-example` blocks run in the same venv.
 
 mod common;
 
@@ -170,6 +171,67 @@ fn run_suite(s: &Scratch, py: &Path, tests: &Path, who: Who) -> Vec<serde_json::
         .collect()
 }
 
+/// The README's ```` ```python package-example ```` blocks: (line, code).
+fn readme_examples() -> Vec<(usize, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut out = Vec::new();
+    let mut cur: Option<(usize, String)> = None;
+    for (i, l) in text.lines().enumerate() {
+        match &mut cur {
+            None if l.trim_end() == "```python package-example" => {
+                cur = Some((i + 1, String::new()))
+            }
+            None => {}
+            Some(_) if l.trim_start().starts_with("```") => out.push(cur.take().unwrap()),
+            Some((_, code)) => {
+                code.push_str(l);
+                code.push('\n');
+            }
+        }
+    }
+    assert!(
+        cur.is_none(),
+        "README.md: a package-example block is not closed"
+    );
+    out
+}
+
+/// Run each README example with the venv's Python as `who`, in a fresh
+/// directory, with the stockade binary on PATH.
+fn run_readme_examples(py: &Path, who: Who) {
+    let examples = readme_examples();
+    assert!(
+        examples.len() >= 5,
+        "README.md: expected a package-example per integration, found {}",
+        examples.len()
+    );
+    let bindir = common::binary().parent().unwrap().display().to_string();
+    for (line, code) in examples {
+        let s = Scratch::new("readme-python").world_writable();
+        let f = s.join("example.py");
+        std::fs::write(&f, &code).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let mut c = Command::new(py);
+        c.arg(&f)
+            .current_dir(s.path())
+            .env_clear()
+            .env("PATH", format!("{bindir}:/usr/local/bin:/usr/bin:/bin"))
+            .env("HOME", s.path())
+            .env("LANG", "C.UTF-8")
+            .env("PYTHONDONTWRITEBYTECODE", "1");
+        if who == Who::Nobody && common::is_root() {
+            c.uid(common::NOBODY).gid(common::NOBODY);
+        }
+        let o = c.output().unwrap();
+        assert!(
+            o.status.success(),
+            "README.md:{line}: package-example failed as {who:?}:\n{code}--- output\n{}",
+            out(&o)
+        );
+    }
+}
+
 #[test]
 fn python_package_suites() {
     let s = Scratch::new("python-integrations");
@@ -182,6 +244,7 @@ fn python_package_suites() {
     install(&py, &pkg);
     let mut failed = Vec::new();
     for who in common::users("python_package_suites") {
+        run_readme_examples(&py, who);
         let results = run_suite(&s, &py, &pkg.join("tests"), who);
         for m in MODULES {
             let ran = results.iter().any(|r| {

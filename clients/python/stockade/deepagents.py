@@ -28,7 +28,8 @@ MAX_OUTPUT = 1 << 20
 MAX_DOWNLOAD = 64 << 20
 
 _ERRORS = (
-    ("No such file or directory", "file_not_found"),
+    ("No such file", "file_not_found"),
+    ("nonexistent", "file_not_found"),
     ("Not a directory", "file_not_found"),
     ("Permission denied", "permission_denied"),
     ("Read-only file system", "permission_denied"),

@@ -106,7 +106,7 @@ class ThroughAnAgent(unittest.TestCase):
             del os.environ["STOCKADE_DEEP_CANARY"]
             listener.close()
         cd, pwd, write, cat, fail, slow, reads, env, net = [m.content for m in msgs]
-        self.assertEqual(pwd.split(), [workdir + "/proj", "blue"])
+        self.assertEqual(pwd.split("\n")[:2], [workdir + "/proj", "blue"])
         self.assertIn("written by the agent", cat)
         self.assertIn("Exit code: 2", fail)
         self.assertIn("timed out", slow)
