@@ -97,6 +97,7 @@ class Session:
         self._ids = itertools.count(1)
         self._running = None
         self.outcome = None
+        self.end_reason = None
         ready = self._next_event()
         if ready is None or ready.get("event") != "ready":
             self._proc.kill()
@@ -142,9 +143,21 @@ class Session:
             if event is None:
                 break
             if event.get("event") == "end":
-                self.outcome = Outcome(event.get("outcome") or {})
+                self._ended(event)
         why = self.outcome.status if self.outcome else self._stderr_text()[-500:] or "stdout closed"
         return SessionClosed("the session has ended (%s)" % why, self.outcome)
+
+    def _ended(self, event):
+        self.outcome = Outcome(event.get("outcome") or {})
+        self.end_reason = event.get("reason")
+
+    def wait(self):
+        """Block until the session ends by itself (idle timeout, a limit)
+        and return its Outcome; `end_reason` says why."""
+        if self._running is not None:
+            raise SessionError("busy", "command %s is still running" % self._running)
+        self._gone()
+        return self.outcome
 
     def stream(self, command, *, timeout=None, max_output=None, stdin=None):
         """Run `command`; yield Chunk objects as it writes, then its
@@ -173,7 +186,7 @@ class Session:
                 raise self._gone()
             kind = event.get("event")
             if kind == "end":
-                self.outcome = Outcome(event.get("outcome") or {})
+                self._ended(event)
                 raise SessionClosed("the session ended during the command (%s)" % self.outcome.status, self.outcome)
             if event.get("id") != cid and not (kind == "error" and event.get("id") is None):
                 continue

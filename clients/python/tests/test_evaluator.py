@@ -155,6 +155,18 @@ class Evaluators(unittest.TestCase):
         finally:
             listener.close()
 
+    def test_a_killed_syscall_is_forbidden(self):
+        src = (
+            "import ctypes\n"
+            "def evaluate(a, i, o, c):\n"
+            "    ctypes.CDLL(None).syscall(101, 0, 0, 0, 0)  # ptrace(PTRACE_TRACEME)\n"
+            "    return 1.0\n"
+        )
+        with self.assertRaises(ev.Forbidden) as e:
+            ev.evaluate(src, flags=["--seccomp-action", "kill"])
+        self.assertEqual(e.exception.outcome.status, "seccomp_violation")
+        self.assertEqual(ev.evaluate(src), 1.0, "with the default action ptrace fails with EPERM instead")
+
     def test_direct_reads_reach_nothing(self):
         src = self.probe_src() + "import os\ndef evaluate(a, i, o, c):\n    probe(os, None)\n"
         self.assert_host_unreached(findings(self, src))

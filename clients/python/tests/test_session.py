@@ -134,6 +134,17 @@ class Sessions(unittest.TestCase):
         with self.assertRaises(stockade.SessionClosed):
             s.exec("true")
 
+    def test_idle_timeout_ends_the_session(self):
+        s = stockade.Session(idle_timeout=1)
+        s.exec("echo x > f")
+        outcome = s.wait()
+        self.assertEqual(s.end_reason, "idle_timeout")
+        self.assertIsInstance(outcome, stockade.Outcome)
+        self.assertFalse(s.alive)
+        with self.assertRaises(stockade.SessionClosed):
+            s.exec("cat f")
+        self.assertIs(s.close(), outcome)
+
     def test_bad_arguments(self):
         with self.assertRaises(stockade.SetupError):
             stockade.Session(memory="lots")
