@@ -3,7 +3,9 @@
 //! extras from PyPI), its unittest modules run as root and as uid 65534
 //! through clients/python/tests/run_suite.py, one result per Python test:
 //! a failure fails this test, a skip is a SKIPPED line (never a pass).
-//! The README's `python package-example` blocks run in the same venv.
+//! The README's `python package-example` blocks run in the same venv. The
+//! suites run again where user namespaces are refused (the fallback,
+//! through tests/payloads/chk_nouserns.c), with STOCKADE_TEST_FALLBACK=1.
 
 mod common;
 
@@ -127,8 +129,8 @@ fn install(py: &Path, pkg: &Path) {
 }
 
 /// A $HOME for `who` with the canary in .ssh/id_rsa.
-fn home(s: &Scratch, who: Who) -> PathBuf {
-    let home = s.join(&format!("home-{who:?}"));
+fn home(s: &Scratch, label: &str, who: Who) -> PathBuf {
+    let home = s.join(&format!("home-{label}"));
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
     std::fs::write(home.join(".ssh/id_rsa"), CANARY).unwrap();
     std::fs::set_permissions(
@@ -144,10 +146,24 @@ fn home(s: &Scratch, who: Who) -> PathBuf {
     home
 }
 
-/// Run the modules as `who`; return the result lines (test, result, detail).
-fn run_suite(s: &Scratch, py: &Path, tests: &Path, who: Who) -> Vec<serde_json::Value> {
-    let results = s.join(&format!("results-{who:?}.jsonl"));
-    let mut c = Command::new(py);
+/// Run the modules as `who` (in the fallback when `fallback`); return the
+/// result lines (test, result, detail).
+fn run_suite(
+    s: &Scratch,
+    py: &Path,
+    tests: &Path,
+    who: Who,
+    fallback: bool,
+) -> Vec<serde_json::Value> {
+    let label = format!("{who:?}{}", if fallback { "-fallback" } else { "" });
+    let results = s.join(&format!("results-{label}.jsonl"));
+    let mut c = if fallback {
+        let mut c = Command::new(common::c_payload("chk_nouserns"));
+        c.arg(py);
+        c
+    } else {
+        Command::new(py)
+    };
     c.arg(tests.join("run_suite.py"))
         .arg(&results)
         .args(MODULES)
@@ -155,20 +171,46 @@ fn run_suite(s: &Scratch, py: &Path, tests: &Path, who: Who) -> Vec<serde_json::
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("LANG", "C.UTF-8")
-        .env("HOME", home(s, who))
+        .env("HOME", home(s, &label, who))
         .env("STOCKADE_BIN", common::binary())
         .env("STOCKADE_EVAL_CANARY", CANARY)
         .env("PYTHONDONTWRITEBYTECODE", "1");
+    if fallback {
+        c.env("STOCKADE_TEST_FALLBACK", "1");
+    }
     if who == Who::Nobody && common::is_root() {
         std::fs::set_permissions(s.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         c.uid(common::NOBODY).gid(common::NOBODY);
     }
     let o = c.output().unwrap();
-    eprintln!("--- python suites as {who:?}\n{}", out(&o));
+    eprintln!("--- python suites as {label}\n{}", out(&o));
     let text = std::fs::read_to_string(&results).unwrap_or_default();
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
         .collect()
+}
+
+/// Check that every module reported, print each result, record skips,
+/// collect failures.
+fn tally(results: &[serde_json::Value], label: &str, failed: &mut Vec<String>) {
+    for m in MODULES {
+        let ran = results.iter().any(|r| {
+            r["test"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(&format!("{m}.")) || t.contains(&format!("({m})")))
+        });
+        assert!(ran, "{m}: no result as {label}: {results:?}");
+    }
+    for r in results {
+        let (test, result) = (r["test"].as_str().unwrap(), r["result"].as_str().unwrap());
+        let detail = r["detail"].as_str().unwrap_or("");
+        eprintln!("python {label} {test}: {result}");
+        match result {
+            "pass" => {}
+            "skipped" => common::skip(&format!("python::{label}::{test}"), detail),
+            _ => failed.push(format!("{label} {test}: {result}\n{detail}")),
+        }
+    }
 }
 
 /// The README's ```` ```python package-example ```` blocks: (line, code).
@@ -245,24 +287,10 @@ fn python_package_suites() {
     let mut failed = Vec::new();
     for who in common::users("python_package_suites") {
         run_readme_examples(&py, who);
-        let results = run_suite(&s, &py, &pkg.join("tests"), who);
-        for m in MODULES {
-            let ran = results.iter().any(|r| {
-                r["test"].as_str().is_some_and(|t| {
-                    t.starts_with(&format!("{m}.")) || t.contains(&format!("({m})"))
-                })
-            });
-            assert!(ran, "{m}: no result as {who:?}: {results:?}");
-        }
-        for r in &results {
-            let (test, result) = (r["test"].as_str().unwrap(), r["result"].as_str().unwrap());
-            let detail = r["detail"].as_str().unwrap_or("");
-            eprintln!("python {who:?} {test}: {result}");
-            match result {
-                "pass" => {}
-                "skipped" => common::skip(&format!("python::{who:?}::{test}"), detail),
-                _ => failed.push(format!("{who:?} {test}: {result}\n{detail}")),
-            }
+        for fallback in [false, true] {
+            let results = run_suite(&s, &py, &pkg.join("tests"), who, fallback);
+            let label = format!("{who:?}{}", if fallback { "-fallback" } else { "" });
+            tally(&results, &label, &mut failed);
         }
     }
     assert!(

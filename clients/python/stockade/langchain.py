@@ -19,6 +19,7 @@ but loopback unless `network_enabled`, and the host environment stays
 out: the shell sees only the middleware's `env`.
 """
 
+import json
 import os
 import subprocess
 from dataclasses import dataclass, field
@@ -37,10 +38,21 @@ _LANGCHAIN_TEMP_PREFIX = "langchain-shell-"
 NOBODY = 65534
 
 
-def owner_flags(workspace):
+def userns_available(binary):
+    """Whether this host lets stockade make user namespaces (`stockade
+    check --json`); without them jails run as leased uids (the fallback)."""
+    probe = subprocess.run([binary, "check", "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        return bool(json.loads(probe.stdout)["layers"]["userns"]["available"])
+    except (ValueError, KeyError, TypeError):
+        return True
+
+
+def owner_flags(workspace, binary):
     """Flags that let the jail's user write `workspace`. A root caller's
     jails map to host uid 65534: map them to the workspace's owner
-    instead, or hand LangChain's own temporary workspace to 65534; a
+    instead, or hand LangChain's own temporary workspace to 65534 (in the
+    fallback, where each jail gets a leased uid, open it to every uid); a
     root-owned workspace of the caller's is refused (the jail would run
     as host root)."""
     if os.geteuid() != 0:
@@ -49,7 +61,10 @@ def owner_flags(workspace):
     if st.st_uid != 0:
         return ["--host-uid", str(st.st_uid), "--host-gid", str(st.st_gid)]
     if Path(workspace).name.startswith(_LANGCHAIN_TEMP_PREFIX):
-        os.chown(workspace, NOBODY, NOBODY)
+        if userns_available(binary):
+            os.chown(workspace, NOBODY, NOBODY)
+        else:
+            os.chmod(workspace, 0o777)
         return []
     raise ValueError(
         "workspace %s is owned by root: a jail never runs as host root; "
@@ -87,8 +102,9 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
     def build_command(self, workspace, env, command):
         """The `stockade run` argv for `command` on `workspace`."""
         ws = os.path.realpath(str(workspace))
-        argv = [local.find_binary(self.binary), "run", "--profile", self.profile]
-        argv += ["--workdir", "%s:%s" % (ws, ws)] + owner_flags(ws)
+        binary = local.find_binary(self.binary)
+        argv = [binary, "run", "--profile", self.profile]
+        argv += ["--workdir", "%s:%s" % (ws, ws)] + owner_flags(ws, binary)
         argv += ["--network", "host" if self.network_enabled else "none"]
         argv += local.limit_flags({"memory": self.memory_bytes, "cpus": self.cpus, "pids": self.pids})
         argv += local.env_flags({str(k): str(v) for k, v in dict(env).items()})

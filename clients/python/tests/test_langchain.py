@@ -10,6 +10,9 @@ import tempfile
 import unittest
 
 BIN = os.environ.get("STOCKADE_BIN")
+# tests/python_integrations.rs also runs the suites where user namespaces
+# are refused (the fallback: jails as leased uids on the host's tree).
+FALLBACK = os.environ.get("STOCKADE_TEST_FALLBACK") == "1"
 CANARY = "host-canary-7c2e91"
 
 try:
@@ -76,7 +79,9 @@ class ShellThroughLangChain(unittest.TestCase):
         self.assertEqual(fail.status, "error")
         self.assertIn("No such file or directory", fail.content)
         self.assertEqual(fail.artifact["exit_code"], 2)
-        self.assertEqual(who.content.strip(), "1000", "the shell runs as the jail's user")
+        self.assertNotEqual(who.content.strip(), "0")
+        if not FALLBACK:
+            self.assertEqual(who.content.strip(), "1000", "the shell runs as the jail's user")
 
     def test_timeout_restarts_a_fresh_jail(self):
         before, slow, after = run_shell(["export MARK=set; echo $MARK", "sleep 600", "echo MARK=${MARK:-unset}"],
@@ -111,7 +116,7 @@ class ShellThroughLangChain(unittest.TestCase):
         for m in (shadow, ssh, env, proc, net):
             self.assertNotIn(CANARY, m.content)
         self.assertEqual(shadow.status, "error")
-        self.assertIn("No such file", shadow.content)
+        self.assertRegex(shadow.content, "No such file|Permission denied")
         self.assertEqual(ssh.status, "error")
         self.assertNotIn("id_rsa", ssh.content.replace("%s/.ssh/id_rsa" % host_home, ""))
         self.assertIn("GREETING=hello", env.content)
