@@ -100,7 +100,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Cmd::Profile(pc) => profile_cmd::profile_cmd(pc),
         Cmd::Completions { shell } => docs::completions(shell),
         Cmd::Check(c) => check_cmd(&c),
-        Cmd::Serve(a) => crate::serve::main(a),
+        Cmd::Serve(a) => crate::serve::main(*a),
         Cmd::Bwrap { args } => bwrap_sub(&args),
     }
 }

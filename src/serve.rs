@@ -20,6 +20,8 @@ mod metrics;
 mod pool;
 mod request;
 mod run;
+mod session;
+mod session_http;
 mod stream;
 mod warm;
 mod workdir;
@@ -47,6 +49,11 @@ pub struct Max {
     pub queue: usize,
     pub body: u64,
     pub files: usize,
+    /// Sessions open at once; a session's idle timeout (and its default)
+    /// and its whole life.
+    pub sessions: usize,
+    pub session_idle: Duration,
+    pub session_lifetime: Duration,
 }
 
 /// What every request handler shares.
@@ -70,6 +77,7 @@ pub struct State {
     next_id: AtomicU64,
     pub workdir_root: PathBuf,
     pub confinement: serde_json::Value,
+    pub sessions: session::Sessions,
 }
 
 impl State {
@@ -171,6 +179,7 @@ pub fn main(a: ServeArgs) -> i32 {
         next_id: AtomicU64::new(0),
         workdir_root,
         confinement,
+        sessions: session::Sessions::default(),
     });
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -181,6 +190,7 @@ pub fn main(a: ServeArgs) -> i32 {
     };
     let code = rt.block_on(listen::serve(listener, state.clone(), a.drain_timeout));
     state.pool.shutdown();
+    state.sessions.shutdown();
     let _ = std::fs::remove_dir(&state.workdir_root);
     code
 }
@@ -281,5 +291,8 @@ fn bounds(a: &ServeArgs) -> Result<Max, String> {
         queue: a.max_queue.unwrap_or(4 * concurrent),
         body: a.max_body,
         files: a.max_files,
+        sessions: a.max_sessions,
+        session_idle: a.session_idle_timeout,
+        session_lifetime: a.max_session_lifetime,
     })
 }

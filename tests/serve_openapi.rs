@@ -262,6 +262,8 @@ fn the_server_answers_as_documented() {
             "0",
             "--max-body",
             "64k",
+            "--max-sessions",
+            "1",
         ],
     );
     let mut spec = Spec::load();
@@ -342,6 +344,8 @@ fn the_server_answers_as_documented() {
         "application/x-ndjson".into(),
     ));
 
+    sessions_answer_as_documented(&s, &mut spec, &h);
+
     // Shutting down: a run in flight keeps the server up; new runs and
     // readiness answer 503.
     let mut a = Lines::open_with(
@@ -358,6 +362,11 @@ fn the_server_answers_as_documented() {
         &post(&s, &json!({"argv": ["true"], "profile": "shell"})),
     );
     spec.check("/readyz", "get", &s.call("GET", "/readyz", &[], b""));
+    spec.check(
+        "/v1/sessions",
+        "post",
+        &s.call("POST", "/v1/sessions", &h, b"{}"),
+    );
     drop(a);
     assert_eq!(s.wait().code(), Some(0));
 
@@ -406,4 +415,138 @@ fn the_server_answers_as_documented() {
         missing.is_empty(),
         "documented but never produced: {missing:?}"
     );
+}
+
+/// `/v1/sessions`, `/v1/sessions/{id}/exec` and `/v1/sessions/{id}`: every
+/// documented answer (the server allows one session: `--max-sessions 1`).
+fn sessions_answer_as_documented(s: &Server, spec: &mut Spec, h: &[(&str, &str)]) {
+    let call = |method: &str, path: &str, body: &Value| {
+        s.call(method, path, h, body.to_string().as_bytes())
+    };
+    let open = |spec: &mut Spec| {
+        let r = call(
+            "POST",
+            "/v1/sessions",
+            &json!({"profile": "shell", "idle_timeout": 60}),
+        );
+        spec.check("/v1/sessions", "post", &r);
+        assert_eq!(r.status, 201, "{}", r.text());
+        r.json()["id"].as_str().unwrap().to_string()
+    };
+    let id = open(spec);
+    let exec = format!("/v1/sessions/{id}/exec");
+    let one = "/v1/sessions/{id}";
+    let ex = "/v1/sessions/{id}/exec";
+    spec.check(
+        "/v1/sessions",
+        "post",
+        &call("POST", "/v1/sessions", &json!({})),
+    );
+    spec.check(
+        "/v1/sessions",
+        "post",
+        &call("POST", "/v1/sessions", &json!({"limits": {"timeout": 1}})),
+    );
+    spec.check(
+        "/v1/sessions",
+        "post",
+        &s.call("POST", "/v1/sessions", &[], b"{}"),
+    );
+    spec.check(
+        "/v1/sessions",
+        "post",
+        &call("POST", "/v1/sessions", &json!({"profile": "nope"})),
+    );
+    spec.check(
+        "/v1/sessions",
+        "post",
+        &call(
+            "POST",
+            "/v1/sessions",
+            &json!({"files": {"a": "x".repeat(70_000)}}),
+        ),
+    );
+    spec.check(
+        ex,
+        "post",
+        &call(
+            "POST",
+            &exec,
+            &json!({"command": "cd /tmp; echo hi; echo there >&2"}),
+        ),
+    );
+    spec.check(
+        ex,
+        "post",
+        &call(
+            "POST",
+            &exec,
+            &json!({"command": "sleep 60", "timeout": 0.2}),
+        ),
+    );
+    spec.check(
+        ex,
+        "post",
+        &call("POST", &exec, &json!({"command": "true", "timeout": -1})),
+    );
+    spec.check(ex, "post", &s.call("POST", &exec, &[], b"{}"));
+    spec.check(
+        ex,
+        "post",
+        &call(
+            "POST",
+            "/v1/sessions/nope/exec",
+            &json!({"command": "true"}),
+        ),
+    );
+    // Streamed: every line a SessionEvent; another exec meanwhile is 409.
+    // It ends once the test creates `go` in its workdir.
+    let body = json!({"command": "echo started; while [ ! -e \"$HOME/go\" ]; do sleep 0.01; done; echo done"});
+    let req = format!(
+        "POST {exec} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: {}\r\nAccept: application/x-ndjson\r\nContent-Length: {}\r\n\r\n{body}",
+        h[0].1,
+        body.to_string().len()
+    );
+    let mut c = s.connect();
+    std::io::Write::write_all(&mut c, req.as_bytes()).unwrap();
+    let mut l = Lines::from_stream(c);
+    assert_eq!(l.header("content-type"), Some("application/x-ndjson"));
+    let schema =
+        spec.response(ex, "post", 200)["content"]["application/x-ndjson"]["schema"].clone();
+    let first = l.next_line().unwrap();
+    spec.validate(&schema, &first, "$");
+    spec.check(
+        ex,
+        "post",
+        &call("POST", &exec, &json!({"command": "true"})),
+    );
+    let dirs = s.leftovers();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    std::fs::write(s.runs.join(&dirs[0]).join("go"), "").unwrap();
+    while let Some(line) = l.next_line() {
+        spec.validate(&schema, &line, "$");
+    }
+    spec.seen
+        .insert((ex.into(), "post".into(), 200, "application/x-ndjson".into()));
+    // One session at a time here: 429.
+    spec.check(
+        "/v1/sessions",
+        "post",
+        &call("POST", "/v1/sessions", &json!({})),
+    );
+    // A command that kills the session's agent ends the session: 410.
+    spec.check(
+        ex,
+        "post",
+        &call(
+            "POST",
+            &exec,
+            &json!({"command": "kill -KILL $PPID; sleep 60"}),
+        ),
+    );
+    let id = open(spec);
+    let path = format!("/v1/sessions/{id}");
+    spec.check(one, "delete", &s.call("DELETE", &path, &[], b""));
+    spec.check(one, "delete", &s.call("DELETE", &path, h, b""));
+    spec.check(one, "delete", &s.call("DELETE", &path, h, b""));
 }

@@ -43,7 +43,7 @@ pub(super) enum Cmd {
     /// Say which layers this host can enforce, and why not.
     Check(CheckArgs),
     /// Serve runs over HTTP/JSON (unix socket or TCP with a token), each in a fresh jail.
-    Serve(crate::serve::ServeArgs),
+    Serve(Box<crate::serve::ServeArgs>),
     /// Run a bubblewrap (bwrap 0.12) command line: `stockade bwrap --help`.
     #[command(disable_help_flag = true)]
     Bwrap {

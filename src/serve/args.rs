@@ -53,6 +53,15 @@ pub struct ServeArgs {
     /// stdout+stderr ceiling per run (also the default)
     #[arg(long, value_name = "SIZE", default_value = "1m", value_parser = size)]
     pub max_output: u64,
+    /// Most sessions open at once (`POST /v1/sessions`); more get 429
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub max_sessions: usize,
+    /// A session without a command running ends after this long (the default, and the most a request may ask for)
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration)]
+    pub session_idle_timeout: std::time::Duration,
+    /// A session ends after this long in all
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = duration)]
+    pub max_session_lifetime: std::time::Duration,
     /// On SIGTERM: how long in-flight runs may finish before they are killed
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
     pub drain_timeout: std::time::Duration,

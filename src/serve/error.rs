@@ -10,7 +10,8 @@ pub struct ApiError {
     pub status: StatusCode,
     /// Stable, machine-readable: `bad_request`, `unauthorized`, `not_found`,
     /// `unknown_profile`, `method_not_allowed`, `payload_too_large`,
-    /// `queue_full`, `shutting_down`, `internal`.
+    /// `queue_full`, `too_many_sessions`, `busy`, `session_ended`,
+    /// `shutting_down`, `internal`.
     pub code: &'static str,
     pub message: String,
     /// The request field at fault (400 only).
@@ -91,6 +92,40 @@ impl ApiError {
         );
         e.retry_after = Some(1);
         e
+    }
+
+    /// 429: `--max-sessions` are open.
+    pub fn too_many_sessions(limit: usize) -> ApiError {
+        let mut e = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_sessions",
+            format!("{limit} sessions are open, the most this server keeps (--max-sessions)"),
+        );
+        e.retry_after = Some(1);
+        e
+    }
+
+    /// 409: the session runs a command already.
+    pub fn busy() -> ApiError {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "busy",
+            "the session runs a command; commands run one at a time",
+        )
+    }
+
+    /// 404: a session that ended (or never was).
+    pub fn no_session(id: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no open session {id:?}"),
+        )
+    }
+
+    /// 410: the session ended while the request was made.
+    pub fn session_ended() -> ApiError {
+        ApiError::new(StatusCode::GONE, "session_ended", "the session has ended")
     }
 
     pub fn shutting_down() -> ApiError {

@@ -19,6 +19,12 @@ use crate::Outcome;
 pub fn router(state: Arc<State>) -> Router {
     Router::new()
         .route("/v1/runs", post(runs))
+        .route("/v1/sessions", post(super::session_http::create))
+        .route("/v1/sessions/{id}/exec", post(super::session_http::exec))
+        .route(
+            "/v1/sessions/{id}",
+            axum::routing::delete(super::session_http::delete),
+        )
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -50,7 +56,7 @@ pub fn result_json(o: &Outcome, applied: &Applied) -> serde_json::Value {
 
 /// The bearer token, compared in constant time (for equal lengths; the
 /// length of the token is not a secret worth hiding).
-fn authorize(state: &State, headers: &HeaderMap) -> Result<(), ApiError> {
+pub fn authorize(state: &State, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(want) = &state.token else {
         return Ok(());
     };
@@ -140,6 +146,22 @@ async fn run_request(state: &Arc<State>, req: Request) -> Result<Response, ApiEr
     Ok(json(StatusCode::OK, &result_json(&outcome, &applied)))
 }
 
+/// A request's body, bounded by `--max-body` (413 above it).
+pub async fn read_body(state: &State, req: Request) -> Result<axum::body::Bytes, ApiError> {
+    let max = state.max.body;
+    let too_large = || ApiError::too_large(format!("body: larger than {max} bytes"));
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(req.into_body(), max as usize)
+        .await
+        .map_err(|_| too_large())
+}
+
 async fn healthz(Ext(state): Ext<Arc<State>>) -> Response {
     let draining = state.draining.load(Ordering::SeqCst);
     // Without its spawner the server cannot start a jail, and a server that
@@ -192,7 +214,9 @@ async fn metrics(Ext(state): Ext<Arc<State>>, headers: HeaderMap) -> Response {
         state.metrics.rejected(e.code);
         return e.into_response();
     }
-    let mut r = state.metrics.render(&state.pool.stats()).into_response();
+    let mut text = state.metrics.render(&state.pool.stats());
+    text.push_str(&state.sessions.render());
+    let mut r = text.into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4"),

@@ -234,9 +234,8 @@ impl Agent {
             }
             Msg::Exited(seq, st) => {
                 if let Some(r) = self.running.as_mut().filter(|r| r.seq == seq) {
-                    r.status = Some(st);
-                    let pgid = r.pgid;
-                    self.reach.sweep(pgid);
+                    self.reach.sweep(r.pgid);
+                    r.ended(st);
                     self.maybe_finish()?;
                 }
             }

@@ -52,6 +52,10 @@ pub(crate) struct Running {
     pub(crate) open_streams: usize,
     pub(crate) status: Option<i32>,
     state: OwnedFd,
+    /// Dropped once the command has ended: its readers then take what is
+    /// left in the pipes and stop, even if a process that outlived the
+    /// command (one the sweep cannot reach) still holds them open.
+    stop: Option<OwnedFd>,
 }
 
 /// The grace between SIGINT (or SIGTERM) and SIGKILL.
@@ -68,6 +72,7 @@ impl Running {
         tx: &Sender<Msg>,
     ) -> Result<Running, String> {
         let (state_r, state_w) = sys::pipe().map_err(|e| e.to_string())?;
+        let (stop_r, stop_w) = sys::pipe().map_err(|e| e.to_string())?;
         sys::set_pipe_size(state_w.as_raw_fd(), state::MAX_RECORD).map_err(|e| e.to_string())?;
         sys::set_nonblocking(state_r.as_raw_fd()).map_err(|e| e.to_string())?;
         // The one fd the shell inherits besides its stdio.
@@ -96,8 +101,9 @@ impl Running {
                 let _ = w.write_all(text.as_bytes());
             });
         }
-        pump(child.stdout.take(), seq, 0, tx.clone());
-        pump(child.stderr.take(), seq, 1, tx.clone());
+        let stop2 = stop_r.try_clone().map_err(|e| e.to_string())?;
+        pump(child.stdout.take(), stop_r, seq, 0, tx.clone());
+        pump(child.stderr.take(), stop2, seq, 1, tx.clone());
         let t = tx.clone();
         std::thread::spawn(move || {
             if let Ok(Some((_, st))) = sys::waitpid(pid, false) {
@@ -120,7 +126,15 @@ impl Running {
             open_streams: 2,
             status: None,
             state: state_r,
+            stop: Some(stop_w),
         })
+    }
+
+    /// The command has ended (and what it left was swept): the readers
+    /// drain the pipes and end.
+    pub(crate) fn ended(&mut self, status: i32) {
+        self.status = Some(status);
+        self.stop = None;
     }
 
     /// Signal the group: `sig` now, SIGKILL after the grace. `why` is how
@@ -197,15 +211,27 @@ impl Running {
     }
 }
 
-/// Read `from` until its end, each chunk a message.
-fn pump(from: Option<impl Read + Send + 'static>, seq: u64, stream: usize, tx: Sender<Msg>) {
+/// Read `from` until its end, or until `stop` hangs up and then what the
+/// pipe holds; each chunk a message.
+fn pump<R>(from: Option<R>, stop: OwnedFd, seq: u64, stream: usize, tx: Sender<Msg>)
+where
+    R: Read + AsRawFd + Send + 'static,
+{
     let Some(mut from) = from else {
         let _ = tx.send(Msg::OutEnd(seq, stream));
         return;
     };
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 64 << 10];
+        let mut draining = false;
         loop {
+            if !draining && !readable_first(from.as_raw_fd(), stop.as_raw_fd()) {
+                // Everything written before the end is in the pipe now.
+                draining = sys::set_nonblocking(from.as_raw_fd()).is_ok();
+                if !draining {
+                    break;
+                }
+            }
             match from.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
@@ -217,6 +243,30 @@ fn pump(from: Option<impl Read + Send + 'static>, seq: u64, stream: usize, tx: S
         }
         let _ = tx.send(Msg::OutEnd(seq, stream));
     });
+}
+
+/// Wait until `fd` can be read (true) or `stop` hangs up (false).
+fn readable_first(fd: i32, stop: i32) -> bool {
+    let mut fds = [
+        libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: stop,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        match sys::poll(&mut fds, -1) {
+            Ok(_) if fds[1].revents != 0 => return false,
+            Ok(_) if fds[0].revents != 0 => return true,
+            Ok(_) => continue,
+            Err(_) => return false,
+        }
+    }
 }
 
 /// `pending` + `data` as text: a UTF-8 sequence cut at the end is kept for

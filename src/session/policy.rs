@@ -41,6 +41,7 @@ pub(crate) fn session_policy(
             ),
         ));
     }
+    agent_can_run(&base)?;
     let path = base
         .env
         .iter()
@@ -80,6 +81,28 @@ pub(crate) fn session_policy(
     base.stdout_in_report = false;
     base.validate()?;
     Ok(base)
+}
+
+/// The agent and `/bin/sh` need the system root and at least the
+/// `@default` syscalls: a narrower profile is refused, saying how to widen
+/// it, rather than killed at its first step.
+fn agent_can_run(p: &Policy) -> Result<(), PolicyError> {
+    if p.base != policy::BaseRoot::System {
+        return Err(PolicyError::new(
+            "session",
+            "the profile's root has no system binaries (/bin/sh and its libraries); \
+             sessions need a profile with the system root, such as shell or python",
+        ));
+    }
+    let s = &p.seccomp;
+    if s.enabled && !s.groups.iter().any(|g| g == "@default") {
+        return Err(PolicyError::new(
+            "session",
+            "the profile's seccomp allowlist is narrower than @default, which the session's \
+             agent and /bin/sh need (add --seccomp-allow @default, or use shell or python)",
+        ));
+    }
+    Ok(())
 }
 
 /// A fresh session id: 16 hex digits from the kernel's random pool.

@@ -1,0 +1,419 @@
+//! Sessions over HTTP (`/v1/sessions`): the registry of open sessions,
+//! each a jail whose payload is the session agent (`crate::session`), and
+//! the thread that reads its events and routes them to the exec waiting
+//! for them.
+//!
+//! A session holds no run slot (it would starve runs for its lifetime);
+//! `--max-sessions` caps how many are open at once. Its jail is spawned
+//! through the library like a run's, its workdir made the same way. The
+//! agent ends the session on `close`, on its idle timeout, or when its
+//! stdin ends; the jail's limits (and the operator's lifetime cap) end it
+//! otherwise. Once it ends, its id is forgotten (404).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, watch};
+
+use super::error::ApiError;
+use super::request::{FileSpec, RunRequest};
+use super::workdir::Workdir;
+use super::State;
+use crate::{Child, Jail, Killer, Policy, Stdio};
+
+/// Every open session, and the counters `/metrics` shows.
+#[derive(Default)]
+pub struct Sessions {
+    map: Mutex<HashMap<String, Arc<Open>>>,
+    /// Told when a session is forgotten.
+    gone: Condvar,
+    /// Open or being opened (the cap counts both).
+    reserved: AtomicUsize,
+    created: AtomicU64,
+    commands: AtomicU64,
+    ended: Mutex<BTreeMap<String, u64>>,
+}
+
+/// One open session.
+pub struct Open {
+    pub id: String,
+    stdin: Mutex<Option<std::fs::File>>,
+    /// The exec being answered: its command id and where its events go.
+    current: Mutex<Option<(String, mpsc::UnboundedSender<Value>)>>,
+    killer: Killer,
+    next_command: AtomicU64,
+    /// The `end` event once the session is over.
+    end: watch::Receiver<Option<Value>>,
+}
+
+/// What `POST /v1/sessions` asked for.
+pub struct Create {
+    pub run: RunRequest,
+    pub idle: Duration,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Sessions {
+    pub fn get(&self, id: &str) -> Option<Arc<Open>> {
+        lock(&self.map).get(id).cloned()
+    }
+
+    /// A place under `--max-sessions`, or 429.
+    pub fn reserve(&self, max: usize) -> Result<Reservation<'_>, ApiError> {
+        if self.reserved.fetch_add(1, Ordering::SeqCst) >= max {
+            self.reserved.fetch_sub(1, Ordering::SeqCst);
+            return Err(ApiError::too_many_sessions(max));
+        }
+        Ok(Reservation(self))
+    }
+
+    pub fn command_started(&self) {
+        self.commands.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Kill every session and wait until each is over (its workdir
+    /// removed): the server's last step.
+    pub fn shutdown(&self) {
+        let mut map = lock(&self.map);
+        for s in map.values() {
+            let _ = s.killer.kill();
+        }
+        while !map.is_empty() {
+            map = self.gone.wait(map).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// The session lines of `/metrics`.
+    pub fn render(&self) -> String {
+        let mut o = String::new();
+        let open = lock(&self.map).len();
+        let _ = writeln!(o, "# HELP stockade_sessions_open Sessions open now.");
+        let _ = writeln!(o, "# TYPE stockade_sessions_open gauge");
+        let _ = writeln!(o, "stockade_sessions_open {open}");
+        let _ = writeln!(o, "# HELP stockade_sessions_created_total Sessions opened.");
+        let _ = writeln!(o, "# TYPE stockade_sessions_created_total counter");
+        let created = self.created.load(Ordering::Relaxed);
+        let _ = writeln!(o, "stockade_sessions_created_total {created}");
+        let _ = writeln!(
+            o,
+            "# HELP stockade_sessions_ended_total Sessions ended, by reason."
+        );
+        let _ = writeln!(o, "# TYPE stockade_sessions_ended_total counter");
+        for (r, n) in lock(&self.ended).iter() {
+            let _ = writeln!(o, "stockade_sessions_ended_total{{reason=\"{r}\"}} {n}");
+        }
+        let _ = writeln!(
+            o,
+            "# HELP stockade_session_commands_total Commands run in sessions."
+        );
+        let _ = writeln!(o, "# TYPE stockade_session_commands_total counter");
+        let commands = self.commands.load(Ordering::Relaxed);
+        let _ = writeln!(o, "stockade_session_commands_total {commands}");
+        o
+    }
+
+    fn forget(&self, id: &str, reason: &str) {
+        *lock(&self.ended).entry(reason.to_string()).or_default() += 1;
+        let mut map = lock(&self.map);
+        if map.remove(id).is_some() {
+            self.reserved.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.gone.notify_all();
+    }
+}
+
+/// A place under the cap, given back unless a session takes it.
+pub struct Reservation<'a>(&'a Sessions);
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.0.reserved.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Reservation<'_> {
+    fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Open {
+    /// Write one request line to the agent.
+    pub fn send(&self, line: &Value) -> Result<(), ApiError> {
+        let mut stdin = lock(&self.stdin);
+        let f = stdin.as_mut().ok_or_else(ApiError::session_ended)?;
+        let mut text = line.to_string();
+        text.push('\n');
+        f.write_all(text.as_bytes())
+            .map_err(|_| ApiError::session_ended())
+    }
+
+    /// Become the exec that gets command `id`'s events (409 while another
+    /// runs).
+    pub fn subscribe(&self, id: &str) -> Result<mpsc::UnboundedReceiver<Value>, ApiError> {
+        let mut cur = lock(&self.current);
+        if cur.is_some() {
+            return Err(ApiError::busy());
+        }
+        if self.end.borrow().is_some() {
+            return Err(ApiError::session_ended());
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        *cur = Some((id.to_string(), tx));
+        Ok(rx)
+    }
+
+    /// The exec went away before its command ended: interrupt it. The
+    /// next exec gets in once its exit event has come (409 until then).
+    pub fn abandon(&self, id: &str) {
+        let _ = self.send(&json!({"op": "interrupt", "id": id}));
+    }
+
+    pub fn next_command_id(&self) -> String {
+        format!("c{}", self.next_command.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    /// Ask the agent to close; the end event once the session is over.
+    pub async fn close(&self) -> Value {
+        let _ = self.send(&json!({"op": "close"}));
+        let mut end = self.end.clone();
+        let v = end
+            .wait_for(Option::is_some)
+            .await
+            .map(|v| v.clone().unwrap_or(Value::Null))
+            .unwrap_or(Value::Null);
+        v
+    }
+}
+
+/// Start the session (on a blocking thread): its jail up and its agent
+/// ready, then the thread that reads its events. The ready event.
+pub fn open(
+    state: Arc<State>,
+    policy: Policy,
+    files: Vec<FileSpec>,
+    id: String,
+) -> Result<Value, ApiError> {
+    let reservation = state.sessions.reserve(state.max.sessions)?;
+    let workdir = Workdir::create(&state.workdir_root, &files)?;
+    let mut policy = policy;
+    policy.workdir.host = Some(workdir.path().to_path_buf());
+    let mut child = Jail::new(policy)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| ApiError::internal(format!("starting the session's jail: {e}")))?;
+    let killer = child
+        .killer()
+        .map_err(|e| ApiError::internal(format!("starting the session's jail: {e}")))?;
+    let mut out = BufReader::new(child.stdout.take().ok_or_else(no_pipe)?);
+    let mut line = String::new();
+    let _ = out.read_line(&mut line);
+    let ready: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+    if ready["event"] != "ready" {
+        return Err(not_started(&mut child));
+    }
+    let (end_tx, end_rx) = watch::channel(None);
+    let open = Arc::new(Open {
+        id: id.clone(),
+        stdin: Mutex::new(child.stdin.take()),
+        current: Mutex::new(None),
+        killer,
+        next_command: AtomicU64::new(0),
+        end: end_rx,
+    });
+    lock(&state.sessions.map).insert(id, open.clone());
+    reservation.keep();
+    state.sessions.created.fetch_add(1, Ordering::Relaxed);
+    let run = Actor {
+        state,
+        open,
+        child,
+        out,
+        workdir,
+        end_tx,
+    };
+    std::thread::spawn(move || run.run());
+    Ok(ready)
+}
+
+fn no_pipe() -> ApiError {
+    ApiError::internal("the session's jail has no stdout pipe")
+}
+
+/// The jail ended before its agent was ready: why, from its outcome.
+fn not_started(child: &mut Child) -> ApiError {
+    match child.wait() {
+        Ok(o) => ApiError::internal(format!(
+            "the session's jail ended before it was ready: {}",
+            o.error.unwrap_or_else(|| format!("{:?}", o.status))
+        )),
+        Err(e) => ApiError::internal(format!("the session's jail: {e}")),
+    }
+}
+
+/// The thread that owns a session's jail: reads its events to the end,
+/// then waits for its outcome.
+struct Actor {
+    state: Arc<State>,
+    open: Arc<Open>,
+    child: Child,
+    out: BufReader<std::fs::File>,
+    workdir: Workdir,
+    end_tx: watch::Sender<Option<Value>>,
+}
+
+impl Actor {
+    fn run(mut self) {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match self.out.read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            if let Ok(ev) = serde_json::from_str::<Value>(&line) {
+                self.route(ev);
+            }
+        }
+        drop(lock(&self.open.stdin).take());
+        let end = match self.child.wait() {
+            Ok(o) => crate::session::end_event(&o),
+            Err(e) => json!({"event": "end", "reason": "error", "error": e.to_string()}),
+        };
+        let reason = end["reason"].as_str().unwrap_or("error").to_string();
+        // Everything let go of before anyone hears of the end.
+        drop(self.child);
+        drop(self.workdir);
+        self.state.sessions.forget(&self.open.id, &reason);
+        if let Some((_, tx)) = lock(&self.open.current).take() {
+            let _ = tx.send(end.clone());
+        }
+        let _ = self.end_tx.send(Some(end));
+    }
+
+    /// An event to the exec waiting for its command.
+    fn route(&self, ev: Value) {
+        let mut cur = lock(&self.open.current);
+        let Some((id, tx)) = cur.as_ref() else {
+            return;
+        };
+        if ev["id"] != id.as_str() {
+            return;
+        }
+        let last = ev["event"] == "exit" || ev["event"] == "error";
+        let _ = tx.send(ev);
+        if last {
+            *cur = None;
+        }
+    }
+}
+
+/// The jail of a session: `req`'s profile and clamped limits, the agent
+/// as its payload, the operator's idle timeout and lifetime.
+pub fn policy(
+    state: &State,
+    c: &Create,
+    id: &str,
+) -> Result<(Policy, super::run::Applied), ApiError> {
+    let (p, applied) = super::run::policy_for(state, &c.run, true)?;
+    let p = crate::session::policy::session_policy(
+        p,
+        id,
+        Some(c.idle),
+        Some(state.max.session_lifetime),
+    )
+    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok((p, applied))
+}
+
+/// `POST /v1/sessions`'s body: the run request's `profile`, `env`,
+/// `files` and `limits` (memory, cpus, pids), and `idle_timeout`
+/// (seconds, cut to the operator's).
+pub fn parse_create(body: &[u8], state: &State) -> Result<Create, ApiError> {
+    let mut v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("body: not JSON: {e}")))?;
+    let Some(obj) = v.as_object_mut() else {
+        return Err(ApiError::field("body", "must be a JSON object"));
+    };
+    let idle = match obj.remove("idle_timeout") {
+        None | Some(Value::Null) => state.max.session_idle,
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(s) if s.is_finite() && s > 0.0 => {
+                Duration::from_secs_f64(s.min(1e9)).min(state.max.session_idle)
+            }
+            _ => return Err(ApiError::field("idle_timeout", "must be greater than 0")),
+        },
+        Some(_) => {
+            return Err(ApiError::field(
+                "idle_timeout",
+                "must be a number of seconds",
+            ))
+        }
+    };
+    if let Some(k) = obj
+        .keys()
+        .find(|k| !["profile", "env", "files", "limits"].contains(&k.as_str()))
+    {
+        return Err(ApiError::field(k.clone(), "unknown field"));
+    }
+    if let Some(Value::Object(l)) = obj.get("limits") {
+        if let Some(k) = l
+            .keys()
+            .find(|k| !["memory", "cpus", "pids"].contains(&k.as_str()))
+        {
+            let why =
+                "not a session limit (memory, cpus, pids; timeout and max_output are per command)";
+            return Err(ApiError::field(format!("limits.{k}"), why));
+        }
+    }
+    obj.insert("argv".into(), json!([crate::session::AGENT_ARG]));
+    let run = super::request::parse(v.to_string().as_bytes(), state.max.files)?;
+    Ok(Create { run, idle })
+}
+
+/// `POST /v1/sessions/{id}/exec`'s body as the agent's request line:
+/// `command`, `timeout` (seconds, default 60, cut to `--max-timeout`),
+/// `max_output` (cut to `--max-output`), `stdin`.
+pub fn exec_line(body: &[u8], state: &State, id: &str) -> Result<Value, ApiError> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("body: not JSON: {e}")))?;
+    let Value::Object(mut obj) = v else {
+        return Err(ApiError::field("body", "must be a JSON object"));
+    };
+    if let Some(k) = obj
+        .keys()
+        .find(|k| !["command", "timeout", "max_output", "stdin"].contains(&k.as_str()))
+    {
+        return Err(ApiError::field(k.clone(), "unknown field"));
+    }
+    let max_t = state.max.timeout.as_secs_f64();
+    let t = obj
+        .get("timeout")
+        .and_then(Value::as_f64)
+        .unwrap_or(crate::session::proto::DEFAULT_TIMEOUT);
+    if obj.get("timeout").is_none_or(Value::is_number) {
+        obj.insert("timeout".into(), json!(t.min(max_t)));
+    }
+    let m = obj
+        .get("max_output")
+        .and_then(Value::as_u64)
+        .unwrap_or(state.max.max_output);
+    if obj.get("max_output").is_none_or(Value::is_u64) {
+        obj.insert("max_output".into(), json!(m.min(state.max.max_output)));
+    }
+    obj.insert("op".into(), json!("exec"));
+    obj.insert("id".into(), json!(id));
+    let line = Value::Object(obj);
+    crate::session::proto::parse(line.to_string().as_bytes()).map_err(ApiError::bad_request)?;
+    Ok(line)
+}

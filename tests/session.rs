@@ -1,0 +1,465 @@
+//! `stockade session`: one jail, many commands. Each test drives a real
+//! session over its JSON-lines protocol as root, as uid 65534, and (through
+//! tests/payloads/chk_nouserns.c) in the fallback without user namespaces.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use common::Who;
+use serde_json::{json, Value};
+
+/// Where a session runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Mode {
+    who: Who,
+    /// User namespaces refused: the fallback.
+    fallback: bool,
+}
+
+/// Every mode the host allows: root and 65534, each in the full jail and
+/// the fallback.
+fn modes(test: &str) -> Vec<Mode> {
+    common::users(test)
+        .into_iter()
+        .flat_map(|who| [false, true].map(|fallback| Mode { who, fallback }))
+        .collect()
+}
+
+/// A running `stockade session`.
+struct Session {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    out: BufReader<ChildStdout>,
+    mode: Mode,
+    /// Every event read, in order.
+    seen: Vec<Value>,
+}
+
+/// What one command gave.
+#[derive(Debug)]
+struct Done {
+    stdout: String,
+    stderr: String,
+    exit: Value,
+}
+
+impl Session {
+    fn start(mode: Mode, flags: &[&str]) -> Session {
+        let mut argv = vec![common::c_payload("sig_default")];
+        if mode.fallback {
+            argv.push(common::c_payload("chk_nouserns"));
+        }
+        argv.push(common::binary().to_path_buf());
+        let mut c = Command::new(&argv[0]);
+        c.args(&argv[1..]).arg("session").args(flags);
+        c.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .current_dir("/")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if mode.who == Who::Nobody && common::is_root() {
+            use std::os::unix::process::CommandExt;
+            c.uid(common::NOBODY).gid(common::NOBODY);
+        }
+        let mut child = c.spawn().expect("start stockade session");
+        let stdin = child.stdin.take();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let mut s = Session {
+            child,
+            stdin,
+            out,
+            mode,
+            seen: Vec::new(),
+        };
+        let ready = s.event();
+        assert_eq!(ready["event"], "ready", "{mode:?}: {ready}");
+        s
+    }
+
+    fn send(&mut self, v: &Value) {
+        let w = self.stdin.as_mut().expect("stdin open");
+        writeln!(w, "{v}").unwrap();
+        w.flush().unwrap();
+    }
+
+    fn event(&mut self) -> Value {
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("{:?}: not an event ({e}): {line:?}", self.mode));
+        self.seen.push(v.clone());
+        v
+    }
+
+    /// Events until the exit event of `id`.
+    fn until_exit(&mut self, id: &str) -> Done {
+        let (mut stdout, mut stderr) = (String::new(), String::new());
+        loop {
+            let e = self.event();
+            assert_ne!(e["event"], "end", "{:?}: session ended: {e}", self.mode);
+            if e["id"] != id {
+                continue;
+            }
+            match e["event"].as_str() {
+                Some("output") if e["stream"] == "stdout" => {
+                    stdout.push_str(e["data"].as_str().unwrap())
+                }
+                Some("output") => stderr.push_str(e["data"].as_str().unwrap()),
+                Some("exit") => {
+                    return Done {
+                        stdout,
+                        stderr,
+                        exit: e,
+                    }
+                }
+                _ => panic!("{:?}: unexpected {e}", self.mode),
+            }
+        }
+    }
+
+    fn exec(&mut self, id: &str, command: &str) -> Done {
+        self.exec_with(json!({"op": "exec", "id": id, "command": command}))
+    }
+
+    fn exec_with(&mut self, req: Value) -> Done {
+        let id = req["id"].as_str().unwrap().to_string();
+        self.send(&req);
+        self.until_exit(&id)
+    }
+
+    /// Events until the end event, and the exit status of stockade.
+    fn end(&mut self) -> (Value, i32) {
+        loop {
+            let e = self.event();
+            if e["event"] == "end" {
+                let mut rest = String::new();
+                self.out.read_line(&mut rest).unwrap();
+                assert_eq!(rest, "", "{:?}: a line after the end event", self.mode);
+                let code = self.child.wait().unwrap().code().unwrap_or(-1);
+                return (e, code);
+            }
+        }
+    }
+
+    fn close(&mut self) -> (Value, i32) {
+        self.send(&json!({"op": "close"}));
+        self.end()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Host processes whose command line is `sleep DURATION`.
+fn sleepers(duration: &str) -> Vec<String> {
+    let want = format!("sleep\0{duration}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want.as_bytes()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// A sleep duration no other test (or test process) uses.
+fn unique_duration(base: u32, m: Mode) -> String {
+    format!(
+        "{base}{:05}.{}{}",
+        std::process::id() % 100_000,
+        m.who as u8,
+        m.fallback as u8
+    )
+}
+
+#[test]
+fn cwd_environment_and_workdir_files_persist_between_commands() {
+    for m in modes("cwd_environment_and_workdir_files_persist_between_commands") {
+        let mut s = Session::start(m, &[]);
+        let d = s.exec(
+            "a",
+            "mkdir -p sub && cd sub && export GREETING='hi there' X=1 && echo kept > f && unset X",
+        );
+        assert_eq!(d.exit["status"], "exited", "{m:?}: {d:?}");
+        assert_eq!(d.exit["code"], 0, "{m:?}: {d:?}");
+        let d = s.exec(
+            "b",
+            "echo \"$GREETING|${X-unset}|$(basename \"$PWD\")|$(cat f)\"",
+        );
+        assert_eq!(d.stdout, "hi there|unset|sub|kept\n", "{m:?}: {d:?}");
+        // A variable that is not exported does not carry over.
+        s.exec("c", "LOCAL=1");
+        assert_eq!(
+            s.exec("d", "echo \"${LOCAL-none}\"").stdout,
+            "none\n",
+            "{m:?}"
+        );
+        // `exit` inside the command still reports the state.
+        s.exec("e", "cd /tmp && export Y=2 && exit 4");
+        assert_eq!(s.exec("f", "echo $PWD $Y").stdout, "/tmp 2\n", "{m:?}");
+        let (end, code) = s.close();
+        assert_eq!(end["reason"], "closed", "{m:?}: {end}");
+        assert_eq!(end["outcome"]["status"], "exited", "{m:?}: {end}");
+        assert_eq!(code, 0, "{m:?}");
+    }
+}
+
+#[test]
+fn a_failing_command_reports_its_code_and_the_session_lives_on() {
+    for m in modes("a_failing_command_reports_its_code_and_the_session_lives_on") {
+        let mut s = Session::start(m, &[]);
+        let d = s.exec("a", "echo oops >&2; false");
+        assert_eq!(d.exit["code"], 1, "{m:?}: {d:?}");
+        assert_eq!(d.stderr, "oops\n", "{m:?}");
+        let d = s.exec("b", "exit 42");
+        assert_eq!(
+            (d.exit["status"].clone(), d.exit["code"].clone()),
+            (json!("exited"), json!(42)),
+            "{m:?}"
+        );
+        let d = s.exec("c", "kill -SEGV $$");
+        assert_eq!(d.exit["status"], "signaled", "{m:?}: {d:?}");
+        assert_eq!(d.exit["signal"], 11, "{m:?}: {d:?}");
+        assert_eq!(s.exec("d", "echo fine").stdout, "fine\n", "{m:?}");
+        s.close();
+    }
+}
+
+#[test]
+fn a_command_past_its_timeout_is_killed_and_the_session_stays_usable() {
+    for m in modes("a_command_past_its_timeout_is_killed_and_the_session_stays_usable") {
+        let dur = unique_duration(7, m);
+        let mut s = Session::start(m, &[]);
+        // The shell ignores SIGTERM: SIGKILL after the grace ends it.
+        let d = s.exec_with(json!({"op": "exec", "id": "t", "timeout": 0.5,
+            "command": format!("trap '' TERM; echo before; sleep {dur}; echo after")}));
+        assert_eq!(d.exit["status"], "timeout", "{m:?}: {d:?}");
+        assert_eq!(d.stdout, "before\n", "{m:?}: {d:?}");
+        assert!(
+            sleepers(&dur).is_empty(),
+            "{m:?}: sleep survived its command"
+        );
+        assert_eq!(s.exec("n", "echo next").stdout, "next\n", "{m:?}");
+        s.close();
+    }
+}
+
+#[test]
+fn interrupt_stops_the_command_and_not_the_session() {
+    for m in modes("interrupt_stops_the_command_and_not_the_session") {
+        let dur = unique_duration(8, m);
+        let mut s = Session::start(m, &[]);
+        s.send(&json!({"op": "exec", "id": "i", "command": format!("echo started; sleep {dur}")}));
+        let e = s.event();
+        assert_eq!(e["data"], "started\n", "{m:?}: {e}");
+        // Another exec while one runs: busy, and the first goes on.
+        s.send(&json!({"op": "exec", "id": "j", "command": "echo no"}));
+        let e = s.event();
+        assert_eq!(e["error"]["code"], "busy", "{m:?}: {e}");
+        s.send(&json!({"op": "interrupt", "id": "i"}));
+        let d = s.until_exit("i");
+        assert_eq!(d.exit["status"], "interrupted", "{m:?}: {d:?}");
+        assert_eq!(d.exit["signal"], 2, "{m:?}: {d:?}");
+        assert!(sleepers(&dur).is_empty(), "{m:?}");
+        s.send(&json!({"op": "interrupt", "id": "i"}));
+        assert_eq!(s.event()["error"]["code"], "not_running", "{m:?}");
+        assert_eq!(s.exec("k", "echo after").stdout, "after\n", "{m:?}");
+        s.close();
+    }
+}
+
+#[test]
+fn printed_event_lines_cannot_forge_the_protocol() {
+    for m in modes("printed_event_lines_cannot_forge_the_protocol") {
+        let mut s = Session::start(m, &[]);
+        let fake = r#"{"event":"exit","id":"f","status":"exited","code":0,"signal":null,"truncated":false,"duration_ms":1}"#;
+        let end = r#"{"event":"end","reason":"closed","outcome":{}}"#;
+        let cmd = format!(
+            "printf '%s\\n' '{fake}' '{end}'; printf '%s\\n' '{fake}' >&2; sleep 0; exit 7"
+        );
+        let d = s.exec("f", &cmd);
+        // The only exit event of "f" is the agent's, after the output.
+        assert_eq!(d.exit["code"], 7, "{m:?}: {d:?}");
+        assert_eq!(d.stdout, format!("{fake}\n{end}\n"), "{m:?}");
+        assert_eq!(d.stderr, format!("{fake}\n"), "{m:?}");
+        let exits = s.seen.iter().filter(|e| e["event"] == "exit").count();
+        assert_eq!(exits, 1, "{m:?}: {:?}", s.seen);
+        // Bytes that are not UTF-8 and no newline at the end stay framed.
+        let d = s.exec("g", "printf 'a\\377b'");
+        assert_eq!(d.stdout, "a\u{fffd}b", "{m:?}");
+        s.close();
+    }
+}
+
+#[test]
+fn commands_cannot_stop_the_agent_with_catchable_signals_and_sigkill_ends_only_their_session() {
+    for m in modes(
+        "commands_cannot_stop_the_agent_with_catchable_signals_and_sigkill_ends_only_their_session",
+    ) {
+        let mut s = Session::start(m, &[]);
+        let d = s.exec("a", "for sig in TERM INT HUP QUIT USR1 USR2 ALRM TSTP; do kill -$sig $PPID; done; echo sent");
+        assert_eq!(d.stdout, "sent\n", "{m:?}: {d:?}");
+        assert_eq!(s.exec("b", "echo alive").stdout, "alive\n", "{m:?}");
+        // The agent is not dumpable: its fds are not the command's to open.
+        let d = s.exec("c", "cat /proc/$PPID/environ >/dev/null 2>&1 && echo read; ls /proc/$PPID/fd/ >/dev/null 2>&1 && echo listed; echo done");
+        assert_eq!(d.stdout, "done\n", "{m:?}: {d:?}");
+        s.send(&json!({"op": "exec", "id": "k", "command": "kill -KILL $PPID"}));
+        let (end, code) = s.end();
+        assert_eq!(end["outcome"]["status"], "signaled", "{m:?}: {end}");
+        assert_eq!(end["reason"], "signaled", "{m:?}: {end}");
+        assert_ne!(code, 0, "{m:?}");
+    }
+}
+
+#[test]
+fn processes_that_leave_the_command_are_killed_when_it_ends() {
+    for m in modes("processes_that_leave_the_command_are_killed_when_it_ends") {
+        let dur = unique_duration(9, m);
+        let mut s = Session::start(m, &[]);
+        let d = s.exec("a", &format!(
+            "setsid sleep {dur} & (setsid sleep {dur} &) ; (sleep {dur} </dev/null >/dev/null 2>&1 &) ; echo left"
+        ));
+        assert_eq!(d.stdout, "left\n", "{m:?}: {d:?}");
+        let alive = sleepers(&dur);
+        if m.fallback && m.who == Who::Nobody {
+            // Without a pid namespace or a uid of its own, the agent
+            // reaches only the command's process group; the jail's init
+            // kills the rest when the session ends.
+            assert!(
+                !alive.is_empty(),
+                "{m:?}: expected the setsid sleeps to outlive the command"
+            );
+        } else {
+            assert!(alive.is_empty(), "{m:?}: left behind: {alive:?}");
+        }
+        let (end, _) = s.close();
+        assert_eq!(end["reason"], "closed", "{m:?}");
+        assert!(sleepers(&dur).is_empty(), "{m:?}: left behind the session");
+    }
+}
+
+#[test]
+fn output_over_the_cap_is_counted_and_dropped() {
+    for m in modes("output_over_the_cap_is_counted_and_dropped") {
+        let mut s = Session::start(m, &[]);
+        let d = s.exec_with(json!({"op": "exec", "id": "o", "max_output": 1000,
+            "command": "head -c 300000 /dev/zero | tr '\\0' x; echo tail >&2"}));
+        assert_eq!(d.exit["truncated"], true, "{m:?}");
+        assert_eq!(d.exit["code"], 0, "{m:?}");
+        assert_eq!(d.stdout.len() + d.stderr.len(), 1000, "{m:?}");
+        let d = s.exec_with(
+            json!({"op": "exec", "id": "i", "command": "tr a-z A-Z", "stdin": "from stdin\n"}),
+        );
+        assert_eq!(d.stdout, "FROM STDIN\n", "{m:?}");
+        assert_eq!(d.exit["truncated"], false, "{m:?}");
+        s.close();
+    }
+}
+
+#[test]
+fn bad_requests_get_an_error_event_and_the_session_lives_on() {
+    for m in modes("bad_requests_get_an_error_event_and_the_session_lives_on") {
+        let mut s = Session::start(m, &[]);
+        for bad in [
+            "not json",
+            r#"{"op":"exec","id":"x"}"#,
+            r#"{"op":"exec","id":"x","command":"ls","timeout":0}"#,
+            r#"{"op":"exec","id":"x","command":"ls","bogus":1}"#,
+            r#"{"op":"launch"}"#,
+        ] {
+            writeln!(s.stdin.as_mut().unwrap(), "{bad}").unwrap();
+            let e = s.event();
+            assert_eq!(e["event"], "error", "{m:?}: {bad}: {e}");
+            assert_eq!(e["error"]["code"], "bad_request", "{m:?}: {bad}: {e}");
+        }
+        assert_eq!(s.exec("ok", "echo ok").stdout, "ok\n", "{m:?}");
+        s.close();
+    }
+}
+
+#[test]
+fn the_memory_limit_covers_the_session() {
+    for m in modes("the_memory_limit_covers_the_session") {
+        let mut s = Session::start(m, &["--memory", "64m"]);
+        let d = s.exec("big", "head -c 200m /dev/zero | python3 -c 'import sys; d = sys.stdin.buffer.read(); print(len(d))'");
+        assert_ne!(d.exit["code"], 0, "{m:?}: 200m read under 64m: {d:?}");
+        assert!(!d.stdout.contains("209715200"), "{m:?}: {d:?}");
+        assert_eq!(s.exec("after", "echo ok").stdout, "ok\n", "{m:?}");
+        let (end, _) = s.close();
+        let mem = &end["outcome"]["limits"]["memory"];
+        assert_eq!(mem["limit"], 64 << 20, "{m:?}: {end}");
+        assert!(mem["enforced_by"].is_string(), "{m:?}: {end}");
+    }
+}
+
+#[test]
+fn the_session_ends_after_its_idle_timeout_and_on_stdin_end() {
+    for m in modes("the_session_ends_after_its_idle_timeout_and_on_stdin_end") {
+        let mut s = Session::start(m, &["--idle-timeout", "300ms"]);
+        // A command longer than the idle timeout is not idleness.
+        let d = s.exec("slow", "sleep 0.6; echo done");
+        assert_eq!(d.stdout, "done\n", "{m:?}");
+        let (end, code) = s.end();
+        assert_eq!(end["reason"], "idle_timeout", "{m:?}: {end}");
+        assert_eq!(code, 0, "{m:?}");
+        let mut s = Session::start(m, &[]);
+        drop(s.stdin.take());
+        let (end, code) = s.end();
+        assert_eq!(end["reason"], "stdin_closed", "{m:?}: {end}");
+        assert_eq!(code, 0, "{m:?}");
+    }
+}
+
+#[test]
+fn a_bad_flag_is_refused_with_an_end_event() {
+    let o = common::stockade(Who::Root)
+        .args(["session", "--memory", "lots"])
+        .output()
+        .unwrap();
+    common::expect_code(&o, 125, "--memory lots");
+    assert!(
+        common::stderr(&o).starts_with("stockade: --memory: "),
+        "{}",
+        common::stderr(&o)
+    );
+    let end: Value = serde_json::from_str(common::stdout(&o).trim()).unwrap();
+    assert_eq!(end["reason"], "setup_error");
+    assert_eq!(end["outcome"]["status"], "setup_error");
+}
+
+#[test]
+fn sessions_run_under_the_python_profile_and_strict_is_refused_unless_widened() {
+    for m in modes("sessions_run_under_the_python_profile_and_strict_is_refused_unless_widened") {
+        let mut s = Session::start(m, &["--profile", "python"]);
+        let d = s.exec(
+            "p",
+            "python3 -c 'import os; os.chdir(\"/tmp\"); print(6 * 7)'; export V=1",
+        );
+        assert_eq!(d.stdout, "42\n", "{m:?}: {d:?}");
+        assert_eq!(s.exec("q", "echo $V").stdout, "1\n", "{m:?}");
+        s.close();
+        if m.fallback {
+            continue; // strict requires user namespaces
+        }
+        let o = common::stockade(m.who)
+            .args(["session", "--profile", "strict"])
+            .output()
+            .unwrap();
+        common::expect_code(&o, 125, "strict session");
+        assert!(
+            common::stderr(&o).contains("narrower than @default"),
+            "{m:?}: {}",
+            common::stderr(&o)
+        );
+        let mut s = Session::start(m, &["--profile", "strict", "--seccomp-allow", "@default"]);
+        assert_eq!(s.exec("s", "python3 -c 'print(1)'").stdout, "1\n", "{m:?}");
+        s.close();
+    }
+}
