@@ -7,6 +7,7 @@ from . import evaluator
 from .client import Chunk, Client, Outcome
 from .errors import (
     BadRequest,
+    Busy,
     InternalError,
     MethodNotAllowed,
     NotFound,
@@ -15,18 +16,22 @@ from .errors import (
     SessionClosed,
     SessionError,
     SetupError,
+    SessionEnded,
     ShuttingDown,
     StockadeConnectionError,
     StockadeError,
     StockadeNotFound,
+    TooManySessions,
     Unauthorized,
     UnknownProfile,
 )
 from .local import run
+from .remote_session import RemoteSession
 from .session import ExecResult, Session
 
 __all__ = [
     "BadRequest",
+    "Busy",
     "Chunk",
     "Client",
     "ExecResult",
@@ -36,14 +41,17 @@ __all__ = [
     "Outcome",
     "PayloadTooLarge",
     "QueueFull",
+    "RemoteSession",
     "Session",
     "SessionClosed",
+    "SessionEnded",
     "SessionError",
     "SetupError",
     "ShuttingDown",
     "StockadeConnectionError",
     "StockadeError",
     "StockadeNotFound",
+    "TooManySessions",
     "Unauthorized",
     "UnknownProfile",
     "evaluator",

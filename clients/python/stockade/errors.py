@@ -49,6 +49,18 @@ class ShuttingDown(StockadeError):
     """503: the server is draining; `retry_after`."""
 
 
+class Busy(StockadeError):
+    """409: the session runs a command; commands run one at a time."""
+
+
+class SessionEnded(StockadeError):
+    """410: the session ended while (or before) the command ran."""
+
+
+class TooManySessions(StockadeError):
+    """429: the server's --max-sessions are open."""
+
+
 class InternalError(StockadeError):
     """500: the server could not start the jail."""
 
@@ -70,6 +82,9 @@ _BY_CODE = {
     "queue_full": QueueFull,
     "shutting_down": ShuttingDown,
     "internal": InternalError,
+    "busy": Busy,
+    "session_ended": SessionEnded,
+    "too_many_sessions": TooManySessions,
 }
 
 
