@@ -81,6 +81,23 @@ class Backend(unittest.TestCase):
 
 
 class ThroughAnAgent(unittest.TestCase):
+    def test_parallel_and_async_tool_calls_share_the_session(self):
+        """Two execute calls in one model turn run on the same session
+        (one at a time, never `busy`), through ainvoke as well."""
+        import asyncio
+
+        with sandbox() as box:
+            turn = AIMessage(content="", tool_calls=[
+                {"name": "execute", "args": {"command": "echo one > a; cat a"}, "id": "p1"},
+                {"name": "execute", "args": {"command": "echo two > b; cat b"}, "id": "p2"},
+            ])
+            model = ToolCallingFakeModel(messages=iter([turn, AIMessage(content="done")]))
+            agent = create_deep_agent(model=model, backend=box)
+            result = asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": "go"}]}))
+            outs = sorted(m.content.split("\n")[0] for m in result["messages"] if isinstance(m, ToolMessage))
+            self.assertEqual(outs, ["one", "two"], result["messages"])
+            self.assertEqual(box.execute("cat a b").output, "one\ntwo\n")
+
     def test_execute_tool_in_the_jail(self):
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.bind(("127.0.0.1", 0))
