@@ -22,7 +22,7 @@ from .errors import StockadeError
 # Runs in the jail. The result goes on the last line of the real stdout;
 # the evaluator's own prints go to stderr.
 HARNESS = r"""
-import json, os, sys, traceback
+import json, os, sys, traceback, types
 out = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)
 sys.stdout = sys.stderr
@@ -32,10 +32,11 @@ def answer(v):
     sys.exit(0)
 try:
     data = json.load(open("input.json"))
-    src = open("evaluator.py").read()
-    ns = {"__name__": "evaluator"}
-    exec(compile(src, "evaluator.py", "exec"), ns)
-    fn = ns.get("evaluate")
+    module = types.ModuleType("evaluator")
+    module.__file__ = "evaluator.py"
+    sys.modules["evaluator"] = module
+    exec(compile(open("evaluator.py").read(), "evaluator.py", "exec"), module.__dict__)
+    fn = getattr(module, "evaluate", None)
     if not callable(fn):
         answer({"error": "NameError", "message": "the evaluator defines no evaluate() function", "traceback": ""})
     score = fn(data["app_params"], data["inputs"], data["output"], data["correct_answer"])

@@ -104,6 +104,18 @@ class Evaluators(unittest.TestCase):
         struct = "def evaluate(a, i, o, c):\n    return len(o['items']) / i['n']\n"
         self.assertEqual(ev.evaluate(struct, {}, {"n": 4}, {"items": [1, 2, 3]}, None), 0.75)
 
+    def test_a_real_module(self):
+        src = (
+            "from __future__ import annotations\n"
+            "import dataclasses\n"
+            "@dataclasses.dataclass\n"
+            "class Weights:\n"
+            "    exact: float = 1.0\n"
+            "def evaluate(a, i, o, c):\n"
+            "    return Weights(**a).exact * (o == c)\n"
+        )
+        self.assertEqual(ev.evaluate(src, {"exact": 0.25}, {}, "x", "x"), 0.25)
+
     def test_loops_forever(self):
         with self.assertRaises(ev.Timeout) as e:
             ev.evaluate("def evaluate(a, i, o, c):\n    while True:\n        pass\n", timeout=1)
