@@ -36,7 +36,7 @@ pub(crate) use state::main as state_main;
 
 /// Why a session ended, from its jail's outcome: the agent's exit code
 /// says it for the ends it chose (`closed`, `stdin_closed`,
-/// `idle_timeout`); otherwise the outcome's status (`memory_limit`,
+/// `idle_timeout`, `terminated`: SIGTERM, SIGHUP or SIGQUIT); otherwise the outcome's status (`memory_limit`,
 /// `timeout`, `signaled` when a command killed the agent, …).
 pub(crate) fn end_reason(o: &crate::Outcome) -> String {
     if o.status == crate::Status::Exited {
@@ -44,6 +44,7 @@ pub(crate) fn end_reason(o: &crate::Outcome) -> String {
             agent::EXIT_CLOSED => return "closed".into(),
             agent::EXIT_STDIN_END => return "stdin_closed".into(),
             agent::EXIT_IDLE => return "idle_timeout".into(),
+            agent::EXIT_TERMINATED => return "terminated".into(),
             _ => {}
         }
     }

@@ -493,6 +493,11 @@ fn sessions_answer_as_documented(s: &Server, spec: &mut Spec, h: &[(&str, &str)]
     spec.check(
         ex,
         "post",
+        &call("POST", &exec, &json!({"command": "x".repeat(70_000)})),
+    );
+    spec.check(
+        ex,
+        "post",
         &call(
             "POST",
             "/v1/sessions/nope/exec",

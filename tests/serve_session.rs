@@ -264,3 +264,16 @@ fn bad_session_requests_name_the_field() {
     );
     assert_eq!(delete(&s, &id).status, 200);
 }
+
+#[test]
+fn sigterm_ends_open_sessions_and_leaves_nothing() {
+    let who = common::users("sigterm_ends_open_sessions_and_leaves_nothing")[0];
+    let mut s = Server::start(who, &[]);
+    let id = opened(&s, &json!({}));
+    let v = exec(&s, &id, &json!({"command": "echo kept > f; cat f"})).json();
+    assert_eq!(v["stdout"], "kept\n", "{v}");
+    assert_eq!(s.leftovers().len(), 1, "{:?}", s.leftovers());
+    s.term();
+    assert_eq!(s.wait().code(), Some(0));
+    assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
+}

@@ -82,8 +82,8 @@ Requests are JSON lines on stdin, events JSON lines on stdout (README: Sessions)
 The working directory and exported environment carry over between commands; the jail's limits \
 cover the whole session. The last line is {\"event\":\"end\",\"reason\":…,\"outcome\":{…}}.\n\n\
 Example:\n\
-  printf '%s\\n' '{\"op\":\"exec\",\"id\":\"1\",\"command\":\"export A=1; cd /tmp\"}' \\\n\
-    '{\"op\":\"exec\",\"id\":\"2\",\"command\":\"echo $A $PWD\"}' | stockade session --memory 256m";
+  echo '{\"op\":\"exec\",\"id\":\"1\",\"command\":\"cd /tmp; id -un\"}' | stockade session --memory 256m\n\
+At the end of stdin the running command is seen to its end, then the session ends.";
 
 /// `stockade session`: the jail flags of `run` that make sense for a
 /// session, and its own.

@@ -12,7 +12,7 @@ use crate::policy::{units, PolicyError};
 use crate::session::{self, policy::session_policy};
 
 /// `stockade session`: the exit code (0 when the session ended as asked:
-/// `close`, stdin's end, the idle timeout).
+/// `close`, stdin's end, the idle timeout, SIGTERM).
 pub(super) fn session_cmd(a: &SessionArgs, mounts: &[(usize, MountFlag, String)]) -> i32 {
     let policy = match policy(a, mounts) {
         Ok(p) => p,
@@ -29,7 +29,7 @@ pub(super) fn session_cmd(a: &SessionArgs, mounts: &[(usize, MountFlag, String)]
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{end}").and_then(|_| out.flush());
     match session::end_reason(&o).as_str() {
-        "closed" | "stdin_closed" | "idle_timeout" => 0,
+        "closed" | "stdin_closed" | "idle_timeout" | "terminated" => 0,
         "setup_error" => 125,
         _ if o.exit_code == 0 => 1,
         _ => o.exit_code,

@@ -414,6 +414,13 @@ pub fn exec_line(body: &[u8], state: &State, id: &str) -> Result<Value, ApiError
     obj.insert("op".into(), json!("exec"));
     obj.insert("id".into(), json!(id));
     let line = Value::Object(obj);
-    crate::session::proto::parse(line.to_string().as_bytes()).map_err(ApiError::bad_request)?;
+    let text = line.to_string();
+    if text.len() > crate::session::proto::MAX_LINE {
+        let max = crate::session::proto::MAX_LINE;
+        return Err(ApiError::too_large(format!(
+            "body: the request line would be longer than {max} bytes"
+        )));
+    }
+    crate::session::proto::parse(text.as_bytes()).map_err(ApiError::bad_request)?;
     Ok(line)
 }

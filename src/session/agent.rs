@@ -5,6 +5,9 @@
 //! /proc files or ptrace it), a child subreaper (orphans come back to it),
 //! and blocks the signals a command could stop it with (SIGKILL and SIGSTOP
 //! aside: a command that sends those ends or freezes its own session).
+//! SIGINT, SIGTERM, SIGHUP and SIGQUIT (stockade's, forwarded by the jail's
+//! init) are taken by a thread: SIGINT interrupts the running command, the
+//! others end the session (`terminated`).
 
 use std::ffi::OsString;
 use std::io::{BufRead, Write};
@@ -24,6 +27,15 @@ use crate::sys;
 pub(crate) const EXIT_CLOSED: i32 = 0;
 pub(crate) const EXIT_STDIN_END: i32 = 10;
 pub(crate) const EXIT_IDLE: i32 = 11;
+pub(crate) const EXIT_TERMINATED: i32 = 12;
+
+/// The signals the agent's signal thread takes.
+const TAKEN: [Signal; 4] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
 
 /// The agent's arguments (set by `session::policy`).
 struct Args {
@@ -101,6 +113,7 @@ fn run(argv: &[OsString]) -> Result<i32, String> {
     }
     let (tx, rx) = channel();
     read_requests(tx.clone());
+    take_signals(tx.clone());
     let mut agent_loop = Agent {
         out: std::io::stdout(),
         state: State {
@@ -114,6 +127,7 @@ fn run(argv: &[OsString]) -> Result<i32, String> {
         seq: 0,
         idle: a.idle,
         last: Instant::now(),
+        stdin_ended: false,
         tx,
     };
     agent_loop.emit(&proto::ready(&a.session, &cwd.to_string_lossy()))?;
@@ -148,6 +162,22 @@ fn read_requests(tx: Sender<Msg>) {
     });
 }
 
+/// The signal thread: each of [`TAKEN`] (blocked in every thread) as a
+/// message.
+fn take_signals(tx: Sender<Msg>) {
+    std::thread::spawn(move || {
+        let mut set = nix::sys::signal::SigSet::empty();
+        for s in TAKEN {
+            set.add(s);
+        }
+        while let Ok(sig) = set.wait() {
+            if tx.send(Msg::Signal(sig as i32)).is_err() {
+                return;
+            }
+        }
+    });
+}
+
 struct Agent {
     out: std::io::Stdout,
     state: State,
@@ -161,6 +191,8 @@ struct Agent {
     idle: Option<Duration>,
     /// When the last command ended (or the session started).
     last: Instant,
+    /// stdin has ended: the session ends once no command runs.
+    stdin_ended: bool,
     tx: Sender<Msg>,
 }
 
@@ -187,6 +219,8 @@ impl Agent {
                 Err(RecvTimeoutError::Timeout) => self.on_deadline()?,
                 Err(RecvTimeoutError::Disconnected) => Some(EXIT_STDIN_END),
             };
+            let done =
+                done.or((self.stdin_ended && self.running.is_none()).then_some(EXIT_STDIN_END));
             if let Some(code) = done {
                 if let Some(r) = self.running.take() {
                     self.reach.sweep(r.pgid);
@@ -220,7 +254,14 @@ impl Agent {
                 let m = format!("request line longer than {} bytes", proto::MAX_LINE);
                 self.emit(&proto::error(None, "bad_request", &m))?;
             }
-            Msg::StdinEnd => return Ok(Some(EXIT_STDIN_END)),
+            // The running command (if any) is seen to its end first.
+            Msg::StdinEnd => self.stdin_ended = true,
+            Msg::Signal(libc::SIGINT) => {
+                if let Some(r) = self.running.as_mut() {
+                    r.stop(libc::SIGINT, ExitStatus::Interrupted);
+                }
+            }
+            Msg::Signal(_) => return Ok(Some(EXIT_TERMINATED)),
             Msg::Out(seq, stream, data) => self.on_output(seq, stream, data)?,
             Msg::OutEnd(seq, stream) => {
                 if let Some(r) = self.running.as_mut().filter(|r| r.seq == seq) {

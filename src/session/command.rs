@@ -29,6 +29,9 @@ pub(crate) enum Msg {
     OutEnd(u64, usize),
     /// Command `seq`'s shell ended with this wait status.
     Exited(u64, i32),
+    /// The agent got SIGINT, SIGTERM, SIGHUP or SIGQUIT (forwarded by the
+    /// jail's init from stockade's, or sent by a command).
+    Signal(i32),
 }
 
 pub(crate) const STREAMS: [&str; 2] = ["stdout", "stderr"];
