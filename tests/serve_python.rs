@@ -92,7 +92,15 @@ fn python_client_against_a_real_server() {
 
     // Run the suite from elsewhere: `stockade` is the installed package.
     let o = Command::new(&py)
-        .args(["-m", "unittest", "discover", "-v", "-s"])
+        .args([
+            "-m",
+            "unittest",
+            "discover",
+            "-v",
+            "-p",
+            "test_client.py",
+            "-s",
+        ])
         .arg(pkg.join("tests"))
         .current_dir(scratch.path())
         .env("STOCKADE_ADDRESS", format!("unix:{}", s.sock.display()))

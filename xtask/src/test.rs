@@ -50,6 +50,8 @@ fn prepare(only_cargo: bool) {
         // tests/egress.rs: curl and pip through the egress proxy.
         ("curl", "curl"),
         ("/usr/share/doc/python3-pip", "python3-pip"),
+        // The evaluator suite imports numpy in a jail (python_integrations.rs).
+        ("/usr/share/doc/python3-numpy", "python3-numpy"),
     ];
     let mut missing: Vec<&str> = want
         .iter()

@@ -208,6 +208,22 @@ class Client:
         finally:
             conn.close()
 
+    def _json(self, method, path, body=None):
+        conn, resp = self._request(method, path, body)
+        try:
+            return json.loads(resp.read())
+        except (OSError, http.client.HTTPException) as e:
+            raise StockadeConnectionError("%s: %s" % (self.address, e)) from e
+        finally:
+            conn.close()
+
+    def session(self, *, profile=None, env=None, files=None, limits=None, idle_timeout=None):
+        """Open a session on the server (one jail for many commands):
+        `limits` {"memory", "cpus", "pids"}; returns a RemoteSession."""
+        from .remote_session import RemoteSession, create_body
+
+        return RemoteSession(self, self._json("POST", "/v1/sessions", create_body(profile, env, files, limits, idle_timeout)))
+
     def health(self):
         conn, resp = self._request("GET", "/healthz")
         try:

@@ -49,6 +49,18 @@ class ShuttingDown(StockadeError):
     """503: the server is draining; `retry_after`."""
 
 
+class Busy(StockadeError):
+    """409: the session runs a command; commands run one at a time."""
+
+
+class SessionEnded(StockadeError):
+    """410: the session ended while (or before) the command ran."""
+
+
+class TooManySessions(StockadeError):
+    """429: the server's --max-sessions are open."""
+
+
 class InternalError(StockadeError):
     """500: the server could not start the jail."""
 
@@ -70,6 +82,9 @@ _BY_CODE = {
     "queue_full": QueueFull,
     "shutting_down": ShuttingDown,
     "internal": InternalError,
+    "busy": Busy,
+    "session_ended": SessionEnded,
+    "too_many_sessions": TooManySessions,
 }
 
 
@@ -81,3 +96,38 @@ def from_answer(status, body, retry_after=None):
     code = err.get("code", "http_%d" % status)
     cls = _BY_CODE.get(code, StockadeError)
     return cls(status, code, err.get("message", ""), err.get("field"), retry_after)
+
+
+class StockadeNotFound(StockadeError):
+    """The local `stockade` binary is not there (give `binary=`, set
+    STOCKADE_BIN, or put it on PATH)."""
+
+    def __init__(self, message):
+        super().__init__(0, "not_found", message)
+
+
+class SetupError(StockadeError):
+    """The local `stockade` could not set the jail up (exit 125): a bad
+    flag, profile or limit, or a layer the host lacks. `outcome` is the
+    run's Outcome when stockade wrote one."""
+
+    def __init__(self, message, outcome=None):
+        super().__init__(0, "setup_error", message)
+        self.outcome = outcome
+
+
+class SessionError(StockadeError):
+    """A `stockade session` answered an error event (`code`: busy,
+    bad_request, …), or the session is gone."""
+
+    def __init__(self, code, message, outcome=None):
+        super().__init__(0, code, message)
+        self.outcome = outcome
+
+
+class SessionClosed(SessionError):
+    """The session ended (closed, idle timeout, or a limit ended it);
+    `outcome` is the session's Outcome when it said one."""
+
+    def __init__(self, message, outcome=None):
+        super().__init__("session_closed", message, outcome)

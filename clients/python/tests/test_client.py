@@ -99,6 +99,53 @@ class Errors(unittest.TestCase):
         self.assertIn("stockade_runs_total", client().metrics())
 
 
+class Sessions(unittest.TestCase):
+    def test_state_output_and_close(self):
+        with client().session(profile="shell", env={"GREETING": "hi"}, files={"in.txt": "a file\n"},
+                              limits={"memory": "256m"}) as s:
+            self.assertTrue(s.id)
+            self.assertTrue(s.exec("mkdir -p sub && cd sub && export COLOR=blue").ok)
+            r = s.exec('pwd; echo "$COLOR $GREETING"; cat ../in.txt; echo oops >&2; exit 3')
+            self.assertEqual((r.status, r.exit_code), ("exited", 3), r.raw)
+            self.assertEqual(r.stdout_text.splitlines(), [s.workdir + "/sub", "blue hi", "a file"])
+            self.assertEqual(r.stderr, b"oops\n")
+            self.assertEqual(s.exec("sleep 600", timeout=1).status, "timeout")
+            self.assertEqual(s.exec("echo $COLOR").stdout, b"blue\n", "the session lives on")
+        self.assertIsInstance(s.outcome, stockade.Outcome)
+        self.assertEqual(s.end_reason, "closed")
+        with self.assertRaises(stockade.NotFound):
+            s.exec("true")
+
+    def test_stream_and_busy(self):
+        with client().session(profile="shell") as s:
+            running = s.stream("echo started; sleep 600", timeout=2)
+            self.assertEqual(next(running).data, b"started\n")
+            with self.assertRaises(stockade.Busy) as cm:
+                s.exec("true")
+            self.assertEqual(cm.exception.status, 409)
+            last = list(running)[-1]
+            self.assertIsInstance(last, stockade.ExecResult)
+            self.assertEqual(last.status, "timeout", last.raw)
+            self.assertTrue(s.exec("true").ok)
+
+    def test_hostile_commands_stay_inside(self):
+        with client().session(profile="shell") as s:
+            r = s.exec("cat /etc/shadow")
+            self.assertNotEqual(r.exit_code, 0)
+            self.assertIn("No such file", r.stderr_text)
+            r = s.exec("env")
+            self.assertTrue(r.ok)
+            self.assertNotIn("STOCKADE_TOKEN", r.stdout_text)
+            self.assertNotIn(TOKEN or "no token", r.stdout_text)
+
+    def test_bad_session_requests(self):
+        with self.assertRaises(stockade.BadRequest) as cm:
+            client().session(profile="shell", limits={"disk": 1})
+        self.assertEqual(cm.exception.field, "limits.disk")
+        with self.assertRaises(stockade.NotFound):
+            stockade.RemoteSession(client(), {"id": "0000000000000000"}).exec("true")
+
+
 def load_evaluator():
     path = os.path.join(os.path.dirname(__file__), "..", "examples", "evaluator.py")
     spec = importlib.util.spec_from_file_location("evaluator", path)

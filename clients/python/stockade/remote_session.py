@@ -1,0 +1,109 @@
+"""A session on `stockade serve` (`POST /v1/sessions`, `POST
+/v1/sessions/{id}/exec`, `DELETE /v1/sessions/{id}`): the HTTP twin of
+`stockade.Session`, made by `Client.session(...)`."""
+
+import base64
+import http.client
+import json
+
+from .client import Chunk, Outcome, _content
+from .errors import StockadeConnectionError, from_answer
+from .session import ExecResult
+
+
+class RemoteSession:
+    """One session on the server: `exec`, `stream`, `close` (also as a
+    context manager). Closing a `stream` iterator early interrupts its
+    command. `info` is the server's answer to the creation (profile,
+    limits in force, idle_timeout, …)."""
+
+    def __init__(self, client, info):
+        self._client = client
+        self.info = info
+        self.id = info["id"]
+        self.workdir = info.get("workdir")
+        self.outcome = None
+        self.end_reason = None
+
+    def _path(self, tail=""):
+        return "/v1/sessions/%s%s" % (self.id, tail)
+
+    @staticmethod
+    def _exec_body(command, timeout, max_output, stdin):
+        if not isinstance(command, str) or not command:
+            raise ValueError("command: expected a non-empty string")
+        body = {"command": command}
+        for key, value in (("timeout", timeout), ("max_output", max_output), ("stdin", stdin)):
+            if value is not None:
+                body[key] = value
+        return body
+
+    def exec(self, command, *, timeout=None, max_output=None, stdin=None):
+        """Run `command`; return its ExecResult once it ended."""
+        body = self._exec_body(command, timeout, max_output, stdin)
+        raw = self._client._json("POST", self._path("/exec"), body)
+        out, err = raw.get("stdout", "").encode("utf-8"), raw.get("stderr", "").encode("utf-8")
+        return ExecResult(raw, out, err, (out + err).decode("utf-8", "replace"))
+
+    def stream(self, command, *, timeout=None, max_output=None, stdin=None):
+        """Yield Chunk objects as `command` writes, then its ExecResult."""
+        body = self._exec_body(command, timeout, max_output, stdin)
+        conn, resp = self._client._request("POST", self._path("/exec"), body, accept="application/x-ndjson")
+        out, err, both = [], [], []
+        try:
+            for line in resp:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                kind = event.get("event")
+                if kind == "output":
+                    data = event.get("data")
+                    raw = base64.b64decode(event["data_b64"]) if data is None else data.encode("utf-8")
+                    (out if event.get("stream") == "stdout" else err).append(raw)
+                    both.append(raw)
+                    yield Chunk(event.get("stream"), raw)
+                elif kind == "exit":
+                    text = b"".join(both).decode("utf-8", "replace")
+                    yield ExecResult(event, b"".join(out), b"".join(err), text)
+                    return
+                elif kind == "end" or "error" in event:
+                    status = 410 if kind == "end" else 500
+                    raise from_answer(status, event if "error" in event else {"error": {
+                        "code": "session_ended", "message": "the session ended: %s" % event.get("reason")}})
+        except (OSError, http.client.HTTPException) as e:
+            raise StockadeConnectionError("%s: %s" % (self._client.address, e)) from e
+        finally:
+            conn.close()
+
+    def close(self):
+        """End the session; return its Outcome (`end_reason` says why)."""
+        if self.outcome is None:
+            end = self._client._json("DELETE", self._path())
+            self.end_reason = end.get("reason")
+            self.outcome = Outcome(end.get("outcome") or {})
+        return self.outcome
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        return "RemoteSession(id=%r)" % self.id
+
+
+def create_body(profile, env, files, limits, idle_timeout):
+    body = {}
+    if profile:
+        body["profile"] = profile
+    if env:
+        body["env"] = dict(env)
+    if files:
+        body["files"] = {p: _content(c) for p, c in files.items()}
+    if limits:
+        body["limits"] = dict(limits)
+    if idle_timeout is not None:
+        body["idle_timeout"] = idle_timeout
+    return body

@@ -1,0 +1,251 @@
+"""`stockade.Session`: one jail that outlives one command, over the local
+`stockade session` (JSON lines on its stdin/stdout, protocol v1).
+
+    with stockade.Session(profile="shell", memory="512m") as s:
+        s.exec("cd /tmp && export X=1")
+        r = s.exec("pwd; echo $X", timeout=10)
+        print(r.exit_code, r.stdout_text)          # 0 "/tmp\\n1\\n"
+        for event in s.stream("make test"):
+            print(event)                           # Chunk(stdout, …) … then the ExecResult
+
+Commands run one at a time with /bin/sh semantics; cwd and exported
+variables carry over. The framing is the session agent's, so nothing a
+command prints can forge the end of its output.
+"""
+
+import base64
+import itertools
+import json
+import subprocess
+import threading
+
+from . import local
+from .client import Chunk, Outcome
+from .errors import SessionClosed, SessionError, SetupError
+
+
+class ExecResult:
+    """How one command ended: `status` (exited, signaled, timeout,
+    interrupted), `exit_code`, `signal`, `stdout`/`stderr` (bytes),
+    `output` (both, in the order written, as text), `truncated`,
+    `duration_ms`; `raw` is the exit event."""
+
+    def __init__(self, raw, stdout, stderr, output):
+        self.raw = raw
+        self.id = raw.get("id")
+        self.status = raw.get("status")
+        self.exit_code = raw.get("code")
+        self.signal = raw.get("signal")
+        self.truncated = bool(raw.get("truncated"))
+        self.duration_ms = raw.get("duration_ms")
+        self.stdout = stdout
+        self.stderr = stderr
+        self.output = output
+
+    @property
+    def ok(self):
+        return self.status == "exited" and self.exit_code == 0
+
+    @property
+    def stdout_text(self):
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr_text(self):
+        return self.stderr.decode("utf-8", "replace")
+
+    def __repr__(self):
+        return "ExecResult(status=%r, exit_code=%r)" % (self.status, self.exit_code)
+
+
+def session_flags(profile, memory, cpus, pids, network, workdir, binds, ro_binds, env, idle_timeout):
+    flags = ["--profile", profile] if profile else []
+    flags += local.limit_flags({"memory": memory, "cpus": cpus, "pids": pids})
+    if network:
+        flags += ["--network", "host"]
+    if workdir:
+        flags += ["--workdir", str(workdir)]
+    for b in binds or ():
+        flags += ["--bind", str(b)]
+    for b in ro_binds or ():
+        flags += ["--ro-bind", str(b)]
+    flags += local.env_flags(env)
+    if idle_timeout is not None:
+        flags += ["--idle-timeout", str(idle_timeout)]
+    return flags
+
+
+class Session:
+    """A `stockade session`: started here, ready when the constructor
+    returns. Limits (`memory`, `cpus`, `pids`) cover the whole session;
+    `workdir` is a host directory bound read-write as the jail's workdir
+    (default: a fresh tmpfs); `binds`/`ro_binds` are `SRC[:DST]`; `env`
+    the session's environment; `flags` more `stockade session` flags."""
+
+    def __init__(self, *, profile=None, memory=None, cpus=None, pids=None, network=False, workdir=None,
+                 binds=(), ro_binds=(), env=None, idle_timeout=None, binary=None, flags=()):
+        argv = [local.find_binary(binary), "session"]
+        argv += session_flags(profile, memory, cpus, pids, network, workdir, binds, ro_binds, env, idle_timeout)
+        argv += list(flags)
+        self._proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
+        self._stderr = []
+        self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._stderr_thread.start()
+        self._write_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._running = None
+        self.outcome = None
+        self.end_reason = None
+        ready = self._next_event()
+        if ready is None or ready.get("event") != "ready":
+            self._proc.kill()
+            self._proc.wait()
+            self._stderr_thread.join()
+            raise SetupError("stockade session did not start: %s" % self._stderr_text()[-2000:])
+        self.id = ready.get("session")
+        self.workdir = ready.get("workdir")
+
+    def _drain_stderr(self):
+        for line in self._proc.stderr:
+            self._stderr.append(line)
+
+    def _stderr_text(self):
+        return b"".join(self._stderr).decode("utf-8", "replace").strip()
+
+    def _next_event(self):
+        """The next event, or None at EOF (the session is gone)."""
+        line = self._proc.stdout.readline()
+        if not line:
+            return None
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise SessionError("protocol", "not a JSON event: %r" % line[:200])
+
+    def _send(self, request):
+        data = (json.dumps(request) + "\n").encode("utf-8")
+        with self._write_lock:
+            try:
+                self._proc.stdin.write(data)
+                self._proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                raise self._gone()
+
+    def _gone(self):
+        """The session ended: read what is left (the end event) and say so."""
+        while self.outcome is None:
+            try:
+                event = self._next_event()
+            except (SessionError, ValueError, OSError):
+                break
+            if event is None:
+                break
+            if event.get("event") == "end":
+                self._ended(event)
+        why = self.outcome.status if self.outcome else self._stderr_text()[-500:] or "stdout closed"
+        return SessionClosed("the session has ended (%s)" % why, self.outcome)
+
+    def _ended(self, event):
+        self.outcome = Outcome(event.get("outcome") or {})
+        self.end_reason = event.get("reason")
+
+    def wait(self):
+        """Block until the session ends by itself (idle timeout, a limit)
+        and return its Outcome; `end_reason` says why."""
+        if self._running is not None:
+            raise SessionError("busy", "command %s is still running" % self._running)
+        self._gone()
+        return self.outcome
+
+    def stream(self, command, *, timeout=None, max_output=None, stdin=None):
+        """Run `command`; yield Chunk objects as it writes, then its
+        ExecResult last."""
+        if not isinstance(command, str) or not command:
+            raise ValueError("command: expected a non-empty string")
+        if self._running is not None:
+            raise SessionError("busy", "command %s is still running" % self._running)
+        cid = "c%d" % next(self._ids)
+        request = {"op": "exec", "id": cid, "command": command}
+        for key, value in (("timeout", timeout), ("max_output", max_output), ("stdin", stdin)):
+            if value is not None:
+                request[key] = value
+        self._running = cid
+        try:
+            self._send(request)
+            yield from self._events(cid)
+        finally:
+            self._running = None
+
+    def _events(self, cid):
+        out, err, both = [], [], []
+        while True:
+            event = self._next_event()
+            if event is None:
+                raise self._gone()
+            kind = event.get("event")
+            if kind == "end":
+                self._ended(event)
+                raise SessionClosed("the session ended during the command (%s)" % self.outcome.status, self.outcome)
+            if event.get("id") != cid and not (kind == "error" and event.get("id") is None):
+                continue
+            if kind == "output":
+                data = event.get("data")
+                raw = base64.b64decode(event["data_b64"]) if data is None else data.encode("utf-8")
+                (out if event.get("stream") == "stdout" else err).append(raw)
+                both.append(raw)
+                yield Chunk(event.get("stream"), raw)
+            elif kind == "exit":
+                text = b"".join(both).decode("utf-8", "replace")
+                yield ExecResult(event, b"".join(out), b"".join(err), text)
+                return
+            elif kind == "error":
+                e = event.get("error") or {}
+                raise SessionError(e.get("code", "error"), e.get("message", ""))
+
+    def exec(self, command, *, timeout=None, max_output=None, stdin=None):
+        """Run `command` (shell syntax) in the session; return its
+        ExecResult once it ended. `timeout` seconds (the session's default
+        60), `max_output` bytes kept, `stdin` text."""
+        result = None
+        for event in self.stream(command, timeout=timeout, max_output=max_output, stdin=stdin):
+            result = event
+        return result
+
+    def interrupt(self):
+        """SIGINT to the running command's process group (SIGKILL after a
+        grace); the session lives on. Safe from another thread."""
+        cid = self._running
+        if cid is not None:
+            self._send({"op": "interrupt", "id": cid})
+
+    def close(self):
+        """End the session (a running command is killed); return its
+        Outcome."""
+        if self._proc.poll() is None and self.outcome is None:
+            try:
+                self._send({"op": "close"})
+                self._proc.stdin.close()
+            except SessionClosed:
+                pass
+            self._gone()
+        self._proc.wait()
+        self._stderr_thread.join()
+        for f in (self._proc.stdout, self._proc.stderr):
+            f.close()
+        return self.outcome
+
+    @property
+    def alive(self):
+        return self._proc.poll() is None and self.outcome is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        return "Session(id=%r, workdir=%r)" % (self.id, self.workdir)

@@ -1,0 +1,88 @@
+"""stockade.run on the local binary (STOCKADE_BIN): real jails, no server.
+tests/python_integrations.rs runs these as root and as uid 65534."""
+
+import os
+import unittest
+
+import stockade
+
+BIN = os.environ.get("STOCKADE_BIN")
+# tests/python_integrations.rs also runs the suites where user namespaces
+# are refused (the fallback: jails as leased uids on the host's tree).
+FALLBACK = os.environ.get("STOCKADE_TEST_FALLBACK") == "1"
+
+
+def setUpModule():
+    if not BIN:
+        raise unittest.SkipTest("STOCKADE_BIN is not set: no local stockade binary to test")
+
+
+class LocalRun(unittest.TestCase):
+    def test_argv_stdin_files_env(self):
+        out = stockade.run(
+            ["sh", "-c", "cat data/in.txt; cat; echo $GREETING; od -An -tx1 bin.dat; id -u"],
+            profile="shell",
+            stdin="from stdin\n",
+            files={"data/in.txt": "a file\n", "bin.dat": b"\x00\xff"},
+            env={"GREETING": "hello"},
+        )
+        self.assertTrue(out.ok, out.raw)
+        lines = out.stdout_text.split("\n")
+        self.assertEqual(lines[:3], ["a file", "from stdin", "hello"])
+        self.assertIn("00 ff", lines[3])
+        self.assertNotEqual(lines[4], "0", "never root")
+        if not FALLBACK:
+            self.assertEqual(lines[4], "1000", "the payload runs as the jail's uid 1000")
+
+    def test_code_under_python_profile(self):
+        out = stockade.run(code="import sys; print(sum(map(int, sys.stdin.read().split())))", stdin="1 2 3")
+        self.assertEqual((out.status, out.exit_code, out.stdout), ("exited", 0, b"6\n"), out.raw)
+
+    def test_exit_code_and_stderr(self):
+        out = stockade.run(["sh", "-c", "echo oops >&2; exit 7"])
+        self.assertEqual((out.status, out.exit_code, out.stderr), ("exited", 7, b"oops\n"))
+        self.assertFalse(out.ok)
+
+    def test_timeout_and_memory(self):
+        out = stockade.run(["sleep", "600"], limits={"timeout": 1})
+        self.assertEqual(out.status, "timeout", out.raw)
+        out = stockade.run(code="x = []\nwhile True: x.append(bytearray(1 << 20))", limits={"memory": "64m"})
+        self.assertEqual(out.status, "memory_limit", out.raw)
+
+    def test_the_host_environment_stays_out(self):
+        os.environ["STOCKADE_TEST_CANARY"] = "canary-4f1d"
+        try:
+            out = stockade.run(["env"])
+        finally:
+            del os.environ["STOCKADE_TEST_CANARY"]
+        self.assertTrue(out.ok, out.raw)
+        self.assertNotIn("canary-4f1d", out.stdout_text)
+
+    def test_nothing_left_behind(self):
+        out = stockade.run(["sh", "-c", "echo $PWD; touch left.txt"], files={"in": "x"})
+        self.assertTrue(out.ok, out.raw)
+        if not FALLBACK:
+            self.assertEqual(out.stdout_text.strip(), "/work")
+        out = stockade.run(["ls", "-A"])
+        self.assertEqual(out.stdout_text, "", "a fresh workdir per run")
+
+    def test_bad_arguments_are_typed_errors(self):
+        with self.assertRaises(stockade.BadRequest) as e:
+            stockade.run(["true"], limits={"disk": 1})
+        self.assertEqual(e.exception.field, "limits.disk")
+        with self.assertRaises(stockade.BadRequest) as e:
+            stockade.run(["true"], files={"../escape": "x"})
+        self.assertEqual(e.exception.field, 'files["../escape"]')
+        with self.assertRaises(stockade.SetupError) as e:
+            stockade.run(["true"], limits={"memory": "lots"})
+        self.assertIn("--memory", e.exception.message)
+        with self.assertRaises(stockade.SetupError):
+            stockade.run(["true"], profile="no-such-profile")
+        with self.assertRaises(stockade.StockadeNotFound):
+            stockade.run(["true"], binary="/nonexistent/stockade")
+        with self.assertRaises(ValueError):
+            stockade.run(["true"], code="print(1)")
+
+
+if __name__ == "__main__":
+    unittest.main()

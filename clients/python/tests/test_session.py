@@ -1,0 +1,167 @@
+"""stockade.Session on the local `stockade session` (STOCKADE_BIN): a jail
+that outlives one command, driven over the JSON-lines protocol."""
+
+import json
+import os
+import socket
+import unittest
+
+import stockade
+from session_support import require_session
+
+CANARY = "host-canary-7c2e91"
+
+
+def setUpModule():
+    require_session()
+
+
+class Sessions(unittest.TestCase):
+    def test_exec_status_and_streams(self):
+        with stockade.Session() as s:
+            self.assertTrue(s.id)
+            r = s.exec("echo out; echo err >&2; exit 3")
+            self.assertEqual((r.status, r.exit_code), ("exited", 3))
+            self.assertEqual((r.stdout, r.stderr), (b"out\n", b"err\n"))
+            self.assertFalse(r.ok)
+            self.assertTrue(s.exec("true").ok)
+
+    def test_state_persists_between_commands(self):
+        with stockade.Session() as s:
+            self.assertTrue(s.exec("mkdir -p sub && cd sub && export COLOR=blue && echo kept > f").ok)
+            r = s.exec('pwd; echo "$COLOR"; cat f')
+            self.assertEqual(r.stdout_text.splitlines(), [s.workdir + "/sub", "blue", "kept"])
+
+    def test_nothing_persists_after_the_session(self):
+        with stockade.Session() as s:
+            s.exec("echo x > left-behind")
+        with stockade.Session() as s:
+            r = s.exec("ls -A")
+            self.assertEqual(r.stdout, b"", "a fresh workdir per session")
+
+    def test_timeout_kills_the_command_not_the_session(self):
+        with stockade.Session() as s:
+            s.exec("export MARK=set")
+            r = s.exec("sleep 600", timeout=1)
+            self.assertEqual(r.status, "timeout", r.raw)
+            r = s.exec("echo $MARK")
+            self.assertEqual(r.stdout, b"set\n", "the session lives on with its state")
+
+    def test_stream_and_interrupt(self):
+        with stockade.Session() as s:
+            events = []
+            for event in s.stream("echo started; sleep 600; echo never"):
+                events.append(event)
+                if isinstance(event, stockade.Chunk) and b"started" in event.data:
+                    s.interrupt()
+            result = events[-1]
+            self.assertIsInstance(result, stockade.ExecResult)
+            self.assertEqual(result.status, "interrupted", result.raw)
+            self.assertNotIn(b"never", result.stdout)
+            self.assertEqual(s.exec("echo alive").stdout, b"alive\n")
+
+    def test_output_cannot_forge_events(self):
+        with stockade.Session() as s:
+            # The client numbers commands c1, c2, …: the second is c2.
+            fake = [
+                {"event": "exit", "id": "c2", "status": "exited", "code": 0, "signal": None,
+                 "truncated": False, "duration_ms": 1},
+                {"event": "end", "outcome": {"status": "exited"}},
+            ]
+            s.exec("true")
+            script = "; ".join("printf '%%s\\n' %s" % json.dumps(json.dumps(f)) for f in fake)
+            r = s.exec(script + "; exit 7")
+            self.assertEqual(r.exit_code, 7)
+            self.assertEqual(r.stdout_text.splitlines(), [json.dumps(f) for f in fake])
+            self.assertTrue(s.alive)
+            self.assertEqual(s.exec("echo still here").stdout, b"still here\n")
+
+    def test_binary_output_and_stdin(self):
+        with stockade.Session() as s:
+            r = s.exec("printf '\\377\\000'; cat", stdin="piped")
+            # protocol v1: invalid UTF-8 comes as data_b64 (exact) or replaced
+            self.assertIn(r.stdout, (b"\xff\x00piped", "\ufffd\x00piped".encode()))
+
+    def test_output_cap(self):
+        with stockade.Session() as s:
+            r = s.exec("head -c 100000 /dev/zero", max_output=1000)
+            self.assertTrue(r.truncated)
+            self.assertLessEqual(len(r.stdout), 1000)
+
+    def test_memory_cap_covers_the_session(self):
+        alloc = "python3 -c 'b = bytearray(300 << 20); b[::4096] = b\"x\" * len(b[::4096]); print(\"ALLOCATED\")'"
+        with stockade.Session(memory="128m") as s:
+            try:
+                r = s.exec(alloc)
+            except stockade.SessionClosed as e:
+                self.assertEqual(e.outcome.status, "memory_limit")
+            else:
+                self.assertNotIn(b"ALLOCATED", r.stdout)
+
+    def test_hostile_commands_reach_nothing(self):
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        os.environ["STOCKADE_SESSION_CANARY"] = CANARY
+        home = os.path.expanduser("~")
+        try:
+            with stockade.Session() as s:
+                shadow = s.exec("cat /etc/shadow")
+                ssh = s.exec("cat %s/.ssh/id_rsa" % home)
+                env = s.exec("env; cat /proc/*/environ | tr '\\0' '\\n'")
+                net = s.exec("echo hi > /dev/tcp/127.0.0.1/%d && echo CONNECTED" % port)
+            with self.assertRaises(BlockingIOError):
+                listener.accept()
+        finally:
+            del os.environ["STOCKADE_SESSION_CANARY"]
+            listener.close()
+        for r in (shadow, ssh, env, net):
+            self.assertNotIn(CANARY.encode(), r.stdout + r.stderr)
+        self.assertNotEqual(shadow.exit_code, 0)
+        self.assertNotEqual(ssh.exit_code, 0)
+        self.assertNotIn(b"STOCKADE_SESSION_CANARY", env.stdout)
+        self.assertNotEqual(net.exit_code, 0)
+        self.assertNotIn(b"CONNECTED", net.stdout)
+
+    def test_close_reports_the_outcome_and_ends_the_session(self):
+        s = stockade.Session()
+        s.exec("true")
+        outcome = s.close()
+        self.assertIsInstance(outcome, stockade.Outcome)
+        self.assertFalse(s.alive)
+        with self.assertRaises(stockade.SessionClosed):
+            s.exec("true")
+
+    def test_idle_timeout_ends_the_session(self):
+        s = stockade.Session(idle_timeout=1)
+        s.exec("echo x > f")
+        outcome = s.wait()
+        self.assertEqual(s.end_reason, "idle_timeout")
+        self.assertIsInstance(outcome, stockade.Outcome)
+        self.assertFalse(s.alive)
+        with self.assertRaises(stockade.SessionClosed):
+            s.exec("cat f")
+        self.assertIs(s.close(), outcome)
+
+    def test_bad_arguments(self):
+        with self.assertRaises(stockade.SetupError):
+            stockade.Session(memory="lots")
+        with self.assertRaises(stockade.BadRequest):
+            stockade.Session(pids=True)
+        with stockade.Session() as s:
+            with self.assertRaises(ValueError):
+                s.exec("")
+            running = s.stream("echo started; sleep 600", timeout=30)
+            self.assertEqual(next(running).data, b"started\n")
+            with self.assertRaises(stockade.SessionError) as e:
+                s.exec("true")
+            self.assertEqual(e.exception.code, "busy")
+            s.interrupt()
+            self.assertEqual(list(running)[-1].status, "interrupted")
+            self.assertTrue(s.exec("true").ok)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,314 @@
+//! The Python package (clients/python) on the local binary: installed with
+//! pip into a venv under target/ (with the `langchain` and `deepagents`
+//! extras from PyPI), its unittest modules run as root and as uid 65534
+//! through clients/python/tests/run_suite.py, one result per Python test:
+//! a failure fails this test, a skip is a SKIPPED line (never a pass).
+//! The README's `python package-example` blocks run in the same venv. The
+//! suites run again where user namespaces are refused (the fallback,
+//! through tests/payloads/chk_nouserns.c), with STOCKADE_TEST_FALLBACK=1.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{Scratch, Who};
+
+/// The Python test modules this runs (in clients/python/tests).
+const MODULES: &[&str] = &[
+    "test_local",
+    "test_evaluator",
+    "test_langchain",
+    "test_session",
+    "test_deepagents",
+];
+/// Put in $HOME/.ssh/id_rsa and the environment: the suites check that no
+/// jail reads it.
+const CANARY: &str = "host-canary-7c2e91";
+
+fn out(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Copy a directory tree readable by everyone (the package is built from
+/// the copy, so the build leaves nothing in the repository).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let name = e.file_name();
+        if name == "__pycache__" || name.to_string_lossy().ends_with(".egg-info") || name == "build"
+        {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to.join(&name));
+        } else {
+            std::fs::copy(e.path(), to.join(&name)).unwrap();
+            std::fs::set_permissions(to.join(&name), std::fs::Permissions::from_mode(0o644))
+                .unwrap();
+        }
+    }
+}
+
+/// The venv under target/ (kept between runs: the frameworks come from
+/// PyPI once), made readable by uid 65534.
+fn venv() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("python-integrations");
+    let venv = dir.join("venv");
+    if !venv.join("bin/python").exists() {
+        std::fs::create_dir_all(&dir).unwrap();
+        let o = Command::new("/usr/bin/python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "python3 -m venv: {}", out(&o));
+    }
+    for d in [PathBuf::from(env!("CARGO_TARGET_TMPDIR")), dir] {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    venv
+}
+
+fn pip(py: &Path, args: &[&str]) -> Output {
+    Command::new(py)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Install the package with its extras; without PyPI, the core alone
+/// (the framework suites then skip, each with a SKIPPED line).
+fn install(py: &Path, pkg: &Path) {
+    let with_extras = format!("{}[langchain,deepagents]", pkg.display());
+    let o = pip(
+        py,
+        &["--force-reinstall", "--no-deps", pkg.to_str().unwrap()],
+    );
+    let o = if o.status.success() {
+        pip(py, &[&with_extras])
+    } else {
+        o
+    };
+    if o.status.success() {
+        return;
+    }
+    eprintln!(
+        "pip install {with_extras} failed (PyPI out of reach?):\n{}",
+        out(&o)
+    );
+    let o = pip(
+        py,
+        &[
+            "--no-build-isolation",
+            "--force-reinstall",
+            "--no-deps",
+            pkg.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "pip install {}: {}",
+        pkg.display(),
+        out(&o)
+    );
+}
+
+/// A $HOME for `who` with the canary in .ssh/id_rsa.
+fn home(s: &Scratch, label: &str, who: Who) -> PathBuf {
+    let home = s.join(&format!("home-{label}"));
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_rsa"), CANARY).unwrap();
+    std::fs::set_permissions(
+        home.join(".ssh/id_rsa"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    if who == Who::Nobody && common::is_root() {
+        for p in [home.join(".ssh/id_rsa"), home.join(".ssh"), home.clone()] {
+            std::os::unix::fs::chown(&p, Some(common::NOBODY), Some(common::NOBODY)).unwrap();
+        }
+    }
+    home
+}
+
+/// Run the modules as `who` (in the fallback when `fallback`); return the
+/// result lines (test, result, detail).
+fn run_suite(
+    s: &Scratch,
+    py: &Path,
+    tests: &Path,
+    who: Who,
+    fallback: bool,
+) -> Vec<serde_json::Value> {
+    let label = format!("{who:?}{}", if fallback { "-fallback" } else { "" });
+    let results = s.join(&format!("results-{label}.jsonl"));
+    let mut c = if fallback {
+        let mut c = Command::new(common::c_payload("chk_nouserns"));
+        c.arg(py);
+        c
+    } else {
+        Command::new(py)
+    };
+    c.arg(tests.join("run_suite.py"))
+        .arg(&results)
+        .args(MODULES)
+        .current_dir(tests)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("LANG", "C.UTF-8")
+        .env("HOME", home(s, &label, who))
+        .env("STOCKADE_BIN", common::binary())
+        .env("STOCKADE_EVAL_CANARY", CANARY)
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    if fallback {
+        c.env("STOCKADE_TEST_FALLBACK", "1");
+    }
+    if who == Who::Nobody && common::is_root() {
+        std::fs::set_permissions(s.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        c.uid(common::NOBODY).gid(common::NOBODY);
+    }
+    let o = c.output().unwrap();
+    eprintln!("--- python suites as {label}\n{}", out(&o));
+    let text = std::fs::read_to_string(&results).unwrap_or_default();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+/// Check that every module reported, print each result, record skips,
+/// collect failures.
+fn tally(results: &[serde_json::Value], label: &str, failed: &mut Vec<String>) {
+    for m in MODULES {
+        let ran = results.iter().any(|r| {
+            r["test"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(&format!("{m}.")) || t.contains(&format!("({m})")))
+        });
+        assert!(ran, "{m}: no result as {label}: {results:?}");
+    }
+    for r in results {
+        let (test, result) = (r["test"].as_str().unwrap(), r["result"].as_str().unwrap());
+        let detail = r["detail"].as_str().unwrap_or("");
+        eprintln!("python {label} {test}: {result}");
+        match result {
+            "pass" => {}
+            "skipped" => common::skip(&format!("python::{label}::{test}"), detail),
+            _ => failed.push(format!("{label} {test}: {result}\n{detail}")),
+        }
+    }
+}
+
+/// The README's ```` ```python package-example ```` blocks: (line, code).
+fn readme_examples() -> Vec<(usize, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut out = Vec::new();
+    let mut cur: Option<(usize, String)> = None;
+    for (i, l) in text.lines().enumerate() {
+        match &mut cur {
+            None if l.trim_end() == "```python package-example" => {
+                cur = Some((i + 1, String::new()))
+            }
+            None => {}
+            Some(_) if l.trim_start().starts_with("```") => out.push(cur.take().unwrap()),
+            Some((_, code)) => {
+                code.push_str(l);
+                code.push('\n');
+            }
+        }
+    }
+    assert!(
+        cur.is_none(),
+        "README.md: a package-example block is not closed"
+    );
+    out
+}
+
+/// Run each README example with the venv's Python as `who`, in a fresh
+/// directory, with the stockade binary on PATH.
+fn run_readme_examples(py: &Path, who: Who) {
+    let examples = readme_examples();
+    assert!(
+        examples.len() >= 5,
+        "README.md: expected a package-example per integration, found {}",
+        examples.len()
+    );
+    let bindir = common::binary().parent().unwrap().display().to_string();
+    let frameworks = Command::new(py)
+        .args(["-c", "import langchain, deepagents"])
+        .output()
+        .unwrap();
+    for (line, code) in examples {
+        if !frameworks.status.success()
+            && (code.contains("langchain") || code.contains("deepagents"))
+        {
+            common::skip(
+                &format!("python_package_suites::README.md:{line}"),
+                "langchain or deepagents is not installed (PyPI out of reach?)",
+            );
+            continue;
+        }
+        let s = Scratch::new("readme-python").world_writable();
+        let f = s.join("example.py");
+        std::fs::write(&f, &code).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let mut c = Command::new(py);
+        c.arg(&f)
+            .current_dir(s.path())
+            .env_clear()
+            .env("PATH", format!("{bindir}:/usr/local/bin:/usr/bin:/bin"))
+            .env("HOME", s.path())
+            .env("LANG", "C.UTF-8")
+            .env("PYTHONDONTWRITEBYTECODE", "1");
+        if who == Who::Nobody && common::is_root() {
+            c.uid(common::NOBODY).gid(common::NOBODY);
+        }
+        let o = c.output().unwrap();
+        assert!(
+            o.status.success(),
+            "README.md:{line}: package-example failed as {who:?}:\n{code}--- output\n{}",
+            out(&o)
+        );
+    }
+}
+
+#[test]
+fn python_package_suites() {
+    let s = Scratch::new("python-integrations");
+    let pkg = s.join("pkg");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/python"),
+        &pkg,
+    );
+    let py = venv().join("bin/python");
+    install(&py, &pkg);
+    let mut failed = Vec::new();
+    for who in common::users("python_package_suites") {
+        run_readme_examples(&py, who);
+        for fallback in [false, true] {
+            let results = run_suite(&s, &py, &pkg.join("tests"), who, fallback);
+            let label = format!("{who:?}{}", if fallback { "-fallback" } else { "" });
+            tally(&results, &label, &mut failed);
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "Python tests failed:\n{}",
+        failed.join("\n")
+    );
+}
