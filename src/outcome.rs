@@ -178,6 +178,15 @@ pub enum Denial {
         port: u16,
         reason: String,
     },
+    /// A syscall the seccomp allowlist refused with an errno (errno
+    /// mode): its name, the thread that made it (its id in the jail's pid
+    /// namespace; None when it was gone before it could be read) and how
+    /// many times that thread made it.
+    Seccomp {
+        syscall: String,
+        thread: Option<i64>,
+        count: u64,
+    },
 }
 
 /// The whole outcome of one run.
@@ -215,15 +224,15 @@ pub struct Outcome {
     /// to add.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub detail: Option<String>,
+    /// What stockade refused the payload while it ran (at most
+    /// [`MAX_DENIALS`]; a warning counts the rest); absent when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub denials: Vec<Denial>,
     /// stockade's own warnings about this run (a limit nothing enforces,
     /// user namespaces refused, a cgroup or tmpfs left behind), each one
     /// line without the `stockade: warning: ` prefix, in the order they
     /// arose. They are never written to the payload's stderr: the CLI
     /// prints them on its own (see [`crate::run`]); absent when empty.
-    /// What stockade refused the payload while it ran (at most
-    /// [`MAX_DENIALS`]; a warning counts the rest); absent when empty.
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub denials: Vec<Denial>,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub warnings: Vec<String>,
     /// The denied paths hidden, and how (see [`crate::plan::Masked`]);

@@ -61,12 +61,15 @@ pub struct Compiled {
 }
 
 impl Compiled {
-    /// The program to install. With a listener in kill mode, every
-    /// mismatch goes to the supervisor (which kills the jail and names the
-    /// syscall) instead of killing in the kernel.
+    /// The program to install. With a listener in kill or errno mode,
+    /// every mismatch goes to the supervisor (which kills the jail and
+    /// names the syscall, or answers EPERM and records it) instead of
+    /// being judged in the kernel.
     pub fn program(&self, listener: bool) -> Vec<libc::sock_filter> {
         let mut prog = self.allowlist.clone();
-        if listener && self.action == SeccompAction::Kill {
+        if listener && self.action != SeccompAction::Learn {
+            // Kill mode: the supervisor hears of it and kills the jail;
+            // errno mode: it answers with EPERM and records a denial.
             for &i in &self.mismatch_at {
                 prog[i].k = libc::SECCOMP_RET_USER_NOTIF;
             }
@@ -88,11 +91,14 @@ impl std::fmt::Debug for Compiled {
 
 impl Compiled {
     /// The payload should hand a user-notification listener to the
-    /// supervisor: always in learning mode; in kill mode so the supervisor
-    /// learns which syscall was refused (without a channel, kill mode
-    /// falls back to SECCOMP_RET_KILL_PROCESS).
+    /// supervisor: in every mode. Learning mode needs it; in kill mode the
+    /// supervisor learns which syscall was refused; in errno mode it
+    /// answers each refused syscall with EPERM and records it as a denial
+    /// (allowed syscalls never reach it). Without a channel (no
+    /// supervisor to hear it), kill and errno mode are enforced in the
+    /// kernel alone.
     pub fn wants_listener(&self) -> bool {
-        matches!(self.action, SeccompAction::Learn | SeccompAction::Kill) || self.mediated.is_some()
+        true
     }
 
     /// Instructions in the filter.

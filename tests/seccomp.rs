@@ -458,3 +458,126 @@ fn kill_mode_names_the_refused_syscall_and_kills_the_whole_jail() {
         );
     }
 }
+
+/// A payload that makes refused syscalls from two threads: ptrace three
+/// times from the main thread, acct once from another; prints each
+/// thread's id and the errno it got.
+const TWO_THREADS: &str = r#"
+import ctypes, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def call(nr, n):
+    for _ in range(n):
+        rc = libc.syscall(nr, 0, 0, 0, 0)
+        print(threading.get_native_id(), nr, rc, ctypes.get_errno(), flush=True)
+call(101, 3)
+t = threading.Thread(target=call, args=(163, 1))
+t.start(); t.join()
+"#;
+
+fn denials_of(v: &serde_json::Value) -> Vec<serde_json::Value> {
+    v["denials"]
+        .as_array()
+        .map(|d| {
+            d.iter()
+                .filter(|r| r["kind"] == "seccomp")
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Each refused syscall is answered EPERM (the program goes on) and
+/// recorded per thread, with a count, as the jail sees the thread.
+fn check_denials(who: Who, o: &std::process::Output, what: &str) {
+    expect_code(o, 0, what);
+    let v = common::last_json(o);
+    // `--report -`: the payload's stdout is in the report.
+    let out = v["stdout"]["data"].as_str().unwrap_or_default().to_string();
+    let lines: Vec<Vec<i64>> = out
+        .lines()
+        .map(|l| l.split_whitespace().map(|x| x.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(lines.len(), 4, "{who:?} {what}: {out}");
+    for l in &lines {
+        assert_eq!(
+            (l[2], l[3]),
+            (-1, libc::EPERM as i64),
+            "{who:?} {what}: {out}"
+        );
+    }
+    let (main, other) = (lines[0][0], lines[3][0]);
+    assert_ne!(main, other, "{who:?} {what}: {out}");
+    let want = serde_json::json!([
+        {"kind": "seccomp", "syscall": "ptrace", "thread": main, "count": 3},
+        {"kind": "seccomp", "syscall": "acct", "thread": other, "count": 1},
+    ]);
+    assert_eq!(
+        serde_json::Value::from(denials_of(&v)),
+        want,
+        "{who:?} {what}: {v}"
+    );
+}
+
+#[test]
+fn refused_syscalls_are_recorded_as_denials_per_thread() {
+    for who in users("refused_syscalls_are_recorded_as_denials_per_thread") {
+        let o = run(who, &["--report", "-"], &["python3", "-c", TWO_THREADS]);
+        check_denials(who, &o, "in the jail");
+        // The same program without namespaces.
+        let o = common::wrapped(
+            &["chk_nouserns"],
+            who,
+            &["--report", "-"],
+            &["python3", "-c", TWO_THREADS],
+        )
+        .output()
+        .unwrap();
+        check_denials(who, &o, "in the fallback");
+        // A run that refuses nothing records nothing.
+        let o = run(who, &["--report", "-"], &["python3", "-c", "print(1)"]);
+        expect_code(&o, 0, "nothing refused");
+        let v = common::last_json(&o);
+        assert!(v.get("denials").is_none(), "{who:?}: {v}");
+    }
+}
+
+/// Under a seccomp filter that already has a user-notification listener
+/// (a container runtime's, an outer jail's: one per process tree), the
+/// allowlist is judged in the kernel alone: refused syscalls still fail
+/// with EPERM, and the outcome says they went unrecorded.
+#[test]
+fn refusals_under_another_listener_still_fail_and_say_unrecorded() {
+    for who in users("refusals_under_another_listener_still_fail_and_say_unrecorded") {
+        // ll_fake_abi holds a listener over everything it starts.
+        let mut c = std::process::Command::new(common::c_payload("ll_fake_abi"));
+        c.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .current_dir("/")
+            .stdin(std::process::Stdio::null())
+            .arg("7")
+            .arg(common::binary())
+            .args(["run", "--report", "-", "--", "python3", "-c", TWO_THREADS]);
+        if who == Who::Nobody && common::is_root() {
+            use std::os::unix::process::CommandExt;
+            c.uid(common::NOBODY).gid(common::NOBODY);
+        }
+        let o = c.output().unwrap();
+        expect_code(&o, 0, "under another listener");
+        let v = common::last_json(&o);
+        let out = v["stdout"]["data"].as_str().unwrap_or_default();
+        assert_eq!(out.lines().count(), 4, "{who:?}: {v}");
+        assert!(
+            out.lines().all(|l| l.ends_with(" -1 1")),
+            "{who:?}: not EPERM: {v}"
+        );
+        assert!(denials_of(&v).is_empty(), "{who:?}: {v}");
+        let warned = v["warnings"].as_array().is_some_and(|w| {
+            w.iter().any(|w| {
+                w.as_str()
+                    .unwrap_or("")
+                    .contains("refused syscalls were not recorded")
+            })
+        });
+        assert!(warned, "{who:?}: {v}");
+    }
+}

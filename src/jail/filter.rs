@@ -32,7 +32,17 @@ pub fn install_with(c: &Compiled, channel: Option<RawFd>) -> SysResult<()> {
         // listener fails with ENOSYS.
         return sys::seccomp::install(&c.program(false), false).map(|_| ());
     };
-    let Some(l) = sys::seccomp::install(&c.program(true), true)? else {
+    let installed = match sys::seccomp::install(&c.program(true), true) {
+        // A filter above ours already has a listener (a container
+        // runtime's, an outer jail's): one process tree gets one. Errno
+        // and kill mode are then judged in the kernel alone; the
+        // supervisor, hearing no listener, says refusals went unrecorded.
+        Err(e) if e.errno == Errno::EBUSY && c.action != SeccompAction::Learn => {
+            return sys::seccomp::install(&c.program(false), false).map(|_| ());
+        }
+        r => r?,
+    };
+    let Some(l) = installed else {
         return Err(SysError {
             call: "seccomp",
             arg: "NEW_LISTENER returned no fd".into(),

@@ -11,7 +11,7 @@ use super::{syscalls, Compiled, SeccompAction, SeccompError, SeccompPolicy};
 pub(super) const ALWAYS: &[&str] = &["execve", "exit", "exit_group", "clone3"];
 /// Also allowed when a listener is handed to the supervisor: the payload
 /// sends it with sendmsg after the filter is in force.
-const WITH_LISTENER: &[&str] = &["sendmsg"];
+pub(super) const WITH_LISTENER: &[&str] = &["sendmsg"];
 
 /// The set of syscall numbers the policy's groups and single names allow.
 /// Errors are one line naming the bad group or syscall.
@@ -72,11 +72,8 @@ pub fn compile(p: &SeccompPolicy) -> Result<Compiled, SeccompError> {
 /// The policy's numbers, with the ones the jail always needs.
 fn allowed_bits(p: &SeccompPolicy) -> Result<syscalls::Bits, SeccompError> {
     let mut bits = resolve_bits(p)?;
-    let mut extra: Vec<&str> = ALWAYS.to_vec();
-    if matches!(p.action, SeccompAction::Learn | SeccompAction::Kill) || p.mediate_unix {
-        extra.extend_from_slice(WITH_LISTENER);
-    }
-    for n in extra {
+    // Every mode hands a listener to the supervisor (Compiled::wants_listener).
+    for n in ALWAYS.iter().chain(WITH_LISTENER) {
         if let Some(nr) = syscalls::number(n) {
             set_bit(&mut bits, nr);
         }

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use super::bpf::{assemble, stmt, Leaf, AUDIT_ARCH, MARK, X32_SYSCALL_BIT};
-use super::compile::{numbers, set_bit, ALWAYS};
+use super::compile::{numbers, set_bit, ALWAYS, WITH_LISTENER};
 use super::rules::{TIOCLINUX, TIOCSTI};
 use super::*;
 
@@ -218,7 +218,16 @@ fn default_compiles_and_counts() {
     for &i in &l.mismatch_at {
         assert_eq!(l.allowlist[i].k, libc::SECCOMP_RET_USER_NOTIF);
     }
-    assert!(l.wants_listener() && k.wants_listener() && !c.wants_listener());
+    assert!(l.wants_listener() && k.wants_listener() && c.wants_listener());
+    // With a listener, errno and kill mode send each mismatch to the
+    // supervisor; without one, the kernel judges alone.
+    for x in [&c, &k] {
+        let (with, without) = (x.program(true), x.program(false));
+        for &i in &x.mismatch_at {
+            assert_eq!(with[i].k, libc::SECCOMP_RET_USER_NOTIF);
+            assert_eq!(without[i].k, x.allowlist[i].k);
+        }
+    }
 }
 
 #[test]
@@ -397,7 +406,8 @@ fn search_tree_gives_each_number_its_verdict() {
             }
             let want = guarded(
                 nr,
-                if set.contains_key(&nr) || ALWAYS.contains(&name) {
+                if set.contains_key(&nr) || ALWAYS.contains(&name) || WITH_LISTENER.contains(&name)
+                {
                     libc::SECCOMP_RET_ALLOW
                 } else {
                     eperm

@@ -1,7 +1,8 @@
 //! The supervisor's end of the seccomp user-notification listener: learning
-//! mode (record and let through every syscall outside the allowlist) and
-//! kill mode (record the first refused syscall; the caller then kills the
-//! jail).
+//! mode (record and let through every syscall outside the allowlist), kill
+//! mode (record the first refused syscall; the caller then kills the
+//! jail) and errno mode (answer each refused syscall with EPERM and record
+//! it as a denial: per syscall and thread, with a count).
 //!
 //! Lifecycle: the plan opens the socket pair (`Plan::seccomp_channel`, in
 //! `plan::Resources::seccomp`); [`Learner::for_compiled`] takes both ends
@@ -29,8 +30,33 @@ pub enum Mode {
     /// Record the syscall and leave the caller blocked: the supervisor
     /// kills the jail (see [`Learner::violation`]).
     Kill,
-    /// Errno mode: only the mediated syscall comes (see supervise::unix).
+    /// Answer EPERM and record the denial (and mediate the fallback's
+    /// connect: see supervise::unix).
     Errno,
+}
+
+/// One syscall refused to one thread (errno mode).
+#[derive(Debug)]
+struct Refused {
+    nr: i64,
+    host_tid: u32,
+    /// Its id in the jail's pid namespace, read when first refused.
+    thread: Option<i64>,
+    count: u64,
+}
+
+/// What the listener heard, for the outcome.
+#[derive(Debug, Default)]
+pub struct Heard {
+    /// Learning mode: the syscalls used outside the allowlist.
+    pub learned: Vec<String>,
+    /// Errno mode: each syscall refused, per thread.
+    pub denials: Vec<crate::outcome::Denial>,
+    /// Errno or kill mode, and no listener came: refusals were judged in
+    /// the kernel alone, unrecorded (or nothing was installed).
+    pub unheard: bool,
+    /// Refusals beyond the outcome's cap on denials.
+    pub more: u64,
 }
 
 /// Supervisor side of the listener hand-over and the notifications.
@@ -46,6 +72,13 @@ pub struct Learner {
     seen: Vec<i64>,
     seen_set: BTreeSet<i64>,
     violation: Option<i64>,
+    /// Errno mode: each (syscall, host tid) refused, in the order first
+    /// refused, with the jail's tid and a count; at most MAX_DENIALS.
+    denied: Vec<Refused>,
+    /// Refusals of pairs beyond MAX_DENIALS.
+    more: u64,
+    /// The payload's listener arrived.
+    heard_from: bool,
     /// The syscall the filter sends here to be mediated, not judged.
     mediated: Option<i32>,
     unix: super::unix::Mediator,
@@ -84,6 +117,9 @@ impl Learner {
             seen: Vec::new(),
             seen_set: BTreeSet::new(),
             violation: None,
+            denied: Vec::new(),
+            more: 0,
+            heard_from: false,
             mediated: None,
             unix: Default::default(),
         }
@@ -141,7 +177,10 @@ impl Learner {
                     self.unix.set_agent(a);
                     return self.take_listener();
                 }
-                Ok((1, Some(l))) if tag[0] == b'L' => self.listener = Some(l),
+                Ok((1, Some(l))) if tag[0] == b'L' => {
+                    self.heard_from = true;
+                    self.listener = Some(l);
+                }
                 _ => {}
             }
             self.sock = None;
@@ -185,6 +224,7 @@ impl Learner {
                     let _ = sys::seccomp::notif_reply(l, n.id, true, 0);
                 }
                 Mode::Errno => {
+                    refused(&mut self.denied, &mut self.more, nr, n.pid);
                     let _ = sys::seccomp::notif_reply(l, n.id, false, libc::EPERM);
                 }
                 Mode::Kill => {
@@ -211,14 +251,53 @@ impl Learner {
         self.violation.map(|nr| (nr, syscalls::display(nr)))
     }
 
-    /// Names of the syscalls seen outside the allowlist, in the order first
-    /// seen. Closes the listener (any caller still blocked gets ENOSYS).
-    pub fn finish(mut self) -> Vec<String> {
+    /// What was heard: the syscalls seen outside the allowlist (learning
+    /// mode), in the order first seen; the refusals (errno mode). Closes
+    /// the listener (any caller still blocked gets ENOSYS).
+    pub fn finish(mut self) -> Heard {
         if self.listener.is_some() {
             self.drain();
         }
-        self.seen.iter().map(|&nr| syscalls::display(nr)).collect()
+        let learned = match self.mode {
+            Mode::Learn => self.seen.iter().map(|&nr| syscalls::display(nr)).collect(),
+            _ => Vec::new(),
+        };
+        let denials = self
+            .denied
+            .iter()
+            .map(|r| crate::outcome::Denial::Seccomp {
+                syscall: syscalls::display(r.nr),
+                thread: r.thread,
+                count: r.count,
+            })
+            .collect();
+        Heard {
+            learned,
+            denials,
+            more: self.more,
+            unheard: !self.heard_from && self.mode != Mode::Learn,
+        }
     }
+}
+
+/// Count a refusal of `nr` to host thread `tid` in `denied` (read, while
+/// the thread is blocked in the syscall, as the jail sees it); beyond
+/// MAX_DENIALS pairs, in `more`.
+fn refused(denied: &mut Vec<Refused>, more: &mut u64, nr: i64, tid: u32) {
+    if let Some(r) = denied.iter_mut().find(|r| r.nr == nr && r.host_tid == tid) {
+        r.count += 1;
+        return;
+    }
+    if denied.len() >= crate::outcome::MAX_DENIALS {
+        *more += 1;
+        return;
+    }
+    denied.push(Refused {
+        nr,
+        host_tid: tid,
+        thread: sys::ns_tid(tid),
+        count: 1,
+    });
 }
 
 #[cfg(test)]
@@ -234,6 +313,7 @@ mod tests {
         l.close_child_end();
         l.on_ready(fds[0]);
         assert!(l.fds().is_empty());
-        assert!(l.finish().is_empty());
+        let heard = l.finish();
+        assert!(heard.learned.is_empty() && heard.denials.is_empty());
     }
 }

@@ -126,7 +126,7 @@ fn run_inner(
     // 6. Reap init, remove the cgroup, hear the listener's last word.
     let waited = reap_init(pid, &w, &decoded)?;
     let cg_stats = w.cg.take().map(|c| remove_cgroup(c, o));
-    let (violation, unix_report) = finish_listener(&mut w, o);
+    let (violation, unix_report, unheard) = finish_listener(&mut w, o);
     // 7. What happened: usage, the payload's records and layers, then the
     //    status.
     let ended = Ended {
@@ -136,6 +136,7 @@ fn run_inner(
         cg_stats,
         violation,
         unix_report,
+        unheard,
         watch: w,
     };
     conclude(plan, o, ended)
@@ -285,25 +286,36 @@ fn remove_cgroup(c: cgroup::RunCgroup, o: &mut Outcome) -> cgroup::Stats {
     stats
 }
 
-/// The seccomp listener's last word: the syscalls learned (into the
-/// outcome), the violation that killed the jail (kill mode), and the
-/// connect mediation's report.
+/// The seccomp listener's last word: the syscalls learned and refused
+/// (into the outcome), the violation that killed the jail (kill mode),
+/// the connect mediation's report, and whether no listener came though
+/// one was due (refusals unrecorded).
 fn finish_listener(
     w: &mut Watch,
     o: &mut Outcome,
-) -> (Option<(i64, String)>, Option<serde_json::Value>) {
+) -> (Option<(i64, String)>, Option<serde_json::Value>, bool) {
     let violation = w.violation.clone();
     let mut unix_report = None;
+    let mut unheard = false;
     if let Some(l) = w.learner.take() {
         unix_report = l.unix_report();
         let learn = l.mode() == learn::Mode::Learn;
-        let names = l.finish();
+        let heard = l.finish();
+        unheard = heard.unheard;
         if learn {
             // The CLI prints them as `stockade: seccomp-learn: …`.
-            o.seccomp_learned = Some(names);
+            o.seccomp_learned = Some(heard.learned);
+        }
+        o.denials.extend(heard.denials);
+        if heard.more > 0 {
+            o.warnings.push(format!(
+                "{} more refused syscalls not recorded (the first {} syscall and thread pairs are)",
+                heard.more,
+                crate::outcome::MAX_DENIALS
+            ));
         }
     }
-    (violation, unix_report)
+    (violation, unix_report, unheard)
 }
 
 /// What the wait left for [`conclude`].
@@ -317,6 +329,8 @@ struct Ended {
     violation: Option<(i64, String)>,
     /// The fallback's connect mediation: which sockets connected how.
     unix_report: Option<serde_json::Value>,
+    /// No seccomp listener came: refusals went unrecorded.
+    unheard: bool,
     watch: Watch,
 }
 
@@ -330,6 +344,7 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
         cg_stats,
         violation,
         unix_report,
+        unheard,
         watch: w,
     } = e;
     report::usage_of_init(o, waited.as_ref());
@@ -340,6 +355,11 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
     if let Some((errno, path)) = records.exec_error {
         report::exec_failed(o, errno, path);
         return Ok(());
+    }
+    if unheard {
+        o.warnings.push(
+            "seccomp: refused syscalls were not recorded (another seccomp filter of this process tree has the one listener it may have; the kernel refused them alone)".into(),
+        );
     }
     let end = report::payload_end(records.status, waited.as_ref())?;
     report::set_end(o, end);

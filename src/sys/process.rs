@@ -204,3 +204,15 @@ pub fn execve(path: &CStr, argv: &[CString], envp: &[CString]) -> Errno {
         Err(e) => e,
     }
 }
+
+/// The id of host thread `tid` in its innermost pid namespace (the last
+/// `NSpid:` field of its status), or None once it is gone.
+pub fn ns_tid(tid: u32) -> Option<i64> {
+    let s = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))?
+        .split_whitespace()
+        .last()?
+        .parse()
+        .ok()
+}
