@@ -292,9 +292,14 @@ impl Jail {
     /// on first use (see [`crate::spawner::start`]).
     pub fn spawn(&mut self) -> Result<Child, Error> {
         let policy = self.checked()?.clone();
-        if !policy.pid_reports.is_empty() {
+        let own_fds = [
+            ("pid_reports", !policy.pid_reports.is_empty()),
+            ("block_fd", policy.block_fd.is_some()),
+            ("denials_fd", policy.denials_fd.is_some()),
+        ];
+        if let Some((field, _)) = own_fds.iter().find(|(_, set)| *set) {
             return Err(PolicyError::new(
-                "pid_reports",
+                *field,
                 "only for a run in the caller's process (the fds are its own)",
             )
             .into());

@@ -189,6 +189,18 @@ pub enum Denial {
     },
 }
 
+impl Denial {
+    /// Write this refusal to `fd` as one JSON line (`--denials-fd`). A
+    /// write that fails is not retried: the outcome has every refusal.
+    pub(crate) fn send_line(&self, fd: Option<i32>) {
+        let Some(fd) = fd else { return };
+        if let Ok(mut line) = serde_json::to_vec(self) {
+            line.push(b'\n');
+            let _ = crate::sys::write_all(fd, &line);
+        }
+    }
+}
+
 /// The whole outcome of one run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Outcome {

@@ -92,6 +92,9 @@ pub struct Plan {
     /// Read (one byte, or EOF) by the payload before seccomp and execve
     /// (`Policy::block_fd`).
     pub block_fd: Option<i32>,
+    /// Where each refusal goes as a JSON line while the run goes on
+    /// (`Policy::denials_fd`).
+    pub denials_fd: Option<i32>,
     /// Layers that must be applied.
     pub require: Vec<crate::policy::Layer>,
     /// The limits asked for.
@@ -549,6 +552,7 @@ impl Plan {
             pid_reports: p.pid_reports.clone(),
             bpf_filters: p.bpf_filters.iter().map(|b| sock_filters(b)).collect(),
             block_fd: p.block_fd,
+            denials_fd: p.denials_fd,
             command: p.argv[0].to_string_lossy().into_owned(),
         })
     }

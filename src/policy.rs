@@ -365,6 +365,12 @@ pub struct Policy {
     /// Only for a run in the caller's own process (`run_here`).
     #[serde(default)]
     pub block_fd: Option<i32>,
+    /// A caller fd each refusal (a seccomp denial, a connection the egress
+    /// proxy refused) is written to as a JSON line while the run goes on
+    /// (`--denials-fd`). Only for a run in the caller's own process
+    /// (`run_here`); never passed to the payload.
+    #[serde(default)]
+    pub denials_fd: Option<i32>,
     pub landlock: LandlockPolicy,
     /// Paths hidden inside the binds.
     #[serde(default)]
@@ -508,6 +514,7 @@ impl Policy {
             seccomp: SeccompPolicy::default(),
             bpf_filters: Vec::new(),
             block_fd: None,
+            denials_fd: None,
             landlock: LandlockPolicy::default(),
             deny: DenyPolicy::default(),
             limits: Limits::default(),
@@ -581,6 +588,9 @@ impl Policy {
         }
         if self.block_fd.is_some_and(|fd| fd < 0) {
             return Err(PolicyError::new("block_fd", "not a file descriptor"));
+        }
+        if self.denials_fd.is_some_and(|fd| fd < 0) {
+            return Err(PolicyError::new("--denials-fd", "not a file descriptor"));
         }
         for r in &self.pid_reports {
             if r.fd < 0 {

@@ -581,3 +581,57 @@ fn refusals_under_another_listener_still_fail_and_say_unrecorded() {
         assert!(warned, "{who:?}: {v}");
     }
 }
+
+/// `--denials-fd N`: each refusal as a JSON line while the run goes on
+/// (here a file the shell opened as fd 3); a bad fd is refused naming the
+/// flag.
+#[test]
+fn denials_are_written_as_lines_to_the_denials_fd() {
+    for who in users("denials_are_written_as_lines_to_the_denials_fd") {
+        let dir = common::Scratch::new("denials-fd").world_writable();
+        let file = dir.join("denials.jsonl");
+        let script = format!(
+            "exec 3>'{}' && exec '{}' run --denials-fd 3 --report - -- python3 -c \"$0\"",
+            file.display(),
+            common::binary().display()
+        );
+        let o = host_sh(who, &script, TWO_THREADS);
+        check_denials(who, &o, "with --denials-fd");
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let names: Vec<&str> = lines
+            .iter()
+            .map(|l| l["syscall"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["ptrace", "acct"], "{who:?}: {text}");
+        assert!(
+            lines.iter().all(|l| l["kind"] == "seccomp"),
+            "{who:?}: {text}"
+        );
+        let o = run(who, &["--denials-fd", "97"], &["true"]);
+        expect_code(&o, 125, "a closed fd");
+        assert!(
+            stderr(&o).contains("--denials-fd: 97: not an open file descriptor"),
+            "{who:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+/// `sh -c SCRIPT ARG0` on the host as `who`, with a clean environment.
+fn host_sh(who: Who, script: &str, arg0: &str) -> std::process::Output {
+    let mut c = std::process::Command::new("/bin/sh");
+    c.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .args(["-c", script, arg0]);
+    if who == Who::Nobody && common::is_root() {
+        use std::os::unix::process::CommandExt;
+        c.uid(common::NOBODY).gid(common::NOBODY);
+    }
+    c.output().unwrap()
+}

@@ -428,6 +428,21 @@ fn report(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
             ));
         }
     }
+    if let Some(fd) = a.denials_fd {
+        if fd < 0 || !crate::sys::fd_is_open(fd) {
+            return Err(PolicyError::new(
+                "--denials-fd",
+                format!("{fd}: not an open file descriptor"),
+            ));
+        }
+        if p.keep_fds.contains(&fd) {
+            return Err(PolicyError::new(
+                "--denials-fd",
+                format!("{fd}: also given to --keep-fd"),
+            ));
+        }
+    }
+    p.denials_fd = a.denials_fd;
     Ok(())
 }
 

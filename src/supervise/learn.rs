@@ -45,6 +45,16 @@ struct Refused {
     count: u64,
 }
 
+impl Refused {
+    fn denial(&self) -> crate::outcome::Denial {
+        crate::outcome::Denial::Seccomp {
+            syscall: syscalls::display(self.nr),
+            thread: self.thread,
+            count: self.count,
+        }
+    }
+}
+
 /// What the listener heard, for the outcome.
 #[derive(Debug, Default)]
 pub struct Heard {
@@ -79,6 +89,8 @@ pub struct Learner {
     more: u64,
     /// The payload's listener arrived.
     heard_from: bool,
+    /// `--denials-fd`: each new refusal as a JSON line.
+    lines_to: Option<i32>,
     /// The syscall the filter sends here to be mediated, not judged.
     mediated: Option<i32>,
     unix: super::unix::Mediator,
@@ -120,9 +132,16 @@ impl Learner {
             denied: Vec::new(),
             more: 0,
             heard_from: false,
+            lines_to: None,
             mediated: None,
             unix: Default::default(),
         }
+    }
+
+    /// Write each refusal's first occurrence (per syscall and thread) to
+    /// `fd` as a JSON line, as it happens.
+    pub fn send_lines_to(&mut self, fd: Option<i32>) {
+        self.lines_to = fd;
     }
 
     pub fn mode(&self) -> Mode {
@@ -224,7 +243,7 @@ impl Learner {
                     let _ = sys::seccomp::notif_reply(l, n.id, true, 0);
                 }
                 Mode::Errno => {
-                    refused(&mut self.denied, &mut self.more, nr, n.pid);
+                    refused(&mut self.denied, &mut self.more, nr, n.pid, self.lines_to);
                     let _ = sys::seccomp::notif_reply(l, n.id, false, libc::EPERM);
                 }
                 Mode::Kill => {
@@ -262,15 +281,7 @@ impl Learner {
             Mode::Learn => self.seen.iter().map(|&nr| syscalls::display(nr)).collect(),
             _ => Vec::new(),
         };
-        let denials = self
-            .denied
-            .iter()
-            .map(|r| crate::outcome::Denial::Seccomp {
-                syscall: syscalls::display(r.nr),
-                thread: r.thread,
-                count: r.count,
-            })
-            .collect();
+        let denials = self.denied.iter().map(Refused::denial).collect();
         Heard {
             learned,
             denials,
@@ -283,7 +294,7 @@ impl Learner {
 /// Count a refusal of `nr` to host thread `tid` in `denied` (read, while
 /// the thread is blocked in the syscall, as the jail sees it); beyond
 /// MAX_DENIALS pairs, in `more`.
-fn refused(denied: &mut Vec<Refused>, more: &mut u64, nr: i64, tid: u32) {
+fn refused(denied: &mut Vec<Refused>, more: &mut u64, nr: i64, tid: u32, lines: Option<i32>) {
     if let Some(r) = denied.iter_mut().find(|r| r.nr == nr && r.host_tid == tid) {
         r.count += 1;
         return;
@@ -292,12 +303,14 @@ fn refused(denied: &mut Vec<Refused>, more: &mut u64, nr: i64, tid: u32) {
         *more += 1;
         return;
     }
-    denied.push(Refused {
+    let r = Refused {
         nr,
         host_tid: tid,
         thread: sys::ns_tid(tid),
         count: 1,
-    });
+    };
+    r.denial().send_line(lines);
+    denied.push(r);
 }
 
 #[cfg(test)]

@@ -54,17 +54,22 @@ pub struct Proxy {
 struct Shared {
     egress: Egress,
     denials: Mutex<Denials>,
+    /// `--denials-fd`: each refusal as a JSON line.
+    lines_to: Option<i32>,
 }
 
 impl Shared {
     fn deny(&self, t: &Target, reason: String) {
+        let denial = Denial::Network {
+            host: t.host.to_string(),
+            port: t.port,
+            reason,
+        };
+        // Under the lock: one line at a time from this side.
         let mut d = self.denials.lock().unwrap_or_else(|e| e.into_inner());
+        denial.send_line(self.lines_to);
         if d.list.len() < MAX_DENIALS {
-            d.list.push(Denial::Network {
-                host: t.host.to_string(),
-                port: t.port,
-                reason,
-            });
+            d.list.push(denial);
         } else {
             d.more += 1;
         }
@@ -73,7 +78,12 @@ impl Shared {
 
 impl Proxy {
     /// Serve on `listener` (bound and listening) by `egress`'s rules.
-    pub fn start(listener: OwnedFd, egress: Egress) -> std::io::Result<Proxy> {
+    /// Each refusal also goes to `lines_to` as a JSON line.
+    pub fn start(
+        listener: OwnedFd,
+        egress: Egress,
+        lines_to: Option<i32>,
+    ) -> std::io::Result<Proxy> {
         let l = std::net::TcpListener::from(listener);
         l.set_nonblocking(true)?;
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -84,6 +94,7 @@ impl Proxy {
         let shared = Arc::new(Shared {
             egress,
             denials: Mutex::new(Denials::default()),
+            lines_to,
         });
         let (tx, rx) = oneshot::channel();
         let s = shared.clone();

@@ -178,7 +178,7 @@ fn start_proxy(plan: &Plan, listener: Option<OwnedFd>) -> Result<Option<Proxy>, 
     let (Some(l), Some(e)) = (listener, plan.egress.as_ref()) else {
         return Ok(None);
     };
-    Proxy::start(l, e.clone())
+    Proxy::start(l, e.clone(), plan.denials_fd)
         .map(Some)
         .map_err(|e| SetupError::io("network", "egress proxy", &e))
 }
@@ -213,17 +213,14 @@ fn ns_inodes(plan: &Plan, pid: i32) -> Vec<(&'static str, u64)> {
         .collect()
 }
 
-/// The supervisor's end of the seccomp listener (learning and kill mode,
-/// mediation), over the plan's socket pair.
+/// The supervisor's end of the seccomp listener (every mode, mediation),
+/// over the plan's socket pair.
 fn listener(plan: &Plan, sockets: Option<(OwnedFd, OwnedFd)>) -> Option<Learner> {
     let c = plan.seccomp.as_ref()?;
     let sockets = sockets?;
-    Some(Learner::for_compiled(
-        c,
-        sockets,
-        plan.fallback_ids,
-        plan.network == Network::Host,
-    ))
+    let mut l = Learner::for_compiled(c, sockets, plan.fallback_ids, plan.network == Network::Host);
+    l.send_lines_to(plan.denials_fd);
+    Some(l)
 }
 
 /// clone3 (into the run's cgroup when there is one; plainly when that is
