@@ -27,13 +27,14 @@ pub enum NoController {
     Unavailable(String),
 }
 
-/// For each cgroup controller: `Ok` when the run's cgroup enforces it, or
-/// why it cannot.
+/// For each cgroup controller: the rung that holds it (`cgroup` for v2,
+/// `cgroup_v1`), or why no cgroup can.
 #[derive(Debug, Clone)]
 pub struct Controllers {
-    pub memory: Result<(), NoController>,
-    pub cpu: Result<(), NoController>,
-    pub pids: Result<(), NoController>,
+    pub memory: Result<&'static str, NoController>,
+    pub memory_high: Result<&'static str, NoController>,
+    pub cpu: Result<&'static str, NoController>,
+    pub pids: Result<&'static str, NoController>,
 }
 
 /// How one limit is enforced, for the outcome's `limits`.
@@ -74,11 +75,12 @@ pub enum TmpCap {
 /// The cgroup layer as the plan found it, for the outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CgroupLayer {
-    /// The run's cgroup (held in [`Resources::cgroup`]) and the controllers
-    /// it enforces.
+    /// The run's cgroup (held in [`Resources::cgroup`]), the controllers
+    /// it enforces, and its groups in cgroup v1 hierarchies.
     Applied {
         path: PathBuf,
         controllers: Vec<&'static str>,
+        v1: Vec<PathBuf>,
     },
     /// A cgroup limit was asked for and no cgroup could be made: why.
     Unavailable(String),
@@ -149,6 +151,7 @@ pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupE
         Some(c) => CgroupLayer::Applied {
             path: c.path().to_path_buf(),
             controllers: enabled(&ctl),
+            v1: c.v1_groups().iter().map(|g| g.path.clone()).collect(),
         },
         None if wants_cgroup || require_cgroup => {
             CgroupLayer::Unavailable(why.unwrap_or_else(|| "no cgroup could be created".into()))
@@ -176,12 +179,14 @@ pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupE
 /// Map the cgroup layer's answer to what the limits decision needs.
 fn controllers(setup: Option<&cgroup::Setup>) -> Controllers {
     let one = |e: Option<&cgroup::Enforced>| match e {
-        Some(cgroup::Enforced::Cgroup) => Ok(()),
+        Some(cgroup::Enforced::Cgroup) => Ok("cgroup"),
+        Some(cgroup::Enforced::CgroupV1) => Ok("cgroup_v1"),
         Some(cgroup::Enforced::Unavailable(why)) => Err(NoController::Unavailable(why.clone())),
         _ => Err(NoController::NotAsked),
     };
     Controllers {
         memory: one(setup.map(|s| &s.memory)),
+        memory_high: one(setup.map(|s| &s.memory_high)),
         cpu: one(setup.map(|s| &s.cpu)),
         pids: one(setup.map(|s| &s.pids)),
     }
@@ -194,16 +199,18 @@ fn unavailable(s: &cgroup::Setup) -> Option<String> {
         cgroup::Setup {
             cgroup: None, why, ..
         } => Some(why.clone().unwrap_or_default()),
-        s => [&s.memory, &s.cpu, &s.pids].iter().find_map(|e| match e {
-            cgroup::Enforced::Unavailable(w) => Some(w.clone()),
-            _ => None,
-        }),
+        s => [&s.memory, &s.memory_high, &s.cpu, &s.pids]
+            .iter()
+            .find_map(|e| match e {
+                cgroup::Enforced::Unavailable(w) => Some(w.clone()),
+                _ => None,
+            }),
     }
 }
 
 fn enabled(c: &Controllers) -> Vec<&'static str> {
     [
-        ("memory", c.memory.is_ok()),
+        ("memory", c.memory.is_ok() || c.memory_high.is_ok()),
         ("cpu", c.cpu.is_ok()),
         ("pids", c.pids.is_ok()),
     ]
@@ -312,7 +319,7 @@ impl Decision {
     fn memory(&mut self, l: &Limits, c: &Controllers) {
         if let Some(m) = l.memory {
             let r = match &c.memory {
-                Ok(()) => rung(json!(m), "cgroup", None),
+                Ok(by) => rung(json!(m), by, None),
                 Err(why) => {
                     self.rlimits
                         .push(rl(Resource::RLIMIT_AS, "RLIMIT_AS", m, m));
@@ -323,7 +330,7 @@ impl Decision {
             self.report.insert("memory", r);
         }
         if let Some(m) = l.memory_high {
-            let r = self.controller_only("--memory-high", json!(m), &c.memory);
+            let r = self.controller_only("--memory-high", json!(m), &c.memory_high);
             self.report.insert("memory_high", r);
         }
     }
@@ -341,10 +348,10 @@ impl Decision {
         &mut self,
         flag: &str,
         limit: serde_json::Value,
-        c: &Result<(), NoController>,
+        c: &Result<&'static str, NoController>,
     ) -> Rung {
         match c {
-            Ok(()) => rung(limit, "cgroup", None),
+            Ok(by) => rung(limit, by, None),
             Err(why) => {
                 self.unenforced
                     .push(format!("{flag} is not enforced: {why}"));
@@ -359,7 +366,7 @@ impl Decision {
     fn pids(&mut self, l: &Limits, c: &Controllers) {
         if let Some(p) = l.pids {
             let r = match &c.pids {
-                Ok(()) => rung(json!(p), "cgroup", None),
+                Ok(by) => rung(json!(p), by, None),
                 Err(why) => {
                     self.rlimits
                         .push(rl(Resource::RLIMIT_NPROC, "RLIMIT_NPROC", p, p));
@@ -431,6 +438,7 @@ mod tests {
         let e = || Err(NoController::Unavailable(why.into()));
         Controllers {
             memory: e(),
+            memory_high: e(),
             cpu: e(),
             pids: e(),
         }
@@ -467,9 +475,10 @@ mod tests {
     #[test]
     fn with_controllers_no_rlimit_fallback() {
         let c = Controllers {
-            memory: Ok(()),
-            cpu: Ok(()),
-            pids: Ok(()),
+            memory: Ok("cgroup"),
+            memory_high: Ok("cgroup"),
+            cpu: Ok("cgroup"),
+            pids: Ok("cgroup_v1"),
         };
         let l = Limits {
             memory: Some(1 << 30),
@@ -536,7 +545,7 @@ mod tests {
             ..Default::default()
         };
         let c = Controllers {
-            memory: Err(NoController::NotAsked),
+            memory_high: Err(NoController::NotAsked),
             ..none("no cpu controller")
         };
         let d = decide(&l, &c, 1, &TmpCap::Tmpfs);

@@ -199,8 +199,9 @@ fn listener(plan: &Plan, sockets: Option<(OwnedFd, OwnedFd)>) -> Option<Learner>
 /// refused, the child then moved in before it is let go), or clone. The
 /// namespaces refused is [`RunError::Refused`], with the likely reasons.
 fn clone(plan: &Plan, cg: Option<&cgroup::RunCgroup>) -> Result<(Cloned, sys::CloneVia), RunError> {
-    let mut attempt = sys::clone_jail(plan.clone_flags, cg.map(|c| c.dir_fd()));
-    if cg.is_some() && attempt.as_ref().is_err_and(|e| e.call == "clone3") {
+    let into = cg.and_then(|c| c.dir_fd());
+    let mut attempt = sys::clone_jail(plan.clone_flags, into);
+    if into.is_some() && attempt.as_ref().is_err_and(|e| e.call == "clone3") {
         attempt = sys::clone_jail(plan.clone_flags, None);
     }
     match attempt {
@@ -320,6 +321,7 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
     if let Some(st) = &cg_stats {
         report::cgroup_usage(o, st);
     }
+    report::verdicts(o, cg_stats.as_ref());
     let observed = report::observed(plan, &w, end, cg_stats.as_ref(), records.peak_vm, o);
     o.status = classify::classify(&observed);
     report::explain(plan, o, &w);
@@ -338,12 +340,19 @@ fn release(
     pidfd: &OwnedFd,
     ctl: &OwnedFd,
 ) -> Result<Option<u64>, SetupError> {
-    let moved_after_clone = cg.is_some() && via != sys::CloneVia::Clone3IntoCgroup;
+    let moved_after_clone =
+        cg.is_some_and(|c| c.has_v2()) && via != sys::CloneVia::Clone3IntoCgroup;
     if let (Some(c), true) = (cg, moved_after_clone) {
         c.add_pid(pid).map_err(|e| {
             let procs = c.path().join("cgroup.procs");
             SetupError::io("cgroup", procs.display().to_string(), &e)
         })?;
+    }
+    // The cgroup v1 groups: the child still waits for GO.
+    let in_v1 = cg.is_some_and(|c| !c.v1_groups().is_empty());
+    if let (Some(c), true) = (cg, in_v1) {
+        c.place_v1(pid)
+            .map_err(|e| SetupError::new("cgroup", "", e.to_string()))?;
     }
     if plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
         namespaces::write_id_maps(pid, plan)
@@ -357,7 +366,8 @@ fn release(
         false => None,
     };
     sys::ignore_sigpipe();
-    let go = if moved_after_clone && plan.clone_flags & libc::CLONE_NEWCGROUP as u64 != 0 {
+    let go = if (moved_after_clone || in_v1) && plan.clone_flags & libc::CLONE_NEWCGROUP as u64 != 0
+    {
         proto::GO_REROOT_CGROUP
     } else {
         proto::GO
