@@ -345,3 +345,65 @@ fn the_fallback_without_user_namespaces_gets_the_v1_rung_too() {
     }
     assert_eq!(limit(&v, "memory")["hit"], true, "{v}");
 }
+
+#[test]
+fn under_the_rlimit_rung_the_tmpfs_mounts_count_against_memory() {
+    let test = "under_the_rlimit_rung_the_tmpfs_mounts_count_against_memory";
+    if !common::is_root() {
+        common::skip(test, "not root: cannot start stockade as uid 65534");
+        return;
+    }
+    // Fill every writable tmpfs, then say what it holds and RLIMIT_AS.
+    let script =
+        "for d in /tmp /dev/shm /work; do head -c 400000000 /dev/zero > $d/f 2>/dev/null; done; \
+                  echo held $(cat /tmp/f /dev/shm/f /work/f | wc -c); \
+                  grep 'Max address space' /proc/self/limits";
+    let mut c = common::stockade(Who::Nobody);
+    c.args([
+        "run",
+        "--report",
+        "-",
+        "--memory",
+        "64m",
+        "--tmp-size",
+        "512m",
+    ])
+    .args(["--", "/bin/sh", "-c", script]);
+    let o = c.output().expect("start stockade");
+    let v = common::last_json(&o);
+    let m = limit(&v, "memory");
+    if m["enforced_by"] != "rlimit_as" {
+        common::skip(
+            test,
+            &format!("uid 65534 gets a cgroup rung on this host: {m}"),
+        );
+        return;
+    }
+    assert_eq!(m["verdict"], "inferred", "{m}");
+    let why = m["why"].as_str().unwrap();
+    assert!(
+        why.contains("the jail's tmpfs mounts count against --memory"),
+        "{why}"
+    );
+    // --report - captures the payload's stdout into the outcome.
+    let out = v["stdout"]["data"].as_str().unwrap_or_default().to_string();
+    let held: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("held "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    let as_limit: u64 = out
+        .lines()
+        .find(|l| l.starts_with("Max address space"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(held > 0, "{out}");
+    assert!(
+        held + as_limit <= 64 << 20,
+        "tmpfs {held} + RLIMIT_AS {as_limit}: {out}"
+    );
+    let t = limit(&v, "tmp_size");
+    assert!(t["limit"].as_u64().unwrap() < 512 << 20, "{t}");
+    assert!(t["why"].as_str().unwrap().contains("shrunk"), "{t}");
+}

@@ -347,7 +347,7 @@ fn apply_steps(
                     notes.proc_unavailable = Some(refused);
                 }
             }
-            RootStep::Dev { dst } => dev(root, dst, &src.devices)?,
+            RootStep::Dev { dst, shm } => dev(root, dst, shm, &src.devices)?,
             RootStep::Mqueue { dst } => mqueue(root, dst)?,
             RootStep::Chmod { dst, mode } => chmod(root, dst, *mode)?,
             RootStep::RemountRo { dst } => {

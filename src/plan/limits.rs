@@ -5,6 +5,8 @@
 
 #![deny(unsafe_code)]
 
+pub mod tmpfs_share;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -97,6 +99,8 @@ pub struct Enforcement {
     /// Limits nothing enforces: a warning line each.
     pub unenforced: Vec<String>,
     pub memory_by_rlimit: bool,
+    /// RLIMIT_AS when the jail's tmpfs mounts share `--memory` with it.
+    pub rlimit_as: Option<u64>,
     pub pids_by_rlimit: bool,
     /// How `--tmp-size` is held.
     pub tmp: TmpCap,
@@ -109,6 +113,7 @@ impl Default for Enforcement {
             report: BTreeMap::new(),
             unenforced: Vec::new(),
             memory_by_rlimit: false,
+            rlimit_as: None,
             pids_by_rlimit: false,
             tmp: TmpCap::Tmpfs,
             cgroup: CgroupLayer::Skipped,
@@ -132,8 +137,16 @@ pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupE
         cgroup::prepare(&cgroup::Request::from(l))
     });
     let ctl = controllers(setup.as_ref());
+    let asked_tmp = plan.tmp_size;
+    let share = match (plan.limits.memory, &ctl.memory) {
+        (Some(m), Err(_)) => Some((m, tmpfs_share::share(m, plan, res.run_dir.is_some()))),
+        _ => None,
+    };
     let tmp = run_dir_cap(plan, res);
-    let d = decide(&plan.limits, &ctl, plan.tmp_size, &tmp);
+    let mut d = decide(&plan.limits, &ctl, plan.tmp_size, &tmp);
+    if let Some((m, s)) = &share {
+        d.shared(*m, s, asked_tmp);
+    }
     if require_cgroup {
         if let Some(why) = setup.as_ref().and_then(unavailable) {
             return Err(SetupError::new(
@@ -168,6 +181,7 @@ pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupE
     plan.enforcement = Enforcement {
         report,
         unenforced: d.unenforced,
+        rlimit_as: share.map(|(_, s)| s.rlimit_as),
         memory_by_rlimit: d.memory_by_rlimit,
         pids_by_rlimit: d.pids_by_rlimit,
         tmp,
@@ -332,6 +346,35 @@ impl Decision {
         if let Some(m) = l.memory_high {
             let r = self.controller_only("--memory-high", json!(m), &c.memory_high);
             self.report.insert("memory_high", r);
+        }
+    }
+
+    /// Under the rlimit rung: RLIMIT_AS is `--memory` less the jail's
+    /// tmpfs mounts (see [`tmpfs_share`]), and the outcome says so.
+    fn shared(&mut self, memory: u64, s: &tmpfs_share::Share, asked_tmp: u64) {
+        for r in &mut self.rlimits {
+            if r.name == "RLIMIT_AS" {
+                (r.soft, r.hard) = (s.rlimit_as, s.rlimit_as);
+            }
+        }
+        let line = s.describe(memory);
+        if let Some(r) = self.report.get_mut("memory") {
+            r.why = Some(match r.why.take() {
+                Some(w) => format!("{w}; {line}"),
+                None => line,
+            });
+        }
+        if let Some(r) = self.report.get_mut("tmp_size") {
+            let now = r.limit.as_u64().unwrap_or(asked_tmp);
+            if now != asked_tmp {
+                let why = format!(
+                    "--tmp-size {asked_tmp} shrunk: under RLIMIT_AS the jail's tmpfs mounts count against --memory"
+                );
+                r.why = Some(match r.why.take() {
+                    Some(w) => format!("{why}; {w}"),
+                    None => why,
+                });
+            }
         }
     }
 

@@ -253,7 +253,11 @@ pub(super) fn observed(
         oom_killed: cg_stats.is_some_and(|s| s.oom_killed()),
         memory_hit: cg_stats.is_some_and(|s| s.memory_limit_hit()),
         pids_refused: cg_stats.is_some_and(|s| s.pids_limit_hit()),
-        memory_limit: plan.limits.memory,
+        // Under the rlimit rung the inference compares with RLIMIT_AS.
+        memory_limit: match plan.enforcement.memory_by_rlimit {
+            true => plan.enforcement.rlimit_as.or(plan.limits.memory),
+            false => plan.limits.memory,
+        },
         memory_by_rlimit: plan.enforcement.memory_by_rlimit,
         peak_vm,
         pids_limit: plan.limits.pids,
