@@ -407,3 +407,43 @@ fn under_the_rlimit_rung_the_tmpfs_mounts_count_against_memory() {
     assert!(t["limit"].as_u64().unwrap() < 512 << 20, "{t}");
     assert!(t["why"].as_str().unwrap().contains("shrunk"), "{t}");
 }
+
+#[test]
+fn require_cgroup_accepts_the_v1_rung() {
+    let test = "require_cgroup_accepts_the_v1_rung";
+    if v1_host(test).is_none() || !common::is_root() {
+        if !common::is_root() {
+            common::skip(test, "not root: the v1 hierarchies are root's");
+        }
+        return;
+    }
+    let flags = [
+        "--require",
+        "cgroup",
+        "--memory",
+        "64m",
+        "--pids-limit",
+        "20",
+        "--cpus",
+        "1",
+    ];
+    let v = outcome(Who::Root, &flags, &["true"]);
+    assert_eq!(v["status"], "exited", "{v}");
+    for l in ["memory", "pids", "cpus"] {
+        assert_eq!(limit(&v, l)["enforced_by"], "cgroup_v1", "{v}");
+        // Which rung held it, and why not the one above.
+        let why = limit(&v, l)["why"].as_str().unwrap_or_default();
+        assert!(why.starts_with("cgroup v2: "), "{l}: {why}");
+    }
+    // --memory-high has no v1 equivalent: required, it is refused.
+    let v = outcome(
+        Who::Root,
+        &["--require", "cgroup", "--memory-high", "64m"],
+        &["true"],
+    );
+    assert_eq!(v["status"], "setup_error", "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("no memory.high"),
+        "{v}"
+    );
+}

@@ -147,6 +147,9 @@ pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupE
     if let Some((m, s)) = &share {
         d.shared(*m, s, asked_tmp);
     }
+    if let Some(s) = &setup {
+        explain_climbs(&mut d.report, s);
+    }
     if require_cgroup {
         if let Some(why) = setup.as_ref().and_then(unavailable) {
             return Err(SetupError::new(
@@ -188,6 +191,39 @@ pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupE
         cgroup: layer,
     };
     Ok(())
+}
+
+/// A limit a lower cgroup rung holds says why the higher one could not.
+fn explain_climbs(report: &mut BTreeMap<&'static str, Rung>, s: &cgroup::Setup) {
+    for (c, why) in &s.climbed {
+        let name = match c {
+            cgroup::Controller::Memory => "memory",
+            cgroup::Controller::Cpu => "cpus",
+            cgroup::Controller::Pids => "pids",
+        };
+        if let Some(r) = report.get_mut(name) {
+            r.why = Some(format!("cgroup v2: {why}"));
+        }
+    }
+}
+
+/// The rung each cgroup limit (memory, memory_high, cpus, pids) takes given
+/// the cgroup layer's answer to a request for all of them, as a run would
+/// decide it: (limit, enforced_by, why). For `stockade check`.
+pub fn rungs(s: &cgroup::Setup) -> Vec<(&'static str, &'static str, Option<String>)> {
+    let l = Limits {
+        memory: Some(1 << 30),
+        memory_high: Some(1 << 30),
+        cpus: Some(1.0),
+        pids: Some(1024),
+        ..Limits::default()
+    };
+    let mut d = decide(&l, &controllers(Some(s)), 1 << 20, &TmpCap::Tmpfs);
+    explain_climbs(&mut d.report, s);
+    ["memory", "memory_high", "cpus", "pids"]
+        .into_iter()
+        .filter_map(|n| d.report.remove(n).map(|r| (n, r.enforced_by, r.why)))
+        .collect()
 }
 
 /// Map the cgroup layer's answer to what the limits decision needs.

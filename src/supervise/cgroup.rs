@@ -134,6 +134,9 @@ pub struct Setup {
     pub pids: Enforced,
     /// Why there is no cgroup at all.
     pub why: Option<String>,
+    /// The limits a lower rung (cgroup v1) holds, and why the unified
+    /// hierarchy could not.
+    pub climbed: Vec<(Controller, String)>,
 }
 
 /// Resource controllers this layer uses.

@@ -74,6 +74,7 @@ pub(super) fn unavailable_everywhere(req: &Request, why: &str) -> Setup {
         cpu: e(req.cpus.is_some()),
         pids: e(req.pids.is_some()),
         why: Some(why.to_string()),
+        climbed: Vec::new(),
     }
 }
 
@@ -96,6 +97,7 @@ pub fn prepare_at(host: &dyn Host, place: &Placement, h: &Hierarchies, req: &Req
         cpu,
         pids,
         why: None,
+        climbed: Vec::new(),
     }
 }
 

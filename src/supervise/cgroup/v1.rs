@@ -24,8 +24,8 @@ use super::error::{CgroupError, FileOp};
 use super::files::{read_trim, write_file};
 use super::prepare::next_run_name;
 use super::{
-    cgroup_dir, read_host, CpuStat, Enforced, Hierarchies, Host, MemoryEvents, Mount, Request,
-    RunCgroup, Setup, Stats, CPU_MIN_QUOTA_US, CPU_PERIOD_US, PARENT_NAME,
+    cgroup_dir, read_host, Controller, CpuStat, Enforced, Hierarchies, Host, MemoryEvents, Mount,
+    Request, RunCgroup, Setup, Stats, CPU_MIN_QUOTA_US, CPU_PERIOD_US, PARENT_NAME,
 };
 use crate::sys;
 
@@ -79,22 +79,27 @@ pub(super) fn climb(host: &dyn Host, h: &Hierarchies, pc: &str, req: &Request, s
         name: &name,
         groups: &mut groups,
     };
+    let climbed = &mut setup.climbed;
     if let (Some(m), Enforced::Unavailable(_)) = (req.memory, &setup.memory) {
         let got = rung.memory(m);
-        add(&mut setup.memory, got);
-        if let (Enforced::Unavailable(why), true) =
-            (&mut setup.memory_high, req.memory_high.is_some())
-        {
-            why.push_str("; cgroup v1 has no memory.high");
-        }
+        add(&mut setup.memory, got, Controller::Memory, climbed);
+    }
+    if let (Enforced::Unavailable(why), true) = (&mut setup.memory_high, req.memory_high.is_some())
+    {
+        why.push_str("; cgroup v1 has no memory.high");
     }
     if let (Some(c), Enforced::Unavailable(_)) = (req.cpus, &setup.cpu) {
         let got = rung.cpu(c);
-        add(&mut setup.cpu, got);
+        add(&mut setup.cpu, got, Controller::Cpu, climbed);
     }
     if let (Some(p), Enforced::Unavailable(_)) = (req.pids, &setup.pids) {
         let got = rung.pids(p);
-        add(&mut setup.pids, got);
+        add(&mut setup.pids, got, Controller::Pids, climbed);
+    }
+    // No limit asked but no unified group either: a group that still
+    // tracks (and kills) every process of the run.
+    if rung.groups.is_empty() && setup.cgroup.is_none() {
+        let _ = rung.group("pids").or_else(|_| rung.group("memory"));
     }
     if groups.is_empty() {
         return;
@@ -109,8 +114,17 @@ pub(super) fn climb(host: &dyn Host, h: &Hierarchies, pc: &str, req: &Request, s
 }
 
 /// One limit's v1 result folded into its v2 answer.
-fn add(e: &mut Enforced, got: Result<(), String>) {
+fn add(
+    e: &mut Enforced,
+    got: Result<(), String>,
+    c: Controller,
+    climbed: &mut Vec<(Controller, String)>,
+) {
     match (got, &mut *e) {
+        (Ok(()), Enforced::Unavailable(v2)) => {
+            climbed.push((c, std::mem::take(v2)));
+            *e = Enforced::CgroupV1;
+        }
         (Ok(()), _) => *e = Enforced::CgroupV1,
         (Err(v1), Enforced::Unavailable(v2)) => {
             v2.push_str("; cgroup v1: ");
