@@ -74,7 +74,7 @@ fn run_cgroup_holds_a_process_is_killed_and_removed() {
                 let got = fs::read_to_string(g.path.join(v1_file)).unwrap();
                 assert_eq!(got.trim(), v1_want);
             }
-            Enforced::Cgroup => {
+            Enforced::Cgroup | Enforced::CgroupSystemd => {
                 assert!(have.split_whitespace().any(|w| w == ctrl), "{have}");
                 assert_eq!(fs::read_to_string(path.join(file)).unwrap().trim(), want);
             }
@@ -86,6 +86,7 @@ fn run_cgroup_holds_a_process_is_killed_and_removed() {
         }
     }
 
+    let mut run = run;
     let mut child = Command::new("sleep").arg("60").spawn().unwrap();
     run.add_pid(child.id() as i32).unwrap();
     run.place_v1(child.id() as i32).unwrap();

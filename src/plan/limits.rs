@@ -83,6 +83,8 @@ pub enum CgroupLayer {
         path: PathBuf,
         controllers: Vec<&'static str>,
         v1: Vec<PathBuf>,
+        /// The systemd scope the run cgroup is in (the systemd rung).
+        scope: Option<String>,
     },
     /// A cgroup limit was asked for and no cgroup could be made: why.
     Unavailable(String),
@@ -168,6 +170,7 @@ pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupE
             path: c.path().to_path_buf(),
             controllers: enabled(&ctl),
             v1: c.v1_groups().iter().map(|g| g.path.clone()).collect(),
+            scope: c.systemd_unit().map(str::to_string),
         },
         None if wants_cgroup || require_cgroup => {
             CgroupLayer::Unavailable(why.unwrap_or_else(|| "no cgroup could be created".into()))
@@ -231,6 +234,7 @@ fn controllers(setup: Option<&cgroup::Setup>) -> Controllers {
     let one = |e: Option<&cgroup::Enforced>| match e {
         Some(cgroup::Enforced::Cgroup) => Ok("cgroup"),
         Some(cgroup::Enforced::CgroupV1) => Ok("cgroup_v1"),
+        Some(cgroup::Enforced::CgroupSystemd) => Ok("cgroup_systemd"),
         Some(cgroup::Enforced::Unavailable(why)) => Err(NoController::Unavailable(why.clone())),
         _ => Err(NoController::NotAsked),
     };

@@ -48,6 +48,7 @@ mod prepare;
 mod probe;
 mod run;
 mod stats;
+mod systemd;
 mod v1;
 
 use std::fmt;
@@ -106,6 +107,9 @@ pub enum Enforced {
     /// The limit is written into the run's group in a cgroup v1 controller
     /// hierarchy (the host has the controller on v1, not on v2).
     CgroupV1,
+    /// The limit is written into the run cgroup made inside a transient
+    /// scope the user's systemd delegated to us (over D-Bus).
+    CgroupSystemd,
     /// The limit was not asked for.
     NotRequested,
     /// The limit was asked for and cannot be enforced by a cgroup; the text
@@ -116,7 +120,10 @@ pub enum Enforced {
 impl Enforced {
     /// Held by a real cgroup controller (v2 or v1).
     pub fn is_cgroup(&self) -> bool {
-        matches!(self, Enforced::Cgroup | Enforced::CgroupV1)
+        matches!(
+            self,
+            Enforced::Cgroup | Enforced::CgroupV1 | Enforced::CgroupSystemd
+        )
     }
 }
 
@@ -169,6 +176,9 @@ impl Controller {
 pub struct RunCgroup {
     v2: Option<V2Dir>,
     v1: Vec<V1Group>,
+    /// The systemd rung: the scope's holder and the run cgroup's path in
+    /// the scope (systemd moves the jail's child there).
+    systemd: Option<(systemd::Holder, String)>,
     owner: i32,
     removed: bool,
 }
@@ -190,9 +200,55 @@ pub fn prepare(req: &Request) -> Setup {
     };
     let mut setup = match choose(&host, &h, &pc) {
         Ok(place) => prepare_at(&host, &place, &h, req),
-        Err(why) => unavailable_everywhere(req, &why.to_string()),
+        Err(why) => match asks_limits(req) && host.euid() != 0 {
+            true => systemd_rung(&host, &h, req, &why.to_string()),
+            false => unavailable_everywhere(req, &why.to_string()),
+        },
     };
     v1::climb(&host, &h, &pc, req, &mut setup);
+    setup
+}
+
+fn asks_limits(req: &Request) -> bool {
+    req.memory.is_some() || req.memory_high.is_some() || req.cpus.is_some() || req.pids.is_some()
+}
+
+/// The rung below a unified hierarchy with no base of our own: a scope the
+/// user's systemd delegates (see `systemd`); `v2_why` is why the rung
+/// above is not there.
+fn systemd_rung(host: &dyn Host, h: &Hierarchies, req: &Request, v2_why: &str) -> Setup {
+    let name = prepare::next_run_name();
+    let unit = format!("stockade-{name}.scope");
+    let (holder, scope) = match systemd::scope(h, &unit) {
+        Ok(s) => s,
+        Err(why) => return unavailable_everywhere(req, &format!("{v2_why}; systemd: {why}")),
+    };
+    let Some(m) = h.unified() else {
+        return unavailable_everywhere(req, v2_why);
+    };
+    let place = Placement {
+        hierarchy: m.mountpoint.clone(),
+        base: scope.clone(),
+    };
+    let mut setup = prepare_at(host, &place, h, req);
+    let Some(run) = setup.cgroup.as_mut() else {
+        let why = setup.why.clone().unwrap_or_default();
+        return unavailable_everywhere(req, &format!("{v2_why}; systemd scope {unit}: {why}"));
+    };
+    let Some(sub) = systemd::subcgroup(&scope, run.path()) else {
+        return unavailable_everywhere(req, v2_why);
+    };
+    run.systemd = Some((holder, sub));
+    for e in [
+        &mut setup.memory,
+        &mut setup.memory_high,
+        &mut setup.cpu,
+        &mut setup.pids,
+    ] {
+        if *e == Enforced::Cgroup {
+            *e = Enforced::CgroupSystemd;
+        }
+    }
     setup
 }
 
@@ -201,6 +257,7 @@ impl fmt::Display for Enforced {
         match self {
             Enforced::Cgroup => f.write_str("cgroup"),
             Enforced::CgroupV1 => f.write_str("cgroup v1"),
+            Enforced::CgroupSystemd => f.write_str("cgroup (systemd scope)"),
             Enforced::NotRequested => f.write_str("not requested"),
             Enforced::Unavailable(why) => write!(f, "unavailable: {why}"),
         }

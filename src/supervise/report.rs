@@ -27,10 +27,17 @@ pub(super) fn record_limits(plan: &Plan, o: &mut Outcome) {
                 path,
                 controllers,
                 v1,
-            } => LayerReport::applied(match v1.is_empty() {
-                true => serde_json::json!({ "path": path, "controllers": controllers }),
-                false => serde_json::json!({ "path": path, "controllers": controllers, "v1": v1 }),
-            }),
+                scope,
+            } => {
+                let mut d = serde_json::json!({ "path": path, "controllers": controllers });
+                if !v1.is_empty() {
+                    d["v1"] = serde_json::json!(v1);
+                }
+                if let Some(s) = scope {
+                    d["systemd_scope"] = serde_json::json!(s);
+                }
+                LayerReport::applied(d)
+            }
             CgroupLayer::Unavailable(why) => LayerReport::unavailable(why.clone()),
             CgroupLayer::Skipped => LayerReport::skipped(
                 "no cgroup limit was asked for (--memory, --memory-high, --cpus, --pids-limit)",

@@ -71,7 +71,7 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
 
 fn run_inner(
     plan: &Plan,
-    cg: Option<cgroup::RunCgroup>,
+    mut cg: Option<cgroup::RunCgroup>,
     seccomp: Option<(OwnedFd, OwnedFd)>,
     o: &mut Outcome,
     start: Instant,
@@ -99,7 +99,7 @@ fn run_inner(
     let namespaces = ns_inodes(plan, pid);
     // 4. Into the cgroup (when clone3 could not put it there), id maps,
     //    GO, then the network namespace, made while init builds the root.
-    let net = match release(plan, cg.as_ref(), via, pid, &pidfd, &ours.ctl) {
+    let net = match release(plan, cg.as_mut(), via, pid, &pidfd, &ours.ctl) {
         Ok(net) => net,
         Err(e) => {
             // The child may have failed first (it opens the bind sources
@@ -334,23 +334,23 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
 /// new network namespace's inode number.
 fn release(
     plan: &Plan,
-    cg: Option<&cgroup::RunCgroup>,
+    mut cg: Option<&mut cgroup::RunCgroup>,
     via: sys::CloneVia,
     pid: i32,
     pidfd: &OwnedFd,
     ctl: &OwnedFd,
 ) -> Result<Option<u64>, SetupError> {
     let moved_after_clone =
-        cg.is_some_and(|c| c.has_v2()) && via != sys::CloneVia::Clone3IntoCgroup;
-    if let (Some(c), true) = (cg, moved_after_clone) {
+        cg.as_ref().is_some_and(|c| c.has_v2()) && via != sys::CloneVia::Clone3IntoCgroup;
+    if let (Some(c), true) = (cg.as_mut(), moved_after_clone) {
         c.add_pid(pid).map_err(|e| {
             let procs = c.path().join("cgroup.procs");
             SetupError::io("cgroup", procs.display().to_string(), &e)
         })?;
     }
     // The cgroup v1 groups: the child still waits for GO.
-    let in_v1 = cg.is_some_and(|c| !c.v1_groups().is_empty());
-    if let (Some(c), true) = (cg, in_v1) {
+    let in_v1 = cg.as_ref().is_some_and(|c| !c.v1_groups().is_empty());
+    if let (Some(c), true) = (cg.as_ref(), in_v1) {
         c.place_v1(pid)
             .map_err(|e| SetupError::new("cgroup", "", e.to_string()))?;
     }

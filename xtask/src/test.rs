@@ -47,6 +47,8 @@ fn prepare(only_cargo: bool) {
         ("bwrap", "bubblewrap"),
         ("busybox", "busybox-static"),
         ("/usr/share/doc/python3-jsonschema", "python3-jsonschema"),
+        // tests/cgroup_systemd.rs: a user bus without systemd on it.
+        ("dbus-daemon", "dbus-daemon"),
     ];
     let mut missing: Vec<&str> = want
         .iter()

@@ -225,6 +225,7 @@ fn make_run(
     Ok(RunCgroup {
         v2: Some(V2Dir { path, dir }),
         v1: Vec::new(),
+        systemd: None,
         owner: pid,
         removed: false,
     })

@@ -32,6 +32,11 @@ impl RunCgroup {
         &self.v1
     }
 
+    /// The systemd scope the run cgroup is in (the systemd rung).
+    pub fn systemd_unit(&self) -> Option<&str> {
+        self.systemd.as_ref().map(|(h, _)| h.unit.as_str())
+    }
+
     /// Whether the run has a group in the unified hierarchy.
     pub fn has_v2(&self) -> bool {
         self.v2.is_some()
@@ -41,13 +46,20 @@ impl RunCgroup {
     /// CLONE_INTO_CGROUP (None without one). Valid as long as `self`
     /// lives; close-on-exec.
     pub fn dir_fd(&self) -> Option<RawFd> {
+        // In a systemd scope only systemd may move a process in.
+        if self.systemd.is_some() {
+            return None;
+        }
         self.v2.as_ref().map(|v| v.dir.as_raw_fd())
     }
 
     /// Move a process into the run's unified-hierarchy group (the fallback
     /// when clone3 with CLONE_INTO_CGROUP is refused): write its pid to
     /// cgroup.procs.
-    pub fn add_pid(&self, pid: i32) -> io::Result<()> {
+    pub fn add_pid(&mut self, pid: i32) -> io::Result<()> {
+        if let Some((holder, sub)) = &mut self.systemd {
+            return holder.attach(sub, pid).map_err(io::Error::other);
+        }
         let Some(v2) = &self.v2 else {
             return Ok(());
         };
@@ -130,6 +142,7 @@ impl RunCgroup {
         RunCgroup {
             v2: None,
             v1: Vec::new(),
+            systemd: None,
             owner,
             removed: false,
         }
