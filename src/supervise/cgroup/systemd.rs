@@ -76,15 +76,12 @@ pub(super) fn scope(h: &Hierarchies, unit: &str) -> Result<(Holder, PathBuf), St
         .unified()
         .ok_or("no cgroup v2 hierarchy mounted (systemd delegates only on cgroup v2)")?
         .clone();
-    if sys::thread_count() != 1 {
-        return Err("this process is multi-threaded: it cannot fork the D-Bus helper".into());
-    }
     let (req_r, req_w) = sys::pipe().map_err(|e| e.to_string())?;
     let (ans_r, ans_w) = sys::pipe().map_err(|e| e.to_string())?;
-    #[allow(unsafe_code)]
-    // SAFETY: single-threaded (checked above: the supervisor runs before
-    // any thread exists, the spawner is a single-threaded process).
-    let forked = unsafe { sys::fork() }.map_err(|e| e.to_string())?;
+    // The supervisor runs before any thread exists, the spawner is a
+    // single-threaded process; a threaded caller gets EBUSY (and rlimits).
+    let forked =
+        sys::fork_single_threaded().map_err(|e| format!("cannot fork the D-Bus helper: {e}"))?;
     let Some(pid) = forked else {
         drop((req_w, ans_r));
         let code = holder_main(req_r, ans_w, &addr, unit, &m);
