@@ -38,6 +38,9 @@ pub struct Probe {
 #[derive(Debug, Clone)]
 pub struct Report {
     pub probes: Vec<Probe>,
+    /// The rung each cgroup limit takes on this host for this user:
+    /// (limit, enforced_by, why the higher rungs are not available).
+    pub limits: Vec<(&'static str, &'static str, Option<String>)>,
 }
 
 impl Report {
@@ -75,16 +78,22 @@ fn status_field(name: &str) -> Option<String> {
 pub fn probe_all() -> Report {
     let (u, p) = probe_userns_and_proc();
     let (c3, pidfd) = probe_clone3_pidfd();
+    // Every cgroup limit tried as a run would (the trial's groups are
+    // removed when it is dropped).
+    let trial = crate::supervise::cgroup::prepare(&crate::supervise::cgroup::Request {
+        memory: Some(1 << 30),
+        memory_high: Some(1 << 30),
+        cpus: Some(1.0),
+        pids: Some(1024),
+    });
+    let cg = probe_cgroup(&trial);
+    let limits = crate::plan::limits::rungs(&trial);
+    if let Some(c) = trial.cgroup {
+        let _ = c.remove();
+    }
     Report {
-        probes: vec![
-            u,
-            p,
-            probe_landlock(),
-            probe_seccomp(),
-            probe_cgroup(),
-            pidfd,
-            c3,
-        ],
+        probes: vec![u, p, probe_landlock(), probe_seccomp(), cg, pidfd, c3],
+        limits,
     }
 }
 
@@ -132,6 +141,18 @@ pub fn to_text(r: &Report, profile: &str, require: &[Layer]) -> String {
             p.reason
         );
     }
+    let _ = writeln!(
+        o,
+        "  limits (the rung each takes for uid {}):",
+        crate::sys::geteuid()
+    );
+    for (name, by, why) in &r.limits {
+        let _ = writeln!(
+            o,
+            "    {name:<12} {by:<13} {}",
+            why.as_deref().unwrap_or("")
+        );
+    }
     let miss = missing(r, require);
     if miss.is_empty() {
         let _ = writeln!(o, "ok: every layer the profile requires is available");
@@ -150,8 +171,20 @@ pub fn to_json(r: &Report, profile: &str, require: &[Layer]) -> String {
             json!({ "available": p.available, "reason": p.reason, "facts": p.facts }),
         );
     }
+    let limits: serde_json::Map<String, serde_json::Value> = r
+        .limits
+        .iter()
+        .map(|(n, by, why)| {
+            let v = match why {
+                Some(w) => json!({ "enforced_by": by, "why": w }),
+                None => json!({ "enforced_by": by }),
+            };
+            (n.to_string(), v)
+        })
+        .collect();
     let v = json!({
         "schema_version": 1,
+        "limits": limits,
         "profile": profile,
         "required": require.iter().map(|l| l.name()).collect::<Vec<_>>(),
         "missing": missing(r, require),

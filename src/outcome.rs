@@ -122,13 +122,32 @@ impl LayerReport {
 pub struct LimitReport {
     /// Bytes, seconds, CPUs or a count, as the limit's unit.
     pub limit: serde_json::Value,
-    /// `cgroup`, `rlimit_as`, `rlimit_cpu`, `rlimit_nproc`, `rlimit_fsize`,
-    /// `rlimit_nofile`, `rlimit_core`, `tmpfs`, `rlimit_fsize+supervisor`
-    /// (the fallback's metered run directory), `supervisor`, or `none`.
+    /// `cgroup` (v2), `cgroup_v1`, `cgroup_systemd` (a scope the user's
+    /// systemd delegated), `rlimit_as`, `rlimit_cpu`, `rlimit_nproc`,
+    /// `rlimit_fsize`, `rlimit_nofile`, `rlimit_core`, `tmpfs`,
+    /// `rlimit_fsize+supervisor` (the fallback's metered run directory),
+    /// `supervisor`, or `none`.
     #[serde(deserialize_with = "static_str")]
     pub enforced_by: Name,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// memory and pids: whether the limit was reached, where that can be
+    /// known (a controller's counters; absent when nothing can tell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hit: Option<bool>,
+    /// memory and pids: how the verdict was reached, `counted` (from the
+    /// controller's own counters) or `inferred` (the rlimit rung: from a
+    /// sampled peak and an abnormal end).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "opt_static_str"
+    )]
+    pub verdict: Option<Name>,
+}
+
+fn opt_static_str<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Name>, D::Error> {
+    Option::<String>::deserialize(d).map(|o| o.map(intern))
 }
 
 /// Captured output of one stream.

@@ -44,13 +44,37 @@ fn run_cgroup_holds_a_process_is_killed_and_removed() {
     // Each controller is either enforced (its file holds the limit) or
     // unavailable with a reason naming where it is missing.
     let have = controllers(parent);
-    for (ctrl, e, file, want) in [
-        ("memory", &setup.memory, "memory.max", "67108864"),
-        ("cpu", &setup.cpu, "cpu.max", "50000 100000"),
-        ("pids", &setup.pids, "pids.max", "32"),
+    for (ctrl, e, file, want, v1_file, v1_want) in [
+        (
+            "memory",
+            &setup.memory,
+            "memory.max",
+            "67108864",
+            "memory.limit_in_bytes",
+            "67108864",
+        ),
+        (
+            "cpu",
+            &setup.cpu,
+            "cpu.max",
+            "50000 100000",
+            "cpu.cfs_quota_us",
+            "50000",
+        ),
+        ("pids", &setup.pids, "pids.max", "32", "pids.max", "32"),
     ] {
         match e {
-            Enforced::Cgroup => {
+            Enforced::CgroupV1 => {
+                let g = run
+                    .v1_groups()
+                    .iter()
+                    .find(|g| g.controllers.iter().any(|c| c == ctrl))
+                    .expect("a v1 group for the controller");
+                assert_eq!(g.path.file_name(), path.file_name(), "one run name");
+                let got = fs::read_to_string(g.path.join(v1_file)).unwrap();
+                assert_eq!(got.trim(), v1_want);
+            }
+            Enforced::Cgroup | Enforced::CgroupSystemd => {
                 assert!(have.split_whitespace().any(|w| w == ctrl), "{have}");
                 assert_eq!(fs::read_to_string(path.join(file)).unwrap().trim(), want);
             }
@@ -62,13 +86,19 @@ fn run_cgroup_holds_a_process_is_killed_and_removed() {
         }
     }
 
+    let mut run = run;
     let mut child = Command::new("sleep").arg("60").spawn().unwrap();
     run.add_pid(child.id() as i32).unwrap();
-    let procs = fs::read_to_string(path.join("cgroup.procs")).unwrap();
-    assert!(
-        procs.lines().any(|l| l == child.id().to_string()),
-        "{procs}"
-    );
+    run.place_v1(child.id() as i32).unwrap();
+    let dirs = std::iter::once(path.clone()).chain(run.v1_groups().iter().map(|g| g.path.clone()));
+    for d in dirs {
+        let procs = fs::read_to_string(d.join("cgroup.procs")).unwrap();
+        assert!(
+            procs.lines().any(|l| l == child.id().to_string()),
+            "{}: {procs}",
+            d.display()
+        );
+    }
     assert!(run.populated());
     run.kill();
     let st = child.wait().unwrap();
@@ -76,8 +106,12 @@ fn run_cgroup_holds_a_process_is_killed_and_removed() {
     let stats = run.stats();
     assert!(stats.cpu.is_some(), "cpu.stat is in every v2 cgroup");
     assert!(!stats.oom_killed());
+    let v1: Vec<_> = run.v1_groups().iter().map(|g| g.path.clone()).collect();
     run.remove().unwrap();
     assert!(!path.exists(), "{} left behind", path.display());
+    for p in v1 {
+        assert!(!p.exists(), "{} left behind", p.display());
+    }
 }
 
 #[test]

@@ -191,3 +191,53 @@ fn check_with_proc_masked_says_proc_cannot_be_mounted() {
         assert_eq!(v["missing"], serde_json::json!(["userns"]), "{v}");
     }
 }
+
+#[test]
+fn check_names_the_rung_each_limit_takes_as_a_run_does() {
+    for who in common::users("check_names_the_rung_each_limit_takes_as_a_run_does") {
+        let o = check(who, &[], &["--json"]);
+        expect_code(&o, 0, "check");
+        let v = check_json(&o);
+        let run = common::run(
+            who,
+            &[
+                "--report",
+                "-",
+                "--memory",
+                "1g",
+                "--memory-high",
+                "1g",
+                "--cpus",
+                "1",
+                "--pids-limit",
+                "1024",
+            ],
+            &["true"],
+        );
+        let r = common::last_json(&run);
+        for l in ["memory", "memory_high", "cpus", "pids"] {
+            let said = &v["limits"][l];
+            assert_eq!(
+                said["enforced_by"], r["limits"][l]["enforced_by"],
+                "{l}: {said}\n{r}"
+            );
+            // Below the top rung, check says why the higher ones are not there.
+            if said["enforced_by"] != "cgroup" {
+                assert!(
+                    said["why"].as_str().is_some_and(|w| w.len() > 10),
+                    "{l}: {said}"
+                );
+            }
+        }
+        // --require cgroup is met by any real cgroup rung.
+        let held = ["memory", "cpus", "pids"].iter().any(|l| {
+            v["limits"][l]["enforced_by"]
+                .as_str()
+                .unwrap()
+                .starts_with("cgroup")
+        });
+        if held {
+            assert_eq!(v["layers"]["cgroup"]["available"], true, "{v}");
+        }
+    }
+}

@@ -117,7 +117,31 @@ pub(super) fn probe_seccomp() -> Probe {
     }
 }
 
-pub(super) fn probe_cgroup() -> Probe {
+/// The cgroup layer: a v2 base we may create children in, else the v1
+/// rung's groups (`setup` is a trial of every cgroup limit).
+pub(super) fn probe_cgroup(setup: &cgroup::Setup) -> Probe {
+    let mut p = probe_v2();
+    let v1: Vec<String> = setup
+        .cgroup
+        .iter()
+        .flat_map(|c| c.v1_groups())
+        .map(|g| g.controllers.join(","))
+        .collect();
+    if !v1.is_empty() {
+        p.facts.insert("v1_controllers", v1.join(" "));
+        if !p.available {
+            p.reason = format!(
+                "cgroup v1 controllers {} (no cgroup v2 rung: {})",
+                v1.join(", "),
+                p.reason
+            );
+            p.available = true;
+        }
+    }
+    p
+}
+
+fn probe_v2() -> Probe {
     let mut f = BTreeMap::new();
     let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let pc = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
@@ -172,7 +196,7 @@ pub(super) fn probe_cgroup() -> Probe {
                 } else {
                     format!(
                         "writable delegated subtree {} (controllers: {}; missing {}: those \
-                         limits fall back to rlimits)",
+                         limits take a lower rung, see limits)",
                         place.base.display(),
                         if ctrl.is_empty() { "none" } else { &ctrl },
                         missing.join(", ")

@@ -351,7 +351,7 @@ fn apply_steps(
                     notes.proc_unavailable = Some(refused);
                 }
             }
-            RootStep::Dev { dst } => dev(root, dst, &src.devices)?,
+            RootStep::Dev { dst, shm } => dev(root, dst, shm, &src.devices)?,
             RootStep::Mqueue { dst } => mqueue(root, dst)?,
             RootStep::Cover { dst, dir, id } => cover::cover(root, made, dst, *dir, *id)?,
             RootStep::Chmod { dst, mode } => chmod(root, dst, *mode)?,

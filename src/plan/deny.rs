@@ -231,7 +231,7 @@ fn shadowed(jail: &Path, later: &[RootStep]) -> bool {
         RootStep::Bind { dst, .. }
         | RootStep::Tmpfs { dst, .. }
         | RootStep::Proc { dst }
-        | RootStep::Dev { dst }
+        | RootStep::Dev { dst, .. }
         | RootStep::Mqueue { dst } => jail.starts_with(dst),
         _ => false,
     })

@@ -5,6 +5,8 @@
 
 #![deny(unsafe_code)]
 
+pub mod tmpfs_share;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -27,13 +29,14 @@ pub enum NoController {
     Unavailable(String),
 }
 
-/// For each cgroup controller: `Ok` when the run's cgroup enforces it, or
-/// why it cannot.
+/// For each cgroup controller: the rung that holds it (`cgroup` for v2,
+/// `cgroup_v1`), or why no cgroup can.
 #[derive(Debug, Clone)]
 pub struct Controllers {
-    pub memory: Result<(), NoController>,
-    pub cpu: Result<(), NoController>,
-    pub pids: Result<(), NoController>,
+    pub memory: Result<&'static str, NoController>,
+    pub memory_high: Result<&'static str, NoController>,
+    pub cpu: Result<&'static str, NoController>,
+    pub pids: Result<&'static str, NoController>,
 }
 
 /// How one limit is enforced, for the outcome's `limits`.
@@ -74,11 +77,14 @@ pub enum TmpCap {
 /// The cgroup layer as the plan found it, for the outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CgroupLayer {
-    /// The run's cgroup (held in [`Resources::cgroup`]) and the controllers
-    /// it enforces.
+    /// The run's cgroup (held in [`Resources::cgroup`]), the controllers
+    /// it enforces, and its groups in cgroup v1 hierarchies.
     Applied {
         path: PathBuf,
         controllers: Vec<&'static str>,
+        v1: Vec<PathBuf>,
+        /// The systemd scope the run cgroup is in (the systemd rung).
+        scope: Option<String>,
     },
     /// A cgroup limit was asked for and no cgroup could be made: why.
     Unavailable(String),
@@ -95,6 +101,8 @@ pub struct Enforcement {
     /// Limits nothing enforces: a warning line each.
     pub unenforced: Vec<String>,
     pub memory_by_rlimit: bool,
+    /// RLIMIT_AS when the jail's tmpfs mounts share `--memory` with it.
+    pub rlimit_as: Option<u64>,
     pub pids_by_rlimit: bool,
     /// How `--tmp-size` is held.
     pub tmp: TmpCap,
@@ -107,6 +115,7 @@ impl Default for Enforcement {
             report: BTreeMap::new(),
             unenforced: Vec::new(),
             memory_by_rlimit: false,
+            rlimit_as: None,
             pids_by_rlimit: false,
             tmp: TmpCap::Tmpfs,
             cgroup: CgroupLayer::Skipped,
@@ -130,8 +139,19 @@ pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupE
         cgroup::prepare(&cgroup::Request::from(l))
     });
     let ctl = controllers(setup.as_ref());
+    let asked_tmp = plan.tmp_size;
+    let share = match (plan.limits.memory, &ctl.memory) {
+        (Some(m), Err(_)) => Some((m, tmpfs_share::share(m, plan, res.run_dir.is_some()))),
+        _ => None,
+    };
     let tmp = run_dir_cap(plan, res);
-    let d = decide(&plan.limits, &ctl, plan.tmp_size, &tmp);
+    let mut d = decide(&plan.limits, &ctl, plan.tmp_size, &tmp);
+    if let Some((m, s)) = &share {
+        d.shared(*m, s, asked_tmp);
+    }
+    if let Some(s) = &setup {
+        explain_climbs(&mut d.report, s);
+    }
     if require_cgroup {
         if let Some(why) = setup.as_ref().and_then(unavailable) {
             return Err(SetupError::new(
@@ -149,6 +169,8 @@ pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupE
         Some(c) => CgroupLayer::Applied {
             path: c.path().to_path_buf(),
             controllers: enabled(&ctl),
+            v1: c.v1_groups().iter().map(|g| g.path.clone()).collect(),
+            scope: c.systemd_unit().map(str::to_string),
         },
         None if wants_cgroup || require_cgroup => {
             CgroupLayer::Unavailable(why.unwrap_or_else(|| "no cgroup could be created".into()))
@@ -165,6 +187,7 @@ pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupE
     plan.enforcement = Enforcement {
         report,
         unenforced: d.unenforced,
+        rlimit_as: share.map(|(_, s)| s.rlimit_as),
         memory_by_rlimit: d.memory_by_rlimit,
         pids_by_rlimit: d.pids_by_rlimit,
         tmp,
@@ -173,15 +196,51 @@ pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupE
     Ok(())
 }
 
+/// A limit a lower cgroup rung holds says why the higher one could not.
+fn explain_climbs(report: &mut BTreeMap<&'static str, Rung>, s: &cgroup::Setup) {
+    for (c, why) in &s.climbed {
+        let name = match c {
+            cgroup::Controller::Memory => "memory",
+            cgroup::Controller::Cpu => "cpus",
+            cgroup::Controller::Pids => "pids",
+        };
+        if let Some(r) = report.get_mut(name) {
+            r.why = Some(format!("cgroup v2: {why}"));
+        }
+    }
+}
+
+/// The rung each cgroup limit (memory, memory_high, cpus, pids) takes given
+/// the cgroup layer's answer to a request for all of them, as a run would
+/// decide it: (limit, enforced_by, why). For `stockade check`.
+pub fn rungs(s: &cgroup::Setup) -> Vec<(&'static str, &'static str, Option<String>)> {
+    let l = Limits {
+        memory: Some(1 << 30),
+        memory_high: Some(1 << 30),
+        cpus: Some(1.0),
+        pids: Some(1024),
+        ..Limits::default()
+    };
+    let mut d = decide(&l, &controllers(Some(s)), 1 << 20, &TmpCap::Tmpfs);
+    explain_climbs(&mut d.report, s);
+    ["memory", "memory_high", "cpus", "pids"]
+        .into_iter()
+        .filter_map(|n| d.report.remove(n).map(|r| (n, r.enforced_by, r.why)))
+        .collect()
+}
+
 /// Map the cgroup layer's answer to what the limits decision needs.
 fn controllers(setup: Option<&cgroup::Setup>) -> Controllers {
     let one = |e: Option<&cgroup::Enforced>| match e {
-        Some(cgroup::Enforced::Cgroup) => Ok(()),
+        Some(cgroup::Enforced::Cgroup) => Ok("cgroup"),
+        Some(cgroup::Enforced::CgroupV1) => Ok("cgroup_v1"),
+        Some(cgroup::Enforced::CgroupSystemd) => Ok("cgroup_systemd"),
         Some(cgroup::Enforced::Unavailable(why)) => Err(NoController::Unavailable(why.clone())),
         _ => Err(NoController::NotAsked),
     };
     Controllers {
         memory: one(setup.map(|s| &s.memory)),
+        memory_high: one(setup.map(|s| &s.memory_high)),
         cpu: one(setup.map(|s| &s.cpu)),
         pids: one(setup.map(|s| &s.pids)),
     }
@@ -194,16 +253,18 @@ fn unavailable(s: &cgroup::Setup) -> Option<String> {
         cgroup::Setup {
             cgroup: None, why, ..
         } => Some(why.clone().unwrap_or_default()),
-        s => [&s.memory, &s.cpu, &s.pids].iter().find_map(|e| match e {
-            cgroup::Enforced::Unavailable(w) => Some(w.clone()),
-            _ => None,
-        }),
+        s => [&s.memory, &s.memory_high, &s.cpu, &s.pids]
+            .iter()
+            .find_map(|e| match e {
+                cgroup::Enforced::Unavailable(w) => Some(w.clone()),
+                _ => None,
+            }),
     }
 }
 
 fn enabled(c: &Controllers) -> Vec<&'static str> {
     [
-        ("memory", c.memory.is_ok()),
+        ("memory", c.memory.is_ok() || c.memory_high.is_ok()),
         ("cpu", c.cpu.is_ok()),
         ("pids", c.pids.is_ok()),
     ]
@@ -312,7 +373,7 @@ impl Decision {
     fn memory(&mut self, l: &Limits, c: &Controllers) {
         if let Some(m) = l.memory {
             let r = match &c.memory {
-                Ok(()) => rung(json!(m), "cgroup", None),
+                Ok(by) => rung(json!(m), by, None),
                 Err(why) => {
                     self.rlimits
                         .push(rl(Resource::RLIMIT_AS, "RLIMIT_AS", m, m));
@@ -323,8 +384,37 @@ impl Decision {
             self.report.insert("memory", r);
         }
         if let Some(m) = l.memory_high {
-            let r = self.controller_only("--memory-high", json!(m), &c.memory);
+            let r = self.controller_only("--memory-high", json!(m), &c.memory_high);
             self.report.insert("memory_high", r);
+        }
+    }
+
+    /// Under the rlimit rung: RLIMIT_AS is `--memory` less the jail's
+    /// tmpfs mounts (see [`tmpfs_share`]), and the outcome says so.
+    fn shared(&mut self, memory: u64, s: &tmpfs_share::Share, asked_tmp: u64) {
+        for r in &mut self.rlimits {
+            if r.name == "RLIMIT_AS" {
+                (r.soft, r.hard) = (s.rlimit_as, s.rlimit_as);
+            }
+        }
+        let line = s.describe(memory);
+        if let Some(r) = self.report.get_mut("memory") {
+            r.why = Some(match r.why.take() {
+                Some(w) => format!("{w}; {line}"),
+                None => line,
+            });
+        }
+        if let Some(r) = self.report.get_mut("tmp_size") {
+            let now = r.limit.as_u64().unwrap_or(asked_tmp);
+            if now != asked_tmp {
+                let why = format!(
+                    "--tmp-size {asked_tmp} shrunk: under RLIMIT_AS the jail's tmpfs mounts count against --memory"
+                );
+                r.why = Some(match r.why.take() {
+                    Some(w) => format!("{why}; {w}"),
+                    None => why,
+                });
+            }
         }
     }
 
@@ -341,10 +431,10 @@ impl Decision {
         &mut self,
         flag: &str,
         limit: serde_json::Value,
-        c: &Result<(), NoController>,
+        c: &Result<&'static str, NoController>,
     ) -> Rung {
         match c {
-            Ok(()) => rung(limit, "cgroup", None),
+            Ok(by) => rung(limit, by, None),
             Err(why) => {
                 self.unenforced
                     .push(format!("{flag} is not enforced: {why}"));
@@ -359,7 +449,7 @@ impl Decision {
     fn pids(&mut self, l: &Limits, c: &Controllers) {
         if let Some(p) = l.pids {
             let r = match &c.pids {
-                Ok(()) => rung(json!(p), "cgroup", None),
+                Ok(by) => rung(json!(p), by, None),
                 Err(why) => {
                     self.rlimits
                         .push(rl(Resource::RLIMIT_NPROC, "RLIMIT_NPROC", p, p));
@@ -431,6 +521,7 @@ mod tests {
         let e = || Err(NoController::Unavailable(why.into()));
         Controllers {
             memory: e(),
+            memory_high: e(),
             cpu: e(),
             pids: e(),
         }
@@ -467,9 +558,10 @@ mod tests {
     #[test]
     fn with_controllers_no_rlimit_fallback() {
         let c = Controllers {
-            memory: Ok(()),
-            cpu: Ok(()),
-            pids: Ok(()),
+            memory: Ok("cgroup"),
+            memory_high: Ok("cgroup"),
+            cpu: Ok("cgroup"),
+            pids: Ok("cgroup_v1"),
         };
         let l = Limits {
             memory: Some(1 << 30),
@@ -536,7 +628,7 @@ mod tests {
             ..Default::default()
         };
         let c = Controllers {
-            memory: Err(NoController::NotAsked),
+            memory_high: Err(NoController::NotAsked),
             ..none("no cpu controller")
         };
         let d = decide(&l, &c, 1, &TmpCap::Tmpfs);

@@ -49,6 +49,8 @@ pub enum RootStep {
     },
     Dev {
         dst: PathBuf,
+        /// The mount data of its `shm` tmpfs (`size=64m,mode=1777`).
+        shm: String,
     },
     /// A new mqueue filesystem.
     Mqueue {
@@ -249,7 +251,10 @@ fn made(s: &MountSpec, rules: &mut Vec<(PathBuf, Access)>) -> RootStep {
             rules.push((dst.clone(), Access::Device));
             rules.push((dst.join("shm"), Access::ReadWrite));
             rules.push((dst.join("pts"), Access::Device));
-            RootStep::Dev { dst: rel(dst) }
+            RootStep::Dev {
+                dst: rel(dst),
+                shm: tmpfs_data(SHM_SIZE, 0o1777),
+            }
         }
         MountSpec::Bind { .. } | MountSpec::DevBind { .. } => {
             unreachable!("binds are resolved in Root::add")
@@ -257,12 +262,37 @@ fn made(s: &MountSpec, rules: &mut Vec<(PathBuf, Access)>) -> RootStep {
     }
 }
 
-fn tmpfs_data(size: u64, mode: u32) -> String {
+/// The size of the jail's /dev/shm.
+pub const SHM_SIZE: u64 = 64 << 20;
+
+pub(crate) fn tmpfs_data(size: u64, mode: u32) -> String {
     match size {
         // tmpfs reads size=0 as no limit: leave it out for the default.
         0 => format!("mode={mode:o}"),
         _ => format!("size={size},mode={mode:o}"),
     }
+}
+
+/// The size of a tmpfs made by [`tmpfs_data`] (0: no size given, the
+/// kernel's default of half the memory), and its data with another size.
+pub(crate) fn tmpfs_size(data: &str) -> u64 {
+    data.split(',')
+        .find_map(|o| o.strip_prefix("size="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+pub(crate) fn with_tmpfs_size(data: &str, size: u64) -> String {
+    let rest: Vec<&str> = data
+        .split(',')
+        .filter(|o| !o.starts_with("size=") && !o.is_empty())
+        .collect();
+    let mut out = format!("size={size}");
+    for o in rest {
+        out.push(',');
+        out.push_str(o);
+    }
+    out
 }
 
 fn rel(p: &Path) -> PathBuf {
@@ -374,7 +404,7 @@ pub(super) fn mount_points(steps: &[RootStep]) -> Vec<PathBuf> {
             RootStep::Bind { dst, .. }
             | RootStep::Tmpfs { dst, .. }
             | RootStep::Proc { dst }
-            | RootStep::Dev { dst }
+            | RootStep::Dev { dst, .. }
             | RootStep::Mqueue { dst }
             | RootStep::Cover { dst, .. }
             | RootStep::File {
@@ -439,7 +469,7 @@ pub(super) fn coalesce_rules(
                 RootStep::Symlink { link, .. } => (link, true),
                 RootStep::Tmpfs { dst, .. }
                 | RootStep::Proc { dst }
-                | RootStep::Dev { dst }
+                | RootStep::Dev { dst, .. }
                 | RootStep::Mqueue { dst } => (dst, false),
             };
             ok || !Path::new("/").join(dst).starts_with(&t)
@@ -536,6 +566,7 @@ mod tests {
             },
             RootStep::Dev {
                 dst: PathBuf::from("etc/dev"),
+                shm: String::new(),
             },
         ] {
             let mut st = steps.clone();

@@ -48,6 +48,8 @@ mod prepare;
 mod probe;
 mod run;
 mod stats;
+mod systemd;
+mod v1;
 
 use std::fmt;
 use std::fs::File;
@@ -60,6 +62,7 @@ pub use prepare::*;
 pub use probe::*;
 pub use run::*;
 pub use stats::*;
+pub use v1::{own_v1_path, V1Group};
 
 /// cpu.max period in microseconds.
 pub const CPU_PERIOD_US: u64 = 100_000;
@@ -99,8 +102,14 @@ impl From<&Limits> for Request {
 /// Whether one limit is enforced by the cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Enforced {
-    /// The limit is written into the run cgroup.
+    /// The limit is written into the run cgroup (cgroup v2).
     Cgroup,
+    /// The limit is written into the run's group in a cgroup v1 controller
+    /// hierarchy (the host has the controller on v1, not on v2).
+    CgroupV1,
+    /// The limit is written into the run cgroup made inside a transient
+    /// scope the user's systemd delegated to us (over D-Bus).
+    CgroupSystemd,
     /// The limit was not asked for.
     NotRequested,
     /// The limit was asked for and cannot be enforced by a cgroup; the text
@@ -109,8 +118,12 @@ pub enum Enforced {
 }
 
 impl Enforced {
+    /// Held by a real cgroup controller (v2 or v1).
     pub fn is_cgroup(&self) -> bool {
-        matches!(self, Enforced::Cgroup)
+        matches!(
+            self,
+            Enforced::Cgroup | Enforced::CgroupV1 | Enforced::CgroupSystemd
+        )
     }
 }
 
@@ -120,12 +133,17 @@ pub struct Setup {
     /// The run cgroup, when one could be created (even with no controller:
     /// it still tracks and kills every process of the run).
     pub cgroup: Option<RunCgroup>,
-    /// memory and memory_high.
+    /// memory (memory.max, or v1 memory.limit_in_bytes).
     pub memory: Enforced,
+    /// memory_high (memory.high: v2 only, cgroup v1 has no equivalent).
+    pub memory_high: Enforced,
     pub cpu: Enforced,
     pub pids: Enforced,
     /// Why there is no cgroup at all.
     pub why: Option<String>,
+    /// The limits a lower rung (cgroup v1) holds, and why the unified
+    /// hierarchy could not.
+    pub climbed: Vec<(Controller, String)>,
 }
 
 /// Resource controllers this layer uses.
@@ -148,31 +166,98 @@ impl Controller {
     }
 }
 
-/// One cgroup a run lives in. Dropping it without [`RunCgroup::remove`]
-/// kills what is left in it and removes it (only in the process that created
-/// it: a forked jail child that unwinds never touches it).
+/// The cgroups a run lives in: its group in the unified hierarchy (when
+/// one could be made) and its groups in the cgroup v1 controller
+/// hierarchies that hold the limits v2 cannot (at least one of the two).
+/// Dropping it without [`RunCgroup::remove`] kills what is left in it and
+/// removes it (only in the process that created it: a forked jail child
+/// that unwinds never touches it).
 #[derive(Debug)]
 pub struct RunCgroup {
-    path: PathBuf,
-    dir: File,
+    v2: Option<V2Dir>,
+    v1: Vec<V1Group>,
+    /// The systemd rung: the scope's holder and the run cgroup's path in
+    /// the scope (systemd moves the jail's child there).
+    systemd: Option<(systemd::Holder, String)>,
     owner: i32,
     removed: bool,
+}
+
+/// The run's group in the unified hierarchy, and an O_DIRECTORY fd of it.
+#[derive(Debug)]
+struct V2Dir {
+    path: PathBuf,
+    dir: File,
 }
 
 /// Create the run cgroup and write the limits. Called by the supervisor
 /// before clone. Never panics; every failure is in the returned Setup.
 pub fn prepare(req: &Request) -> Setup {
     let host = RealHost;
-    match locate(&host) {
-        Ok((place, h)) => prepare_at(&host, &place, &h, req),
-        Err(why) => unavailable_everywhere(req, &why.to_string()),
+    let (h, pc) = match read_host() {
+        Ok(read) => read,
+        Err(why) => return unavailable_everywhere(req, &why.to_string()),
+    };
+    let mut setup = match choose(&host, &h, &pc) {
+        Ok(place) => prepare_at(&host, &place, &h, req),
+        Err(why) => match asks_limits(req) && host.euid() != 0 {
+            true => systemd_rung(&host, &h, req, &why.to_string()),
+            false => unavailable_everywhere(req, &why.to_string()),
+        },
+    };
+    v1::climb(&host, &h, &pc, req, &mut setup);
+    setup
+}
+
+fn asks_limits(req: &Request) -> bool {
+    req.memory.is_some() || req.memory_high.is_some() || req.cpus.is_some() || req.pids.is_some()
+}
+
+/// The rung below a unified hierarchy with no base of our own: a scope the
+/// user's systemd delegates (see `systemd`); `v2_why` is why the rung
+/// above is not there.
+fn systemd_rung(host: &dyn Host, h: &Hierarchies, req: &Request, v2_why: &str) -> Setup {
+    let name = prepare::next_run_name();
+    let unit = format!("stockade-{name}.scope");
+    let (holder, scope) = match systemd::scope(h, &unit) {
+        Ok(s) => s,
+        Err(why) => return unavailable_everywhere(req, &format!("{v2_why}; systemd: {why}")),
+    };
+    let Some(m) = h.unified() else {
+        return unavailable_everywhere(req, v2_why);
+    };
+    let place = Placement {
+        hierarchy: m.mountpoint.clone(),
+        base: scope.clone(),
+    };
+    let mut setup = prepare_at(host, &place, h, req);
+    let Some(run) = setup.cgroup.as_mut() else {
+        let why = setup.why.clone().unwrap_or_default();
+        return unavailable_everywhere(req, &format!("{v2_why}; systemd scope {unit}: {why}"));
+    };
+    let Some(sub) = systemd::subcgroup(&scope, run.path()) else {
+        return unavailable_everywhere(req, v2_why);
+    };
+    run.systemd = Some((holder, sub));
+    for e in [
+        &mut setup.memory,
+        &mut setup.memory_high,
+        &mut setup.cpu,
+        &mut setup.pids,
+    ] {
+        if *e == Enforced::Cgroup {
+            *e = Enforced::CgroupSystemd;
+        }
     }
+    setup
 }
 
 impl fmt::Display for Enforced {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Enforced::Cgroup => f.write_str("cgroup"),
+            Enforced::CgroupV1 => f.write_str("cgroup v1"),
+            Enforced::CgroupSystemd => f.write_str("cgroup (systemd scope)"),
             Enforced::NotRequested => f.write_str("not requested"),
             Enforced::Unavailable(why) => write!(f, "unavailable: {why}"),
         }

@@ -19,6 +19,9 @@ pub struct Observed {
     pub code: Option<i32>,
     /// The run's memory controller counted an OOM kill.
     pub oom_killed: bool,
+    /// The run's memory controller counted the limit reached (a charge
+    /// refused at memory.max / memory.limit_in_bytes, or an OOM).
+    pub memory_hit: bool,
     /// The run's pids controller refused a fork (`pids.events max`).
     pub pids_refused: bool,
     /// `--memory`, and whether RLIMIT_AS (not a controller) enforced it.
@@ -52,7 +55,7 @@ pub struct Observed {
 /// infer a limit from an abnormal end near it.
 pub fn classify(o: &Observed) -> Status {
     let abnormal = o.signal.is_some() || o.code != Some(0);
-    if o.oom_killed && o.memory_limit.is_some() {
+    if o.memory_limit.is_some() && (o.oom_killed || (o.memory_hit && abnormal)) {
         Status::MemoryLimit
     } else if o.pids_refused && abnormal {
         Status::PidsLimit
@@ -132,6 +135,37 @@ mod tests {
             ..killed(libc::SIGKILL)
         };
         assert_eq!(classify(&o), Status::Signaled);
+    }
+
+    #[test]
+    fn a_limit_the_controller_counted_is_memory_limit_for_any_failed_end_only() {
+        // MemoryError (exit 1), ENOMEM (exit 12), SIGSEGV after a failed
+        // allocation: the controller's failcnt / memory.events max says
+        // the limit was reached.
+        for end in [exited(1), exited(12), killed(libc::SIGSEGV), exited(3)] {
+            let o = Observed {
+                memory_hit: true,
+                memory_limit: Some(64 << 20),
+                ..end
+            };
+            assert_eq!(classify(&o), Status::MemoryLimit, "{o:?}");
+        }
+        // The payload coped and succeeded: its own status.
+        let coped = Observed {
+            memory_hit: true,
+            memory_limit: Some(64 << 20),
+            ..exited(0)
+        };
+        assert_eq!(classify(&coped), Status::Exited);
+        // Under the limit (nothing counted): never memory_limit, whatever
+        // the exit code says.
+        for end in [exited(3), exited(12), killed(libc::SIGSEGV)] {
+            let o = Observed {
+                memory_limit: Some(64 << 20),
+                ..end.clone()
+            };
+            assert_ne!(classify(&o), Status::MemoryLimit, "{o:?}");
+        }
     }
 
     #[test]

@@ -120,6 +120,8 @@ pub(super) fn restate_limits(o: &mut Outcome) {
                 limit: v,
                 enforced_by: "supervisor",
                 why: None,
+                hit: None,
+                verdict: None,
             });
     };
     if let Some(t) = c.timeout {

@@ -23,9 +23,21 @@ pub(super) fn record_limits(plan: &Plan, o: &mut Outcome) {
     o.layers.insert(
         "cgroup",
         match &e.cgroup {
-            CgroupLayer::Applied { path, controllers } => LayerReport::applied(
-                serde_json::json!({ "path": path, "controllers": controllers }),
-            ),
+            CgroupLayer::Applied {
+                path,
+                controllers,
+                v1,
+                scope,
+            } => {
+                let mut d = serde_json::json!({ "path": path, "controllers": controllers });
+                if !v1.is_empty() {
+                    d["v1"] = serde_json::json!(v1);
+                }
+                if let Some(s) = scope {
+                    d["systemd_scope"] = serde_json::json!(s);
+                }
+                LayerReport::applied(d)
+            }
             CgroupLayer::Unavailable(why) => LayerReport::unavailable(why.clone()),
             CgroupLayer::Skipped => LayerReport::skipped(
                 "no cgroup limit was asked for (--memory, --memory-high, --cpus, --pids-limit)",
@@ -42,6 +54,8 @@ pub(super) fn record_limits(plan: &Plan, o: &mut Outcome) {
                 limit: r.limit.clone(),
                 enforced_by: r.enforced_by,
                 why: r.why.clone(),
+                hit: None,
+                verdict: None,
             };
             (*name, r)
         })
@@ -194,6 +208,26 @@ pub(super) fn violation(o: &mut Outcome, (nr, name): (i64, String)) {
     o.status = Status::SeccompViolation;
 }
 
+/// How the memory and pids verdicts were reached: from a controller's
+/// counters (with whether the limit was reached), or inferred under the
+/// rlimit rung.
+pub(super) fn verdicts(o: &mut Outcome, st: Option<&cgroup::Stats>) {
+    for (name, hit) in [
+        ("memory", st.map(|s| s.memory_limit_hit())),
+        ("pids", st.map(|s| s.pids_limit_hit())),
+    ] {
+        let Some(r) = o.limits.get_mut(name) else {
+            continue;
+        };
+        if r.enforced_by.starts_with("cgroup") {
+            r.verdict = Some("counted");
+            r.hit = hit;
+        } else if r.enforced_by.starts_with("rlimit") {
+            r.verdict = Some("inferred");
+        }
+    }
+}
+
 /// What the run's cgroup counted: the kernel's own figures win.
 pub(super) fn cgroup_usage(o: &mut Outcome, st: &cgroup::Stats) {
     if let Some(peak) = st.memory_peak {
@@ -224,8 +258,13 @@ pub(super) fn observed(
         signal: end.signal,
         code: end.code,
         oom_killed: cg_stats.is_some_and(|s| s.oom_killed()),
+        memory_hit: cg_stats.is_some_and(|s| s.memory_limit_hit()),
         pids_refused: cg_stats.is_some_and(|s| s.pids_limit_hit()),
-        memory_limit: plan.limits.memory,
+        // Under the rlimit rung the inference compares with RLIMIT_AS.
+        memory_limit: match plan.enforcement.memory_by_rlimit {
+            true => plan.enforcement.rlimit_as.or(plan.limits.memory),
+            false => plan.limits.memory,
+        },
         memory_by_rlimit: plan.enforcement.memory_by_rlimit,
         peak_vm,
         pids_limit: plan.limits.pids,

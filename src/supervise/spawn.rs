@@ -73,7 +73,7 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
 
 fn run_inner(
     plan: &Plan,
-    cg: Option<cgroup::RunCgroup>,
+    mut cg: Option<cgroup::RunCgroup>,
     seccomp: Option<(OwnedFd, OwnedFd)>,
     o: &mut Outcome,
     start: Instant,
@@ -101,7 +101,7 @@ fn run_inner(
     let namespaces = ns_inodes(plan, pid);
     // 4. Into the cgroup (when clone3 could not put it there), id maps,
     //    GO, then the network namespace, made while init builds the root.
-    let (net, listener) = match release(plan, cg.as_ref(), via, pid, &pidfd, &ours.ctl) {
+    let (net, listener) = match release(plan, cg.as_mut(), via, pid, &pidfd, &ours.ctl) {
         Ok(r) => r,
         Err(e) => {
             // The child may have failed first (it opens the bind sources
@@ -227,8 +227,9 @@ fn listener(plan: &Plan, sockets: Option<(OwnedFd, OwnedFd)>) -> Option<Learner>
 /// refused, the child then moved in before it is let go), or clone. The
 /// namespaces refused is [`RunError::Refused`], with the likely reasons.
 fn clone(plan: &Plan, cg: Option<&cgroup::RunCgroup>) -> Result<(Cloned, sys::CloneVia), RunError> {
-    let mut attempt = sys::clone_jail(plan.clone_flags, cg.map(|c| c.dir_fd()));
-    if cg.is_some() && attempt.as_ref().is_err_and(|e| e.call == "clone3") {
+    let into = cg.and_then(|c| c.dir_fd());
+    let mut attempt = sys::clone_jail(plan.clone_flags, into);
+    if into.is_some() && attempt.as_ref().is_err_and(|e| e.call == "clone3") {
         attempt = sys::clone_jail(plan.clone_flags, None);
     }
     match attempt {
@@ -367,6 +368,7 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
     if let Some(st) = &cg_stats {
         report::cgroup_usage(o, st);
     }
+    report::verdicts(o, cg_stats.as_ref());
     let observed = report::observed(plan, &w, end, cg_stats.as_ref(), records.peak_vm, o);
     o.status = classify::classify(&observed);
     report::explain(plan, o, &w);
@@ -380,18 +382,25 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
 /// socket made in it (when the plan has an allowlist).
 fn release(
     plan: &Plan,
-    cg: Option<&cgroup::RunCgroup>,
+    mut cg: Option<&mut cgroup::RunCgroup>,
     via: sys::CloneVia,
     pid: i32,
     pidfd: &OwnedFd,
     ctl: &OwnedFd,
 ) -> Result<(Option<u64>, Option<OwnedFd>), SetupError> {
-    let moved_after_clone = cg.is_some() && via != sys::CloneVia::Clone3IntoCgroup;
-    if let (Some(c), true) = (cg, moved_after_clone) {
+    let moved_after_clone =
+        cg.as_ref().is_some_and(|c| c.has_v2()) && via != sys::CloneVia::Clone3IntoCgroup;
+    if let (Some(c), true) = (cg.as_mut(), moved_after_clone) {
         c.add_pid(pid).map_err(|e| {
             let procs = c.path().join("cgroup.procs");
             SetupError::io("cgroup", procs.display().to_string(), &e)
         })?;
+    }
+    // The cgroup v1 groups: the child still waits for GO.
+    let in_v1 = cg.as_ref().is_some_and(|c| !c.v1_groups().is_empty());
+    if let (Some(c), true) = (cg.as_ref(), in_v1) {
+        c.place_v1(pid)
+            .map_err(|e| SetupError::new("cgroup", "", e.to_string()))?;
     }
     if plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
         namespaces::write_id_maps(pid, plan)
@@ -405,7 +414,8 @@ fn release(
         false => None,
     };
     sys::ignore_sigpipe();
-    let go = if moved_after_clone && plan.clone_flags & libc::CLONE_NEWCGROUP as u64 != 0 {
+    let go = if (moved_after_clone || in_v1) && plan.clone_flags & libc::CLONE_NEWCGROUP as u64 != 0
+    {
         proto::GO_REROOT_CGROUP
     } else {
         proto::GO

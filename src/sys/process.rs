@@ -52,6 +52,19 @@ pub unsafe fn fork() -> SysResult<Option<i32>> {
     }
 }
 
+/// fork(2) when this process has exactly one thread (the caller: no other
+/// thread exists that could start one meanwhile), so the child may use the
+/// allocator and std freely; EBUSY when it has more (or the count cannot be
+/// read).
+pub fn fork_single_threaded() -> SysResult<Option<i32>> {
+    if thread_count() != 1 {
+        return err("fork", "a multi-threaded process", Errno::EBUSY);
+    }
+    // SAFETY: single-threaded, checked above; a thread count of one cannot
+    // grow behind our back.
+    unsafe { fork() }
+}
+
 /// Leave at once without running destructors or atexit handlers (the state
 /// is a fork of the supervisor's).
 pub fn exit_now(code: i32) -> ! {

@@ -52,6 +52,8 @@ fn prepare(only_cargo: bool) {
         ("/usr/share/doc/python3-pip", "python3-pip"),
         // The evaluator suite imports numpy in a jail (python_integrations.rs).
         ("/usr/share/doc/python3-numpy", "python3-numpy"),
+        // tests/cgroup_systemd.rs: a user bus without systemd on it.
+        ("dbus-daemon", "dbus-daemon"),
     ];
     let mut missing: Vec<&str> = want
         .iter()

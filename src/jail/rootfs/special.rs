@@ -103,7 +103,12 @@ pub(super) fn proc(
     Ok(None)
 }
 
-pub(super) fn dev(root: &mut Root, dst: &Path, devices: &[OwnedFd]) -> Result<(), JailError> {
+pub(super) fn dev(
+    root: &mut Root,
+    dst: &Path,
+    shm_data: &str,
+    devices: &[OwnedFd],
+) -> Result<(), JailError> {
     let d = root.dir(dst, 0o755).step("dev", dst)?;
     sys::mount_fs_on(
         root.fd_of(&d),
@@ -161,7 +166,7 @@ pub(super) fn dev(root: &mut Root, dst: &Path, devices: &[OwnedFd]) -> Result<()
         &fd,
         "tmpfs",
         libc::MS_NOSUID | libc::MS_NODEV,
-        Some("size=64m,mode=1777"),
+        Some(shm_data),
         &shm,
     )
     .step("dev", &shm)?;

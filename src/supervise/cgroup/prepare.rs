@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::error::{CgroupError, FileOp};
 use super::files::{words, write_file};
 use super::{
-    Controller, Enforced, Hierarchies, Host, Placement, Request, RunCgroup, Setup,
+    Controller, Enforced, Hierarchies, Host, Placement, Request, RunCgroup, Setup, V2Dir,
     CPU_MIN_QUOTA_US, CPU_PERIOD_US, PARENT_NAME, RUN_PREFIX,
 };
 use crate::sys;
@@ -69,10 +69,12 @@ pub(super) fn unavailable_everywhere(req: &Request, why: &str) -> Setup {
     };
     Setup {
         cgroup: None,
-        memory: e(req.memory.is_some() || req.memory_high.is_some()),
+        memory: e(req.memory.is_some()),
+        memory_high: e(req.memory_high.is_some()),
         cpu: e(req.cpus.is_some()),
         pids: e(req.pids.is_some()),
         why: Some(why.to_string()),
+        climbed: Vec::new(),
     }
 }
 
@@ -87,13 +89,15 @@ pub fn prepare_at(host: &dyn Host, place: &Placement, h: &Hierarchies, req: &Req
         Ok(run) => run,
         Err(e) => return unavailable_everywhere(req, &e.to_string()),
     };
-    let (memory, cpu, pids) = write_limits(&run, &ctrls, req);
+    let [memory, memory_high, cpu, pids] = write_limits(&run, &ctrls, req);
     Setup {
         cgroup: Some(run),
         memory,
+        memory_high,
         cpu,
         pids,
         why: None,
+        climbed: Vec::new(),
     }
 }
 
@@ -165,6 +169,13 @@ fn make_parent(host: &dyn Host, parent: &Path, ctrls: &mut Controllers) -> Resul
     Ok(())
 }
 
+/// A fresh `run-<pid>-<starttime>-<seq>` name for this process.
+pub(super) fn next_run_name() -> String {
+    let pid = sys::getpid();
+    let start = proc_starttime(pid).unwrap_or(0);
+    run_name(pid, start, SEQ.fetch_add(1, Ordering::Relaxed))
+}
+
 /// `run-<pid>-<starttime>-<seq>` under `parent`, made and opened.
 fn make_run(
     host: &dyn Host,
@@ -212,35 +223,32 @@ fn make_run(
         }
     };
     Ok(RunCgroup {
-        path,
-        dir,
+        v2: Some(V2Dir { path, dir }),
+        v1: Vec::new(),
+        systemd: None,
         owner: pid,
         removed: false,
     })
 }
 
-/// Write each requested limit into the run cgroup: (memory, cpu, pids).
-fn write_limits(
-    run: &RunCgroup,
-    ctrls: &Controllers,
-    req: &Request,
-) -> (Enforced, Enforced, Enforced) {
+/// Write each requested limit into the run cgroup: memory, memory_high,
+/// cpu, pids.
+fn write_limits(run: &RunCgroup, ctrls: &Controllers, req: &Request) -> [Enforced; 4] {
     let p = run.path();
-    let mut mem_writes = Vec::new();
-    if let Some(m) = req.memory {
-        mem_writes.push(("memory.max", m.to_string(), true));
-        mem_writes.push(("memory.swap.max", "0".to_string(), false));
-        mem_writes.push(("memory.oom.group", "1".to_string(), false));
-    }
-    if let Some(m) = req.memory_high {
-        mem_writes.push(("memory.high", m.to_string(), true));
-    }
-    let memory = apply(
-        p,
-        ctrls.get(Controller::Memory),
-        req.memory.is_some() || req.memory_high.is_some(),
-        &mem_writes,
-    );
+    let mem_writes = match req.memory {
+        Some(m) => vec![
+            ("memory.max", m.to_string(), true),
+            ("memory.swap.max", "0".to_string(), false),
+            ("memory.oom.group", "1".to_string(), false),
+        ],
+        None => Vec::new(),
+    };
+    let high = req
+        .memory_high
+        .map(|m| ("memory.high", m.to_string(), true));
+    let mem = ctrls.get(Controller::Memory);
+    let memory = apply(p, mem, req.memory.is_some(), &mem_writes);
+    let memory_high = apply(p, mem, high.is_some(), high.as_slice());
     let cpu = match req.cpus.map(cpu_max) {
         Some(None) => Enforced::Unavailable(format!(
             "cpus {:?}: not a positive number",
@@ -258,7 +266,7 @@ fn write_limits(
         ),
         None => Enforced::NotRequested,
     };
-    (memory, cpu, pids)
+    [memory, memory_high, cpu, pids]
 }
 
 /// One controller's limit files `(file, value, required)` written in

@@ -187,6 +187,13 @@ pub struct Placement {
 
 /// Read the mount table and our cgroup, and choose the base.
 pub(super) fn locate(host: &dyn Host) -> Result<(Placement, Hierarchies), CgroupError> {
+    let (h, pc) = read_host()?;
+    let p = choose(host, &h, &pc)?;
+    Ok((p, h))
+}
+
+/// The cgroup mounts of this mount namespace and /proc/self/cgroup.
+pub fn read_host() -> Result<(Hierarchies, String), CgroupError> {
     let read = |path: &str| {
         fs::read_to_string(path).map_err(|source| CgroupError::File {
             op: FileOp::Read,
@@ -195,10 +202,8 @@ pub(super) fn locate(host: &dyn Host) -> Result<(Placement, Hierarchies), Cgroup
         })
     };
     let mi = read("/proc/self/mountinfo")?;
-    let h = parse_mountinfo(&mi);
     let pc = read("/proc/self/cgroup")?;
-    let p = choose(host, &h, &pc)?;
-    Ok((p, h))
+    Ok((parse_mountinfo(&mi), pc))
 }
 
 /// Choose the base cgroup (pure given the host and the files it reads).

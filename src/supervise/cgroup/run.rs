@@ -16,56 +16,143 @@ use super::{
 use crate::sys;
 
 impl RunCgroup {
-    /// The run cgroup's directory, e.g. `/sys/fs/cgroup/stockade/run-1234-5678-0`.
+    /// The run's main cgroup directory: its group in the unified hierarchy,
+    /// e.g. `/sys/fs/cgroup/stockade/run-1234-5678-0`, else its first
+    /// cgroup v1 group.
     pub fn path(&self) -> &Path {
-        &self.path
+        match (&self.v2, self.v1.first()) {
+            (Some(v2), _) => &v2.path,
+            (None, Some(g)) => &g.path,
+            (None, None) => Path::new("/"),
+        }
     }
 
-    /// An O_DIRECTORY fd of the run cgroup, for clone3 CLONE_INTO_CGROUP.
-    /// Valid as long as `self` lives; close-on-exec.
-    pub fn dir_fd(&self) -> RawFd {
-        self.dir.as_raw_fd()
+    /// The run's groups in cgroup v1 controller hierarchies.
+    pub fn v1_groups(&self) -> &[super::V1Group] {
+        &self.v1
     }
 
-    /// Move a process into the run cgroup (the fallback when clone3 with
-    /// CLONE_INTO_CGROUP is refused): write its pid to cgroup.procs.
-    pub fn add_pid(&self, pid: i32) -> io::Result<()> {
+    /// The systemd scope the run cgroup is in (the systemd rung).
+    pub fn systemd_unit(&self) -> Option<&str> {
+        self.systemd.as_ref().map(|(h, _)| h.unit.as_str())
+    }
+
+    /// Whether the run has a group in the unified hierarchy.
+    pub fn has_v2(&self) -> bool {
+        self.v2.is_some()
+    }
+
+    /// An O_DIRECTORY fd of the run's unified-hierarchy group, for clone3
+    /// CLONE_INTO_CGROUP (None without one). Valid as long as `self`
+    /// lives; close-on-exec.
+    pub fn dir_fd(&self) -> Option<RawFd> {
+        // In a systemd scope only systemd may move a process in.
+        if self.systemd.is_some() {
+            return None;
+        }
+        self.v2.as_ref().map(|v| v.dir.as_raw_fd())
+    }
+
+    /// Move a process into the run's unified-hierarchy group (the fallback
+    /// when clone3 with CLONE_INTO_CGROUP is refused): write its pid to
+    /// cgroup.procs.
+    pub fn add_pid(&mut self, pid: i32) -> io::Result<()> {
+        if let Some((holder, sub)) = &mut self.systemd {
+            return holder.attach(sub, pid).map_err(io::Error::other);
+        }
+        let Some(v2) = &self.v2 else {
+            return Ok(());
+        };
         let mut f = OpenOptions::new()
             .write(true)
-            .open(self.path.join("cgroup.procs"))?;
+            .open(v2.path.join("cgroup.procs"))?;
         io::Write::write_all(&mut f, pid.to_string().as_bytes())
     }
 
-    /// SIGKILL every process in the run cgroup and its descendants:
+    /// Move a process into each of the run's cgroup v1 groups. The caller
+    /// does it while the process waits (the jail's child before GO), so
+    /// nothing it runs later is outside them; its children inherit them.
+    pub fn place_v1(&self, pid: i32) -> Result<(), CgroupError> {
+        for g in &self.v1 {
+            write_file(&g.path, "cgroup.procs", &pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// SIGKILL every process in the run's cgroups and their descendants:
     /// cgroup.kill (kernel 5.14 and later); otherwise freeze, kill each pid
     /// listed in cgroup.procs, thaw, until it is empty.
     pub fn kill(&self) {
-        kill_tree(&self.path);
+        for d in self.dirs() {
+            kill_tree(d);
+        }
     }
 
     /// Whether any process is left (cgroup.events `populated 1`).
     pub fn populated(&self) -> bool {
-        populated(&self.path)
+        self.dirs().any(populated)
     }
 
-    /// Read what the run used.
+    /// Read what the run used (the unified group's files, then the v1
+    /// groups' for what the v1 controllers hold).
     pub fn stats(&self) -> Stats {
-        read_stats(&self.path)
+        let mut st = match &self.v2 {
+            Some(v2) => read_stats(&v2.path),
+            None => Stats::default(),
+        };
+        for g in &self.v1 {
+            super::v1::read_into(g, &mut st);
+        }
+        st
     }
 
-    /// Wait (briefly) for the cgroup to empty, killing what is left, and
-    /// remove it with any sub-cgroups the jail made. Err says what is left
-    /// behind ([`cleanup_stale`] removes it at the next start).
+    /// Wait (briefly) for the cgroups to empty, killing what is left, and
+    /// remove them with any sub-cgroups the jail made. Err says what is
+    /// left behind ([`cleanup_stale`] removes it at the next start).
     pub fn remove(mut self) -> Result<(), CgroupError> {
         self.removed = true;
-        remove_tree(&self.path, Duration::from_secs(2))
+        self.remove_all(Duration::from_secs(2))
+    }
+
+    fn dirs(&self) -> impl Iterator<Item = &Path> {
+        let v2 = self.v2.as_ref().map(|v| v.path.as_path());
+        v2.into_iter()
+            .chain(self.v1.iter().map(|g| g.path.as_path()))
+    }
+
+    fn remove_all(&self, wait: Duration) -> Result<(), CgroupError> {
+        let mut first = Ok(());
+        for d in self.dirs() {
+            if let Err(e) = remove_tree(d, wait) {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+
+    /// Add a v1 group (made by the v1 rung).
+    pub(super) fn push_v1(&mut self, g: super::V1Group) {
+        self.v1.push(g);
+    }
+
+    /// A run with no unified-hierarchy group (only v1 groups).
+    pub(super) fn v1_only(owner: i32) -> RunCgroup {
+        RunCgroup {
+            v2: None,
+            v1: Vec::new(),
+            systemd: None,
+            owner,
+            removed: false,
+        }
     }
 }
 
 impl Drop for RunCgroup {
     fn drop(&mut self) {
         if !self.removed && sys::getpid() == self.owner {
-            let _ = remove_tree(&self.path, Duration::from_millis(500));
+            let _ = self.remove_all(Duration::from_millis(500));
         }
     }
 }
@@ -159,12 +246,15 @@ fn remove_tree(dir: &Path, wait: Duration) -> Result<(), CgroupError> {
 /// `stockade/` whose owner (pid + start time in the name) no longer runs.
 /// A live owner's cgroup is never touched. Returns the paths removed.
 pub fn cleanup_stale() -> Vec<PathBuf> {
-    match locate(&RealHost) {
-        Ok((p, _)) => cleanup_stale_in(&p.base.join(PARENT_NAME), |pid, st| {
-            proc_starttime(pid) == Some(st)
-        }),
+    let alive = |pid, st| proc_starttime(pid) == Some(st);
+    let mut removed = match locate(&RealHost) {
+        Ok((p, _)) => cleanup_stale_in(&p.base.join(PARENT_NAME), alive),
         Err(_) => Vec::new(),
+    };
+    for parent in super::v1::parents() {
+        removed.extend(cleanup_stale_in(&parent, alive));
     }
+    removed
 }
 
 /// [`cleanup_stale`] on one `stockade/` directory; `alive(pid, starttime)`

@@ -32,6 +32,14 @@ impl Stats {
             .is_some_and(|e| e.oom_kill > 0 || e.oom_group_kill > 0)
     }
 
+    /// The memory controller counted the limit reached: a charge met
+    /// memory.max (memory.events `max`, v1 `memory.failcnt`), or an OOM.
+    pub fn memory_limit_hit(&self) -> bool {
+        self.memory_events
+            .as_ref()
+            .is_some_and(|e| e.max > 0 || e.oom > 0 || e.oom_kill > 0 || e.oom_group_kill > 0)
+    }
+
     /// A fork or clone was refused because of pids.max.
     pub fn pids_limit_hit(&self) -> bool {
         self.pids_events_max.is_some_and(|n| n > 0)

@@ -392,7 +392,7 @@ fn limits_are_written_and_controllers_enabled_down_the_path() {
         fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap(),
         "+pids"
     );
-    assert!(run.dir_fd() >= 0);
+    assert!(run.dir_fd().is_some_and(|fd| fd >= 0));
     discard(run);
 }
 
@@ -605,4 +605,150 @@ fn errors_keep_their_text_and_kind() {
             top.display()
         )
     );
+}
+
+/// A host whose v1 hierarchies are directories of a temp dir: mkdir makes
+/// the control files the v1 kernel would.
+struct FakeV1Host {
+    euid: u32,
+    locked: Vec<PathBuf>,
+}
+
+impl Host for FakeV1Host {
+    fn euid(&self) -> u32 {
+        self.euid
+    }
+    fn mkdir(&self, p: &Path) -> io::Result<()> {
+        fs::create_dir(p)?;
+        for f in [
+            "cgroup.procs",
+            "memory.limit_in_bytes",
+            "memory.memsw.limit_in_bytes",
+            "memory.oom_control",
+            "pids.max",
+            "cpu.cfs_period_us",
+            "cpu.cfs_quota_us",
+        ] {
+            fs::write(p.join(f), "")?;
+        }
+        Ok(())
+    }
+    fn writable(&self, p: &Path) -> bool {
+        !self.locked.iter().any(|l| p.starts_with(l))
+    }
+}
+
+fn fake_v1(fs_: &FakeFs) -> Hierarchies {
+    let m = |name: &str, ctrls: &[&str]| {
+        let d = fs_.dir.join(name);
+        fs::create_dir_all(&d).unwrap();
+        Mount {
+            root: "/".into(),
+            mountpoint: d,
+            controllers: ctrls.iter().map(|c| c.to_string()).collect(),
+        }
+    };
+    fs::create_dir_all(fs_.dir.join("memory/box")).unwrap();
+    Hierarchies {
+        v2: vec![],
+        v1: vec![
+            m("memory", &["memory"]),
+            m("cpu", &["cpu", "cpuacct"]),
+            m("pids", &["pids"]),
+        ],
+    }
+}
+
+const V1_PROC_CGROUP: &str = "8:pids:/\n4:memory:/box\n2:cpu,cpuacct:/\n0::/\n";
+
+#[test]
+fn v1_rung_writes_each_limit_under_our_own_v1_cgroup() {
+    let fs_ = FakeFs::new("v1");
+    let h = fake_v1(&fs_);
+    let req = Request {
+        memory: Some(64 << 20),
+        memory_high: Some(32 << 20),
+        cpus: Some(0.5),
+        pids: Some(20),
+    };
+    let mut setup = unavailable_everywhere(&req, "no cgroup v2 hierarchy mounted");
+    let host = FakeV1Host {
+        euid: 0,
+        locked: vec![],
+    };
+    v1::climb(&host, &h, V1_PROC_CGROUP, &req, &mut setup);
+    assert_eq!(
+        (&setup.memory, &setup.cpu, &setup.pids),
+        (
+            &Enforced::CgroupV1,
+            &Enforced::CgroupV1,
+            &Enforced::CgroupV1
+        )
+    );
+    let Enforced::Unavailable(why) = &setup.memory_high else {
+        panic!("{:?}", setup.memory_high)
+    };
+    assert!(why.ends_with("; cgroup v1 has no memory.high"), "{why}");
+    assert!(setup.why.is_none());
+    let run = setup.cgroup.take().expect("a v1-only run cgroup");
+    assert!(!run.has_v2() && run.dir_fd().is_none());
+    // One group per hierarchy (cpu and cpuacct share one), one name.
+    let groups = run.v1_groups().to_vec();
+    assert_eq!(groups.len(), 3, "{groups:?}");
+    let read = |g: &V1Group, f: &str| fs::read_to_string(g.path.join(f)).unwrap();
+    let mem = &groups[0];
+    assert!(
+        mem.path.starts_with(fs_.dir.join("memory/box/stockade")),
+        "{mem:?}"
+    );
+    assert_eq!(read(mem, "memory.limit_in_bytes"), "67108864");
+    assert_eq!(read(mem, "memory.memsw.limit_in_bytes"), "67108864");
+    assert_eq!(read(mem, "memory.oom_control"), "0");
+    assert_eq!(read(&groups[1], "cpu.cfs_quota_us"), "50000");
+    assert_eq!(read(&groups[1], "cpu.cfs_period_us"), "100000");
+    assert_eq!(read(&groups[2], "pids.max"), "20");
+    assert!(groups
+        .iter()
+        .all(|g| g.path.file_name() == mem.path.file_name()));
+    for g in &groups {
+        for e in fs::read_dir(&g.path).unwrap() {
+            fs::remove_file(e.unwrap().path()).unwrap();
+        }
+    }
+    run.remove().unwrap();
+    assert!(groups.iter().all(|g| !g.path.exists()));
+}
+
+#[test]
+fn v1_rung_refused_keeps_the_v2_reason_and_adds_its_own() {
+    let fs_ = FakeFs::new("v1locked");
+    let h = fake_v1(&fs_);
+    let req = Request {
+        pids: Some(20),
+        ..Request::default()
+    };
+    let mut setup = unavailable_everywhere(&req, "no cgroup usable by uid 65534");
+    let host = FakeV1Host {
+        euid: 65534,
+        locked: vec![fs_.dir.clone()],
+    };
+    v1::climb(&host, &h, V1_PROC_CGROUP, &req, &mut setup);
+    let Enforced::Unavailable(why) = &setup.pids else {
+        panic!("{:?}", setup.pids)
+    };
+    assert_eq!(
+        why,
+        &format!(
+            "no cgroup usable by uid 65534; cgroup v1: {}: not writable by uid 65534 (the v1 \
+             hierarchies are root's unless a directory is delegated)",
+            fs_.dir.join("pids").display()
+        )
+    );
+    assert!(setup.cgroup.is_none() && setup.why.is_some());
+    assert_eq!(own_v1_path(V1_PROC_CGROUP, "cpuacct").as_deref(), Some("/"));
+    assert_eq!(
+        own_v1_path(V1_PROC_CGROUP, "memory").as_deref(),
+        Some("/box")
+    );
+    assert_eq!(own_v1_path(V1_PROC_CGROUP, "blkio"), None);
 }

@@ -1,0 +1,167 @@
+//! Under the rlimit rung, `--memory` is shared between the address space
+//! and the jail's tmpfs mounts: tmpfs pages belong to no process, so
+//! RLIMIT_AS alone would let a payload hold its limit in memory *plus*
+//! every tmpfs it can write (/tmp, /dev/shm, the workdir, `--tmpfs`).
+//! At most a quarter of `--memory` goes to the tmpfs mounts (shrunk in
+//! proportion when they ask for more; a tmpfs without a size counts as
+//! asking for all of it), RLIMIT_AS gets the rest: what a payload can hold
+//! stays within `--memory`.
+
+use std::path::Path;
+
+use super::super::root::{tmpfs_size, with_tmpfs_size, RootStep};
+use super::super::Plan;
+
+/// The smallest size a shrunk tmpfs keeps.
+const MIN_TMPFS: u64 = 1 << 20;
+
+/// How `--memory` was shared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Share {
+    /// RLIMIT_AS: `--memory` less the tmpfs mounts.
+    pub rlimit_as: u64,
+    /// The tmpfs mounts and their sizes after sharing (jail paths).
+    pub mounts: Vec<(String, u64)>,
+    /// Whether any was shrunk.
+    pub shrunk: bool,
+}
+
+impl Share {
+    pub fn tmpfs_total(&self) -> u64 {
+        self.mounts.iter().map(|(_, s)| s).sum()
+    }
+
+    /// `RLIMIT_AS 48 MiB + tmpfs 16 MiB (/tmp 8 MiB, …) = --memory 64 MiB`.
+    pub fn describe(&self, memory: u64) -> String {
+        let list: Vec<String> = self
+            .mounts
+            .iter()
+            .map(|(p, s)| format!("{p} {}", mib(*s)))
+            .collect();
+        format!(
+            "the jail's tmpfs mounts count against --memory: RLIMIT_AS {} + tmpfs {} ({}) = {}{}",
+            mib(self.rlimit_as),
+            mib(self.tmpfs_total()),
+            list.join(", "),
+            mib(memory),
+            if self.shrunk {
+                " (tmpfs sizes shrunk to a quarter of --memory)"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+fn mib(b: u64) -> String {
+    if b % (1 << 20) == 0 {
+        format!("{} MiB", b >> 20)
+    } else {
+        format!("{b} bytes")
+    }
+}
+
+/// The sizes `sizes` (0: unbounded) shrunk in proportion to fit `budget`.
+pub fn fit(sizes: &[u64], budget: u64) -> Vec<u64> {
+    let want = |s: u64| if s == 0 { budget } else { s };
+    let total: u128 = sizes.iter().map(|s| want(*s) as u128).sum();
+    if total <= budget as u128 {
+        return sizes.iter().map(|s| want(*s)).collect();
+    }
+    sizes
+        .iter()
+        .map(|s| {
+            let scaled = (want(*s) as u128 * budget as u128 / total) as u64;
+            (scaled & !4095).max(MIN_TMPFS)
+        })
+        .collect()
+}
+
+/// Share `memory` between RLIMIT_AS and the plan's tmpfs mounts (the
+/// jail's, or the fallback's run directory when it gets a tmpfs), writing
+/// the new sizes into the plan.
+pub(in crate::plan) fn share(memory: u64, plan: &mut Plan, run_dir: bool) -> Share {
+    let mut slots: Vec<(String, u64)> = Vec::new();
+    for step in &plan.steps {
+        match step {
+            RootStep::Tmpfs { dst, data } => slots.push((jail_path(dst), tmpfs_size(data))),
+            RootStep::Dev { dst, shm } => {
+                slots.push((jail_path(&dst.join("shm")), tmpfs_size(shm)))
+            }
+            _ => {}
+        }
+    }
+    if plan.fallback && run_dir {
+        slots.push(("the run directory".into(), plan.tmp_size));
+    }
+    let sizes: Vec<u64> = slots.iter().map(|(_, s)| *s).collect();
+    let fitted = fit(&sizes, memory / 4);
+    let shrunk = sizes.iter().zip(&fitted).any(|(a, b)| a != b);
+    let mut it = fitted.iter();
+    for step in &mut plan.steps {
+        match step {
+            RootStep::Tmpfs { dst, data } => {
+                let s = *it.next().unwrap_or(&0);
+                *data = with_tmpfs_size(data, s);
+                if dst == Path::new("tmp") {
+                    plan.tmp_size = s;
+                }
+            }
+            RootStep::Dev { shm, .. } => *shm = with_tmpfs_size(shm, *it.next().unwrap_or(&0)),
+            _ => {}
+        }
+    }
+    if let (true, true, Some(s)) = (plan.fallback, run_dir, it.next()) {
+        plan.tmp_size = *s;
+    }
+    let mounts: Vec<(String, u64)> = slots
+        .into_iter()
+        .zip(fitted)
+        .map(|((p, _), s)| (p, s))
+        .collect();
+    let total: u64 = mounts.iter().map(|(_, s)| s).sum();
+    Share {
+        rlimit_as: memory.saturating_sub(total).max(MIN_TMPFS),
+        mounts,
+        shrunk,
+    }
+}
+
+fn jail_path(rel: &Path) -> String {
+    format!("/{}", rel.display())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tmpfs_that_fit_a_quarter_keep_their_size_else_shrink_in_proportion() {
+        assert_eq!(fit(&[4 << 20, 8 << 20], 16 << 20), vec![4 << 20, 8 << 20]);
+        // 128 + 64 + 128 MiB asked of a 16 MiB budget.
+        let got = fit(&[128 << 20, 64 << 20, 128 << 20], 16 << 20);
+        assert!(got.iter().sum::<u64>() <= 16 << 20, "{got:?}");
+        assert_eq!(got[0], got[2]);
+        assert!(got[1] < got[0]);
+        // A tmpfs without a size asks for the whole budget.
+        let got = fit(&[0, 16 << 20], 16 << 20);
+        assert!(got.iter().sum::<u64>() <= 16 << 20, "{got:?}");
+        assert!(got[0] > 0);
+        // Never below the floor.
+        assert_eq!(fit(&[1 << 30], 4096), vec![MIN_TMPFS]);
+    }
+
+    #[test]
+    fn the_description_adds_up() {
+        let s = Share {
+            rlimit_as: 48 << 20,
+            mounts: vec![("/tmp".into(), 8 << 20), ("/dev/shm".into(), 8 << 20)],
+            shrunk: true,
+        };
+        assert_eq!(
+            s.describe(64 << 20),
+            "the jail's tmpfs mounts count against --memory: RLIMIT_AS 48 MiB + tmpfs 16 MiB \
+             (/tmp 8 MiB, /dev/shm 8 MiB) = 64 MiB (tmpfs sizes shrunk to a quarter of --memory)"
+        );
+    }
+}
