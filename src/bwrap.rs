@@ -10,14 +10,17 @@
 //!   no generated /etc, no /proc, /dev, /tmp or workdir unless asked;
 //! - the environment is the caller's, changed by `--setenv`, `--unsetenv`
 //!   and `--clearenv` in order, and `PWD` is set to the working directory;
+//! - the caller's open fds (all but those bwrap's options use up) pass
+//!   through to the command under the same numbers;
 //! - the network is the host's unless `--unshare-net` or `--unshare-all`
 //!   (without `--share-net`);
 //! - the hostname is the host's unless `--hostname` (which, as in bwrap,
 //!   needs `--unshare-uts`);
 //! - the uid and gid are the caller's unless `--uid` / `--gid` (which need
 //!   `--unshare-user`);
-//! - the working directory is `--chdir`, else the caller's when a bind
-//!   with the same source and destination holds it, else `/`.
+//! - the working directory is `--chdir`, else, decided at the command's
+//!   start as bwrap does, the caller's if it can be entered inside, else
+//!   `$HOME`, else `/`.
 //!
 //! stockade's own layers that stay ON: the user, mount, pid, ipc, uts and
 //! cgroup namespaces are always new (bwrap makes the ones asked for; a
@@ -87,6 +90,8 @@ pub fn main(args: &[OsString]) -> i32 {
         .first()
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_else(|| "bwrap".into());
+    // Before anything here opens an fd: the caller's, passed through.
+    let inherited = crate::sys::inherited_fds();
     let rest = args.get(1..).unwrap_or_default();
     let (ops, argv) = match parse::parse(rest) {
         Ok(parse::Parsed::Help) => {
@@ -108,13 +113,14 @@ pub fn main(args: &[OsString]) -> i32 {
         eprint!("{}", help::usage(&argv0));
         return USAGE_EXIT;
     }
-    let policy = match translate::policy(&ops, argv) {
+    let mut policy = match translate::policy(&ops, argv) {
         Ok(p) => p,
         Err(e) => {
             eprint_line(&e.to_string());
             return USAGE_EXIT;
         }
     };
+    policy.keep_fds = translate::passed_fds(&ops, &inherited);
     if ops.iter().any(|o| o.opt == "--die-with-parent") {
         // SIGKILL when our parent goes; the jail dies with this process.
         if let Err(e) = crate::sys::set_pdeathsig(libc::SIGKILL) {

@@ -65,6 +65,9 @@ pub struct Plan {
     /// Paths inside the jail with the access Landlock grants beneath them.
     pub landlock_rules: Vec<(PathBuf, Access)>,
     pub cwd: PathBuf,
+    /// Where to start when `cwd` cannot be entered, in order, each with
+    /// its environment (`PWD` set to it): `Policy::chdir_fallbacks`.
+    pub cwd_fallbacks: Vec<(PathBuf, Vec<CString>)>,
     /// Paths to try for execve, in order.
     pub exec_candidates: Vec<CString>,
     pub argv: Vec<CString>,
@@ -285,6 +288,21 @@ fn cstr(origin: &str, b: &[u8]) -> Result<CString, SetupError> {
         .map_err(|_| SetupError::new(origin, String::from_utf8_lossy(b), "contains a NUL byte"))
 }
 
+/// Each of `Policy::chdir_fallbacks` with the environment execve gets
+/// there: `env` with `PWD` set to it.
+fn cwd_fallbacks(
+    p: &Policy,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> Result<Vec<(PathBuf, Vec<CString>)>, SetupError> {
+    let mut out = Vec::new();
+    for dir in &p.chdir_fallbacks {
+        let mut e = env.to_vec();
+        crate::policy::set_env(&mut e, "PWD".into(), dir.clone().into_os_string());
+        out.push((dir.clone(), Exec::of(p, &e)?.envp));
+    }
+    Ok(out)
+}
+
 /// What execve gets: the arguments, the environment, and the paths to try.
 struct Exec {
     argv: Vec<CString>,
@@ -449,6 +467,7 @@ impl Plan {
         };
         let base = assembly_dir()?;
         let exec = Exec::of(p, &env)?;
+        let cwd_fallbacks = cwd_fallbacks(p, &env)?;
         rules.retain(|(path, _)| !p.landlock.exclude.iter().any(|x| path.starts_with(x)));
         let unix_roots = if fallback {
             unix_roots(&rules)
@@ -488,6 +507,7 @@ impl Plan {
             hostname: p.hostname.clone(),
             landlock_rules: rules,
             cwd,
+            cwd_fallbacks,
             fallback,
             fallback_ids: fb.as_ref().and_then(|f| f.ids),
             uid_lease: fb.as_ref().and_then(|f| f.lease.clone()),

@@ -273,6 +273,11 @@ pub struct Policy {
     pub tmp_size: u64,
     /// Directory to start in (default: the workdir).
     pub chdir: Option<PathBuf>,
+    /// Directories to start in when `chdir` cannot be entered, in order,
+    /// each with `PWD` set to it (bwrap's: the caller's directory, else
+    /// `$HOME`, else `/`). Empty: a `chdir` that fails is a setup error.
+    #[serde(default)]
+    pub chdir_fallbacks: Vec<PathBuf>,
     /// The payload's complete environment.
     pub env: Vec<(OsString, OsString)>,
     pub hostname: String,
@@ -429,6 +434,7 @@ impl Policy {
             },
             tmp_size: DEFAULT_TMP_SIZE,
             chdir: None,
+            chdir_fallbacks: Vec::new(),
             hostname: DEFAULT_HOSTNAME.into(),
             network: Network::None,
             keep_fds: Vec::new(),

@@ -9,7 +9,20 @@ use std::process::{Command, Output, Stdio};
 
 use common::{expect_code, is_root, stderr, stdout, users, Who, NOBODY};
 
-const REAL: &str = "/usr/bin/bwrap";
+/// The reference bwrap: `$STOCKADE_REAL_BWRAP`, else bubblewrap 0.12 as
+/// `cargo xtask bwrap-test` builds it from Debian's source, else the
+/// host's /usr/bin/bwrap (an older release on some hosts).
+fn real_path() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let built = concat!(env!("CARGO_MANIFEST_DIR"), "/target/bwrap-test/meson/bwrap");
+        match std::env::var("STOCKADE_REAL_BWRAP") {
+            Ok(p) => p,
+            Err(_) if Path::new(built).exists() => built.into(),
+            Err(_) => "/usr/bin/bwrap".into(),
+        }
+    })
+}
 
 /// A minimal root from the host's /usr, as bwrap's own examples build it.
 const ROOT: &[&str] = &[
@@ -37,10 +50,10 @@ const ROOT: &[&str] = &[
 /// stockade (clean environment, cwd /); None when it cannot run here.
 fn real(who: Who) -> Option<Command> {
     use std::os::unix::process::CommandExt;
-    if !Path::new(REAL).exists() {
+    if !Path::new(real_path()).exists() {
         return None;
     }
-    let mut c = Command::new(REAL);
+    let mut c = Command::new(real_path());
     c.env_clear();
     c.env("PATH", "/usr/local/bin:/usr/bin:/bin");
     c.env("LANG", "C.UTF-8");
@@ -51,7 +64,7 @@ fn real(who: Who) -> Option<Command> {
     c.stdin(Stdio::null());
     // Can it make a sandbox at all here (user namespaces, a proc mount)?
     let probe = {
-        let mut p = Command::new(REAL);
+        let mut p = Command::new(real_path());
         if who == Who::Nobody && is_root() {
             p.uid(NOBODY).gid(NOBODY);
         }
@@ -578,7 +591,7 @@ fn seccomp_programs_from_fds() {
             expect_code(&o, code, &format!("{opts:?}"));
             assert_eq!(stdout(&o), out, "{opts:?}: {}", stderr(&o));
             if real(who).is_some() {
-                let r = with_fds(who, &[REAL], &a, &prog, f4);
+                let r = with_fds(who, &[real_path()], &a, &prog, f4);
                 assert_eq!(stderr(&o), stderr(&r), "{opts:?}");
                 assert_eq!(stdout(&o), stdout(&r), "{opts:?}");
                 assert_eq!(o.status.code(), r.status.code(), "{opts:?}");
@@ -684,7 +697,7 @@ fn bind_data_and_ro_bind_data() {
             stderr(&o)
         );
         if real(who).is_some() {
-            let r = with_fds(who, &[REAL], &a, &a3, &a4);
+            let r = with_fds(who, &[real_path()], &a, &a3, &a4);
             assert_eq!(stdout(&o), stdout(&r));
             assert_eq!(stderr(&o), stderr(&r));
         }
@@ -810,11 +823,113 @@ fn bind_fd_and_ro_bind_fd() {
             "bwrap: Can't find source path /proc/self/fd/9: No such file or directory\n"
         );
         if real(who).is_some() {
-            let r = with_fds(who, &[REAL], &a, Path::new(d), Path::new(d));
+            let r = with_fds(who, &[real_path()], &a, Path::new(d), Path::new(d));
             assert_eq!(stdout(&o), stdout(&r));
             assert_eq!(stderr(&o), stderr(&r));
-            let r = with_fds(who, &[REAL], &bad, Path::new(d), Path::new(d));
+            let r = with_fds(who, &[real_path()], &bad, Path::new(d), Path::new(d));
             assert_eq!(stderr(&e), stderr(&r));
         }
+    }
+}
+
+/// Run `args` under both, each command first changed by `f`; assert the
+/// same observable result; return ours.
+fn same_with(who: Who, args: &[&str], f: impl Fn(&mut Command)) -> Output {
+    let mut c = ours(who);
+    f(&mut c);
+    let o = with_args(c, args, None);
+    match real(who) {
+        Some(mut r) => {
+            f(&mut r);
+            let r = with_args(r, args, None);
+            let what = format!("{who:?} {args:?}");
+            assert_eq!(stdout(&o), stdout(&r), "stdout: {what}\n{}", stderr(&o));
+            assert_eq!(stderr(&o), stderr(&r), "stderr: {what}");
+            assert_eq!(o.status.code(), r.status.code(), "exit code: {what}");
+        }
+        None => common::skip("bwrap", "the real bwrap cannot run here: stockade alone"),
+    }
+    o
+}
+
+#[test]
+fn the_callers_fds_pass_through_but_not_those_options_use() {
+    let s = common::Scratch::new("bwrap-fds");
+    let (a3, a4) = (s.join("a3"), s.join("a4"));
+    std::fs::write(&a3, "three\n").unwrap();
+    std::fs::write(&a4, "four\n").unwrap();
+    let ours_bin = common::binary();
+    let ours_bin = ours_bin.to_str().unwrap();
+    // fd 3 is the command's; fd 4 is --file's (bwrap closes it).
+    let list = "ls /proc/self/fd | tr '\\n' ' '";
+    let script = format!("cat <&3; {{ cat <&4; }} 2>/dev/null || echo no-4; cat /x; {list}");
+    let v = root_and(&["--file", "4", "/x", "sh", "-c", &script]);
+    let a: Vec<&str> = v.iter().map(String::as_str).collect();
+    for who in users("bwrap_fds") {
+        // The same numbers as without a sandbox, whatever else this test
+        // process was given by its own caller.
+        let direct = with_fds(
+            who,
+            &["sh"],
+            &["-c", &format!("exec 4<&-; {list}")],
+            &a3,
+            &a4,
+        );
+        let o = with_fds(who, &[ours_bin, "bwrap"], &a, &a3, &a4);
+        expect_code(&o, 0, "fd passthrough");
+        assert_eq!(
+            stdout(&o),
+            format!("three\nno-4\nfour\n{}", stdout(&direct)),
+            "{}",
+            stderr(&o)
+        );
+        match real(who) {
+            Some(_) => {
+                let r = with_fds(who, &[real_path()], &a, &a3, &a4);
+                assert_eq!(stdout(&o), stdout(&r));
+                assert_eq!(stderr(&o), stderr(&r));
+            }
+            None => common::skip("bwrap_fds", "the real bwrap cannot run here"),
+        }
+    }
+}
+
+#[test]
+fn without_chdir_the_callers_directory_else_home_else_root() {
+    let pwd = ["sh", "-c", "pwd; echo $PWD"];
+    for who in users("bwrap_cwd") {
+        // The caller's directory, where the sandbox has it.
+        let o = same_with(
+            who,
+            &root_and(&pwd)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            |c| {
+                c.current_dir("/usr/share");
+            },
+        );
+        assert_eq!(stdout(&o), "/usr/share\n/usr/share\n");
+        // Not inside (no /etc here): $HOME...
+        let args = root_and(&pwd);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = same_with(who, &args, |c| {
+            c.current_dir("/etc").env("HOME", "/usr/lib");
+        });
+        assert_eq!(stdout(&o), "/usr/lib\n/usr/lib\n");
+        // ...else /.
+        let o = same_with(who, &args, |c| {
+            c.current_dir("/etc").env("HOME", "/nonexistent");
+        });
+        assert_eq!(stdout(&o), "/\n/\n");
+        // An explicit --chdir that cannot be entered fails, as bwrap's.
+        let bad = root_and(&["--chdir", "/etc", "true"]);
+        let bad: Vec<&str> = bad.iter().map(String::as_str).collect();
+        let o = same_with(who, &bad, |_| {});
+        expect_code(&o, 1, "--chdir /etc");
+        assert_eq!(
+            stderr(&o),
+            "bwrap: Can't chdir to /etc: No such file or directory\n"
+        );
     }
 }

@@ -148,6 +148,11 @@ fn options(
             }
             "--args" => {
                 let read = read_args(parse_fd(&op_args[0])?)?;
+                // Kept as an op too: its fd is bwrap's, not the command's.
+                ops.push(Op {
+                    opt,
+                    args: op_args.to_vec(),
+                });
                 if let Err(done) = options(&read, ops)? {
                     return Ok(Err(done));
                 }

@@ -67,13 +67,51 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     if ns.net && !ns.share_net {
         p.network = Network::None;
     }
-    let cwd = match &p.chdir {
-        Some(c) => c.clone(),
-        None => default_cwd(&p.env, &p.mounts),
-    };
-    policy::set_env(&mut p.env, "PWD".into(), cwd.clone().into_os_string());
-    p.chdir = Some(cwd);
+    if p.chdir.is_none() {
+        // As bwrap, at the command's start: the caller's directory if it
+        // can be entered inside, else `$HOME`, else `/`.
+        p.chdir = Some(std::env::current_dir().unwrap_or_else(|_| "/".into()));
+        p.chdir_fallbacks = home(&p.env).into_iter().chain(["/".into()]).collect();
+    }
+    let cwd = p.chdir.clone().unwrap_or_default();
+    policy::set_env(&mut p.env, "PWD".into(), cwd.into_os_string());
     Ok(p)
+}
+
+/// The options whose first word is an fd bwrap uses up (reads, writes or
+/// binds) and closes before the command runs.
+const FD_OPTIONS: &[&str] = &[
+    "--args",
+    "--info-fd",
+    "--json-status-fd",
+    "--block-fd",
+    "--userns-block-fd",
+    "--sync-fd",
+    "--seccomp",
+    "--add-seccomp-fd",
+    "--file",
+    "--bind-data",
+    "--ro-bind-data",
+    "--bind-fd",
+    "--ro-bind-fd",
+    "--userns",
+    "--userns2",
+    "--pidns",
+];
+
+/// The caller's fds the command gets, as bwrap passes them through: every
+/// inherited one but those an option named (bwrap closes those first).
+pub(super) fn passed_fds(ops: &[Op], inherited: &[i32]) -> Vec<i32> {
+    let used: Vec<i32> = ops
+        .iter()
+        .filter(|o| FD_OPTIONS.contains(&o.opt))
+        .filter_map(|o| super::parse::parse_fd(&o.args[0]).ok())
+        .collect();
+    inherited
+        .iter()
+        .copied()
+        .filter(|fd| *fd >= 3 && !used.contains(fd))
+        .collect()
 }
 
 fn usage(s: &str) -> BwrapError {
@@ -131,6 +169,8 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
             pretty: op.opt == "--info-fd",
         }),
         "--argv0" => p.argv0 = Some(a[0].clone()),
+        // Read by the parser; its fd is not the command's (`passed_fds`).
+        "--args" => {}
         // Installed last before execve, in order (`Policy::bpf_filters`).
         "--seccomp" if !p.bpf_filters.is_empty() => {
             return Err(usage("--seccomp cannot be combined with --add-seccomp-fd"))
@@ -334,31 +374,11 @@ fn host_hostname() -> String {
         .unwrap_or_else(|| policy::DEFAULT_HOSTNAME.into())
 }
 
-/// bwrap starts in the caller's directory when it exists inside, else in
-/// `$HOME` when that does, else in `/`.
-fn default_cwd(env: &[(OsString, OsString)], mounts: &[MountSpec]) -> PathBuf {
-    let home = env
-        .iter()
+/// `$HOME` of the command's environment, when set.
+fn home(env: &[(OsString, OsString)]) -> Option<PathBuf> {
+    env.iter()
         .find(|(k, _)| k == "HOME")
-        .map(|(_, v)| PathBuf::from(v));
-    std::env::current_dir()
-        .ok()
-        .into_iter()
-        .chain(home)
-        .find(|d| exists_inside(d, mounts))
-        .unwrap_or_else(|| "/".into())
-}
-
-/// Whether the directory `d` will exist on a root of `mounts`: it holds a
-/// mount point (made on the way), or the last mount over it binds the same
-/// host path (an approximation: a bind of another path, or a tmpfs, holds
-/// only what the host's or an empty directory holds).
-fn exists_inside(d: &Path, mounts: &[MountSpec]) -> bool {
-    if !d.is_absolute() || mounts.iter().any(|m| m.dst().starts_with(d)) {
-        return d.is_absolute();
-    }
-    let last = mounts.iter().rev().find(|m| d.starts_with(m.dst()));
-    matches!(last, Some(MountSpec::Bind { src, dst, .. }) if src == dst && d.is_dir())
+        .map(|(_, v)| PathBuf::from(v))
 }
 
 #[cfg(test)]

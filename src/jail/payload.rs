@@ -21,9 +21,7 @@ pub fn main(plan: &Plan, report: Reporter) -> std::convert::Infallible {
     sys::reset_signals().step("signals", "").or_fail(report);
     // A new session: no controlling terminal, so no TIOCSTI into the host's.
     sys::setsid().step("setsid", "").or_fail(report);
-    sys::chdir(&plan.cwd)
-        .step("chdir", &plan.cwd)
-        .or_fail(report);
+    let envp = enter_cwd(plan).or_fail(report);
     // Fallback started by root: nothing of the payload stays root.
     if let Some(ids) = plan.fallback_ids {
         leave_root(ids).or_fail(report);
@@ -70,7 +68,23 @@ pub fn main(plan: &Plan, report: Reporter) -> std::convert::Infallible {
             .step("seccomp", "")
             .or_fail(report);
     }
-    exec(plan, report)
+    exec(plan, envp, report)
+}
+
+/// chdir to the plan's directory, else to the first of its fallbacks that
+/// can be entered; the environment execve gets there. The error is the
+/// first directory's.
+fn enter_cwd(plan: &Plan) -> Result<&[std::ffi::CString], JailError> {
+    let first = sys::chdir(&plan.cwd).step("chdir", &plan.cwd);
+    let Err(e) = first else {
+        return Ok(&plan.envp);
+    };
+    for (dir, envp) in &plan.cwd_fallbacks {
+        if sys::chdir(dir).is_ok() {
+            return Ok(envp);
+        }
+    }
+    Err(e)
 }
 
 /// The fallback started by root: the leased uid and gid, with an empty
@@ -130,10 +144,10 @@ fn start_connect_agent(plan: &Plan) -> Result<(), JailError> {
 
 /// execve each candidate in turn; when none runs, report the first error
 /// that is not "not there" and exit 126 (127 when nothing was found).
-fn exec(plan: &Plan, report: Reporter) -> ! {
+fn exec(plan: &Plan, envp: &[std::ffi::CString], report: Reporter) -> ! {
     let mut first_err: Option<(Errno, &std::ffi::CStr)> = None;
     for cand in &plan.exec_candidates {
-        let e = sys::execve(cand, &plan.argv, &plan.envp);
+        let e = sys::execve(cand, &plan.argv, envp);
         match e {
             Errno::ENOENT | Errno::ENOTDIR => {}
             _ => {

@@ -138,6 +138,30 @@ pub fn fd_is_open(fd: RawFd) -> bool {
     unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
 }
 
+/// The fds >= 3 this process inherited from its caller: open and without
+/// close-on-exec (every fd this process opens itself is close-on-exec, and
+/// an inherited one cannot be: execve closed those). Read from
+/// /proc/self/fd, or by probing the first 1024 numbers without /proc.
+pub fn inherited_fds() -> Vec<RawFd> {
+    let listed: Option<Vec<RawFd>> = std::fs::read_dir("/proc/self/fd").ok().map(|d| {
+        d.flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect()
+    });
+    let mut fds: Vec<RawFd> = listed
+        .unwrap_or_else(|| (3..1024).collect())
+        .into_iter()
+        .filter(|&fd| fd >= 3)
+        .filter(|&fd| {
+            // SAFETY: F_GETFD on an integer fd only reads its flags.
+            let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+            flags >= 0 && flags & libc::FD_CLOEXEC == 0
+        })
+        .collect();
+    fds.sort_unstable();
+    fds
+}
+
 /// dup2(2): `to` becomes a copy of `from`, closing what `to` was.
 ///
 /// # Safety
