@@ -192,8 +192,21 @@ fn setup_error(
     if err.starts_with("chdir: ") {
         return format!("Can't chdir to {}: {why}", cwd.display());
     }
+    // The rootfs refusals are worded as bwrap's already (`JailError::Refused`).
+    for phrase in [
+        "Can't mount on symlink destination ",
+        "Destination is not a ",
+        "Can't make symlink at ",
+    ] {
+        if let Some(i) = err.find(phrase) {
+            return err[i..].to_string();
+        }
+    }
     if let Some(rest) = err.strip_prefix("chmod: ") {
         let path = rest.split(": ").next().unwrap_or_default();
+        if rest.contains(": openat2(") {
+            return format!("Can't open {path}: {why}");
+        }
         if let Some((dst, mode)) = chmods.iter().find(|(d, _)| d.as_os_str() == path) {
             // C's %#o: a leading 0 unless the mode is 0.
             let m = if *mode == 0 {

@@ -769,8 +769,20 @@ fn chmod_after_the_op_that_made_the_path() {
 
 #[test]
 fn mqueue() {
-    // Not under --dev here: stockade's /dev is read-only once made.
     for who in users("bwrap_mqueue") {
+        // Under --dev too: bwrap's /dev stays writable for later ops.
+        let o = same_root(
+            who,
+            &[
+                "--unshare-ipc",
+                "--mqueue",
+                "/dev/mqueue",
+                "sh",
+                "-c",
+                "stat -c %a /dev/mqueue; readlink /dev/core",
+            ],
+        );
+        assert_eq!(stdout(&o), "1777\n/proc/kcore\n");
         let o = same_root(
             who,
             &[
@@ -931,5 +943,78 @@ fn without_chdir_the_callers_directory_else_home_else_root() {
             stderr(&o),
             "bwrap: Can't chdir to /etc: No such file or directory\n"
         );
+    }
+}
+
+#[test]
+fn what_is_in_the_way_is_refused_in_bwraps_words() {
+    let s = common::Scratch::new("bwrap-dest").world_writable();
+    let f = s.join("f");
+    std::fs::write(&f, "hello\n").unwrap();
+    std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let f = f.to_str().unwrap();
+    for who in users("bwrap_dest") {
+        for (rest, err) in [
+            (
+                &["--symlink", "/usr", "/tmp/l", "--symlink", "/etc", "/tmp/l"][..],
+                "bwrap: Can't make symlink at /tmp/l: existing destination is /usr\n",
+            ),
+            (
+                &["--dir", "/tmp/d", "--symlink", "/usr", "/tmp/d"][..],
+                "bwrap: Can't make symlink at /tmp/d: destination exists and is not a symlink\n",
+            ),
+            (
+                &["--symlink", "/usr", "/tmp/l", "--ro-bind", "/usr", "/tmp/l"][..],
+                "bwrap: Can't mount on symlink destination /tmp/l\n",
+            ),
+            (
+                &["--symlink", "d", "/tmp/l", "--ro-bind", f, "/tmp/l"][..],
+                "bwrap: Can't mount on symlink destination /tmp/l\n",
+            ),
+            (
+                &["--dir", "/tmp/d", "--ro-bind", f, "/tmp/d"][..],
+                "bwrap: Destination is not a file /tmp/d\n",
+            ),
+            (
+                &["--ro-bind", f, "/tmp/f", "--ro-bind", "/usr", "/tmp/f"][..],
+                "bwrap: Destination is not a directory /tmp/f\n",
+            ),
+            (
+                &["--chmod", "0755", "/nonexistent"][..],
+                "bwrap: Can't open /nonexistent: No such file or directory\n",
+            ),
+        ] {
+            let v = root_and(rest);
+            let mut a: Vec<&str> = v.iter().map(String::as_str).collect();
+            a.push("true");
+            let o = same(who, &a);
+            expect_code(&o, 1, err);
+            assert_eq!(stderr(&o), err);
+        }
+        // The same symlink again is fine; a file bound onto a device node
+        // too; a read-only file bind is a read-only mount (not a copy).
+        let o = same_root(
+            who,
+            &[
+                "--symlink",
+                "/usr",
+                "/tmp/l",
+                "--symlink",
+                "/usr",
+                "/tmp/l",
+                "--dev-bind",
+                f,
+                "/dev/null",
+                "--ro-bind",
+                f,
+                "/tmp/f",
+                "sh",
+                "-c",
+                "readlink /tmp/l; cat /dev/null; (echo x >> /tmp/f) 2>&1 | sed 's/.*: //'; \
+                 grep -c ' /tmp/f ro,' /proc/self/mountinfo",
+            ],
+        );
+        expect_code(&o, 0, "symlink again, file on a device, ro file");
+        assert_eq!(stdout(&o), "/usr\nhello\nRead-only file system\n1\n");
     }
 }

@@ -95,7 +95,9 @@ pub fn open_sources(plan: &Plan) -> Result<Sources, JailError> {
                 writable,
                 ..
             } => match sys::open_path_nofollow(src) {
-                Ok(fd) if *writable => Some(Source::Mount(fd)),
+                // A bare root (bwrap's) is built exactly as asked: a
+                // read-only bind is a read-only mount there, never a copy.
+                Ok(fd) if *writable || plan.root_writable => Some(Source::Mount(fd)),
                 Ok(fd) => match copy_of(&fd, &mut budget) {
                     Some(copy) => Some(copy),
                     None => Some(Source::Mount(fd)),
@@ -325,7 +327,7 @@ fn apply_steps(
             }
             RootStep::Symlink { target, link } => {
                 let (d, name) = root.parent(link).step("symlink", link)?;
-                at::symlink(target, root.fd_of(&d), name, link).step("symlink", link)?;
+                symlink(root.fd_of(&d), name, target, link)?;
             }
             RootStep::File {
                 dst,
@@ -347,7 +349,7 @@ fn apply_steps(
                     notes.proc_unavailable = Some(refused);
                 }
             }
-            RootStep::Dev { dst } => dev(root, dst, &src.devices)?,
+            RootStep::Dev { dst } => dev(root, dst, &src.devices, plan.root_writable)?,
             RootStep::Mqueue { dst } => mqueue(root, dst)?,
             RootStep::Chmod { dst, mode } => chmod(root, dst, *mode)?,
             RootStep::RemountRo { dst } => {
@@ -450,31 +452,7 @@ fn bind(root: &mut Root, src: &OwnedFd, tree: OwnedFd, dst: &Path) -> Result<(),
     let is_dir = mode & libc::S_IFMT == libc::S_IFDIR;
     let (d, name) = root.parent(dst).step("bind", dst)?;
     let pfd = root.fd_of(&d);
-    // The mount point: a directory or an empty file of our own, or what a
-    // bind before this one put there (of the same kind).
-    if is_dir {
-        at::mkdir(pfd, name, 0o755, dst).step("bind", dst)?;
-    } else {
-        at::open(pfd, name, libc::O_RDONLY | libc::O_CREAT, 0o644, dst).step("bind", dst)?;
-    }
-    let (_, _, mp_mode) = at::stat(pfd, name, dst).step("bind", dst)?;
-    if mp_mode & libc::S_IFMT != mode & libc::S_IFMT {
-        // A symlink or a different kind of file is in the way.
-        let err = SysError {
-            call: "mount point",
-            arg: format!(
-                "/{} is not a {}",
-                dst.display(),
-                if is_dir { "directory" } else { "file" }
-            ),
-            errno: if is_dir {
-                Errno::ENOTDIR
-            } else {
-                Errno::EISDIR
-            },
-        };
-        return Err(step_error("bind", dst, err));
-    }
+    mount_point(pfd, name, is_dir, dst)?;
     at::move_mount(&tree, pfd, name, dst).step("bind", dst)?;
     let (d2, i2, _) = at::stat(pfd, name, dst).step("bind", dst)?;
     if (d2, i2) != (dev, ino) {
@@ -482,6 +460,69 @@ fn bind(root: &mut Root, src: &OwnedFd, tree: OwnedFd, dst: &Path) -> Result<(),
     }
     root.mounted(dst);
     Ok(())
+}
+
+/// The mount point for a bind at `dst` (`name` in `pfd`): a directory or
+/// an empty file of our own, or what is already there, as bubblewrap
+/// takes it: never a symlink (mount would follow it), a directory for a
+/// directory, anything but a directory for a file.
+fn mount_point(pfd: &OwnedFd, name: &OsStr, is_dir: bool, dst: &Path) -> Result<(), JailError> {
+    let mode = match at::stat(pfd, name, dst) {
+        Ok((_, _, mode)) => mode & libc::S_IFMT,
+        Err(e) if e.errno == Errno::ENOENT => {
+            if is_dir {
+                at::mkdir(pfd, name, 0o755, dst).step("bind", dst)?;
+            } else {
+                at::open(pfd, name, libc::O_RDONLY | libc::O_CREAT, 0o644, dst)
+                    .step("bind", dst)?;
+            }
+            return Ok(());
+        }
+        Err(e) => return Err(step_error("bind", dst, e)),
+    };
+    let shown = Path::new("/").join(dst);
+    let why = match mode {
+        libc::S_IFLNK => format!("Can't mount on symlink destination {}", shown.display()),
+        libc::S_IFDIR if !is_dir => format!("Destination is not a file {}", shown.display()),
+        m if is_dir && m != libc::S_IFDIR => {
+            format!("Destination is not a directory {}", shown.display())
+        }
+        _ => return Ok(()),
+    };
+    Err(refused("bind", dst, why))
+}
+
+fn refused(step: &'static str, path: &Path, why: String) -> JailError {
+    JailError::Refused {
+        step,
+        path: Path::new("/").join(path).display().to_string(),
+        why,
+    }
+}
+
+/// The symlink `link` (`name` in `dir`) to `target`; one already there
+/// with the same target is fine, anything else there is refused.
+fn symlink(dir: &OwnedFd, name: &OsStr, target: &Path, link: &Path) -> Result<(), JailError> {
+    let e = match at::symlink(target, dir, name, link) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.errno == Errno::EEXIST => e,
+        Err(e) => return Err(step_error("symlink", link, e)),
+    };
+    let shown = Path::new("/").join(link);
+    let why = match at::readlink(dir, name, link) {
+        Ok(t) if t == target.as_os_str() => return Ok(()),
+        Ok(t) => format!(
+            "Can't make symlink at {}: existing destination is {}",
+            shown.display(),
+            Path::new(&t).display()
+        ),
+        Err(r) if r.errno == Errno::EINVAL => format!(
+            "Can't make symlink at {}: destination exists and is not a symlink",
+            shown.display()
+        ),
+        Err(_) => return Err(step_error("symlink", link, e)),
+    };
+    Err(refused("symlink", link, why))
 }
 
 /// Bind `src` over the whole root (a bind whose destination is `/`): the
