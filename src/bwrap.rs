@@ -77,11 +77,15 @@ static LEVEL_PREFIX: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBo
 
 /// One error line as bwrap writes it.
 fn eprint_line(msg: &str) {
-    let level = match LEVEL_PREFIX.load(std::sync::atomic::Ordering::Relaxed) {
-        true => "<3>",
-        false => "",
-    };
-    eprintln!("{level}bwrap: {msg}");
+    eprint_level(3, msg);
+}
+
+/// One message at syslog `level` (3: error, 4: warning), as bwrap writes it.
+fn eprint_level(level: u8, msg: &str) {
+    match LEVEL_PREFIX.load(std::sync::atomic::Ordering::Relaxed) {
+        true => eprintln!("<{level}>bwrap: {msg}"),
+        false => eprintln!("bwrap: {msg}"),
+    }
 }
 
 /// `args[0]` is the program name, as bwrap's help shows it.
@@ -197,6 +201,8 @@ fn setup_error(
         "Can't mount on symlink destination ",
         "Destination is not a ",
         "Can't make symlink at ",
+        "Unable to open lock file ",
+        "Unable to lock file ",
     ] {
         if let Some(i) = err.find(phrase) {
             return err[i..].to_string();

@@ -89,6 +89,8 @@ pub struct Plan {
     /// Read (one byte, or EOF) by the payload before seccomp and execve
     /// (`Policy::block_fd`).
     pub block_fd: Option<i32>,
+    /// Read-locked by init once the root is built (`Policy::lock_files`).
+    pub lock_files: Vec<PathBuf>,
     /// Layers that must be applied.
     pub require: Vec<crate::policy::Layer>,
     /// The limits asked for.
@@ -522,6 +524,7 @@ impl Plan {
             pid_reports: p.pid_reports.clone(),
             bpf_filters: p.bpf_filters.iter().map(|b| sock_filters(b)).collect(),
             block_fd: p.block_fd,
+            lock_files: p.lock_files.clone(),
             command: p.argv[0].to_string_lossy().into_owned(),
         })
     }

@@ -297,6 +297,11 @@ pub struct Policy {
     /// `--seccomp` / `--add-seccomp-fd`).
     #[serde(default)]
     pub bpf_filters: Vec<Vec<u8>>,
+    /// Files (paths inside the jail) the jail's init opens and read-locks
+    /// (fcntl) once the root is built, and holds until the jail ends, as
+    /// bwrap's `--lock-file`.
+    #[serde(default)]
+    pub lock_files: Vec<PathBuf>,
     /// A caller fd the payload reads one byte from (or EOF) before its
     /// execve, as bwrap's `--block-fd`: the command starts only then.
     /// Only for a run in the caller's own process (`run_here`).
@@ -442,6 +447,7 @@ impl Policy {
             seccomp: SeccompPolicy::default(),
             bpf_filters: Vec::new(),
             block_fd: None,
+            lock_files: Vec::new(),
             landlock: LandlockPolicy::default(),
             limits: Limits::default(),
             require: Vec::new(),

@@ -1018,3 +1018,81 @@ fn what_is_in_the_way_is_refused_in_bwraps_words() {
         assert_eq!(stdout(&o), "/usr\nhello\nRead-only file system\n1\n");
     }
 }
+
+#[test]
+fn lock_file_is_held_while_the_sandbox_runs() {
+    let s = common::Scratch::new("bwrap-lock").world_writable();
+    let lock = s.join("lock");
+    std::fs::write(&lock, "").unwrap();
+    std::fs::set_permissions(&lock, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let lock = lock.to_str().unwrap();
+    // A write lock from inside conflicts with the sandbox's read lock.
+    let try_lock = format!(
+        "import fcntl\nf = open('{lock}', 'a')\ntry:\n    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    print('free')\nexcept OSError as e:\n    print('held', e.errno)"
+    );
+    for who in users("bwrap_lock_file") {
+        let o = same(who, &["--bind", "/", "/", "python3", "-c", &try_lock]);
+        assert_eq!(stdout(&o), "free\n");
+        let o = same(
+            who,
+            &[
+                "--bind",
+                "/",
+                "/",
+                "--lock-file",
+                lock,
+                "python3",
+                "-c",
+                &try_lock,
+            ],
+        );
+        assert_eq!(stdout(&o), format!("held {}\n", libc_eagain()));
+        let o = same(
+            who,
+            &["--bind", "/", "/", "--lock-file", "/nonexistent", "true"],
+        );
+        expect_code(&o, 1, "--lock-file /nonexistent");
+        assert_eq!(
+            stderr(&o),
+            "bwrap: Unable to open lock file /nonexistent: No such file or directory\n"
+        );
+    }
+}
+
+/// EAGAIN, which a refused F_SETLK gives.
+fn libc_eagain() -> i32 {
+    11
+}
+
+#[test]
+fn repeated_options_warn_and_labels_are_refused_without_selinux() {
+    if Path::new("/sys/fs/selinux/enforce").exists() {
+        return common::skip("bwrap_labels", "SELinux is enabled here");
+    }
+    for who in users("bwrap_labels") {
+        let o = same(
+            who,
+            &[
+                "--level-prefix",
+                "--chdir",
+                "/",
+                "--chdir",
+                "/",
+                "--ro-bind",
+                "/",
+                "/",
+                "true",
+            ],
+        );
+        expect_code(&o, 0, "--chdir twice");
+        assert_eq!(
+            stderr(&o),
+            "<4>bwrap: Only the last --chdir option will take effect\n"
+        );
+        for opt in ["--exec-label", "--file-label"] {
+            let o = same(who, &["--ro-bind", "/", "/", opt, "x", "true"]);
+            expect_code(&o, 1, opt);
+            assert_eq!(stderr(&o), "bwrap: labeling not supported on this system\n");
+        }
+    }
+}

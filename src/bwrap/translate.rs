@@ -164,10 +164,14 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         "--clearenv" => p.env.clear(),
         "--setenv" => policy::set_env(&mut p.env, a[0].clone(), a[1].clone()),
         "--unsetenv" => p.env.retain(|(k, _)| *k != a[0]),
-        "--info-fd" | "--json-status-fd" => p.pid_reports.push(PidReport {
-            fd: super::parse::parse_fd(&a[0])?,
-            pretty: op.opt == "--info-fd",
-        }),
+        "--info-fd" | "--json-status-fd" => {
+            let pretty = op.opt == "--info-fd";
+            p.pid_reports.retain(|r| r.pretty != pretty);
+            p.pid_reports.push(PidReport {
+                fd: super::parse::parse_fd(&a[0])?,
+                pretty,
+            })
+        }
         "--argv0" => p.argv0 = Some(a[0].clone()),
         // Read by the parser; its fd is not the command's (`passed_fds`).
         "--args" => {}
@@ -183,6 +187,10 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
             let prog = seccomp_data(&a[0])?;
             p.bpf_filters.push(prog);
         }
+        // Refused by the parser (`parse::label`); never here.
+        "--exec-label" | "--file-label" => return Err(BwrapError::Unsupported(op.opt)),
+        // Opened and read-locked inside by the jail's init, held to the end.
+        "--lock-file" => p.lock_files.push(PathBuf::from(&a[0])),
         "--perms" => pending.perms = Some(perms(op.opt, &a[0])?),
         "--size" => pending.size = Some(size(&a[0])?),
         _ => return mount(op, p, pending),

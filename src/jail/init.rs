@@ -52,6 +52,8 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
             None
         }
     };
+    // Held (open and locked) until init exits.
+    let _locks = lock_files(plan).or_fail(report);
     // No one in the jail may ptrace init or read its memory.
     sys::set_dumpable(false)
         .step("dumpable", "")
@@ -142,6 +144,26 @@ fn enter_root(
         join_network(ctl, report);
     }
     held
+}
+
+/// Open and read-lock each of the plan's lock files (inside the root), as
+/// bwrap's pid 1 does; refused in bwrap's words.
+fn lock_files(plan: &Plan) -> Result<Vec<OwnedFd>, JailError> {
+    let refused = |what: &str, p: &std::path::Path, why: String| JailError::Refused {
+        step: "lock file",
+        path: p.display().to_string(),
+        why: format!("{what} {}: {why}", p.display()),
+    };
+    let mut held = Vec::new();
+    for p in &plan.lock_files {
+        let fd: OwnedFd = std::fs::File::open(p)
+            .map_err(|e| refused("Unable to open lock file", p, crate::bwrap::strerror(&e)))?
+            .into();
+        sys::read_lock(&fd)
+            .map_err(|e| refused("Unable to lock file", p, e.errno.desc().into()))?;
+        held.push(fd);
+    }
+    Ok(held)
 }
 
 /// Join the network namespace the supervisor made while we built the root.

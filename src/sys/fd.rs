@@ -190,6 +190,26 @@ pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> SysResult<usize> {
     Ok(r as usize)
 }
 
+/// Take a POSIX read lock on the whole file `fd` without waiting (F_SETLK,
+/// F_RDLCK), as bwrap's `--lock-file`: held while this process keeps it.
+pub fn read_lock(fd: &OwnedFd) -> SysResult<()> {
+    // SAFETY: a zeroed flock is a valid value; the fields are set below.
+    let mut l: libc::flock = unsafe { std::mem::zeroed() };
+    l.l_type = libc::F_RDLCK as libc::c_short;
+    l.l_whence = libc::SEEK_SET as libc::c_short;
+    loop {
+        // SAFETY: fcntl F_SETLK reads the flock struct, valid for the call.
+        let r = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETLK, &l) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = last_errno();
+        if e != Errno::EINTR {
+            return err("fcntl", format!("{}, F_SETLK", fd.as_raw_fd()), e);
+        }
+    }
+}
+
 /// Take an exclusive flock(2) on `fd` without waiting: false when another
 /// open file description holds a lock on the same file.
 pub fn try_lock_exclusive(fd: &OwnedFd) -> SysResult<bool> {
