@@ -25,8 +25,10 @@
 //! stockade's own layers that stay ON: the user, mount, pid, ipc, uts and
 //! cgroup namespaces are always new (bwrap makes the ones asked for; a
 //! payload here sees its own pids and ipc even without `--unshare-pid`),
-//! every capability is dropped (bwrap's behaviour for an unprivileged
-//! caller, and `--cap-drop ALL`), no_new_privs, the payload leads a new
+//! every capability is dropped but those `--cap-add` names (kept in the
+//! jail's user namespace, ambient too, as bwrap keeps them; a root
+//! caller's sandbox starts with none, where bwrap's keeps all of root's
+//! host capabilities), no_new_privs, the payload leads a new
 //! session (as with `--new-session`), and the jail dies with this process
 //! (which `--die-with-parent` kills when its parent dies).
 //! Layers that are OFF: Landlock and the seccomp allowlist (bwrap has

@@ -89,6 +89,8 @@ pub struct Plan {
     /// Read (one byte, or EOF) by the payload before seccomp and execve
     /// (`Policy::block_fd`).
     pub block_fd: Option<i32>,
+    /// Capabilities the payload keeps (`Policy::keep_caps`).
+    pub keep_caps: u64,
     /// Read-locked by init once the root is built (`Policy::lock_files`).
     pub lock_files: Vec<PathBuf>,
     /// Layers that must be applied.
@@ -525,6 +527,7 @@ impl Plan {
             bpf_filters: p.bpf_filters.iter().map(|b| sock_filters(b)).collect(),
             block_fd: p.block_fd,
             lock_files: p.lock_files.clone(),
+            keep_caps: p.keep_caps,
             command: p.argv[0].to_string_lossy().into_owned(),
         })
     }

@@ -297,6 +297,11 @@ pub struct Policy {
     /// `--seccomp` / `--add-seccomp-fd`).
     #[serde(default)]
     pub bpf_filters: Vec<Vec<u8>>,
+    /// Capabilities the payload keeps inside the jail's user namespace
+    /// (bit N: capability N; bwrap's `--cap-add`): every other one is
+    /// dropped. 0: none (the default).
+    #[serde(default)]
+    pub keep_caps: u64,
     /// Files (paths inside the jail) the jail's init opens and read-locks
     /// (fcntl) once the root is built, and holds until the jail ends, as
     /// bwrap's `--lock-file`.
@@ -448,6 +453,7 @@ impl Policy {
             bpf_filters: Vec::new(),
             block_fd: None,
             lock_files: Vec::new(),
+            keep_caps: 0,
             landlock: LandlockPolicy::default(),
             limits: Limits::default(),
             require: Vec::new(),

@@ -380,7 +380,6 @@ fn unsupported_options_are_refused_not_ignored() {
     for who in users("bwrap_refused") {
         for (args, opt) in [
             (&["--overlay", "a", "b", "c", "true"][..], "--overlay"),
-            (&["--cap-add", "CAP_NET_RAW", "true"][..], "--cap-add"),
             (&["--as-pid-1", "true"][..], "--as-pid-1"),
         ] {
             let o = with_args(ours(who), args, None);
@@ -1094,5 +1093,45 @@ fn repeated_options_warn_and_labels_are_refused_without_selinux() {
             expect_code(&o, 1, opt);
             assert_eq!(stderr(&o), "bwrap: labeling not supported on this system\n");
         }
+    }
+}
+
+#[test]
+fn cap_add_and_cap_drop_in_order_inside_the_user_namespace() {
+    let caps = "grep Cap /proc/self/status | cut -f2 | tr '\\n' ' '";
+    for who in users("bwrap_cap_add") {
+        // From none (root's sandbox starts with all under the real bwrap:
+        // --cap-drop ALL first makes the start the same).
+        let o = same_root(
+            who,
+            &[
+                "--unshare-user",
+                "--cap-drop",
+                "ALL",
+                "--cap-add",
+                "CAP_NET_RAW",
+                "--cap-add",
+                "cap_chown",
+                "--cap-drop",
+                "CAP_CHOWN",
+                "sh",
+                "-c",
+                caps,
+            ],
+        );
+        expect_code(&o, 0, "--cap-add");
+        let one = "0000000000002000 ";
+        assert_eq!(stdout(&o), one.repeat(5));
+        // Kept across a change of uid inside too (ambient), and usable.
+        let o = same_root(
+            who,
+            &[
+                "--unshare-user", "--uid", "5", "--cap-drop", "ALL", "--cap-add", "ALL",
+                "--cap-drop", "CAP_SYS_ADMIN", "sh", "-c",
+                &format!("{caps}; mount -t tmpfs none /tmp 2>/dev/null || echo no-mount; echo x > /tmp/f; chmod 0 /tmp/f; cat /tmp/f"),
+            ],
+        );
+        expect_code(&o, 0, "--cap-add ALL --cap-drop CAP_SYS_ADMIN");
+        assert!(stdout(&o).ends_with("no-mount\nx\n"), "{}", stdout(&o));
     }
 }

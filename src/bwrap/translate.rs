@@ -140,8 +140,11 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         // bwrap tolerates some setup failures with it; every one stays
         // fatal here (stricter, never weaker).
         "--not-a-security-boundary" => {}
-        // Every capability is dropped here: any one named is too.
-        "--cap-drop" => cap_name(&a[0])?,
+        // Capabilities in the jail's user namespace, added and dropped in
+        // order from none (bwrap's start for a caller who is not root;
+        // root's sandbox starts with none here too, see the module doc).
+        "--cap-add" => p.keep_caps |= cap_mask(&a[0])?,
+        "--cap-drop" => p.keep_caps &= !cap_mask(&a[0])?,
         // Held open by this process (and the jail's init) until the end.
         // The payload reads it before execve (`Policy::block_fd`).
         "--block-fd" => p.block_fd = Some(super::parse::parse_fd(&a[0])?),
@@ -332,17 +335,20 @@ fn id(s: &OsString, what: &str) -> Result<u32, BwrapError> {
         .ok_or_else(|| BwrapError::Usage(format!("Invalid {what}: {}", s.to_string_lossy())))
 }
 
-/// bwrap's capability names: `ALL`, or `CAP_…`, either case.
-fn cap_name(s: &OsString) -> Result<(), BwrapError> {
+/// bwrap's capability names (`ALL`, or `CAP_…`, either case) as a mask.
+fn cap_mask(s: &OsString) -> Result<u64, BwrapError> {
     use std::str::FromStr;
     let up = s.to_string_lossy().to_ascii_uppercase();
-    if up == "ALL" || (up.starts_with("CAP_") && caps::Capability::from_str(&up).is_ok()) {
-        return Ok(());
+    if up == "ALL" {
+        return Ok(caps::all().iter().fold(0, |m, c| m | 1u64 << c.index()));
     }
-    Err(BwrapError::Usage(format!(
-        "unknown cap: {}",
-        s.to_string_lossy()
-    )))
+    match caps::Capability::from_str(&up) {
+        Ok(c) if up.starts_with("CAP_") => Ok(1u64 << c.index()),
+        _ => Err(BwrapError::Usage(format!(
+            "unknown cap: {}",
+            s.to_string_lossy()
+        ))),
+    }
 }
 
 /// A seccomp program read from the fd named by `s` (to its end), checked

@@ -30,7 +30,7 @@ pub fn main(plan: &Plan, report: Reporter) -> std::convert::Infallible {
         .step("rlimits", "")
         .or_fail(report);
     // The layers' records, written in one go before seccomp.
-    let mut layers = vec![drop_capabilities().or_fail(report)];
+    let mut layers = vec![drop_capabilities(plan.keep_caps).or_fail(report)];
     sys::set_no_new_privs()
         .step("no_new_privs", "")
         .or_fail(report);
@@ -96,9 +96,14 @@ fn leave_root((uid, gid): (u32, u32)) -> Result<(), JailError> {
         .step("switch to unprivileged user", "")
 }
 
-/// Empty every capability set; the record says what is left.
-fn drop_capabilities() -> Result<Report, JailError> {
-    let bounding = caps::drop_all().step("drop capabilities", "")?;
+/// Empty every capability set but the plan's kept ones (bwrap's
+/// `--cap-add`); the record says what is left.
+fn drop_capabilities(keep: u64) -> Result<Report, JailError> {
+    let bounding = match keep {
+        0 => caps::drop_all(),
+        keep => caps::keep_only(keep),
+    }
+    .step("drop capabilities", "")?;
     let [effective, permitted, inheritable, bounding, ambient] = sys::caps_left(bounding);
     Ok(Report::Layer(LayerRecord::Capabilities(CapsLeft {
         effective,

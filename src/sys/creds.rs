@@ -110,6 +110,47 @@ pub fn caps_left(bounding: usize) -> [usize; 5] {
     [e, p, i, bounding, a]
 }
 
+/// Keep only the capabilities in `keep` (bit N: capability N) in every
+/// set, raised in the ambient set too so they survive execve for any uid
+/// (bwrap's `--cap-add`); returns how many the bounding set still holds.
+pub fn keep_only_caps(keep: u64) -> SysResult<usize> {
+    let kept: caps::CapsHashSet = caps::all()
+        .into_iter()
+        .filter(|c| c.index() < 64 && keep & (1u64 << c.index()) != 0)
+        .collect();
+    for c in caps::all() {
+        if !kept.contains(&c) && caps::has_cap(None, caps::CapSet::Bounding, c).unwrap_or(false) {
+            caps::drop(None, caps::CapSet::Bounding, c).or_else(|_| {
+                err(
+                    "prctl",
+                    format!("PR_CAPBSET_DROP {}", c.index()),
+                    Errno::EPERM,
+                )
+            })?;
+        }
+    }
+    caps::clear(None, caps::CapSet::Ambient)
+        .or_else(|_| err("prctl", "PR_CAP_AMBIENT_CLEAR_ALL", Errno::EPERM))?;
+    // Effective first: it must stay within permitted at each step.
+    for set in [
+        caps::CapSet::Effective,
+        caps::CapSet::Inheritable,
+        caps::CapSet::Permitted,
+    ] {
+        caps::set(None, set, &kept).or_else(|_| err("capset", format!("{set:?}"), Errno::EPERM))?;
+    }
+    for c in &kept {
+        caps::raise(None, caps::CapSet::Ambient, *c).or_else(|_| {
+            err(
+                "prctl",
+                format!("PR_CAP_AMBIENT_RAISE {}", c.index()),
+                Errno::EPERM,
+            )
+        })?;
+    }
+    Ok(caps::read(None, caps::CapSet::Bounding).map_or(usize::MAX, |b| b.len()))
+}
+
 /// Empty every capability set; returns how many capabilities the bounding
 /// set still holds (0 unless CAP_SETPCAP was missing).
 pub fn drop_all_caps() -> SysResult<usize> {
