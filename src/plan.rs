@@ -89,6 +89,9 @@ pub struct Plan {
     /// Read (one byte, or EOF) by the payload before seccomp and execve
     /// (`Policy::block_fd`).
     pub block_fd: Option<i32>,
+    /// Init execs the command itself (`Policy::as_pid_1`), never in the
+    /// fallback.
+    pub as_pid_1: bool,
     /// Capabilities the payload keeps (`Policy::keep_caps`).
     pub keep_caps: u64,
     /// Read-locked by init once the root is built (`Policy::lock_files`).
@@ -528,6 +531,7 @@ impl Plan {
             block_fd: p.block_fd,
             lock_files: p.lock_files.clone(),
             keep_caps: p.keep_caps,
+            as_pid_1: p.as_pid_1 && !fallback,
             command: p.argv[0].to_string_lossy().into_owned(),
         })
     }

@@ -297,6 +297,11 @@ pub struct Policy {
     /// `--seccomp` / `--add-seccomp-fd`).
     #[serde(default)]
     pub bpf_filters: Vec<Vec<u8>>,
+    /// The command is the jail's pid 1 itself, with no init of stockade's
+    /// to reap and forward signals (bwrap's `--as-pid-1`). Ignored in the
+    /// fallback (no pid namespace).
+    #[serde(default)]
+    pub as_pid_1: bool,
     /// Capabilities the payload keeps inside the jail's user namespace
     /// (bit N: capability N; bwrap's `--cap-add`): every other one is
     /// dropped. 0: none (the default).
@@ -454,6 +459,7 @@ impl Policy {
             block_fd: None,
             lock_files: Vec::new(),
             keep_caps: 0,
+            as_pid_1: false,
             landlock: LandlockPolicy::default(),
             limits: Limits::default(),
             require: Vec::new(),

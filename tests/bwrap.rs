@@ -378,10 +378,7 @@ fn args_from_an_fd() {
 #[test]
 fn unsupported_options_are_refused_not_ignored() {
     for who in users("bwrap_refused") {
-        for (args, opt) in [
-            (&["--overlay", "a", "b", "c", "true"][..], "--overlay"),
-            (&["--as-pid-1", "true"][..], "--as-pid-1"),
-        ] {
+        for (args, opt) in [(&["--overlay", "a", "b", "c", "true"][..], "--overlay")] {
             let o = with_args(ours(who), args, None);
             expect_code(&o, 1, opt);
             assert_eq!(
@@ -1133,5 +1130,37 @@ fn cap_add_and_cap_drop_in_order_inside_the_user_namespace() {
         );
         expect_code(&o, 0, "--cap-add ALL --cap-drop CAP_SYS_ADMIN");
         assert!(stdout(&o).ends_with("no-mount\nx\n"), "{}", stdout(&o));
+    }
+}
+
+#[test]
+fn as_pid_1_the_command_is_pid_1() {
+    for who in users("bwrap_as_pid_1") {
+        let o = same_root(
+            who,
+            &[
+                "--unshare-pid",
+                "--as-pid-1",
+                "sh",
+                "-c",
+                "echo $$; cat /proc/1/comm; sh -c 'echo $PPID'; exit 3",
+            ],
+        );
+        expect_code(&o, 3, "--as-pid-1");
+        assert_eq!(stdout(&o), "1\nsh\n1\n");
+        for (rest, err) in [
+            (
+                &["--as-pid-1", "true"][..],
+                "Specifying --as-pid-1 requires --unshare-pid",
+            ),
+            (
+                &["--unshare-pid", "--as-pid-1", "--lock-file", "/usr", "true"][..],
+                "Specifying --as-pid-1 and --lock-file is not permitted",
+            ),
+        ] {
+            let o = same_root(who, rest);
+            expect_code(&o, 1, err);
+            assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+        }
     }
 }

@@ -15,6 +15,7 @@ struct Ns {
     net: bool,
     share_net: bool,
     uid: bool,
+    pid: bool,
     gid: bool,
     hostname: bool,
     /// `--seccomp`'s program (not repeatable: the last one counts).
@@ -61,6 +62,14 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     if ns.hostname && !ns.uts {
         return Err(usage("Specifying --hostname requires --unshare-uts"));
     }
+    if p.as_pid_1 && !ns.pid {
+        return Err(usage("Specifying --as-pid-1 requires --unshare-pid"));
+    }
+    if p.as_pid_1 && !p.lock_files.is_empty() {
+        return Err(usage(
+            "Specifying --as-pid-1 and --lock-file is not permitted",
+        ));
+    }
     if let Some(prog) = ns.seccomp.take() {
         p.bpf_filters.push(prog);
     }
@@ -102,9 +111,12 @@ const FD_OPTIONS: &[&str] = &[
 /// The caller's fds the command gets, as bwrap passes them through: every
 /// inherited one but those an option named (bwrap closes those first).
 pub(super) fn passed_fds(ops: &[Op], inherited: &[i32]) -> Vec<i32> {
+    // With --as-pid-1 bwrap leaves --sync-fd open in the command.
+    let as_pid_1 = ops.iter().any(|o| o.opt == "--as-pid-1");
     let used: Vec<i32> = ops
         .iter()
         .filter(|o| FD_OPTIONS.contains(&o.opt))
+        .filter(|o| !(as_pid_1 && o.opt == "--sync-fd"))
         .filter_map(|o| super::parse::parse_fd(&o.args[0]).ok())
         .collect();
     inherited
@@ -123,6 +135,7 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
     let a = &op.args;
     match op.opt {
         "--unshare-all" => {
+            ns.pid = true;
             ns.user = true;
             ns.uts = true;
             ns.net = true;
@@ -131,8 +144,11 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         "--unshare-user" | "--unshare-user-try" => ns.user = true,
         "--unshare-uts" => ns.uts = true,
         "--unshare-net" => ns.net = true,
+        "--unshare-pid" => ns.pid = true,
+        // The command is the jail's pid 1 (`Policy::as_pid_1`).
+        "--as-pid-1" => p.as_pid_1 = true,
         // Always new here.
-        "--unshare-ipc" | "--unshare-pid" | "--unshare-cgroup" | "--unshare-cgroup-try" => {}
+        "--unshare-ipc" | "--unshare-cgroup" | "--unshare-cgroup-try" => {}
         // Always so here: a new session, every capability dropped.
         "--new-session" => {}
         // bwrap::main arms it; the jail dies with this process.

@@ -58,6 +58,12 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
     sys::set_dumpable(false)
         .step("dumpable", "")
         .or_fail(report);
+    if plan.as_pid_1 {
+        // The command is pid 1: init's own steps end here, and the
+        // supervisor takes init's exit as the command's.
+        drop(held);
+        match payload::main(plan, report) {}
+    }
     let sfd = signal_fd(plan.fallback, report);
     let child = start_payload(plan, &sfd, &ctl, report);
     drop(held);

@@ -311,7 +311,7 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
         report::exec_failed(o, errno, path);
         return Ok(());
     }
-    let end = report::payload_end(records.status, waited.as_ref())?;
+    let end = report::payload_end(records.status, waited.as_ref(), plan.as_pid_1)?;
     report::set_end(o, end);
     if let Some(v) = violation {
         report::violation(o, v);
