@@ -159,7 +159,7 @@ fn run(policy: Policy) -> i32 {
     let o = match crate::Jail::new(policy).run_here() {
         Ok(o) => o,
         Err(e) => {
-            eprint_line(&e.to_string());
+            eprint_line(&clone_error(&e.to_string()).unwrap_or_else(|| e.to_string()));
             return USAGE_EXIT;
         }
     };
@@ -194,6 +194,9 @@ fn setup_error(
     chmods: &[(std::path::PathBuf, u32)],
 ) -> String {
     let err = err.unwrap_or("setup failed");
+    if let Some(words) = clone_error(err) {
+        return words;
+    }
     let why = err.rsplit(": ").next().unwrap_or(err);
     if err.starts_with("chdir: ") {
         return format!("Can't chdir to {}: {why}", cwd.display());
@@ -205,6 +208,9 @@ fn setup_error(
         "Can't make symlink at ",
         "Unable to open lock file ",
         "Unable to lock file ",
+        "creation of new user namespaces was not disabled as requested",
+        "cannot open /proc/sys/user/max_user_namespaces",
+        "sysctl user.max_user_namespaces",
     ] {
         if let Some(i) = err.find(phrase) {
             return err[i..].to_string();
@@ -226,6 +232,22 @@ fn setup_error(
         }
     }
     err.to_string()
+}
+
+/// The namespaces could not be made (`create namespaces: ERRNO: …`): in
+/// bwrap's words for the same errno.
+fn clone_error(err: &str) -> Option<String> {
+    let rest = err.strip_prefix("create namespaces: ")?;
+    Some(match rest.split(':').next().unwrap_or_default() {
+        "ENOSPC" => "Creating new namespace failed: nesting depth or /proc/sys/user/max_*_namespaces exceeded (ENOSPC)".into(),
+        "EINVAL" => "Creating new namespace failed, likely because the kernel does not support user namespaces.".into(),
+        "EPERM" => "No permissions to create a new namespace, likely because the kernel does not allow non-privileged user namespaces. On e.g. debian this can be enabled with 'sysctl kernel.unprivileged_userns_clone=1'.".into(),
+        _ => {
+            let first = rest.split("; ").next().unwrap_or(rest);
+            let why = first.split_once(": ").map_or(first, |(_, w)| w);
+            format!("Creating new namespace failed: {why}")
+        }
+    })
 }
 
 /// An I/O error in strerror's words, without Rust's ` (os error N)`.

@@ -89,6 +89,11 @@ pub struct Plan {
     /// Read (one byte, or EOF) by the payload before seccomp and execve
     /// (`Policy::block_fd`).
     pub block_fd: Option<i32>,
+    /// `Policy::disable_userns` (never in the fallback: no user namespace
+    /// of the jail's own to limit).
+    pub disable_userns: bool,
+    /// `Policy::assert_userns_disabled`, or `disable_userns`.
+    pub assert_userns_disabled: bool,
     /// Init execs the command itself (`Policy::as_pid_1`), never in the
     /// fallback.
     pub as_pid_1: bool,
@@ -532,6 +537,8 @@ impl Plan {
             lock_files: p.lock_files.clone(),
             keep_caps: p.keep_caps,
             as_pid_1: p.as_pid_1 && !fallback,
+            disable_userns: p.disable_userns && !fallback,
+            assert_userns_disabled: p.assert_userns_disabled || p.disable_userns,
             command: p.argv[0].to_string_lossy().into_owned(),
         })
     }

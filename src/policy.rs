@@ -297,6 +297,16 @@ pub struct Policy {
     /// `--seccomp` / `--add-seccomp-fd`).
     #[serde(default)]
     pub bpf_filters: Vec<Vec<u8>>,
+    /// No user namespace can be created inside the jail: the jail's init
+    /// sets the jail user namespace's `user.max_user_namespaces` to 0
+    /// (bwrap's `--disable-userns`), and the payload checks it as with
+    /// `assert_userns_disabled`.
+    #[serde(default)]
+    pub disable_userns: bool,
+    /// The payload checks that it cannot create a user namespace before
+    /// its execve, and fails if it can (bwrap's `--assert-userns-disabled`).
+    #[serde(default)]
+    pub assert_userns_disabled: bool,
     /// The command is the jail's pid 1 itself, with no init of stockade's
     /// to reap and forward signals (bwrap's `--as-pid-1`). Ignored in the
     /// fallback (no pid namespace).
@@ -460,6 +470,8 @@ impl Policy {
             lock_files: Vec::new(),
             keep_caps: 0,
             as_pid_1: false,
+            disable_userns: false,
+            assert_userns_disabled: false,
             landlock: LandlockPolicy::default(),
             limits: Limits::default(),
             require: Vec::new(),

@@ -378,7 +378,8 @@ fn args_from_an_fd() {
 #[test]
 fn unsupported_options_are_refused_not_ignored() {
     for who in users("bwrap_refused") {
-        for (args, opt) in [(&["--overlay", "a", "b", "c", "true"][..], "--overlay")] {
+        {
+            let (args, opt) = (&["--overlay", "a", "b", "c", "true"][..], "--overlay");
             let o = with_args(ours(who), args, None);
             expect_code(&o, 1, opt);
             assert_eq!(
@@ -1162,5 +1163,70 @@ fn as_pid_1_the_command_is_pid_1() {
             expect_code(&o, 1, err);
             assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
         }
+    }
+}
+
+#[test]
+fn disable_userns_and_assert_userns_disabled() {
+    let inside = "echo 2 > /proc/sys/user/max_user_namespaces 2>/dev/null || echo kept; \
+                  unshare -U true 2>/dev/null || echo refused";
+    for who in users("bwrap_disable_userns") {
+        let o = same(
+            who,
+            &[
+                "--unshare-user",
+                "--disable-userns",
+                "--dev-bind",
+                "/",
+                "/",
+                "sh",
+                "-c",
+                inside,
+            ],
+        );
+        expect_code(&o, 0, "--disable-userns");
+        assert_eq!(stdout(&o), "kept\nrefused\n");
+        // Without it, a user namespace can be made inside.
+        let o = same(
+            who,
+            &[
+                "--unshare-user",
+                "--dev-bind",
+                "/",
+                "/",
+                "unshare",
+                "-U",
+                "true",
+            ],
+        );
+        expect_code(&o, 0, "no --disable-userns");
+        for (args, err) in [
+            (
+                &["--assert-userns-disabled", "--dev-bind", "/", "/", "true"][..],
+                "creation of new user namespaces was not disabled as requested",
+            ),
+            (
+                &["--disable-userns", "--dev-bind", "/", "/", "true"][..],
+                "--disable-userns requires --unshare-user",
+            ),
+        ] {
+            let o = same(who, args);
+            expect_code(&o, 1, err);
+            assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+        }
+        // Asserted where it holds: fine.
+        let o = same(
+            who,
+            &[
+                "--unshare-user",
+                "--disable-userns",
+                "--assert-userns-disabled",
+                "--dev-bind",
+                "/",
+                "/",
+                "true",
+            ],
+        );
+        expect_code(&o, 0, "--disable-userns --assert-userns-disabled");
     }
 }

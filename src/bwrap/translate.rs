@@ -62,6 +62,17 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     if ns.hostname && !ns.uts {
         return Err(usage("Specifying --hostname requires --unshare-uts"));
     }
+    if p.disable_userns && !ns.user {
+        return Err(usage("--disable-userns requires --unshare-user"));
+    }
+    // The payload must not be able to raise the limit again (bwrap moves
+    // it into a second user namespace instead).
+    if p.disable_userns && p.keep_caps & (1 << caps::Capability::CAP_SYS_RESOURCE.index()) != 0 {
+        return Err(BwrapError::Usage(
+            "--disable-userns with CAP_SYS_RESOURCE kept (--cap-add): not supported by stockade"
+                .into(),
+        ));
+    }
     if p.as_pid_1 && !ns.pid {
         return Err(usage("Specifying --as-pid-1 requires --unshare-pid"));
     }
@@ -145,6 +156,8 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         "--unshare-uts" => ns.uts = true,
         "--unshare-net" => ns.net = true,
         "--unshare-pid" => ns.pid = true,
+        "--disable-userns" => p.disable_userns = true,
+        "--assert-userns-disabled" => p.assert_userns_disabled = true,
         // The command is the jail's pid 1 (`Policy::as_pid_1`).
         "--as-pid-1" => p.as_pid_1 = true,
         // Always new here.

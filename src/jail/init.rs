@@ -41,6 +41,9 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
             .or_fail(report);
     }
     die_with_supervisor(plan.fallback, &ctl).or_fail(report);
+    if plan.disable_userns {
+        disable_userns().or_fail(report);
+    }
     let held = match sources {
         Some(sources) => Some(enter_root(plan, &ctl, sources, report)),
         // No pid namespace: orphans of the payload must still come back to
@@ -150,6 +153,35 @@ fn enter_root(
         join_network(ctl, report);
     }
     held
+}
+
+/// No more user namespaces under the jail's: its `user.max_user_namespaces`
+/// becomes 0. Written through the host's /proc while it is still in view
+/// (before the root is built); the sysctl is the writer's user namespace's.
+/// The payload, without CAP_SYS_RESOURCE there, cannot raise it again.
+fn disable_userns() -> Result<(), JailError> {
+    use std::io::Write;
+    const SYSCTL: &str = "/proc/sys/user/max_user_namespaces";
+    let refused = |why: String| JailError::Refused {
+        step: "disable userns",
+        path: SYSCTL.into(),
+        why,
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(SYSCTL)
+        .map_err(|e| {
+            refused(format!(
+                "cannot open {SYSCTL}: {}",
+                crate::bwrap::strerror(&e)
+            ))
+        })?;
+    f.write_all(b"0").map_err(|e| {
+        refused(format!(
+            "sysctl user.max_user_namespaces = 0: {}",
+            crate::bwrap::strerror(&e)
+        ))
+    })
 }
 
 /// Open and read-lock each of the plan's lock files (inside the root), as

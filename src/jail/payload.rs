@@ -29,6 +29,9 @@ pub fn main(plan: &Plan, report: Reporter) -> std::convert::Infallible {
     rlimits::apply(&plan.rlimits)
         .step("rlimits", "")
         .or_fail(report);
+    if plan.assert_userns_disabled {
+        assert_userns_disabled().or_fail(report);
+    }
     // The layers' records, written in one go before seccomp.
     let mut layers = vec![drop_capabilities(plan.keep_caps).or_fail(report)];
     sys::set_no_new_privs()
@@ -85,6 +88,19 @@ fn enter_cwd(plan: &Plan) -> Result<&[std::ffi::CString], JailError> {
         }
     }
     Err(e)
+}
+
+/// Creating a user namespace must be refused here (bwrap's check; should
+/// it succeed, the payload dies in that namespace without running).
+fn assert_userns_disabled() -> Result<(), JailError> {
+    match sys::unshare_userns() {
+        Err(_) => Ok(()),
+        Ok(()) => Err(JailError::Refused {
+            step: "assert userns disabled",
+            path: String::new(),
+            why: "creation of new user namespaces was not disabled as requested".into(),
+        }),
+    }
 }
 
 /// The fallback started by root: the leased uid and gid, with an empty

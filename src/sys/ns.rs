@@ -11,6 +11,13 @@ pub fn unshare_cgroupns() -> SysResult<()> {
         .or_else(|e| err("unshare", "CLONE_NEWCGROUP", e))
 }
 
+/// A new user namespace for the caller (bwrap's check that creating one
+/// is refused: success is the failure there).
+pub fn unshare_userns() -> SysResult<()> {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)
+        .or_else(|e| err("unshare", "CLONE_NEWUSER", e))
+}
+
 /// Move the calling thread into the network namespace `ns`.
 pub fn enter_netns(ns: &OwnedFd) -> SysResult<()> {
     nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET)
