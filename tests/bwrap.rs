@@ -1230,3 +1230,71 @@ fn disable_userns_and_assert_userns_disabled() {
         expect_code(&o, 0, "--disable-userns --assert-userns-disabled");
     }
 }
+
+#[test]
+fn perms_and_size_as_bwrap_reads_them() {
+    for who in users("bwrap_perms_size") {
+        // Missing parents: 0755, less what the directory denies group and others.
+        let o = same_root(
+            who,
+            &[
+                "--perms",
+                "0750",
+                "--dir",
+                "/a/b",
+                "--perms",
+                "0700",
+                "--dir",
+                "/c/d",
+                "--perms",
+                "1777",
+                "--dir",
+                "/e/f",
+                "--size",
+                "0x100000",
+                "--tmpfs",
+                "/g",
+                "sh",
+                "-c",
+                "stat -c '%a %n' /a /a/b /c /c/d /e /e/f; df -B1 --output=size /g | tail -1 | tr -d ' '",
+            ],
+        );
+        expect_code(&o, 0, "--perms --dir, --size 0x…");
+        assert_eq!(
+            stdout(&o),
+            "750 /a\n750 /a/b\n700 /c\n700 /c/d\n755 /e\n1777 /e/f\n1048576\n"
+        );
+        for (rest, err) in [
+            (
+                &["--perms", "0640", "--perms", "0640", "--tmpfs", "/a"][..],
+                "--perms given twice for the same action",
+            ),
+            (
+                &["--size", "1", "--size", "1", "--tmpfs", "/a"][..],
+                "--size given twice for the same action",
+            ),
+            (
+                &["--perms", "0640", "--proc", "/a"][..],
+                "--perms must be followed by an option that creates a file",
+            ),
+            (
+                &["--size", "4096", "--dir", "/a"][..],
+                "--size must be followed by --tmpfs",
+            ),
+            (
+                &["--size", " 1", "--tmpfs", "/a"][..],
+                "--size takes a non-zero number of bytes",
+            ),
+            (
+                &["--size", "9223372036854775809", "--tmpfs", "/a"][..],
+                "--size (for tmpfs) is limited to 9223372036854775807",
+            ),
+        ] {
+            let mut a: Vec<&str> = rest.to_vec();
+            a.push("true");
+            let o = same(who, &a);
+            expect_code(&o, 1, err);
+            assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+        }
+    }
+}

@@ -48,6 +48,17 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     let (mut ns, mut pending) = (Ns::default(), Pending::default());
     for op in ops {
         apply(op, &mut p, &mut ns, &mut pending)?;
+        // An op that did not take them: bwrap refuses them there.
+        if op.opt != "--perms" && op.opt != "--size" {
+            if pending.perms.is_some() {
+                return Err(usage(
+                    "--perms must be followed by an option that creates a file",
+                ));
+            }
+            if pending.size.is_some() {
+                return Err(usage("--size must be followed by --tmpfs"));
+            }
+        }
     }
     if ns.uid && !ns.user {
         return Err(usage(
@@ -223,7 +234,13 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         "--exec-label" | "--file-label" => return Err(BwrapError::Unsupported(op.opt)),
         // Opened and read-locked inside by the jail's init, held to the end.
         "--lock-file" => p.lock_files.push(PathBuf::from(&a[0])),
+        "--perms" if pending.perms.is_some() => {
+            return Err(usage("--perms given twice for the same action"))
+        }
         "--perms" => pending.perms = Some(perms(op.opt, &a[0])?),
+        "--size" if pending.size.is_some() => {
+            return Err(usage("--size given twice for the same action"))
+        }
         "--size" => pending.size = Some(size(&a[0])?),
         _ => return mount(op, p, pending),
     }
@@ -286,10 +303,6 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
         },
         other => return Err(BwrapError::Unsupported(other)),
     };
-    if pending.size.is_some() {
-        return Err(usage("--size must be followed by --tmpfs"));
-    }
-    pending.perms = None;
     p.mounts.push(spec);
     Ok(())
 }
@@ -401,11 +414,29 @@ fn perms(opt: &str, s: &OsString) -> Result<u32, BwrapError> {
         .ok_or_else(|| BwrapError::Usage(format!("{opt} takes an octal argument <= 07777")))
 }
 
+/// A tmpfs size as bwrap reads it (C's strtoull with base 0: decimal,
+/// 0x hex or 0 octal, starting with a digit), at most SIZE_MAX / 2.
 fn size(s: &OsString) -> Result<u64, BwrapError> {
-    s.to_str()
-        .and_then(|t| t.parse::<u64>().ok())
+    const MAX: u64 = u64::MAX >> 1;
+    let t = s.to_str().unwrap_or_default();
+    let (digits, radix) = match t.as_bytes() {
+        [b'0', b'x' | b'X', ..] => (&t[2..], 16),
+        [b'0', _, ..] => (&t[1..], 8),
+        _ => (t, 10),
+    };
+    let n = t
+        .as_bytes()
+        .first()
+        .filter(|c| c.is_ascii_digit())
+        .and_then(|_| u64::from_str_radix(digits, radix).ok())
         .filter(|n| *n > 0)
-        .ok_or_else(|| usage("--size takes a non-zero number of bytes"))
+        .ok_or_else(|| usage("--size takes a non-zero number of bytes"))?;
+    if n > MAX {
+        return Err(BwrapError::Usage(format!(
+            "--size (for tmpfs) is limited to {MAX}"
+        )));
+    }
+    Ok(n)
 }
 
 /// The host's hostname (bwrap keeps it without `--unshare-uts`).

@@ -342,6 +342,9 @@ fn apply_steps(
                 }
             }
             RootStep::Dir { dst, mode } => {
+                if let Some(parent) = dst.parent() {
+                    root.dir(parent, parent_mode(*mode)).step("dir", dst)?;
+                }
                 root.dir(dst, *mode).step("dir", dst)?;
             }
             RootStep::Proc { dst } => {
@@ -366,6 +369,20 @@ fn apply_steps(
         }
     }
     Ok(notes)
+}
+
+/// The mode of the missing parents of a directory made with `mode`: 0755,
+/// without the group's (others') read and search when `mode` gives the
+/// group (others) nothing, as bwrap makes them.
+fn parent_mode(mode: u32) -> u32 {
+    let mut m = 0o755;
+    if mode & 0o070 == 0 {
+        m &= !0o050;
+    }
+    if mode & 0o007 == 0 {
+        m &= !0o005;
+    }
+    m
 }
 
 /// Seal: the root tmpfs itself (/etc files, mount points) is read-only,
@@ -473,7 +490,9 @@ fn mount_point(pfd: &OwnedFd, name: &OsStr, is_dir: bool, dst: &Path) -> Result<
             if is_dir {
                 at::mkdir(pfd, name, 0o755, dst).step("bind", dst)?;
             } else {
-                at::open(pfd, name, libc::O_RDONLY | libc::O_CREAT, 0o644, dst)
+                // Read-only for all, as bwrap makes it (seen where the
+                // mount point is made in a bound host directory).
+                at::open(pfd, name, libc::O_RDONLY | libc::O_CREAT, 0o444, dst)
                     .step("bind", dst)?;
             }
             return Ok(());
