@@ -207,6 +207,8 @@ fn setup_error(
         "Destination is not a ",
         "Can't make symlink at ",
         "Unable to open lock file ",
+        "Can't open overlay ",
+        "Can't make overlay mount on ",
         "Unable to lock file ",
         "creation of new user namespaces was not disabled as requested",
         "cannot open /proc/sys/user/max_user_namespaces",

@@ -74,6 +74,16 @@ pub enum MountSpec {
     /// A fresh mqueue filesystem of the jail's ipc namespace (bwrap's
     /// `--mqueue`).
     Mqueue { dst: PathBuf },
+    /// An overlayfs of host directories (bwrap's `--overlay`,
+    /// `--tmp-overlay`, `--ro-overlay`): `lower` bottom to top; writes go
+    /// to `upper` (with its `work` directory), or to a tmpfs of its own
+    /// (`tmp`), or nowhere (neither).
+    Overlay {
+        dst: PathBuf,
+        lower: Vec<PathBuf>,
+        upper: Option<(PathBuf, PathBuf)>,
+        tmp: bool,
+    },
     /// Change the mode of what an earlier entry put at `dst` (bwrap's
     /// `--chmod`; symlinks followed inside the jail's root).
     Chmod { dst: PathBuf, mode: u32 },
@@ -102,7 +112,8 @@ impl MountSpec {
             | MountSpec::Dev { dst }
             | MountSpec::RemountRo { dst }
             | MountSpec::Chmod { dst, .. }
-            | MountSpec::Mqueue { dst } => dst,
+            | MountSpec::Mqueue { dst }
+            | MountSpec::Overlay { dst, .. } => dst,
             MountSpec::Symlink { link, .. } => link,
         }
     }

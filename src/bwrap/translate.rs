@@ -27,6 +27,8 @@ struct Ns {
 struct Pending {
     perms: Option<u32>,
     size: Option<u64>,
+    /// `--overlay-src` directories waiting for their overlay, in order.
+    overlay_src: Vec<PathBuf>,
 }
 
 /// The policy for `ops` and `argv`: bwrap's semantics (see the module
@@ -48,6 +50,9 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     let (mut ns, mut pending) = (Ns::default(), Pending::default());
     for op in ops {
         apply(op, &mut p, &mut ns, &mut pending)?;
+        if op.opt != "--overlay-src" && !pending.overlay_src.is_empty() {
+            return Err(usage(OVERLAY_SRC_ALONE));
+        }
         // An op that did not take them: bwrap refuses them there.
         if op.opt != "--perms" && op.opt != "--size" {
             if pending.perms.is_some() {
@@ -59,6 +64,9 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
                 return Err(usage("--size must be followed by --tmpfs"));
             }
         }
+    }
+    if !pending.overlay_src.is_empty() {
+        return Err(usage(OVERLAY_SRC_ALONE));
     }
     if ns.uid && !ns.user {
         return Err(usage(
@@ -147,6 +155,8 @@ pub(super) fn passed_fds(ops: &[Op], inherited: &[i32]) -> Vec<i32> {
         .filter(|fd| *fd >= 3 && !used.contains(fd))
         .collect()
 }
+
+const OVERLAY_SRC_ALONE: &str = "--overlay-src must be followed by another --overlay-src or one of --overlay, --tmp-overlay, or --ro-overlay";
 
 fn usage(s: &str) -> BwrapError {
     BwrapError::Usage(s.into())
@@ -297,6 +307,11 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
         "--dev" => MountSpec::Dev {
             dst: dest(op.opt, &a[0])?,
         },
+        "--overlay-src" => {
+            pending.overlay_src.push(caller_path(&a[0]));
+            return Ok(());
+        }
+        "--overlay" | "--tmp-overlay" | "--ro-overlay" => overlay(op, pending)?,
         "--symlink" => MountSpec::Symlink {
             target: PathBuf::from(&a[0]),
             link: dest(op.opt, &a[1])?,
@@ -305,6 +320,35 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
     };
     p.mounts.push(spec);
     Ok(())
+}
+
+/// A path of the caller's, relative ones from its working directory.
+fn caller_path(p: &OsString) -> PathBuf {
+    std::env::current_dir().unwrap_or_default().join(p)
+}
+
+/// An overlay op onto the `--overlay-src` directories before it.
+fn overlay(op: &Op, pending: &mut Pending) -> Result<MountSpec, BwrapError> {
+    let a = &op.args;
+    let lower = std::mem::take(&mut pending.overlay_src);
+    let (need, what) = match op.opt {
+        "--ro-overlay" => (2, "two"),
+        _ => (1, "one"),
+    };
+    if lower.len() < need {
+        return Err(BwrapError::Usage(format!(
+            "{} requires at least {what} --overlay-src",
+            op.opt
+        )));
+    }
+    let dst_arg = a.last().cloned().unwrap_or_default();
+    let upper = (op.opt == "--overlay").then(|| (caller_path(&a[0]), caller_path(&a[1])));
+    Ok(MountSpec::Overlay {
+        dst: dest(op.opt, &dst_arg)?,
+        lower,
+        upper,
+        tmp: op.opt == "--tmp-overlay",
+    })
 }
 
 /// Everything in the fd named by `s`, for `opt`'s file.
@@ -501,7 +545,7 @@ mod tests {
         let e = |ops: &[Op]| policy(ops, vec!["x".into()]).unwrap_err().to_string();
         assert_eq!(
             e(&[op("--overlay", &["a", "b", "c"])]),
-            "--overlay: not supported by stockade"
+            "--overlay requires at least one --overlay-src"
         );
         assert_eq!(
             e(&[op("--cap-drop", &["sys_admin"])]),

@@ -52,6 +52,12 @@ pub struct Sources {
 /// and to tear down than a mount and shows the payload the same bytes.
 enum Source {
     Mount(OwnedFd),
+    /// An overlay's directories: upper and work (when given), the lower
+    /// ones top to bottom.
+    Overlay {
+        upper: Option<(OwnedFd, OwnedFd)>,
+        lower: Vec<OwnedFd>,
+    },
     /// Open for reading; copied with its permission bits, at most `len`
     /// bytes (its size when opened).
     Copy {
@@ -111,6 +117,9 @@ pub fn open_sources(plan: &Plan) -> Result<Sources, JailError> {
                     })
                 }
             },
+            RootStep::Overlay {
+                dst, lower, upper, ..
+            } => Some(overlay_sources(dst, lower, upper.as_ref())?),
             _ => None,
         });
     }
@@ -354,6 +363,7 @@ fn apply_steps(
             }
             RootStep::Dev { dst } => dev(root, dst, &src.devices, plan.root_writable)?,
             RootStep::Mqueue { dst } => mqueue(root, dst)?,
+            RootStep::Overlay { dst, tmp, .. } => overlay(root, dst, src.binds[i].as_ref(), *tmp)?,
             RootStep::Chmod { dst, mode } => chmod(root, dst, *mode)?,
             RootStep::RemountRo { dst } => {
                 let opened;
@@ -424,6 +434,92 @@ fn verify_error(dst: &Path) -> JailError {
 fn mqueue(root: &mut Root, dst: &Path) -> Result<(), JailError> {
     let d = root.dir(dst, 0o755).step("mqueue", dst)?;
     sys::mount_fs_on(root.fd_of(&d), "mqueue", 0, None, dst).step("mqueue", dst)?;
+    root.mounted(dst);
+    Ok(())
+}
+
+/// An overlay's host directories, opened with the caller's credentials as
+/// the binds' sources are; refused in bwrap's words.
+fn overlay_sources(
+    dst: &Path,
+    lower: &[PathBuf],
+    upper: Option<&(PathBuf, PathBuf)>,
+) -> Result<Source, JailError> {
+    let open = |p: &Path, what: &str| {
+        sys::open_dir_path(p).map_err(|e| JailError::Refused {
+            step: "overlay",
+            path: Path::new("/").join(dst).display().to_string(),
+            why: format!(
+                "Can't open overlay {what} {}: {}",
+                p.display(),
+                e.errno.desc()
+            ),
+        })
+    };
+    let upper = match upper {
+        Some((u, w)) => Some((open(u, "source")?, open(w, "workdir")?)),
+        None => None,
+    };
+    let lower = lower
+        .iter()
+        .rev()
+        .map(|l| open(l, "source"))
+        .collect::<Result<_, _>>()?;
+    Ok(Source::Overlay { upper, lower })
+}
+
+/// An overlayfs at `dst` of the opened host directories `src`, written to
+/// its upper directory, or to a tmpfs of its own (`tmp`), or read-only;
+/// named to overlayfs by their fds, as bwrap does, so no path needs
+/// escaping. The tmpfs is mounted on `dst` itself and the overlay over it:
+/// out of the payload's sight, and always ours to write.
+fn overlay(root: &mut Root, dst: &Path, src: Option<&Source>, tmp: bool) -> Result<(), JailError> {
+    let Some(Source::Overlay { upper, lower }) = src else {
+        return Ok(());
+    };
+    let shown = Path::new("/").join(dst);
+    let path = |fd: &OwnedFd| sys::fd_path(fd).to_string_lossy().into_owned();
+    let d = root.dir(dst, 0o755).step("overlay", dst)?;
+    let mut held = Vec::new();
+    if tmp {
+        sys::mount_fs_on(
+            root.fd_of(&d),
+            "tmpfs",
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some("mode=755"),
+            dst,
+        )
+        .step("overlay", dst)?;
+        root.mounted(dst);
+        let t = sys::open_in_root(&root.fd, dst, libc::O_PATH).step("overlay", dst)?;
+        for name in ["upper", "work"] {
+            at::mkdir(&t, OsStr::new(name), 0o755, dst).step("overlay", dst)?;
+            held.push(at::open_dir(&t, OsStr::new(name), dst).step("overlay", dst)?);
+        }
+    }
+    let mut opts = match (upper, held.as_slice()) {
+        (Some((u, w)), _) | (None, [u, w]) => format!("upperdir={},workdir={},", path(u), path(w)),
+        _ => String::new(),
+    };
+    let names: Vec<String> = lower.iter().map(path).collect();
+    opts.push_str(&format!("lowerdir={},userxattr", names.join(":")));
+    let d = root.dir(dst, 0o755).step("overlay", dst)?;
+    sys::mount_fs_on(
+        root.fd_of(&d),
+        "overlay",
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(&opts),
+        dst,
+    )
+    .map_err(|e| JailError::Refused {
+        step: "overlay",
+        path: shown.display().to_string(),
+        why: format!(
+            "Can't make overlay mount on {} with options {opts}: {}",
+            shown.display(),
+            e.errno.desc()
+        ),
+    })?;
     root.mounted(dst);
     Ok(())
 }
