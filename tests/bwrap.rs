@@ -1400,3 +1400,38 @@ fn overlays_of_host_directories() {
         }
     }
 }
+
+#[test]
+fn rerun_through_proc_self_exe_is_bwrap_again() {
+    // A sandboxed program re-running "its" bwrap as bubblewrap's tests do.
+    for who in users("bwrap_reexec") {
+        let o = same(
+            who,
+            &[
+                "--ro-bind",
+                "/",
+                "/",
+                "--proc",
+                "/proc",
+                "/proc/self/exe",
+                "--version",
+            ],
+        );
+        expect_code(&o, 0, "/proc/self/exe --version");
+        assert_eq!(stdout(&o), "bubblewrap 0.12.0\n");
+        let o = same(
+            who,
+            &[
+                "--ro-bind",
+                "/",
+                "/",
+                "--proc",
+                "/proc",
+                "/proc/self/exe",
+                "--bogus",
+            ],
+        );
+        expect_code(&o, 1, "/proc/self/exe --bogus");
+        assert_eq!(stderr(&o), "bwrap: Unknown option --bogus\n");
+    }
+}
