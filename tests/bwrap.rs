@@ -1435,3 +1435,35 @@ fn rerun_through_proc_self_exe_is_bwrap_again() {
         assert_eq!(stderr(&o), "bwrap: Unknown option --bogus\n");
     }
 }
+
+#[test]
+fn an_fd_read_by_one_option_is_gone_for_the_next() {
+    let s = common::Scratch::new("bwrap-fd-twice");
+    let prog = s.join("prog");
+    std::fs::write(&prog, no_mkdir_filter()).unwrap();
+    let ours_bin = common::binary();
+    let ours_bin = ours_bin.to_str().unwrap();
+    let a = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--add-seccomp-fd",
+        "3",
+        "--add-seccomp-fd",
+        "3",
+        "true",
+    ];
+    for who in users("bwrap_fd_twice") {
+        let o = with_fds(who, &[ours_bin, "bwrap"], &a, &prog, &prog);
+        expect_code(&o, 1, "the same seccomp fd twice");
+        assert_eq!(
+            stderr(&o),
+            "bwrap: Can't read seccomp data: Bad file descriptor\n"
+        );
+        if real(who).is_some() {
+            let r = with_fds(who, &[real_path()], &a, &prog, &prog);
+            assert_eq!(stderr(&o), stderr(&r));
+            assert_eq!(o.status.code(), r.status.code());
+        }
+    }
+}

@@ -29,6 +29,9 @@ struct Pending {
     size: Option<u64>,
     /// `--overlay-src` directories waiting for their overlay, in order.
     overlay_src: Vec<PathBuf>,
+    /// The fds read to their end so far: bwrap closes each after reading
+    /// it, so a second read of one fails with EBADF there.
+    read_fds: Vec<i32>,
 }
 
 /// The policy for `ops` and `argv`: bwrap's semantics (see the module
@@ -232,12 +235,12 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         "--seccomp" if !p.bpf_filters.is_empty() => {
             return Err(usage("--seccomp cannot be combined with --add-seccomp-fd"))
         }
-        "--seccomp" => ns.seccomp = Some(seccomp_data(&a[0])?),
+        "--seccomp" => ns.seccomp = Some(seccomp_data(&a[0], pending)?),
         "--add-seccomp-fd" if ns.seccomp.is_some() => {
             return Err(usage("--add-seccomp-fd cannot be combined with --seccomp"))
         }
         "--add-seccomp-fd" => {
-            let prog = seccomp_data(&a[0])?;
+            let prog = seccomp_data(&a[0], pending)?;
             p.bpf_filters.push(prog);
         }
         // Refused by the parser (`parse::label`); never here.
@@ -279,14 +282,14 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
         // A file of the sandbox's own with FD's content, as bwrap copies
         // it (writable where its directory is).
         "--file" => MountSpec::File {
-            content: fd_data(op.opt, &a[0])?,
+            content: fd_data(op.opt, &a[0], pending)?,
             dst: dest(op.opt, &a[1])?,
             mode: pending.perms.take().unwrap_or(0o666),
         },
         // The same, bind-mounted on DEST (read-only for ro-), mode 0600
         // unless --perms, as bwrap's.
         "--bind-data" | "--ro-bind-data" => MountSpec::Data {
-            content: fd_data(op.opt, &a[0])?,
+            content: fd_data(op.opt, &a[0], pending)?,
             dst: dest(op.opt, &a[1])?,
             mode: pending.perms.take().unwrap_or(0o600),
             writable: op.opt == "--bind-data",
@@ -352,12 +355,26 @@ fn overlay(op: &Op, pending: &mut Pending) -> Result<MountSpec, BwrapError> {
 }
 
 /// Everything in the fd named by `s`, for `opt`'s file.
-fn fd_data(opt: &str, s: &OsString) -> Result<Vec<u8>, BwrapError> {
+fn fd_data(opt: &str, s: &OsString, pending: &mut Pending) -> Result<Vec<u8>, BwrapError> {
     let fd = super::parse::parse_fd(s)?;
-    super::parse::read_fd(fd).map_err(|e| {
+    read_once(fd, pending).map_err(|e| {
         let e = std::io::Error::from_raw_os_error(e.errno as i32);
         BwrapError::Usage(format!("Can't read {opt} data: {}", super::strerror(&e)))
     })
+}
+
+/// Everything in `fd`, which bwrap then closes: read a second time, it
+/// fails as a closed fd does.
+fn read_once(fd: i32, pending: &mut Pending) -> crate::sys::SysResult<Vec<u8>> {
+    if pending.read_fds.contains(&fd) {
+        return Err(crate::sys::SysError {
+            call: "read",
+            arg: fd.to_string(),
+            errno: crate::sys::Errno::EBADF,
+        });
+    }
+    pending.read_fds.push(fd);
+    super::parse::read_fd(fd)
 }
 
 /// A bind op's mount; None for a `-try` whose source is missing.
@@ -439,9 +456,9 @@ fn cap_mask(s: &OsString) -> Result<u64, BwrapError> {
 
 /// A seccomp program read from the fd named by `s` (to its end), checked
 /// as bwrap checks it.
-fn seccomp_data(s: &OsString) -> Result<Vec<u8>, BwrapError> {
+fn seccomp_data(s: &OsString, pending: &mut Pending) -> Result<Vec<u8>, BwrapError> {
     let fd = super::parse::parse_fd(s)?;
-    let data = super::parse::read_fd(fd).map_err(|e| {
+    let data = read_once(fd, pending).map_err(|e| {
         let e = std::io::Error::from_raw_os_error(e.errno as i32);
         BwrapError::Usage(format!("Can't read seccomp data: {}", super::strerror(&e)))
     })?;

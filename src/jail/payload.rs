@@ -66,8 +66,9 @@ pub fn main(plan: &Plan, report: Reporter) -> std::convert::Infallible {
             .or_fail(report);
     }
     // The caller's own programs (bwrap's --seccomp), after stockade's.
+    // With prctl, as bwrap: an earlier program may allow prctl only.
     for prog in &plan.bpf_filters {
-        sys::seccomp::install(prog, false)
+        sys::seccomp::install_prctl(prog)
             .step("seccomp", "")
             .or_fail(report);
     }
