@@ -1467,3 +1467,43 @@ fn an_fd_read_by_one_option_is_gone_for_the_next() {
         }
     }
 }
+
+#[test]
+fn a_sandbox_inside_a_sandbox_with_the_outer_proc() {
+    // The inner run sees the outer pid namespace's /proc (bound from the
+    // host), not its own: its child is found there by NSpid. As uid 65534
+    // only: started by root, the outer sandbox's root runs the inner one
+    // as uid 0, which stockade maps to its root_host_uid, a uid the outer
+    // user namespace does not map (the jail's root is never host root).
+    for who in users("bwrap_nested")
+        .into_iter()
+        .filter(|w| *w == Who::Nobody)
+    {
+        let o = same(
+            who,
+            &[
+                "--unshare-user",
+                "--bind",
+                "/",
+                "/",
+                "--bind",
+                "/proc",
+                "/proc",
+                "--",
+                "/proc/self/exe",
+                "--unshare-all",
+                "--bind",
+                "/",
+                "/",
+                "--bind",
+                "/proc",
+                "/proc",
+                "sh",
+                "-c",
+                "echo hello; id -u",
+            ],
+        );
+        expect_code(&o, 0, "nested");
+        assert_eq!(stdout(&o), "hello\n65534\n");
+    }
+}

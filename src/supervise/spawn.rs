@@ -173,10 +173,11 @@ fn ns_inodes(plan: &Plan, pid: i32) -> Vec<(&'static str, u64)> {
     if plan.pid_reports.is_empty() {
         return Vec::new();
     }
+    let dir = super::namespaces::proc_dir(pid);
     ["cgroup", "ipc", "mnt", "pid", "uts"]
         .into_iter()
         .filter_map(|ns| {
-            let m = std::fs::metadata(format!("/proc/{pid}/ns/{ns}")).ok()?;
+            let m = std::fs::metadata(format!("{dir}/ns/{ns}")).ok()?;
             Some((ns, m.ino()))
         })
         .collect()

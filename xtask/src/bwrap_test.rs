@@ -21,13 +21,16 @@ const LOG: &str = "bwrap-test.log";
 /// whatever python3 comes first on the PATH.
 const PYTHON: &str = "/usr/bin/python3";
 
-/// The scripts run, in order, with their interpreter.
-const SCRIPTS: &[(&str, &str)] = &[
-    ("test-run.sh", "bash"),
-    ("test-specifying-userns.sh", "bash"),
-    ("test-specifying-pidns.sh", "bash"),
-    ("test-seccomp.py", PYTHON),
-    ("test-sandbox.py", PYTHON),
+/// The scripts run, in order, with their interpreter and how many seconds
+/// each may take. The two `test-specifying-*` scripts wait (`sleep 1` in a
+/// loop) for a first sandbox to write a file, forever when it cannot:
+/// under the real bwrap they take a second.
+const SCRIPTS: &[(&str, &str, u32)] = &[
+    ("test-run.sh", "bash", 600),
+    ("test-specifying-userns.sh", "bash", 60),
+    ("test-specifying-pidns.sh", "bash", 60),
+    ("test-seccomp.py", PYTHON, 600),
+    ("test-sandbox.py", PYTHON, 600),
 ];
 
 /// One test's result in one run.
@@ -362,7 +365,7 @@ fn is_root() -> bool {
 /// Runs every script with `BWRAP=bwrap` as `who`; results keyed by script.
 fn run_all(tag: &str, who: Who, bwrap: &Path, src: &Path, build: &Path) -> Results {
     let mut all = Results::new();
-    for (script, interp) in SCRIPTS {
+    for (script, interp, secs) in SCRIPTS {
         let log = format!("bwrap-test-{tag}-{}-{script}.log", who.tag());
         let what = format!("{script} against {tag} as {}", who.tag());
         let step = logs::Step::start(&format!("{what} ({})", bwrap.display()));
@@ -380,7 +383,8 @@ fn run_all(tag: &str, who: Who, bwrap: &Path, src: &Path, build: &Path) -> Resul
         let ran = logs::run_to(
             &log,
             false,
-            cmd.args(["600", interp])
+            cmd.arg(secs.to_string())
+                .arg(interp)
                 .arg(src.join("tests").join(script))
                 .env("BWRAP", bwrap)
                 .env("G_TEST_SRCDIR", src)
@@ -422,7 +426,7 @@ impl Row {
 
 fn rows(real: &Results, ours: &Results) -> Vec<Row> {
     let mut out = Vec::new();
-    for (script, _) in SCRIPTS {
+    for (script, ..) in SCRIPTS {
         let empty = (Vec::new(), String::new());
         let r = real.get(*script).unwrap_or(&empty);
         let o = ours.get(*script).unwrap_or(&empty);
