@@ -177,16 +177,19 @@ struct Outer {
 }
 
 impl Outer {
-    /// Our own ids, or (root) the policy's; never host root.
+    /// Our own ids, or (root) the policy's; never host root. Inside a
+    /// user namespace of its own (a sandbox's), uid 0 is not host root:
+    /// the jail maps to it as to any caller's own uid.
     fn of(p: &Policy) -> Result<Outer, SetupError> {
         let euid = sys::geteuid();
         let egid = sys::getegid();
-        let (uid, gid) = if euid == 0 {
+        let nested = !sys::in_initial_userns();
+        let (uid, gid) = if euid == 0 && !nested {
             (p.root_host_uid, p.root_host_gid)
         } else {
             (euid, egid)
         };
-        if uid == 0 || gid == 0 {
+        if (uid == 0 || gid == 0) && !nested {
             return Err(SetupError::new(
                 "id map",
                 "",

@@ -87,14 +87,6 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     if p.disable_userns && !ns.user {
         return Err(usage("--disable-userns requires --unshare-user"));
     }
-    // The payload must not be able to raise the limit again (bwrap moves
-    // it into a second user namespace instead).
-    if p.disable_userns && p.keep_caps & (1 << caps::Capability::CAP_SYS_RESOURCE.index()) != 0 {
-        return Err(BwrapError::Usage(
-            "--disable-userns with CAP_SYS_RESOURCE kept (--cap-add): not supported by stockade"
-                .into(),
-        ));
-    }
     if p.as_pid_1 && !ns.pid {
         return Err(usage("Specifying --as-pid-1 requires --unshare-pid"));
     }

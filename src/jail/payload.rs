@@ -17,7 +17,9 @@ use crate::sys::{self, Errno};
 /// memory until execve (see `sys::spawn_vfork`): it may allocate, but must
 /// not change or drop anything of init's; `report` is its copy of init's
 /// report pipe. A failed step ends it where it failed ([`OrFail`]).
-pub fn main(plan: &Plan, report: Reporter) -> std::convert::Infallible {
+/// `host_proc`: the host's /proc, open, when the plan disables user
+/// namespaces (see [`nest_userns`]).
+pub fn main(plan: &Plan, report: Reporter, host_proc: Option<i32>) -> std::convert::Infallible {
     sys::reset_signals().step("signals", "").or_fail(report);
     // A new session: no controlling terminal, so no TIOCSTI into the host's.
     sys::setsid().step("setsid", "").or_fail(report);
@@ -29,6 +31,9 @@ pub fn main(plan: &Plan, report: Reporter) -> std::convert::Infallible {
     rlimits::apply(&plan.rlimits)
         .step("rlimits", "")
         .or_fail(report);
+    if let Some(proc) = host_proc {
+        nest_userns(plan, proc).or_fail(report);
+    }
     if plan.assert_userns_disabled {
         assert_userns_disabled().or_fail(report);
     }
@@ -89,6 +94,23 @@ fn enter_cwd(plan: &Plan) -> Result<&[std::ffi::CString], JailError> {
         }
     }
     Err(e)
+}
+
+/// The last user namespace the jail's limit allows (bwrap's
+/// `--disable-userns`): the payload's own, its ids mapped to themselves,
+/// so that no capability it keeps reaches the jail's sysctl.
+/// Our /proc files are ours to write only while we are dumpable: dumpable
+/// for those writes, then not again (the memory is still init's, which no
+/// one in the jail may read; no other process is in the jail yet).
+fn nest_userns(plan: &Plan, proc: i32) -> Result<(), JailError> {
+    let (uid, gid) = (plan.inner_uid, plan.inner_gid);
+    let written = sys::unshare_userns()
+        .and_then(|_| sys::set_dumpable(true))
+        .and_then(|_| sys::write_beneath(proc, "self/setgroups", b"deny"))
+        .and_then(|_| sys::write_beneath(proc, "self/uid_map", format!("{uid} {uid} 1").as_bytes()))
+        .and_then(|_| sys::write_beneath(proc, "self/gid_map", format!("{gid} {gid} 1").as_bytes()));
+    let undumpable = sys::set_dumpable(false);
+    written.and(undumpable).step("disable userns", "")
 }
 
 /// Creating a user namespace must be refused here (bwrap's check; should

@@ -6,6 +6,15 @@ pub fn getuid() -> u32 {
     nix::unistd::getuid().as_raw()
 }
 
+/// Whether this process is in the initial user namespace, where uid 0 is
+/// host root (its /proc/self/ns/user inode is PROC_USER_INIT_INO). Without
+/// /proc it is assumed to be.
+pub fn in_initial_userns() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    const PROC_USER_INIT_INO: u64 = 0xEFFF_FFFD;
+    std::fs::metadata("/proc/self/ns/user").map_or(true, |m| m.ino() == PROC_USER_INIT_INO)
+}
+
 pub fn geteuid() -> u32 {
     nix::unistd::geteuid().as_raw()
 }
