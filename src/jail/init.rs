@@ -187,7 +187,8 @@ fn disable_userns() -> Result<OwnedFd, JailError> {
             crate::bwrap::strerror(&e)
         ))
     })?;
-    sys::open_dir_path(std::path::Path::new("/proc")).map_err(|e| refused(format!("open /proc: {e}")))
+    sys::open_dir_path(std::path::Path::new("/proc"))
+        .map_err(|e| refused(format!("open /proc: {e}")))
 }
 
 /// Open and read-lock each of the plan's lock files (inside the root), as

@@ -108,7 +108,9 @@ fn nest_userns(plan: &Plan, proc: i32) -> Result<(), JailError> {
         .and_then(|_| sys::set_dumpable(true))
         .and_then(|_| sys::write_beneath(proc, "self/setgroups", b"deny"))
         .and_then(|_| sys::write_beneath(proc, "self/uid_map", format!("{uid} {uid} 1").as_bytes()))
-        .and_then(|_| sys::write_beneath(proc, "self/gid_map", format!("{gid} {gid} 1").as_bytes()));
+        .and_then(|_| {
+            sys::write_beneath(proc, "self/gid_map", format!("{gid} {gid} 1").as_bytes())
+        });
     let undumpable = sys::set_dumpable(false);
     written.and(undumpable).step("disable userns", "")
 }

@@ -32,9 +32,13 @@ pub fn write_beneath(dir: std::os::fd::RawFd, rel: &str, data: &[u8]) -> SysResu
         nix::sys::stat::Mode::empty(),
     )
     .or_else(|e| err("openat", rel, e))?;
-    std::fs::File::from(fd)
-        .write_all(data)
-        .or_else(|e| err("write", rel, super::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))))
+    std::fs::File::from(fd).write_all(data).or_else(|e| {
+        err(
+            "write",
+            rel,
+            super::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+        )
+    })
 }
 
 /// Move the calling thread into the network namespace `ns`.

@@ -461,10 +461,13 @@ fn rows(real: &Results, ours: &Results) -> Vec<Row> {
 /// 0: the payload cannot enter the root-owned 0700 test directory or write
 /// in it, and the script (`set -e`) stops there. A root row that fails (or
 /// is not reached) under stockade, passes under the real bwrap, and passes
-/// under stockade as uid 65534 fails for that reason alone.
+/// under stockade as uid 65534 fails for that reason alone. The same test:
+/// the same number and description (test-run.sh runs others as root).
 fn mark_root_only(root: &mut [Row], nobody: &[Row]) {
     for r in root.iter_mut() {
-        let as_nobody = nobody.iter().find(|x| x.script == r.script && x.n == r.n);
+        let as_nobody = nobody
+            .iter()
+            .find(|x| x.script == r.script && x.n == r.n && x.desc == r.desc);
         r.root_only = r.bad() && r.real == Res::Ok && as_nobody.is_some_and(|x| x.ours == Res::Ok);
     }
 }
@@ -660,6 +663,12 @@ mod tests {
             row(4, Res::Ok, Res::Ok),
         ];
         mark_root_only(&mut root, &nobody);
+        // Another test under the same number as 65534: not the same test.
+        let mut other = vec![row(1, Res::Ok, Res::Fail)];
+        let mut theirs = vec![row(1, Res::Ok, Res::Ok)];
+        theirs[0].desc = "no caps as uid != 0".into();
+        mark_root_only(&mut other, &theirs);
+        assert!(!other[0].root_only);
         let marks: Vec<bool> = root.iter().map(|r| r.root_only).collect();
         assert_eq!(marks, [true, true, false, false]);
         let regressions: Vec<bool> = root.iter().map(Row::regression).collect();
