@@ -10,20 +10,25 @@
 //!   no generated /etc, no /proc, /dev, /tmp or workdir unless asked;
 //! - the environment is the caller's, changed by `--setenv`, `--unsetenv`
 //!   and `--clearenv` in order, and `PWD` is set to the working directory;
+//! - the caller's open fds (all but those bwrap's options use up) pass
+//!   through to the command under the same numbers;
 //! - the network is the host's unless `--unshare-net` or `--unshare-all`
 //!   (without `--share-net`);
 //! - the hostname is the host's unless `--hostname` (which, as in bwrap,
 //!   needs `--unshare-uts`);
 //! - the uid and gid are the caller's unless `--uid` / `--gid` (which need
 //!   `--unshare-user`);
-//! - the working directory is `--chdir`, else the caller's when a bind
-//!   with the same source and destination holds it, else `/`.
+//! - the working directory is `--chdir`, else, decided at the command's
+//!   start as bwrap does, the caller's if it can be entered inside, else
+//!   `$HOME`, else `/`.
 //!
 //! stockade's own layers that stay ON: the user, mount, pid, ipc, uts and
 //! cgroup namespaces are always new (bwrap makes the ones asked for; a
 //! payload here sees its own pids and ipc even without `--unshare-pid`),
-//! every capability is dropped (bwrap's behaviour for an unprivileged
-//! caller, and `--cap-drop ALL`), no_new_privs, the payload leads a new
+//! every capability is dropped but those `--cap-add` names (kept in the
+//! jail's user namespace, ambient too, as bwrap keeps them; a root
+//! caller's sandbox starts with none, where bwrap's keeps all of root's
+//! host capabilities), no_new_privs, the payload leads a new
 //! session (as with `--new-session`), and the jail dies with this process
 //! (which `--die-with-parent` kills when its parent dies).
 //! Layers that are OFF unless asked for (`extras`: `STOCKADE_PROFILE`,
@@ -79,11 +84,15 @@ static LEVEL_PREFIX: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBo
 
 /// One error line as bwrap writes it.
 fn eprint_line(msg: &str) {
-    let level = match LEVEL_PREFIX.load(std::sync::atomic::Ordering::Relaxed) {
-        true => "<3>",
-        false => "",
-    };
-    eprintln!("{level}bwrap: {msg}");
+    eprint_level(3, msg);
+}
+
+/// One message at syslog `level` (3: error, 4: warning), as bwrap writes it.
+fn eprint_level(level: u8, msg: &str) {
+    match LEVEL_PREFIX.load(std::sync::atomic::Ordering::Relaxed) {
+        true => eprintln!("<{level}>bwrap: {msg}"),
+        false => eprintln!("bwrap: {msg}"),
+    }
 }
 
 /// `args[0]` is the program name, as bwrap's help shows it.
@@ -92,6 +101,8 @@ pub fn main(args: &[OsString]) -> i32 {
         .first()
         .map(|a| a.to_string_lossy().into_owned())
         .unwrap_or_else(|| "bwrap".into());
+    // Before anything here opens an fd: the caller's, passed through.
+    let inherited = crate::sys::inherited_fds();
     let rest = args.get(1..).unwrap_or_default();
     let (rest, extras) = match extras::split(rest, std::env::var_os("STOCKADE_PROFILE")) {
         Ok(split) => split,
@@ -120,13 +131,14 @@ pub fn main(args: &[OsString]) -> i32 {
         eprint!("{}", help::usage(&argv0));
         return USAGE_EXIT;
     }
-    let policy = match translate::policy(&ops, argv) {
+    let mut policy = match translate::policy(&ops, argv) {
         Ok(p) => p,
         Err(e) => {
             eprint_line(&e.to_string());
             return USAGE_EXIT;
         }
     };
+    policy.keep_fds = translate::passed_fds(&ops, &inherited);
     if ops.iter().any(|o| o.opt == "--die-with-parent") {
         // SIGKILL when our parent goes; the jail dies with this process.
         if let Err(e) = crate::sys::set_pdeathsig(libc::SIGKILL) {
@@ -143,7 +155,7 @@ pub fn main(args: &[OsString]) -> i32 {
     let o = match outcome(policy, &ops) {
         Ok(o) => o,
         Err(e) => {
-            eprint_line(&e);
+            eprint_line(&clone_error(&e).unwrap_or(e));
             return USAGE_EXIT;
         }
     };
@@ -256,12 +268,35 @@ fn setup_error(
     chmods: &[(std::path::PathBuf, u32)],
 ) -> String {
     let err = err.unwrap_or("setup failed");
+    if let Some(words) = clone_error(err) {
+        return words;
+    }
     let why = err.rsplit(": ").next().unwrap_or(err);
     if err.starts_with("chdir: ") {
         return format!("Can't chdir to {}: {why}", cwd.display());
     }
+    // The rootfs refusals are worded as bwrap's already (`JailError::Refused`).
+    for phrase in [
+        "Can't mount on symlink destination ",
+        "Destination is not a ",
+        "Can't make symlink at ",
+        "Unable to open lock file ",
+        "Can't open overlay ",
+        "Can't make overlay mount on ",
+        "Unable to lock file ",
+        "creation of new user namespaces was not disabled as requested",
+        "cannot open /proc/sys/user/max_user_namespaces",
+        "sysctl user.max_user_namespaces",
+    ] {
+        if let Some(i) = err.find(phrase) {
+            return err[i..].to_string();
+        }
+    }
     if let Some(rest) = err.strip_prefix("chmod: ") {
         let path = rest.split(": ").next().unwrap_or_default();
+        if rest.contains(": openat2(") {
+            return format!("Can't open {path}: {why}");
+        }
         if let Some((dst, mode)) = chmods.iter().find(|(d, _)| d.as_os_str() == path) {
             // C's %#o: a leading 0 unless the mode is 0.
             let m = if *mode == 0 {
@@ -273,6 +308,22 @@ fn setup_error(
         }
     }
     err.to_string()
+}
+
+/// The namespaces could not be made (`create namespaces: ERRNO: …`): in
+/// bwrap's words for the same errno.
+fn clone_error(err: &str) -> Option<String> {
+    let rest = err.strip_prefix("create namespaces: ")?;
+    Some(match rest.split(':').next().unwrap_or_default() {
+        "ENOSPC" => "Creating new namespace failed: nesting depth or /proc/sys/user/max_*_namespaces exceeded (ENOSPC)".into(),
+        "EINVAL" => "Creating new namespace failed, likely because the kernel does not support user namespaces.".into(),
+        "EPERM" => "No permissions to create a new namespace, likely because the kernel does not allow non-privileged user namespaces. On e.g. debian this can be enabled with 'sysctl kernel.unprivileged_userns_clone=1'.".into(),
+        _ => {
+            let first = rest.split("; ").next().unwrap_or(rest);
+            let why = first.split_once(": ").map_or(first, |(_, w)| w);
+            format!("Creating new namespace failed: {why}")
+        }
+    })
 }
 
 /// An I/O error in strerror's words, without Rust's ` (os error N)`.

@@ -66,9 +66,16 @@ pub fn main(args: Vec<OsString>) -> i32 {
         return crate::session::state_main(&args[2..]);
     }
     let argv0 = args.first().map(std::path::Path::new);
-    if argv0
-        .and_then(|a| a.file_name())
-        .is_some_and(|n| n == "bwrap")
+    // Or re-run through /proc/self/exe with options first, as a program
+    // run by bwrap re-runs bwrap (stockade's own first word is a command).
+    let reexec = argv0.is_some_and(|a| a == std::path::Path::new("/proc/self/exe"))
+        && args
+            .get(1)
+            .is_some_and(|a| a.as_encoded_bytes().starts_with(b"-"));
+    if reexec
+        || argv0
+            .and_then(|a| a.file_name())
+            .is_some_and(|n| n == "bwrap")
     {
         return crate::bwrap::main(&args);
     }

@@ -71,6 +71,9 @@ pub struct Plan {
     /// Paths inside the jail with the access Landlock grants beneath them.
     pub landlock_rules: Vec<(PathBuf, Access)>,
     pub cwd: PathBuf,
+    /// Where to start when `cwd` cannot be entered, in order, each with
+    /// its environment (`PWD` set to it): `Policy::chdir_fallbacks`.
+    pub cwd_fallbacks: Vec<(PathBuf, Vec<CString>)>,
     /// Paths to try for execve, in order.
     pub exec_candidates: Vec<CString>,
     pub argv: Vec<CString>,
@@ -95,6 +98,18 @@ pub struct Plan {
     /// Where each refusal goes as a JSON line while the run goes on
     /// (`Policy::denials_fd`).
     pub denials_fd: Option<i32>,
+    /// `Policy::disable_userns` (never in the fallback: no user namespace
+    /// of the jail's own to limit).
+    pub disable_userns: bool,
+    /// `Policy::assert_userns_disabled`, or `disable_userns`.
+    pub assert_userns_disabled: bool,
+    /// Init execs the command itself (`Policy::as_pid_1`), never in the
+    /// fallback.
+    pub as_pid_1: bool,
+    /// Capabilities the payload keeps (`Policy::keep_caps`).
+    pub keep_caps: u64,
+    /// Read-locked by init once the root is built (`Policy::lock_files`).
+    pub lock_files: Vec<PathBuf>,
     /// Layers that must be applied.
     pub require: Vec<crate::policy::Layer>,
     /// The limits asked for.
@@ -173,16 +188,22 @@ struct Outer {
 }
 
 impl Outer {
-    /// Our own ids, or (root) the policy's; never host root.
+    /// Our own ids, or (root) the policy's; never host root. Inside a
+    /// user namespace where host root is not 0 (a sandbox's), uid 0 is not
+    /// host root: when the policy's ids do not exist there, the jail maps
+    /// to uid 0 as to any caller's own uid.
     fn of(p: &Policy) -> Result<Outer, SetupError> {
         let euid = sys::geteuid();
         let egid = sys::getegid();
-        let (uid, gid) = if euid == 0 {
+        let nested = !sys::host_root_is_zero_here();
+        let policy_ids_exist = sys::id_is_mapped("uid_map", p.root_host_uid)
+            && sys::id_is_mapped("gid_map", p.root_host_gid);
+        let (uid, gid) = if euid == 0 && (!nested || policy_ids_exist) {
             (p.root_host_uid, p.root_host_gid)
         } else {
             (euid, egid)
         };
-        if uid == 0 || gid == 0 {
+        if (uid == 0 || gid == 0) && !nested {
             return Err(SetupError::new(
                 "id map",
                 "",
@@ -294,6 +315,21 @@ fn assembly_dir() -> Result<PathBuf, SetupError> {
 fn cstr(origin: &str, b: &[u8]) -> Result<CString, SetupError> {
     CString::new(b)
         .map_err(|_| SetupError::new(origin, String::from_utf8_lossy(b), "contains a NUL byte"))
+}
+
+/// Each of `Policy::chdir_fallbacks` with the environment execve gets
+/// there: `env` with `PWD` set to it.
+fn cwd_fallbacks(
+    p: &Policy,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> Result<Vec<(PathBuf, Vec<CString>)>, SetupError> {
+    let mut out = Vec::new();
+    for dir in &p.chdir_fallbacks {
+        let mut e = env.to_vec();
+        crate::policy::set_env(&mut e, "PWD".into(), dir.clone().into_os_string());
+        out.push((dir.clone(), Exec::of(p, &e)?.envp));
+    }
+    Ok(out)
 }
 
 /// What execve gets: the arguments, the environment, and the paths to try.
@@ -497,6 +533,7 @@ impl Plan {
         let base = assembly_dir()?;
         let egress = egress::plan(p, fallback, &mut env)?;
         let exec = Exec::of(p, &env)?;
+        let cwd_fallbacks = cwd_fallbacks(p, &env)?;
         rules.retain(|(path, _)| !p.landlock.exclude.iter().any(|x| path.starts_with(x)));
         let unix_roots = if fallback {
             unix_roots(&rules)
@@ -538,6 +575,7 @@ impl Plan {
             hostname: p.hostname.clone(),
             landlock_rules: rules,
             cwd,
+            cwd_fallbacks,
             fallback,
             fallback_ids: fb.as_ref().and_then(|f| f.ids),
             uid_lease: fb.as_ref().and_then(|f| f.lease.clone()),
@@ -553,6 +591,11 @@ impl Plan {
             bpf_filters: p.bpf_filters.iter().map(|b| sock_filters(b)).collect(),
             block_fd: p.block_fd,
             denials_fd: p.denials_fd,
+            lock_files: p.lock_files.clone(),
+            keep_caps: p.keep_caps,
+            as_pid_1: p.as_pid_1 && !fallback,
+            disable_userns: p.disable_userns && !fallback,
+            assert_userns_disabled: p.assert_userns_disabled || p.disable_userns,
             command: p.argv[0].to_string_lossy().into_owned(),
         })
     }

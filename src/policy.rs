@@ -75,6 +75,16 @@ pub enum MountSpec {
     /// A fresh mqueue filesystem of the jail's ipc namespace (bwrap's
     /// `--mqueue`).
     Mqueue { dst: PathBuf },
+    /// An overlayfs of host directories (bwrap's `--overlay`,
+    /// `--tmp-overlay`, `--ro-overlay`): `lower` bottom to top; writes go
+    /// to `upper` (with its `work` directory), or to a tmpfs of its own
+    /// (`tmp`), or nowhere (neither).
+    Overlay {
+        dst: PathBuf,
+        lower: Vec<PathBuf>,
+        upper: Option<(PathBuf, PathBuf)>,
+        tmp: bool,
+    },
     /// Change the mode of what an earlier entry put at `dst` (bwrap's
     /// `--chmod`; symlinks followed inside the jail's root).
     Chmod { dst: PathBuf, mode: u32 },
@@ -103,7 +113,8 @@ impl MountSpec {
             | MountSpec::Dev { dst }
             | MountSpec::RemountRo { dst }
             | MountSpec::Chmod { dst, .. }
-            | MountSpec::Mqueue { dst } => dst,
+            | MountSpec::Mqueue { dst }
+            | MountSpec::Overlay { dst, .. } => dst,
             MountSpec::Symlink { link, .. } => link,
         }
     }
@@ -336,6 +347,11 @@ pub struct Policy {
     pub tmp_size: u64,
     /// Directory to start in (default: the workdir).
     pub chdir: Option<PathBuf>,
+    /// Directories to start in when `chdir` cannot be entered, in order,
+    /// each with `PWD` set to it (bwrap's: the caller's directory, else
+    /// `$HOME`, else `/`). Empty: a `chdir` that fails is a setup error.
+    #[serde(default)]
+    pub chdir_fallbacks: Vec<PathBuf>,
     /// The payload's complete environment.
     pub env: Vec<(OsString, OsString)>,
     pub hostname: String,
@@ -360,6 +376,31 @@ pub struct Policy {
     /// `--seccomp` / `--add-seccomp-fd`).
     #[serde(default)]
     pub bpf_filters: Vec<Vec<u8>>,
+    /// No user namespace can be created inside the jail: the jail's init
+    /// sets the jail user namespace's `user.max_user_namespaces` to 0
+    /// (bwrap's `--disable-userns`), and the payload checks it as with
+    /// `assert_userns_disabled`.
+    #[serde(default)]
+    pub disable_userns: bool,
+    /// The payload checks that it cannot create a user namespace before
+    /// its execve, and fails if it can (bwrap's `--assert-userns-disabled`).
+    #[serde(default)]
+    pub assert_userns_disabled: bool,
+    /// The command is the jail's pid 1 itself, with no init of stockade's
+    /// to reap and forward signals (bwrap's `--as-pid-1`). Ignored in the
+    /// fallback (no pid namespace).
+    #[serde(default)]
+    pub as_pid_1: bool,
+    /// Capabilities the payload keeps inside the jail's user namespace
+    /// (bit N: capability N; bwrap's `--cap-add`): every other one is
+    /// dropped. 0: none (the default).
+    #[serde(default)]
+    pub keep_caps: u64,
+    /// Files (paths inside the jail) the jail's init opens and read-locks
+    /// (fcntl) once the root is built, and holds until the jail ends, as
+    /// bwrap's `--lock-file`.
+    #[serde(default)]
+    pub lock_files: Vec<PathBuf>,
     /// A caller fd the payload reads one byte from (or EOF) before its
     /// execve, as bwrap's `--block-fd`: the command starts only then.
     /// Only for a run in the caller's own process (`run_here`).
@@ -506,6 +547,7 @@ impl Policy {
             },
             tmp_size: DEFAULT_TMP_SIZE,
             chdir: None,
+            chdir_fallbacks: Vec::new(),
             hostname: DEFAULT_HOSTNAME.into(),
             network: Network::None,
             allow_hosts: Vec::new(),
@@ -515,6 +557,11 @@ impl Policy {
             bpf_filters: Vec::new(),
             block_fd: None,
             denials_fd: None,
+            lock_files: Vec::new(),
+            keep_caps: 0,
+            as_pid_1: false,
+            disable_userns: false,
+            assert_userns_disabled: false,
             landlock: LandlockPolicy::default(),
             deny: DenyPolicy::default(),
             limits: Limits::default(),

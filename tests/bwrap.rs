@@ -9,7 +9,20 @@ use std::process::{Command, Output, Stdio};
 
 use common::{expect_code, is_root, stderr, stdout, users, Who, NOBODY};
 
-const REAL: &str = "/usr/bin/bwrap";
+/// The reference bwrap: `$STOCKADE_REAL_BWRAP`, else bubblewrap 0.12 as
+/// `cargo xtask bwrap-test` builds it from Debian's source, else the
+/// host's /usr/bin/bwrap (an older release on some hosts).
+fn real_path() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let built = concat!(env!("CARGO_MANIFEST_DIR"), "/target/bwrap-test/meson/bwrap");
+        match std::env::var("STOCKADE_REAL_BWRAP") {
+            Ok(p) => p,
+            Err(_) if Path::new(built).exists() => built.into(),
+            Err(_) => "/usr/bin/bwrap".into(),
+        }
+    })
+}
 
 /// A minimal root from the host's /usr, as bwrap's own examples build it.
 const ROOT: &[&str] = &[
@@ -37,10 +50,10 @@ const ROOT: &[&str] = &[
 /// stockade (clean environment, cwd /); None when it cannot run here.
 fn real(who: Who) -> Option<Command> {
     use std::os::unix::process::CommandExt;
-    if !Path::new(REAL).exists() {
+    if !Path::new(real_path()).exists() {
         return None;
     }
-    let mut c = Command::new(REAL);
+    let mut c = Command::new(real_path());
     c.env_clear();
     c.env("PATH", "/usr/local/bin:/usr/bin:/bin");
     c.env("LANG", "C.UTF-8");
@@ -51,7 +64,7 @@ fn real(who: Who) -> Option<Command> {
     c.stdin(Stdio::null());
     // Can it make a sandbox at all here (user namespaces, a proc mount)?
     let probe = {
-        let mut p = Command::new(REAL);
+        let mut p = Command::new(real_path());
         if who == Who::Nobody && is_root() {
             p.uid(NOBODY).gid(NOBODY);
         }
@@ -366,9 +379,8 @@ fn args_from_an_fd() {
 fn unsupported_options_are_refused_not_ignored() {
     for who in users("bwrap_refused") {
         for (args, opt) in [
-            (&["--overlay", "a", "b", "c", "true"][..], "--overlay"),
-            (&["--cap-add", "CAP_NET_RAW", "true"][..], "--cap-add"),
-            (&["--as-pid-1", "true"][..], "--as-pid-1"),
+            (&["--userns", "3", "true"][..], "--userns"),
+            (&["--pidns", "3", "true"][..], "--pidns"),
         ] {
             let o = with_args(ours(who), args, None);
             expect_code(&o, 1, opt);
@@ -578,7 +590,7 @@ fn seccomp_programs_from_fds() {
             expect_code(&o, code, &format!("{opts:?}"));
             assert_eq!(stdout(&o), out, "{opts:?}: {}", stderr(&o));
             if real(who).is_some() {
-                let r = with_fds(who, &[REAL], &a, &prog, f4);
+                let r = with_fds(who, &[real_path()], &a, &prog, f4);
                 assert_eq!(stderr(&o), stderr(&r), "{opts:?}");
                 assert_eq!(stdout(&o), stdout(&r), "{opts:?}");
                 assert_eq!(o.status.code(), r.status.code(), "{opts:?}");
@@ -684,7 +696,7 @@ fn bind_data_and_ro_bind_data() {
             stderr(&o)
         );
         if real(who).is_some() {
-            let r = with_fds(who, &[REAL], &a, &a3, &a4);
+            let r = with_fds(who, &[real_path()], &a, &a3, &a4);
             assert_eq!(stdout(&o), stdout(&r));
             assert_eq!(stderr(&o), stderr(&r));
         }
@@ -756,8 +768,20 @@ fn chmod_after_the_op_that_made_the_path() {
 
 #[test]
 fn mqueue() {
-    // Not under --dev here: stockade's /dev is read-only once made.
     for who in users("bwrap_mqueue") {
+        // Under --dev too: bwrap's /dev stays writable for later ops.
+        let o = same_root(
+            who,
+            &[
+                "--unshare-ipc",
+                "--mqueue",
+                "/dev/mqueue",
+                "sh",
+                "-c",
+                "stat -c %a /dev/mqueue; readlink /dev/core",
+            ],
+        );
+        assert_eq!(stdout(&o), "1777\n/proc/kcore\n");
         let o = same_root(
             who,
             &[
@@ -810,11 +834,677 @@ fn bind_fd_and_ro_bind_fd() {
             "bwrap: Can't find source path /proc/self/fd/9: No such file or directory\n"
         );
         if real(who).is_some() {
-            let r = with_fds(who, &[REAL], &a, Path::new(d), Path::new(d));
+            let r = with_fds(who, &[real_path()], &a, Path::new(d), Path::new(d));
             assert_eq!(stdout(&o), stdout(&r));
             assert_eq!(stderr(&o), stderr(&r));
-            let r = with_fds(who, &[REAL], &bad, Path::new(d), Path::new(d));
+            let r = with_fds(who, &[real_path()], &bad, Path::new(d), Path::new(d));
             assert_eq!(stderr(&e), stderr(&r));
         }
+    }
+}
+
+/// Run `args` under both, each command first changed by `f`; assert the
+/// same observable result; return ours.
+fn same_with(who: Who, args: &[&str], f: impl Fn(&mut Command)) -> Output {
+    let mut c = ours(who);
+    f(&mut c);
+    let o = with_args(c, args, None);
+    match real(who) {
+        Some(mut r) => {
+            f(&mut r);
+            let r = with_args(r, args, None);
+            let what = format!("{who:?} {args:?}");
+            assert_eq!(stdout(&o), stdout(&r), "stdout: {what}\n{}", stderr(&o));
+            assert_eq!(stderr(&o), stderr(&r), "stderr: {what}");
+            assert_eq!(o.status.code(), r.status.code(), "exit code: {what}");
+        }
+        None => common::skip("bwrap", "the real bwrap cannot run here: stockade alone"),
+    }
+    o
+}
+
+#[test]
+fn the_callers_fds_pass_through_but_not_those_options_use() {
+    let s = common::Scratch::new("bwrap-fds");
+    let (a3, a4) = (s.join("a3"), s.join("a4"));
+    std::fs::write(&a3, "three\n").unwrap();
+    std::fs::write(&a4, "four\n").unwrap();
+    let ours_bin = common::binary();
+    let ours_bin = ours_bin.to_str().unwrap();
+    // fd 3 is the command's; fd 4 is --file's (bwrap closes it).
+    let list = "ls /proc/self/fd | tr '\\n' ' '";
+    let script = format!("cat <&3; {{ cat <&4; }} 2>/dev/null || echo no-4; cat /x; {list}");
+    let v = root_and(&["--file", "4", "/x", "sh", "-c", &script]);
+    let a: Vec<&str> = v.iter().map(String::as_str).collect();
+    for who in users("bwrap_fds") {
+        // The same numbers as without a sandbox, whatever else this test
+        // process was given by its own caller.
+        let direct = with_fds(
+            who,
+            &["sh"],
+            &["-c", &format!("exec 4<&-; {list}")],
+            &a3,
+            &a4,
+        );
+        let o = with_fds(who, &[ours_bin, "bwrap"], &a, &a3, &a4);
+        expect_code(&o, 0, "fd passthrough");
+        assert_eq!(
+            stdout(&o),
+            format!("three\nno-4\nfour\n{}", stdout(&direct)),
+            "{}",
+            stderr(&o)
+        );
+        match real(who) {
+            Some(_) => {
+                let r = with_fds(who, &[real_path()], &a, &a3, &a4);
+                assert_eq!(stdout(&o), stdout(&r));
+                assert_eq!(stderr(&o), stderr(&r));
+            }
+            None => common::skip("bwrap_fds", "the real bwrap cannot run here"),
+        }
+    }
+}
+
+#[test]
+fn without_chdir_the_callers_directory_else_home_else_root() {
+    let pwd = ["sh", "-c", "pwd; echo $PWD"];
+    for who in users("bwrap_cwd") {
+        // The caller's directory, where the sandbox has it.
+        let o = same_with(
+            who,
+            &root_and(&pwd)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            |c| {
+                c.current_dir("/usr/share");
+            },
+        );
+        assert_eq!(stdout(&o), "/usr/share\n/usr/share\n");
+        // Not inside (no /etc here): $HOME...
+        let args = root_and(&pwd);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = same_with(who, &args, |c| {
+            c.current_dir("/etc").env("HOME", "/usr/lib");
+        });
+        assert_eq!(stdout(&o), "/usr/lib\n/usr/lib\n");
+        // ...else /.
+        let o = same_with(who, &args, |c| {
+            c.current_dir("/etc").env("HOME", "/nonexistent");
+        });
+        assert_eq!(stdout(&o), "/\n/\n");
+        // An explicit --chdir that cannot be entered fails, as bwrap's.
+        let bad = root_and(&["--chdir", "/etc", "true"]);
+        let bad: Vec<&str> = bad.iter().map(String::as_str).collect();
+        let o = same_with(who, &bad, |_| {});
+        expect_code(&o, 1, "--chdir /etc");
+        assert_eq!(
+            stderr(&o),
+            "bwrap: Can't chdir to /etc: No such file or directory\n"
+        );
+    }
+}
+
+#[test]
+fn what_is_in_the_way_is_refused_in_bwraps_words() {
+    let s = common::Scratch::new("bwrap-dest").world_writable();
+    let f = s.join("f");
+    std::fs::write(&f, "hello\n").unwrap();
+    std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let f = f.to_str().unwrap();
+    for who in users("bwrap_dest") {
+        for (rest, err) in [
+            (
+                &["--symlink", "/usr", "/tmp/l", "--symlink", "/etc", "/tmp/l"][..],
+                "bwrap: Can't make symlink at /tmp/l: existing destination is /usr\n",
+            ),
+            (
+                &["--dir", "/tmp/d", "--symlink", "/usr", "/tmp/d"][..],
+                "bwrap: Can't make symlink at /tmp/d: destination exists and is not a symlink\n",
+            ),
+            (
+                &["--symlink", "/usr", "/tmp/l", "--ro-bind", "/usr", "/tmp/l"][..],
+                "bwrap: Can't mount on symlink destination /tmp/l\n",
+            ),
+            (
+                &["--symlink", "d", "/tmp/l", "--ro-bind", f, "/tmp/l"][..],
+                "bwrap: Can't mount on symlink destination /tmp/l\n",
+            ),
+            (
+                &["--dir", "/tmp/d", "--ro-bind", f, "/tmp/d"][..],
+                "bwrap: Destination is not a file /tmp/d\n",
+            ),
+            (
+                &["--ro-bind", f, "/tmp/f", "--ro-bind", "/usr", "/tmp/f"][..],
+                "bwrap: Destination is not a directory /tmp/f\n",
+            ),
+            (
+                &["--chmod", "0755", "/nonexistent"][..],
+                "bwrap: Can't open /nonexistent: No such file or directory\n",
+            ),
+        ] {
+            let v = root_and(rest);
+            let mut a: Vec<&str> = v.iter().map(String::as_str).collect();
+            a.push("true");
+            let o = same(who, &a);
+            expect_code(&o, 1, err);
+            assert_eq!(stderr(&o), err);
+        }
+        // The same symlink again is fine; a file bound onto a device node
+        // too; a read-only file bind is a read-only mount (not a copy).
+        let o = same_root(
+            who,
+            &[
+                "--symlink",
+                "/usr",
+                "/tmp/l",
+                "--symlink",
+                "/usr",
+                "/tmp/l",
+                "--dev-bind",
+                f,
+                "/dev/null",
+                "--ro-bind",
+                f,
+                "/tmp/f",
+                "sh",
+                "-c",
+                "readlink /tmp/l; cat /dev/null; (echo x >> /tmp/f) 2>&1 | sed 's/.*: //'; \
+                 grep -c ' /tmp/f ro,' /proc/self/mountinfo",
+            ],
+        );
+        expect_code(&o, 0, "symlink again, file on a device, ro file");
+        assert_eq!(stdout(&o), "/usr\nhello\nRead-only file system\n1\n");
+    }
+}
+
+#[test]
+fn lock_file_is_held_while_the_sandbox_runs() {
+    let s = common::Scratch::new("bwrap-lock").world_writable();
+    let lock = s.join("lock");
+    std::fs::write(&lock, "").unwrap();
+    std::fs::set_permissions(&lock, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let lock = lock.to_str().unwrap();
+    // A write lock from inside conflicts with the sandbox's read lock.
+    let try_lock = format!(
+        "import fcntl\nf = open('{lock}', 'a')\ntry:\n    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    print('free')\nexcept OSError as e:\n    print('held', e.errno)"
+    );
+    for who in users("bwrap_lock_file") {
+        let o = same(who, &["--bind", "/", "/", "python3", "-c", &try_lock]);
+        assert_eq!(stdout(&o), "free\n");
+        let o = same(
+            who,
+            &[
+                "--bind",
+                "/",
+                "/",
+                "--lock-file",
+                lock,
+                "python3",
+                "-c",
+                &try_lock,
+            ],
+        );
+        assert_eq!(stdout(&o), format!("held {}\n", libc_eagain()));
+        let o = same(
+            who,
+            &["--bind", "/", "/", "--lock-file", "/nonexistent", "true"],
+        );
+        expect_code(&o, 1, "--lock-file /nonexistent");
+        assert_eq!(
+            stderr(&o),
+            "bwrap: Unable to open lock file /nonexistent: No such file or directory\n"
+        );
+    }
+}
+
+/// EAGAIN, which a refused F_SETLK gives.
+fn libc_eagain() -> i32 {
+    11
+}
+
+#[test]
+fn repeated_options_warn_and_labels_are_refused_without_selinux() {
+    if Path::new("/sys/fs/selinux/enforce").exists() {
+        return common::skip("bwrap_labels", "SELinux is enabled here");
+    }
+    for who in users("bwrap_labels") {
+        let o = same(
+            who,
+            &[
+                "--level-prefix",
+                "--chdir",
+                "/",
+                "--chdir",
+                "/",
+                "--ro-bind",
+                "/",
+                "/",
+                "true",
+            ],
+        );
+        expect_code(&o, 0, "--chdir twice");
+        assert_eq!(
+            stderr(&o),
+            "<4>bwrap: Only the last --chdir option will take effect\n"
+        );
+        for opt in ["--exec-label", "--file-label"] {
+            let o = same(who, &["--ro-bind", "/", "/", opt, "x", "true"]);
+            expect_code(&o, 1, opt);
+            assert_eq!(stderr(&o), "bwrap: labeling not supported on this system\n");
+        }
+    }
+}
+
+#[test]
+fn cap_add_and_cap_drop_in_order_inside_the_user_namespace() {
+    let caps = "grep Cap /proc/self/status | cut -f2 | tr '\\n' ' '";
+    for who in users("bwrap_cap_add") {
+        // From none (root's sandbox starts with all under the real bwrap:
+        // --cap-drop ALL first makes the start the same).
+        let o = same_root(
+            who,
+            &[
+                "--unshare-user",
+                "--cap-drop",
+                "ALL",
+                "--cap-add",
+                "CAP_NET_RAW",
+                "--cap-add",
+                "cap_chown",
+                "--cap-drop",
+                "CAP_CHOWN",
+                "sh",
+                "-c",
+                caps,
+            ],
+        );
+        expect_code(&o, 0, "--cap-add");
+        let one = "0000000000002000 ";
+        assert_eq!(stdout(&o), one.repeat(5));
+        // Kept across a change of uid inside too (ambient), and usable.
+        let o = same_root(
+            who,
+            &[
+                "--unshare-user", "--uid", "5", "--cap-drop", "ALL", "--cap-add", "ALL",
+                "--cap-drop", "CAP_SYS_ADMIN", "sh", "-c",
+                &format!("{caps}; mount -t tmpfs none /tmp 2>/dev/null || echo no-mount; echo x > /tmp/f; chmod 0 /tmp/f; cat /tmp/f"),
+            ],
+        );
+        expect_code(&o, 0, "--cap-add ALL --cap-drop CAP_SYS_ADMIN");
+        assert!(stdout(&o).ends_with("no-mount\nx\n"), "{}", stdout(&o));
+    }
+}
+
+#[test]
+fn as_pid_1_the_command_is_pid_1() {
+    for who in users("bwrap_as_pid_1") {
+        let o = same_root(
+            who,
+            &[
+                "--unshare-pid",
+                "--as-pid-1",
+                "sh",
+                "-c",
+                "echo $$; cat /proc/1/comm; sh -c 'echo $PPID'; exit 3",
+            ],
+        );
+        expect_code(&o, 3, "--as-pid-1");
+        assert_eq!(stdout(&o), "1\nsh\n1\n");
+        for (rest, err) in [
+            (
+                &["--as-pid-1", "true"][..],
+                "Specifying --as-pid-1 requires --unshare-pid",
+            ),
+            (
+                &["--unshare-pid", "--as-pid-1", "--lock-file", "/usr", "true"][..],
+                "Specifying --as-pid-1 and --lock-file is not permitted",
+            ),
+        ] {
+            let o = same_root(who, rest);
+            expect_code(&o, 1, err);
+            assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+        }
+    }
+}
+
+#[test]
+fn disable_userns_and_assert_userns_disabled() {
+    let inside = "echo 2 > /proc/sys/user/max_user_namespaces 2>/dev/null || echo kept; \
+                  unshare -U true 2>/dev/null || echo refused";
+    for who in users("bwrap_disable_userns") {
+        let o = same(
+            who,
+            &[
+                "--unshare-user",
+                "--disable-userns",
+                "--dev-bind",
+                "/",
+                "/",
+                "sh",
+                "-c",
+                inside,
+            ],
+        );
+        expect_code(&o, 0, "--disable-userns");
+        assert_eq!(stdout(&o), "kept\nrefused\n");
+        // Without it, a user namespace can be made inside.
+        let o = same(
+            who,
+            &[
+                "--unshare-user",
+                "--dev-bind",
+                "/",
+                "/",
+                "unshare",
+                "-U",
+                "true",
+            ],
+        );
+        expect_code(&o, 0, "no --disable-userns");
+        for (args, err) in [
+            (
+                &["--assert-userns-disabled", "--dev-bind", "/", "/", "true"][..],
+                "creation of new user namespaces was not disabled as requested",
+            ),
+            (
+                &["--disable-userns", "--dev-bind", "/", "/", "true"][..],
+                "--disable-userns requires --unshare-user",
+            ),
+        ] {
+            let o = same(who, args);
+            expect_code(&o, 1, err);
+            assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+        }
+        // Asserted where it holds: fine.
+        let o = same(
+            who,
+            &[
+                "--unshare-user",
+                "--disable-userns",
+                "--assert-userns-disabled",
+                "--dev-bind",
+                "/",
+                "/",
+                "true",
+            ],
+        );
+        expect_code(&o, 0, "--disable-userns --assert-userns-disabled");
+    }
+}
+
+#[test]
+fn perms_and_size_as_bwrap_reads_them() {
+    for who in users("bwrap_perms_size") {
+        // Missing parents: 0755, less what the directory denies group and others.
+        let o = same_root(
+            who,
+            &[
+                "--perms",
+                "0750",
+                "--dir",
+                "/a/b",
+                "--perms",
+                "0700",
+                "--dir",
+                "/c/d",
+                "--perms",
+                "1777",
+                "--dir",
+                "/e/f",
+                "--size",
+                "0x100000",
+                "--tmpfs",
+                "/g",
+                "sh",
+                "-c",
+                "stat -c '%a %n' /a /a/b /c /c/d /e /e/f; df -B1 --output=size /g | tail -1 | tr -d ' '",
+            ],
+        );
+        expect_code(&o, 0, "--perms --dir, --size 0x…");
+        assert_eq!(
+            stdout(&o),
+            "750 /a\n750 /a/b\n700 /c\n700 /c/d\n755 /e\n1777 /e/f\n1048576\n"
+        );
+        for (rest, err) in [
+            (
+                &["--perms", "0640", "--perms", "0640", "--tmpfs", "/a"][..],
+                "--perms given twice for the same action",
+            ),
+            (
+                &["--size", "1", "--size", "1", "--tmpfs", "/a"][..],
+                "--size given twice for the same action",
+            ),
+            (
+                &["--perms", "0640", "--proc", "/a"][..],
+                "--perms must be followed by an option that creates a file",
+            ),
+            (
+                &["--size", "4096", "--dir", "/a"][..],
+                "--size must be followed by --tmpfs",
+            ),
+            (
+                &["--size", " 1", "--tmpfs", "/a"][..],
+                "--size takes a non-zero number of bytes",
+            ),
+            (
+                &["--size", "9223372036854775809", "--tmpfs", "/a"][..],
+                "--size (for tmpfs) is limited to 9223372036854775807",
+            ),
+        ] {
+            let mut a: Vec<&str> = rest.to_vec();
+            a.push("true");
+            let o = same(who, &a);
+            expect_code(&o, 1, err);
+            assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+        }
+    }
+}
+
+#[test]
+fn overlays_of_host_directories() {
+    let s = common::Scratch::new("bwrap-overlay").world_writable();
+    for d in ["l1", "l2", "up", "work"] {
+        std::fs::create_dir(s.join(d)).unwrap();
+        std::fs::set_permissions(
+            s.join(d),
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+    }
+    std::fs::write(s.join("l1/a"), "1").unwrap();
+    std::fs::write(s.join("l1/b"), "2").unwrap();
+    std::fs::write(s.join("l2/b"), "3").unwrap();
+    // Owned by uid 65534, whose sandbox maps it: overlayfs copies a file up
+    // with its owner, which must be mapped in the sandbox's user namespace.
+    // Started by root, stockade's jail root is not host root (by design)
+    // and maps no host owner: copy-up is refused there, so the writes are
+    // checked as 65534 only.
+    if is_root() {
+        for f in ["l1", "l1/a", "l1/b", "l2", "l2/b", "up", "work"] {
+            std::os::unix::fs::chown(s.join(f), Some(NOBODY), Some(NOBODY)).unwrap();
+        }
+    }
+    let p = |d: &str| s.join(d).to_str().unwrap().to_string();
+    let (l1, l2, up, work) = (p("l1"), p("l2"), p("up"), p("work"));
+    let show = "cat /o/a /o/b; echo; (printf 5 > /o/b) 2>/dev/null && cat /o/b || echo ro";
+    // The same for both runs: what it writes to the upper directory goes.
+    let upper_show = "cat /o/a /o/b; echo; printf 5 > /o/n; cat /o/n; echo; \
+                      rm /o/n; test -e /o/n || echo gone";
+    for who in users("bwrap_overlay") {
+        let o = same_root(
+            who,
+            &[
+                "--overlay-src",
+                &l1,
+                "--overlay-src",
+                &l2,
+                "--ro-overlay",
+                "/o",
+                "sh",
+                "-c",
+                show,
+            ],
+        );
+        expect_code(&o, 0, "--ro-overlay");
+        assert_eq!(stdout(&o), "13\nro\n");
+        if who == Who::Root {
+            continue;
+        }
+        let o = same_root(
+            who,
+            &[
+                "--overlay-src",
+                &l1,
+                "--overlay-src",
+                &l2,
+                "--tmp-overlay",
+                "/o",
+                "sh",
+                "-c",
+                show,
+            ],
+        );
+        assert_eq!(stdout(&o), "13\n5");
+        assert_eq!(std::fs::read_to_string(s.join("l2/b")).unwrap(), "3");
+        let o = same_root(
+            who,
+            &[
+                "--overlay-src",
+                &l1,
+                "--overlay",
+                &up,
+                &work,
+                "/o",
+                "sh",
+                "-c",
+                upper_show,
+            ],
+        );
+        assert_eq!(stdout(&o), "12\n5\ngone\n");
+        // Written to the upper directory (and removed again there).
+        assert!(std::fs::read_dir(s.join("up")).unwrap().next().is_none());
+        for (rest, err) in [
+            (&["--overlay", "/a", "/b", "/o"][..], "--overlay requires at least one --overlay-src"),
+            (&["--overlay-src", "/usr", "--ro-overlay", "/o"][..], "--ro-overlay requires at least two --overlay-src"),
+            (
+                &["--overlay-src", "/usr", "--chdir", "/"][..],
+                "--overlay-src must be followed by another --overlay-src or one of --overlay, --tmp-overlay, or --ro-overlay",
+            ),
+        ] {
+            let mut a: Vec<&str> = rest.to_vec();
+            a.push("true");
+            let o = same(who, &a);
+            expect_code(&o, 1, err);
+            assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+        }
+    }
+}
+
+#[test]
+fn rerun_through_proc_self_exe_is_bwrap_again() {
+    // A sandboxed program re-running "its" bwrap as bubblewrap's tests do.
+    for who in users("bwrap_reexec") {
+        let o = same(
+            who,
+            &[
+                "--ro-bind",
+                "/",
+                "/",
+                "--proc",
+                "/proc",
+                "/proc/self/exe",
+                "--version",
+            ],
+        );
+        expect_code(&o, 0, "/proc/self/exe --version");
+        assert_eq!(stdout(&o), "bubblewrap 0.12.0\n");
+        let o = same(
+            who,
+            &[
+                "--ro-bind",
+                "/",
+                "/",
+                "--proc",
+                "/proc",
+                "/proc/self/exe",
+                "--bogus",
+            ],
+        );
+        expect_code(&o, 1, "/proc/self/exe --bogus");
+        assert_eq!(stderr(&o), "bwrap: Unknown option --bogus\n");
+    }
+}
+
+#[test]
+fn an_fd_read_by_one_option_is_gone_for_the_next() {
+    let s = common::Scratch::new("bwrap-fd-twice");
+    let prog = s.join("prog");
+    std::fs::write(&prog, no_mkdir_filter()).unwrap();
+    let ours_bin = common::binary();
+    let ours_bin = ours_bin.to_str().unwrap();
+    let a = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--add-seccomp-fd",
+        "3",
+        "--add-seccomp-fd",
+        "3",
+        "true",
+    ];
+    for who in users("bwrap_fd_twice") {
+        let o = with_fds(who, &[ours_bin, "bwrap"], &a, &prog, &prog);
+        expect_code(&o, 1, "the same seccomp fd twice");
+        assert_eq!(
+            stderr(&o),
+            "bwrap: Can't read seccomp data: Bad file descriptor\n"
+        );
+        if real(who).is_some() {
+            let r = with_fds(who, &[real_path()], &a, &prog, &prog);
+            assert_eq!(stderr(&o), stderr(&r));
+            assert_eq!(o.status.code(), r.status.code());
+        }
+    }
+}
+
+#[test]
+fn a_sandbox_inside_a_sandbox_with_the_outer_proc() {
+    // The inner run sees the outer pid namespace's /proc (bound from the
+    // host), not its own: its child is found there by NSpid. As uid 65534
+    // only: started by root, the outer sandbox's root runs the inner one
+    // as uid 0, which stockade maps to its root_host_uid, a uid the outer
+    // user namespace does not map (the jail's root is never host root).
+    for who in users("bwrap_nested")
+        .into_iter()
+        .filter(|w| *w == Who::Nobody)
+    {
+        let o = same(
+            who,
+            &[
+                "--unshare-user",
+                "--bind",
+                "/",
+                "/",
+                "--bind",
+                "/proc",
+                "/proc",
+                "--",
+                "/proc/self/exe",
+                "--unshare-all",
+                "--bind",
+                "/",
+                "/",
+                "--bind",
+                "/proc",
+                "/proc",
+                "sh",
+                "-c",
+                "echo hello; id -u",
+            ],
+        );
+        expect_code(&o, 0, "nested");
+        let uid = if who == Who::Nobody { NOBODY } else { 0 };
+        assert_eq!(stdout(&o), format!("hello\n{uid}\n"));
     }
 }

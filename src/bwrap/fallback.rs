@@ -234,6 +234,12 @@ fn zone(m: &MountSpec, zones: &mut Zones, hidden: &mut Vec<String>) -> Result<()
                 "the host has no such symlink",
             ))
         }
+        MountSpec::Overlay { dst, .. } => {
+            return Err(refuse(
+                &format!("--overlay {}", dst.display()),
+                "an overlay cannot be mounted",
+            ))
+        }
         MountSpec::File { dst, .. } => {
             return Err(refuse(
                 &format!("--file {}", dst.display()),

@@ -79,6 +79,26 @@ pub(super) const OPTIONS: &[(&str, usize)] = &[
     ("--ro-overlay", 1),
 ];
 
+/// The options of which only the last one counts; bwrap warns when one
+/// is given again.
+const LAST_ONE_COUNTS: &[&str] = &[
+    "--chdir",
+    "--exec-label",
+    "--file-label",
+    "--sync-fd",
+    "--block-fd",
+    "--userns-block-fd",
+    "--info-fd",
+    "--json-status-fd",
+    "--seccomp",
+    "--userns",
+    "--userns2",
+    "--pidns",
+    "--uid",
+    "--gid",
+    "--hostname",
+];
+
 /// One option as given, with its words, in command-line order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Op {
@@ -139,7 +159,11 @@ fn options(
             return Err(BwrapError::Usage(format!("{opt} {}", takes(opt, n))));
         };
         i += 1 + n;
+        if LAST_ONE_COUNTS.contains(&opt) && ops.iter().any(|o: &Op| o.opt == opt) {
+            super::eprint_level(4, &format!("Only the last {opt} option will take effect"));
+        }
         match opt {
+            "--exec-label" | "--file-label" => return Err(label(opt)),
             "--help" => return Ok(Err(Parsed::Help)),
             "--version" => return Ok(Err(Parsed::Version)),
             // Messages from here on carry their level, as in bwrap.
@@ -148,6 +172,11 @@ fn options(
             }
             "--args" => {
                 let read = read_args(parse_fd(&op_args[0])?)?;
+                // Kept as an op too: its fd is bwrap's, not the command's.
+                ops.push(Op {
+                    opt,
+                    args: op_args.to_vec(),
+                });
                 if let Err(done) = options(&read, ops)? {
                     return Ok(Err(done));
                 }
@@ -159,6 +188,16 @@ fn options(
         }
     }
     Ok(Ok(words[i.min(words.len())..].to_vec()))
+}
+
+/// An SELinux label option refused: as bwrap refuses it where SELinux is
+/// not enabled, and as not supported by stockade where it is (stockade
+/// sets no labels).
+fn label(opt: &'static str) -> BwrapError {
+    match std::path::Path::new("/sys/fs/selinux/enforce").exists() {
+        true => BwrapError::Unsupported(opt),
+        false => BwrapError::Usage("labeling not supported on this system".into()),
+    }
 }
 
 /// A file descriptor number, as bwrap takes one.

@@ -15,6 +15,7 @@ struct Ns {
     net: bool,
     share_net: bool,
     uid: bool,
+    pid: bool,
     gid: bool,
     hostname: bool,
     /// `--seccomp`'s program (not repeatable: the last one counts).
@@ -26,6 +27,11 @@ struct Ns {
 struct Pending {
     perms: Option<u32>,
     size: Option<u64>,
+    /// `--overlay-src` directories waiting for their overlay, in order.
+    overlay_src: Vec<PathBuf>,
+    /// The fds read to their end so far: bwrap closes each after reading
+    /// it, so a second read of one fails with EBADF there.
+    read_fds: Vec<i32>,
 }
 
 /// The policy for `ops` and `argv`: bwrap's semantics (see the module
@@ -45,6 +51,23 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     let (mut ns, mut pending) = (Ns::default(), Pending::default());
     for op in ops {
         apply(op, &mut p, &mut ns, &mut pending)?;
+        if op.opt != "--overlay-src" && !pending.overlay_src.is_empty() {
+            return Err(usage(OVERLAY_SRC_ALONE));
+        }
+        // An op that did not take them: bwrap refuses them there.
+        if op.opt != "--perms" && op.opt != "--size" {
+            if pending.perms.is_some() {
+                return Err(usage(
+                    "--perms must be followed by an option that creates a file",
+                ));
+            }
+            if pending.size.is_some() {
+                return Err(usage("--size must be followed by --tmpfs"));
+            }
+        }
+    }
+    if !pending.overlay_src.is_empty() {
+        return Err(usage(OVERLAY_SRC_ALONE));
     }
     if ns.uid && !ns.user {
         return Err(usage(
@@ -59,20 +82,74 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     if ns.hostname && !ns.uts {
         return Err(usage("Specifying --hostname requires --unshare-uts"));
     }
+    if p.disable_userns && !ns.user {
+        return Err(usage("--disable-userns requires --unshare-user"));
+    }
+    if p.as_pid_1 && !ns.pid {
+        return Err(usage("Specifying --as-pid-1 requires --unshare-pid"));
+    }
+    if p.as_pid_1 && !p.lock_files.is_empty() {
+        return Err(usage(
+            "Specifying --as-pid-1 and --lock-file is not permitted",
+        ));
+    }
     if let Some(prog) = ns.seccomp.take() {
         p.bpf_filters.push(prog);
     }
     if ns.net && !ns.share_net {
         p.network = Network::None;
     }
-    let cwd = match &p.chdir {
-        Some(c) => c.clone(),
-        None => default_cwd(&p.env, &p.mounts),
-    };
-    policy::set_env(&mut p.env, "PWD".into(), cwd.clone().into_os_string());
-    p.chdir = Some(cwd);
+    if p.chdir.is_none() {
+        // As bwrap, at the command's start: the caller's directory if it
+        // can be entered inside, else `$HOME`, else `/`.
+        p.chdir = Some(std::env::current_dir().unwrap_or_else(|_| "/".into()));
+        p.chdir_fallbacks = home(&p.env).into_iter().chain(["/".into()]).collect();
+    }
+    let cwd = p.chdir.clone().unwrap_or_default();
+    policy::set_env(&mut p.env, "PWD".into(), cwd.into_os_string());
     Ok(p)
 }
+
+/// The options whose first word is an fd bwrap uses up (reads, writes or
+/// binds) and closes before the command runs.
+const FD_OPTIONS: &[&str] = &[
+    "--args",
+    "--info-fd",
+    "--json-status-fd",
+    "--block-fd",
+    "--userns-block-fd",
+    "--sync-fd",
+    "--seccomp",
+    "--add-seccomp-fd",
+    "--file",
+    "--bind-data",
+    "--ro-bind-data",
+    "--bind-fd",
+    "--ro-bind-fd",
+    "--userns",
+    "--userns2",
+    "--pidns",
+];
+
+/// The caller's fds the command gets, as bwrap passes them through: every
+/// inherited one but those an option named (bwrap closes those first).
+pub(super) fn passed_fds(ops: &[Op], inherited: &[i32]) -> Vec<i32> {
+    // With --as-pid-1 bwrap leaves --sync-fd open in the command.
+    let as_pid_1 = ops.iter().any(|o| o.opt == "--as-pid-1");
+    let used: Vec<i32> = ops
+        .iter()
+        .filter(|o| FD_OPTIONS.contains(&o.opt))
+        .filter(|o| !(as_pid_1 && o.opt == "--sync-fd"))
+        .filter_map(|o| super::parse::parse_fd(&o.args[0]).ok())
+        .collect();
+    inherited
+        .iter()
+        .copied()
+        .filter(|fd| *fd >= 3 && !used.contains(fd))
+        .collect()
+}
+
+const OVERLAY_SRC_ALONE: &str = "--overlay-src must be followed by another --overlay-src or one of --overlay, --tmp-overlay, or --ro-overlay";
 
 fn usage(s: &str) -> BwrapError {
     BwrapError::Usage(s.into())
@@ -83,6 +160,7 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
     let a = &op.args;
     match op.opt {
         "--unshare-all" => {
+            ns.pid = true;
             ns.user = true;
             ns.uts = true;
             ns.net = true;
@@ -91,8 +169,13 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         "--unshare-user" | "--unshare-user-try" => ns.user = true,
         "--unshare-uts" => ns.uts = true,
         "--unshare-net" => ns.net = true,
+        "--unshare-pid" => ns.pid = true,
+        "--disable-userns" => p.disable_userns = true,
+        "--assert-userns-disabled" => p.assert_userns_disabled = true,
+        // The command is the jail's pid 1 (`Policy::as_pid_1`).
+        "--as-pid-1" => p.as_pid_1 = true,
         // Always new here.
-        "--unshare-ipc" | "--unshare-pid" | "--unshare-cgroup" | "--unshare-cgroup-try" => {}
+        "--unshare-ipc" | "--unshare-cgroup" | "--unshare-cgroup-try" => {}
         // Always so here: a new session, every capability dropped.
         "--new-session" => {}
         // bwrap::main arms it; the jail dies with this process.
@@ -100,8 +183,11 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         // bwrap tolerates some setup failures with it; every one stays
         // fatal here (stricter, never weaker).
         "--not-a-security-boundary" => {}
-        // Every capability is dropped here: any one named is too.
-        "--cap-drop" => cap_name(&a[0])?,
+        // Capabilities in the jail's user namespace, added and dropped in
+        // order from none (bwrap's start for a caller who is not root;
+        // root's sandbox starts with none here too, see the module doc).
+        "--cap-add" => p.keep_caps |= cap_mask(&a[0])?,
+        "--cap-drop" => p.keep_caps &= !cap_mask(&a[0])?,
         // Held open by this process (and the jail's init) until the end.
         // The payload reads it before execve (`Policy::block_fd`).
         "--block-fd" => p.block_fd = Some(super::parse::parse_fd(&a[0])?),
@@ -124,24 +210,40 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         "--clearenv" => p.env.clear(),
         "--setenv" => policy::set_env(&mut p.env, a[0].clone(), a[1].clone()),
         "--unsetenv" => p.env.retain(|(k, _)| *k != a[0]),
-        "--info-fd" | "--json-status-fd" => p.pid_reports.push(PidReport {
-            fd: super::parse::parse_fd(&a[0])?,
-            pretty: op.opt == "--info-fd",
-        }),
+        "--info-fd" | "--json-status-fd" => {
+            let pretty = op.opt == "--info-fd";
+            p.pid_reports.retain(|r| r.pretty != pretty);
+            p.pid_reports.push(PidReport {
+                fd: super::parse::parse_fd(&a[0])?,
+                pretty,
+            })
+        }
         "--argv0" => p.argv0 = Some(a[0].clone()),
+        // Read by the parser; its fd is not the command's (`passed_fds`).
+        "--args" => {}
         // Installed last before execve, in order (`Policy::bpf_filters`).
         "--seccomp" if !p.bpf_filters.is_empty() => {
             return Err(usage("--seccomp cannot be combined with --add-seccomp-fd"))
         }
-        "--seccomp" => ns.seccomp = Some(seccomp_data(&a[0])?),
+        "--seccomp" => ns.seccomp = Some(seccomp_data(&a[0], pending)?),
         "--add-seccomp-fd" if ns.seccomp.is_some() => {
             return Err(usage("--add-seccomp-fd cannot be combined with --seccomp"))
         }
         "--add-seccomp-fd" => {
-            let prog = seccomp_data(&a[0])?;
+            let prog = seccomp_data(&a[0], pending)?;
             p.bpf_filters.push(prog);
         }
+        // Refused by the parser (`parse::label`); never here.
+        "--exec-label" | "--file-label" => return Err(BwrapError::Unsupported(op.opt)),
+        // Opened and read-locked inside by the jail's init, held to the end.
+        "--lock-file" => p.lock_files.push(PathBuf::from(&a[0])),
+        "--perms" if pending.perms.is_some() => {
+            return Err(usage("--perms given twice for the same action"))
+        }
         "--perms" => pending.perms = Some(perms(op.opt, &a[0])?),
+        "--size" if pending.size.is_some() => {
+            return Err(usage("--size given twice for the same action"))
+        }
         "--size" => pending.size = Some(size(&a[0])?),
         _ => return mount(op, p, pending),
     }
@@ -170,14 +272,14 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
         // A file of the sandbox's own with FD's content, as bwrap copies
         // it (writable where its directory is).
         "--file" => MountSpec::File {
-            content: fd_data(op.opt, &a[0])?,
+            content: fd_data(op.opt, &a[0], pending)?,
             dst: dest(op.opt, &a[1])?,
             mode: pending.perms.take().unwrap_or(0o666),
         },
         // The same, bind-mounted on DEST (read-only for ro-), mode 0600
         // unless --perms, as bwrap's.
         "--bind-data" | "--ro-bind-data" => MountSpec::Data {
-            content: fd_data(op.opt, &a[0])?,
+            content: fd_data(op.opt, &a[0], pending)?,
             dst: dest(op.opt, &a[1])?,
             mode: pending.perms.take().unwrap_or(0o600),
             writable: op.opt == "--bind-data",
@@ -198,27 +300,71 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
         "--dev" => MountSpec::Dev {
             dst: dest(op.opt, &a[0])?,
         },
+        "--overlay-src" => {
+            pending.overlay_src.push(caller_path(&a[0]));
+            return Ok(());
+        }
+        "--overlay" | "--tmp-overlay" | "--ro-overlay" => overlay(op, pending)?,
         "--symlink" => MountSpec::Symlink {
             target: PathBuf::from(&a[0]),
             link: dest(op.opt, &a[1])?,
         },
         other => return Err(BwrapError::Unsupported(other)),
     };
-    if pending.size.is_some() {
-        return Err(usage("--size must be followed by --tmpfs"));
-    }
-    pending.perms = None;
     p.mounts.push(spec);
     Ok(())
 }
 
+/// A path of the caller's, relative ones from its working directory.
+fn caller_path(p: &OsString) -> PathBuf {
+    std::env::current_dir().unwrap_or_default().join(p)
+}
+
+/// An overlay op onto the `--overlay-src` directories before it.
+fn overlay(op: &Op, pending: &mut Pending) -> Result<MountSpec, BwrapError> {
+    let a = &op.args;
+    let lower = std::mem::take(&mut pending.overlay_src);
+    let (need, what) = match op.opt {
+        "--ro-overlay" => (2, "two"),
+        _ => (1, "one"),
+    };
+    if lower.len() < need {
+        return Err(BwrapError::Usage(format!(
+            "{} requires at least {what} --overlay-src",
+            op.opt
+        )));
+    }
+    let dst_arg = a.last().cloned().unwrap_or_default();
+    let upper = (op.opt == "--overlay").then(|| (caller_path(&a[0]), caller_path(&a[1])));
+    Ok(MountSpec::Overlay {
+        dst: dest(op.opt, &dst_arg)?,
+        lower,
+        upper,
+        tmp: op.opt == "--tmp-overlay",
+    })
+}
+
 /// Everything in the fd named by `s`, for `opt`'s file.
-fn fd_data(opt: &str, s: &OsString) -> Result<Vec<u8>, BwrapError> {
+fn fd_data(opt: &str, s: &OsString, pending: &mut Pending) -> Result<Vec<u8>, BwrapError> {
     let fd = super::parse::parse_fd(s)?;
-    super::parse::read_fd(fd).map_err(|e| {
+    read_once(fd, pending).map_err(|e| {
         let e = std::io::Error::from_raw_os_error(e.errno as i32);
         BwrapError::Usage(format!("Can't read {opt} data: {}", super::strerror(&e)))
     })
+}
+
+/// Everything in `fd`, which bwrap then closes: read a second time, it
+/// fails as a closed fd does.
+fn read_once(fd: i32, pending: &mut Pending) -> crate::sys::SysResult<Vec<u8>> {
+    if pending.read_fds.contains(&fd) {
+        return Err(crate::sys::SysError {
+            call: "read",
+            arg: fd.to_string(),
+            errno: crate::sys::Errno::EBADF,
+        });
+    }
+    pending.read_fds.push(fd);
+    super::parse::read_fd(fd)
 }
 
 /// A bind op's mount; None for a `-try` whose source is missing.
@@ -282,24 +428,27 @@ fn id(s: &OsString, what: &str) -> Result<u32, BwrapError> {
         .ok_or_else(|| BwrapError::Usage(format!("Invalid {what}: {}", s.to_string_lossy())))
 }
 
-/// bwrap's capability names: `ALL`, or `CAP_…`, either case.
-fn cap_name(s: &OsString) -> Result<(), BwrapError> {
+/// bwrap's capability names (`ALL`, or `CAP_…`, either case) as a mask.
+fn cap_mask(s: &OsString) -> Result<u64, BwrapError> {
     use std::str::FromStr;
     let up = s.to_string_lossy().to_ascii_uppercase();
-    if up == "ALL" || (up.starts_with("CAP_") && caps::Capability::from_str(&up).is_ok()) {
-        return Ok(());
+    if up == "ALL" {
+        return Ok(caps::all().iter().fold(0, |m, c| m | 1u64 << c.index()));
     }
-    Err(BwrapError::Usage(format!(
-        "unknown cap: {}",
-        s.to_string_lossy()
-    )))
+    match caps::Capability::from_str(&up) {
+        Ok(c) if up.starts_with("CAP_") => Ok(1u64 << c.index()),
+        _ => Err(BwrapError::Usage(format!(
+            "unknown cap: {}",
+            s.to_string_lossy()
+        ))),
+    }
 }
 
 /// A seccomp program read from the fd named by `s` (to its end), checked
 /// as bwrap checks it.
-fn seccomp_data(s: &OsString) -> Result<Vec<u8>, BwrapError> {
+fn seccomp_data(s: &OsString, pending: &mut Pending) -> Result<Vec<u8>, BwrapError> {
     let fd = super::parse::parse_fd(s)?;
-    let data = super::parse::read_fd(fd).map_err(|e| {
+    let data = read_once(fd, pending).map_err(|e| {
         let e = std::io::Error::from_raw_os_error(e.errno as i32);
         BwrapError::Usage(format!("Can't read seccomp data: {}", super::strerror(&e)))
     })?;
@@ -316,11 +465,29 @@ fn perms(opt: &str, s: &OsString) -> Result<u32, BwrapError> {
         .ok_or_else(|| BwrapError::Usage(format!("{opt} takes an octal argument <= 07777")))
 }
 
+/// A tmpfs size as bwrap reads it (C's strtoull with base 0: decimal,
+/// 0x hex or 0 octal, starting with a digit), at most SIZE_MAX / 2.
 fn size(s: &OsString) -> Result<u64, BwrapError> {
-    s.to_str()
-        .and_then(|t| t.parse::<u64>().ok())
+    const MAX: u64 = u64::MAX >> 1;
+    let t = s.to_str().unwrap_or_default();
+    let (digits, radix) = match t.as_bytes() {
+        [b'0', b'x' | b'X', ..] => (&t[2..], 16),
+        [b'0', _, ..] => (&t[1..], 8),
+        _ => (t, 10),
+    };
+    let n = t
+        .as_bytes()
+        .first()
+        .filter(|c| c.is_ascii_digit())
+        .and_then(|_| u64::from_str_radix(digits, radix).ok())
         .filter(|n| *n > 0)
-        .ok_or_else(|| usage("--size takes a non-zero number of bytes"))
+        .ok_or_else(|| usage("--size takes a non-zero number of bytes"))?;
+    if n > MAX {
+        return Err(BwrapError::Usage(format!(
+            "--size (for tmpfs) is limited to {MAX}"
+        )));
+    }
+    Ok(n)
 }
 
 /// The host's hostname (bwrap keeps it without `--unshare-uts`).
@@ -332,31 +499,11 @@ fn host_hostname() -> String {
         .unwrap_or_else(|| policy::DEFAULT_HOSTNAME.into())
 }
 
-/// bwrap starts in the caller's directory when it exists inside, else in
-/// `$HOME` when that does, else in `/`.
-fn default_cwd(env: &[(OsString, OsString)], mounts: &[MountSpec]) -> PathBuf {
-    let home = env
-        .iter()
+/// `$HOME` of the command's environment, when set.
+fn home(env: &[(OsString, OsString)]) -> Option<PathBuf> {
+    env.iter()
         .find(|(k, _)| k == "HOME")
-        .map(|(_, v)| PathBuf::from(v));
-    std::env::current_dir()
-        .ok()
-        .into_iter()
-        .chain(home)
-        .find(|d| exists_inside(d, mounts))
-        .unwrap_or_else(|| "/".into())
-}
-
-/// Whether the directory `d` will exist on a root of `mounts`: it holds a
-/// mount point (made on the way), or the last mount over it binds the same
-/// host path (an approximation: a bind of another path, or a tmpfs, holds
-/// only what the host's or an empty directory holds).
-fn exists_inside(d: &Path, mounts: &[MountSpec]) -> bool {
-    if !d.is_absolute() || mounts.iter().any(|m| m.dst().starts_with(d)) {
-        return d.is_absolute();
-    }
-    let last = mounts.iter().rev().find(|m| d.starts_with(m.dst()));
-    matches!(last, Some(MountSpec::Bind { src, dst, .. }) if src == dst && d.is_dir())
+        .map(|(_, v)| PathBuf::from(v))
 }
 
 #[cfg(test)]
@@ -405,7 +552,7 @@ mod tests {
         let e = |ops: &[Op]| policy(ops, vec!["x".into()]).unwrap_err().to_string();
         assert_eq!(
             e(&[op("--overlay", &["a", "b", "c"])]),
-            "--overlay: not supported by stockade"
+            "--overlay requires at least one --overlay-src"
         );
         assert_eq!(
             e(&[op("--cap-drop", &["sys_admin"])]),

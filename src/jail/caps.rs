@@ -20,3 +20,8 @@ pub fn become_jail_user(uid: u32, gid: u32) -> SysResult<()> {
 pub fn drop_all() -> SysResult<usize> {
     sys::drop_all_caps()
 }
+
+/// Only `keep` (bit N: capability N) in every set, ambient included.
+pub fn keep_only(keep: u64) -> SysResult<usize> {
+    sys::keep_only_caps(keep)
+}

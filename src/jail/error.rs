@@ -23,6 +23,15 @@ pub enum JailError {
         path: String,
         err: SysError,
     },
+    /// `step` refused what it found at `path` (a symlink where a mount
+    /// point goes, a file where a directory does): `why`, in bubblewrap's
+    /// words, naming the path.
+    #[error("{why}")]
+    Refused {
+        step: &'static str,
+        path: String,
+        why: String,
+    },
     /// Nothing to report: exit 125 without a record. The supervisor is gone
     /// (no go, its end of the control socket hung up), or init could not
     /// take the supervisor's output pipes as its stdout and stderr.
@@ -56,7 +65,7 @@ impl JailError {
     /// The step, as the setup error names it.
     pub fn step(&self) -> &str {
         match self {
-            JailError::Sys { step, .. } => step,
+            JailError::Sys { step, .. } | JailError::Refused { step, .. } => step,
             JailError::Silent(_) => "",
             JailError::ProcRefused(_) => "proc",
             _ => "landlock",
@@ -66,7 +75,7 @@ impl JailError {
     /// The path the step worked on ("" when none).
     pub fn path(&self) -> &str {
         match self {
-            JailError::Sys { path, .. } => path,
+            JailError::Sys { path, .. } | JailError::Refused { path, .. } => path,
             _ => "",
         }
     }

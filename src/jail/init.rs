@@ -41,6 +41,11 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
             .or_fail(report);
     }
     die_with_supervisor(plan.fallback, &ctl).or_fail(report);
+    let host_proc = match plan.disable_userns {
+        true => Some(disable_userns().or_fail(report)),
+        false => None,
+    };
+    let proc_raw = host_proc.as_ref().map(|f| f.as_raw_fd());
     let held = match sources {
         Some(sources) => Some(enter_root(plan, &ctl, sources, report)),
         // No pid namespace: orphans of the payload must still come back to
@@ -52,12 +57,20 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
             None
         }
     };
+    // Held (open and locked) until init exits.
+    let _locks = lock_files(plan).or_fail(report);
     // No one in the jail may ptrace init or read its memory.
     sys::set_dumpable(false)
         .step("dumpable", "")
         .or_fail(report);
+    if plan.as_pid_1 {
+        // The command is pid 1: init's own steps end here, and the
+        // supervisor takes init's exit as the command's.
+        drop(held);
+        match payload::main(plan, report, proc_raw) {}
+    }
     let sfd = signal_fd(plan.fallback, report);
-    let child = start_payload(plan, &sfd, &ctl, report);
+    let child = start_payload(plan, &sfd, &ctl, proc_raw, report);
     drop(held);
     let (status, peak) = wait_for_payload(plan, child, &sfd, &ctl);
     match status {
@@ -144,6 +157,60 @@ fn enter_root(
     held
 }
 
+/// One more user namespace under the jail's, and no other: its
+/// `user.max_user_namespaces` becomes 1, as bwrap sets it, and the payload
+/// takes that one (`payload::nest_userns`), where no capability of its
+/// reaches the jail's sysctl. Written through the host's /proc while it is
+/// still in view (before the root is built); the sysctl is the writer's
+/// user namespace's. Returns that /proc, which the payload writes its id
+/// maps through.
+fn disable_userns() -> Result<OwnedFd, JailError> {
+    use std::io::Write;
+    const SYSCTL: &str = "/proc/sys/user/max_user_namespaces";
+    let refused = |why: String| JailError::Refused {
+        step: "disable userns",
+        path: SYSCTL.into(),
+        why,
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(SYSCTL)
+        .map_err(|e| {
+            refused(format!(
+                "cannot open {SYSCTL}: {}",
+                crate::bwrap::strerror(&e)
+            ))
+        })?;
+    f.write_all(b"1").map_err(|e| {
+        refused(format!(
+            "sysctl user.max_user_namespaces = 1: {}",
+            crate::bwrap::strerror(&e)
+        ))
+    })?;
+    sys::open_dir_path(std::path::Path::new("/proc"))
+        .map_err(|e| refused(format!("open /proc: {e}")))
+}
+
+/// Open and read-lock each of the plan's lock files (inside the root), as
+/// bwrap's pid 1 does; refused in bwrap's words.
+fn lock_files(plan: &Plan) -> Result<Vec<OwnedFd>, JailError> {
+    let refused = |what: &str, p: &std::path::Path, why: String| JailError::Refused {
+        step: "lock file",
+        path: p.display().to_string(),
+        why: format!("{what} {}: {why}", p.display()),
+    };
+    let mut held = Vec::new();
+    for p in &plan.lock_files {
+        let fd: OwnedFd = std::fs::File::open(p)
+            .map_err(|e| refused("Unable to open lock file", p, crate::bwrap::strerror(&e)))?
+            .into();
+        sys::read_lock(&fd)
+            .map_err(|e| refused("Unable to lock file", p, e.errno.desc().into()))?;
+        held.push(fd);
+    }
+    Ok(held)
+}
+
 /// Join the network namespace the supervisor made while we built the root.
 fn join_network(ctl: &OwnedFd, report: Reporter) {
     match sys::fdpass::recv_fd(ctl.as_raw_fd()) {
@@ -175,7 +242,13 @@ fn signal_fd(fallback: bool, report: Reporter) -> SignalFd {
 
 /// Start the payload in init's memory (`CLONE_VM|CLONE_VFORK`); returns its
 /// pid once it has called execve or exited.
-fn start_payload(plan: &Plan, sfd: &SignalFd, ctl: &OwnedFd, report: Reporter) -> i32 {
+fn start_payload(
+    plan: &Plan,
+    sfd: &SignalFd,
+    ctl: &OwnedFd,
+    host_proc: Option<i32>,
+    report: Reporter,
+) -> i32 {
     let (sfd_raw, ctl_raw) = (sfd.as_raw_fd(), ctl.as_raw_fd());
     let mut start = || {
         #[allow(unsafe_code)]
@@ -186,7 +259,7 @@ fn start_payload(plan: &Plan, sfd: &SignalFd, ctl: &OwnedFd, report: Reporter) -
             sys::close_raw(sfd_raw);
             sys::close_raw(ctl_raw);
         }
-        payload::main(plan, report)
+        payload::main(plan, report, host_proc)
     };
     #[allow(unsafe_code)]
     // SAFETY: init is single-threaded, and the payload closes only its own

@@ -17,13 +17,13 @@ use crate::sys::{self, Errno};
 /// memory until execve (see `sys::spawn_vfork`): it may allocate, but must
 /// not change or drop anything of init's; `report` is its copy of init's
 /// report pipe. A failed step ends it where it failed ([`OrFail`]).
-pub fn main(plan: &Plan, report: Reporter) -> std::convert::Infallible {
+/// `host_proc`: the host's /proc, open, when the plan disables user
+/// namespaces (see [`nest_userns`]).
+pub fn main(plan: &Plan, report: Reporter, host_proc: Option<i32>) -> std::convert::Infallible {
     sys::reset_signals().step("signals", "").or_fail(report);
     // A new session: no controlling terminal, so no TIOCSTI into the host's.
     sys::setsid().step("setsid", "").or_fail(report);
-    sys::chdir(&plan.cwd)
-        .step("chdir", &plan.cwd)
-        .or_fail(report);
+    let envp = enter_cwd(plan).or_fail(report);
     // Fallback started by root: nothing of the payload stays root.
     if let Some(ids) = plan.fallback_ids {
         leave_root(ids).or_fail(report);
@@ -31,8 +31,14 @@ pub fn main(plan: &Plan, report: Reporter) -> std::convert::Infallible {
     rlimits::apply(&plan.rlimits)
         .step("rlimits", "")
         .or_fail(report);
+    if let Some(proc) = host_proc {
+        nest_userns(plan, proc).or_fail(report);
+    }
+    if plan.assert_userns_disabled {
+        assert_userns_disabled().or_fail(report);
+    }
     // The layers' records, written in one go before seccomp.
-    let mut layers = vec![drop_capabilities().or_fail(report)];
+    let mut layers = vec![drop_capabilities(plan.keep_caps).or_fail(report)];
     sys::set_no_new_privs()
         .step("no_new_privs", "")
         .or_fail(report);
@@ -65,12 +71,61 @@ pub fn main(plan: &Plan, report: Reporter) -> std::convert::Infallible {
             .or_fail(report);
     }
     // The caller's own programs (bwrap's --seccomp), after stockade's.
+    // With prctl, as bwrap: an earlier program may allow prctl only.
     for prog in &plan.bpf_filters {
-        sys::seccomp::install(prog, false)
+        sys::seccomp::install_prctl(prog)
             .step("seccomp", "")
             .or_fail(report);
     }
-    exec(plan, report)
+    exec(plan, envp, report)
+}
+
+/// chdir to the plan's directory, else to the first of its fallbacks that
+/// can be entered; the environment execve gets there. The error is the
+/// first directory's.
+fn enter_cwd(plan: &Plan) -> Result<&[std::ffi::CString], JailError> {
+    let first = sys::chdir(&plan.cwd).step("chdir", &plan.cwd);
+    let Err(e) = first else {
+        return Ok(&plan.envp);
+    };
+    for (dir, envp) in &plan.cwd_fallbacks {
+        if sys::chdir(dir).is_ok() {
+            return Ok(envp);
+        }
+    }
+    Err(e)
+}
+
+/// The last user namespace the jail's limit allows (bwrap's
+/// `--disable-userns`): the payload's own, its ids mapped to themselves,
+/// so that no capability it keeps reaches the jail's sysctl.
+/// Our /proc files are ours to write only while we are dumpable: dumpable
+/// for those writes, then not again (the memory is still init's, which no
+/// one in the jail may read; no other process is in the jail yet).
+fn nest_userns(plan: &Plan, proc: i32) -> Result<(), JailError> {
+    let (uid, gid) = (plan.inner_uid, plan.inner_gid);
+    let written = sys::unshare_userns()
+        .and_then(|_| sys::set_dumpable(true))
+        .and_then(|_| sys::write_beneath(proc, "self/setgroups", b"deny"))
+        .and_then(|_| sys::write_beneath(proc, "self/uid_map", format!("{uid} {uid} 1").as_bytes()))
+        .and_then(|_| {
+            sys::write_beneath(proc, "self/gid_map", format!("{gid} {gid} 1").as_bytes())
+        });
+    let undumpable = sys::set_dumpable(false);
+    written.and(undumpable).step("disable userns", "")
+}
+
+/// Creating a user namespace must be refused here (bwrap's check; should
+/// it succeed, the payload dies in that namespace without running).
+fn assert_userns_disabled() -> Result<(), JailError> {
+    match sys::unshare_userns() {
+        Err(_) => Ok(()),
+        Ok(()) => Err(JailError::Refused {
+            step: "assert userns disabled",
+            path: String::new(),
+            why: "creation of new user namespaces was not disabled as requested".into(),
+        }),
+    }
 }
 
 /// The fallback started by root: the leased uid and gid, with an empty
@@ -82,9 +137,14 @@ fn leave_root((uid, gid): (u32, u32)) -> Result<(), JailError> {
         .step("switch to unprivileged user", "")
 }
 
-/// Empty every capability set; the record says what is left.
-fn drop_capabilities() -> Result<Report, JailError> {
-    let bounding = caps::drop_all().step("drop capabilities", "")?;
+/// Empty every capability set but the plan's kept ones (bwrap's
+/// `--cap-add`); the record says what is left.
+fn drop_capabilities(keep: u64) -> Result<Report, JailError> {
+    let bounding = match keep {
+        0 => caps::drop_all(),
+        keep => caps::keep_only(keep),
+    }
+    .step("drop capabilities", "")?;
     let [effective, permitted, inheritable, bounding, ambient] = sys::caps_left(bounding);
     Ok(Report::Layer(LayerRecord::Capabilities(CapsLeft {
         effective,
@@ -132,10 +192,10 @@ fn start_connect_agent(plan: &Plan) -> Result<(), JailError> {
 
 /// execve each candidate in turn; when none runs, report the first error
 /// that is not "not there" and exit 126 (127 when nothing was found).
-fn exec(plan: &Plan, report: Reporter) -> ! {
+fn exec(plan: &Plan, envp: &[std::ffi::CString], report: Reporter) -> ! {
     let mut first_err: Option<(Errno, &std::ffi::CStr)> = None;
     for cand in &plan.exec_candidates {
-        let e = sys::execve(cand, &plan.argv, &plan.envp);
+        let e = sys::execve(cand, &plan.argv, envp);
         match e {
             Errno::ENOENT | Errno::ENOTDIR => {}
             _ => {

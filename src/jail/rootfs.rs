@@ -53,6 +53,12 @@ pub struct Sources {
 /// and to tear down than a mount and shows the payload the same bytes.
 enum Source {
     Mount(OwnedFd),
+    /// An overlay's directories: upper and work (when given), the lower
+    /// ones top to bottom.
+    Overlay {
+        upper: Option<(OwnedFd, OwnedFd)>,
+        lower: Vec<OwnedFd>,
+    },
     /// Open for reading; copied with its permission bits, at most `len`
     /// bytes (its size when opened).
     Copy {
@@ -96,7 +102,9 @@ pub fn open_sources(plan: &Plan) -> Result<Sources, JailError> {
                 writable,
                 ..
             } => match sys::open_path_nofollow(src) {
-                Ok(fd) if *writable => Some(Source::Mount(fd)),
+                // A bare root (bwrap's) is built exactly as asked: a
+                // read-only bind is a read-only mount there, never a copy.
+                Ok(fd) if *writable || plan.root_writable => Some(Source::Mount(fd)),
                 Ok(fd) => match copy_of(&fd, &mut budget) {
                     Some(copy) => Some(copy),
                     None => Some(Source::Mount(fd)),
@@ -110,6 +118,9 @@ pub fn open_sources(plan: &Plan) -> Result<Sources, JailError> {
                     })
                 }
             },
+            RootStep::Overlay {
+                dst, lower, upper, ..
+            } => Some(overlay_sources(dst, lower, upper.as_ref())?),
             _ => None,
         });
     }
@@ -329,7 +340,7 @@ fn apply_steps(
             }
             RootStep::Symlink { target, link } => {
                 let (d, name) = root.parent(link).step("symlink", link)?;
-                at::symlink(target, root.fd_of(&d), name, link).step("symlink", link)?;
+                symlink(root.fd_of(&d), name, target, link)?;
             }
             RootStep::File {
                 dst,
@@ -344,6 +355,9 @@ fn apply_steps(
                 }
             }
             RootStep::Dir { dst, mode } => {
+                if let Some(parent) = dst.parent() {
+                    root.dir(parent, parent_mode(*mode)).step("dir", dst)?;
+                }
                 root.dir(dst, *mode).step("dir", dst)?;
             }
             RootStep::Proc { dst } => {
@@ -351,9 +365,10 @@ fn apply_steps(
                     notes.proc_unavailable = Some(refused);
                 }
             }
-            RootStep::Dev { dst, shm } => dev(root, dst, shm, &src.devices)?,
+            RootStep::Dev { dst, shm } => dev(root, dst, shm, &src.devices, plan.root_writable)?,
             RootStep::Mqueue { dst } => mqueue(root, dst)?,
             RootStep::Cover { dst, dir, id } => cover::cover(root, made, dst, *dir, *id)?,
+            RootStep::Overlay { dst, tmp, .. } => overlay(root, dst, src.binds[i].as_ref(), *tmp)?,
             RootStep::Chmod { dst, mode } => chmod(root, dst, *mode)?,
             RootStep::RemountRo { dst } => {
                 let opened;
@@ -369,6 +384,20 @@ fn apply_steps(
         }
     }
     Ok(notes)
+}
+
+/// The mode of the missing parents of a directory made with `mode`: 0755,
+/// without the group's (others') read and search when `mode` gives the
+/// group (others) nothing, as bwrap makes them.
+fn parent_mode(mode: u32) -> u32 {
+    let mut m = 0o755;
+    if mode & 0o070 == 0 {
+        m &= !0o050;
+    }
+    if mode & 0o007 == 0 {
+        m &= !0o005;
+    }
+    m
 }
 
 /// Seal: the root tmpfs itself (/etc files, mount points) is read-only,
@@ -414,6 +443,92 @@ fn mqueue(root: &mut Root, dst: &Path) -> Result<(), JailError> {
     Ok(())
 }
 
+/// An overlay's host directories, opened with the caller's credentials as
+/// the binds' sources are; refused in bwrap's words.
+fn overlay_sources(
+    dst: &Path,
+    lower: &[PathBuf],
+    upper: Option<&(PathBuf, PathBuf)>,
+) -> Result<Source, JailError> {
+    let open = |p: &Path, what: &str| {
+        sys::open_dir_path(p).map_err(|e| JailError::Refused {
+            step: "overlay",
+            path: Path::new("/").join(dst).display().to_string(),
+            why: format!(
+                "Can't open overlay {what} {}: {}",
+                p.display(),
+                e.errno.desc()
+            ),
+        })
+    };
+    let upper = match upper {
+        Some((u, w)) => Some((open(u, "source")?, open(w, "workdir")?)),
+        None => None,
+    };
+    let lower = lower
+        .iter()
+        .rev()
+        .map(|l| open(l, "source"))
+        .collect::<Result<_, _>>()?;
+    Ok(Source::Overlay { upper, lower })
+}
+
+/// An overlayfs at `dst` of the opened host directories `src`, written to
+/// its upper directory, or to a tmpfs of its own (`tmp`), or read-only;
+/// named to overlayfs by their fds, as bwrap does, so no path needs
+/// escaping. The tmpfs is mounted on `dst` itself and the overlay over it:
+/// out of the payload's sight, and always ours to write.
+fn overlay(root: &mut Root, dst: &Path, src: Option<&Source>, tmp: bool) -> Result<(), JailError> {
+    let Some(Source::Overlay { upper, lower }) = src else {
+        return Ok(());
+    };
+    let shown = Path::new("/").join(dst);
+    let path = |fd: &OwnedFd| sys::fd_path(fd).to_string_lossy().into_owned();
+    let d = root.dir(dst, 0o755).step("overlay", dst)?;
+    let mut held = Vec::new();
+    if tmp {
+        sys::mount_fs_on(
+            root.fd_of(&d),
+            "tmpfs",
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some("mode=755"),
+            dst,
+        )
+        .step("overlay", dst)?;
+        root.mounted(dst);
+        let t = sys::open_in_root(&root.fd, dst, libc::O_PATH).step("overlay", dst)?;
+        for name in ["upper", "work"] {
+            at::mkdir(&t, OsStr::new(name), 0o755, dst).step("overlay", dst)?;
+            held.push(at::open_dir(&t, OsStr::new(name), dst).step("overlay", dst)?);
+        }
+    }
+    let mut opts = match (upper, held.as_slice()) {
+        (Some((u, w)), _) | (None, [u, w]) => format!("upperdir={},workdir={},", path(u), path(w)),
+        _ => String::new(),
+    };
+    let names: Vec<String> = lower.iter().map(path).collect();
+    opts.push_str(&format!("lowerdir={},userxattr", names.join(":")));
+    let d = root.dir(dst, 0o755).step("overlay", dst)?;
+    sys::mount_fs_on(
+        root.fd_of(&d),
+        "overlay",
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(&opts),
+        dst,
+    )
+    .map_err(|e| JailError::Refused {
+        step: "overlay",
+        path: shown.display().to_string(),
+        why: format!(
+            "Can't make overlay mount on {} with options {opts}: {}",
+            shown.display(),
+            e.errno.desc()
+        ),
+    })?;
+    root.mounted(dst);
+    Ok(())
+}
+
 /// chmod what is at `dst`, resolved inside the root.
 fn chmod(root: &Root, dst: &Path, mode: u32) -> Result<(), JailError> {
     let fd = sys::open_in_root(&root.fd, dst, libc::O_PATH).step("chmod", dst)?;
@@ -455,31 +570,7 @@ fn bind(root: &mut Root, src: &OwnedFd, tree: OwnedFd, dst: &Path) -> Result<(),
     let is_dir = mode & libc::S_IFMT == libc::S_IFDIR;
     let (d, name) = root.parent(dst).step("bind", dst)?;
     let pfd = root.fd_of(&d);
-    // The mount point: a directory or an empty file of our own, or what a
-    // bind before this one put there (of the same kind).
-    if is_dir {
-        at::mkdir(pfd, name, 0o755, dst).step("bind", dst)?;
-    } else {
-        at::open(pfd, name, libc::O_RDONLY | libc::O_CREAT, 0o644, dst).step("bind", dst)?;
-    }
-    let (_, _, mp_mode) = at::stat(pfd, name, dst).step("bind", dst)?;
-    if mp_mode & libc::S_IFMT != mode & libc::S_IFMT {
-        // A symlink or a different kind of file is in the way.
-        let err = SysError {
-            call: "mount point",
-            arg: format!(
-                "/{} is not a {}",
-                dst.display(),
-                if is_dir { "directory" } else { "file" }
-            ),
-            errno: if is_dir {
-                Errno::ENOTDIR
-            } else {
-                Errno::EISDIR
-            },
-        };
-        return Err(step_error("bind", dst, err));
-    }
+    mount_point(pfd, name, is_dir, dst)?;
     at::move_mount(&tree, pfd, name, dst).step("bind", dst)?;
     let (d2, i2, _) = at::stat(pfd, name, dst).step("bind", dst)?;
     if (d2, i2) != (dev, ino) {
@@ -487,6 +578,71 @@ fn bind(root: &mut Root, src: &OwnedFd, tree: OwnedFd, dst: &Path) -> Result<(),
     }
     root.mounted(dst);
     Ok(())
+}
+
+/// The mount point for a bind at `dst` (`name` in `pfd`): a directory or
+/// an empty file of our own, or what is already there, as bubblewrap
+/// takes it: never a symlink (mount would follow it), a directory for a
+/// directory, anything but a directory for a file.
+fn mount_point(pfd: &OwnedFd, name: &OsStr, is_dir: bool, dst: &Path) -> Result<(), JailError> {
+    let mode = match at::stat(pfd, name, dst) {
+        Ok((_, _, mode)) => mode & libc::S_IFMT,
+        Err(e) if e.errno == Errno::ENOENT => {
+            if is_dir {
+                at::mkdir(pfd, name, 0o755, dst).step("bind", dst)?;
+            } else {
+                // Read-only for all, as bwrap makes it (seen where the
+                // mount point is made in a bound host directory).
+                at::open(pfd, name, libc::O_RDONLY | libc::O_CREAT, 0o444, dst)
+                    .step("bind", dst)?;
+            }
+            return Ok(());
+        }
+        Err(e) => return Err(step_error("bind", dst, e)),
+    };
+    let shown = Path::new("/").join(dst);
+    let why = match mode {
+        libc::S_IFLNK => format!("Can't mount on symlink destination {}", shown.display()),
+        libc::S_IFDIR if !is_dir => format!("Destination is not a file {}", shown.display()),
+        m if is_dir && m != libc::S_IFDIR => {
+            format!("Destination is not a directory {}", shown.display())
+        }
+        _ => return Ok(()),
+    };
+    Err(refused("bind", dst, why))
+}
+
+fn refused(step: &'static str, path: &Path, why: String) -> JailError {
+    JailError::Refused {
+        step,
+        path: Path::new("/").join(path).display().to_string(),
+        why,
+    }
+}
+
+/// The symlink `link` (`name` in `dir`) to `target`; one already there
+/// with the same target is fine, anything else there is refused.
+fn symlink(dir: &OwnedFd, name: &OsStr, target: &Path, link: &Path) -> Result<(), JailError> {
+    let e = match at::symlink(target, dir, name, link) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.errno == Errno::EEXIST => e,
+        Err(e) => return Err(step_error("symlink", link, e)),
+    };
+    let shown = Path::new("/").join(link);
+    let why = match at::readlink(dir, name, link) {
+        Ok(t) if t == target.as_os_str() => return Ok(()),
+        Ok(t) => format!(
+            "Can't make symlink at {}: existing destination is {}",
+            shown.display(),
+            Path::new(&t).display()
+        ),
+        Err(r) if r.errno == Errno::EINVAL => format!(
+            "Can't make symlink at {}: destination exists and is not a symlink",
+            shown.display()
+        ),
+        Err(_) => return Err(step_error("symlink", link, e)),
+    };
+    Err(refused("symlink", link, why))
 }
 
 /// Bind `src` over the whole root (a bind whose destination is `/`): the

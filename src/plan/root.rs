@@ -56,6 +56,13 @@ pub enum RootStep {
     Mqueue {
         dst: PathBuf,
     },
+    /// An overlayfs (`MountSpec::Overlay`; host paths).
+    Overlay {
+        dst: PathBuf,
+        lower: Vec<PathBuf>,
+        upper: Option<(PathBuf, PathBuf)>,
+        tmp: bool,
+    },
     /// The mode of what is at `dst` changed.
     Chmod {
         dst: PathBuf,
@@ -239,6 +246,24 @@ fn made(s: &MountSpec, rules: &mut Vec<(PathBuf, Access)>) -> RootStep {
             rules.push((dst.clone(), Access::ReadWrite));
             RootStep::Mqueue { dst: rel(dst) }
         }
+        MountSpec::Overlay {
+            dst,
+            lower,
+            upper,
+            tmp,
+        } => {
+            let access = match upper.is_some() || *tmp {
+                true => Access::ReadWrite,
+                false => Access::ReadExec,
+            };
+            rules.push((dst.clone(), access));
+            RootStep::Overlay {
+                dst: rel(dst),
+                lower: lower.clone(),
+                upper: upper.clone(),
+                tmp: *tmp,
+            }
+        }
         MountSpec::Chmod { dst, mode } => RootStep::Chmod {
             dst: rel(dst),
             mode: *mode,
@@ -407,6 +432,7 @@ pub(super) fn mount_points(steps: &[RootStep]) -> Vec<PathBuf> {
             | RootStep::Dev { dst, .. }
             | RootStep::Mqueue { dst }
             | RootStep::Cover { dst, .. }
+            | RootStep::Overlay { dst, .. }
             | RootStep::File {
                 dst,
                 bound: Some(_),
@@ -470,7 +496,8 @@ pub(super) fn coalesce_rules(
                 RootStep::Tmpfs { dst, .. }
                 | RootStep::Proc { dst }
                 | RootStep::Dev { dst, .. }
-                | RootStep::Mqueue { dst } => (dst, false),
+                | RootStep::Mqueue { dst }
+                | RootStep::Overlay { dst, .. } => (dst, false),
             };
             ok || !Path::new("/").join(dst).starts_with(&t)
         });

@@ -15,7 +15,7 @@ pub struct IdMapError {
 
 /// Write setgroups "deny", then uid_map and gid_map, once each.
 pub fn write_id_maps(pid: i32, plan: &Plan) -> Result<(), IdMapError> {
-    let base = format!("/proc/{pid}");
+    let base = proc_dir(pid);
     for (file, content) in [
         ("setgroups", "deny\n"),
         ("uid_map", plan.uid_map.as_str()),
@@ -25,6 +25,49 @@ pub fn write_id_maps(pid: i32, plan: &Plan) -> Result<(), IdMapError> {
         std::fs::write(&path, content).map_err(|source| IdMapError { path, source })?;
     }
     Ok(())
+}
+
+/// The /proc directory of our child `pid` (a pid of our pid namespace).
+/// Where the /proc in view belongs to an outer pid namespace (a sandbox
+/// that bound the host's /proc, as bubblewrap's tests do around a nested
+/// run), the child is found among our threads' children by its `NSpid`.
+pub fn proc_dir(pid: i32) -> String {
+    let plain = format!("/proc/{pid}");
+    let ours = std::fs::read_link("/proc/self")
+        .ok()
+        .and_then(|p| p.to_str()?.parse::<u32>().ok());
+    if ours.is_none_or(|p| p == std::process::id()) {
+        return plain;
+    }
+    let Some(depth) = nspid("/proc/self/status").map(|v| v.len()) else {
+        return plain;
+    };
+    let tasks = std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten();
+    for t in tasks {
+        let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        for c in children.split_whitespace() {
+            let ids = nspid(&format!("/proc/{c}/status")).unwrap_or_default();
+            if ids.get(depth - 1) == Some(&pid) {
+                return format!("/proc/{c}");
+            }
+        }
+    }
+    plain
+}
+
+/// The `NSpid` line of a /proc status file: the pid in each pid namespace
+/// from the /proc's own down.
+fn nspid(status: &str) -> Option<Vec<i32>> {
+    let s = std::fs::read_to_string(status).ok()?;
+    let line = s.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    Some(
+        line.split_whitespace()
+            .filter_map(|n| n.parse().ok())
+            .collect(),
+    )
 }
 
 fn read_trim(p: &str) -> Option<String> {

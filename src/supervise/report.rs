@@ -164,16 +164,18 @@ pub(super) fn exec_failed(o: &mut Outcome, errno: Errno, path: String) {
 /// How the payload ended: init's record of it, or init's own death (killed
 /// by us at the deadline or the output cap, or from outside), which is how
 /// the payload ended too. Without a status record, init was waited for. An
-/// init that exited on its own before the payload ended is a setup error.
+/// init that exited on its own before the payload ended is a setup error,
+/// unless init became the command (`as_pid_1`): its exit is the command's.
 pub(super) fn payload_end(
     status: Option<i32>,
     waited: Option<&(i32, libc::rusage)>,
+    as_pid_1: bool,
 ) -> Result<sys::ChildEnd, SetupError> {
     let end = match status {
         Some(s) => sys::ChildEnd::from_wait_status(s),
         None => sys::ChildEnd::from_wait_status(waited.map_or(0, |(st, _)| *st)),
     };
-    if status.is_none() && end.signal.is_none() {
+    if status.is_none() && end.signal.is_none() && !(as_pid_1 && waited.is_some()) {
         return Err(SetupError::new(
             "init",
             "",
@@ -333,18 +335,23 @@ mod tests {
 
     #[test]
     fn init_ending_on_its_own_before_the_payload_is_a_setup_error() {
-        let e = payload_end(None, None).unwrap_err();
+        let e = payload_end(None, None, false).unwrap_err();
         assert_eq!(
             e.to_string(),
             "init: jail init exited with 0 before the payload ended"
         );
         // Killed (by us at the deadline, or from outside): the payload's end.
         let killed = (libc::SIGKILL, some_rusage());
-        let end = payload_end(None, Some(&killed)).unwrap();
+        let end = payload_end(None, Some(&killed), false).unwrap();
         assert_eq!(end.signal, Some(libc::SIGKILL));
         // init's record of the payload wins.
-        let end = payload_end(Some(3 << 8), Some(&killed)).unwrap();
+        let end = payload_end(Some(3 << 8), Some(&killed), false).unwrap();
         assert_eq!((end.code, end.signal), (Some(3), None));
+        // init was the command: its exit status is the command's.
+        let exited = (4 << 8, some_rusage());
+        assert!(payload_end(None, Some(&exited), false).is_err());
+        let end = payload_end(None, Some(&exited), true).unwrap();
+        assert_eq!((end.code, end.signal), (Some(4), None));
     }
 
     fn some_rusage() -> libc::rusage {

@@ -204,10 +204,11 @@ fn ns_inodes(plan: &Plan, pid: i32) -> Vec<(&'static str, u64)> {
     if plan.pid_reports.is_empty() {
         return Vec::new();
     }
+    let dir = super::namespaces::proc_dir(pid);
     ["cgroup", "ipc", "mnt", "pid", "uts"]
         .into_iter()
         .filter_map(|ns| {
-            let m = std::fs::metadata(format!("/proc/{pid}/ns/{ns}")).ok()?;
+            let m = std::fs::metadata(format!("{dir}/ns/{ns}")).ok()?;
             Some((ns, m.ino()))
         })
         .collect()
@@ -359,7 +360,7 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
             "seccomp: refused syscalls were not recorded (another seccomp filter of this process tree has the one listener it may have; the kernel refused them alone)".into(),
         );
     }
-    let end = report::payload_end(records.status, waited.as_ref())?;
+    let end = report::payload_end(records.status, waited.as_ref(), plan.as_pid_1)?;
     report::set_end(o, end);
     if let Some(v) = violation {
         report::violation(o, v);

@@ -147,6 +147,32 @@ pub fn copy_file(
     Ok(())
 }
 
+/// The target of the symlink `name` in `dir` (EINVAL: not a symlink).
+pub fn readlink(dir: &OwnedFd, name: &OsStr, shown: &Path) -> SysResult<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    let c = cname(name);
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: `c` is NUL-terminated; `buf` is writable for its length,
+    // which is what the kernel is told.
+    let r = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if r < 0 {
+        return err(
+            "readlink",
+            format_args!("/{}", shown.display()),
+            last_errno(),
+        );
+    }
+    buf.truncate(r as usize);
+    Ok(std::ffi::OsString::from_vec(buf))
+}
+
 /// (st_dev, st_ino, st_mode) of `name` in `dir`, not following a final
 /// symlink; a mount point shows the root of what is mounted on it.
 pub fn stat(dir: &OwnedFd, name: &OsStr, shown: &Path) -> SysResult<(u64, u64, u32)> {

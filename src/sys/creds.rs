@@ -6,6 +6,32 @@ pub fn getuid() -> u32 {
     nix::unistd::getuid().as_raw()
 }
 
+/// Whether host root is (or may be) uid 0 or gid 0 as this process sees
+/// ids: in the initial user namespace, or in any chain of user namespaces
+/// that maps host root to 0. Read from a sysctl file the kernel always owns
+/// by host root (`/proc/sys/fs/file-max`), whose owner shows as 0 exactly
+/// when host root is our 0 (as the overflow id when it is not mapped);
+/// without /proc, assumed so.
+pub fn host_root_is_zero_here() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/sys/fs/file-max").map_or(true, |m| m.uid() == 0 || m.gid() == 0)
+}
+
+/// Whether `id` is mapped in this process's user namespace (`map`:
+/// `uid_map` or `gid_map`); unreadable maps say no.
+pub fn id_is_mapped(map: &str, id: u32) -> bool {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/self/{map}")) else {
+        return false;
+    };
+    text.lines().any(|l| {
+        let f: Vec<u64> = l
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        matches!(f[..], [inside, _, len] if inside <= id as u64 && (id as u64) < inside + len)
+    })
+}
+
 pub fn geteuid() -> u32 {
     nix::unistd::geteuid().as_raw()
 }
@@ -108,6 +134,47 @@ pub fn caps_left(bounding: usize) -> [usize; 5] {
         caps::read(None, Ambient).map_or(usize::MAX, |c| c.len())
     };
     [e, p, i, bounding, a]
+}
+
+/// Keep only the capabilities in `keep` (bit N: capability N) in every
+/// set, raised in the ambient set too so they survive execve for any uid
+/// (bwrap's `--cap-add`); returns how many the bounding set still holds.
+pub fn keep_only_caps(keep: u64) -> SysResult<usize> {
+    let kept: caps::CapsHashSet = caps::all()
+        .into_iter()
+        .filter(|c| c.index() < 64 && keep & (1u64 << c.index()) != 0)
+        .collect();
+    for c in caps::all() {
+        if !kept.contains(&c) && caps::has_cap(None, caps::CapSet::Bounding, c).unwrap_or(false) {
+            caps::drop(None, caps::CapSet::Bounding, c).or_else(|_| {
+                err(
+                    "prctl",
+                    format!("PR_CAPBSET_DROP {}", c.index()),
+                    Errno::EPERM,
+                )
+            })?;
+        }
+    }
+    caps::clear(None, caps::CapSet::Ambient)
+        .or_else(|_| err("prctl", "PR_CAP_AMBIENT_CLEAR_ALL", Errno::EPERM))?;
+    // Effective first: it must stay within permitted at each step.
+    for set in [
+        caps::CapSet::Effective,
+        caps::CapSet::Inheritable,
+        caps::CapSet::Permitted,
+    ] {
+        caps::set(None, set, &kept).or_else(|_| err("capset", format!("{set:?}"), Errno::EPERM))?;
+    }
+    for c in &kept {
+        caps::raise(None, caps::CapSet::Ambient, *c).or_else(|_| {
+            err(
+                "prctl",
+                format!("PR_CAP_AMBIENT_RAISE {}", c.index()),
+                Errno::EPERM,
+            )
+        })?;
+    }
+    Ok(caps::read(None, caps::CapSet::Bounding).map_or(usize::MAX, |b| b.len()))
 }
 
 /// Empty every capability set; returns how many capabilities the bounding

@@ -138,6 +138,30 @@ pub fn fd_is_open(fd: RawFd) -> bool {
     unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
 }
 
+/// The fds >= 3 this process inherited from its caller: open and without
+/// close-on-exec (every fd this process opens itself is close-on-exec, and
+/// an inherited one cannot be: execve closed those). Read from
+/// /proc/self/fd, or by probing the first 1024 numbers without /proc.
+pub fn inherited_fds() -> Vec<RawFd> {
+    let listed: Option<Vec<RawFd>> = std::fs::read_dir("/proc/self/fd").ok().map(|d| {
+        d.flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect()
+    });
+    let mut fds: Vec<RawFd> = listed
+        .unwrap_or_else(|| (3..1024).collect())
+        .into_iter()
+        .filter(|&fd| fd >= 3)
+        .filter(|&fd| {
+            // SAFETY: F_GETFD on an integer fd only reads its flags.
+            let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+            flags >= 0 && flags & libc::FD_CLOEXEC == 0
+        })
+        .collect();
+    fds.sort_unstable();
+    fds
+}
+
 /// dup2(2): `to` becomes a copy of `from`, closing what `to` was.
 ///
 /// # Safety
@@ -164,6 +188,26 @@ pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> SysResult<usize> {
         return err("poll", fds.len(), e);
     }
     Ok(r as usize)
+}
+
+/// Take a POSIX read lock on the whole file `fd` without waiting (F_SETLK,
+/// F_RDLCK), as bwrap's `--lock-file`: held while this process keeps it.
+pub fn read_lock(fd: &OwnedFd) -> SysResult<()> {
+    // SAFETY: a zeroed flock is a valid value; the fields are set below.
+    let mut l: libc::flock = unsafe { std::mem::zeroed() };
+    l.l_type = libc::F_RDLCK as libc::c_short;
+    l.l_whence = libc::SEEK_SET as libc::c_short;
+    loop {
+        // SAFETY: fcntl F_SETLK reads the flock struct, valid for the call.
+        let r = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETLK, &l) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = last_errno();
+        if e != Errno::EINTR {
+            return err("fcntl", format!("{}, F_SETLK", fd.as_raw_fd()), e);
+        }
+    }
 }
 
 /// Take an exclusive flock(2) on `fd` without waiting: false when another

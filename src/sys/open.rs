@@ -164,6 +164,14 @@ fn mkdirat(dir: &OwnedFd, name: &Path, mode: u32, shown: &Path) -> SysResult<()>
     Ok(())
 }
 
+/// An O_PATH fd of the directory at `path`, symlinks followed.
+pub fn open_dir_path(path: &Path) -> SysResult<OwnedFd> {
+    let flags =
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC;
+    nix::fcntl::open(path, flags, nix::sys::stat::Mode::empty())
+        .or_else(|e| err("open", path.display(), e))
+}
+
 pub fn fd_path(fd: &OwnedFd) -> CString {
     CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_default()
 }

@@ -48,6 +48,32 @@ pub fn install(prog: &[libc::sock_filter], listener: bool) -> SysResult<Option<O
     Ok(None)
 }
 
+/// Install `prog` with prctl(PR_SET_SECCOMP), as bwrap installs the
+/// caller's programs: a filter installed before may allow prctl but not
+/// seccomp(2).
+pub fn install_prctl(prog: &[libc::sock_filter]) -> SysResult<()> {
+    if prog.is_empty() || prog.len() > u16::MAX as usize {
+        return err("prctl", "PR_SET_SECCOMP", Errno::EINVAL);
+    }
+    let fprog = libc::sock_fprog {
+        len: prog.len() as libc::c_ushort,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: fprog points to `prog`, which outlives the call; the kernel
+    // copies the program and never writes through the pointer.
+    let r = unsafe {
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &fprog as *const libc::sock_fprog,
+        )
+    };
+    if r < 0 {
+        return err("prctl", "PR_SET_SECCOMP", last_errno());
+    }
+    Ok(())
+}
+
 /// One pending user notification: who asked for which syscall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Notif {

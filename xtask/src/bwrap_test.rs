@@ -21,13 +21,16 @@ const LOG: &str = "bwrap-test.log";
 /// whatever python3 comes first on the PATH.
 const PYTHON: &str = "/usr/bin/python3";
 
-/// The scripts run, in order, with their interpreter.
-const SCRIPTS: &[(&str, &str)] = &[
-    ("test-run.sh", "bash"),
-    ("test-specifying-userns.sh", "bash"),
-    ("test-specifying-pidns.sh", "bash"),
-    ("test-seccomp.py", PYTHON),
-    ("test-sandbox.py", PYTHON),
+/// The scripts run, in order, with their interpreter and how many seconds
+/// each may take. The two `test-specifying-*` scripts wait (`sleep 1` in a
+/// loop) for a first sandbox to write a file, forever when it cannot:
+/// under the real bwrap they take a second.
+const SCRIPTS: &[(&str, &str, u32)] = &[
+    ("test-run.sh", "bash", 600),
+    ("test-specifying-userns.sh", "bash", 60),
+    ("test-specifying-pidns.sh", "bash", 60),
+    ("test-seccomp.py", PYTHON, 600),
+    ("test-sandbox.py", PYTHON, 600),
 ];
 
 /// One test's result in one run.
@@ -335,17 +338,53 @@ fn build(root: &Path, src: &Path, build: &Path) -> Result<PathBuf, String> {
     Ok(link)
 }
 
-/// Runs every script with `BWRAP=bwrap`; results keyed by (script, number).
-fn run_all(tag: &str, bwrap: &Path, src: &Path, build: &Path) -> Results {
+/// Who a pass runs as: this user, or uid 65534 (when this is root).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Who {
+    Me,
+    Nobody,
+}
+
+impl Who {
+    fn tag(self) -> &'static str {
+        match (self, is_root()) {
+            (Who::Nobody, _) => "nobody",
+            (Who::Me, true) => "root",
+            (Who::Me, false) => "user",
+        }
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
+}
+
+/// Runs every script with `BWRAP=bwrap` as `who`; results keyed by script.
+fn run_all(tag: &str, who: Who, bwrap: &Path, src: &Path, build: &Path) -> Results {
     let mut all = Results::new();
-    for (script, interp) in SCRIPTS {
-        let log = format!("bwrap-test-{tag}-{script}.log");
-        let step = logs::Step::start(&format!("{script} against {tag} ({})", bwrap.display()));
+    for (script, interp, secs) in SCRIPTS {
+        let log = format!("bwrap-test-{tag}-{}-{script}.log", who.tag());
+        let what = format!("{script} against {tag} as {}", who.tag());
+        let step = logs::Step::start(&format!("{what} ({})", bwrap.display()));
+        let mut cmd = Command::new("timeout");
+        if who == Who::Nobody {
+            cmd = Command::new("setpriv");
+            cmd.args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "timeout",
+            ]);
+            cmd.env("HOME", "/nonexistent");
+        }
         let ran = logs::run_to(
             &log,
             false,
-            Command::new("timeout")
-                .args(["600", interp])
+            cmd.arg(secs.to_string())
+                .arg(interp)
                 .arg(src.join("tests").join(script))
                 .env("BWRAP", bwrap)
                 .env("G_TEST_SRCDIR", src)
@@ -364,7 +403,8 @@ fn run_all(tag: &str, bwrap: &Path, src: &Path, build: &Path) -> Results {
 type Results = BTreeMap<String, (Vec<Tap>, String)>;
 
 /// One table row: script, number, description, real result, stockade
-/// result, the stockade error line.
+/// result, the stockade error line, and whether it fails only because
+/// the caller is root (see [`mark_root_only`]).
 struct Row {
     script: String,
     n: u32,
@@ -372,11 +412,21 @@ struct Row {
     real: Res,
     ours: Res,
     err: String,
+    root_only: bool,
+}
+
+impl Row {
+    fn bad(&self) -> bool {
+        matches!(self.ours, Res::Fail | Res::Missing)
+    }
+    fn regression(&self) -> bool {
+        self.real == Res::Ok && self.bad() && !self.root_only
+    }
 }
 
 fn rows(real: &Results, ours: &Results) -> Vec<Row> {
     let mut out = Vec::new();
-    for (script, _) in SCRIPTS {
+    for (script, ..) in SCRIPTS {
         let empty = (Vec::new(), String::new());
         let r = real.get(*script).unwrap_or(&empty);
         let o = ours.get(*script).unwrap_or(&empty);
@@ -399,15 +449,32 @@ fn rows(real: &Results, ours: &Results) -> Vec<Row> {
                 real: rt.map_or(Res::Missing, |t| t.res.clone()),
                 ours,
                 err,
+                root_only: false,
             });
         }
     }
     out
 }
 
-fn print_table(rows: &[Row]) {
+/// Started by root, stockade maps the jail's root to a leased unprivileged
+/// host uid (a project rule: never host root), where real bwrap keeps uid
+/// 0: the payload cannot enter the root-owned 0700 test directory or write
+/// in it, and the script (`set -e`) stops there. A root row that fails (or
+/// is not reached) under stockade, passes under the real bwrap, and passes
+/// under stockade as uid 65534 fails for that reason alone. The same test:
+/// the same number and description (test-run.sh runs others as root).
+fn mark_root_only(root: &mut [Row], nobody: &[Row]) {
+    for r in root.iter_mut() {
+        let as_nobody = nobody
+            .iter()
+            .find(|x| x.script == r.script && x.n == r.n && x.desc == r.desc);
+        r.root_only = r.bad() && r.real == Res::Ok && as_nobody.is_some_and(|x| x.ours == Res::Ok);
+    }
+}
+
+fn print_table(who: &str, rows: &[Row]) {
     println!(
-        "\n{:<28} {:>3}  {:<8} {:<8} test",
+        "\n[{who}] {:<28} {:>3}  {:<8} {:<8} test",
         "script", "n", "bwrap", "stockade"
     );
     // Why a script stopped is said once, on its first test not run.
@@ -420,62 +487,131 @@ fn print_table(rows: &[Row]) {
         }
         if (r.ours == Res::Fail || first_missing) && !r.err.is_empty() {
             let err: String = r.err.chars().take(120).collect();
-            desc = format!("{desc}\n{:>51}{err}", "");
+            desc = format!("{desc}\n{:>58}{err}", "");
         }
+        let ours = match r.root_only {
+            true => "root-only",
+            false => r.ours.word(),
+        };
         println!(
-            "{:<28} {:>3}  {:<8} {:<8} {desc}",
+            "[{who}] {:<28} {:>3}  {:<8} {:<8} {desc}",
             r.script,
             r.n,
             r.real.word(),
-            r.ours.word()
+            ours
         );
     }
 }
 
-pub fn main(_args: &[String]) -> i32 {
+/// Counts of one column: passed, failed (or not run), skipped.
+fn counts(rows: &[Row], res: impl Fn(&Row) -> &Res) -> (usize, usize, usize) {
+    let n = |want: &[Res]| rows.iter().filter(|r| want.contains(res(r))).count();
+    (
+        n(&[Res::Ok]),
+        n(&[Res::Fail, Res::Missing]),
+        n(&[Res::Skip]),
+    )
+}
+
+/// The summary lines of one pass; true when nothing regressed.
+fn summary(who: &str, rows: &[Row]) -> bool {
+    let (rp, rf, rs) = counts(rows, |r| &r.real);
+    let (op, of, os) = counts(rows, |r| &r.ours);
+    let root_only = rows.iter().filter(|r| r.root_only).count();
+    let regressions = rows.iter().filter(|r| r.regression()).count();
+    println!("bwrap-test [{who}]: real bwrap 0.12: {rp} passed, {rf} failed, {rs} skipped");
+    println!("bwrap-test [{who}]: stockade:       {op} passed, {of} failed, {os} skipped");
+    if root_only > 0 {
+        println!(
+            "bwrap-test [{who}]: of those failed, {root_only} root-only: started by root, the jail's root is a leased unprivileged host uid, never host root (by design), so the payload cannot enter or write the root-owned 0700 test directory; each passes as uid 65534"
+        );
+    }
+    println!("bwrap-test [{who}]: {regressions} pass under the real bwrap and fail under stockade (not root-only)");
+    regressions == 0
+}
+
+/// Every pass's rows, the stockade binary built and bubblewrap fetched and
+/// built first: as this user, and as uid 65534 too when this is root.
+fn suite() -> Result<Vec<(&'static str, Vec<Row>)>, String> {
     let root = logs::root();
     let dir = root.join("target/bwrap-test");
-    let src = match fetch(&dir) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("xtask: {e}");
-            return 1;
-        }
-    };
+    let src = fetch(&dir)?;
     println!("bwrap-test: source {}", src.display());
     let build_dir = dir.join("meson");
-    let link = match prepare().and_then(|()| build(&root, &src, &build_dir)) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("xtask: {e}");
-            return 1;
-        }
-    };
+    prepare()?;
+    let link = build(&root, &src, &build_dir)?;
     // The reference: bwrap 0.12 as just built
     // (BWRAP_TEST_REFERENCE=/usr/bin/bwrap for the host's own).
     let real_bwrap = std::env::var_os("BWRAP_TEST_REFERENCE")
         .map(PathBuf::from)
         .unwrap_or_else(|| build_dir.join("bwrap"));
-    let real = run_all("real", &real_bwrap, &src, &build_dir);
-    let ours = run_all("stockade", &link, &src, &build_dir);
-    let rows = rows(&real, &ours);
-    print_table(&rows);
-    let count = |res: Res| rows.iter().filter(|r| r.ours == res).count();
-    let regressions = rows
-        .iter()
-        .filter(|r| r.real == Res::Ok && matches!(r.ours, Res::Fail | Res::Missing))
-        .count();
-    println!(
-        "bwrap-test: {} passed, {} failed, {} skipped (against stockade)",
-        count(Res::Ok),
-        count(Res::Fail) + count(Res::Missing),
-        count(Res::Skip)
-    );
-    if regressions > 0 {
-        println!("bwrap-test: {regressions} pass under the real bwrap and fail under stockade");
-        1
-    } else {
-        0
+    let whos: &[Who] = match is_root() {
+        true => &[Who::Me, Who::Nobody],
+        false => &[Who::Me],
+    };
+    let mut passes = Vec::new();
+    for &who in whos {
+        let real = run_all("real", who, &real_bwrap, &src, &build_dir);
+        let ours = run_all("stockade", who, &link, &src, &build_dir);
+        passes.push((who.tag(), rows(&real, &ours)));
+    }
+    if let [(_, as_root), (_, as_nobody)] = passes.as_mut_slice() {
+        mark_root_only(as_root, as_nobody);
+    }
+    Ok(passes)
+}
+
+/// For `cargo xtask test`: the whole run, each stockade result counted into
+/// `t` (a regression fails; a root-only failure, or a test the real bwrap
+/// also fails or skips, is a skip that says why). False when the suite
+/// could not run at all (counted as one failure).
+#[allow(dead_code)] // for `cargo xtask test` (test.rs) to call
+pub fn into_tally(t: &mut crate::tally::Tally) -> bool {
+    let passes = match suite() {
+        Ok(p) => p,
+        Err(e) => {
+            t.fail(format!("bwrap-test: {e}"));
+            return false;
+        }
+    };
+    for (who, rows) in &passes {
+        for r in rows {
+            let name = format!("bwrap-test [{who}] {} {} {}", r.script, r.n, r.desc);
+            match (&r.ours, r.root_only, r.regression()) {
+                (Res::Ok, ..) => t.pass(),
+                (_, true, _) => t.skip(format!(
+                    "{name}: root-only (the jail's root is never host root)"
+                )),
+                (_, _, true) => t.fail(format!("{name}: {}", r.err)),
+                (Res::Skip, ..) => t.skip(format!("{name}: skipped as under the real bwrap")),
+                _ => t.skip(format!("{name}: fails under the real bwrap too")),
+            }
+        }
+    }
+    true
+}
+
+pub fn main(_args: &[String]) -> i32 {
+    let started = std::time::Instant::now();
+    let passes = match suite() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            return 1;
+        }
+    };
+    let mut clean = true;
+    for (who, rows) in &passes {
+        print_table(who, rows);
+    }
+    println!();
+    for (who, rows) in &passes {
+        clean &= summary(who, rows);
+    }
+    println!("bwrap-test: {} s", started.elapsed().as_secs());
+    match clean {
+        true => 0,
+        false => 1,
     }
 }
 
@@ -498,5 +634,44 @@ mod tests {
         assert_eq!(t[3].desc, "x (skip why)");
         assert_eq!(t[4].err, "AssertionError: 1 != 111");
         assert_eq!(parse_tap(out).1, "bwrap: Can't chdir");
+    }
+
+    fn row(n: u32, real: Res, ours: Res) -> Row {
+        Row {
+            script: "t.sh".into(),
+            n,
+            desc: String::new(),
+            real,
+            ours,
+            err: String::new(),
+            root_only: false,
+        }
+    }
+
+    #[test]
+    fn root_only_needs_a_pass_as_nobody_and_under_the_real_bwrap() {
+        let mut root = vec![
+            row(1, Res::Ok, Res::Fail),
+            row(2, Res::Ok, Res::Missing),
+            row(3, Res::Ok, Res::Fail),
+            row(4, Res::Fail, Res::Fail),
+        ];
+        let nobody = vec![
+            row(1, Res::Ok, Res::Ok),
+            row(2, Res::Ok, Res::Ok),
+            row(3, Res::Ok, Res::Fail),
+            row(4, Res::Ok, Res::Ok),
+        ];
+        mark_root_only(&mut root, &nobody);
+        // Another test under the same number as 65534: not the same test.
+        let mut other = vec![row(1, Res::Ok, Res::Fail)];
+        let mut theirs = vec![row(1, Res::Ok, Res::Ok)];
+        theirs[0].desc = "no caps as uid != 0".into();
+        mark_root_only(&mut other, &theirs);
+        assert!(!other[0].root_only);
+        let marks: Vec<bool> = root.iter().map(|r| r.root_only).collect();
+        assert_eq!(marks, [true, true, false, false]);
+        let regressions: Vec<bool> = root.iter().map(Row::regression).collect();
+        assert_eq!(regressions, [false, false, true, false]);
     }
 }

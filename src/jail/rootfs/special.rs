@@ -103,11 +103,16 @@ pub(super) fn proc(
     Ok(None)
 }
 
+/// A /dev of its own at `dst`: a few device binds, the usual links, shm
+/// (`shm_data`: its mount options) and a private devpts. Sealed read-only
+/// unless `writable` (a bare root, as bwrap's, where later ops mount and
+/// bind under /dev).
 pub(super) fn dev(
     root: &mut Root,
     dst: &Path,
     shm_data: &str,
     devices: &[OwnedFd],
+    writable: bool,
 ) -> Result<(), JailError> {
     let d = root.dir(dst, 0o755).step("dev", dst)?;
     sys::mount_fs_on(
@@ -144,6 +149,7 @@ pub(super) fn dev(
         ("/proc/self/fd/1", "stdout"),
         ("/proc/self/fd/2", "stderr"),
         ("pts/ptmx", "ptmx"),
+        ("/proc/kcore", "core"),
     ] {
         let l = dst.join(link);
         at::symlink(Path::new(target), dfd, OsStr::new(link), &l).step("dev", &l)?;
@@ -152,15 +158,12 @@ pub(super) fn dev(
     at::mkdir(dfd, OsStr::new("shm"), 0o1777, &shm).step("dev", &shm)?;
     let pts = dst.join("pts");
     at::mkdir(dfd, OsStr::new("pts"), 0o755, &pts).step("dev", &pts)?;
-    // Nothing new may be created in /dev; the device binds get nosuid and
-    // noexec with it. shm and pts are mounted after, writable.
-    sys::mount_setattr(
-        dfd,
-        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
-        true,
-        dst,
-    )
-    .step("dev", dst)?;
+    // Nothing new may be created in /dev (unless `writable`); the device
+    // binds get nosuid and noexec with it. shm and pts are mounted after,
+    // writable.
+    let ro = if writable { 0 } else { MOUNT_ATTR_RDONLY };
+    sys::mount_setattr(dfd, ro | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, true, dst)
+        .step("dev", dst)?;
     let fd = at::open_dir(dfd, OsStr::new("shm"), &shm).step("dev", &shm)?;
     sys::mount_fs_on(
         &fd,
