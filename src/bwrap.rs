@@ -147,7 +147,6 @@ pub fn main(args: &[OsString]) -> i32 {
         }
     }
     // stockade's own layers, when asked for (`extras`).
-    let mut policy = policy;
     if let Err(e) = extras.apply(&mut policy) {
         eprint_line(&e.to_string());
         return USAGE_EXIT;
