@@ -75,9 +75,8 @@ pub(super) fn probe_seccomp() -> Probe {
         jf: 0,
         k: libc::SECCOMP_RET_ALLOW,
     }];
-    #[allow(unsafe_code)]
-    // SAFETY: `stockade check` is single-threaded.
-    let forked = unsafe { sys::fork() };
+    // `stockade check` is single-threaded (EBUSY otherwise).
+    let forked = sys::fork_single_threaded();
     let r: Result<(), ProbeError> = match forked {
         Err(e) => Err(e.into()),
         Ok(None) => {

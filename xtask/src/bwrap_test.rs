@@ -291,6 +291,31 @@ fn prepare() -> Result<(), String> {
 /// `test-utils`) with meson into `build`, stockade in release mode, and the
 /// `bwrap` symlink to it. Returns the symlink.
 fn build(root: &Path, src: &Path, build: &Path) -> Result<PathBuf, String> {
+    meson(src, build)?;
+    let step = logs::Step::start("cargo build --release");
+    let ok = logs::run_to(
+        LOG,
+        true,
+        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "--release", "-p", "stockade"])
+            .current_dir(root),
+    )?;
+    step.end(ok, "", &logs::shown(LOG));
+    if !ok {
+        return Err("cargo build --release failed".into());
+    }
+    let bin = build.with_file_name("bin");
+    fs::create_dir_all(&bin).map_err(|e| format!("{}: {e}", bin.display()))?;
+    let link = bin.join("bwrap");
+    let _ = fs::remove_file(&link);
+    std::os::unix::fs::symlink(root.join("target/release/stockade"), &link)
+        .map_err(|e| format!("{}: {e}", link.display()))?;
+    Ok(link)
+}
+
+/// Real bwrap 0.12 and the tests' helpers, built with meson from `src`
+/// into `build`.
+fn meson(src: &Path, build: &Path) -> Result<(), String> {
     if !build.join("build.ninja").is_file() {
         let ok = logs::run_to(
             LOG,
@@ -317,25 +342,22 @@ fn build(root: &Path, src: &Path, build: &Path) -> Result<PathBuf, String> {
             logs::shown(LOG)
         ));
     }
-    let step = logs::Step::start("cargo build --release");
-    let ok = logs::run_to(
-        LOG,
-        true,
-        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "--release", "-p", "stockade"])
-            .current_dir(root),
-    )?;
-    step.end(ok, "", &logs::shown(LOG));
-    if !ok {
-        return Err("cargo build --release failed".into());
+    Ok(())
+}
+
+/// The reference bwrap 0.12 that `tests/bwrap.rs` compares `stockade
+/// bwrap` with (`target/bwrap-test/meson/bwrap`): fetched from Debian's
+/// source package and built, once (for `cargo xtask test`'s preparation).
+pub fn reference() -> Result<PathBuf, String> {
+    let dir = logs::root().join("target/bwrap-test");
+    let built = dir.join("meson/bwrap");
+    if built.is_file() {
+        return Ok(built);
     }
-    let bin = build.with_file_name("bin");
-    fs::create_dir_all(&bin).map_err(|e| format!("{}: {e}", bin.display()))?;
-    let link = bin.join("bwrap");
-    let _ = fs::remove_file(&link);
-    std::os::unix::fs::symlink(root.join("target/release/stockade"), &link)
-        .map_err(|e| format!("{}: {e}", link.display()))?;
-    Ok(link)
+    let src = fetch(&dir)?;
+    prepare()?;
+    meson(&src, &dir.join("meson"))?;
+    Ok(built)
 }
 
 /// Who a pass runs as: this user, or uid 65534 (when this is root).

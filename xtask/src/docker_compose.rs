@@ -279,12 +279,14 @@ fn build_images(root: &Path, dir: &Path, bin: &Path) -> Result<(), String> {
         &app.join("app.py"),
         0o644,
     )?;
-    for f in ["__init__.py", "client.py", "errors.py"] {
-        docker::copy_file(
-            &root.join("clients/python/stockade").join(f),
-            &app.join("stockade").join(f),
-            0o644,
-        )?;
+    // The whole package, as `pip install ./clients/python` would put it.
+    let pkg = root.join("clients/python/stockade");
+    let files = std::fs::read_dir(&pkg).map_err(|e| format!("{}: {e}", pkg.display()))?;
+    for f in files.flatten() {
+        let name = f.file_name();
+        if std::path::Path::new(&name).extension() == Some("py".as_ref()) {
+            docker::copy_file(&f.path(), &app.join("stockade").join(&name), 0o644)?;
+        }
     }
     write(
         &ctx.join("Dockerfile.sidecar"),

@@ -83,6 +83,13 @@ fn prepare(only_cargo: bool) {
             );
         }
     }
+    // tests/bwrap.rs compares `stockade bwrap` with bubblewrap 0.12, built
+    // from Debian's source package (the host's bwrap may be older).
+    if is_root() {
+        if let Err(e) = crate::bwrap_test::reference() {
+            eprintln!("xtask: the reference bwrap 0.12 could not be built: {e}");
+        }
+    }
     for (comp, sub) in [("rustfmt", "fmt"), ("clippy", "clippy")] {
         if !cargo()
             .args([sub, "--version"])
