@@ -2,13 +2,12 @@
 /v1/sessions/{id}/exec`, `DELETE /v1/sessions/{id}`): the HTTP twin of
 `stockade.Session`, made by `Client.session(...)`."""
 
-import base64
 import http.client
 import json
 
-from .client import Chunk, Outcome, _content
+from .client import Outcome, _content
 from .errors import StockadeConnectionError, from_answer
-from .session import ExecResult
+from .session import ExecResult, _Gather
 
 
 class RemoteSession:
@@ -49,7 +48,7 @@ class RemoteSession:
         """Yield Chunk objects as `command` writes, then its ExecResult."""
         body = self._exec_body(command, timeout, max_output, stdin)
         conn, resp = self._client._request("POST", self._path("/exec"), body, accept="application/x-ndjson")
-        out, err, both = [], [], []
+        gather = _Gather()
         try:
             for line in resp:
                 if not line.strip():
@@ -57,14 +56,9 @@ class RemoteSession:
                 event = json.loads(line)
                 kind = event.get("event")
                 if kind == "output":
-                    data = event.get("data")
-                    raw = base64.b64decode(event["data_b64"]) if data is None else data.encode("utf-8")
-                    (out if event.get("stream") == "stdout" else err).append(raw)
-                    both.append(raw)
-                    yield Chunk(event.get("stream"), raw)
+                    yield gather.output(event)
                 elif kind == "exit":
-                    text = b"".join(both).decode("utf-8", "replace")
-                    yield ExecResult(event, b"".join(out), b"".join(err), text)
+                    yield gather.result(event)
                     return
                 elif kind == "end" or "error" in event:
                     status = 410 if kind == "end" else 500

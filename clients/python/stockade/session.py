@@ -75,6 +75,26 @@ def session_flags(profile, memory, cpus, pids, network, workdir, binds, ro_binds
     return flags
 
 
+
+class _Gather:
+    """One command's events as the caller sees them: each `output` event
+    as a Chunk (its bytes kept per stream and in order), the `exit` event
+    as the ExecResult of all of them. Shared with `RemoteSession`."""
+
+    def __init__(self):
+        self.out, self.err, self.both = [], [], []
+
+    def output(self, event):
+        data = event.get("data")
+        raw = base64.b64decode(event["data_b64"]) if data is None else data.encode("utf-8")
+        (self.out if event.get("stream") == "stdout" else self.err).append(raw)
+        self.both.append(raw)
+        return Chunk(event.get("stream"), raw)
+
+    def result(self, event):
+        text = b"".join(self.both).decode("utf-8", "replace")
+        return ExecResult(event, b"".join(self.out), b"".join(self.err), text)
+
 class Session:
     """A `stockade session`: started here, ready when the constructor
     returns. Limits (`memory`, `cpus`, `pids`) cover the whole session;
@@ -179,7 +199,7 @@ class Session:
             self._running = None
 
     def _events(self, cid):
-        out, err, both = [], [], []
+        gather = _Gather()
         while True:
             event = self._next_event()
             if event is None:
@@ -191,14 +211,9 @@ class Session:
             if event.get("id") != cid and not (kind == "error" and event.get("id") is None):
                 continue
             if kind == "output":
-                data = event.get("data")
-                raw = base64.b64decode(event["data_b64"]) if data is None else data.encode("utf-8")
-                (out if event.get("stream") == "stdout" else err).append(raw)
-                both.append(raw)
-                yield Chunk(event.get("stream"), raw)
+                yield gather.output(event)
             elif kind == "exit":
-                text = b"".join(both).decode("utf-8", "replace")
-                yield ExecResult(event, b"".join(out), b"".join(err), text)
+                yield gather.result(event)
                 return
             elif kind == "error":
                 e = event.get("error") or {}
