@@ -306,7 +306,8 @@ fn unshare_user_makes_the_namespace_mandatory_as_in_bwrap() {
     }
 }
 
-/// A memory hog under `--stockade-memory`: its report says memory_limit.
+/// A memory hog under `--stockade-memory` never survives; its report says
+/// memory_limit (or, under RLIMIT_AS, that the verdict is only inferred).
 #[test]
 fn stockade_memory_ends_a_hog_and_the_report_says_so() {
     for mode in [Mode::Jail, Mode::Refused] {
@@ -339,8 +340,18 @@ fn stockade_memory_ends_a_hog_and_the_report_says_so() {
             assert!(!stdout(&o).contains("survived"));
             let v: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-            assert_eq!(v["status"], "memory_limit", "{mode:?} {who:?}: {v}");
-            assert_eq!(v["limits"]["memory"]["limit"], 64 << 20, "{v}");
+            // With a memory controller the verdict is counted; under
+            // RLIMIT_AS it is inferred from the peak init samples, which a
+            // hog that dies between two samples escapes: then the run is
+            // `exited` (MemoryError) and the outcome must say the verdict
+            // is only inferred.
+            let mem = &v["limits"]["memory"];
+            let inferred = mem["enforced_by"] == "rlimit_as" && mem["verdict"] == "inferred";
+            assert!(
+                v["status"] == "memory_limit" || (inferred && v["status"] == "exited"),
+                "{mode:?} {who:?}: {v}"
+            );
+            assert_eq!(mem["limit"], 64 << 20, "{v}");
         }
     }
 }
