@@ -594,3 +594,51 @@ print("flooded")
         );
     }
 }
+
+/// `--denials-fd N`: each refusal of the proxy is written to fd N as a JSON
+/// line while the run goes on (here a file the host shell opened as fd 3).
+#[test]
+fn proxy_refusals_are_written_to_the_denials_fd() {
+    for who in common::users("proxy_refusals_are_written_to_the_denials_fd") {
+        let dir = common::Scratch::new("egress-denials-fd").world_writable();
+        let file = dir.join("denials.jsonl");
+        let script = format!(
+            "exec 3>'{}' && exec '{}' run --denials-fd 3 {} -- sh -c \"$0\"",
+            file.display(),
+            common::binary().display(),
+            PYPI.join(" ")
+        );
+        let mut c = std::process::Command::new("/bin/sh");
+        c.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .current_dir("/")
+            .stdin(std::process::Stdio::null())
+            .args([
+                "-c",
+                &script,
+                "curl -sS -o /dev/null https://deb.debian.org/; echo rc=$?",
+            ]);
+        if who == Who::Nobody && common::is_root() {
+            use std::os::unix::process::CommandExt;
+            c.uid(common::NOBODY).gid(common::NOBODY);
+        }
+        let o = c.output().unwrap();
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("rc=56"),
+            "{who:?}: {}",
+            stderr(&o)
+        );
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 1, "{who:?}: {text}");
+        let l = &lines[0];
+        assert_eq!(
+            (&l["kind"], &l["host"], &l["port"]),
+            (&"network".into(), &"deb.debian.org".into(), &443.into()),
+            "{who:?}: {text}"
+        );
+    }
+}
