@@ -47,21 +47,9 @@ fn bwrap(mode: Mode, who: Who, env: &[(&str, &str)], args: &[&str]) -> Output {
 /// Without Landlock the fallback refuses to run (it is its only file
 /// layer): skip the tests that need it.
 fn landlock(test: &str) -> bool {
-    // The kernel's own answer: landlock_create_ruleset's version query
-    // (securityfs, where /sys/kernel/security/lsm lives, may not be
-    // mounted).
-    let o = Command::new("python3")
-        .args([
-            "-c",
-            "import ctypes; l = ctypes.CDLL(None, use_errno=True); \
-             print(max(0, l.syscall(444, None, 0, 1)))",
-        ])
-        .output()
-        .expect("run python3");
-    let abi: i32 = String::from_utf8_lossy(&o.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(0);
+    // The kernel's own answer (securityfs, where
+    // /sys/kernel/security/lsm lives, may not be mounted).
+    let abi = common::landlock_abi();
     if abi > 0 {
         return true;
     }

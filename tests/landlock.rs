@@ -30,18 +30,7 @@ fn token() -> String {
 /// The host kernel's Landlock ABI (0: none), asked through python's ctypes
 /// so the test needs no unsafe code.
 fn host_abi() -> i32 {
-    let o = Command::new("python3")
-        .args([
-            "-c",
-            "import ctypes; l = ctypes.CDLL(None, use_errno=True); \
-             print(max(0, l.syscall(444, None, 0, 1)))",
-        ])
-        .output()
-        .expect("run python3");
-    String::from_utf8_lossy(&o.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(0)
+    common::landlock_abi()
 }
 
 /// Skip (and say so) unless the host has at least Landlock ABI `need`.

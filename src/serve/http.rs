@@ -96,18 +96,7 @@ async fn run_request(state: &Arc<State>, req: Request) -> Result<Response, ApiEr
         .get_all(header::ACCEPT)
         .iter()
         .any(|v| v.to_str().is_ok_and(|s| s.contains("application/x-ndjson")));
-    let max = state.max.body;
-    let too_large = || ApiError::too_large(format!("body: larger than {max} bytes"));
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max) {
-        return Err(too_large());
-    }
-    let body = axum::body::to_bytes(req.into_body(), max as usize)
-        .await
-        .map_err(|_| too_large())?;
+    let body = read_body(state, req).await?;
     let parsed = super::request::parse(&body, state.max.files)?;
     drop(body);
     let (policy, applied) = run::policy_for(state, &parsed, stream)?;

@@ -258,3 +258,21 @@ pub fn last_json(o: &Output) -> serde_json::Value {
     serde_json::from_str(line)
         .unwrap_or_else(|e| panic!("no JSON report ({e}):\n{text}\n--- stderr\n{}", stderr(o)))
 }
+
+/// The host's Landlock ABI, from the kernel's own version query
+/// (landlock_create_ruleset with LANDLOCK_CREATE_RULESET_VERSION); 0 when
+/// it has none.
+pub fn landlock_abi() -> i32 {
+    let o = Command::new("python3")
+        .args([
+            "-c",
+            "import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+             print(max(0, l.syscall(444, None, 0, 1)))",
+        ])
+        .output()
+        .expect("run python3");
+    String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
