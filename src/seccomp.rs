@@ -35,6 +35,7 @@ mod compile;
 mod error;
 mod policy;
 mod rules;
+pub(crate) use bpf::sock_filters;
 pub(crate) use rules::CLONE_NS_FLAGS;
 
 pub use compile::*;

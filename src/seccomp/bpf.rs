@@ -164,15 +164,19 @@ pub(super) fn arg_block(
     )
     .map_err(SeccompError::Build)?;
     let prog: BpfProgram = filter.try_into().map_err(SeccompError::Compile)?;
-    Ok(prog
-        .iter()
+    Ok(sock_filters(&prog))
+}
+
+/// seccompiler's program as the kernel's `sock_filter` instructions.
+pub(crate) fn sock_filters(prog: &BpfProgram) -> Vec<libc::sock_filter> {
+    prog.iter()
         .map(|i| libc::sock_filter {
             code: i.code,
             jt: i.jt,
             jf: i.jf,
             k: i.k,
         })
-        .collect())
+        .collect()
 }
 
 /// The filter's first instructions, the ABI guard: a foreign architecture

@@ -49,15 +49,7 @@ pub(crate) fn program(agent: i32, pgid: i32) -> Result<Vec<libc::sock_filter>, S
     let prog: BpfProgram = filter
         .try_into()
         .map_err(|e: seccompiler::BackendError| e.to_string())?;
-    Ok(prog
-        .iter()
-        .map(|i| libc::sock_filter {
-            code: i.code,
-            jt: i.jt,
-            jf: i.jf,
-            k: i.k,
-        })
-        .collect())
+    Ok(crate::seccomp::sock_filters(&prog))
 }
 
 #[cfg(test)]
