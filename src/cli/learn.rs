@@ -282,8 +282,9 @@ fn shown_from_host(base: &Policy, run: &Policy) -> Vec<(PathBuf, PathBuf)> {
 
 /// The binds a list of `(jail path, access)` needs, given where the host
 /// was shown (`shown`: jail path → host path, the last one wins) and what
-/// is on the host now (`is_dir`: None when missing). Looked at and read
-/// paths that exist become read-only binds; a file written, a writable
+/// is on the host now (`is_dir`: None when missing). Files looked at and
+/// paths read that exist become read-only binds (a directory only looked
+/// at, none); a file written, a writable
 /// bind of it; an entry created, removed or renamed (or a write to what
 /// does not exist now), a writable bind of its nearest existing
 /// directory. [`COLLAPSE_AT`] read-only entries in one directory become
@@ -310,9 +311,15 @@ pub(super) fn reduce(
             .find(|(d, _)| d == top_jail)
             .map(|(_, s)| s.clone())
             .unwrap_or_default();
-        let to_jail = |h: &Path| top_jail.join(h.strip_prefix(&host_top).unwrap_or(Path::new("")));
+        let to_jail = |h: &Path| match h.strip_prefix(&host_top) {
+            Ok(rest) if !rest.as_os_str().is_empty() => top_jail.join(rest),
+            _ => top_jail.clone(),
+        };
         let here = is_dir(&host);
         let (h, writable) = match (*access, here) {
+            // A directory only looked at (stat, access, chdir) needs no
+            // bind of its own: binding it would show all of it.
+            ("look", Some(true)) => continue,
             ("look" | "read", Some(_)) => (host.clone(), false),
             ("look" | "read", None) => continue,
             ("write", Some(false)) => (host.clone(), true),
