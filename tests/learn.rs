@@ -100,13 +100,18 @@ fn binds(t: &toml::Table) -> Vec<(String, bool)> {
         .collect()
 }
 
-/// One line on stderr says what was learned and where.
+/// One line on stderr (of stockade's) says what was learned and where.
 fn expect_summary(o: &Output, file: &Path) {
     let want = format!("stockade: learn: wrote {}", file.display());
+    let own: Vec<String> = stderr(o)
+        .lines()
+        .filter(|l| l.starts_with("stockade: "))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(own.len(), 1, "{own:?}");
     assert!(
-        stderr(o).lines().any(|l| l.starts_with(&want)),
-        "no summary line {want:?}:\n{}",
-        stderr(o)
+        own[0].starts_with(&want),
+        "no summary line {want:?}: {own:?}"
     );
 }
 

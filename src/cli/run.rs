@@ -533,7 +533,8 @@ pub(super) fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32
     if let Some(err) = &o.error {
         eprint_line(err);
     }
-    if let Some(learned) = &o.seccomp_learned {
+    // With --learn, the summary line says it instead.
+    if let Some(learned) = o.seccomp_learned.as_ref().filter(|_| learning.is_none()) {
         eprint_line(&format!(
             "seccomp-learn: syscalls outside the allowlist: {}",
             if learned.is_empty() {
