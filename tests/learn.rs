@@ -487,3 +487,21 @@ fn an_unwritable_learn_file_is_one_line_before_the_run() {
         }
     }
 }
+
+#[test]
+fn a_command_that_does_not_run_writes_no_profile_and_leaves_nothing() {
+    for who in common::users("a_command_that_does_not_run_writes_no_profile_and_leaves_nothing") {
+        let d = VarScratch::new("norun");
+        let profiles = d.profiles();
+        let file = profiles.join("p.toml");
+        let o = run_in(who, &["--learn", s(&file)], &["/no/such/command"], b"");
+        expect_code(&o, 127, "a missing command");
+        assert!(
+            stderr(&o).contains("stockade: learn: nothing written"),
+            "{}",
+            stderr(&o)
+        );
+        let left: Vec<_> = std::fs::read_dir(&profiles).unwrap().flatten().collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+}

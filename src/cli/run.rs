@@ -546,7 +546,7 @@ pub(super) fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32
     }
     if let (Some(l), Some(run)) = (learning, &run) {
         if o.status == Status::SetupError {
-            eprint_line("learn: nothing written: the jail could not be set up");
+            eprint_line("learn: nothing written: the command did not run");
         } else {
             match l.commit(run, &o) {
                 Ok(line) => eprint_line(&line),
