@@ -143,23 +143,22 @@ pub(super) fn apply(p: &mut Policy) -> Result<(), PolicyError> {
     if !p.require.contains(&policy::Layer::Userns) {
         p.require.push(policy::Layer::Userns);
     }
-    // The host's trees, first among the policy's own mounts: after the
-    // base root and the workdir (a tree they already use is left out), under
-    // the binds the flags gave.
-    let taken: Vec<PathBuf> = {
-        let mut without_own = p.clone();
-        without_own.mounts.clear();
-        crate::plan::mount_specs(&without_own)
-            .iter()
-            .map(|m| m.dst().to_path_buf())
-            .collect()
-    };
-    let mounts = host_mount_points();
+    // The host's trees, first among the policy's own mounts, shown around
+    // every mount the jail already has (the base root's, the workdir, the
+    // profile's and the flags' binds) and every mount point of the host:
+    // a tree beneath one of them is left out, one above one of them is
+    // shown directory by directory around it.
+    let taken: Vec<PathBuf> = crate::plan::mount_specs(p)
+        .iter()
+        .map(|m| m.dst().to_path_buf())
+        .collect();
+    let mut around = host_mount_points();
+    around.extend(taken.iter().cloned());
     let mut trees = Vec::new();
     for t in LEARN_TREES {
         let t = Path::new(t);
-        if !taken.iter().any(|d| d.starts_with(t) || t.starts_with(d)) {
-            overlays(t, &mounts, 0, &mut trees);
+        if !taken.iter().any(|d| t.starts_with(d)) {
+            overlays(t, &around, 0, &mut trees);
         }
     }
     p.mounts.splice(0..0, trees);
@@ -176,10 +175,12 @@ fn host_mount_points() -> Vec<PathBuf> {
 }
 
 /// Read-only binds showing the directory `t` of the host at the same
-/// path. A tree with mounts inside is shown directory by directory around
-/// them (a mount point itself is not shown: another filesystem, often the
-/// machine's own business, such as /var/lib/docker). Unreadable
-/// directories are passed over.
+/// path. A tree with something of `around` inside (a host mount point, a
+/// mount of the jail's own) is shown directory by directory around it,
+/// what is in `around` itself not at all (a host mount point is another
+/// filesystem, often the machine's own business, such as
+/// /var/lib/docker; a bind inside a bind would need its mount point made
+/// in the host's directory). Unreadable directories are passed over.
 fn overlays(t: &Path, mounts: &[PathBuf], depth: usize, out: &mut Vec<MountSpec>) {
     let is_dir = std::fs::symlink_metadata(t).is_ok_and(|m| m.is_dir());
     let Ok(entries) = std::fs::read_dir(t) else {
@@ -282,9 +283,9 @@ fn shown_from_host(base: &Policy, run: &Policy) -> Vec<(PathBuf, PathBuf)> {
 
 /// The binds a list of `(jail path, access)` needs, given where the host
 /// was shown (`shown`: jail path → host path, the last one wins) and what
-/// is on the host now (`is_dir`: None when missing). Files looked at and
-/// paths read that exist become read-only binds (a directory only looked
-/// at, none); a file written, a writable
+/// is on the host now (`is_dir`: None when missing). Files looked at or
+/// read that exist become read-only binds (a directory looked at or
+/// listed, none); a file written, a writable
 /// bind of it; an entry created, removed or renamed (or a write to what
 /// does not exist now), a writable bind of its nearest existing
 /// directory. [`COLLAPSE_AT`] read-only entries in one directory become
@@ -317,9 +318,11 @@ pub(super) fn reduce(
         };
         let here = is_dir(&host);
         let (h, writable) = match (*access, here) {
-            // A directory only looked at (stat, access, chdir) needs no
-            // bind of its own: binding it would show all of it.
-            ("look", Some(true)) => continue,
+            // A directory only looked at or listed (stat, chdir, open
+            // for reading) needs no bind of its own: binding it would show
+            // all of it. What was used in it is bound; its listing then
+            // shows that much.
+            ("look" | "read", Some(true)) => continue,
             ("look" | "read", Some(_)) => (host.clone(), false),
             ("look" | "read", None) => continue,
             ("write", Some(false)) => (host.clone(), true),
@@ -492,6 +495,8 @@ mod tests {
         let paths = vec![
             (PathBuf::from("/srv/in/data.txt"), "read"),
             (PathBuf::from("/srv/in/missing"), "look"),
+            (PathBuf::from("/srv/in"), "read"),
+            (PathBuf::from("/srv"), "look"),
             (PathBuf::from("/srv/out/new.txt"), "entry"),
             (PathBuf::from("/srv/out/new.txt"), "read"),
             (PathBuf::from("/etc/shadow"), "read"),
