@@ -507,11 +507,25 @@ fn a_command_that_does_not_run_writes_no_profile_and_leaves_nothing() {
         let file = profiles.join("p.toml");
         let o = run_in(who, &["--learn", s(&file)], &["/no/such/command"], b"");
         expect_code(&o, 127, "a missing command");
-        assert!(
-            stderr(&o).contains("stockade: learn: nothing written"),
-            "{}",
-            stderr(&o)
-        );
+        assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+        let left: Vec<_> = std::fs::read_dir(&profiles).unwrap().flatten().collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+        // Where user namespaces are refused, learning refuses to run (the
+        // host's trees could not be shown read-only, nor the hosts
+        // recorded): one line, nothing written, nothing left.
+        let o = common::wrapped(
+            &["chk_nouserns"],
+            who,
+            &["--learn", s(&file)],
+            &["/bin/sh", "-c", "echo RAN"],
+        )
+        .output()
+        .unwrap();
+        expect_code(&o, 125, "learning without user namespaces");
+        assert!(!stdout(&o).contains("RAN"));
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("stockade: create namespaces: "), "{err}");
         let left: Vec<_> = std::fs::read_dir(&profiles).unwrap().flatten().collect();
         assert!(left.is_empty(), "left behind: {left:?}");
     }

@@ -544,10 +544,10 @@ pub(super) fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32
             }
         ));
     }
+    // Learned only from a command that ran: else the error line above
+    // says why, and dropping `l` removes the temporary file.
     if let (Some(l), Some(run)) = (learning, &run) {
-        if o.status == Status::SetupError {
-            eprint_line("learn: nothing written: the command did not run");
-        } else {
+        if o.status != Status::SetupError {
             match l.commit(run, &o) {
                 Ok(line) => eprint_line(&line),
                 Err(e) => {
