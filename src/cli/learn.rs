@@ -30,10 +30,10 @@ use std::path::{Path, PathBuf};
 use crate::outcome::Outcome;
 use crate::policy::{self, MountSpec, Network, Policy, PolicyError};
 
-/// The host's trees a learning run shows, read-only, where they exist and
-/// the base root does not already put something there. The rest of the host (`/etc` beyond the
-/// base root's files, `/tmp`, `/run`, `/sys`, `/boot`, `/mnt`) is not
-/// shown.
+/// The host's trees a learning run shows, read-only, where they exist
+/// (around what the jail already has there: see [`read_only_trees`]). The
+/// rest of the host (`/etc` beyond the base root's files, `/tmp`, `/run`,
+/// `/sys`, `/boot`, `/mnt`) is not shown.
 pub const LEARN_TREES: &[&str] = &["/home", "/root", "/opt", "/srv", "/var", "/media", "/nix"];
 
 /// So many entries learned in one directory make it one bind.
@@ -158,7 +158,7 @@ pub(super) fn apply(p: &mut Policy) -> Result<(), PolicyError> {
     for t in LEARN_TREES {
         let t = Path::new(t);
         if !taken.iter().any(|d| t.starts_with(d)) {
-            overlays(t, &around, 0, &mut trees);
+            read_only_trees(t, &around, 0, &mut trees);
         }
     }
     p.mounts.splice(0..0, trees);
@@ -181,7 +181,7 @@ fn host_mount_points() -> Vec<PathBuf> {
 /// filesystem, often the machine's own business, such as
 /// /var/lib/docker; a bind inside a bind would need its mount point made
 /// in the host's directory). Unreadable directories are passed over.
-fn overlays(t: &Path, mounts: &[PathBuf], depth: usize, out: &mut Vec<MountSpec>) {
+fn read_only_trees(t: &Path, mounts: &[PathBuf], depth: usize, out: &mut Vec<MountSpec>) {
     let is_dir = std::fs::symlink_metadata(t).is_ok_and(|m| m.is_dir());
     let Ok(entries) = std::fs::read_dir(t) else {
         return;
@@ -201,7 +201,7 @@ fn overlays(t: &Path, mounts: &[PathBuf], depth: usize, out: &mut Vec<MountSpec>
     let mut children: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
     children.sort();
     for c in children {
-        overlays(&c, mounts, depth + 1, out);
+        read_only_trees(&c, mounts, depth + 1, out);
     }
 }
 
