@@ -16,6 +16,12 @@ pub mod egress;
 mod error;
 pub mod limits;
 mod root;
+
+/// Every mount of a jail of `p`, in order: the base root's, the workdir,
+/// the policy's own (what `Plan::build` lays out).
+pub(crate) fn mount_specs(p: &Policy) -> Vec<crate::policy::MountSpec> {
+    root::specs(p)
+}
 pub mod rundir;
 pub mod uids;
 

@@ -361,6 +361,10 @@ pub struct Policy {
     /// through stockade's proxy, and nothing else. Needs `Network::None`.
     #[serde(default)]
     pub allow_hosts: Vec<egress::AllowHost>,
+    /// Learning (`--learn`): the proxy runs even with no allowlist,
+    /// reaches any public host, and records those reached.
+    #[serde(default)]
+    pub egress_record: bool,
     /// Caller fds passed through to the payload under the same number.
     pub keep_fds: Vec<i32>,
     /// Caller fds the supervisor tells the jail's pid once it runs, as
@@ -551,6 +555,7 @@ impl Policy {
             hostname: DEFAULT_HOSTNAME.into(),
             network: Network::None,
             allow_hosts: Vec::new(),
+            egress_record: false,
             keep_fds: Vec::new(),
             pid_reports: Vec::new(),
             seccomp: SeccompPolicy::default(),

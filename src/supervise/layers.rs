@@ -97,11 +97,12 @@ fn namespace_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia) {
     );
 }
 
-/// The allowlist's network: only `lo`, the proxy on it, what it allows.
+/// The allowlist's network: only `lo`, the proxy on it, what it allows
+/// (`record`: `--learn`'s proxy, which reaches any public host).
 fn egress_detail(e: &crate::plan::egress::Egress) -> serde_json::Value {
     let allow: Vec<String> = e.allow.iter().map(|a| a.to_string()).collect();
     json!({
-        "network": "allowlist",
+        "network": if e.record { "record" } else { "allowlist" },
         "interfaces": ["lo"],
         "proxy": format!("127.0.0.1:{}", e.port),
         "allow": allow,
