@@ -110,6 +110,8 @@ pub struct Plan {
     /// (`Policy::caps_as_root`).
     pub keep_caps: u64,
     pub caps_as_root: bool,
+    /// `Policy::bounding_caps`.
+    pub bounding_caps: Option<u64>,
     /// Read-locked by init once the root is built (`Policy::lock_files`).
     pub lock_files: Vec<PathBuf>,
     /// Layers that must be applied.
@@ -625,6 +627,7 @@ impl Plan {
             lock_files: p.lock_files.clone(),
             keep_caps: p.keep_caps,
             caps_as_root: p.caps_as_root,
+            bounding_caps: p.bounding_caps,
             as_pid_1: p.as_pid_1 && !fallback,
             disable_userns: p.disable_userns && !fallback,
             assert_userns_disabled: p.assert_userns_disabled || p.disable_userns,

@@ -401,6 +401,11 @@ pub struct Policy {
     /// bwrap run by root without `--cap-add` or `--cap-drop` leaves them.
     #[serde(default)]
     pub caps_as_root: bool,
+    /// The bounding set when it is not `keep_caps`: bwrap run by root
+    /// without `--unshare-user` leaves the caller's (it drops from it only
+    /// in a user namespace of its own).
+    #[serde(default)]
+    pub bounding_caps: Option<u64>,
     /// Started by host root (not in a user namespace of its own): the
     /// binds of host paths are idmapped mounts on which files of host uid
     /// and gid 0 are the jail's uid and gid 0 (what bwrap run by root shows
@@ -573,6 +578,7 @@ impl Policy {
             lock_files: Vec::new(),
             keep_caps: 0,
             caps_as_root: false,
+            bounding_caps: None,
             idmap_root_binds: false,
             as_pid_1: false,
             disable_userns: false,

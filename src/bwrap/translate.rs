@@ -38,6 +38,7 @@ struct Pending {
 /// `bwrap`'s doc), or the first op refused.
 pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapError> {
     let mut p = Policy::with_defaults(argv);
+    let root = crate::sys::getuid() == 0;
     p.base = BaseRoot::Bare;
     p.env = std::env::vars_os().collect();
     p.network = Network::Host;
@@ -104,6 +105,9 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     }
     if let Some(prog) = ns.seccomp.take() {
         p.bpf_filters.push(prog);
+    }
+    if root && !ns.user {
+        p.bounding_caps = Some(caller_caps());
     }
     if ns.net && !ns.share_net {
         p.network = Network::None;

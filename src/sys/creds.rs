@@ -140,13 +140,16 @@ pub fn caps_left(bounding: usize) -> [usize; 5] {
 /// set, raised in the ambient set too so they survive execve for any uid
 /// (bwrap's `--cap-add`); with `inheritable` false, in the bounding,
 /// permitted and effective sets only (what uid 0 gets back at execve: bwrap
-/// run by root without `--cap-add`/`--cap-drop`). Returns how many the
-/// bounding set still holds.
-pub fn keep_only_caps(keep: u64, inheritable: bool) -> SysResult<usize> {
-    let kept: caps::CapsHashSet = caps::all()
-        .into_iter()
-        .filter(|c| c.index() < 64 && keep & (1u64 << c.index()) != 0)
-        .collect();
+/// run by root without `--cap-add`/`--cap-drop`); the bounding set keeps
+/// `bounding` too. Returns how many the bounding set still holds.
+pub fn keep_only_caps(keep: u64, inheritable: bool, bounding: u64) -> SysResult<usize> {
+    let of = |mask: u64| -> caps::CapsHashSet {
+        caps::all()
+            .into_iter()
+            .filter(|c| c.index() < 64 && mask & (1u64 << c.index()) != 0)
+            .collect()
+    };
+    let (kept, bounded) = (of(keep), of(bounding | keep));
     // A read that fails fails the step, as every setup failure does.
     let read_err = |c: caps::Capability| {
         move |_| {
@@ -158,7 +161,7 @@ pub fn keep_only_caps(keep: u64, inheritable: bool) -> SysResult<usize> {
         }
     };
     for c in caps::all() {
-        if !kept.contains(&c)
+        if !bounded.contains(&c)
             && caps::has_cap(None, caps::CapSet::Bounding, c).or_else(read_err(c))?
         {
             caps::drop(None, caps::CapSet::Bounding, c).or_else(|_| {
