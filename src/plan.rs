@@ -625,9 +625,15 @@ impl Plan {
             block_fd: p.block_fd,
             denials_fd: p.denials_fd,
             lock_files: p.lock_files.clone(),
-            keep_caps: p.keep_caps,
+            // Root's capabilities are kept inside the jail's user
+            // namespace only: the fallback's payload, no longer root,
+            // keeps none.
+            keep_caps: match fallback && outer.euid == 0 {
+                true => 0,
+                false => p.keep_caps,
+            },
             caps_as_root: p.caps_as_root,
-            bounding_caps: p.bounding_caps,
+            bounding_caps: p.bounding_caps.filter(|_| !fallback),
             as_pid_1: p.as_pid_1 && !fallback,
             disable_userns: p.disable_userns && !fallback,
             assert_userns_disabled: p.assert_userns_disabled || p.disable_userns,
