@@ -26,14 +26,22 @@ use crate::sys;
 const SUPERVISOR_GONE: Signal = Signal::SIGUSR1;
 
 /// Entry point of the cloned child. Never returns. `stdio`, when given,
-/// replaces stdout and stderr (the supervisor's capped pipes).
-pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, OwnedFd)>) -> ! {
+/// replaces stdout and stderr (the supervisor's capped pipes); `trees`,
+/// the binds' mount trees the supervisor idmapped (one per plan step, or
+/// none: see `supervise::idmap`), attached instead of clones of our own.
+pub fn main(
+    plan: &Plan,
+    ctl: OwnedFd,
+    rep: OwnedFd,
+    stdio: Option<(OwnedFd, OwnedFd)>,
+    trees: Vec<Option<rootfs::Idmapped>>,
+) -> ! {
     let report = Reporter::new(rep.as_raw_fd());
     sys::scrub_cmdline(b"stockade-init");
     take_stdio(stdio, report);
     // Open the bind sources while the supervisor writes the id maps: the
     // host checks them against our unchanged host credentials either way.
-    let sources = (!plan.fallback).then(|| rootfs::open_sources(plan).or_fail(report));
+    let sources = (!plan.fallback).then(|| rootfs::open_sources(plan, trees).or_fail(report));
     wait_for_go(&ctl).or_fail(report);
     if !plan.fallback {
         caps::become_jail_user(plan.inner_uid, plan.inner_gid)

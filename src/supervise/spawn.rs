@@ -14,7 +14,7 @@ use super::learn::{self, Learner};
 use super::proxy::{Denials, Proxy};
 use super::pump::Output;
 use super::watch::{has_status, Watch};
-use super::{cgroup, classify, layers, namespaces, report};
+use super::{cgroup, classify, idmap, layers, namespaces, report};
 use crate::jail::proto;
 use crate::outcome::Outcome;
 use crate::plan::{Plan, Resources, SetupError};
@@ -87,12 +87,17 @@ fn run_inner(
     let mut learner = listener(plan, seccomp);
     // Init scrubs its copy of our command line (see sys::scrub_cmdline).
     sys::record_argv_range_from_proc();
+    // Started by host root (bwrap's): the binds' trees, idmapped here,
+    // where host root may (init attaches them).
+    let trees = idmap::trees(plan);
     // 3. Clone into the new namespaces (all but the network's: see 4).
     let (cloned, via) = clone(plan, cg.as_ref())?;
     let (pid, pidfd) = match cloned {
-        Cloned::Child => channels.enter_jail(plan),
+        Cloned::Child => channels.enter_jail(plan, trees),
         Cloned::Parent { pid, pidfd } => (pid, pidfd),
     };
+    // Init has its own copies.
+    drop(trees);
     let ours = channels.ours();
     if let Some(l) = &mut learner {
         l.close_child_end();
