@@ -436,6 +436,15 @@ fn run_all(tag: &str, who: Who, bwrap: &Path, src: &Path, build: &Path) -> Resul
                 .env("G_TEST_BUILDDIR", build)
                 .current_dir(src.join("tests")),
         );
+        // A script stopped by its time limit leaves its sandboxes behind
+        // (test-specifying-*'s first sandbox waits on a pipe forever).
+        let killed = kill_orphans(bwrap);
+        if killed > 0 {
+            logs::note(
+                &log,
+                &format!("xtask: killed {killed} orphaned {}", bwrap.display()),
+            );
+        }
         let (taps, stopped) = parse_tap(&logs::read(&log));
         let ok = ran.unwrap_or(false) && !taps.is_empty();
         let n_ok = taps.iter().filter(|t| t.res == Res::Ok).count();
@@ -443,6 +452,38 @@ fn run_all(tag: &str, who: Who, bwrap: &Path, src: &Path, build: &Path) -> Resul
         all.insert(script.to_string(), (taps, stopped));
     }
     all
+}
+
+/// Kills every orphaned process (its parent is init) running the binary
+/// `bwrap` resolves to: what a script left when its time ran out. Only
+/// this run's binaries are matched (the real bwrap it built, the stockade
+/// build the link points at), and the scripts run one at a time. Returns
+/// how many were signalled.
+fn kill_orphans(bwrap: &Path) -> usize {
+    let Ok(exe) = fs::canonicalize(bwrap) else {
+        return 0;
+    };
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut pids = Vec::new();
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The fields after the command's closing parenthesis: state, ppid.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1));
+        if ppid == Some("1") && fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe) {
+            pids.push(pid.to_string());
+        }
+    }
+    if !pids.is_empty() {
+        let _ = Command::new("kill").arg("-KILL").args(&pids).status();
+    }
+    pids.len()
 }
 
 type Results = BTreeMap<String, (Vec<Tap>, String)>;
