@@ -481,6 +481,76 @@ fn under_the_rlimit_rung_the_tmpfs_mounts_count_against_memory() {
 }
 
 #[test]
+fn under_the_rlimit_rung_sysv_ipc_counts_against_memory() {
+    let test = "under_the_rlimit_rung_sysv_ipc_counts_against_memory";
+    if !common::is_root() {
+        common::skip(test, "not root: cannot start stockade as uid 65534");
+        return;
+    }
+    // A hostile payload: raise the IPC namespace's limits, then hold what
+    // it can in SysV shm segments (filled, detached, kept), SysV message
+    // queues and POSIX message queues, none of it in its address space.
+    let hog = common::c_payload("ipc_hog");
+    let mut c = common::stockade(Who::Nobody);
+    c.args(["run", "--report", "-", "--memory", "64m", "--ro-bind"])
+        .arg(format!("{}:/ipc_hog", hog.display()))
+        .args(["--", "/bin/sh", "-c"])
+        .arg("/ipc_hog; grep -E 'Max (address space|msgqueue size)' /proc/self/limits");
+    let o = c.output().expect("start stockade");
+    let v = common::last_json(&o);
+    let m = limit(&v, "memory");
+    if m["enforced_by"] != "rlimit_as" {
+        common::skip(
+            test,
+            &format!("uid 65534 gets a cgroup rung on this host: {m}"),
+        );
+        return;
+    }
+    assert_eq!(v["status"], "exited", "{v}");
+    let why = m["why"].as_str().unwrap();
+    assert!(
+        why.contains("+ SysV IPC and POSIX message queues "),
+        "{why}"
+    );
+    assert!(v.get("warnings").is_none(), "{v}");
+    let out = v["stdout"]["data"].as_str().unwrap_or_default().to_string();
+    let num = |key: &str| -> u64 {
+        out.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{key}: {out}"))
+    };
+    let limit_of = |key: &str| -> u64 {
+        out.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{key}: {out}"))
+    };
+    // The limits stayed as init wrote them.
+    assert_eq!(num("raised "), 0, "{out}");
+    let (shm, msg, mq) = (num("shm "), num("msg "), num("mq "));
+    // It got some (the bounds are not a refusal), and no more than its
+    // share: with the tmpfs mounts and RLIMIT_AS, within --memory.
+    assert!(shm > 0 && msg > 0, "{out}");
+    // /tmp's share (the other tmpfs mounts' are in `why`).
+    let tmpfs = v["limits"]["tmp_size"]["limit"].as_u64().unwrap();
+    let as_limit = limit_of("Max address space");
+    assert!(
+        limit_of("Max msgqueue size") >= mq,
+        "POSIX queues past RLIMIT_MSGQUEUE: {out}"
+    );
+    assert!(
+        shm + msg + mq + as_limit + tmpfs <= 64 << 20,
+        "shm {shm} + msg {msg} + mq {mq} + RLIMIT_AS {as_limit} + /tmp {tmpfs}: {out}"
+    );
+    assert!(
+        shm <= 8 << 20,
+        "SysV shm {shm} past an eighth of --memory: {out}"
+    );
+}
+
+#[test]
 fn require_cgroup_accepts_the_v1_rung() {
     let test = "require_cgroup_accepts_the_v1_rung";
     if v1_host(test).is_none() || !common::is_root() {

@@ -51,3 +51,15 @@ pub fn enter_netns(ns: &OwnedFd) -> SysResult<()> {
 pub fn sethostname(name: &str) -> SysResult<()> {
     nix::unistd::sethostname(name).or_else(|e| err("sethostname", name, e))
 }
+
+/// A new IPC namespace for the caller, owned by its user namespace.
+pub fn unshare_ipcns() -> SysResult<()> {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWIPC)
+        .or_else(|e| err("unshare", "CLONE_NEWIPC", e))
+}
+
+/// Move the calling thread into the IPC namespace `ns`.
+pub fn enter_ipcns(ns: &OwnedFd) -> SysResult<()> {
+    nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWIPC)
+        .or_else(|e| err("setns", "CLONE_NEWIPC", e))
+}
