@@ -8,7 +8,7 @@
 //!    list of tests of every test binary;
 //!    (the Python client's tests run inside `tests/serve_python.rs`, against
 //!    a real server);
-//! 3. `cargo xtask vm-test` (cgroup v2 limits inside a small VM);
+//! 3. `cargo xtask vm-test` (cgroup v2, then cgroup v1 limits inside a small VM);
 //! 4. `cargo xtask docker-test` (inside a real Docker engine).
 //!
 //! Each step's full output goes to `target/xtask-logs/<step>.log`, package
