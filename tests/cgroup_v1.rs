@@ -551,6 +551,44 @@ fn under_the_rlimit_rung_sysv_ipc_counts_against_memory() {
 }
 
 #[test]
+fn where_the_ipc_limits_cannot_be_written_the_outcome_says_they_are_not_bounded() {
+    let test = "where_the_ipc_limits_cannot_be_written_the_outcome_says_they_are_not_bounded";
+    if !common::is_root() {
+        common::skip(test, "not root: cannot make /proc/sys read-only");
+        return;
+    }
+    // stockade as uid 65534 where the host's /proc/sys is read-only (as in
+    // many containers): the IPC namespace's limits cannot be written.
+    let mut c = common::wrapped(
+        &["ro_procsys"],
+        Who::Root,
+        &["--report", "-", "--memory", "64m"],
+        &["/bin/sh", "-c", "echo ran"],
+    );
+    let v = common::last_json(&c.output().expect("start stockade"));
+    let m = limit(&v, "memory");
+    if m["enforced_by"] != "rlimit_as" {
+        common::skip(test, &format!("uid 65534 gets a cgroup rung: {m}"));
+        return;
+    }
+    // The run goes on, and says what is not bounded and why.
+    assert_eq!(v["status"], "exited", "{v}");
+    assert_eq!(v["stdout"]["data"], "ran\n", "{v}");
+    let line = "the jail's SysV IPC and POSIX message queues are not bounded (";
+    let why = m["why"].as_str().unwrap();
+    assert!(why.contains(line) && why.contains("kernel.shmmax"), "{why}");
+    let warnings = v["warnings"].as_array().expect("a warning");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with(line)),
+        "{warnings:?}"
+    );
+    let ipc = &v["layers"]["ipc_namespace"]["detail"];
+    assert_eq!(ipc["bounded"], false, "{v}");
+}
+
+#[test]
 fn require_cgroup_accepts_the_v1_rung() {
     let test = "require_cgroup_accepts_the_v1_rung";
     if v1_host(test).is_none() || !common::is_root() {
