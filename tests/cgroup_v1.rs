@@ -495,7 +495,9 @@ fn under_the_rlimit_rung_sysv_ipc_counts_against_memory() {
     c.args(["run", "--report", "-", "--memory", "64m", "--ro-bind"])
         .arg(format!("{}:/ipc_hog", hog.display()))
         .args(["--", "/bin/sh", "-c"])
-        .arg("/ipc_hog; grep -E 'Max (address space|msgqueue size)' /proc/self/limits");
+        .arg(
+            "/ipc_hog; echo pid=$$; grep -E 'Max (address space|msgqueue size)' /proc/self/limits",
+        );
     let o = c.output().expect("start stockade");
     let v = common::last_json(&o);
     let m = limit(&v, "memory");
@@ -527,8 +529,10 @@ fn under_the_rlimit_rung_sysv_ipc_counts_against_memory() {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{key}: {out}"))
     };
-    // The limits stayed as init wrote them.
+    // The limits stayed as init wrote them; the helper that wrote them
+    // did not take the payload's pid.
     assert_eq!(num("raised "), 0, "{out}");
+    assert_eq!(num("pid="), 2, "{out}");
     let (shm, msg, mq) = (num("shm "), num("msg "), num("mq "));
     // It got some (the bounds are not a refusal), and no more than its
     // share: with the tmpfs mounts and RLIMIT_AS, within --memory.

@@ -24,12 +24,18 @@ use std::path::Path;
 use crate::plan::Plan;
 use crate::sys;
 
+/// The helper's pid in the jail (below the smallest pid_max, 301).
+const HELPER_PID: i32 = 300;
+
 /// Join an IPC namespace bounded by `plan.ipc_sysctls`. Err: why it could
 /// not be made (the payload then keeps the jail's own, unbounded).
 pub fn bound(plan: &Plan) -> Result<(), String> {
     let (ours, theirs) =
         sys::fdpass::socketpair(libc::SOCK_SEQPACKET).map_err(|e| e.to_string())?;
-    match sys::fork_single_threaded().map_err(|e| e.to_string())? {
+    // The helper takes a pid of our choosing, so the payload is still pid
+    // 2 (a plain fork where the kernel refuses to choose).
+    let forked = sys::fork_with_pid(HELPER_PID).or_else(|_| sys::fork_single_threaded());
+    match forked.map_err(|e| e.to_string())? {
         None => {
             drop(ours);
             let code = match helper(plan, &theirs) {
