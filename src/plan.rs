@@ -141,6 +141,9 @@ pub struct Plan {
     pub stdout_in_report: bool,
     /// /tmp's size cap, for the outcome.
     pub tmp_size: u64,
+    /// Under the rlimit rung: the limits init writes in the jail's IPC
+    /// namespace (path under /proc/sys, value), see `limits::ipc_share`.
+    pub ipc_sysctls: Vec<(&'static str, String)>,
     /// No namespaces could be had: the payload runs on the host's file
     /// system behind Landlock, seccomp and rlimits only.
     pub fallback: bool,
@@ -594,6 +597,7 @@ impl Plan {
             capture: p.capture || stdout_in_report,
             stdout_in_report,
             tmp_size: p.tmp_size,
+            ipc_sysctls: Vec::new(),
             landlock: !p.landlock.disabled,
             landlock_deny_tcp: p.network != Network::Host,
             seccomp,

@@ -218,6 +218,25 @@ fn record_payload_layer(o: &mut Outcome, record: LayerRecord) {
             let report = unavailable(json!({ "status": "unavailable", "why": why }));
             o.layers.insert("proc", report);
         }
+        LayerRecord::IpcUnbounded { why } => {
+            let line = format!(
+                "the jail's SysV IPC and POSIX message queues are not bounded ({why}): they do not count against --memory"
+            );
+            if let Some(r) = o.limits.get_mut("memory") {
+                r.why = Some(match r.why.take() {
+                    Some(w) => format!("{w}; {line}"),
+                    None => line.clone(),
+                });
+            }
+            if let Some(l) = o.layers.get_mut("ipc_namespace") {
+                if !l.detail.is_object() {
+                    l.detail = json!({});
+                }
+                l.detail["bounded"] = json!(false);
+                l.detail["why"] = json!(why);
+            }
+            o.warnings.push(line);
+        }
     }
 }
 

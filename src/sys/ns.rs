@@ -104,3 +104,15 @@ pub fn userns_with_maps(uid_map: &str, gid_map: &str) -> SysResult<OwnedFd> {
     let _ = super::waitpid(pid, false);
     opened
 }
+
+/// A new IPC namespace for the caller, owned by its user namespace.
+pub fn unshare_ipcns() -> SysResult<()> {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWIPC)
+        .or_else(|e| err("unshare", "CLONE_NEWIPC", e))
+}
+
+/// Move the calling thread into the IPC namespace `ns`.
+pub fn enter_ipcns(ns: &OwnedFd) -> SysResult<()> {
+    nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWIPC)
+        .or_else(|e| err("setns", "CLONE_NEWIPC", e))
+}

@@ -12,7 +12,7 @@
 //!    (`cargo xtask bwrap-test`'s, as root and as uid 65534), each test
 //!    counted against the real bwrap 0.12 on the same host (see
 //!    `bwrap_test::verdict`);
-//! 4. `cargo xtask vm-test` (cgroup v2 limits inside a small VM);
+//! 4. `cargo xtask vm-test` (cgroup v2, then cgroup v1 limits inside a small VM);
 //! 5. `cargo xtask docker-test` (inside a real Docker engine).
 //!
 //! Each step's full output goes to `target/xtask-logs/<step>.log`, package
