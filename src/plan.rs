@@ -87,6 +87,15 @@ pub struct Plan {
     pub landlock: bool,
     /// Deny TCP bind/connect through Landlock (every network but `host`).
     pub landlock_deny_tcp: bool,
+    /// The supervisor reads the kernel's Landlock audit records (its socket
+    /// in [`Resources::audit`]): the payload takes this name before it
+    /// enforces its domain (the domain's creation record carries it: this
+    /// run's domain, told from every other) and asks for denials after
+    /// execve to be logged.
+    pub landlock_log_tag: Option<CString>,
+    /// Landlock is on and its denials cannot be recorded: why (for the
+    /// outcome's `denials_unrecorded`).
+    pub landlock_unrecorded: Option<String>,
     /// The compiled seccomp filter, if any.
     pub seccomp: Option<crate::seccomp::Compiled>,
     /// The caller's own BPF programs (`Policy::bpf_filters`), installed in
@@ -178,6 +187,8 @@ pub struct Resources {
     pub seccomp: Option<(OwnedFd, OwnedFd)>,
     /// The fallback's run directory: removed, its tmpfs detached, on drop.
     pub run_dir: Option<rundir::RunDir>,
+    /// A socket on the kernel's audit read-log (`Plan::landlock_log_tag`).
+    pub audit: Option<OwnedFd>,
 }
 
 /// The host ids the jail's ids map to.
@@ -484,7 +495,30 @@ impl Plan {
         let mut plan = Plan::draft(p, fallback, &mut res)?;
         limits::enforce(&mut plan, &mut res)?;
         plan.open_seccomp_channel(&mut res)?;
+        plan.open_audit(&mut res);
         Ok((plan, res))
+    }
+
+    /// With Landlock on: the audit read-log socket its denials are read
+    /// from, and the payload's tag; or why they cannot be read.
+    fn open_audit(&mut self, res: &mut Resources) {
+        if !self.landlock {
+            return;
+        }
+        match landlock_audit() {
+            Ok(fd) => {
+                let tag = sys::random_bytes::<6>()
+                    .map(|b| b.iter().map(|x| format!("{x:02x}")).collect::<String>());
+                match tag {
+                    Ok(t) => {
+                        self.landlock_log_tag = CString::new(format!("sk{t}")).ok();
+                        res.audit = Some(fd);
+                    }
+                    Err(e) => self.landlock_unrecorded = Some(e.to_string()),
+                }
+            }
+            Err(why) => self.landlock_unrecorded = Some(why),
+        }
     }
 
     /// The socket pair the payload sends its seccomp listener over, when
@@ -558,6 +592,8 @@ impl Plan {
             tmp_size: p.tmp_size,
             landlock: !p.landlock.disabled,
             landlock_deny_tcp: p.network != Network::Host,
+            landlock_log_tag: None,
+            landlock_unrecorded: None,
             seccomp,
             require,
             masked,
@@ -614,4 +650,25 @@ fn sock_filters(bytes: &[u8]) -> Vec<libc::sock_filter> {
             k: u32::from_ne_bytes([b[4], b[5], b[6], b[7]]),
         })
         .collect()
+}
+
+/// A socket on the kernel's audit read-log, where Landlock's denial
+/// records can be read; or why they cannot be (in the outcome's words).
+/// Nothing here changes the host's audit settings.
+fn landlock_audit() -> Result<OwnedFd, String> {
+    let abi = sys::landlock::abi_version().map_err(|e| format!("Landlock: {e}"))?;
+    if abi < 7 {
+        return Err(format!(
+            "Landlock ABI {abi} writes no audit records (ABI 7, Linux 6.15, does)"
+        ));
+    }
+    let fd = sys::audit::open_readlog(1 << 20).map_err(|e| match e.errno {
+        sys::Errno::EPERM => "reading the kernel's audit records needs CAP_AUDIT_READ in the initial user namespace, which stockade does not have here".to_string(),
+        _ => format!("cannot read the kernel's audit records: {e}"),
+    })?;
+    match sys::audit::audit_enabled() {
+        Ok(0) => Err("the kernel's audit is disabled on this host, so Landlock writes no records (`auditctl -e 1` enables it; stockade leaves the host's audit settings as they are)".into()),
+        Ok(_) => Ok(fd),
+        Err(e) => Err(format!("cannot ask the kernel whether audit is enabled: {e}")),
+    }
 }

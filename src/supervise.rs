@@ -7,12 +7,14 @@
 
 #![deny(unsafe_code)]
 
+mod audit;
 pub mod cgroup;
 mod channels;
 pub mod classify;
 mod deadline;
 pub mod layers;
 pub mod learn;
+mod lines;
 pub mod namespaces;
 mod proxy;
 mod pump;

@@ -31,6 +31,8 @@ pub use nix::errno::Errno;
 #[allow(unsafe_code)]
 pub mod at;
 #[allow(unsafe_code)]
+pub mod audit;
+#[allow(unsafe_code)]
 pub mod cgroup;
 #[allow(unsafe_code)]
 pub mod fdpass;

@@ -161,8 +161,14 @@ fn apply_landlock(plan: &Plan) -> Result<Report, JailError> {
     let required = plan.require.contains(&Layer::Landlock);
     let mounts = (!plan.fallback).then_some(plan.mount_points.as_slice());
     let proxy = plan.egress.as_ref().map(|e| e.port);
-    let record = match landlock::apply(&plan.landlock_rules, plan.landlock_deny_tcp, proxy, mounts)
-    {
+    let tag = plan.landlock_log_tag.as_deref();
+    let record = match landlock::apply(
+        &plan.landlock_rules,
+        plan.landlock_deny_tcp,
+        proxy,
+        mounts,
+        tag,
+    ) {
         Ok(r) if required && r.status != Enforced::Fully => {
             return Err(JailError::LandlockWeak(Box::new(r)))
         }

@@ -9,8 +9,10 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
+use super::audit::AuditLog;
 use super::channels::Channels;
 use super::learn::{self, Learner};
+use super::lines::Lines;
 use super::proxy::{Denials, Proxy};
 use super::pump::Output;
 use super::watch::{has_status, Watch};
@@ -54,8 +56,19 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
         cgroup,
         seccomp,
         run_dir,
+        audit,
     } = res;
-    match run_inner(plan, cgroup, seccomp, &mut o, start, control) {
+    if let Some(why) = &plan.landlock_unrecorded {
+        o.denials_unrecorded.insert("landlock".into(), why.clone());
+    }
+    let lines = Lines::to(plan.denials_fd);
+    let audit = match (audit, &plan.landlock_log_tag) {
+        (Some(fd), Some(tag)) => Some(AuditLog::new(fd, tag, lines.clone())),
+        _ => None,
+    };
+    let got = run_inner(plan, cgroup, seccomp, audit, &lines, &mut o, start, control);
+    o.denial_lines_dropped = lines.finish();
+    match got {
         Ok(()) => {}
         Err(RunError::Setup(e)) => o.set_setup_error(&e),
         Err(RunError::Refused { errno, why }) => return Spawned::Refused { errno, why },
@@ -71,10 +84,13 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
     Spawned::Ran(Box::new(o))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_inner(
     plan: &Plan,
     mut cg: Option<cgroup::RunCgroup>,
     seccomp: Option<(OwnedFd, OwnedFd)>,
+    audit: Option<AuditLog>,
+    lines: &Lines,
     o: &mut Outcome,
     start: Instant,
     control: Option<RawFd>,
@@ -84,7 +100,7 @@ fn run_inner(
     // 2. Channels: control socket, report pipe, output pipes, signals;
     //    the seccomp listener's socket.
     let channels = Channels::open(plan)?;
-    let mut learner = listener(plan, seccomp);
+    let mut learner = listener(plan, seccomp, lines);
     // Init scrubs its copy of our command line (see sys::scrub_cmdline).
     sys::record_argv_range_from_proc();
     // 3. Clone into the new namespaces (all but the network's: see 4).
@@ -113,10 +129,11 @@ fn run_inner(
     };
     tell_pid(plan, pid, namespaces, net);
     // The egress proxy (threads from here on: see supervise::proxy).
-    let proxy = start_proxy(plan, listener)?;
+    let proxy = start_proxy(plan, listener, lines)?;
     // 5. Wait, pumping output and watching the deadline.
     let output = Output::new(plan, ours.out, ours.err);
     let mut w = Watch::new(plan, pidfd, ours.ctl, output, learner, cg, control, start);
+    w.audit = audit;
     let reports = w.wait(&ours.rep, &ours.sfd);
     w.meter_last();
     if let Some(p) = proxy {
@@ -127,6 +144,7 @@ fn run_inner(
     let waited = reap_init(pid, &w, &decoded)?;
     let cg_stats = w.cg.take().map(|c| remove_cgroup(c, o));
     let (violation, unix_report, unheard) = finish_listener(&mut w, o);
+    finish_audit(&mut w, o);
     // 7. What happened: usage, the payload's records and layers, then the
     //    status.
     let ended = Ended {
@@ -174,11 +192,15 @@ fn tell_pid(plan: &Plan, pid: i32, namespaces: Vec<(&'static str, u64)>, net: Op
 }
 
 /// The egress proxy on the listener made in the jail's network namespace.
-fn start_proxy(plan: &Plan, listener: Option<OwnedFd>) -> Result<Option<Proxy>, SetupError> {
+fn start_proxy(
+    plan: &Plan,
+    listener: Option<OwnedFd>,
+    lines: &Lines,
+) -> Result<Option<Proxy>, SetupError> {
     let (Some(l), Some(e)) = (listener, plan.egress.as_ref()) else {
         return Ok(None);
     };
-    Proxy::start(l, e.clone(), plan.denials_fd)
+    Proxy::start(l, e.clone(), lines.clone())
         .map(Some)
         .map_err(|e| SetupError::io("network", "egress proxy", &e))
 }
@@ -188,6 +210,7 @@ fn start_proxy(plan: &Plan, listener: Option<OwnedFd>) -> Result<Option<Proxy>, 
 fn record_denials(d: Denials, o: &mut Outcome) {
     o.denials.extend(d.list);
     if d.more > 0 {
+        o.denials_more.insert("network".into(), d.more);
         o.warnings.push(format!(
             "{} more network denials not recorded (the first {} are)",
             d.more,
@@ -216,11 +239,11 @@ fn ns_inodes(plan: &Plan, pid: i32) -> Vec<(&'static str, u64)> {
 
 /// The supervisor's end of the seccomp listener (every mode, mediation),
 /// over the plan's socket pair.
-fn listener(plan: &Plan, sockets: Option<(OwnedFd, OwnedFd)>) -> Option<Learner> {
+fn listener(plan: &Plan, sockets: Option<(OwnedFd, OwnedFd)>, lines: &Lines) -> Option<Learner> {
     let c = plan.seccomp.as_ref()?;
     let sockets = sockets?;
     let mut l = Learner::for_compiled(c, sockets, plan.fallback_ids, plan.network == Network::Host);
-    l.send_lines_to(plan.denials_fd);
+    l.send_lines_to(lines.clone());
     Some(l)
 }
 
@@ -307,6 +330,7 @@ fn finish_listener(
         }
         o.denials.extend(heard.denials);
         if heard.more > 0 {
+            o.denials_more.insert("seccomp".into(), heard.more);
             o.warnings.push(format!(
                 "{} more refused syscalls not recorded (the first {} syscall and thread pairs are)",
                 heard.more,
@@ -315,6 +339,22 @@ fn finish_listener(
         }
     }
     (violation, unix_report, unheard)
+}
+
+/// The Landlock audit reader's last word (the jail is gone): this run's
+/// Landlock refusals, and how many more the kernel counted.
+fn finish_audit(w: &mut Watch, o: &mut Outcome) {
+    let Some(a) = w.audit.take() else { return };
+    let heard = a.finish();
+    o.denials.extend(heard.denials);
+    if heard.more > 0 {
+        o.denials_more.insert("landlock".into(), heard.more);
+    }
+    if heard.lost {
+        o.warnings.push(
+            "landlock: some audit records were dropped before stockade could read them (the socket's buffer overflowed); the Landlock denials listed are not all".into(),
+        );
+    }
 }
 
 /// What the wait left for [`conclude`].
@@ -356,6 +396,10 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
         return Ok(());
     }
     if unheard {
+        o.denials_unrecorded.insert(
+            "seccomp".into(),
+            "another seccomp filter of this process tree has the one listener it may have; the kernel refused syscalls alone".into(),
+        );
         o.warnings.push(
             "seccomp: refused syscalls were not recorded (another seccomp filter of this process tree has the one listener it may have; the kernel refused them alone)".into(),
         );

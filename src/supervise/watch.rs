@@ -51,6 +51,8 @@ pub(super) struct Watch {
     held: Option<Option<Duration>>,
     /// Bytes read from the asker's socket, not yet a whole record.
     asked: Vec<u8>,
+    /// The reader of this run's Landlock audit records.
+    pub(super) audit: Option<super::audit::AuditLog>,
 }
 
 /// What the jail wrote on the report pipe.
@@ -94,6 +96,9 @@ const STDERR: usize = 4;
 /// Two: the learner's socket or listener, and the connect agent.
 const LISTENER: usize = 5;
 const CONTROL: usize = 7;
+const AUDIT: usize = 8;
+/// The size of the poll set.
+const POLLED: usize = 9;
 
 fn pollin(fd: RawFd) -> libc::pollfd {
     libc::pollfd {
@@ -143,6 +148,7 @@ impl Watch {
             disk_hit: false,
             held,
             asked: Vec::new(),
+            audit: None,
         }
     }
 
@@ -299,7 +305,7 @@ impl Watch {
         })
     }
 
-    fn poll_set(&self, rep: &OwnedFd, r: &Reports, sfd: &SignalFd) -> [libc::pollfd; 8] {
+    fn poll_set(&self, rep: &OwnedFd, r: &Reports, sfd: &SignalFd) -> [libc::pollfd; POLLED] {
         let fd_or = |open: bool, fd: RawFd| if open { fd } else { -1 };
         let lfds = self.learner.as_ref().map(|l| l.fds()).unwrap_or_default();
         let lfd = |i: usize| lfds.get(i).copied().unwrap_or(-1);
@@ -313,13 +319,14 @@ impl Watch {
             pollin(lfd(0)),
             pollin(lfd(1)),
             pollin(self.control.unwrap_or(-1)),
+            pollin(self.audit.as_ref().and_then(|a| a.fd()).unwrap_or(-1)),
         ]
     }
 
     /// Handle what poll found ready. True when init has just exited.
     fn dispatch(
         &mut self,
-        fds: &[libc::pollfd; 8],
+        fds: &[libc::pollfd; POLLED],
         rep: &OwnedFd,
         r: &mut Reports,
         sfd: &SignalFd,
@@ -344,6 +351,11 @@ impl Watch {
             }
         }
         self.on_listener(&fds[LISTENER..LISTENER + 2]);
+        if fds[AUDIT].revents != 0 {
+            if let Some(a) = self.audit.as_mut() {
+                a.on_ready();
+            }
+        }
         if fds[PIDFD].revents != 0 && !self.init_done {
             self.init_done = true;
             return true;
