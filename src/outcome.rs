@@ -228,11 +228,11 @@ pub enum Denial {
         count: u64,
     },
     /// An access to a masked path (`--deny`, `--deny-glob`) that could be
-    /// seen: `path` the jail path covered, `access` `open` (the cover
-    /// was opened: a read of the file, or of the directory's entries,
-    /// found it empty) or `read` (its contents or entries were read), and
-    /// how many times. What touches a cover without opening it (a stat)
-    /// is not seen.
+    /// seen: `path` the jail path covered, `access` `open` (the cover, an
+    /// empty file or directory, was opened: to be read or listed), and
+    /// how many times (at least: see `supervise::masks`). What touches a
+    /// cover without opening it (a stat, an open for writing the
+    /// read-only cover refuses first) is not seen.
     Mask {
         path: String,
         access: String,

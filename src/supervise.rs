@@ -15,6 +15,7 @@ mod deadline;
 pub mod layers;
 pub mod learn;
 mod lines;
+mod masks;
 pub mod namespaces;
 mod proxy;
 mod pump;

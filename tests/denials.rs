@@ -519,3 +519,151 @@ fn a_stalled_denials_reader_does_not_hold_the_run() {
         assert_eq!(r["denial_lines_dropped"], 256, "{who:?}: {r}");
     }
 }
+
+/// A project every user can read: `.env`, `sub/.env`, `secrets/key`.
+fn project(tag: &str) -> Scratch {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::new(tag).world_writable();
+    let p = s.path();
+    std::fs::create_dir_all(p.join("sub")).unwrap();
+    std::fs::create_dir_all(p.join("secrets")).unwrap();
+    for (f, text) in [
+        (".env", "SECRET-ENV\n"),
+        ("sub/.env", "SECRET-SUB\n"),
+        ("secrets/key", "SECRET-KEY\n"),
+        ("a.txt", "sibling\n"),
+    ] {
+        std::fs::write(p.join(f), text).unwrap();
+        std::fs::set_permissions(p.join(f), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    for d in ["sub", "secrets"] {
+        std::fs::set_permissions(p.join(d), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    s
+}
+
+fn mask_denials(r: &Value) -> Vec<(String, String, u64)> {
+    r["denials"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|d| d["kind"] == "mask")
+                .map(|d| {
+                    (
+                        d["path"].as_str().unwrap_or("").to_string(),
+                        d["access"].as_str().unwrap_or("").to_string(),
+                        d["count"].as_u64().unwrap_or(0),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The payload opens a masked `.env` (twice) and lists a masked
+/// directory: each is recorded with its jail path and count. A stat of a
+/// masked file is not an open, and is not seen (the README says so).
+#[test]
+fn opening_a_masked_path_records_a_mask_access() {
+    for who in common::users("opening_a_masked_path_records_a_mask_access") {
+        let s = project("denials-mask");
+        let p = s.path().display().to_string();
+        let bind = format!("{p}:/work");
+        let secrets = format!("{p}/secrets");
+        let flags = [
+            "--ro-bind",
+            &bind,
+            "--deny-glob",
+            "**/.env",
+            "--deny",
+            &secrets,
+        ];
+        let script = "cat /work/.env; cat /work/.env; ls /work/secrets; stat /work/sub/.env >/dev/null; cat /work/a.txt";
+        let o = run(&[], who, &flags, &["/bin/sh", "-c", script]);
+        let r = common::last_json(&o);
+        assert_eq!(r["exit_code"], 0, "{who:?}: {r}");
+        let out = r["stdout"]["data"].as_str().unwrap_or("");
+        assert!(!out.contains("SECRET"), "{who:?}: {out}");
+        assert!(out.contains("sibling"), "{who:?}: {out}");
+        let mut got = mask_denials(&r);
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                ("/work/.env".into(), "open".into(), 2),
+                ("/work/secrets".into(), "open".into(), 1),
+            ],
+            "{who:?}: {r}"
+        );
+        assert!(
+            r["denials_unrecorded"].get("mask").is_none(),
+            "{who:?}: {r}"
+        );
+    }
+}
+
+/// 100k opens of a masked file: one record, bounded, the run ends
+/// normally; and the attempts reach --denials-fd as one JSON line.
+#[test]
+fn a_flood_of_masked_opens_stays_bounded_and_reaches_the_denials_fd() {
+    let flood = common::c_payload("flood");
+    for who in common::users("a_flood_of_masked_opens_stays_bounded_and_reaches_the_denials_fd") {
+        let s = project("denials-mask-flood");
+        let p = s.path().display().to_string();
+        let flags = format!(
+            "--ro-bind {p}:/work --deny-glob '**/.env' --ro-bind {}:/flood",
+            flood.display()
+        );
+        let (o, lines) = lines_on_fd(who, &flags, "/flood open /work/.env 0 100000", s.path());
+        let r = common::last_json(&o);
+        assert_eq!(
+            (r["status"].as_str(), r["exit_code"].as_i64()),
+            (Some("exited"), Some(0)),
+            "{who:?}: {r}"
+        );
+        assert_eq!(
+            flood_said(&o),
+            (0, 100_000),
+            "{who:?}: the cover opens (empty)"
+        );
+        let got = mask_denials(&r);
+        assert_eq!(got.len(), 1, "{who:?}: {got:?}");
+        assert_eq!(
+            (got[0].0.as_str(), got[0].1.as_str()),
+            ("/work/.env", "open")
+        );
+        // At least one, never more than were made.
+        assert!((1..=100_000).contains(&got[0].2), "{who:?}: {got:?}");
+        let ml: Vec<&Value> = lines.iter().filter(|l| l["kind"] == "mask").collect();
+        assert_eq!(ml.len(), 1, "{who:?}: {lines:?}");
+        assert_eq!(ml[0]["path"], "/work/.env", "{who:?}");
+    }
+}
+
+/// In the fallback nothing can be mounted over a denied path: Landlock
+/// keeps it out, and the refusal is a Landlock denial with the host path.
+#[test]
+fn in_the_fallback_a_masked_path_is_a_landlock_refusal() {
+    let test = "in_the_fallback_a_masked_path_is_a_landlock_refusal";
+    if !can_read_records(test) {
+        return;
+    }
+    let _audit = match Audit::set(true) {
+        Ok(a) => a,
+        Err(why) => return common::skip(test, &why),
+    };
+    let s = project("denials-mask-fb");
+    let p = s.path().display().to_string();
+    let flags = ["--ro-bind", &p, "--deny-glob", "**/.env"];
+    let env = format!("{p}/.env");
+    let o = run(&["chk_nouserns"], Who::Root, &flags, &["/bin/cat", &env]);
+    let r = common::last_json(&o);
+    assert_ne!(r["layers"]["user_namespace"]["state"], "applied", "{r}");
+    assert!(!common::stdout(&o).contains("SECRET"), "{r}");
+    let got = landlock_denials(&r);
+    assert!(
+        got.iter()
+            .any(|(a, path, _)| a == "fs.read_file" && path.as_deref() == Some(env.as_str())),
+        "{got:?}\n{r}"
+    );
+}

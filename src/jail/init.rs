@@ -18,8 +18,9 @@ use self::tree::Tree;
 use super::error::{JailError, Step};
 use super::proto::{self, LayerRecord, OrFail, Report, Reporter};
 use super::{caps, payload, rootfs};
-use crate::plan::Plan;
+use crate::plan::{Plan, RootStep};
 use crate::sys;
+use std::path::{Path, PathBuf};
 
 /// The fallback's parent death signal (see [`die_with_supervisor`]): our
 /// parent, the supervisor, is gone.
@@ -154,7 +155,29 @@ fn enter_root(
     if plan.new_netns {
         join_network(ctl, report);
     }
+    watch_covers(plan, ctl);
     held
+}
+
+/// Watch the covers over denied paths for opens and reads (see
+/// `rootfs::watch_covers`) and hand the watch to the supervisor, which
+/// records what the payload tries of them. Best effort: without a watch
+/// the masks still hold, and the supervisor says they are unwatched.
+fn watch_covers(plan: &Plan, ctl: &OwnedFd) {
+    let covers: Vec<PathBuf> = plan
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            RootStep::Cover { dst, .. } => Some(Path::new("/").join(dst)),
+            _ => None,
+        })
+        .collect();
+    let covers: Vec<&Path> = covers.iter().map(PathBuf::as_path).collect();
+    if let Some((fd, n)) = rootfs::watch_covers(&covers) {
+        let mut data = vec![proto::MASKS];
+        data.extend_from_slice(&n.to_ne_bytes());
+        let _ = sys::fdpass::send_fd_with(ctl.as_raw_fd(), fd.as_raw_fd(), &data);
+    }
 }
 
 /// One more user namespace under the jail's, and no other: its

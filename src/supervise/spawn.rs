@@ -13,6 +13,7 @@ use super::audit::AuditLog;
 use super::channels::Channels;
 use super::learn::{self, Learner};
 use super::lines::Lines;
+use super::masks::MaskWatch;
 use super::proxy::{Denials, Proxy};
 use super::pump::Output;
 use super::watch::{has_status, Watch};
@@ -134,6 +135,7 @@ fn run_inner(
     let output = Output::new(plan, ours.out, ours.err);
     let mut w = Watch::new(plan, pidfd, ours.ctl, output, learner, cg, control, start);
     w.audit = audit;
+    w.masks = MaskWatch::for_plan(plan, lines.clone());
     let reports = w.wait(&ours.rep, &ours.sfd);
     w.meter_last();
     if let Some(p) = proxy {
@@ -145,6 +147,7 @@ fn run_inner(
     let cg_stats = w.cg.take().map(|c| remove_cgroup(c, o));
     let (violation, unix_report, unheard) = finish_listener(&mut w, o);
     finish_audit(&mut w, o);
+    finish_masks(&mut w, o);
     // 7. What happened: usage, the payload's records and layers, then the
     //    status.
     let ended = Ended {
@@ -353,6 +356,25 @@ fn finish_audit(w: &mut Watch, o: &mut Outcome) {
     if heard.lost {
         o.warnings.push(
             "landlock: some audit records were dropped before stockade could read them (the socket's buffer overflowed); the Landlock denials listed are not all".into(),
+        );
+    }
+}
+
+/// The covers' watch, last: the attempts on masked paths seen, and
+/// whether any cover went unwatched.
+fn finish_masks(w: &mut Watch, o: &mut Outcome) {
+    let Some(m) = w.masks.take() else { return };
+    let heard = m.finish(w.ctl.as_raw_fd());
+    o.denials.extend(heard.denials);
+    if heard.more > 0 {
+        o.denials_more.insert("mask".into(), heard.more);
+    }
+    if let Some(why) = heard.unwatched {
+        o.denials_unrecorded.insert("mask".into(), why);
+    }
+    if heard.overflowed {
+        o.warnings.push(
+            "masks: the kernel's inotify queue overflowed; some attempts on masked paths are not counted".into(),
         );
     }
 }

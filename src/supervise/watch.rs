@@ -53,6 +53,8 @@ pub(super) struct Watch {
     asked: Vec<u8>,
     /// The reader of this run's Landlock audit records.
     pub(super) audit: Option<super::audit::AuditLog>,
+    /// The watch on the covers over denied paths.
+    pub(super) masks: Option<super::masks::MaskWatch>,
 }
 
 /// What the jail wrote on the report pipe.
@@ -97,8 +99,11 @@ const STDERR: usize = 4;
 const LISTENER: usize = 5;
 const CONTROL: usize = 7;
 const AUDIT: usize = 8;
+/// Our end of the control socket, while the covers' watch is to come.
+const CTL_IN: usize = 9;
+const MASKS: usize = 10;
 /// The size of the poll set.
-const POLLED: usize = 9;
+const POLLED: usize = 11;
 
 fn pollin(fd: RawFd) -> libc::pollfd {
     libc::pollfd {
@@ -149,6 +154,7 @@ impl Watch {
             held,
             asked: Vec::new(),
             audit: None,
+            masks: None,
         }
     }
 
@@ -320,6 +326,11 @@ impl Watch {
             pollin(lfd(1)),
             pollin(self.control.unwrap_or(-1)),
             pollin(self.audit.as_ref().and_then(|a| a.fd()).unwrap_or(-1)),
+            pollin(fd_or(
+                self.masks.as_ref().is_some_and(|m| m.waiting()),
+                self.ctl.as_raw_fd(),
+            )),
+            pollin(self.masks.as_ref().and_then(|m| m.fd()).unwrap_or(-1)),
         ]
     }
 
@@ -354,6 +365,14 @@ impl Watch {
         if fds[AUDIT].revents != 0 {
             if let Some(a) = self.audit.as_mut() {
                 a.on_ready();
+            }
+        }
+        if let Some(m) = self.masks.as_mut() {
+            if fds[CTL_IN].revents != 0 {
+                m.on_ctl(self.ctl.as_raw_fd());
+            }
+            if fds[MASKS].revents != 0 {
+                m.on_ready();
             }
         }
         if fds[PIDFD].revents != 0 && !self.init_done {

@@ -2,6 +2,7 @@
  * how many it made. Static: needs nothing from the jail.
  *
  *   flood open DIR FILES N      open DIR/fK (K = i % FILES) N times
+ *                               (FILES 0: DIR itself, N times)
  *   flood sys N THREADS         THREADS threads, N acct(NULL) calls in all
  *   flood connect PORT N        N HTTP CONNECTs to the egress proxy on
  *                               127.0.0.1:PORT, each to refused.invalid
@@ -41,7 +42,10 @@ int main(int argc, char **argv) {
 		n = atol(argv[4]);
 		char path[4096];
 		for (long i = 0; i < n; i++) {
-			snprintf(path, sizeof path, "%s/f%ld", argv[2], i % files);
+			if (files > 0)
+				snprintf(path, sizeof path, "%s/f%ld", argv[2], i % files);
+			else
+				snprintf(path, sizeof path, "%s", argv[2]);
 			int fd = open(path, O_RDONLY);
 			if (fd < 0)
 				refused++;
