@@ -426,6 +426,48 @@ fn a_flood_of_refused_connects_stays_bounded_and_counted() {
     }
 }
 
+/// 100k direct TCP connects, each refused by Landlock (the jail's
+/// network has only `lo`, and Landlock denies TCP connect): 1000 distinct
+/// ports, so more than the records kept; the rest counted.
+#[test]
+fn a_flood_of_refused_tcp_connects_stays_bounded_and_counted() {
+    let test = "a_flood_of_refused_tcp_connects_stays_bounded_and_counted";
+    if !can_read_records(test) {
+        return;
+    }
+    let _audit = match Audit::set(true) {
+        Ok(a) => a,
+        Err(why) => return common::skip(test, &why),
+    };
+    let flood = common::c_payload("flood");
+    let flood = flood.to_str().unwrap();
+    let o = run(
+        &[],
+        Who::Root,
+        &["--ro-bind", flood],
+        &[flood, "tcp", "100000"],
+    );
+    let r = common::last_json(&o);
+    assert_eq!(
+        (r["status"].as_str(), r["exit_code"].as_i64()),
+        (Some("exited"), Some(0)),
+        "{r}"
+    );
+    assert_eq!(flood_said(&o), (100_000, 100_000));
+    let (records, counted) = count_of(&r, "landlock");
+    assert!((1..=256).contains(&records), "{records} records");
+    assert!(counted <= 100_000, "counted {counted}");
+    let first = &r["denials"].as_array().unwrap()[0];
+    assert_eq!(first["access"], "net.connect_tcp", "{r}");
+    assert!(
+        first["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("daddr=127.0.0.1"),
+        "{r}"
+    );
+}
+
 /// `--denials-fd 3` as a file the shell opened; the lines it got.
 fn lines_on_fd(who: Who, flags: &str, cmd: &str, dir: &Path) -> (Output, Vec<Value>) {
     let file = dir.join("denials.jsonl");

@@ -109,6 +109,11 @@ impl AuditLog {
             let Some(fd) = self.fd() else { return };
             match audit::recv_record(fd, &mut self.buf) {
                 Ok(None) => return,
+                // Every audit record of the host comes here: only
+                // Landlock's are read further.
+                Ok(Some((typ, _, _)))
+                    if typ != audit::AUDIT_LANDLOCK_ACCESS
+                        && typ != audit::AUDIT_LANDLOCK_DOMAIN => {}
                 Ok(Some((typ, from, to))) => {
                     let text = String::from_utf8_lossy(&self.buf[from..to]).into_owned();
                     self.on_record(typ, &text);

@@ -7,6 +7,8 @@
  *   flood connect PORT N        N HTTP CONNECTs to the egress proxy on
  *                               127.0.0.1:PORT, each to refused.invalid
  *                               on a port of its own (1..N)
+ *   flood tcp N                 N direct TCP connects to 127.0.0.1, to
+ *                               ports 1..1000 in turn (refused by Landlock)
  *
  * Prints `refused=R of=N` (R: the attempts that failed).
  */
@@ -84,6 +86,18 @@ int main(int argc, char **argv) {
 			char resp[64] = {0};
 			ssize_t r = read(s, resp, sizeof resp - 1);
 			if (r < 12 || strncmp(resp + 9, "200", 3))
+				refused++;
+			close(s);
+		}
+	} else if (!strcmp(argv[1], "tcp") && argc == 3) {
+		n = atol(argv[2]);
+		for (long i = 0; i < n; i++) {
+			int s = socket(AF_INET, SOCK_STREAM, 0);
+			if (s < 0)
+				return 4;
+			struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(i % 1000 + 1)};
+			a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+			if (connect(s, (struct sockaddr *)&a, sizeof a) < 0 && errno == EACCES)
 				refused++;
 			close(s);
 		}
