@@ -666,8 +666,11 @@ fn landlock_audit() -> Result<OwnedFd, String> {
         sys::Errno::EPERM => "reading the kernel's audit records needs CAP_AUDIT_READ in the initial user namespace, which stockade does not have here".to_string(),
         _ => format!("cannot read the kernel's audit records: {e}"),
     })?;
-    match sys::audit::audit_enabled() {
-        Ok(0) => Err("the kernel's audit is disabled on this host, so Landlock writes no records (`auditctl -e 1` enables it; stockade leaves the host's audit settings as they are)".into()),
+    match sys::audit::audit_status() {
+        Ok(st) if st.enabled == 0 => Err("the kernel's audit is disabled on this host, so Landlock writes no records (`auditctl -e 1` enables it; stockade leaves the host's audit settings as they are)".into()),
+        // A payload could flood the audit backlog with denials; a lost
+        // record must not panic the host.
+        Ok(st) if st.failure == 2 => Err("the host's audit panics the kernel when a record is lost (`auditctl -f 2`), and a payload could make the kernel lose some: stockade does not ask Landlock to log the payload's denials".into()),
         Ok(_) => Ok(fd),
         Err(e) => Err(format!("cannot ask the kernel whether audit is enabled: {e}")),
     }

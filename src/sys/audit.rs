@@ -57,10 +57,18 @@ fn bind_groups(fd: RawFd, groups: u32) -> SysResult<()> {
     Ok(())
 }
 
-/// Whether the kernel's audit is enabled (`AUDIT_GET`: 0 off, 1 on,
-/// 2 on and locked). Needs CAP_AUDIT_CONTROL and the initial pid
-/// namespace (else EPERM or ECONNREFUSED).
-pub fn audit_enabled() -> SysResult<u32> {
+/// The kernel's audit settings that matter to a reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuditStatus {
+    /// 0 off, 1 on, 2 on and locked.
+    pub enabled: u32,
+    /// What a lost record does: 0 nothing, 1 a kernel message, 2 panic.
+    pub failure: u32,
+}
+
+/// The kernel's audit settings (`AUDIT_GET`). Needs CAP_AUDIT_CONTROL
+/// and the initial pid namespace (else EPERM or ECONNREFUSED).
+pub fn audit_status() -> SysResult<AuditStatus> {
     let sock = netlink_socket(0)?;
     bind_groups(sock.as_raw_fd(), 0)?;
     // struct nlmsghdr (16 bytes), no payload.
@@ -91,11 +99,15 @@ pub fn audit_enabled() -> SysResult<u32> {
         let code = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
         return err("send", "NETLINK_AUDIT, AUDIT_GET", Errno::from_raw(-code));
     }
-    // struct audit_status: mask, enabled, …
-    if n < 24 || typ != AUDIT_GET {
+    // struct audit_status: mask, enabled, failure, …
+    if n < 28 || typ != AUDIT_GET {
         return err("recv", "NETLINK_AUDIT, AUDIT_GET", Errno::EPROTO);
     }
-    Ok(u32::from_ne_bytes([buf[20], buf[21], buf[22], buf[23]]))
+    let word = |at: usize| u32::from_ne_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
+    Ok(AuditStatus {
+        enabled: word(20),
+        failure: word(24),
+    })
 }
 
 /// A non-blocking socket bound to the audit read-log multicast group,
