@@ -5,7 +5,8 @@
 //! Once built, a plan does not change; the child only executes it.
 //!
 //! Building a plan for a run also acquires what the run holds (the run's
-//! cgroup, the run directory's tmpfs, the seccomp socket pair): they are
+//! cgroup, the run directory's tmpfs, the seccomp socket pair, the audit
+//! read-log socket Landlock's denials are read from): they are
 //! in [`Resources`], released on every path. [`Plan::validate`] checks a
 //! policy the same way without acquiring anything.
 
