@@ -88,11 +88,14 @@ pub struct Plan {
     pub landlock: bool,
     /// Deny TCP bind/connect through Landlock (every network but `host`).
     pub landlock_deny_tcp: bool,
-    /// The supervisor reads the kernel's Landlock audit records (its socket
-    /// in [`Resources::audit`]): the payload takes this name before it
-    /// enforces its domain (the domain's creation record carries it: this
-    /// run's domain, told from every other) and asks for denials after
-    /// execve to be logged.
+    /// The supervisor can read the kernel's Landlock audit records (its
+    /// socket in [`Resources::audit`]): whether it will is its verdict,
+    /// one byte on the control socket after GO (`proto::AUDIT_LOG`: the
+    /// kernel's audit settings are asked for then, while init builds the
+    /// root, each query costing a kernel thread). When it will, the
+    /// payload takes this name before it enforces its domain (the domain's
+    /// creation record carries it: this run's domain, told from every
+    /// other) and asks for denials after execve to be logged.
     pub landlock_log_tag: Option<CString>,
     /// Landlock is on and its denials cannot be recorded: why (for the
     /// outcome's `denials_unrecorded`).
@@ -655,7 +658,8 @@ fn sock_filters(bytes: &[u8]) -> Vec<libc::sock_filter> {
 
 /// A socket on the kernel's audit read-log, where Landlock's denial
 /// records can be read; or why they cannot be (in the outcome's words).
-/// Nothing here changes the host's audit settings.
+/// Whether audit is on is asked later (`audit_verdict`). Nothing here
+/// changes the host's audit settings.
 fn landlock_audit() -> Result<OwnedFd, String> {
     let abi = sys::landlock::abi_version().map_err(|e| format!("Landlock: {e}"))?;
     if abi < 7 {
@@ -667,12 +671,18 @@ fn landlock_audit() -> Result<OwnedFd, String> {
         sys::Errno::EPERM => "reading the kernel's audit records needs CAP_AUDIT_READ in the initial user namespace, which stockade does not have here".to_string(),
         _ => format!("cannot read the kernel's audit records: {e}"),
     })?;
+    Ok(fd)
+}
+
+/// Whether the payload may ask for its Landlock denials to be logged,
+/// from the kernel's audit settings; else why not (the outcome's words).
+pub fn audit_verdict() -> Result<(), String> {
     match sys::audit::audit_status() {
         Ok(st) if st.enabled == 0 => Err("the kernel's audit is disabled on this host, so Landlock writes no records (`auditctl -e 1` enables it; stockade leaves the host's audit settings as they are)".into()),
         // A payload could flood the audit backlog with denials; a lost
         // record must not panic the host.
         Ok(st) if st.failure == 2 => Err("the host's audit panics the kernel when a record is lost (`auditctl -f 2`), and a payload could make the kernel lose some: stockade does not ask Landlock to log the payload's denials".into()),
-        Ok(_) => Ok(fd),
+        Ok(_) => Ok(()),
         Err(e) => Err(format!("cannot ask the kernel whether audit is enabled: {e}")),
     }
 }

@@ -118,7 +118,7 @@ fn run_inner(
     let namespaces = ns_inodes(plan, pid);
     // 4. Into the cgroup (when clone3 could not put it there), id maps,
     //    GO, then the network namespace, made while init builds the root.
-    let (net, listener) = match release(plan, cg.as_mut(), via, pid, &pidfd, &ours.ctl) {
+    let (net, listener, audit_ok) = match release(plan, cg.as_mut(), via, pid, &pidfd, &ours.ctl) {
         Ok(r) => r,
         Err(e) => {
             // The child may have failed first (it opens the bind sources
@@ -134,7 +134,13 @@ fn run_inner(
     // 5. Wait, pumping output and watching the deadline.
     let output = Output::new(plan, ours.out, ours.err);
     let mut w = Watch::new(plan, pidfd, ours.ctl, output, learner, cg, control, start);
-    w.audit = audit;
+    // Landlock's records, when the kernel's audit settings allow them.
+    match audit_ok {
+        Ok(()) => w.audit = audit,
+        Err(why) => {
+            o.denials_unrecorded.insert("landlock".into(), why);
+        }
+    }
     w.masks = MaskWatch::for_plan(plan, lines.clone());
     let reports = w.wait(&ours.rep, &ours.sfd);
     w.meter_last();
@@ -442,11 +448,17 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
     Ok(())
 }
 
+/// What [`release`] gives: the network namespace's inode number (for
+/// `--info-fd`), the egress proxy's listening socket, the verdict on
+/// Landlock's records.
+type Released = (Option<u64>, Option<OwnedFd>, Result<(), String>);
+
 /// Let the cloned child go: into the run's cgroup when clone3 could not
 /// put it there, its id maps, GO, then the network namespace (made by a
 /// helper while init builds the root) sent over the control socket; the
 /// new network namespace's inode number, and the egress proxy's listening
-/// socket made in it (when the plan has an allowlist).
+/// socket made in it (when the plan has an allowlist); then the verdict on
+/// Landlock's records (see [`audit_verdict`]), also returned.
 fn release(
     plan: &Plan,
     mut cg: Option<&mut cgroup::RunCgroup>,
@@ -454,7 +466,7 @@ fn release(
     pid: i32,
     pidfd: &OwnedFd,
     ctl: &OwnedFd,
-) -> Result<(Option<u64>, Option<OwnedFd>), SetupError> {
+) -> Result<Released, SetupError> {
     let moved_after_clone =
         cg.as_ref().is_some_and(|c| c.has_v2()) && via != sys::CloneVia::Clone3IntoCgroup;
     if let (Some(c), true) = (cg.as_mut(), moved_after_clone) {
@@ -489,7 +501,7 @@ fn release(
     };
     sys::write_all(ctl.as_raw_fd(), &[go]).map_err(|e| SetupError::sys("start jail", "", &e))?;
     let Some(userns) = userns else {
-        return Ok((None, None));
+        return Ok((None, None, audit_verdict(plan, ctl)?));
     };
     let port = plan.egress.as_ref().map(|e| e.port);
     let (ns, listener) =
@@ -501,7 +513,26 @@ fn release(
         true => None,
         false => ns_inode(&ns),
     };
-    Ok((inode, listener))
+    Ok((inode, listener, audit_verdict(plan, ctl)?))
+}
+
+/// When the supervisor can read Landlock's audit records
+/// (`Plan::landlock_log_tag`): ask the kernel's audit settings now, while
+/// init builds the root (the query costs a kernel thread, some hundred
+/// microseconds), and tell init whether the payload asks for its denials
+/// to be logged. Ok when it does (or nothing was to be asked), else why
+/// not.
+fn audit_verdict(plan: &Plan, ctl: &OwnedFd) -> Result<Result<(), String>, SetupError> {
+    if plan.landlock_log_tag.is_none() {
+        return Ok(Ok(()));
+    }
+    let verdict = crate::plan::audit_verdict();
+    let byte = match verdict {
+        Ok(()) => proto::AUDIT_LOG,
+        Err(_) => proto::AUDIT_NO_LOG,
+    };
+    sys::write_all(ctl.as_raw_fd(), &[byte]).map_err(|e| SetupError::sys("start jail", "", &e))?;
+    Ok(verdict)
 }
 
 /// A namespace fd's inode number (through its /proc/self/fd link).
