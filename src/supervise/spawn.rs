@@ -153,7 +153,7 @@ fn run_inner(
     let cg_stats = w.cg.take().map(|c| remove_cgroup(c, o));
     let (violation, unix_report, unheard) = finish_listener(&mut w, o);
     finish_audit(&mut w, o);
-    finish_masks(&mut w, o);
+    let unwatched = finish_masks(&mut w, o);
     // 7. What happened: usage, the payload's records and layers, then the
     //    status.
     let ended = Ended {
@@ -166,7 +166,12 @@ fn run_inner(
         unheard,
         watch: w,
     };
-    conclude(plan, o, ended)
+    conclude(plan, o, ended)?;
+    // A jail that failed before its root was built had no covers to watch.
+    if let (Some(why), false) = (unwatched, o.status == crate::outcome::Status::SetupError) {
+        o.denials_unrecorded.insert("mask".into(), why);
+    }
+    Ok(())
 }
 
 /// The jail runs: tell its pid where the policy asked (bwrap's JSON, see
@@ -366,23 +371,21 @@ fn finish_audit(w: &mut Watch, o: &mut Outcome) {
     }
 }
 
-/// The covers' watch, last: the attempts on masked paths seen, and
-/// whether any cover went unwatched.
-fn finish_masks(w: &mut Watch, o: &mut Outcome) {
-    let Some(m) = w.masks.take() else { return };
+/// The covers' watch, last: the attempts on masked paths seen; why some
+/// covers went unwatched, if they did.
+fn finish_masks(w: &mut Watch, o: &mut Outcome) -> Option<String> {
+    let m = w.masks.take()?;
     let heard = m.finish(w.ctl.as_raw_fd());
     o.denials.extend(heard.denials);
     if heard.more > 0 {
         o.denials_more.insert("mask".into(), heard.more);
-    }
-    if let Some(why) = heard.unwatched {
-        o.denials_unrecorded.insert("mask".into(), why);
     }
     if heard.overflowed {
         o.warnings.push(
             "masks: the kernel's inotify queue overflowed; some attempts on masked paths are not counted".into(),
         );
     }
+    heard.unwatched
 }
 
 /// What the wait left for [`conclude`].
