@@ -186,16 +186,21 @@ pub struct Violation {
 }
 
 /// One thing stockade refused the payload while it ran, as
-/// `{"kind": "network", …}`.
+/// `{"kind": "network", …}`. Each is one record per distinct refusal
+/// (per syscall and thread, per host, port and reason, per access and
+/// path) with how many times it happened.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Denial {
     /// A connection the egress proxy refused (`--allow-host`): the host
-    /// (a name or an address) and port asked for, and why.
+    /// (a name or an address) and port asked for, why, and how many
+    /// times.
     Network {
         host: String,
         port: u16,
         reason: String,
+        #[serde(default = "one")]
+        count: u64,
     },
     /// A syscall the seccomp allowlist refused with an errno (errno
     /// mode): its name, the thread that made it (its id in the jail's pid
@@ -206,16 +211,48 @@ pub enum Denial {
         thread: Option<i64>,
         count: u64,
     },
+    /// An access Landlock refused, as the kernel's audit record of this
+    /// run's domain says it: `access` the rights missing, in the kernel's
+    /// names (`fs.read_file`, `fs.make_reg`, `net.connect_tcp`,
+    /// `scope.signal`; several joined by `,`); `path` the file or
+    /// directory as the payload named it from its root (absent when the
+    /// access is not to a path); `detail` the rest of the record when it
+    /// is not a path (`daddr=… dest=…`, `opid=… ocomm=…`); and how many
+    /// times.
+    Landlock {
+        access: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+        count: u64,
+    },
+    /// An access to a masked path (`--deny`, `--deny-glob`) that could be
+    /// seen: `path` the jail path covered, `access` `open` (the cover, an
+    /// empty file or directory, was opened: to be read or listed), and
+    /// how many times (at least: see `supervise::masks`). What touches a
+    /// cover without opening it (a stat, an open for writing the
+    /// read-only cover refuses first) is not seen.
+    Mask {
+        path: String,
+        access: String,
+        count: u64,
+    },
+}
+
+fn one() -> u64 {
+    1
 }
 
 impl Denial {
-    /// Write this refusal to `fd` as one JSON line (`--denials-fd`). A
-    /// write that fails is not retried: the outcome has every refusal.
-    pub(crate) fn send_line(&self, fd: Option<i32>) {
-        let Some(fd) = fd else { return };
-        if let Ok(mut line) = serde_json::to_vec(self) {
-            line.push(b'\n');
-            let _ = crate::sys::write_all(fd, &line);
+    /// The kind, as the JSON names it (`network`, `seccomp`, `landlock`,
+    /// `mask`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Denial::Network { .. } => "network",
+            Denial::Seccomp { .. } => "seccomp",
+            Denial::Landlock { .. } => "landlock",
+            Denial::Mask { .. } => "mask",
         }
     }
 }
@@ -288,9 +325,27 @@ pub struct Outcome {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub detail: Option<String>,
     /// What stockade refused the payload while it ran (at most
-    /// [`MAX_DENIALS`]; a warning counts the rest); absent when empty.
+    /// [`MAX_DENIALS`] of each kind; `denials_more` counts the rest);
+    /// absent when empty.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub denials: Vec<Denial>,
+    /// The kinds of refusal this run could not record, each with why
+    /// (`landlock`: the kernel's audit records cannot be read here, or
+    /// audit is off; `seccomp`: another filter holds the one listener);
+    /// absent when every kind in force is recorded.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub denials_unrecorded: BTreeMap<String, String>,
+    /// Refusals counted but not listed in `denials`, per kind: those
+    /// beyond [`MAX_DENIALS`] records of a kind, and (landlock) those the
+    /// kernel counted in the domain whose records were lost on the way;
+    /// absent when none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub denials_more: BTreeMap<String, u64>,
+    /// `--denials-fd` lines not written: the reader did not take them
+    /// without making stockade wait (each record is in `denials` all the
+    /// same); absent when none.
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub denial_lines_dropped: u64,
     /// stockade's own warnings about this run (a limit nothing enforces,
     /// user namespaces refused, a cgroup or tmpfs left behind), each one
     /// line without the `stockade: warning: ` prefix, in the order they
@@ -304,7 +359,7 @@ pub struct Outcome {
     pub masked: Vec<crate::plan::Masked>,
 }
 
-/// The most denial records an outcome keeps.
+/// The most denial records an outcome keeps of each kind.
 pub const MAX_DENIALS: usize = 256;
 
 impl Outcome {
@@ -329,6 +384,9 @@ impl Outcome {
             stderr: None,
             detail: None,
             denials: Vec::new(),
+            denials_unrecorded: BTreeMap::new(),
+            denials_more: BTreeMap::new(),
+            denial_lines_dropped: 0,
             warnings: Vec::new(),
             masked: Vec::new(),
         }

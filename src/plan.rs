@@ -5,7 +5,8 @@
 //! Once built, a plan does not change; the child only executes it.
 //!
 //! Building a plan for a run also acquires what the run holds (the run's
-//! cgroup, the run directory's tmpfs, the seccomp socket pair): they are
+//! cgroup, the run directory's tmpfs, the seccomp socket pair, the audit
+//! read-log socket Landlock's denials are read from): they are
 //! in [`Resources`], released on every path. [`Plan::validate`] checks a
 //! policy the same way without acquiring anything.
 
@@ -93,6 +94,18 @@ pub struct Plan {
     pub landlock: bool,
     /// Deny TCP bind/connect through Landlock (every network but `host`).
     pub landlock_deny_tcp: bool,
+    /// The supervisor can read the kernel's Landlock audit records (its
+    /// socket in [`Resources::audit`]): whether it will is its verdict,
+    /// one byte on the control socket after GO (`proto::AUDIT_LOG`: the
+    /// kernel's audit settings are asked for then, while init builds the
+    /// root, each query costing a kernel thread). When it will, the
+    /// payload takes this name before it enforces its domain (the domain's
+    /// creation record carries it: this run's domain, told from every
+    /// other) and asks for denials after execve to be logged.
+    pub landlock_log_tag: Option<CString>,
+    /// Landlock is on and its denials cannot be recorded: why (for the
+    /// outcome's `denials_unrecorded`).
+    pub landlock_unrecorded: Option<String>,
     /// The compiled seccomp filter, if any.
     pub seccomp: Option<crate::seccomp::Compiled>,
     /// The caller's own BPF programs (`Policy::bpf_filters`), installed in
@@ -196,6 +209,8 @@ pub struct Resources {
     pub seccomp: Option<(OwnedFd, OwnedFd)>,
     /// The fallback's run directory: removed, its tmpfs detached, on drop.
     pub run_dir: Option<rundir::RunDir>,
+    /// A socket on the kernel's audit read-log (`Plan::landlock_log_tag`).
+    pub audit: Option<OwnedFd>,
 }
 
 /// The host ids the jail's ids map to.
@@ -502,7 +517,30 @@ impl Plan {
         let mut plan = Plan::draft(p, fallback, &mut res)?;
         limits::enforce(&mut plan, &mut res)?;
         plan.open_seccomp_channel(&mut res)?;
+        plan.open_audit(&mut res);
         Ok((plan, res))
+    }
+
+    /// With Landlock on: the audit read-log socket its denials are read
+    /// from, and the payload's tag; or why they cannot be read.
+    fn open_audit(&mut self, res: &mut Resources) {
+        if !self.landlock {
+            return;
+        }
+        match landlock_audit() {
+            Ok(fd) => {
+                let tag = sys::random_bytes::<6>()
+                    .map(|b| b.iter().map(|x| format!("{x:02x}")).collect::<String>());
+                match tag {
+                    Ok(t) => {
+                        self.landlock_log_tag = CString::new(format!("sk{t}")).ok();
+                        res.audit = Some(fd);
+                    }
+                    Err(e) => self.landlock_unrecorded = Some(e.to_string()),
+                }
+            }
+            Err(why) => self.landlock_unrecorded = Some(why),
+        }
     }
 
     /// The socket pair the payload sends its seccomp listener over, when
@@ -600,6 +638,8 @@ impl Plan {
             ipc_sysctls: Vec::new(),
             landlock: !p.landlock.disabled,
             landlock_deny_tcp: p.network != Network::Host,
+            landlock_log_tag: None,
+            landlock_unrecorded: None,
             seccomp,
             require,
             masked,
@@ -665,4 +705,35 @@ fn sock_filters(bytes: &[u8]) -> Vec<libc::sock_filter> {
             k: u32::from_ne_bytes([b[4], b[5], b[6], b[7]]),
         })
         .collect()
+}
+
+/// A socket on the kernel's audit read-log, where Landlock's denial
+/// records can be read; or why they cannot be (in the outcome's words).
+/// Whether audit is on is asked later (`audit_verdict`). Nothing here
+/// changes the host's audit settings.
+fn landlock_audit() -> Result<OwnedFd, String> {
+    let abi = sys::landlock::abi_version().map_err(|e| format!("Landlock: {e}"))?;
+    if abi < 7 {
+        return Err(format!(
+            "Landlock ABI {abi} writes no audit records (ABI 7, Linux 6.15, does)"
+        ));
+    }
+    let fd = sys::audit::open_readlog(1 << 20).map_err(|e| match e.errno {
+        sys::Errno::EPERM => "reading the kernel's audit records needs CAP_AUDIT_READ in the initial user namespace, which stockade does not have here".to_string(),
+        _ => format!("cannot read the kernel's audit records: {e}"),
+    })?;
+    Ok(fd)
+}
+
+/// Whether the payload may ask for its Landlock denials to be logged,
+/// from the kernel's audit settings; else why not (the outcome's words).
+pub fn audit_verdict() -> Result<(), String> {
+    match sys::audit::audit_status() {
+        Ok(st) if st.enabled == 0 => Err("the kernel's audit is disabled on this host, so Landlock writes no records (`auditctl -e 1` enables it; stockade leaves the host's audit settings as they are)".into()),
+        // A payload could flood the audit backlog with denials; a lost
+        // record must not panic the host.
+        Ok(st) if st.failure == 2 => Err("the host's audit panics the kernel when a record is lost (`auditctl -f 2`), and a payload could make the kernel lose some: stockade does not ask Landlock to log the payload's denials".into()),
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("cannot ask the kernel whether audit is enabled: {e}")),
+    }
 }

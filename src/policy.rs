@@ -428,9 +428,8 @@ pub struct Policy {
     /// Only for a run in the caller's own process (`run_here`).
     #[serde(default)]
     pub block_fd: Option<i32>,
-    /// A caller fd each refusal (a seccomp denial, a connection the egress
-    /// proxy refused) is written to as a JSON line while the run goes on
-    /// (`--denials-fd`). Only for a run in the caller's own process
+    /// A caller fd each new refusal record (`outcome::Denial`) is written
+    /// to as a JSON line while the run goes on (`--denials-fd`). Only for a run in the caller's own process
     /// (`run_here`); never passed to the payload.
     #[serde(default)]
     pub denials_fd: Option<i32>,

@@ -7,6 +7,7 @@
 
 #![deny(unsafe_code)]
 
+mod audit;
 pub mod cgroup;
 mod channels;
 pub mod classify;
@@ -14,6 +15,8 @@ mod deadline;
 mod idmap;
 pub mod layers;
 pub mod learn;
+mod lines;
+mod masks;
 pub mod namespaces;
 mod proxy;
 mod pump;

@@ -31,6 +31,8 @@ pub use nix::errno::Errno;
 #[allow(unsafe_code)]
 pub mod at;
 #[allow(unsafe_code)]
+pub mod audit;
+#[allow(unsafe_code)]
 pub mod cgroup;
 #[allow(unsafe_code)]
 pub mod fdpass;
@@ -53,6 +55,8 @@ mod error;
 #[allow(unsafe_code)]
 mod fd;
 #[allow(unsafe_code)]
+mod inotify;
+#[allow(unsafe_code)]
 mod mount;
 #[allow(unsafe_code)]
 mod ns;
@@ -71,6 +75,7 @@ pub use cmdline::*;
 pub use creds::*;
 pub use error::*;
 pub use fd::*;
+pub use inotify::*;
 pub use mount::*;
 pub use ns::*;
 pub use open::*;

@@ -86,18 +86,21 @@ fn out(r: &serde_json::Value) -> String {
 
 /// The outcome's network denials as (host, port, reason).
 fn denials(r: &serde_json::Value) -> Vec<(String, u64, String)> {
+    // One record per host, port and reason, with a count: one entry here
+    // per refusal.
     r["denials"]
         .as_array()
         .map(|a| a.as_slice())
         .unwrap_or_default()
         .iter()
         .filter(|d| d["kind"] == "network")
-        .map(|d| {
-            (
+        .flat_map(|d| {
+            let one = (
                 d["host"].as_str().unwrap_or("").to_string(),
                 d["port"].as_u64().unwrap_or(0),
                 d["reason"].as_str().unwrap_or("").to_string(),
-            )
+            );
+            std::iter::repeat_n(one, d["count"].as_u64().unwrap_or(0) as usize)
         })
         .collect()
 }

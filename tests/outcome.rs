@@ -296,7 +296,8 @@ fn egress_refusals_are_denials_in_the_outcome() {
                 "kind": "network",
                 "host": "deb.debian.org",
                 "port": 443,
-                "reason": "deb.debian.org is not on the allowlist"
+                "reason": "deb.debian.org is not on the allowlist",
+                "count": 1
             }]),
             "{who:?}: {v}"
         );

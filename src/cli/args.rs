@@ -263,7 +263,7 @@ run_args! {
             /// Pass the caller's fd N to the command under the same number
             #[arg(long, value_name = "N", allow_hyphen_values = true)]
             keep_fd: Vec<i32>,
-            /// Write each refusal (a syscall, a connection) to fd N as a JSON line while the run goes on
+            /// Write each new refusal (a syscall, a connection, a Landlock access, a masked path opened) to fd N as a JSON line while the run goes on, never waiting for the reader
             #[arg(long, value_name = "N", allow_hyphen_values = true)]
             denials_fd: Option<i32>,
             /// Size cap of the jail's /tmp [default: 128m]

@@ -18,8 +18,9 @@ use self::tree::Tree;
 use super::error::{JailError, Step};
 use super::proto::{self, LayerRecord, OrFail, Report, Reporter};
 use super::{caps, ipc, payload, rootfs};
-use crate::plan::Plan;
+use crate::plan::{Plan, RootStep};
 use crate::sys;
+use std::path::{Path, PathBuf};
 
 /// The fallback's parent death signal (see [`die_with_supervisor`]): our
 /// parent, the supervisor, is gone.
@@ -74,6 +75,7 @@ pub fn main(
             None
         }
     };
+    let landlock_log = audit_verdict(plan, &ctl).or_fail(report);
     // Held (open and locked) until init exits.
     let _locks = lock_files(plan).or_fail(report);
     // No one in the jail may ptrace init or read its memory.
@@ -84,10 +86,10 @@ pub fn main(
         // The command is pid 1: init's own steps end here, and the
         // supervisor takes init's exit as the command's.
         drop(held);
-        match payload::main(plan, report, proc_raw) {}
+        match payload::main(plan, report, proc_raw, landlock_log) {}
     }
     let sfd = signal_fd(plan.fallback, report);
-    let child = start_payload(plan, &sfd, &ctl, proc_raw, report);
+    let child = start_payload(plan, &sfd, &ctl, proc_raw, landlock_log, report);
     drop(held);
     let (status, peak) = wait_for_payload(plan, child, &sfd, &ctl);
     match status {
@@ -112,6 +114,21 @@ fn take_stdio(stdio: Option<(OwnedFd, OwnedFd)>, report: Reporter) {
 
 /// Wait until the supervisor has written the id maps (GO), re-rooting the
 /// cgroup namespace when it says so.
+/// The supervisor's verdict on Landlock's records (`Plan::landlock_log_tag`):
+/// whether the payload asks for its denials to be logged. False without
+/// a tag (nothing asked).
+fn audit_verdict(plan: &Plan, ctl: &OwnedFd) -> Result<bool, JailError> {
+    if plan.landlock_log_tag.is_none() {
+        return Ok(false);
+    }
+    let mut b = [0u8; 1];
+    match sys::read(ctl.as_raw_fd(), &mut b) {
+        Ok(1) if b[0] == proto::AUDIT_LOG => Ok(true),
+        Ok(1) if b[0] == proto::AUDIT_NO_LOG => Ok(false),
+        _ => Err(JailError::Silent("no audit verdict from the supervisor")),
+    }
+}
+
 fn wait_for_go(ctl: &OwnedFd) -> Result<(), JailError> {
     let mut b = [0u8; 1];
     match sys::read(ctl.as_raw_fd(), &mut b) {
@@ -171,7 +188,29 @@ fn enter_root(
     if plan.new_netns {
         join_network(ctl, report);
     }
+    watch_covers(plan, ctl);
     held
+}
+
+/// Watch the covers over denied paths for opens and reads (see
+/// `rootfs::watch_covers`) and hand the watch to the supervisor, which
+/// records what the payload tries of them. Best effort: without a watch
+/// the masks still hold, and the supervisor says they are unwatched.
+fn watch_covers(plan: &Plan, ctl: &OwnedFd) {
+    let covers: Vec<PathBuf> = plan
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            RootStep::Cover { dst, .. } => Some(Path::new("/").join(dst)),
+            _ => None,
+        })
+        .collect();
+    let covers: Vec<&Path> = covers.iter().map(PathBuf::as_path).collect();
+    if let Some((fd, n)) = rootfs::watch_covers(&covers) {
+        let mut data = vec![proto::MASKS];
+        data.extend_from_slice(&n.to_ne_bytes());
+        let _ = sys::fdpass::send_fd_with(ctl.as_raw_fd(), fd.as_raw_fd(), &data);
+    }
 }
 
 /// One more user namespace under the jail's, and no other: its
@@ -265,6 +304,7 @@ fn start_payload(
     sfd: &SignalFd,
     ctl: &OwnedFd,
     host_proc: Option<i32>,
+    landlock_log: bool,
     report: Reporter,
 ) -> i32 {
     let (sfd_raw, ctl_raw) = (sfd.as_raw_fd(), ctl.as_raw_fd());
@@ -277,7 +317,7 @@ fn start_payload(
             sys::close_raw(sfd_raw);
             sys::close_raw(ctl_raw);
         }
-        payload::main(plan, report, host_proc)
+        payload::main(plan, report, host_proc, landlock_log)
     };
     #[allow(unsafe_code)]
     // SAFETY: init is single-threaded, and the payload closes only its own

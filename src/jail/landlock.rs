@@ -175,12 +175,19 @@ fn every_mount_granted(granted: &[&Path], absent: &[&Path], mounts: Option<&[Pat
 /// ruleset, adding a rule, or `landlock_restrict_self`.
 ///
 /// `mounts`: every mount point of the jail's own root (absolute), when it
-/// has one; None reads them from /proc/self/mountinfo.
+/// has one; None reads them from /proc/self/mountinfo. `log_tag`: the
+/// supervisor reads the kernel's audit records: name this process so
+/// (the domain's creation record carries the name, which is how the
+/// supervisor tells this run's domain from others') and ask the kernel
+/// to log denials after execve too (`LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON`,
+/// ABI 7; asked for only then, so that no run fills the host's audit log
+/// with records nobody reads).
 pub fn apply(
     rules: &[(PathBuf, Grant)],
     deny_tcp: bool,
     connect_port: Option<u16>,
     mounts: Option<&[PathBuf]>,
+    log_tag: Option<&std::ffi::CStr>,
 ) -> Result<LandlockApplied, JailError> {
     let mut asked = Asked::new(deny_tcp);
     let created = ruleset(&asked.wanted)?;
@@ -188,7 +195,18 @@ pub fn apply(
     asked.proxy_only = connect_port.is_some();
     let abi = asked.kernel.max(BASELINE);
     let (created, added) = add_rules(created, rules, asked.wanted.fs, abi)?;
-    let (created, root_listable) = grant_root_listing(created, asked.wanted.fs, &added, mounts)?;
+    let (mut created, root_listable) =
+        grant_root_listing(created, asked.wanted.fs, &added, mounts)?;
+    if let Some(tag) = log_tag {
+        sys::set_comm(tag).map_err(|err| JailError::Sys {
+            step: "landlock",
+            path: String::new(),
+            err,
+        })?;
+        created = created
+            .log_new_exec(true)
+            .map_err(JailError::LandlockRestrict)?;
+    }
     let st = created
         .restrict_self()
         .map_err(JailError::LandlockRestrict)?;

@@ -19,7 +19,12 @@ use crate::sys::{self, Errno};
 /// report pipe. A failed step ends it where it failed ([`OrFail`]).
 /// `host_proc`: the host's /proc, open, when the plan disables user
 /// namespaces (see [`nest_userns`]).
-pub fn main(plan: &Plan, report: Reporter, host_proc: Option<i32>) -> std::convert::Infallible {
+pub fn main(
+    plan: &Plan,
+    report: Reporter,
+    host_proc: Option<i32>,
+    landlock_log: bool,
+) -> std::convert::Infallible {
     sys::reset_signals().step("signals", "").or_fail(report);
     // A new session: no controlling terminal, so no TIOCSTI into the host's.
     sys::setsid().step("setsid", "").or_fail(report);
@@ -43,7 +48,7 @@ pub fn main(plan: &Plan, report: Reporter, host_proc: Option<i32>) -> std::conve
         .step("no_new_privs", "")
         .or_fail(report);
     if plan.landlock {
-        layers.push(apply_landlock(plan).or_fail(report));
+        layers.push(apply_landlock(plan, landlock_log).or_fail(report));
     }
     start_connect_agent(plan).or_fail(report);
     // Only 0, 1, 2 and the kept fds survive execve; the report pipe is
@@ -157,12 +162,20 @@ fn drop_capabilities(plan: &Plan) -> Result<Report, JailError> {
 
 /// Landlock, and its record. Less than full enforcement (or none) is a
 /// failure when the policy requires the layer.
-fn apply_landlock(plan: &Plan) -> Result<Report, JailError> {
+/// With `log`, the payload's denials are logged for the supervisor (see
+/// `Plan::landlock_log_tag`).
+fn apply_landlock(plan: &Plan, log: bool) -> Result<Report, JailError> {
     let required = plan.require.contains(&Layer::Landlock);
     let mounts = (!plan.fallback).then_some(plan.mount_points.as_slice());
     let proxy = plan.egress.as_ref().map(|e| e.port);
-    let record = match landlock::apply(&plan.landlock_rules, plan.landlock_deny_tcp, proxy, mounts)
-    {
+    let tag = plan.landlock_log_tag.as_deref().filter(|_| log);
+    let record = match landlock::apply(
+        &plan.landlock_rules,
+        plan.landlock_deny_tcp,
+        proxy,
+        mounts,
+        tag,
+    ) {
         Ok(r) if required && r.status != Enforced::Fully => {
             return Err(JailError::LandlockWeak(Box::new(r)))
         }

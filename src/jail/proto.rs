@@ -32,6 +32,14 @@ pub const GO: u8 = b'G';
 pub const GO_REROOT_CGROUP: u8 = b'R';
 /// The network namespace's fd, sent after GO (when the plan makes one).
 pub const NETNS: u8 = b'N';
+/// init → supervisor, on the control socket: the covers' inotify watch
+/// (with the number of covers watched, a u32), see `supervise::masks`.
+pub const MASKS: u8 = b'M';
+/// supervisor → init, after GO (and the network namespace) when the plan
+/// has a `landlock_log_tag`: the payload asks for its Landlock denials to
+/// be logged (`AUDIT_LOG`) or not (`AUDIT_NO_LOG`).
+pub const AUDIT_LOG: u8 = b'A';
+pub const AUDIT_NO_LOG: u8 = b'a';
 pub const TERM_ALL: u8 = b'T';
 /// SIGKILL to every process of the jail, sent to init where killing init
 /// would not do it (no pid namespace).

@@ -17,6 +17,7 @@ use crate::sys::{
 const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
 mod cover;
+pub use cover::watch as watch_covers;
 mod special;
 use special::{dev, proc};
 

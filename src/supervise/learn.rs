@@ -96,7 +96,7 @@ pub struct Learner {
     /// The payload's listener arrived.
     heard_from: bool,
     /// `--denials-fd`: each new refusal as a JSON line.
-    lines_to: Option<i32>,
+    lines: super::lines::Lines,
     /// The syscall the filter sends here to be mediated, not judged.
     mediated: Option<i32>,
     /// Learning paths: the allowed path-taking syscalls sent here
@@ -145,7 +145,7 @@ impl Learner {
             denied: Vec::new(),
             more: 0,
             heard_from: false,
-            lines_to: None,
+            lines: Default::default(),
             mediated: None,
             watched: Vec::new(),
             learn_paths: false,
@@ -156,8 +156,8 @@ impl Learner {
 
     /// Write each refusal's first occurrence (per syscall and thread) to
     /// `fd` as a JSON line, as it happens.
-    pub fn send_lines_to(&mut self, fd: Option<i32>) {
-        self.lines_to = fd;
+    pub fn send_lines_to(&mut self, lines: super::lines::Lines) {
+        self.lines = lines;
     }
 
     pub fn mode(&self) -> Mode {
@@ -274,7 +274,7 @@ impl Learner {
                     let _ = sys::seccomp::notif_reply(l, n.id, true, 0);
                 }
                 Mode::Errno => {
-                    refused(&mut self.denied, &mut self.more, nr, n.pid, self.lines_to);
+                    refused(&mut self.denied, &mut self.more, nr, n.pid, &self.lines);
                     let _ = sys::seccomp::notif_reply(l, n.id, false, libc::EPERM);
                 }
                 Mode::Kill => {
@@ -328,7 +328,13 @@ impl Learner {
 /// Count a refusal of `nr` to host thread `tid` in `denied` (read, while
 /// the thread is blocked in the syscall, as the jail sees it); beyond
 /// MAX_DENIALS pairs, in `more`.
-fn refused(denied: &mut Vec<Refused>, more: &mut u64, nr: i64, tid: u32, lines: Option<i32>) {
+fn refused(
+    denied: &mut Vec<Refused>,
+    more: &mut u64,
+    nr: i64,
+    tid: u32,
+    lines: &super::lines::Lines,
+) {
     if let Some(r) = denied.iter_mut().find(|r| r.nr == nr && r.host_tid == tid) {
         r.count += 1;
         return;
@@ -343,7 +349,7 @@ fn refused(denied: &mut Vec<Refused>, more: &mut u64, nr: i64, tid: u32, lines: 
         thread: sys::ns_tid(tid),
         count: 1,
     };
-    r.denial().send_line(lines);
+    lines.send(&r.denial());
     denied.push(r);
 }
 

@@ -26,6 +26,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 
+use super::lines::Lines;
 use crate::outcome::{Denial, MAX_DENIALS};
 use crate::plan::egress::Egress;
 use parse::{SocksRefusal, Target};
@@ -60,25 +61,42 @@ pub struct Proxy {
 struct Shared {
     egress: Egress,
     denials: Mutex<Denials>,
-    /// `--denials-fd`: each refusal as a JSON line.
-    lines_to: Option<i32>,
+    /// `--denials-fd`: each new refusal as a JSON line.
+    lines: Lines,
 }
 
 impl Shared {
+    /// Record a refusal: a repeat of one recorded (same host, port and
+    /// reason) only counts; a new one is recorded and sent as a line
+    /// while fewer than [`MAX_DENIALS`] are, else counted in `more`.
     fn deny(&self, t: &Target, reason: String) {
+        let host = t.host.to_string();
+        let mut d = self.denials.lock().unwrap_or_else(|e| e.into_inner());
+        let known = d.list.iter_mut().find_map(|x| match x {
+            Denial::Network {
+                host: h,
+                port,
+                reason: r,
+                count,
+            } if *h == host && *port == t.port && *r == reason => Some(count),
+            _ => None,
+        });
+        if let Some(count) = known {
+            *count += 1;
+            return;
+        }
+        if d.list.len() >= MAX_DENIALS {
+            d.more += 1;
+            return;
+        }
         let denial = Denial::Network {
-            host: t.host.to_string(),
+            host,
             port: t.port,
             reason,
+            count: 1,
         };
-        // Under the lock: one line at a time from this side.
-        let mut d = self.denials.lock().unwrap_or_else(|e| e.into_inner());
-        denial.send_line(self.lines_to);
-        if d.list.len() < MAX_DENIALS {
-            d.list.push(denial);
-        } else {
-            d.more += 1;
-        }
+        self.lines.send(&denial);
+        d.list.push(denial);
     }
 }
 
@@ -99,12 +117,8 @@ impl Shared {
 
 impl Proxy {
     /// Serve on `listener` (bound and listening) by `egress`'s rules.
-    /// Each refusal also goes to `lines_to` as a JSON line.
-    pub fn start(
-        listener: OwnedFd,
-        egress: Egress,
-        lines_to: Option<i32>,
-    ) -> std::io::Result<Proxy> {
+    /// Each new refusal also goes to `lines` as a JSON line.
+    pub fn start(listener: OwnedFd, egress: Egress, lines: Lines) -> std::io::Result<Proxy> {
         let l = std::net::TcpListener::from(listener);
         l.set_nonblocking(true)?;
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -115,7 +129,7 @@ impl Proxy {
         let shared = Arc::new(Shared {
             egress,
             denials: Mutex::new(Denials::default()),
-            lines_to,
+            lines,
         });
         let (tx, rx) = oneshot::channel();
         let s = shared.clone();

@@ -9,8 +9,11 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
+use super::audit::AuditLog;
 use super::channels::Channels;
 use super::learn::{self, Learner};
+use super::lines::Lines;
+use super::masks::MaskWatch;
 use super::proxy::{Denials, Proxy};
 use super::pump::Output;
 use super::watch::{has_status, Watch};
@@ -54,8 +57,19 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
         cgroup,
         seccomp,
         run_dir,
+        audit,
     } = res;
-    match run_inner(plan, cgroup, seccomp, &mut o, start, control) {
+    if let Some(why) = &plan.landlock_unrecorded {
+        o.denials_unrecorded.insert("landlock".into(), why.clone());
+    }
+    let lines = Lines::to(plan.denials_fd);
+    let audit = match (audit, &plan.landlock_log_tag) {
+        (Some(fd), Some(tag)) => Some(AuditLog::new(fd, tag, lines.clone())),
+        _ => None,
+    };
+    let got = run_inner(plan, cgroup, seccomp, audit, &lines, &mut o, start, control);
+    o.denial_lines_dropped = lines.finish();
+    match got {
         Ok(()) => {}
         Err(RunError::Setup(e)) => o.set_setup_error(&e),
         Err(RunError::Refused { errno, why }) => return Spawned::Refused { errno, why },
@@ -71,10 +85,13 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
     Spawned::Ran(Box::new(o))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_inner(
     plan: &Plan,
     mut cg: Option<cgroup::RunCgroup>,
     seccomp: Option<(OwnedFd, OwnedFd)>,
+    audit: Option<AuditLog>,
+    lines: &Lines,
     o: &mut Outcome,
     start: Instant,
     control: Option<RawFd>,
@@ -84,7 +101,7 @@ fn run_inner(
     // 2. Channels: control socket, report pipe, output pipes, signals;
     //    the seccomp listener's socket.
     let channels = Channels::open(plan)?;
-    let mut learner = listener(plan, seccomp);
+    let mut learner = listener(plan, seccomp, lines);
     // Init scrubs its copy of our command line (see sys::scrub_cmdline).
     sys::record_argv_range_from_proc();
     // Started by host root (bwrap's): the binds' trees, idmapped here,
@@ -106,7 +123,7 @@ fn run_inner(
     let namespaces = ns_inodes(plan, pid);
     // 4. Into the cgroup (when clone3 could not put it there), id maps,
     //    GO, then the network namespace, made while init builds the root.
-    let (net, listener) = match release(plan, cg.as_mut(), via, pid, &pidfd, &ours.ctl) {
+    let (net, listener, audit_ok) = match release(plan, cg.as_mut(), via, pid, &pidfd, &ours.ctl) {
         Ok(r) => r,
         Err(e) => {
             // The child may have failed first (it opens the bind sources
@@ -118,10 +135,18 @@ fn run_inner(
     };
     tell_pid(plan, pid, namespaces, net);
     // The egress proxy (threads from here on: see supervise::proxy).
-    let proxy = start_proxy(plan, listener)?;
+    let proxy = start_proxy(plan, listener, lines)?;
     // 5. Wait, pumping output and watching the deadline.
     let output = Output::new(plan, ours.out, ours.err);
     let mut w = Watch::new(plan, pidfd, ours.ctl, output, learner, cg, control, start);
+    // Landlock's records, when the kernel's audit settings allow them.
+    match audit_ok {
+        Ok(()) => w.audit = audit,
+        Err(why) => {
+            o.denials_unrecorded.insert("landlock".into(), why);
+        }
+    }
+    w.masks = MaskWatch::for_plan(plan, lines.clone());
     let reports = w.wait(&ours.rep, &ours.sfd);
     w.meter_last();
     if let Some(p) = proxy {
@@ -133,6 +158,8 @@ fn run_inner(
     let waited = reap_init(pid, &w, &decoded)?;
     let cg_stats = w.cg.take().map(|c| remove_cgroup(c, o));
     let (violation, unix_report, unheard) = finish_listener(&mut w, o);
+    finish_audit(&mut w, o);
+    let unwatched = finish_masks(&mut w, o);
     // 7. What happened: usage, the payload's records and layers, then the
     //    status.
     let ended = Ended {
@@ -145,7 +172,12 @@ fn run_inner(
         unheard,
         watch: w,
     };
-    conclude(plan, o, ended)
+    conclude(plan, o, ended)?;
+    // A jail that failed before its root was built had no covers to watch.
+    if let (Some(why), false) = (unwatched, o.status == crate::outcome::Status::SetupError) {
+        o.denials_unrecorded.insert("mask".into(), why);
+    }
+    Ok(())
 }
 
 /// The jail runs: tell its pid where the policy asked (bwrap's JSON, see
@@ -180,11 +212,15 @@ fn tell_pid(plan: &Plan, pid: i32, namespaces: Vec<(&'static str, u64)>, net: Op
 }
 
 /// The egress proxy on the listener made in the jail's network namespace.
-fn start_proxy(plan: &Plan, listener: Option<OwnedFd>) -> Result<Option<Proxy>, SetupError> {
+fn start_proxy(
+    plan: &Plan,
+    listener: Option<OwnedFd>,
+    lines: &Lines,
+) -> Result<Option<Proxy>, SetupError> {
     let (Some(l), Some(e)) = (listener, plan.egress.as_ref()) else {
         return Ok(None);
     };
-    Proxy::start(l, e.clone(), plan.denials_fd)
+    Proxy::start(l, e.clone(), lines.clone())
         .map(Some)
         .map_err(|e| SetupError::io("network", "egress proxy", &e))
 }
@@ -198,6 +234,7 @@ fn record_denials(d: Denials, record: bool, o: &mut Outcome) {
     }
     o.denials.extend(d.list);
     if d.more > 0 {
+        o.denials_more.insert("network".into(), d.more);
         o.warnings.push(format!(
             "{} more network denials not recorded (the first {} are)",
             d.more,
@@ -226,11 +263,11 @@ fn ns_inodes(plan: &Plan, pid: i32) -> Vec<(&'static str, u64)> {
 
 /// The supervisor's end of the seccomp listener (every mode, mediation),
 /// over the plan's socket pair.
-fn listener(plan: &Plan, sockets: Option<(OwnedFd, OwnedFd)>) -> Option<Learner> {
+fn listener(plan: &Plan, sockets: Option<(OwnedFd, OwnedFd)>, lines: &Lines) -> Option<Learner> {
     let c = plan.seccomp.as_ref()?;
     let sockets = sockets?;
     let mut l = Learner::for_compiled(c, sockets, plan.fallback_ids, plan.network == Network::Host);
-    l.send_lines_to(plan.denials_fd);
+    l.send_lines_to(lines.clone());
     Some(l)
 }
 
@@ -330,6 +367,7 @@ fn finish_listener(
         }
         o.denials.extend(heard.denials);
         if heard.more > 0 {
+            o.denials_more.insert("seccomp".into(), heard.more);
             o.warnings.push(format!(
                 "{} more refused syscalls not recorded (the first {} syscall and thread pairs are)",
                 heard.more,
@@ -338,6 +376,39 @@ fn finish_listener(
         }
     }
     (violation, unix_report, unheard)
+}
+
+/// The Landlock audit reader's last word (the jail is gone): this run's
+/// Landlock refusals, and how many more the kernel counted.
+fn finish_audit(w: &mut Watch, o: &mut Outcome) {
+    let Some(a) = w.audit.take() else { return };
+    let heard = a.finish();
+    o.denials.extend(heard.denials);
+    if heard.more > 0 {
+        o.denials_more.insert("landlock".into(), heard.more);
+    }
+    if heard.lost {
+        o.warnings.push(
+            "landlock: some audit records were dropped before stockade could read them (the socket's buffer overflowed); the Landlock denials listed are not all".into(),
+        );
+    }
+}
+
+/// The covers' watch, last: the attempts on masked paths seen; why some
+/// covers went unwatched, if they did.
+fn finish_masks(w: &mut Watch, o: &mut Outcome) -> Option<String> {
+    let m = w.masks.take()?;
+    let heard = m.finish(w.ctl.as_raw_fd());
+    o.denials.extend(heard.denials);
+    if heard.more > 0 {
+        o.denials_more.insert("mask".into(), heard.more);
+    }
+    if heard.overflowed {
+        o.warnings.push(
+            "masks: the kernel's inotify queue overflowed; some attempts on masked paths are not counted".into(),
+        );
+    }
+    heard.unwatched
 }
 
 /// What the wait left for [`conclude`].
@@ -379,6 +450,10 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
         return Ok(());
     }
     if unheard {
+        o.denials_unrecorded.insert(
+            "seccomp".into(),
+            "another seccomp filter of this process tree has the one listener it may have; the kernel refused syscalls alone".into(),
+        );
         o.warnings.push(
             "seccomp: refused syscalls were not recorded (another seccomp filter of this process tree has the one listener it may have; the kernel refused them alone)".into(),
         );
@@ -399,11 +474,17 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
     Ok(())
 }
 
+/// What [`release`] gives: the network namespace's inode number (for
+/// `--info-fd`), the egress proxy's listening socket, the verdict on
+/// Landlock's records.
+type Released = (Option<u64>, Option<OwnedFd>, Result<(), String>);
+
 /// Let the cloned child go: into the run's cgroup when clone3 could not
 /// put it there, its id maps, GO, then the network namespace (made by a
 /// helper while init builds the root) sent over the control socket; the
 /// new network namespace's inode number, and the egress proxy's listening
-/// socket made in it (when the plan has an allowlist).
+/// socket made in it (when the plan has an allowlist); then the verdict on
+/// Landlock's records (see [`audit_verdict`]), also returned.
 fn release(
     plan: &Plan,
     mut cg: Option<&mut cgroup::RunCgroup>,
@@ -411,7 +492,7 @@ fn release(
     pid: i32,
     pidfd: &OwnedFd,
     ctl: &OwnedFd,
-) -> Result<(Option<u64>, Option<OwnedFd>), SetupError> {
+) -> Result<Released, SetupError> {
     let moved_after_clone =
         cg.as_ref().is_some_and(|c| c.has_v2()) && via != sys::CloneVia::Clone3IntoCgroup;
     if let (Some(c), true) = (cg.as_mut(), moved_after_clone) {
@@ -446,7 +527,7 @@ fn release(
     };
     sys::write_all(ctl.as_raw_fd(), &[go]).map_err(|e| SetupError::sys("start jail", "", &e))?;
     let Some(userns) = userns else {
-        return Ok((None, None));
+        return Ok((None, None, audit_verdict(plan, ctl)?));
     };
     let port = plan.egress.as_ref().map(|e| e.port);
     let (ns, listener) =
@@ -458,7 +539,26 @@ fn release(
         true => None,
         false => ns_inode(&ns),
     };
-    Ok((inode, listener))
+    Ok((inode, listener, audit_verdict(plan, ctl)?))
+}
+
+/// When the supervisor can read Landlock's audit records
+/// (`Plan::landlock_log_tag`): ask the kernel's audit settings now, while
+/// init builds the root (the query costs a kernel thread, some hundred
+/// microseconds), and tell init whether the payload asks for its denials
+/// to be logged. Ok when it does (or nothing was to be asked), else why
+/// not.
+fn audit_verdict(plan: &Plan, ctl: &OwnedFd) -> Result<Result<(), String>, SetupError> {
+    if plan.landlock_log_tag.is_none() {
+        return Ok(Ok(()));
+    }
+    let verdict = crate::plan::audit_verdict();
+    let byte = match verdict {
+        Ok(()) => proto::AUDIT_LOG,
+        Err(_) => proto::AUDIT_NO_LOG,
+    };
+    sys::write_all(ctl.as_raw_fd(), &[byte]).map_err(|e| SetupError::sys("start jail", "", &e))?;
+    Ok(verdict)
 }
 
 /// A namespace fd's inode number (through its /proc/self/fd link).

@@ -51,6 +51,10 @@ pub(super) struct Watch {
     held: Option<Option<Duration>>,
     /// Bytes read from the asker's socket, not yet a whole record.
     asked: Vec<u8>,
+    /// The reader of this run's Landlock audit records.
+    pub(super) audit: Option<super::audit::AuditLog>,
+    /// The watch on the covers over denied paths.
+    pub(super) masks: Option<super::masks::MaskWatch>,
 }
 
 /// What the jail wrote on the report pipe.
@@ -94,6 +98,12 @@ const STDERR: usize = 4;
 /// Two: the learner's socket or listener, and the connect agent.
 const LISTENER: usize = 5;
 const CONTROL: usize = 7;
+const AUDIT: usize = 8;
+/// Our end of the control socket, while the covers' watch is to come.
+const CTL_IN: usize = 9;
+const MASKS: usize = 10;
+/// The size of the poll set.
+const POLLED: usize = 11;
 
 fn pollin(fd: RawFd) -> libc::pollfd {
     libc::pollfd {
@@ -143,6 +153,8 @@ impl Watch {
             disk_hit: false,
             held,
             asked: Vec::new(),
+            audit: None,
+            masks: None,
         }
     }
 
@@ -299,7 +311,7 @@ impl Watch {
         })
     }
 
-    fn poll_set(&self, rep: &OwnedFd, r: &Reports, sfd: &SignalFd) -> [libc::pollfd; 8] {
+    fn poll_set(&self, rep: &OwnedFd, r: &Reports, sfd: &SignalFd) -> [libc::pollfd; POLLED] {
         let fd_or = |open: bool, fd: RawFd| if open { fd } else { -1 };
         let lfds = self.learner.as_ref().map(|l| l.fds()).unwrap_or_default();
         let lfd = |i: usize| lfds.get(i).copied().unwrap_or(-1);
@@ -313,13 +325,19 @@ impl Watch {
             pollin(lfd(0)),
             pollin(lfd(1)),
             pollin(self.control.unwrap_or(-1)),
+            pollin(self.audit.as_ref().and_then(|a| a.fd()).unwrap_or(-1)),
+            pollin(fd_or(
+                self.masks.as_ref().is_some_and(|m| m.waiting()),
+                self.ctl.as_raw_fd(),
+            )),
+            pollin(self.masks.as_ref().and_then(|m| m.fd()).unwrap_or(-1)),
         ]
     }
 
     /// Handle what poll found ready. True when init has just exited.
     fn dispatch(
         &mut self,
-        fds: &[libc::pollfd; 8],
+        fds: &[libc::pollfd; POLLED],
         rep: &OwnedFd,
         r: &mut Reports,
         sfd: &SignalFd,
@@ -344,6 +362,19 @@ impl Watch {
             }
         }
         self.on_listener(&fds[LISTENER..LISTENER + 2]);
+        if fds[AUDIT].revents != 0 {
+            if let Some(a) = self.audit.as_mut() {
+                a.on_ready();
+            }
+        }
+        if let Some(m) = self.masks.as_mut() {
+            if fds[CTL_IN].revents != 0 {
+                m.on_ctl(self.ctl.as_raw_fd());
+            }
+            if fds[MASKS].revents != 0 {
+                m.on_ready();
+            }
+        }
         if fds[PIDFD].revents != 0 && !self.init_done {
             self.init_done = true;
             return true;

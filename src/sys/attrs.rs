@@ -77,3 +77,35 @@ pub fn setrlimit2(
     nix::sys::resource::setrlimit(res, soft, hard)
         .or_else(|e| err("setrlimit", format!("{name}={soft}:{hard}"), e))
 }
+
+/// Name the calling thread (`PR_SET_NAME`: at most 15 bytes are kept;
+/// execve replaces it with the program's name).
+pub fn set_comm(name: &std::ffi::CStr) -> SysResult<()> {
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16
+    // bytes from the pointer; `name` is one and outlives the call.
+    let r = unsafe {
+        libc::prctl(
+            libc::PR_SET_NAME,
+            name.as_ptr() as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if r < 0 {
+        return err("prctl", "PR_SET_NAME", last_errno());
+    }
+    Ok(())
+}
+
+/// `n` random bytes from the kernel (getrandom(2), never blocking once
+/// the pool is initialised).
+pub fn random_bytes<const N: usize>() -> SysResult<[u8; N]> {
+    let mut b = [0u8; N];
+    // SAFETY: b is a writable buffer of N bytes.
+    let r = unsafe { libc::getrandom(b.as_mut_ptr().cast(), N, 0) };
+    if r != N as isize {
+        return err("getrandom", N, last_errno());
+    }
+    Ok(b)
+}

@@ -246,3 +246,69 @@ pub fn set_pipe_size(fd: RawFd, size: usize) -> SysResult<()> {
     }
     Ok(())
 }
+
+/// How a caller's fd takes writes that must never block us.
+#[derive(Debug)]
+pub enum NoWait {
+    /// A pipe or FIFO, opened anew (its own file description) with
+    /// O_NONBLOCK: the caller's description is left as it was.
+    Pipe(OwnedFd),
+    /// A socket: each write is a send with MSG_DONTWAIT.
+    Socket,
+    /// Anything else (a regular file, a terminal): written as it is.
+    Plain,
+}
+
+/// The way to write to `fd` without blocking (see [`NoWait`]).
+pub fn no_wait(fd: RawFd) -> SysResult<NoWait> {
+    // SAFETY: fd is only inspected; BorrowedFd lives for this call alone.
+    let st = nix::sys::stat::fstat(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
+        .or_else(|e| err("fstat", fd, e))?;
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFSOCK => Ok(NoWait::Socket),
+        libc::S_IFIFO => {
+            let p = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default();
+            // SAFETY: `p` is NUL-terminated and outlives the call.
+            let r = unsafe {
+                libc::open(
+                    p.as_ptr(),
+                    libc::O_WRONLY | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY,
+                )
+            };
+            if r < 0 {
+                return err("open", format!("/proc/self/fd/{fd}"), last_errno());
+            }
+            // SAFETY: fresh fd from the kernel.
+            Ok(NoWait::Pipe(unsafe { OwnedFd::from_raw_fd(r) }))
+        }
+        _ => Ok(NoWait::Plain),
+    }
+}
+
+/// One write of `buf` to `fd` the [`NoWait`] way: how much was taken
+/// (EAGAIN when nothing could be without blocking).
+pub fn write_no_wait(fd: RawFd, how: &NoWait, buf: &[u8]) -> SysResult<usize> {
+    loop {
+        // SAFETY: buf is a valid slice for its length.
+        let r = unsafe {
+            match how {
+                NoWait::Pipe(p) => libc::write(p.as_raw_fd(), buf.as_ptr().cast(), buf.len()),
+                NoWait::Socket => libc::send(
+                    fd,
+                    buf.as_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                ),
+                NoWait::Plain => libc::write(fd, buf.as_ptr().cast(), buf.len()),
+            }
+        };
+        if r < 0 {
+            let e = last_errno();
+            if e == Errno::EINTR {
+                continue;
+            }
+            return err("write", fd, e);
+        }
+        return Ok(r as usize);
+    }
+}

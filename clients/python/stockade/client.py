@@ -64,6 +64,12 @@ class Outcome:
             (raw.get("stdout") or {}).get("truncated")
             or (raw.get("stderr") or {}).get("truncated")
         )
+        # What was refused ({"kind": "network" | "seccomp" | "landlock" |
+        # "mask", ..., "count": N}), the kinds that could not be recorded
+        # ({kind: why}) and the refusals counted but not listed ({kind: N}).
+        self.denials = raw.get("denials", [])
+        self.denials_unrecorded = raw.get("denials_unrecorded", {})
+        self.denials_more = raw.get("denials_more", {})
 
     @property
     def ok(self):

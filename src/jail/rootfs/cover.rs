@@ -1,8 +1,9 @@
 //! Covers over denied paths (`plan::deny`): an empty read-only file or
-//! directory bound over what a bind shows there. The empty ones are made
-//! on the new root's tmpfs under a name of ours, cloned onto each denied
-//! path, and unlinked once every cover is in place, so the jail never
-//! sees them but as the covers.
+//! directory bound over what a bind shows there. Each is made on the new
+//! root's tmpfs under a name of ours (one inode per cover, so that an
+//! open of one can be told from an open of another: see [`watch`]),
+//! cloned onto its denied path, and unlinked once every cover is in
+//! place, so the jail never sees them but as the covers.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -16,11 +17,10 @@ use crate::sys::{
 const FILE: &str = ".stockade-cover-file";
 const DIR: &str = ".stockade-cover-dir";
 
-/// Which of the empty sources were made on the root.
+/// The empty sources made on the root, by name.
 #[derive(Default)]
 pub(super) struct Made {
-    file: bool,
-    dir: bool,
+    names: Vec<String>,
 }
 
 /// Cover `dst` (a path some bind shows) with an empty read-only `dir` or
@@ -32,7 +32,8 @@ pub(super) fn cover(
     dir: bool,
     id: Option<(u64, u64, u64)>,
 ) -> Result<(), JailError> {
-    let name = OsStr::new(if dir { DIR } else { FILE });
+    let name = format!("{}-{}", if dir { DIR } else { FILE }, made.names.len());
+    let name = OsStr::new(&name);
     if root.bound {
         // The root is a host tree: the empty sources would be made there.
         let err = SysError {
@@ -42,13 +43,12 @@ pub(super) fn cover(
         };
         return Err(step_error("cover", dst, err));
     }
-    if dir && !made.dir {
-        at::mkdir(&root.fd, name, 0o555, Path::new(DIR)).step("cover", dst)?;
-        made.dir = true;
-    } else if !dir && !made.file {
-        at::write_file(&root.fd, name, b"", 0o444, Path::new(FILE)).step("cover", dst)?;
-        made.file = true;
+    if dir {
+        at::mkdir(&root.fd, name, 0o555, Path::new(name)).step("cover", dst)?;
+    } else {
+        at::write_file(&root.fd, name, b"", 0o444, Path::new(name)).step("cover", dst)?;
     }
+    made.names.push(name.to_string_lossy().into_owned());
     let (sdev, sino, _) = at::stat(&root.fd, name, dst).step("cover", dst)?;
     // The parent as the payload will see it, creating nothing.
     let target = dst.file_name().unwrap_or_default();
@@ -103,11 +103,34 @@ pub(super) fn finish(made: &Made, base: &Path) -> Result<(), JailError> {
             step_error("cover", Path::new(n), err)
         })
     };
-    if made.file {
-        gone(std::fs::remove_file(base.join(FILE)), FILE)?;
-    }
-    if made.dir {
-        gone(std::fs::remove_dir(base.join(DIR)), DIR)?;
+    for n in &made.names {
+        let p = base.join(n);
+        if n.starts_with(DIR) {
+            gone(std::fs::remove_dir(p), n)?;
+        } else {
+            gone(std::fs::remove_file(p), n)?;
+        }
     }
     Ok(())
+}
+
+/// Watch every cover (in the plan's order; after pivot_root, by its jail
+/// path) for opens and reads, on one inotify instance whose watch
+/// descriptors are 1, 2, … in that order: the supervisor maps them back
+/// (`supervise::masks`). Returns the instance and how many covers are
+/// watched (the first N; a watch refused, say for lack of inotify
+/// watches, ends the list). None when there are no covers.
+pub fn watch(covers: &[&Path]) -> Option<(std::os::fd::OwnedFd, u32)> {
+    if covers.is_empty() {
+        return None;
+    }
+    let fd = sys::inotify_init().ok()?;
+    let mut n = 0u32;
+    for p in covers {
+        match sys::inotify_add_watch(&fd, p, sys::MASK_EVENTS) {
+            Ok(wd) if wd == n as i32 + 1 => n += 1,
+            _ => break,
+        }
+    }
+    Some((fd, n))
 }
