@@ -139,6 +139,12 @@ pub fn main(args: &[OsString]) -> i32 {
         }
     };
     policy.keep_fds = translate::passed_fds(&ops, &inherited);
+    if let Err(lines) = translate::namespace_fds(&mut policy, &inherited) {
+        for l in lines {
+            eprint_line(&l);
+        }
+        return USAGE_EXIT;
+    }
     if ops.iter().any(|o| o.opt == "--die-with-parent") {
         // SIGKILL when our parent goes; the jail dies with this process.
         if let Err(e) = crate::sys::set_pdeathsig(libc::SIGKILL) {
@@ -298,6 +304,7 @@ fn setup_error(
         "Joining specified user namespace failed",
         "Setting pidns failed",
         "Setting userns2 failed",
+        "unable to switch to ",
     ] {
         if let Some(i) = err.find(phrase) {
             return err[i..].to_string();

@@ -571,6 +571,25 @@ impl Plan {
     /// fallback's run directory goes into `res`.
     fn draft(p: &Policy, fallback: bool, res: &mut Resources) -> Result<Plan, SetupError> {
         let joins = p.join_userns.or(p.join_userns2).or(p.join_pidns);
+        // The caller's own fds: one not open here would be whatever this
+        // process opens next under that number.
+        for fd in [
+            p.join_userns,
+            p.join_userns2,
+            p.join_pidns,
+            p.userns_block_fd,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if !sys::fd_is_open(fd) {
+                return Err(SetupError::from_errno(
+                    "namespaces",
+                    format!("fd {fd}"),
+                    sys::Errno::EBADF,
+                ));
+            }
+        }
         if fallback && (joins.is_some() || p.userns_block_fd.is_some()) {
             return Err(SetupError::new(
                 "namespaces",

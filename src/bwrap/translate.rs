@@ -152,6 +152,36 @@ fn namespace_combinations(p: &Policy, ns: &Ns) -> Result<(), BwrapError> {
     }
 }
 
+/// The namespace fds the caller did not have open when we started fail
+/// as bwrap's setns fails on them (EBADF), in its words: by then this
+/// process has fds of its own, which a number the caller names must never
+/// reach. A `--userns-block-fd` not open reads EOF at once in bwrap: here
+/// it becomes a fd of /dev/null.
+pub(super) fn namespace_fds(p: &mut Policy, inherited: &[i32]) -> Result<(), Vec<String>> {
+    let open = |fd: &Option<i32>| fd.is_none_or(|fd| inherited.contains(&fd));
+    let bad = "Bad file descriptor";
+    if !open(&p.join_userns) {
+        return Err(vec![format!(
+            "Joining specified user namespace failed: {bad}"
+        )]);
+    }
+    if !open(&p.join_pidns) {
+        return Err(vec![
+            format!("Setting pidns failed: {bad}"),
+            "Unexpected short read from pid socket".into(),
+        ]);
+    }
+    if !open(&p.join_userns2) {
+        return Err(vec![format!("Setting userns2 failed: {bad}")]);
+    }
+    if !open(&p.userns_block_fd) {
+        let null = std::fs::File::open("/dev/null").map_err(|e| vec![e.to_string()])?;
+        // Held until this process ends, as the caller's fd would be.
+        p.userns_block_fd = Some(std::os::fd::IntoRawFd::into_raw_fd(null));
+    }
+    Ok(())
+}
+
 /// The options whose first word is an fd bwrap uses up (reads, writes or
 /// binds) and closes before the command runs.
 const FD_OPTIONS: &[&str] = &[

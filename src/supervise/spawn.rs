@@ -134,7 +134,7 @@ fn run_inner(
     }
     let decoded = proto::decode(&reports);
     // 6. Reap init, remove the cgroup, hear the listener's last word.
-    let waited = reap_init(pid, &w, &decoded)?;
+    let waited = reap_init(plan, pid, &w, &decoded)?;
     let cg_stats = w.cg.take().map(|c| remove_cgroup(c, o));
     let (violation, unix_report, unheard) = finish_listener(&mut w, o);
     // 7. What happened: usage, the payload's records and layers, then the
@@ -302,13 +302,16 @@ fn clone(plan: &Plan, cg: Option<&cgroup::RunCgroup>) -> Result<(Cloned, sys::Cl
 /// down the namespaces), which takes longer than a small command's whole
 /// run. Without a cgroup to remove there is nothing to wait for: the
 /// exiting init is reaped by the next run in this process, or after we
-/// exit (None).
+/// exit (None). Except in a joined pid namespace (not the jail's own):
+/// there init, orphaned, would go to that namespace's pid 1, which may
+/// never reap it, and stay a zombie among the caller's processes.
 fn reap_init(
+    plan: &Plan,
     pid: i32,
     w: &Watch,
     decoded: &[proto::Report],
 ) -> Result<Option<(i32, libc::rusage)>, SetupError> {
-    if w.init_done || w.cg.is_some() || !has_status(decoded) {
+    if w.init_done || w.cg.is_some() || !has_status(decoded) || !plan.own_pidns {
         let waited = sys::wait4(pid).map_err(|e| SetupError::sys("wait", "", &e))?;
         Ok(Some(waited))
     } else {
