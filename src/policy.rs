@@ -742,3 +742,47 @@ impl Policy {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn joined_namespaces_only_in_combinations_that_mean_something() {
+        let base = Policy::with_defaults(vec!["true".into()]);
+        let check = |f: &dyn Fn(&mut Policy)| {
+            let mut p = base.clone();
+            f(&mut p);
+            p.validate().map_err(|e| e.to_string())
+        };
+        assert!(check(&|p| p.join_userns = Some(3)).is_ok());
+        assert!(check(&|p| {
+            p.join_pidns = Some(4);
+            p.nest_pidns = true;
+            p.as_pid_1 = true;
+        })
+        .is_ok());
+        let refused = [
+            check(&|p| p.join_pidns = Some(-1)),
+            check(&|p| {
+                p.join_userns = Some(3);
+                p.userns_block_fd = Some(4);
+            }),
+            // The caller must learn the pid to write its maps.
+            check(&|p| p.userns_block_fd = Some(4)),
+            check(&|p| {
+                p.join_userns = Some(3);
+                p.disable_userns = true;
+            }),
+            check(&|p| p.nest_pidns = true),
+            // No pid namespace of the jail's own for its command to be pid 1 of.
+            check(&|p| {
+                p.join_pidns = Some(4);
+                p.as_pid_1 = true;
+            }),
+        ];
+        for r in refused {
+            assert!(r.is_err(), "{r:?}");
+        }
+    }
+}
