@@ -96,5 +96,9 @@ fn a_spawned_jail_joins_the_callers_user_namespace() {
             1
         )
     );
+    // The outcome says whose namespace it was, not maps stockade wrote.
+    let user = &out.outcome.layers["user_namespace"].detail;
+    assert!(user["joined"].as_str().is_some(), "{user}");
+    assert!(user.get("uid_map").is_none(), "{user}");
     drop(ns);
 }
