@@ -295,6 +295,7 @@ impl Jail {
         let own_fds = [
             ("pid_reports", !policy.pid_reports.is_empty()),
             ("block_fd", policy.block_fd.is_some()),
+            ("userns_block_fd", policy.userns_block_fd.is_some()),
             ("denials_fd", policy.denials_fd.is_some()),
         ];
         if let Some((field, _)) = own_fds.iter().find(|(_, set)| *set) {
@@ -334,7 +335,18 @@ impl Jail {
                 }
             }
         }
-        let started = spawner::request(&policy, given, &policy.keep_fds, self.held)?;
+        // The namespaces to join travel with the kept fds, under the same
+        // numbers; the per-run supervisor joins them (the payload gets
+        // only `keep_fds`).
+        let mut passed = policy.keep_fds.clone();
+        let joins = [policy.join_userns, policy.join_userns2, policy.join_pidns];
+        passed.extend(
+            joins
+                .into_iter()
+                .flatten()
+                .filter(|fd| !policy.keep_fds.contains(fd)),
+        );
+        let started = spawner::request(&policy, given, &passed, self.held)?;
         drop(theirs);
         let [stdin, stdout, stderr] = ours;
         Ok(Child {

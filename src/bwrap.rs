@@ -144,6 +144,12 @@ pub fn main(args: &[OsString]) -> i32 {
         }
     };
     policy.keep_fds = translate::passed_fds(&ops, &inherited);
+    if let Err(lines) = translate::namespace_fds(&mut policy, &inherited) {
+        for l in lines {
+            eprint_line(&l);
+        }
+        return USAGE_EXIT;
+    }
     if ops.iter().any(|o| o.opt == "--die-with-parent") {
         // SIGKILL when our parent goes; the jail dies with this process.
         if let Err(e) = crate::sys::set_pdeathsig(libc::SIGKILL) {
@@ -252,7 +258,15 @@ fn exit_code(ends: Ends, o: &crate::outcome::Outcome) -> i32 {
                     "Permission denied"
                 }
             )),
-            _ => eprint_line(&setup_error(o.error.as_deref(), &ends.cwd, &ends.chmods)),
+            _ => {
+                let line = setup_error(o.error.as_deref(), &ends.cwd, &ends.chmods);
+                eprint_line(&line);
+                if line.starts_with("Setting pidns failed") {
+                    // bwrap's monitor then misses the pid its child was
+                    // to send, and says so too.
+                    eprint_line("Unexpected short read from pid socket");
+                }
+            }
         }
         return USAGE_EXIT;
     }
@@ -291,6 +305,11 @@ fn setup_error(
         "creation of new user namespaces was not disabled as requested",
         "cannot open /proc/sys/user/max_user_namespaces",
         "sysctl user.max_user_namespaces",
+        "Joining the specified user namespace failed",
+        "Joining specified user namespace failed",
+        "Setting pidns failed",
+        "Setting userns2 failed",
+        "unable to switch to ",
     ] {
         if let Some(i) = err.find(phrase) {
             return err[i..].to_string();

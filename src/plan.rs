@@ -125,6 +125,25 @@ pub struct Plan {
     /// Init execs the command itself (`Policy::as_pid_1`), never in the
     /// fallback.
     pub as_pid_1: bool,
+    /// The user namespace the supervisor joins before clone
+    /// (`Policy::join_userns`); clone then makes no user namespace.
+    pub join_userns: Option<i32>,
+    /// The user namespace init joins once the root is built
+    /// (`Policy::join_userns2`).
+    pub join_userns2: Option<i32>,
+    /// The pid namespace the supervisor's next child is born in
+    /// (`Policy::join_pidns`); clone makes one under it only with
+    /// `nest_pidns`.
+    pub join_pidns: Option<i32>,
+    /// The supervisor waits on this fd instead of writing the id maps
+    /// (`Policy::userns_block_fd`).
+    pub userns_block_fd: Option<i32>,
+    /// Init is pid 1 of a pid namespace of the jail's own (false in the
+    /// fallback, and in a joined pid namespace without `nest_pidns`):
+    /// `kill(-1)` there reaches only the jail.
+    pub own_pidns: bool,
+    /// Which ids init takes after GO (see [`BecomeUser`]).
+    pub become_user: BecomeUser,
     /// Capabilities the payload keeps (`Policy::keep_caps`), and how
     /// (`Policy::caps_as_root`).
     pub keep_caps: u64,
@@ -213,6 +232,30 @@ pub struct Resources {
     pub audit: Option<OwnedFd>,
 }
 
+/// Which ids init takes after GO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BecomeUser {
+    /// `inner_uid`/`inner_gid`, which stockade's id maps map (the jail's
+    /// own user namespace).
+    Policy,
+    /// None: the ids stay the caller's (the fallback; the caller's own
+    /// maps, `userns_block_fd`, give them their meaning).
+    Keep,
+    /// In a joined user namespace (`Policy::join_userns`): the ids asked
+    /// for (bwrap's `--uid`/`--gid`, as that namespace maps them); else
+    /// the caller's, as bwrap keeps them, except host root: where that
+    /// namespace does not map the caller's uid 0 (or gid 0), the jail
+    /// takes the policy's id there instead (`unmapped_root`), so a jail in
+    /// a namespace that does not map host root never runs as host root.
+    /// A namespace that maps host root was the caller's choice.
+    Joined {
+        uid: Option<u32>,
+        gid: Option<u32>,
+        unmapped_root: Option<u32>,
+        unmapped_root_group: Option<u32>,
+    },
+}
+
 /// The host ids the jail's ids map to.
 struct Outer {
     euid: u32,
@@ -251,16 +294,40 @@ impl Outer {
 /// made by clone (setting one up costs about as much as the rest of the
 /// clone): the supervisor makes it while init builds the root (sys::netns),
 /// and init joins it. None in the fallback.
-fn clone_flags(fallback: bool) -> u64 {
+/// A joined user namespace (`Policy::join_userns`) replaces the new one;
+/// a joined pid namespace (`Policy::join_pidns`) the new one, unless
+/// `nest_pidns` makes one under it.
+fn clone_flags(p: &Policy, fallback: bool) -> u64 {
     if fallback {
         return 0;
     }
-    (libc::CLONE_NEWUSER
-        | libc::CLONE_NEWNS
-        | libc::CLONE_NEWPID
-        | libc::CLONE_NEWIPC
-        | libc::CLONE_NEWUTS
-        | libc::CLONE_NEWCGROUP) as u64
+    let mut flags =
+        libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWCGROUP;
+    if p.join_userns.is_none() {
+        flags |= libc::CLONE_NEWUSER;
+    }
+    if p.join_pidns.is_none() || p.nest_pidns {
+        flags |= libc::CLONE_NEWPID;
+    }
+    flags as u64
+}
+
+/// Which ids init takes after GO (see [`BecomeUser`]).
+fn become_user(p: &Policy, fallback: bool) -> BecomeUser {
+    if fallback || p.userns_block_fd.is_some() {
+        return BecomeUser::Keep;
+    }
+    if p.join_userns.is_none() {
+        return BecomeUser::Policy;
+    }
+    // bwrap's `--uid`/`--gid`: ids other than the caller's own.
+    let asked = |mine: u32, wanted: u32| (mine != wanted).then_some(wanted);
+    BecomeUser::Joined {
+        uid: asked(sys::getuid(), p.uid),
+        gid: asked(sys::getegid(), p.gid),
+        unmapped_root: (sys::geteuid() == 0).then_some(p.uid),
+        unmapped_root_group: (sys::getegid() == 0).then_some(p.gid),
+    }
 }
 
 /// The fallback's own place on the host.
@@ -559,6 +626,33 @@ impl Plan {
     /// Everything but the limits' enforcement and the seccomp channel. The
     /// fallback's run directory goes into `res`.
     fn draft(p: &Policy, fallback: bool, res: &mut Resources) -> Result<Plan, SetupError> {
+        let joins = p.join_userns.or(p.join_userns2).or(p.join_pidns);
+        // The caller's own fds: one not open here would be whatever this
+        // process opens next under that number.
+        for fd in [
+            p.join_userns,
+            p.join_userns2,
+            p.join_pidns,
+            p.userns_block_fd,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if !sys::fd_is_open(fd) {
+                return Err(SetupError::from_errno(
+                    "namespaces",
+                    format!("fd {fd}"),
+                    sys::Errno::EBADF,
+                ));
+            }
+        }
+        if fallback && (joins.is_some() || p.userns_block_fd.is_some()) {
+            return Err(SetupError::new(
+                "namespaces",
+                "",
+                "a joined namespace or the caller's own id maps need namespaces, which are refused here",
+            ));
+        }
         let mut outer = Outer::of(p)?;
         // Host root's files shown as the jail root's on the binds (bwrap
         // run by root): the jail's ids map to a host id of its own, leased
@@ -643,7 +737,7 @@ impl Plan {
             seccomp,
             require,
             masked,
-            clone_flags: clone_flags(fallback),
+            clone_flags: clone_flags(p, fallback),
             new_netns: p.network == Network::None && !fallback,
             network: p.network,
             egress,
@@ -685,6 +779,12 @@ impl Plan {
             caps_as_root: p.caps_as_root,
             bounding_caps: p.bounding_caps.filter(|_| !fallback),
             as_pid_1: p.as_pid_1 && !fallback,
+            join_userns: p.join_userns,
+            join_userns2: p.join_userns2,
+            join_pidns: p.join_pidns,
+            userns_block_fd: p.userns_block_fd,
+            own_pidns: !fallback && (p.join_pidns.is_none() || p.nest_pidns),
+            become_user: become_user(p, fallback),
             disable_userns: p.disable_userns && !fallback,
             assert_userns_disabled: p.assert_userns_disabled || p.disable_userns,
             command: p.argv[0].to_string_lossy().into_owned(),

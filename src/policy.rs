@@ -428,6 +428,40 @@ pub struct Policy {
     /// Only for a run in the caller's own process (`run_here`).
     #[serde(default)]
     pub block_fd: Option<i32>,
+    /// A caller fd of a user namespace the jail enters instead of making
+    /// its own (bwrap's `--userns`): the process that runs the jail (the
+    /// CLI's, or the spawner's per-run supervisor) joins it for good before
+    /// clone, and every namespace the jail makes is owned by it. No id maps
+    /// are written: the jail's ids are those the namespace maps (see
+    /// `Plan::become_user`); a namespace whose root is host root is the
+    /// caller's choice. The kernel refuses a namespace the caller does not
+    /// hold CAP_SYS_ADMIN in, or an fd of another type.
+    #[serde(default)]
+    pub join_userns: Option<i32>,
+    /// A caller fd of a user namespace under the jail's that init enters
+    /// once the root is built (bwrap's `--userns2`): the payload starts in
+    /// it.
+    #[serde(default)]
+    pub join_userns2: Option<i32>,
+    /// A caller fd of a pid namespace the jail's processes are born in
+    /// (bwrap's `--pidns`), or under which the jail's own is made
+    /// (`nest_pidns`). Without `nest_pidns`, init is not its namespace's
+    /// pid 1: it kills the jail's processes as the tree of its
+    /// descendants, never with `kill(-1)`.
+    #[serde(default)]
+    pub join_pidns: Option<i32>,
+    /// With `join_pidns`: a new pid namespace under the given one (bwrap's
+    /// `--pidns` with `--unshare-pid`).
+    #[serde(default)]
+    pub nest_pidns: bool,
+    /// A caller fd the supervisor reads one byte (or EOF) from before it
+    /// lets the jail go, instead of writing the id maps (bwrap's
+    /// `--userns-block-fd`): the caller, told the pid through
+    /// `pid_reports`, writes `/proc/PID/uid_map` and `gid_map` itself. The
+    /// jail keeps the ids the caller's maps give it. Only for a run in the
+    /// caller's own process, with a `pid_reports` entry.
+    #[serde(default)]
+    pub userns_block_fd: Option<i32>,
     /// A caller fd each new refusal record (`outcome::Denial`) is written
     /// to as a JSON line while the run goes on (`--denials-fd`). Only for a run in the caller's own process
     /// (`run_here`); never passed to the payload.
@@ -579,6 +613,11 @@ impl Policy {
             bpf_filters: Vec::new(),
             block_fd: None,
             denials_fd: None,
+            join_userns: None,
+            join_userns2: None,
+            join_pidns: None,
+            nest_pidns: false,
+            userns_block_fd: None,
             lock_files: Vec::new(),
             keep_caps: 0,
             caps_as_root: false,
@@ -594,6 +633,50 @@ impl Policy {
             capture: false,
             stdout_in_report: false,
         }
+    }
+
+    /// The joined namespaces and the caller's own id maps: each fd a
+    /// number, and only the combinations that have a meaning.
+    fn check_namespaces(&self) -> Result<(), PolicyError> {
+        for (field, fd) in [
+            ("join_userns", self.join_userns),
+            ("join_userns2", self.join_userns2),
+            ("join_pidns", self.join_pidns),
+            ("userns_block_fd", self.userns_block_fd),
+        ] {
+            if fd.is_some_and(|fd| fd < 0) {
+                return Err(PolicyError::new(field, "not a file descriptor"));
+            }
+        }
+        let refuse = |field, why| Err(PolicyError::new(field, why));
+        if self.userns_block_fd.is_some() && self.join_userns.is_some() {
+            return refuse(
+                "userns_block_fd",
+                "no id maps are written into a joined user namespace (join_userns)",
+            );
+        }
+        if self.userns_block_fd.is_some() && self.pid_reports.is_empty() {
+            return refuse(
+                "userns_block_fd",
+                "needs pid_reports (the caller must learn the pid to write its maps)",
+            );
+        }
+        if self.disable_userns && (self.join_userns.is_some() || self.userns_block_fd.is_some()) {
+            return refuse(
+                "disable_userns",
+                "needs a user namespace of the jail's own with stockade's id maps",
+            );
+        }
+        if self.nest_pidns && self.join_pidns.is_none() {
+            return refuse("nest_pidns", "needs join_pidns");
+        }
+        if self.as_pid_1 && self.join_pidns.is_some() && !self.nest_pidns {
+            return refuse(
+                "as_pid_1",
+                "needs a pid namespace of the jail's own (nest_pidns with join_pidns)",
+            );
+        }
+        Ok(())
     }
 
     /// Final checks that need the whole policy.
@@ -661,6 +744,7 @@ impl Policy {
         if self.block_fd.is_some_and(|fd| fd < 0) {
             return Err(PolicyError::new("block_fd", "not a file descriptor"));
         }
+        self.check_namespaces()?;
         if self.denials_fd.is_some_and(|fd| fd < 0) {
             return Err(PolicyError::new("--denials-fd", "not a file descriptor"));
         }
@@ -681,5 +765,49 @@ impl Policy {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn joined_namespaces_only_in_combinations_that_mean_something() {
+        let base = Policy::with_defaults(vec!["true".into()]);
+        let check = |f: &dyn Fn(&mut Policy)| {
+            let mut p = base.clone();
+            f(&mut p);
+            p.validate().map_err(|e| e.to_string())
+        };
+        assert!(check(&|p| p.join_userns = Some(3)).is_ok());
+        assert!(check(&|p| {
+            p.join_pidns = Some(4);
+            p.nest_pidns = true;
+            p.as_pid_1 = true;
+        })
+        .is_ok());
+        let refused = [
+            check(&|p| p.join_pidns = Some(-1)),
+            check(&|p| {
+                p.join_userns = Some(3);
+                p.userns_block_fd = Some(4);
+            }),
+            // The caller must learn the pid to write its maps.
+            check(&|p| p.userns_block_fd = Some(4)),
+            check(&|p| {
+                p.join_userns = Some(3);
+                p.disable_userns = true;
+            }),
+            check(&|p| p.nest_pidns = true),
+            // No pid namespace of the jail's own for its command to be pid 1 of.
+            check(&|p| {
+                p.join_pidns = Some(4);
+                p.as_pid_1 = true;
+            }),
+        ];
+        for r in refused {
+            assert!(r.is_err(), "{r:?}");
+        }
     }
 }

@@ -377,23 +377,6 @@ fn args_from_an_fd() {
 }
 
 #[test]
-fn unsupported_options_are_refused_not_ignored() {
-    for who in users("bwrap_refused") {
-        for (args, opt) in [
-            (&["--userns", "3", "true"][..], "--userns"),
-            (&["--pidns", "3", "true"][..], "--pidns"),
-        ] {
-            let o = with_args(ours(who), args, None);
-            expect_code(&o, 1, opt);
-            assert_eq!(
-                stderr(&o),
-                format!("bwrap: {opt}: not supported by stockade\n")
-            );
-        }
-    }
-}
-
-#[test]
 fn argv0_and_die_with_parent() {
     for who in users("bwrap_argv0") {
         let o = with_args(
@@ -1689,4 +1672,549 @@ except OSError as e:
     assert!(!Path::new("/usr/stockade-test").exists());
     let m = std::fs::metadata(given.join("mine")).unwrap();
     assert_eq!(std::os::unix::fs::MetadataExt::uid(&m), 0);
+}
+
+/// A user namespace and a pid namespace (pid 1: `sleep`) made by
+/// util-linux's `unshare` as `who`, for the options that join given ones;
+/// with `nested`, a second user namespace under the first, held by a
+/// process of its own. The unshare is SIGKILLed when dropped, and its child
+/// with it (`--kill-child`: the pid namespace ends).
+struct Holder {
+    unshare: std::process::Child,
+    /// pid 1 of the pid namespace, in the outer user namespace.
+    pid: u32,
+    /// A process in the nested user namespace, when asked for.
+    inner: Option<u32>,
+    /// Another process of the pid namespace (not nested).
+    bystander: Option<u32>,
+}
+
+/// The children of `pid` (host pids).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+impl Holder {
+    /// None (and a SKIPPED line) where unshare cannot make them here.
+    fn new(who: Who, nested: bool, test: &str) -> Option<Holder> {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        let inner = match nested {
+            true => "unshare -U -r sh -c 'echo ready; exec sleep 600' & wait",
+            // A bystander besides pid 1: kill(-1) in the namespace would
+            // reach it (never pid 1).
+            false => "sleep 600 & echo ready; exec sleep 601",
+        };
+        let mut c = Command::new("unshare");
+        c.args(["-U", "-r", "-p", "-f", "--kill-child", "sh", "-c", inner]);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        c.current_dir("/");
+        if who == Who::Nobody && is_root() {
+            c.uid(NOBODY).gid(NOBODY);
+        }
+        let mut unshare = c.spawn().expect("unshare");
+        let mut line = String::new();
+        let out = unshare.stdout.take().unwrap();
+        // "ready" comes once the namespaces exist (and the nested one).
+        std::io::BufReader::new(out).read_line(&mut line).unwrap();
+        if line != "ready\n" {
+            let _ = unshare.kill();
+            let _ = unshare.wait();
+            common::skip(test, "unshare cannot make a user and pid namespace here");
+            return None;
+        }
+        let pid = children(unshare.id())[0];
+        // The nested namespace's process, or the bystander.
+        let kid = children(pid)[0];
+        Some(Holder {
+            unshare,
+            pid,
+            inner: nested.then_some(kid),
+            bystander: (!nested).then_some(kid),
+        })
+    }
+
+    fn ns(&self, kind: &str) -> std::path::PathBuf {
+        format!("/proc/{}/ns/{kind}", self.pid).into()
+    }
+
+    fn link(&self, kind: &str) -> String {
+        std::fs::read_link(self.ns(kind))
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Every live process of the holder's pid namespace but its own.
+    fn others(&self) -> Vec<u32> {
+        let mine = self.link("pid");
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|p| *p != self.pid && Some(*p) != self.bystander)
+            .filter(|p| {
+                std::fs::read_link(format!("/proc/{p}/ns/pid"))
+                    .is_ok_and(|l| l.to_string_lossy() == mine)
+            })
+            .filter(|p| {
+                let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+                let state = stat
+                    .rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .split_whitespace()
+                    .next();
+                !matches!(state, Some("Z" | "X") | None)
+            })
+            .collect()
+    }
+
+    /// Its pid 1 and its bystander both still run.
+    fn alive(&self) -> bool {
+        let runs = |p: u32| {
+            std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e.ends_with("sleep"))
+        };
+        runs(self.pid) && self.bystander.is_none_or(runs)
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
+    }
+}
+
+/// `args` as `who` with fds 3 and 4 on `f3` and `f4`, under stockade and
+/// (where it runs) the real bwrap: the same stdout, stderr and exit code.
+/// Returns ours.
+fn same_fds(who: Who, args: &[&str], f3: &Path, f4: &Path) -> Output {
+    let ours_bin = common::binary().to_str().unwrap();
+    let o = with_fds(who, &[ours_bin, "bwrap"], args, f3, f4);
+    if real(who).is_some() {
+        let r = with_fds(who, &[real_path()], args, f3, f4);
+        let what = format!("{who:?} {args:?}");
+        assert_eq!(
+            stdout(&o),
+            stdout(&r),
+            "stdout: {what}\nours: {}",
+            stderr(&o)
+        );
+        assert_eq!(stderr(&o), stderr(&r), "stderr: {what}");
+        assert_eq!(o.status.code(), r.status.code(), "exit code: {what}");
+    } else {
+        common::skip("bwrap", "the real bwrap cannot run here: stockade alone");
+    }
+    o
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn userns_the_payload_is_in_the_given_user_namespace() {
+    for who in users("bwrap_userns") {
+        let Some(h) = Holder::new(who, false, "bwrap_userns") else {
+            continue;
+        };
+        let v = root_and(&[
+            "--userns",
+            "3",
+            "sh",
+            "-c",
+            "readlink /proc/self/ns/user; cat /proc/self/uid_map /proc/self/gid_map; id -u; id -g",
+        ]);
+        let o = same_fds(who, &strs(&v), &h.ns("user"), Path::new("/dev/null"));
+        expect_code(&o, 0, "--userns");
+        let host = if who == Who::Nobody { NOBODY } else { 0 };
+        let map = format!("{:>10} {:>10} {:>10}\n", 0, host, 1);
+        assert_eq!(
+            stdout(&o),
+            format!("{}\n{map}{map}0\n0\n", h.link("user")),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn pidns_the_payload_is_in_the_given_pid_namespace_which_outlives_it() {
+    for who in users("bwrap_pidns") {
+        let Some(h) = Holder::new(who, false, "bwrap_pidns") else {
+            continue;
+        };
+        // The payload sees the holder's sleep as pid 1, and is not pid 1.
+        let v = root_and(&[
+            "--userns",
+            "3",
+            "--pidns",
+            "4",
+            "sh",
+            "-c",
+            "readlink /proc/self/ns/pid; tr '\\0' ' ' < /proc/1/cmdline; echo; test $$ != 1 && echo not-1",
+        ]);
+        let o = same_fds(who, &strs(&v), &h.ns("user"), &h.ns("pid"));
+        expect_code(&o, 0, "--pidns");
+        assert_eq!(
+            stdout(&o),
+            format!("{}\nsleep 601 \nnot-1\n", h.link("pid"))
+        );
+        // The jail's end kills what it left there (a process in the
+        // background), never the namespace's other processes (kill(-1)
+        // there would reach the holder).
+        let v = root_and(&[
+            "--userns",
+            "3",
+            "--pidns",
+            "4",
+            "sh",
+            "-c",
+            "sleep 300 & echo left",
+        ]);
+        let ours_bin = common::binary().to_str().unwrap();
+        let o = with_fds(
+            who,
+            &[ours_bin, "bwrap"],
+            &strs(&v),
+            &h.ns("user"),
+            &h.ns("pid"),
+        );
+        expect_code(&o, 0, "--pidns, a process left behind");
+        assert_eq!(stdout(&o), "left\n");
+        assert!(
+            h.alive(),
+            "the joined pid namespace's processes were killed"
+        );
+        assert_eq!(
+            h.others(),
+            Vec::<u32>::new(),
+            "the jail left processes behind"
+        );
+    }
+}
+
+#[test]
+fn pidns_with_unshare_pid_nests_a_new_one_under_it() {
+    for who in users("bwrap_pidns_nested") {
+        let Some(h) = Holder::new(who, false, "bwrap_pidns_nested") else {
+            continue;
+        };
+        // Its own pid namespace (the command is pid 2 under an init), whose
+        // parent is the given one: the host's /proc shows three levels.
+        let script = "readlink /proc/self/ns/pid; echo $$; grep NSpid /proc/self/status | wc -w";
+        let args = [
+            "--ro-bind",
+            "/",
+            "/",
+            "--userns",
+            "3",
+            "--pidns",
+            "4",
+            "--unshare-pid",
+            "sh",
+            "-c",
+            script,
+        ];
+        let ours_bin = common::binary().to_str().unwrap();
+        let (user, pid) = (h.ns("user"), h.ns("pid"));
+        let mut outs = vec![with_fds(who, &[ours_bin, "bwrap"], &args, &user, &pid)];
+        if real(who).is_some() {
+            outs.push(with_fds(who, &[real_path()], &args, &user, &pid));
+        }
+        for o in &outs {
+            expect_code(o, 0, "--pidns --unshare-pid");
+            let out = stdout(o);
+            let lines: Vec<&str> = out.lines().collect();
+            assert_ne!(lines[0], h.link("pid"), "not a new pid namespace");
+            // The host /proc's NSpid: host, the holder's, the new one.
+            assert_eq!(lines[1..], ["2", "4"], "{out}");
+            assert_eq!(stderr(o), "");
+        }
+        assert!(h.alive());
+    }
+}
+
+#[test]
+fn userns2_after_setup_the_payload_is_in_the_nested_namespace() {
+    for who in users("bwrap_userns2") {
+        let Some(h) = Holder::new(who, true, "bwrap_userns2") else {
+            continue;
+        };
+        let inner = std::path::PathBuf::from(format!("/proc/{}/ns/user", h.inner.unwrap()));
+        let inner_link = std::fs::read_link(&inner).unwrap();
+        let v = root_and(&[
+            "--userns",
+            "3",
+            "--userns2",
+            "4",
+            "sh",
+            "-c",
+            "readlink /proc/self/ns/user; id -u",
+        ]);
+        let o = same_fds(who, &strs(&v), &h.ns("user"), &inner);
+        expect_code(&o, 0, "--userns2");
+        assert_eq!(stdout(&o), format!("{}\n0\n", inner_link.display()));
+    }
+}
+
+#[test]
+fn namespace_fds_refused_as_bwrap_refuses_them() {
+    for who in users("bwrap_ns_errors") {
+        let Some(h) = Holder::new(who, false, "bwrap_ns_errors") else {
+            continue;
+        };
+        let (user, pid) = (h.ns("user"), h.ns("pid"));
+        let null = Path::new("/dev/null");
+        let own = Path::new("/proc/self/ns/user");
+        let not_descendant = "bwrap: Joining the specified user namespace failed, it might not be a descendant of the current user namespace.\n";
+        let mut cases: Vec<(&[&str], &Path, String)> = vec![
+            (&["--userns", "3", "--unshare-user"], &user, "bwrap: --userns is not compatible with --unshare-user\n".into()),
+            (&["--userns", "3", "--unshare-all"], &user, "bwrap: --userns is not compatible with --unshare-user-try\n".into()),
+            (&["--userns-block-fd", "3"], null, "bwrap: --userns-block-fd requires --unshare-user\n".into()),
+            (&["--unshare-user", "--userns-block-fd", "3"], null, "bwrap: --userns-block-fd requires --info-fd\n".into()),
+            (
+                &["--unshare-user", "--disable-userns", "--info-fd", "4", "--userns-block-fd", "3"],
+                null,
+                "bwrap: --disable-userns is not compatible with --userns-block-fd\n".into(),
+            ),
+            // Not a namespace, a namespace of another type, our own.
+            (&["--userns", "3"], null, not_descendant.into()),
+            (&["--userns", "3"], &pid, not_descendant.into()),
+            (&["--userns", "3"], own, not_descendant.into()),
+            (&["--userns", "9"], null, "bwrap: Joining specified user namespace failed: Bad file descriptor\n".into()),
+            (&["--pidns", "9"], null, "bwrap: Setting pidns failed: Bad file descriptor\nbwrap: Unexpected short read from pid socket\n".into()),
+            (&["--pidns", "3"], &user, "bwrap: Setting pidns failed: Invalid argument\nbwrap: Unexpected short read from pid socket\n".into()),
+        ];
+        if who == Who::Nobody {
+            // A pid namespace whose owner we do not join; a second user
+            // namespace that is not under ours. (Root may: bwrap makes no
+            // user namespace of its own for root, stockade always does.)
+            cases.push((&["--pidns", "3"], &pid, "bwrap: Setting pidns failed: Operation not permitted\nbwrap: Unexpected short read from pid socket\n".into()));
+            cases.push((
+                &["--userns2", "3"],
+                &user,
+                "bwrap: Setting userns2 failed: Operation not permitted\n".into(),
+            ));
+        }
+        for (opts, f3, err) in cases {
+            let mut a = vec!["--ro-bind", "/", "/"];
+            a.extend(opts);
+            a.push("true");
+            let o = same_fds(who, &a, f3, null);
+            expect_code(&o, 1, &format!("{opts:?}"));
+            assert_eq!(stderr(&o), err, "{who:?} {opts:?}");
+        }
+    }
+}
+
+#[test]
+fn a_root_caller_in_a_namespace_without_host_root_is_not_host_root() {
+    // Root hands a user namespace whose uid 0 is host 100000 and where
+    // host root is not mapped: bwrap's payload keeps host uid 0 there
+    // (unmapped: it cannot create files), stockade's takes the namespace's
+    // uid 0, host 100000. A namespace that maps host root is the caller's
+    // choice (see userns_the_payload_is_in_the_given_user_namespace).
+    if !is_root() {
+        common::skip("bwrap_userns_root", "needs root to write another uid's map");
+        return;
+    }
+    let mut c = Command::new("unshare");
+    c.args([
+        "-U",
+        "-p",
+        "-f",
+        "--kill-child",
+        "sh",
+        "-c",
+        "echo ready; exec sleep 600",
+    ]);
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut unshare = c.spawn().expect("unshare");
+    let mut line = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(unshare.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid = children(unshare.id())[0];
+    let h = Holder {
+        unshare,
+        pid,
+        inner: None,
+        bystander: None,
+    };
+    for f in ["uid_map", "gid_map"] {
+        std::fs::write(format!("/proc/{pid}/{f}"), "0 100000 1\n").unwrap();
+    }
+    let s = common::Scratch::new("bwrap-userns-root").world_writable();
+    let dir = s.path().to_str().unwrap();
+    let v = root_and(&[
+        "--bind",
+        dir,
+        "/out",
+        "--userns",
+        "3",
+        "sh",
+        "-c",
+        "id -u; touch /out/f",
+    ]);
+    let ours_bin = common::binary().to_str().unwrap();
+    let o = with_fds(
+        Who::Root,
+        &[ours_bin, "bwrap"],
+        &strs(&v),
+        &h.ns("user"),
+        Path::new("/dev/null"),
+    );
+    expect_code(&o, 0, "--userns without host root");
+    assert_eq!(stdout(&o), "0\n");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(s.join("f")).unwrap().uid(), 100_000);
+    // And where the namespace maps neither host root nor its own uid 0,
+    // the run is refused, never run as host root.
+    drop(h);
+    let mut c = Command::new("unshare");
+    c.args([
+        "-U",
+        "-p",
+        "-f",
+        "--kill-child",
+        "sh",
+        "-c",
+        "echo ready; exec sleep 600",
+    ]);
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut unshare = c.spawn().expect("unshare");
+    let mut line = String::new();
+    std::io::BufReader::new(unshare.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid = children(unshare.id())[0];
+    let h = Holder {
+        unshare,
+        pid,
+        inner: None,
+        bystander: None,
+    };
+    for f in ["uid_map", "gid_map"] {
+        std::fs::write(format!("/proc/{pid}/{f}"), "5 100000 1\n").unwrap();
+    }
+    std::fs::remove_file(s.join("f")).unwrap();
+    let o = with_fds(
+        Who::Root,
+        &[ours_bin, "bwrap"],
+        &strs(&v),
+        &h.ns("user"),
+        Path::new("/dev/null"),
+    );
+    expect_code(&o, 1, "--userns mapping neither");
+    assert_eq!(
+        stderr(&o),
+        "bwrap: unable to switch to gid 0: Invalid argument\n"
+    );
+    assert!(!s.join("f").exists(), "the payload ran");
+}
+
+/// `args` with fds 3 (`--info-fd`) and 4 (`--userns-block-fd`) on two
+/// fifos of `s`; this process reads the pid from the info, writes the id
+/// maps (`inner` for the caller's own ids), then writes to the block fd.
+fn with_own_maps(who: Who, bin: &[&str], args: &[&str], s: &common::Scratch, inner: u32) -> Output {
+    use std::io::{Read, Write};
+    let (info, block) = (s.join("info"), s.join("block"));
+    for f in [&info, &block] {
+        let _ = std::fs::remove_file(f);
+        let made = Command::new("mkfifo")
+            .arg("-m")
+            .arg("0666")
+            .arg(f)
+            .status()
+            .unwrap();
+        assert!(made.success());
+    }
+    let mut c = Command::new("/bin/sh");
+    c.args(["-c", "exec \"$@\" 3>\"$F3\" 4<\"$F4\"", "sh"]);
+    c.args(bin).args(args);
+    c.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("LANG", "C.UTF-8");
+    c.env("F3", &info).env("F4", &block).current_dir("/");
+    if who == Who::Nobody && is_root() {
+        use std::os::unix::process::CommandExt;
+        c.uid(NOBODY).gid(NOBODY);
+    }
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = c.spawn().expect("start");
+    let mut info_r = std::fs::File::open(&info).unwrap();
+    let mut block_w = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&block)
+        .unwrap();
+    let mut text = String::new();
+    let doc = loop {
+        let mut buf = [0u8; 4096];
+        let n = info_r.read(&mut buf).unwrap();
+        assert!(n > 0, "no --info-fd document");
+        text.push_str(std::str::from_utf8(&buf[..n]).unwrap());
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+            break v;
+        }
+    };
+    let pid = doc["child-pid"].as_u64().unwrap();
+    let host = if who == Who::Nobody { NOBODY } else { 0 };
+    std::fs::write(format!("/proc/{pid}/setgroups"), "deny").unwrap();
+    for f in ["uid_map", "gid_map"] {
+        std::fs::write(format!("/proc/{pid}/{f}"), format!("{inner} {host} 1\n")).unwrap();
+    }
+    block_w.write_all(b"x").unwrap();
+    drop(block_w);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn userns_block_fd_waits_for_the_callers_own_maps() {
+    if !is_root() {
+        common::skip(
+            "bwrap_userns_block_fd",
+            "needs root to write the maps of a sandbox of uid 65534",
+        );
+        return;
+    }
+    let s = common::Scratch::new("bwrap-userns-block").world_writable();
+    let v = root_and(&[
+        "--unshare-user",
+        "--info-fd",
+        "3",
+        "--userns-block-fd",
+        "4",
+        "sh",
+        "-c",
+        "cat /proc/self/uid_map /proc/self/gid_map; id -u; id -g",
+    ]);
+    let ours_bin = common::binary().to_str().unwrap();
+    for who in users("bwrap_userns_block_fd") {
+        let o = with_own_maps(who, &[ours_bin, "bwrap"], &strs(&v), &s, 5);
+        expect_code(&o, 0, "--userns-block-fd");
+        let host = if who == Who::Nobody { NOBODY } else { 0 };
+        let map = format!("{:>10} {:>10} {:>10}\n", 5, host, 1);
+        assert_eq!(stdout(&o), format!("{map}{map}5\n5\n"), "{}", stderr(&o));
+        if real(who).is_some() {
+            let r = with_own_maps(who, &[real_path()], &strs(&v), &s, 5);
+            assert_eq!(stdout(&o), stdout(&r));
+            assert_eq!(stderr(&o), stderr(&r));
+            assert_eq!(o.status.code(), r.status.code());
+        }
+    }
 }

@@ -120,10 +120,20 @@ fn around(p: &Path, g: Grant, holes: &[&Path], out: &mut Vec<(PathBuf, Grant)>) 
 
 /// Whether the namespaces are mandatory, as bwrap makes them: with
 /// `--unshare-user` (not `-try`) or `--assert-userns-disabled` bwrap
-/// fails where they are refused, and so does stockade.
+/// fails where they are refused, and so does stockade; so does a run
+/// that joins the caller's namespaces or waits for its id maps.
 pub(super) fn mandatory(ops: &[super::parse::Op]) -> bool {
-    ops.iter()
-        .any(|o| o.opt == "--unshare-user" || o.opt == "--assert-userns-disabled")
+    ops.iter().any(|o| {
+        matches!(
+            o.opt,
+            "--unshare-user"
+                | "--assert-userns-disabled"
+                | "--userns"
+                | "--userns2"
+                | "--pidns"
+                | "--userns-block-fd"
+        )
+    })
 }
 
 /// bwrap's words for a refused namespace (bubblewrap.c, after clone).

@@ -37,17 +37,20 @@ const LINES: &[(&str, &str)] = &[
     ("--unshare-uts", "New uts namespace (always, here)"),
     ("--unshare-cgroup", "New cgroup namespace (always, here)"),
     ("--unshare-cgroup-try", "New cgroup namespace if possible"),
-    ("--userns FD", "Enter the user namespace FD (refused)"),
     (
-        "--userns2 FD",
-        "Switch to user namespace FD after setup (refused)",
+        "--userns FD",
+        "Use the user namespace FD instead of a new one",
     ),
+    ("--userns2 FD", "Switch to user namespace FD after setup"),
     ("--disable-userns", "No user namespaces inside (refused)"),
     (
         "--assert-userns-disabled",
         "Check that user namespaces are off (refused)",
     ),
-    ("--pidns FD", "Enter the pid namespace FD (refused)"),
+    (
+        "--pidns FD",
+        "Use the pid namespace FD (parent of the new one with --unshare-pid)",
+    ),
     ("--uid UID", "The uid inside (with --unshare-user)"),
     ("--gid GID", "The gid inside (with --unshare-user)"),
     (
@@ -122,7 +125,7 @@ const LINES: &[(&str, &str)] = &[
     ),
     (
         "--userns-block-fd FD",
-        "Wait on FD once the user namespace exists (refused)",
+        "Wait on FD while the caller writes the id maps",
     ),
     (
         "--info-fd FD",

@@ -11,6 +11,11 @@ use crate::policy::{self, BaseRoot, MountSpec, Network, PidReport, Policy};
 #[derive(Default)]
 struct Ns {
     user: bool,
+    /// `--unshare-user` itself (bwrap's checks look at it before `-try`
+    /// or a caller who is not root turn it on).
+    unshare_user: bool,
+    /// `--unshare-user-try`, or `--unshare-all`.
+    unshare_user_try: bool,
     uts: bool,
     net: bool,
     share_net: bool,
@@ -79,21 +84,21 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     if !pending.overlay_src.is_empty() {
         return Err(usage(OVERLAY_SRC_ALONE));
     }
-    if ns.uid && !ns.user {
+    namespace_combinations(&p, &ns)?;
+    // A joined user namespace is the jail's: `--uid`/`--gid` are its ids.
+    let user = ns.user || p.join_userns.is_some();
+    if ns.uid && !user {
         return Err(usage(
             "Specifying --uid requires --unshare-user or --userns",
         ));
     }
-    if ns.gid && !ns.user {
+    if ns.gid && !user {
         return Err(usage(
             "Specifying --gid requires --unshare-user or --userns",
         ));
     }
     if ns.hostname && !ns.uts {
         return Err(usage("Specifying --hostname requires --unshare-uts"));
-    }
-    if p.disable_userns && !ns.user {
-        return Err(usage("--disable-userns requires --unshare-user"));
     }
     if p.as_pid_1 && !ns.pid {
         return Err(usage("Specifying --as-pid-1 requires --unshare-pid"));
@@ -103,6 +108,8 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
             "Specifying --as-pid-1 and --lock-file is not permitted",
         ));
     }
+    // With `--pidns`, `--unshare-pid` makes the jail's own under it.
+    p.nest_pidns = p.join_pidns.is_some() && ns.pid;
     if let Some(prog) = ns.seccomp.take() {
         p.bpf_filters.push(prog);
     }
@@ -121,6 +128,71 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     let cwd = p.chdir.clone().unwrap_or_default();
     policy::set_env(&mut p.env, "PWD".into(), cwd.into_os_string());
     Ok(p)
+}
+
+/// The namespace options that exclude or need each other, checked in
+/// bwrap's order with its words (before `--uid`, `--gid` and the rest).
+fn namespace_combinations(p: &Policy, ns: &Ns) -> Result<(), BwrapError> {
+    let block = p.userns_block_fd.is_some();
+    let userns = p.join_userns.is_some();
+    let info = p.pid_reports.iter().any(|r| r.pretty);
+    let refusals = [
+        (
+            block && !ns.unshare_user,
+            "--userns-block-fd requires --unshare-user",
+        ),
+        (block && !info, "--userns-block-fd requires --info-fd"),
+        (
+            userns && ns.unshare_user,
+            "--userns is not compatible with --unshare-user",
+        ),
+        (
+            userns && ns.unshare_user_try,
+            "--userns is not compatible with --unshare-user-try",
+        ),
+        (
+            p.disable_userns && !ns.unshare_user,
+            "--disable-userns requires --unshare-user",
+        ),
+        (
+            p.disable_userns && block,
+            "--disable-userns is not compatible with --userns-block-fd",
+        ),
+    ];
+    match refusals.into_iter().find(|(refused, _)| *refused) {
+        Some((_, words)) => Err(usage(words)),
+        None => Ok(()),
+    }
+}
+
+/// The namespace fds the caller did not have open when we started fail
+/// as bwrap's setns fails on them (EBADF), in its words: by then this
+/// process has fds of its own, which a number the caller names must never
+/// reach. A `--userns-block-fd` not open reads EOF at once in bwrap: here
+/// it becomes a fd of /dev/null.
+pub(super) fn namespace_fds(p: &mut Policy, inherited: &[i32]) -> Result<(), Vec<String>> {
+    let open = |fd: &Option<i32>| fd.is_none_or(|fd| inherited.contains(&fd));
+    let bad = "Bad file descriptor";
+    if !open(&p.join_userns) {
+        return Err(vec![format!(
+            "Joining specified user namespace failed: {bad}"
+        )]);
+    }
+    if !open(&p.join_pidns) {
+        return Err(vec![
+            format!("Setting pidns failed: {bad}"),
+            "Unexpected short read from pid socket".into(),
+        ]);
+    }
+    if !open(&p.join_userns2) {
+        return Err(vec![format!("Setting userns2 failed: {bad}")]);
+    }
+    if !open(&p.userns_block_fd) {
+        let null = std::fs::File::open("/dev/null").map_err(|e| vec![e.to_string()])?;
+        // Held until this process ends, as the caller's fd would be.
+        p.userns_block_fd = Some(std::os::fd::IntoRawFd::into_raw_fd(null));
+    }
+    Ok(())
 }
 
 /// The options whose first word is an fd bwrap uses up (reads, writes or
@@ -175,11 +247,24 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         "--unshare-all" => {
             ns.pid = true;
             ns.user = true;
+            ns.unshare_user_try = true;
             ns.uts = true;
             ns.net = true;
         }
         "--share-net" => ns.share_net = true,
-        "--unshare-user" | "--unshare-user-try" => ns.user = true,
+        "--unshare-user" => {
+            ns.user = true;
+            ns.unshare_user = true;
+        }
+        "--unshare-user-try" => {
+            ns.user = true;
+            ns.unshare_user_try = true;
+        }
+        // The caller's namespaces (`Policy::join_userns`, …).
+        "--userns" => p.join_userns = Some(super::parse::parse_fd(&a[0])?),
+        "--userns2" => p.join_userns2 = Some(super::parse::parse_fd(&a[0])?),
+        "--pidns" => p.join_pidns = Some(super::parse::parse_fd(&a[0])?),
+        "--userns-block-fd" => p.userns_block_fd = Some(super::parse::parse_fd(&a[0])?),
         "--unshare-uts" => ns.uts = true,
         "--unshare-net" => ns.net = true,
         "--unshare-pid" => ns.pid = true,
@@ -568,6 +653,68 @@ mod tests {
                 mode: 0o700
             }
         );
+    }
+
+    #[test]
+    fn namespace_options_onto_the_policy_and_their_refusals() {
+        let p = policy(
+            &[
+                op("--userns", &["5"]),
+                op("--pidns", &["6"]),
+                op("--unshare-pid", &[]),
+            ],
+            vec!["x".into()],
+        )
+        .unwrap();
+        assert_eq!(
+            (p.join_userns, p.join_pidns, p.nest_pidns),
+            (Some(5), Some(6), true)
+        );
+        let p = policy(&[op("--pidns", &["6"])], vec!["x".into()]).unwrap();
+        assert!(!p.nest_pidns);
+        let p = policy(
+            &[
+                op("--unshare-user", &[]),
+                op("--info-fd", &["3"]),
+                op("--userns-block-fd", &["4"]),
+            ],
+            vec!["x".into()],
+        )
+        .unwrap();
+        assert_eq!(p.userns_block_fd, Some(4));
+        let e = |ops: &[Op]| policy(ops, vec!["x".into()]).unwrap_err().to_string();
+        let userns = op("--userns", &["5"]);
+        let block = op("--userns-block-fd", &["4"]);
+        let info = op("--info-fd", &["3"]);
+        let user = op("--unshare-user", &[]);
+        assert_eq!(
+            e(&[userns.clone(), user.clone()]),
+            "--userns is not compatible with --unshare-user"
+        );
+        assert_eq!(
+            e(&[op("--unshare-all", &[]), userns.clone()]),
+            "--userns is not compatible with --unshare-user-try"
+        );
+        assert_eq!(
+            e(&[block.clone(), info.clone()]),
+            "--userns-block-fd requires --unshare-user"
+        );
+        assert_eq!(
+            e(&[user.clone(), block.clone()]),
+            "--userns-block-fd requires --info-fd"
+        );
+        assert_eq!(
+            e(&[user.clone(), info, block, op("--disable-userns", &[])]),
+            "--disable-userns is not compatible with --userns-block-fd"
+        );
+        // bwrap looks at --unshare-user itself, not at -try.
+        assert_eq!(
+            e(&[op("--unshare-all", &[]), op("--disable-userns", &[])]),
+            "--disable-userns requires --unshare-user"
+        );
+        assert_eq!(e(&[op("--pidns", &["x"])]), "Invalid fd: x");
+        // --uid with a joined user namespace is that namespace's uid.
+        assert!(policy(&[userns, op("--uid", &["7"])], vec!["x".into()]).is_ok());
     }
 
     #[test]

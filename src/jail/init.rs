@@ -18,7 +18,7 @@ use self::tree::Tree;
 use super::error::{JailError, Step};
 use super::proto::{self, LayerRecord, OrFail, Report, Reporter};
 use super::{caps, ipc, payload, rootfs};
-use crate::plan::{Plan, RootStep};
+use crate::plan::{BecomeUser, Plan, RootStep};
 use crate::sys;
 use std::path::{Path, PathBuf};
 
@@ -44,12 +44,14 @@ pub fn main(
     // host checks them against our unchanged host credentials either way.
     let sources = (!plan.fallback).then(|| rootfs::open_sources(plan, trees).or_fail(report));
     wait_for_go(&ctl).or_fail(report);
-    if !plan.fallback {
-        caps::become_jail_user(plan.inner_uid, plan.inner_gid)
+    match plan.become_user {
+        BecomeUser::Policy => caps::become_jail_user(plan.inner_uid, plan.inner_gid)
             .step("switch to jail user", "")
-            .or_fail(report);
+            .or_fail(report),
+        BecomeUser::Keep => {}
+        BecomeUser::Joined { .. } => joined_ids(plan.become_user).or_fail(report),
     }
-    die_with_supervisor(plan.fallback, &ctl).or_fail(report);
+    die_with_supervisor(!plan.own_pidns, &ctl).or_fail(report);
     // Before the root is built: the helper writes through the host's /proc.
     let ipc_bounded = !plan.fallback && !plan.ipc_sysctls.is_empty() && {
         let got = ipc::bound(plan);
@@ -76,6 +78,28 @@ pub fn main(
         }
     };
     let landlock_log = audit_verdict(plan, &ctl).or_fail(report);
+    if !plan.fallback && !plan.own_pidns {
+        // A joined pid namespace, not ours: kill(-1) there would reach
+        // processes that are not the jail's; the jail is our descendants,
+        // and orphans must come back to us to be found.
+        sys::set_child_subreaper()
+            .step("child subreaper", "")
+            .or_fail(report);
+    }
+    if let Some(fd) = plan.join_userns2 {
+        // The caller's user namespace under the jail's (bwrap's
+        // `--userns2`): the payload starts in it.
+        sys::setns_user(fd)
+            .map_err(|e| JailError::Refused {
+                step: "join user namespace",
+                path: String::new(),
+                why: format!(
+                    "Setting userns2 failed: {}",
+                    crate::bwrap::strerror(&std::io::Error::from_raw_os_error(e.errno as i32))
+                ),
+            })
+            .or_fail(report);
+    }
     // Held (open and locked) until init exits.
     let _locks = lock_files(plan).or_fail(report);
     // No one in the jail may ptrace init or read its memory.
@@ -88,7 +112,7 @@ pub fn main(
         drop(held);
         match payload::main(plan, report, proc_raw, landlock_log) {}
     }
-    let sfd = signal_fd(plan.fallback, report);
+    let sfd = signal_fd(!plan.own_pidns, report);
     let child = start_payload(plan, &sfd, &ctl, proc_raw, landlock_log, report);
     drop(held);
     let (status, peak) = wait_for_payload(plan, child, &sfd, &ctl);
@@ -138,6 +162,42 @@ fn wait_for_go(ctl: &OwnedFd) -> Result<(), JailError> {
         }
         _ => Err(JailError::Silent("no go from the supervisor")),
     }
+}
+
+/// In a joined user namespace: the ids asked for, and in place of a host
+/// root the namespace does not map (the kernel shows it as the overflow
+/// id), the policy's (see [`BecomeUser::Joined`]). Refused in bwrap's
+/// words.
+fn joined_ids(b: BecomeUser) -> Result<(), JailError> {
+    let BecomeUser::Joined {
+        uid,
+        gid,
+        unmapped_root,
+        unmapped_root_group,
+    } = b
+    else {
+        return Ok(());
+    };
+    let overflow = |f: &str| {
+        std::fs::read_to_string(f)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+            .unwrap_or(crate::policy::NOBODY)
+    };
+    let unmapped = |now: u32, f: &str| now == overflow(f);
+    let uid =
+        uid.or(unmapped_root.filter(|_| unmapped(sys::getuid(), "/proc/sys/kernel/overflowuid")));
+    let gid = gid
+        .or(unmapped_root_group
+            .filter(|_| unmapped(sys::getegid(), "/proc/sys/kernel/overflowgid")));
+    caps::become_ids(uid, gid).map_err(|(what, id, e)| JailError::Refused {
+        step: "switch to jail user",
+        path: String::new(),
+        why: format!(
+            "unable to switch to {what} {id}: {}",
+            crate::bwrap::strerror(&std::io::Error::from_raw_os_error(e.errno as i32))
+        ),
+    })
 }
 
 /// After the credential change (which clears it): die with the
@@ -331,9 +391,9 @@ fn start_payload(
 fn wait_for_payload(plan: &Plan, child: i32, sfd: &SignalFd, ctl: &OwnedFd) -> (Option<i32>, Peak) {
     // The payload leads a session of its own (setsid, done before the
     // spawn returned): its process group, unless something left it.
-    let group = (plan.fallback && sys::getpgid(child) == Ok(child)).then_some(child);
+    let group = (!plan.own_pidns && sys::getpgid(child) == Ok(child)).then_some(child);
     let own_uid = plan.uid_lease.as_ref().map(|l| l.id);
-    let tree = Tree::new(!plan.fallback, own_uid, group);
+    let tree = Tree::new(plan.own_pidns, own_uid, group);
     let mut waiter = Waiter::new(child, sfd, ctl.as_raw_fd(), plan.sample_ms, &tree);
     let status = waiter.run();
     // The payload is gone, or the supervisor is: nothing else in the jail

@@ -62,20 +62,30 @@ fn namespace_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia) {
         sys::CloneVia::Clone3IntoCgroup => "clone3+CLONE_INTO_CGROUP",
         sys::CloneVia::Clone => "clone",
     };
-    o.layers.insert(
-        "user_namespace",
-        LayerReport::applied(json!({
+    let user = match (plan.join_userns, plan.userns_block_fd) {
+        // The caller's: its maps are its own.
+        (Some(fd), _) => json!({ "joined": format!("the caller's fd {fd}") }),
+        (None, Some(_)) => json!({ "id_maps": "written by the caller", "created_by": entry }),
+        (None, None) => json!({
             "uid_map": plan.uid_map.trim(), "gid_map": plan.gid_map.trim(),
             "setgroups": "deny", "created_by": entry
-        })),
-    );
-    // user and net have their own detail (above and below).
+        }),
+    };
+    o.layers
+        .insert("user_namespace", LayerReport::applied(user));
+    // user, pid and net have their own detail (above and below).
     for name in outcome::NAMESPACE_LAYERS
         .into_iter()
         .filter(|n| !matches!(*n, "user_namespace" | "net_namespace"))
     {
-        o.layers
-            .insert(name, LayerReport::applied(serde_json::Value::Null));
+        let detail = match (name, plan.join_pidns) {
+            ("pid_namespace", Some(fd)) if plan.own_pidns => {
+                json!({ "under": format!("the caller's fd {fd}") })
+            }
+            ("pid_namespace", Some(fd)) => json!({ "joined": format!("the caller's fd {fd}") }),
+            _ => serde_json::Value::Null,
+        };
+        o.layers.insert(name, LayerReport::applied(detail));
     }
     o.layers.insert(
         "net_namespace",

@@ -105,9 +105,13 @@ fn run_inner(
     // Init scrubs its copy of our command line (see sys::scrub_cmdline).
     sys::record_argv_range_from_proc();
     // Started by host root (bwrap's): the binds' trees, idmapped here,
-    // where host root may (init attaches them).
+    // where host root may (init attaches them), before any joined user
+    // namespace takes that away.
     let trees = idmap::trees(plan);
-    // 3. Clone into the new namespaces (all but the network's: see 4).
+    // 3. Into the namespaces the caller gave (for good: this process runs
+    //    only this jail), then clone into the new ones (all but the
+    //    network's: see 4).
+    join_namespaces(plan)?;
     let (cloned, via) = clone(plan, cg.as_ref())?;
     let (pid, pidfd) = match cloned {
         Cloned::Child => channels.enter_jail(plan, trees),
@@ -123,6 +127,11 @@ fn run_inner(
     let namespaces = ns_inodes(plan, pid);
     // 4. Into the cgroup (when clone3 could not put it there), id maps,
     //    GO, then the network namespace, made while init builds the root.
+    let told = plan.userns_block_fd.is_some();
+    if told {
+        // The caller writes the id maps: it learns the pid first.
+        tell_pid(plan, pid, namespaces.clone(), None);
+    }
     let (net, listener, audit_ok) = match release(plan, cg.as_mut(), via, pid, &pidfd, &ours.ctl) {
         Ok(r) => r,
         Err(e) => {
@@ -133,7 +142,9 @@ fn run_inner(
                 .into());
         }
     };
-    tell_pid(plan, pid, namespaces, net);
+    if !told {
+        tell_pid(plan, pid, namespaces, net);
+    }
     // The egress proxy (threads from here on: see supervise::proxy).
     let proxy = start_proxy(plan, listener, lines)?;
     // 5. Wait, pumping output and watching the deadline.
@@ -155,7 +166,7 @@ fn run_inner(
     }
     let decoded = proto::decode(&reports);
     // 6. Reap init, remove the cgroup, hear the listener's last word.
-    let waited = reap_init(pid, &w, &decoded)?;
+    let waited = reap_init(plan, pid, &w, &decoded)?;
     let cg_stats = w.cg.take().map(|c| remove_cgroup(c, o));
     let (violation, unix_report, unheard) = finish_listener(&mut w, o);
     finish_audit(&mut w, o);
@@ -261,6 +272,34 @@ fn ns_inodes(plan: &Plan, pid: i32) -> Vec<(&'static str, u64)> {
         .collect()
 }
 
+/// The caller's user namespace (`Plan::join_userns`), then its pid
+/// namespace for our next child (`Plan::join_pidns`), failing in bwrap's
+/// words. The user namespace first: the pid namespace's owner is where we
+/// need CAP_SYS_ADMIN.
+fn join_namespaces(plan: &Plan) -> Result<(), SetupError> {
+    if let Some(fd) = plan.join_userns {
+        sys::setns_user(fd).map_err(|e| {
+            let why = match e.errno {
+                Errno::EINVAL => "Joining the specified user namespace failed, it might not be a descendant of the current user namespace.".to_string(),
+                n => format!("Joining specified user namespace failed: {}", strerror(n)),
+            };
+            SetupError::new("join user namespace", "", why).with_errno(e.errno as i32)
+        })?;
+    }
+    if let Some(fd) = plan.join_pidns {
+        sys::setns_pid(fd).map_err(|e| {
+            let why = format!("Setting pidns failed: {}", strerror(e.errno));
+            SetupError::new("join pid namespace", "", why).with_errno(e.errno as i32)
+        })?;
+    }
+    Ok(())
+}
+
+/// An errno in C's strerror words (bwrap's messages quote them).
+fn strerror(e: Errno) -> String {
+    crate::bwrap::strerror(&std::io::Error::from_raw_os_error(e as i32))
+}
+
 /// The supervisor's end of the seccomp listener (every mode, mediation),
 /// over the plan's socket pair.
 fn listener(plan: &Plan, sockets: Option<(OwnedFd, OwnedFd)>, lines: &Lines) -> Option<Learner> {
@@ -276,9 +315,16 @@ fn listener(plan: &Plan, sockets: Option<(OwnedFd, OwnedFd)>, lines: &Lines) -> 
 /// namespaces refused is [`RunError::Refused`], with the likely reasons.
 fn clone(plan: &Plan, cg: Option<&cgroup::RunCgroup>) -> Result<(Cloned, sys::CloneVia), RunError> {
     let into = cg.and_then(|c| c.dir_fd());
-    let mut attempt = sys::clone_jail(plan.clone_flags, into);
+    // A new pid namespace under a joined one: through an intermediate
+    // born in the joined one (see `sys::clone_jail_nested`).
+    let nested = plan.join_pidns.is_some() && plan.clone_flags & libc::CLONE_NEWPID as u64 != 0;
+    let clone_jail = match nested {
+        true => sys::clone_jail_nested,
+        false => sys::clone_jail,
+    };
+    let mut attempt = clone_jail(plan.clone_flags, into);
     if into.is_some() && attempt.as_ref().is_err_and(|e| e.call == "clone3") {
-        attempt = sys::clone_jail(plan.clone_flags, None);
+        attempt = clone_jail(plan.clone_flags, None);
     }
     match attempt {
         Ok(c) => Ok(c),
@@ -304,13 +350,16 @@ fn clone(plan: &Plan, cg: Option<&cgroup::RunCgroup>) -> Result<(Cloned, sys::Cl
 /// down the namespaces), which takes longer than a small command's whole
 /// run. Without a cgroup to remove there is nothing to wait for: the
 /// exiting init is reaped by the next run in this process, or after we
-/// exit (None).
+/// exit (None). Except in a joined pid namespace (not the jail's own):
+/// there init, orphaned, would go to that namespace's pid 1, which may
+/// never reap it, and stay a zombie among the caller's processes.
 fn reap_init(
+    plan: &Plan,
     pid: i32,
     w: &Watch,
     decoded: &[proto::Report],
 ) -> Result<Option<(i32, libc::rusage)>, SetupError> {
-    if w.init_done || w.cg.is_some() || !has_status(decoded) {
+    if w.init_done || w.cg.is_some() || !has_status(decoded) || !plan.own_pidns {
         let waited = sys::wait4(pid).map_err(|e| SetupError::sys("wait", "", &e))?;
         Ok(Some(waited))
     } else {
@@ -507,16 +556,25 @@ fn release(
         c.place_v1(pid)
             .map_err(|e| SetupError::new("cgroup", "", e.to_string()))?;
     }
-    if plan.clone_flags & libc::CLONE_NEWUSER as u64 != 0 {
-        namespaces::write_id_maps(pid, plan)
-            .map_err(|e| SetupError::io("id map", e.path, &e.source))?;
+    match plan.userns_block_fd {
+        _ if plan.clone_flags & libc::CLONE_NEWUSER as u64 == 0 => {}
+        None => namespaces::write_id_maps(pid, plan)
+            .map_err(|e| SetupError::io("id map", e.path, &e.source))?,
+        // The caller writes the maps (told the pid), then writes to the fd
+        // or closes it; as bwrap, what it sends is not looked at.
+        Some(fd) => {
+            let mut b = [0u8; 1];
+            let _ = sys::read(fd, &mut b);
+        }
     }
-    // Before GO, while init still has our credentials (see userns_of).
-    let userns = match plan.new_netns {
-        true => Some(
+    // Before GO, while init still has our credentials (see userns_of). In
+    // a joined user namespace, the jail's is the one we are in already.
+    let userns = match (plan.new_netns, plan.join_userns) {
+        (true, None) => Some(Some(
             sys::netns::userns_of(pidfd, pid).map_err(|e| SetupError::sys("network", "lo", &e))?,
-        ),
-        false => None,
+        )),
+        (true, Some(_)) => Some(None),
+        (false, _) => None,
     };
     sys::ignore_sigpipe();
     let go = if (moved_after_clone || in_v1) && plan.clone_flags & libc::CLONE_NEWCGROUP as u64 != 0
@@ -530,8 +588,8 @@ fn release(
         return Ok((None, None, audit_verdict(plan, ctl)?));
     };
     let port = plan.egress.as_ref().map(|e| e.port);
-    let (ns, listener) =
-        sys::netns::create_in(&userns, port).map_err(|e| SetupError::sys("network", "lo", &e))?;
+    let (ns, listener) = sys::netns::create_in(userns.as_ref(), port)
+        .map_err(|e| SetupError::sys("network", "lo", &e))?;
     sys::fdpass::send_fd(ctl.as_raw_fd(), ns.as_raw_fd(), proto::NETNS)
         .map_err(|e| SetupError::sys("network", "lo", &e))?;
     // Only `--info-fd` asks (no extra syscall on a run's path otherwise).

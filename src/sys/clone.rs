@@ -8,7 +8,8 @@ use super::{err, last_errno, Errno, SysResult};
 
 /// Result of [`clone_jail`].
 pub enum Cloned {
-    /// We are the new process, pid 1 of the new pid namespace.
+    /// We are the new process: pid 1 of the new pid namespace, or (in a
+    /// joined pid namespace, with no new one) one process of it.
     Child,
     /// We are the supervisor; the child has this host pid and pidfd.
     Parent { pid: i32, pidfd: OwnedFd },
@@ -49,7 +50,12 @@ pub fn clone_jail(ns_flags: u64, cgroup: Option<RawFd>) -> SysResult<(Cloned, Cl
     let mut args = CloneArgs {
         flags: ns_flags | libc::CLONE_PIDFD as u64,
         pidfd: &mut pidfd as *mut RawFd as u64,
-        exit_signal: libc::SIGCHLD as u64,
+        // With CLONE_PARENT the child inherits ours (SIGCHLD), and clone3
+        // refuses one given.
+        exit_signal: match ns_flags & libc::CLONE_PARENT as u64 {
+            0 => libc::SIGCHLD as u64,
+            _ => 0,
+        },
         ..Default::default()
     };
     let mut via = CloneVia::Clone3;
@@ -129,6 +135,117 @@ pub fn fork_with_pid(pid: i32) -> SysResult<Option<i32>> {
         0 => Ok(None),
         child => Ok(Some(child as i32)),
     }
+}
+
+/// [`clone_jail`] with CLONE_NEWPID in `ns_flags` after `setns(fd,
+/// CLONE_NEWPID)` ([`super::setns_pid`]): the kernel makes a new pid
+/// namespace only from a process whose own pid namespace is its children's,
+/// so an intermediate process, born in the joined namespace, clones the
+/// jail with CLONE_PARENT (the jail is our child, as from [`clone_jail`])
+/// and exits. It shares our fd table (the pidfd it gets is ours) and sends
+/// the pidfd's number, how it cloned, or the errno, over a pipe. The jail's
+/// pid as we see it comes from its pidfd. The caller must be
+/// single-threaded.
+pub fn clone_jail_nested(ns_flags: u64, cgroup: Option<RawFd>) -> SysResult<(Cloned, CloneVia)> {
+    use std::os::fd::AsRawFd;
+    let (r, w) = super::pipe()?;
+    // SAFETY: clone(2) without CLONE_VM and with a null stack behaves like
+    // fork: the intermediate runs on a copy of this single-threaded
+    // address space; CLONE_FILES makes it share our fd table, into which it
+    // only adds the pidfd (it closes nothing: it leaves by exit_now).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (libc::CLONE_FILES | libc::SIGCHLD) as u64,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if ret < 0 {
+        return err("clone", "intermediate for CLONE_NEWPID", last_errno());
+    }
+    if ret == 0 {
+        let flags = ns_flags | libc::CLONE_PARENT as u64;
+        let msg: [i32; 2] = match clone_jail(flags, cgroup) {
+            // The jail: a copy of the intermediate, hence of us; it goes on
+            // as the child of clone_jail would. Its fd table is a copy: the
+            // pipe's ends close when their values drop.
+            Ok((Cloned::Child, via)) => return Ok((Cloned::Child, via)),
+            Ok((Cloned::Parent { pidfd, .. }, via)) => {
+                let n = pidfd.as_raw_fd();
+                // Ours now (the shared table): not closed here.
+                std::mem::forget(pidfd);
+                [n, via as i32]
+            }
+            Err(e) => [-1, e.errno as i32],
+        };
+        let mut bytes = [0u8; 8];
+        bytes[..4].copy_from_slice(&msg[0].to_ne_bytes());
+        bytes[4..].copy_from_slice(&msg[1].to_ne_bytes());
+        let _ = super::write_all(w.as_raw_fd(), &bytes);
+        super::exit_now(0);
+    }
+    // The fd table is shared: our end of the pipe goes only once the
+    // intermediate (which writes its 8 bytes without blocking) is gone.
+    let _ = super::waitpid(ret as i32, false);
+    drop(w);
+    let mut bytes = [0u8; 8];
+    let n = super::read(r.as_raw_fd(), &mut bytes)?;
+    if n != 8 {
+        return err("clone", "intermediate for CLONE_NEWPID", Errno::ECHILD);
+    }
+    let fd = i32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let code = i32::from_ne_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+    if fd < 0 {
+        return err("clone3", flags_text(ns_flags), Errno::from_raw(code));
+    }
+    // SAFETY: the intermediate stored a fresh pidfd in our shared fd table
+    // and exited without closing it: nobody else owns it.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let via = match code {
+        c if c == CloneVia::Clone3IntoCgroup as i32 => CloneVia::Clone3IntoCgroup,
+        c if c == CloneVia::Clone3 as i32 => CloneVia::Clone3,
+        _ => CloneVia::Clone,
+    };
+    let pid = pidfd_pid(&pidfd)?;
+    Ok((Cloned::Parent { pid, pidfd }, via))
+}
+
+/// The pid of a pidfd's process in our pid namespace (PIDFD_GET_INFO,
+/// Linux 6.13; else the pidfd's fdinfo, whose pid is that of /proc's
+/// namespace, ours unless /proc is an outer one).
+fn pidfd_pid(pidfd: &OwnedFd) -> SysResult<i32> {
+    use std::os::fd::AsRawFd;
+    /// struct pidfd_info's first version (64 bytes) from <linux/pidfd.h>.
+    #[repr(C)]
+    #[derive(Default)]
+    struct PidfdInfo {
+        mask: u64,
+        cgroupid: u64,
+        ids: [u32; 12],
+    }
+    /// _IOWR(PIDFS_IOCTL_MAGIC, 11, struct pidfd_info) for its 64 bytes.
+    const PIDFD_GET_INFO: libc::c_ulong = 0xC040_FF0B;
+    const PIDFD_INFO_PID: u64 = 1;
+    let mut info = PidfdInfo {
+        mask: PIDFD_INFO_PID,
+        ..Default::default()
+    };
+    // SAFETY: the ioctl writes at most the 64 bytes of `info`, which lives
+    // on this frame for the call.
+    let r = unsafe { libc::ioctl(pidfd.as_raw_fd(), PIDFD_GET_INFO as _, &mut info) };
+    if r == 0 && info.mask & PIDFD_INFO_PID != 0 && info.ids[0] != 0 {
+        return Ok(info.ids[0] as i32);
+    }
+    let path = format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd());
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("Pid:"))
+        .and_then(|p| p.trim().parse::<i32>().ok())
+        .filter(|p| *p > 0)
+        .map_or_else(|| err("read", path, Errno::ESRCH), Ok)
 }
 
 fn clone_legacy(ns_flags: u64) -> SysResult<Cloned> {

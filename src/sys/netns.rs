@@ -44,10 +44,13 @@ pub fn userns_of(pidfd: &OwnedFd, pid: i32) -> SysResult<OwnedFd> {
 }
 
 /// A new network namespace owned by the user namespace `userns` (from
-/// [`userns_of`]), with `lo` up and nothing else; with `listen`, also a TCP
+/// [`userns_of`]; None: the caller's own), with `lo` up and nothing else; with `listen`, also a TCP
 /// socket listening on 127.0.0.1:`listen` inside it (the egress proxy's:
 /// a socket stays in the namespace it was made in, whoever holds it).
-pub fn create_in(userns: &OwnedFd, listen: Option<u16>) -> SysResult<(OwnedFd, Option<OwnedFd>)> {
+pub fn create_in(
+    userns: Option<&OwnedFd>,
+    listen: Option<u16>,
+) -> SysResult<(OwnedFd, Option<OwnedFd>)> {
     let mut made: SysResult<(RawFd, Option<OwnedFd>)> = Err(SysError {
         call: "clone",
         arg: "network helper".into(),
@@ -69,10 +72,13 @@ pub fn create_in(userns: &OwnedFd, listen: Option<u16>) -> SysResult<(OwnedFd, O
 }
 
 /// Runs in the helper (our memory, our fd table, its own credentials).
-fn in_helper(userns: &OwnedFd, listen: Option<u16>) -> SysResult<(RawFd, Option<OwnedFd>)> {
-    // As the namespace's owner we hold every capability in it.
-    nix::sched::setns(userns, nix::sched::CloneFlags::CLONE_NEWUSER)
-        .or_else(|e| err("setns", "CLONE_NEWUSER", e))?;
+fn in_helper(userns: Option<&OwnedFd>, listen: Option<u16>) -> SysResult<(RawFd, Option<OwnedFd>)> {
+    // As the namespace's owner we hold every capability in it. None: we
+    // are in the jail's user namespace already (a joined one).
+    if let Some(userns) = userns {
+        nix::sched::setns(userns, nix::sched::CloneFlags::CLONE_NEWUSER)
+            .or_else(|e| err("setns", "CLONE_NEWUSER", e))?;
+    }
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
         .or_else(|e| err("unshare", "CLONE_NEWNET", e))?;
     // SAFETY: socket() with constant arguments.

@@ -18,6 +18,34 @@ pub fn unshare_userns() -> SysResult<()> {
         .or_else(|e| err("unshare", "CLONE_NEWUSER", e))
 }
 
+/// Join the user namespace of the caller's fd `fd` (bwrap's `--userns`,
+/// `--userns2`). The kernel checks the fd's type (EINVAL for anything but
+/// a user namespace), that the caller is single-threaded, and that it
+/// holds CAP_SYS_ADMIN in the target (EPERM): only a namespace the caller
+/// owns, or one under it, can be joined.
+pub fn setns_user(fd: std::os::fd::RawFd) -> SysResult<()> {
+    setns_raw(fd, libc::CLONE_NEWUSER, "CLONE_NEWUSER")
+}
+
+/// Make the pid namespace of the caller's fd `fd` the one the caller's next
+/// children are born in (bwrap's `--pidns`); the caller's own stays. The
+/// kernel checks the fd's type, that the namespace is the caller's or under
+/// it, and CAP_SYS_ADMIN in both the caller's user namespace and the one
+/// that owns the target.
+pub fn setns_pid(fd: std::os::fd::RawFd) -> SysResult<()> {
+    setns_raw(fd, libc::CLONE_NEWPID, "CLONE_NEWPID")
+}
+
+fn setns_raw(fd: std::os::fd::RawFd, nstype: libc::c_int, what: &str) -> SysResult<()> {
+    // SAFETY: setns only reads the fd number and the constant type; a bad
+    // fd is EBADF, not undefined behaviour.
+    let r = unsafe { libc::setns(fd, nstype) };
+    if r != 0 {
+        return err("setns", format!("{fd}, {what}"), super::Errno::last());
+    }
+    Ok(())
+}
+
 /// Write `data` to the file `rel` beneath the directory `dir` (a /proc
 /// file such as `self/uid_map`).
 pub fn write_beneath(dir: std::os::fd::RawFd, rel: &str, data: &[u8]) -> SysResult<()> {
