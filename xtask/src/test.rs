@@ -9,7 +9,9 @@
 //!    (the Python client's tests run inside `tests/serve_python.rs`, against
 //!    a real server);
 //! 3. `cargo xtask vm-test` (cgroup v2 limits inside a small VM);
-//! 4. `cargo xtask docker-test` (inside a real Docker engine).
+//! 4. `cargo xtask vm-systemd-test` (the systemd rung against a real
+//!    `systemd --user`, inside a small VM with systemd as PID 1);
+//! 5. `cargo xtask docker-test` (inside a real Docker engine).
 //!
 //! Each step's full output goes to `target/xtask-logs/<step>.log`, package
 //! installs to `apt.log`, the VM's console to `vm-console.log`. A test that
@@ -65,7 +67,7 @@ fn prepare(only_cargo: bool) {
         if !logs::have("docker-compose") {
             missing.push("docker-compose");
         }
-        for p in crate::vm::missing_packages() {
+        for p in crate::vm_systemd::missing_packages() {
             if !missing.contains(&p) {
                 missing.push(p);
             }
@@ -318,6 +320,13 @@ pub fn main(args: &[String]) -> i32 {
             "vm-test",
             "VMTEST",
             Some(crate::vm::CONSOLE_LOG),
+        );
+        suite(
+            &root,
+            &mut t,
+            "vm-systemd-test",
+            "VMTEST",
+            Some(crate::vm_systemd::CONSOLE_LOG),
         );
         suite(&root, &mut t, "docker-test", "DOCKERTEST", None);
     }
