@@ -35,7 +35,7 @@ j() { jq -r "$2" "$1" 2>/dev/null; }
 # user manager (active or failed), stockade processes (a D-Bus holder).
 # Shell builtins only where it loops: a fork costs much under TCG.
 scopes() { find $U -name 'stockade-*.scope' 2>/dev/null | tr '\n' ' '; }
-units() { as_user systemctl --user list-units --all --no-legend --plain 'stockade-*' 2>&1 | tr '\n' ' '; }
+units() { as_user systemctl --user list-units --no-legend --plain 'stockade-*' 2>&1 | tr '\n' ' '; }
 procs_named() {
     for p in /proc/[0-9]*; do
         c=
