@@ -194,13 +194,17 @@ fn add_tree(c: &mut Cpio, root: &Path, rel: &Path) -> R<()> {
     } else {
         use std::os::unix::fs::FileTypeExt;
         if ft.is_char_device() || ft.is_block_device() {
-            let r = md.rdev();
-            let major = ((r >> 8) & 0xfff) | ((r >> 32) & !0xfff);
-            let minor = (r & 0xff) | ((r >> 12) & !0xff);
-            c.entry(name, mode, uid, gid, &[], (major as u32, minor as u32));
+            c.entry(name, mode, uid, gid, &[], major_minor(md.rdev()));
         }
     }
     Ok(())
+}
+
+/// A device number's (major, minor), as glibc's major(3) and minor(3).
+fn major_minor(r: u64) -> (u32, u32) {
+    let major = ((r >> 8) & 0xfff) | ((r >> 32) & !0xfff);
+    let minor = (r & 0xff) | ((r >> 12) & !0xff);
+    (major as u32, minor as u32)
 }
 
 /// The root file system's archive followed by one with stockade, the
@@ -339,4 +343,17 @@ fn boot(kernel: &Path, initrd: &Path, timeout: Duration) -> R<bool> {
         );
     }
     Ok(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_numbers_split_as_glibc_does() {
+        // /dev/null, /dev/console, and a large minor (259:65536).
+        assert_eq!(major_minor(0x103), (1, 3));
+        assert_eq!(major_minor(0x501), (5, 1));
+        assert_eq!(major_minor((259 << 8) | (0x10000 << 12)), (259, 0x10000));
+    }
 }
