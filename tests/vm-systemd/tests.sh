@@ -16,6 +16,7 @@ mkdir -p $T && chmod 1777 $T
 pass() { echo "VMTEST PASS systemd/$1"; }
 fail() { echo "VMTEST FAIL systemd/$1: $(echo "$2" | tr '\n' ' ' | cut -c1-900)"; }
 finish() {
+    echo "VMTEST INFO finished $(cut -d' ' -f1 /proc/uptime) s after boot"
     echo "VMTEST DONE"
     systemctl poweroff -ff
     exit 0

@@ -11,7 +11,7 @@
 //! (shared cache), booted with `cgroup_no_v1=all`, whose initramfs is a
 //! Debian bookworm root file system built by mmdebstrap from Debian's
 //! systemd, dbus and dbus-user-session packages (cached as
-//! target/vm-systemd/rootfs.cpio), plus stockade, the static C payloads of
+//! ~/.cache/stockade-xtask/vm-systemd/rootfs.cpio), plus stockade, the static C payloads of
 //! tests/vm and tests/vm-systemd/*. systemd boots as PID 1 and starts
 //! `vmtest.service`, which starts `user@1000.service` and runs
 //! tests/vm-systemd/tests.sh: stockade as uid 1000 from a cgroup the user
@@ -92,12 +92,13 @@ fn run(timeout: u64, prebuilt: Option<PathBuf>) -> R<bool> {
     let root = crate::logs::root();
     let vm = root.join("target/vm");
     let here = root.join("target/vm-systemd");
-    for d in [&vm, &here] {
+    let cache = cache_dir().unwrap_or_else(|| here.clone());
+    for d in [&vm, &here, &cache] {
         fs::create_dir_all(d).map_err(|e| format!("mkdir {}: {e}", d.display()))?;
     }
     crate::logs::apt_install(&missing_packages())?;
     let kernel = crate::vm::kernel(&vm)?;
-    let rootfs = rootfs(&here)?;
+    let rootfs = rootfs(&cache)?;
     let stockade = match prebuilt {
         Some(p) if crate::vm::is_static(&p)? => p,
         Some(p) => return Err(format!("{} is not statically linked", p.display())),
@@ -114,6 +115,18 @@ fn run(timeout: u64, prebuilt: Option<PathBuf>) -> R<bool> {
     initramfs(&root, &rootfs, &initrd, &stockade, &bins)?;
     step(&format!("prepared in {:.0?}; booting", t0.elapsed()));
     boot(&kernel, &initrd, Duration::from_secs(timeout))
+}
+
+/// Where the root file system's archive is kept between runs, also across
+/// clones (CI starts from a fresh one): `$XDG_CACHE_HOME` or `~/.cache`,
+/// under `stockade-xtask/vm-systemd`. Only an optimisation: it is rebuilt
+/// when missing or made from another recipe.
+fn cache_dir() -> Option<PathBuf> {
+    let base = match std::env::var_os("XDG_CACHE_HOME") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?).join(".cache"),
+    };
+    Some(base.join("stockade-xtask/vm-systemd"))
 }
 
 /// The Debian packages this suite needs that are not installed (besides
