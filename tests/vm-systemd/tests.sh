@@ -188,6 +188,7 @@ if [ -z "$left" ]; then pass nothing_left_after_limit_tests; else fail nothing_l
 
 # --- stockade check, as the user, names the rung
 out=$(as_user $S check 2>&1)
+echo "$out" | grep -E '^ +(cgroup|memory|cpus|pids) ' | sed 's/^ */VMTEST INFO check: /' | cut -c1-400
 if echo "$out" | grep -Eq '^ +memory +cgroup_systemd' && echo "$out" | grep -Eq '^ +pids +cgroup_systemd' &&
     echo "$out" | grep -Eq '^ +cpus +cgroup_systemd' && echo "$out" | grep -Eq '^ +cgroup +available +a transient scope'; then
     pass check_names_the_systemd_rung

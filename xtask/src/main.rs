@@ -27,7 +27,7 @@ fn main() {
         Some("man") => man::main(&args[1..]),
         Some("bwrap-test") => bwrap_test::main(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <test|bench|vm-test|docker-test|man|bwrap-test>\n  test [--cargo-only]  every test: cargo tests (as root and uid 65534), the VM cgroup tests, the Docker tests; prints a summary\n  bench    start-up and syscall cost beside bare exec, bwrap and firejail\n  bench serve  a Python evaluator through stockade serve (with and without a warm pool) beside python3 and stockade run: latency, throughput, leaks\n  vm-test  the cgroup v2 tests inside a small VM\n  vm-systemd-test  the systemd rung against a real systemd --user, inside a small VM\n  docker-test  the container tests under a real Docker engine\n  man      the man pages, into target/man\n  bwrap-test  bubblewrap's own test suite (Debian trixie source) against the real bwrap and stockade bwrap");
+            eprintln!("usage: cargo xtask <test|bench|vm-test|vm-systemd-test|docker-test|man|bwrap-test>\n  test [--cargo-only]  every test: cargo tests (as root and uid 65534), the VM cgroup tests, the Docker tests; prints a summary\n  bench    start-up and syscall cost beside bare exec, bwrap and firejail\n  bench serve  a Python evaluator through stockade serve (with and without a warm pool) beside python3 and stockade run: latency, throughput, leaks\n  vm-test  the cgroup v2 tests inside a small VM\n  vm-systemd-test  the systemd rung against a real systemd --user, inside a small VM\n  docker-test  the container tests under a real Docker engine\n  man      the man pages, into target/man\n  bwrap-test  bubblewrap's own test suite (Debian trixie source) against the real bwrap and stockade bwrap");
             2
         }
     };
