@@ -27,10 +27,15 @@
 //! payload here sees its own pids and ipc even without `--unshare-pid`),
 //! every capability is dropped but those `--cap-add` names (kept in the
 //! jail's user namespace, ambient too, as bwrap keeps them; a root
-//! caller's sandbox starts with none, where bwrap's keeps all of root's
-//! host capabilities), no_new_privs, the payload leads a new
+//! caller's sandbox starts with root's, as bwrap's, but in the jail's user
+//! namespace only), no_new_privs, the payload leads a new
 //! session (as with `--new-session`), and the jail dies with this process
 //! (which `--die-with-parent` kills when its parent dies).
+//! Started by host root, the jail's ids map to a host id leased for the
+//! run, never host root, and the binds are idmapped so that host root's
+//! files are the jail root's on them (`Policy::idmap_root_binds`,
+//! `supervise::idmap`): what bwrap's payload, host root, sees on the
+//! filesystem it was given, and nothing of root's beyond it.
 //! Layers that are OFF unless asked for (`extras`: `STOCKADE_PROFILE`,
 //! `--stockade-*`): Landlock and the seccomp allowlist (bwrap has neither
 //! unless `--seccomp FD`; callers such as Flatpak run programs that need

@@ -10,6 +10,7 @@
 mod args;
 mod docs;
 mod fast;
+mod learn;
 mod profile_cmd;
 mod report;
 mod run;

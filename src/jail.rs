@@ -8,6 +8,7 @@ pub mod caps;
 pub mod error;
 pub mod filter;
 pub mod init;
+pub mod ipc;
 pub mod landlock;
 pub mod payload;
 pub mod proto;

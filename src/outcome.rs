@@ -220,6 +220,34 @@ impl Denial {
     }
 }
 
+/// What a learning run (`--learn`) heard besides the syscalls.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Learned {
+    /// Each path the command named to a path-taking syscall, absolute as
+    /// the jail saw it, with the strongest access seen.
+    pub paths: Vec<LearnedPath>,
+    /// Paths beyond the most kept.
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub more_paths: u64,
+    /// Each `HOST:PORT` reached through the egress proxy, in the order
+    /// first asked for.
+    pub hosts: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One path a learning run used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LearnedPath {
+    pub path: std::path::PathBuf,
+    /// `look` (stat, access, readlink), `read` (open for reading, exec),
+    /// `write` (open for writing, truncate, chmod, chown, utimes) or
+    /// `entry` (created, removed or renamed: its directory changes).
+    pub access: String,
+}
+
 /// The whole outcome of one run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Outcome {
@@ -243,6 +271,10 @@ pub struct Outcome {
     /// Learning mode: syscalls used outside the allowlist.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seccomp_learned: Option<Vec<String>>,
+    /// `--learn`: the paths the command used and the hosts it reached
+    /// through the recording proxy.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub learned: Option<Learned>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stdout: Option<Captured>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -292,6 +324,7 @@ impl Outcome {
             layers: BTreeMap::new(),
             seccomp_violation: None,
             seccomp_learned: None,
+            learned: None,
             stdout: None,
             stderr: None,
             detail: None,

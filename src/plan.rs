@@ -16,6 +16,12 @@ pub mod egress;
 mod error;
 pub mod limits;
 mod root;
+
+/// Every mount of a jail of `p`, in order: the base root's, the workdir,
+/// the policy's own (what `Plan::build` lays out).
+pub(crate) fn mount_specs(p: &Policy) -> Vec<crate::policy::MountSpec> {
+    root::specs(p)
+}
 pub mod rundir;
 pub mod uids;
 
@@ -106,8 +112,12 @@ pub struct Plan {
     /// Init execs the command itself (`Policy::as_pid_1`), never in the
     /// fallback.
     pub as_pid_1: bool,
-    /// Capabilities the payload keeps (`Policy::keep_caps`).
+    /// Capabilities the payload keeps (`Policy::keep_caps`), and how
+    /// (`Policy::caps_as_root`).
     pub keep_caps: u64,
+    pub caps_as_root: bool,
+    /// `Policy::bounding_caps`.
+    pub bounding_caps: Option<u64>,
     /// Read-locked by init once the root is built (`Policy::lock_files`).
     pub lock_files: Vec<PathBuf>,
     /// Layers that must be applied.
@@ -131,13 +141,21 @@ pub struct Plan {
     pub stdout_in_report: bool,
     /// /tmp's size cap, for the outcome.
     pub tmp_size: u64,
+    /// Under the rlimit rung: the limits init writes in the jail's IPC
+    /// namespace (path under /proc/sys, value), see `limits::ipc_share`.
+    pub ipc_sysctls: Vec<(&'static str, String)>,
     /// No namespaces could be had: the payload runs on the host's file
     /// system behind Landlock, seccomp and rlimits only.
     pub fallback: bool,
     /// Fallback started by root: the payload becomes this uid/gid.
     pub fallback_ids: Option<(u32, u32)>,
-    /// The lease on `fallback_ids` (see plan::uids), held until the
-    /// plan is dropped after the run.
+    /// Started by host root with `Policy::idmap_root_binds`: the host uid
+    /// and gid (a leased id, which the jail's ids map to) that files of
+    /// host uid and gid 0 show as on the binds, idmapped by the supervisor
+    /// (`supervise::idmap`).
+    pub idmap: Option<(u32, u32)>,
+    /// The lease on `fallback_ids` or `idmap`'s id (see plan::uids), held
+    /// until the plan is dropped after the run.
     pub uid_lease: Option<std::sync::Arc<crate::plan::uids::Lease>>,
     /// Fallback: the private per-run directory (the only writable place),
     /// removed after the run (see [`Resources::run_dir`]).
@@ -503,7 +521,30 @@ impl Plan {
     /// Everything but the limits' enforcement and the seccomp channel. The
     /// fallback's run directory goes into `res`.
     fn draft(p: &Policy, fallback: bool, res: &mut Resources) -> Result<Plan, SetupError> {
-        let outer = Outer::of(p)?;
+        let mut outer = Outer::of(p)?;
+        // Host root's files shown as the jail root's on the binds (bwrap
+        // run by root): the jail's ids map to a host id of its own, leased
+        // for the run, so that no other process on the host shares the uid
+        // that owns those files here (and could ptrace or signal the
+        // payload).
+        let idmap_lease = match p.idmap_root_binds
+            && !fallback
+            && outer.euid == 0
+            && sys::host_root_is_zero_here()
+        {
+            true => {
+                let l = uids::lease(p.fallback_uid_range).map_err(|e| {
+                    let s = SetupError::new("--uid-range", "", e.to_string());
+                    match e.errno() {
+                        Some(n) => s.with_errno(n),
+                        None => s,
+                    }
+                })?;
+                (outer.uid, outer.gid) = (l.id, l.id);
+                Some(Arc::new(l))
+            }
+            false => None,
+        };
         let root::Root { mut steps, rules } = root::plan(p)?;
         let denied = deny::expand(p, &steps)?;
         let mut env = p.env.clone();
@@ -556,6 +597,7 @@ impl Plan {
             capture: p.capture || stdout_in_report,
             stdout_in_report,
             tmp_size: p.tmp_size,
+            ipc_sysctls: Vec::new(),
             landlock: !p.landlock.disabled,
             landlock_deny_tcp: p.network != Network::Host,
             seccomp,
@@ -578,7 +620,8 @@ impl Plan {
             cwd_fallbacks,
             fallback,
             fallback_ids: fb.as_ref().and_then(|f| f.ids),
-            uid_lease: fb.as_ref().and_then(|f| f.lease.clone()),
+            idmap: idmap_lease.as_ref().map(|l| (l.id, l.id)),
+            uid_lease: idmap_lease.or_else(|| fb.as_ref().and_then(|f| f.lease.clone())),
             run_dir: fb.as_ref().map(|f| f.run_dir.clone()),
             unix_roots,
             run_dir_tmpfs: false,
@@ -592,7 +635,15 @@ impl Plan {
             block_fd: p.block_fd,
             denials_fd: p.denials_fd,
             lock_files: p.lock_files.clone(),
-            keep_caps: p.keep_caps,
+            // Root's capabilities are kept inside the jail's user
+            // namespace only: the fallback's payload, no longer root,
+            // keeps none.
+            keep_caps: match fallback && outer.euid == 0 {
+                true => 0,
+                false => p.keep_caps,
+            },
+            caps_as_root: p.caps_as_root,
+            bounding_caps: p.bounding_caps.filter(|_| !fallback),
             as_pid_1: p.as_pid_1 && !fallback,
             disable_userns: p.disable_userns && !fallback,
             assert_userns_disabled: p.assert_userns_disabled || p.disable_userns,

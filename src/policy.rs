@@ -361,6 +361,10 @@ pub struct Policy {
     /// through stockade's proxy, and nothing else. Needs `Network::None`.
     #[serde(default)]
     pub allow_hosts: Vec<egress::AllowHost>,
+    /// Learning (`--learn`): the proxy runs even with no allowlist,
+    /// reaches any public host, and records those reached.
+    #[serde(default)]
+    pub egress_record: bool,
     /// Caller fds passed through to the payload under the same number.
     pub keep_fds: Vec<i32>,
     /// Caller fds the supervisor tells the jail's pid once it runs, as
@@ -396,6 +400,24 @@ pub struct Policy {
     /// dropped. 0: none (the default).
     #[serde(default)]
     pub keep_caps: u64,
+    /// `keep_caps` are kept as a process of uid 0 keeps them across execve
+    /// (bounding, permitted and effective; not inheritable or ambient), as
+    /// bwrap run by root without `--cap-add` or `--cap-drop` leaves them.
+    #[serde(default)]
+    pub caps_as_root: bool,
+    /// The bounding set when it is not `keep_caps`: bwrap run by root
+    /// without `--unshare-user` leaves the caller's (it drops from it only
+    /// in a user namespace of its own).
+    #[serde(default)]
+    pub bounding_caps: Option<u64>,
+    /// Started by host root (not in a user namespace of its own): the
+    /// binds of host paths are idmapped mounts on which files of host uid
+    /// and gid 0 are the jail's uid and gid 0 (what bwrap run by root shows
+    /// its payload), while the jail's processes run as a host id leased for
+    /// the run, never host root. Mounts whose filesystem refuses an idmap
+    /// stay as they are. Ignored for any other caller and in the fallback.
+    #[serde(default)]
+    pub idmap_root_binds: bool,
     /// Files (paths inside the jail) the jail's init opens and read-locks
     /// (fcntl) once the root is built, and holds until the jail ends, as
     /// bwrap's `--lock-file`.
@@ -551,6 +573,7 @@ impl Policy {
             hostname: DEFAULT_HOSTNAME.into(),
             network: Network::None,
             allow_hosts: Vec::new(),
+            egress_record: false,
             keep_fds: Vec::new(),
             pid_reports: Vec::new(),
             seccomp: SeccompPolicy::default(),
@@ -559,6 +582,9 @@ impl Policy {
             denials_fd: None,
             lock_files: Vec::new(),
             keep_caps: 0,
+            caps_as_root: false,
+            bounding_caps: None,
+            idmap_root_binds: false,
             as_pid_1: false,
             disable_userns: false,
             assert_userns_disabled: false,

@@ -33,6 +33,7 @@ pub mod syscalls;
 mod bpf;
 mod compile;
 mod error;
+pub mod paths;
 mod policy;
 mod rules;
 pub(crate) use bpf::sock_filters;
@@ -59,6 +60,10 @@ pub struct Compiled {
     /// although the allowlist allows it (`connect` in the fallback: see
     /// supervise::unix).
     pub mediated: Option<i32>,
+    /// Learning mode with `learn_paths`: the path-taking syscalls the
+    /// allowlist allows, sent to the listener so that it records their
+    /// paths (ascending).
+    pub watched: Vec<i32>,
 }
 
 impl Compiled {

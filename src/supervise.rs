@@ -11,6 +11,7 @@ pub mod cgroup;
 mod channels;
 pub mod classify;
 mod deadline;
+mod idmap;
 pub mod layers;
 pub mod learn;
 pub mod namespaces;

@@ -97,8 +97,9 @@ fn same_in(who: Who, args: &[&str], stdin: Option<&Path>) -> Output {
             assert_eq!(
                 stdout(&o),
                 stdout(&r),
-                "stdout: {what}\nours stderr: {}",
-                stderr(&o)
+                "stdout: {what}\nours stderr: {}\nreal stderr: {}",
+                stderr(&o),
+                stderr(&r)
             );
             assert_eq!(stderr(&o), stderr(&r), "stderr: {what}");
             assert_eq!(o.status.code(), r.status.code(), "exit code: {what}");
@@ -1315,16 +1316,6 @@ fn overlays_of_host_directories() {
     std::fs::write(s.join("l1/a"), "1").unwrap();
     std::fs::write(s.join("l1/b"), "2").unwrap();
     std::fs::write(s.join("l2/b"), "3").unwrap();
-    // Owned by uid 65534, whose sandbox maps it: overlayfs copies a file up
-    // with its owner, which must be mapped in the sandbox's user namespace.
-    // Started by root, stockade's jail root is not host root (by design)
-    // and maps no host owner: copy-up is refused there, so the writes are
-    // checked as 65534 only.
-    if is_root() {
-        for f in ["l1", "l1/a", "l1/b", "l2", "l2/b", "up", "work"] {
-            std::os::unix::fs::chown(s.join(f), Some(NOBODY), Some(NOBODY)).unwrap();
-        }
-    }
     let p = |d: &str| s.join(d).to_str().unwrap().to_string();
     let (l1, l2, up, work) = (p("l1"), p("l2"), p("up"), p("work"));
     let show = "cat /o/a /o/b; echo; (printf 5 > /o/b) 2>/dev/null && cat /o/b || echo ro";
@@ -1332,6 +1323,16 @@ fn overlays_of_host_directories() {
     let upper_show = "cat /o/a /o/b; echo; printf 5 > /o/n; cat /o/n; echo; \
                       rm /o/n; test -e /o/n || echo gone";
     for who in users("bwrap_overlay") {
+        // Owned by whoever runs it, whose sandbox maps it: overlayfs copies
+        // a file up with its owner, which must be mapped there (started by
+        // root, stockade's layers are idmapped: host root's files are the
+        // jail root's).
+        let owner = if who == Who::Root { 0 } else { NOBODY };
+        for f in ["l1", "l1/a", "l1/b", "l2", "l2/b", "up", "work"] {
+            if is_root() {
+                std::os::unix::fs::chown(s.join(f), Some(owner), Some(owner)).unwrap();
+            }
+        }
         let o = same_root(
             who,
             &[
@@ -1348,9 +1349,6 @@ fn overlays_of_host_directories() {
         );
         expect_code(&o, 0, "--ro-overlay");
         assert_eq!(stdout(&o), "13\nro\n");
-        if who == Who::Root {
-            continue;
-        }
         let o = same_root(
             who,
             &[
@@ -1507,4 +1505,188 @@ fn a_sandbox_inside_a_sandbox_with_the_outer_proc() {
         let uid = if who == Who::Nobody { NOBODY } else { 0 };
         assert_eq!(stdout(&o), format!("hello\n{uid}\n"));
     }
+}
+
+/// Started by root, as the real bwrap run by root: a root-owned 0700
+/// directory given with `--bind` is the payload's to enter, read, write
+/// and chmod in, and what it makes there belongs to host root on disk.
+/// The caller's capabilities are the payload's (in the jail's user
+/// namespace) unless `--cap-*` says otherwise, as bwrap's.
+#[test]
+fn a_root_callers_binds_show_root_files_as_the_payloads() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !is_root() {
+        common::skip(
+            "bwrap_root_binds",
+            "not running as root: this is what bwrap does for root",
+        );
+        return;
+    }
+    let s = common::Scratch::new("bwrap-root-binds");
+    let d = s.join("private");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(d.join("f"), "secret\n").unwrap();
+    std::fs::set_permissions(d.join("f"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let dir = d.to_str().unwrap();
+    let script = "cd /w && rm -rf g sub && cat f && echo new > g && chmod 640 g && mkdir sub && \
+                  stat -c '%n %u %g %a' f g sub && id -u && id -g";
+    let args = root_and(&["--bind", dir, "/w", "sh", "-c", script]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // Ours alone first: what it made is on disk, owned by host root.
+    let o = with_args(ours(Who::Root), &args, None);
+    expect_code(&o, 0, "root's private directory");
+    assert_eq!(
+        stdout(&o),
+        "secret\nf 0 0 600\ng 0 0 640\nsub 0 0 755\n0\n0\n"
+    );
+    for (name, mode) in [("g", 0o100640), ("sub", 0o40755)] {
+        let m = std::fs::metadata(d.join(name)).unwrap();
+        assert_eq!((m.uid(), m.gid(), m.mode()), (0, 0, mode), "{name} on disk");
+    }
+    assert_eq!(std::fs::read_to_string(d.join("g")).unwrap(), "new\n");
+    // And the same as the real bwrap run by root.
+    same(Who::Root, &args);
+    // Its capabilities: the caller's, none inheritable or ambient, as
+    // bwrap's without --cap-add or --cap-drop; with them, every set.
+    let caps = "grep Cap /proc/self/status | cut -f2 | tr '\\n' ' '";
+    let o = same_root(Who::Root, &["--unshare-pid", "sh", "-c", caps]);
+    expect_code(&o, 0, "root's capabilities");
+    let mine = std::fs::read_to_string("/proc/self/status").unwrap();
+    let eff = mine
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:\t"))
+        .unwrap();
+    assert_eq!(
+        stdout(&o),
+        format!("0000000000000000 {eff} {eff} {eff} 0000000000000000 ")
+    );
+    let o = same_root(Who::Root, &["--cap-drop", "CAP_KILL", "sh", "-c", caps]);
+    expect_code(&o, 0, "--cap-drop as root");
+    let left = u64::from_str_radix(eff, 16).unwrap() & !(1 << 5); // CAP_KILL
+                                                                  // Every set but the bounding one, which bwrap changes only in a user
+                                                                  // namespace of its own (--unshare-user).
+    assert_eq!(
+        stdout(&o),
+        format!("{left:016x} {left:016x} {left:016x} {eff} {left:016x} ")
+    );
+}
+
+/// Started by root, the payload sees host root's files on its binds as its
+/// own, yet none of its processes is host root: its uid map does not map
+/// host uid 0 (nor 65534, which other host processes run as), and through
+/// the host's /proc bound inside it can neither signal a host root process
+/// (by a pidfd of it), nor read pid 1's environment, nor write a root-owned
+/// host file through pid 1's root (a file no bind gave it), nor remount a
+/// read-only bind writable.
+#[test]
+fn a_root_callers_sandbox_is_not_host_root() {
+    if !is_root() {
+        common::skip(
+            "bwrap_root_not_host_root",
+            "not running as root: this is what bwrap does for root",
+        );
+        return;
+    }
+    let s = common::Scratch::new("bwrap-root-hostile");
+    let victim = s.join("victim");
+    std::fs::write(&victim, "root's\n").unwrap();
+    let given = s.join("given");
+    std::fs::create_dir(&given).unwrap();
+    let mut host = Command::new("sleep").arg("1000").spawn().unwrap();
+    let script = format!(
+        "read inner outer n < /proc/self/uid_map; echo uid $inner $outer; \
+         read inner gouter n < /proc/self/gid_map; echo gid $inner $gouter; \
+         python3 -c '
+import os, signal
+fd = os.open(\"/hostproc/{pid}\", os.O_RDONLY | os.O_DIRECTORY)
+try:
+    signal.pidfd_send_signal(fd, signal.SIGKILL)
+    print(\"killed\")
+except OSError as e:
+    # EPERM (not its uid) or EINVAL (not in its pid namespace).
+    print(\"kill refused\" if e.errno in (1, 22) else e)
+'; \
+         cat /hostproc/1/environ >/dev/null 2>&1 && echo read environ || echo environ refused; \
+         (echo owned >> /hostproc/1/root{victim}) 2>/dev/null && echo wrote || echo write refused; \
+         (echo owned >> /hostproc/self/root{victim}) 2>/dev/null && echo wrote || echo write refused; \
+         echo ok > /given/mine && echo wrote given; \
+         (echo x > /usr/stockade-test) 2>/dev/null && echo wrote usr || echo usr refused; \
+         mount -o remount,bind,rw /usr 2>/dev/null; \
+         (echo x > /usr/stockade-test) 2>/dev/null && echo wrote usr || echo usr refused",
+        pid = host.id(),
+        victim = victim.display(),
+    );
+    let o = with_args(
+        ours(Who::Root),
+        &[
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--symlink",
+            "usr/lib",
+            "/lib",
+            "--symlink",
+            "usr/lib64",
+            "/lib64",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--bind",
+            "/proc",
+            "/hostproc",
+            "--bind",
+            given.to_str().unwrap(),
+            "/given",
+            "--cap-drop",
+            "CAP_SYS_ADMIN",
+            "sh",
+            "-c",
+            &script,
+        ],
+        None,
+    );
+    let alive = host.try_wait().unwrap().is_none();
+    let _ = host.kill();
+    let _ = host.wait();
+    expect_code(&o, 0, "hostile checks as root");
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    let outer = |l: &str, what: &str| -> u32 {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(f[..2], [what, "0"], "{l}");
+        f[2].parse().unwrap()
+    };
+    let (uid, gid) = (outer(lines[0], "uid"), outer(lines[1], "gid"));
+    assert!(
+        uid != 0 && uid != NOBODY,
+        "the jail's root is host uid {uid}"
+    );
+    assert!(
+        gid != 0 && gid != NOBODY,
+        "the jail's root is host gid {gid}"
+    );
+    assert_eq!(
+        lines[2..],
+        [
+            "kill refused",
+            "environ refused",
+            "write refused",
+            "write refused",
+            "wrote given",
+            "usr refused",
+            "usr refused"
+        ],
+        "{out}\n{}",
+        stderr(&o)
+    );
+    assert!(alive, "the host's root process was killed");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's\n");
+    assert!(!Path::new("/usr/stockade-test").exists());
+    let m = std::fs::metadata(given.join("mine")).unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&m), 0);
 }

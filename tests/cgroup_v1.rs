@@ -191,6 +191,46 @@ fn a_run_that_stays_under_the_limit_keeps_its_own_exit_code() {
 }
 
 #[test]
+fn file_data_through_the_page_cache_under_a_tight_limit_is_not_memory_limit() {
+    let test = "file_data_through_the_page_cache_under_a_tight_limit_is_not_memory_limit";
+    if v1_host(test).is_none() || !common::is_root() {
+        if !common::is_root() {
+            common::skip(test, "not root: the v1 hierarchies are root's");
+        }
+        return;
+    }
+    // A disk-backed directory (not a tmpfs: tmpfs pages cannot be reclaimed
+    // without swap): 200 MB written and read back through the page cache
+    // of a 32 MiB group. The cache fills the group to its limit and is
+    // reclaimed there; nothing the payload allocated is refused.
+    let dir = common::Scratch::new("pagecache").world_writable();
+    let bind = format!("{}:/data", dir.path().display());
+    let script = "head -c 200000000 /dev/zero > /data/f && cat /data/f > /dev/null && \
+                  cat /data/f /data/f > /dev/null && rm /data/f && exit \"$1\"";
+    for code in [0, 3] {
+        let v = outcome(
+            Who::Root,
+            &["--memory", "32m", "--bind", &bind],
+            &["/bin/sh", "-c", script, "sh", &code.to_string()],
+        );
+        assert_eq!(
+            (&v["status"], &v["exit_code"]),
+            (&Value::from("exited"), &Value::from(code)),
+            "{v}"
+        );
+        let m = limit(&v, "memory");
+        assert_eq!(m["enforced_by"], "cgroup_v1", "{m}");
+        assert_eq!(m["verdict"], "counted", "{m}");
+        assert_eq!(m["hit"], false, "{m}");
+        // The limit was pressed: the group's own peak reached it (else
+        // this test would prove nothing about reclaim at the limit).
+        let peak = v["usage"]["peak_memory_bytes"].as_u64().unwrap();
+        assert_eq!(v["usage"]["peak_memory_source"], "cgroup", "{v}");
+        assert!(peak >= (32 << 20) / 10 * 9, "peak {peak}: {v}");
+    }
+}
+
+#[test]
 fn a_fork_bomb_that_keeps_its_parent_alive_is_pids_limit() {
     let test = "a_fork_bomb_that_keeps_its_parent_alive_is_pids_limit";
     if v1_host(test).is_none() || !common::is_root() {
@@ -241,8 +281,10 @@ fn half_a_cpu_holds_a_busy_loop_to_half_a_core() {
     );
 }
 
-/// `stockade/` under our cgroup in each v1 hierarchy a limit uses.
-fn v1_parents(h: &cgroup::Hierarchies) -> Vec<PathBuf> {
+/// `stockade/` under our cgroup in each v1 hierarchy a limit uses, and
+/// (for root) under the unified hierarchy's root, where every run also
+/// makes a group that tracks its processes.
+fn parents(h: &cgroup::Hierarchies) -> Vec<PathBuf> {
     let pc = fs::read_to_string("/proc/self/cgroup").unwrap();
     let mut out = Vec::new();
     for ctrl in ["memory", "pids", "cpu", "cpuacct"] {
@@ -250,10 +292,13 @@ fn v1_parents(h: &cgroup::Hierarchies) -> Vec<PathBuf> {
         let own = cgroup::own_v1_path(&pc, ctrl).unwrap();
         out.push(cgroup::cgroup_dir(m, &own).unwrap().join("stockade"));
     }
+    if let Some(u) = h.unified() {
+        out.push(u.mountpoint.join("stockade"));
+    }
     out
 }
 
-/// Run groups (`run-<pid>-…`) under the v1 parents, by owner pid.
+/// Run groups (`run-<pid>-…`) under the parents, by owner pid.
 fn run_groups(parents: &[PathBuf]) -> BTreeSet<(i32, PathBuf)> {
     let mut out = BTreeSet::new();
     for p in parents {
@@ -267,9 +312,19 @@ fn run_groups(parents: &[PathBuf]) -> BTreeSet<(i32, PathBuf)> {
     out
 }
 
+/// The groups a run's outcome names: its unified group and its v1 groups.
+fn groups_named(v: &Value) -> Vec<PathBuf> {
+    let d = &v["layers"]["cgroup"]["detail"];
+    let mut out: Vec<PathBuf> = d["path"].as_str().map(PathBuf::from).into_iter().collect();
+    for p in d["v1"].as_array().into_iter().flatten() {
+        out.push(PathBuf::from(p.as_str().unwrap()));
+    }
+    out
+}
+
 #[test]
-fn many_runs_leave_nothing_in_any_v1_hierarchy() {
-    let test = "many_runs_leave_nothing_in_any_v1_hierarchy";
+fn many_runs_leave_nothing_in_any_cgroup_hierarchy() {
+    let test = "many_runs_leave_nothing_in_any_cgroup_hierarchy";
     let Some(h) = v1_host(test) else {
         return;
     };
@@ -277,39 +332,54 @@ fn many_runs_leave_nothing_in_any_v1_hierarchy() {
         common::skip(test, "not root: the v1 hierarchies are root's");
         return;
     }
-    let parents = v1_parents(&h);
+    let parents = parents(&h);
+    let reports = common::Scratch::new("v1-leftovers");
     let mut owners = BTreeSet::new();
-    for i in 0..200 {
-        // Every tenth run is killed by the OOM killer, the others exit.
-        let script = if i % 10 == 0 {
-            "head -c 100000000 /dev/zero > /tmp/f"
-        } else {
-            "exit 0"
+    let mut named: Vec<PathBuf> = Vec::new();
+    // 500 runs, each ending another way: most exit, every tenth is
+    // OOM-killed, one in ten hits pids.max with its children alive, one
+    // in ten is killed at the deadline with a daemonized child.
+    for i in 0..500 {
+        let (script, want, status) = match i % 10 {
+            0 => ("head -c 100000000 /dev/zero > /tmp/f", 137, "memory_limit"),
+            5 => (
+                // The shell exits 2 (`Cannot fork`) when a fork is refused.
+                "i=0; while [ $i -lt 40 ]; do sleep 30 & i=$((i+1)); done 2>/dev/null; exit 1",
+                2,
+                "pids_limit",
+            ),
+            7 => ("setsid sleep 30 & sleep 30", 143, "timeout"),
+            _ => ("exit 0", 0, "exited"),
         };
+        let report = reports.join(&format!("{i}.json"));
         let mut c = common::stockade(Who::Root);
-        c.args([
-            "run",
-            "--memory",
-            "32m",
-            "--pids-limit",
-            "16",
-            "--cpus",
-            "1",
-        ])
-        .args(["--tmp-size", "256m", "--", "/bin/sh", "-c", script]);
+        c.arg("run")
+            .args(["--report", report.to_str().unwrap()])
+            .args(["--memory", "32m", "--pids-limit", "16", "--cpus", "1"])
+            .args(["--timeout", if i % 10 == 7 { "300ms" } else { "60s" }])
+            .args(["--tmp-size", "256m", "--", "/bin/sh", "-c", script]);
+        c.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
         let child = c.spawn().expect("start stockade");
         owners.insert(child.id() as i32);
         let o = child.wait_with_output().unwrap();
-        let want = if i % 10 == 0 { 137 } else { 0 };
         common::expect_code(&o, want, &format!("run {i}"));
+        let v: Value = serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
+        assert_eq!(v["status"], status, "run {i}: {v}");
+        let g = groups_named(&v);
+        // One group in each v1 hierarchy (cpu,cpuacct share one) + unified.
+        assert!(g.len() >= 3, "run {i}: {g:?}");
+        named.extend(g);
     }
+    let gone: Vec<&PathBuf> = named.iter().filter(|p| p.exists()).collect();
+    assert!(gone.is_empty(), "groups left behind: {gone:?}");
     let left: Vec<_> = run_groups(&parents)
         .into_iter()
         .filter(|(pid, _)| owners.contains(pid))
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
-    // Each run made its group in every hierarchy: the parents exist.
-    for p in &parents {
+    // Each run made its group in every v1 hierarchy: the parents exist.
+    for p in &parents[..4] {
         assert!(p.is_dir(), "{}", p.display());
     }
 }
@@ -408,6 +478,118 @@ fn under_the_rlimit_rung_the_tmpfs_mounts_count_against_memory() {
     let t = limit(&v, "tmp_size");
     assert!(t["limit"].as_u64().unwrap() < 512 << 20, "{t}");
     assert!(t["why"].as_str().unwrap().contains("shrunk"), "{t}");
+}
+
+#[test]
+fn under_the_rlimit_rung_sysv_ipc_counts_against_memory() {
+    let test = "under_the_rlimit_rung_sysv_ipc_counts_against_memory";
+    if !common::is_root() {
+        common::skip(test, "not root: cannot start stockade as uid 65534");
+        return;
+    }
+    // A hostile payload: raise the IPC namespace's limits, then hold what
+    // it can in SysV shm segments (filled, detached, kept), SysV message
+    // queues and POSIX message queues, none of it in its address space.
+    let hog = common::c_payload("ipc_hog");
+    let mut c = common::stockade(Who::Nobody);
+    c.args(["run", "--report", "-", "--memory", "64m", "--ro-bind"])
+        .arg(format!("{}:/ipc_hog", hog.display()))
+        .args(["--", "/bin/sh", "-c"])
+        .arg(
+            "/ipc_hog; echo pid=$$; grep -E 'Max (address space|msgqueue size)' /proc/self/limits",
+        );
+    let o = c.output().expect("start stockade");
+    let v = common::last_json(&o);
+    let m = limit(&v, "memory");
+    if m["enforced_by"] != "rlimit_as" {
+        common::skip(
+            test,
+            &format!("uid 65534 gets a cgroup rung on this host: {m}"),
+        );
+        return;
+    }
+    assert_eq!(v["status"], "exited", "{v}");
+    let why = m["why"].as_str().unwrap();
+    assert!(
+        why.contains("+ SysV IPC and POSIX message queues "),
+        "{why}"
+    );
+    assert!(v.get("warnings").is_none(), "{v}");
+    let out = v["stdout"]["data"].as_str().unwrap_or_default().to_string();
+    let num = |key: &str| -> u64 {
+        out.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{key}: {out}"))
+    };
+    let limit_of = |key: &str| -> u64 {
+        out.lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{key}: {out}"))
+    };
+    // The limits stayed as init wrote them; the helper that wrote them
+    // did not take the payload's pid.
+    assert_eq!(num("raised "), 0, "{out}");
+    assert_eq!(num("pid="), 2, "{out}");
+    let (shm, msg, mq) = (num("shm "), num("msg "), num("mq "));
+    // It got some (the bounds are not a refusal), and no more than its
+    // share: with the tmpfs mounts and RLIMIT_AS, within --memory.
+    assert!(shm > 0 && msg > 0, "{out}");
+    // /tmp's share (the other tmpfs mounts' are in `why`).
+    let tmpfs = v["limits"]["tmp_size"]["limit"].as_u64().unwrap();
+    let as_limit = limit_of("Max address space");
+    assert!(
+        limit_of("Max msgqueue size") >= mq,
+        "POSIX queues past RLIMIT_MSGQUEUE: {out}"
+    );
+    assert!(
+        shm + msg + mq + as_limit + tmpfs <= 64 << 20,
+        "shm {shm} + msg {msg} + mq {mq} + RLIMIT_AS {as_limit} + /tmp {tmpfs}: {out}"
+    );
+    assert!(
+        shm <= 8 << 20,
+        "SysV shm {shm} past an eighth of --memory: {out}"
+    );
+}
+
+#[test]
+fn where_the_ipc_limits_cannot_be_written_the_outcome_says_they_are_not_bounded() {
+    let test = "where_the_ipc_limits_cannot_be_written_the_outcome_says_they_are_not_bounded";
+    if !common::is_root() {
+        common::skip(test, "not root: cannot make /proc/sys read-only");
+        return;
+    }
+    // stockade as uid 65534 where the host's /proc/sys is read-only (as in
+    // many containers): the IPC namespace's limits cannot be written.
+    let mut c = common::wrapped(
+        &["ro_procsys"],
+        Who::Root,
+        &["--report", "-", "--memory", "64m"],
+        &["/bin/sh", "-c", "echo ran"],
+    );
+    let v = common::last_json(&c.output().expect("start stockade"));
+    let m = limit(&v, "memory");
+    if m["enforced_by"] != "rlimit_as" {
+        common::skip(test, &format!("uid 65534 gets a cgroup rung: {m}"));
+        return;
+    }
+    // The run goes on, and says what is not bounded and why.
+    assert_eq!(v["status"], "exited", "{v}");
+    assert_eq!(v["stdout"]["data"], "ran\n", "{v}");
+    let line = "the jail's SysV IPC and POSIX message queues are not bounded (";
+    let why = m["why"].as_str().unwrap();
+    assert!(why.contains(line) && why.contains("kernel.shmmax"), "{why}");
+    let warnings = v["warnings"].as_array().expect("a warning");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with(line)),
+        "{warnings:?}"
+    );
+    let ipc = &v["layers"]["ipc_namespace"]["detail"];
+    assert_eq!(ipc["bounded"], false, "{v}");
 }
 
 #[test]

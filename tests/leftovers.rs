@@ -1,6 +1,7 @@
 //! Nothing is left behind: after 500 sequential runs and 100 concurrent ones
-//! (10 at a time) that each hit a limit, no process, mount, cgroup or
-//! temporary directory of stockade's remains.
+//! (10 at a time) that each hit a limit, no process, mount, cgroup (in the
+//! unified hierarchy or any cgroup v1 hierarchy) or temporary directory of
+//! stockade's remains.
 //!
 //! The test judges only what its own runs created: the cgroup each run's
 //! outcome names, the run directories named after its own stockade
@@ -63,8 +64,9 @@ fn procs_with(tag: &str) -> Vec<String> {
 struct Made {
     /// The stockade process (run directories are named after it).
     pid: u32,
-    /// The run's cgroup, as its outcome names it.
-    cgroup: Option<String>,
+    /// The run's cgroups, as its outcome names them: its group in the
+    /// unified hierarchy, or its first v1 group, then every v1 group.
+    cgroups: Vec<String>,
 }
 
 /// One run that hits a limit: alternately the output cap and the deadline,
@@ -103,13 +105,18 @@ fn limited_run(who: Who, i: usize, tag: &str, reports: &std::path::Path) -> Made
     let text = std::fs::read_to_string(&report).expect("the run's report");
     let v: serde_json::Value = serde_json::from_str(&text).expect("a JSON report");
     let cg = &v["layers"]["cgroup"];
-    let cgroup = (cg["state"] == "applied").then(|| {
-        cg["detail"]["path"]
+    let mut cgroups = Vec::new();
+    if cg["state"] == "applied" {
+        let d = &cg["detail"];
+        let path = d["path"]
             .as_str()
-            .expect("an applied cgroup names its path")
-            .to_string()
-    });
-    Made { pid, cgroup }
+            .expect("an applied cgroup names its path");
+        cgroups.push(path.to_string());
+        for g in d["v1"].as_array().into_iter().flatten() {
+            cgroups.push(g.as_str().expect("a v1 group's path").to_string());
+        }
+    }
+    Made { pid, cgroups }
 }
 
 #[test]
@@ -161,10 +168,10 @@ fn no_process_mount_cgroup_or_directory_is_left_after_many_runs() {
         );
         let dirs = run_dirs(&pids);
         assert!(dirs.is_empty(), "{who:?}: directories left: {dirs:?}");
-        let with_cgroup = made.iter().filter(|m| m.cgroup.is_some()).count();
+        let with_cgroup = made.iter().filter(|m| !m.cgroups.is_empty()).count();
         let cg_left: Vec<&String> = made
             .iter()
-            .filter_map(|m| m.cgroup.as_ref())
+            .flat_map(|m| &m.cgroups)
             .filter(|p| std::path::Path::new(p).exists())
             .collect();
         assert!(cg_left.is_empty(), "{who:?}: cgroups left: {cg_left:?}");

@@ -302,3 +302,46 @@ fn egress_refusals_are_denials_in_the_outcome() {
         );
     }
 }
+
+/// `--learn`: the outcome's `learned` record validates; its paths are
+/// absolute with a known access, and a file read and one created show as
+/// such.
+#[test]
+fn a_learning_run_reports_what_it_learned() {
+    for who in common::users("a_learning_run_reports_what_it_learned") {
+        let dir = PathBuf::from(format!(
+            "/var/tmp/stockade-test-learn-outcome-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        let file = dir.join("learned.toml");
+        let script = format!("cat /etc/hostname; : > {}/made", dir.display());
+        let (v, _) = outcome(
+            who,
+            &["--learn", file.to_str().unwrap()],
+            &["/bin/sh", "-c", &script],
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        let paths = v["learned"]["paths"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{v}"));
+        let access = |p: &str| {
+            paths
+                .iter()
+                .find(|x| x["path"] == p)
+                .and_then(|x| x["access"].as_str())
+                .map(str::to_string)
+        };
+        assert_eq!(access("/etc/hostname").as_deref(), Some("read"), "{v}");
+        let made = format!("{}/made", dir.display());
+        assert_eq!(access(&made).as_deref(), Some("entry"), "{v}");
+        assert_eq!(access("/usr/bin/cat").as_deref(), Some("read"), "{v}");
+        assert_eq!(v["learned"]["hosts"], serde_json::json!([]), "{v}");
+        assert!(paths
+            .iter()
+            .all(|x| x["path"].as_str().unwrap().starts_with('/')));
+    }
+}

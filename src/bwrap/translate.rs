@@ -38,12 +38,22 @@ struct Pending {
 /// `bwrap`'s doc), or the first op refused.
 pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapError> {
     let mut p = Policy::with_defaults(argv);
+    let root = crate::sys::getuid() == 0;
     p.base = BaseRoot::Bare;
     p.env = std::env::vars_os().collect();
     p.network = Network::Host;
     p.hostname = host_hostname();
     p.uid = crate::sys::getuid();
     p.gid = crate::sys::getegid();
+    if p.uid == 0 {
+        // bwrap run by root: its payload starts with the caller's
+        // capabilities (here in the jail's user namespace), and host
+        // root's files on the binds are its own (idmapped; its processes
+        // stay an unprivileged host id).
+        p.keep_caps = caller_caps();
+        p.caps_as_root = true;
+        p.idmap_root_binds = true;
+    }
     p.seccomp.enabled = false;
     p.landlock.disabled = true;
     // Where user namespaces are refused, bwrap.rs decides: bwrap's failure
@@ -95,6 +105,9 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     }
     if let Some(prog) = ns.seccomp.take() {
         p.bpf_filters.push(prog);
+    }
+    if root && !ns.user {
+        p.bounding_caps = Some(caller_caps());
     }
     if ns.net && !ns.share_net {
         p.network = Network::None;
@@ -184,10 +197,17 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         // fatal here (stricter, never weaker).
         "--not-a-security-boundary" => {}
         // Capabilities in the jail's user namespace, added and dropped in
-        // order from none (bwrap's start for a caller who is not root;
-        // root's sandbox starts with none here too, see the module doc).
-        "--cap-add" => p.keep_caps |= cap_mask(&a[0])?,
-        "--cap-drop" => p.keep_caps &= !cap_mask(&a[0])?,
+        // order from none (a caller who is not root) or from the caller's
+        // own (root), as bwrap's.
+        // Either makes bwrap set every set, ambient included, to the result.
+        "--cap-add" => {
+            p.keep_caps |= cap_mask(&a[0])?;
+            p.caps_as_root = false;
+        }
+        "--cap-drop" => {
+            p.keep_caps &= !cap_mask(&a[0])?;
+            p.caps_as_root = false;
+        }
         // Held open by this process (and the jail's init) until the end.
         // The payload reads it before execve (`Policy::block_fd`).
         "--block-fd" => p.block_fd = Some(super::parse::parse_fd(&a[0])?),
@@ -426,6 +446,13 @@ fn id(s: &OsString, what: &str) -> Result<u32, BwrapError> {
     s.to_str()
         .and_then(|t| t.parse().ok())
         .ok_or_else(|| BwrapError::Usage(format!("Invalid {what}: {}", s.to_string_lossy())))
+}
+
+/// The caller's effective capabilities as a mask (bit N: capability N).
+fn caller_caps() -> u64 {
+    caps::read(None, caps::CapSet::Effective)
+        .map(|set| set.iter().fold(0, |m, c| m | 1u64 << c.index()))
+        .unwrap_or(0)
 }
 
 /// bwrap's capability names (`ALL`, or `CAP_…`, either case) as a mask.

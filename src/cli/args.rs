@@ -284,6 +284,9 @@ run_args! {
             /// Learning mode: allow every syscall, and list those outside the allowlist the command used
             #[arg(long)]
             seccomp_learn: bool,
+            /// Learn: run with every layer reporting instead of refusing where it can (seccomp learning, paths and hosts recorded, the host's /home /root /opt /srv /var shown with writes thrown away), then write a profile of what the command used to FILE
+            #[arg(long, value_name = "FILE")]
+            learn: Option<PathBuf>,
             /// Allow one more syscall, or a group (@network-io, …), on top of the profile's
             #[arg(long, value_name = "NAME|@GROUP")]
             seccomp_allow: Vec<String>,

@@ -146,6 +146,9 @@ pub(super) fn run_policy(
     limits(a, &mut p.limits)?;
     python_reachable(&resolved, &p, a.python.is_some())?;
     report(a, &mut p)?;
+    if a.learn.is_some() {
+        super::learn::apply(&mut p)?;
+    }
     p.validate()?;
     Ok(p)
 }
@@ -484,6 +487,17 @@ pub(super) fn python_reachable(
     Ok(())
 }
 
+/// `--learn FILE`: the base profile (as `--profile` names it, without the
+/// flags) and FILE's temporary file beside it.
+fn learning(a: &RunArgs, file: &std::path::Path) -> Result<super::learn::Learning, String> {
+    let w = Workdir::of(a).map_err(|e| e.to_string())?;
+    let base = resolve_profile(a, &w).map_err(|e| e.to_string())?;
+    let mut policy = base.policy;
+    w.apply(&mut policy).map_err(|e| e.to_string())?;
+    let spec = a.profile.as_deref().unwrap_or(profile::DEFAULT_PROFILE);
+    super::learn::Learning::prepare(file, spec, policy)
+}
+
 /// `stockade run`: build the policy, run it, write the report; the exit code.
 pub(super) fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32 {
     let policy = match run_policy(a, mounts) {
@@ -498,6 +512,18 @@ pub(super) fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32
             return 125;
         }
     };
+    // `--learn FILE`: writable, before the run.
+    let learning = match &a.learn {
+        Some(f) => match learning(a, f) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                eprint_line(&e);
+                return 125;
+            }
+        },
+        None => None,
+    };
+    let run = learning.as_ref().map(|_| policy.clone());
     // The library's own door: in this process, which is single-threaded.
     let jail = crate::Jail::new(policy);
     let o = match jail.run_here() {
@@ -507,7 +533,8 @@ pub(super) fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32
     if let Some(err) = &o.error {
         eprint_line(err);
     }
-    if let Some(learned) = &o.seccomp_learned {
+    // With --learn, the summary line says it instead.
+    if let Some(learned) = o.seccomp_learned.as_ref().filter(|_| learning.is_none()) {
         eprint_line(&format!(
             "seccomp-learn: syscalls outside the allowlist: {}",
             if learned.is_empty() {
@@ -516,6 +543,19 @@ pub(super) fn run_cmd(a: &RunArgs, mounts: &[(usize, MountFlag, String)]) -> i32
                 learned.join(", ")
             }
         ));
+    }
+    // Learned only from a command that ran: else the error line above
+    // says why, and dropping `l` removes the temporary file.
+    if let (Some(l), Some(run)) = (learning, &run) {
+        if o.status != Status::SetupError {
+            match l.commit(run, &o) {
+                Ok(line) => eprint_line(&line),
+                Err(e) => {
+                    eprint_line(&e);
+                    return 125;
+                }
+            }
+        }
     }
     // Serialized only when some report is asked for: the run is over, but
     // the caller still waits for this process to exit.

@@ -17,7 +17,7 @@ use self::reap::{Peak, Waiter};
 use self::tree::Tree;
 use super::error::{JailError, Step};
 use super::proto::{self, LayerRecord, OrFail, Report, Reporter};
-use super::{caps, payload, rootfs};
+use super::{caps, ipc, payload, rootfs};
 use crate::plan::Plan;
 use crate::sys;
 
@@ -26,14 +26,22 @@ use crate::sys;
 const SUPERVISOR_GONE: Signal = Signal::SIGUSR1;
 
 /// Entry point of the cloned child. Never returns. `stdio`, when given,
-/// replaces stdout and stderr (the supervisor's capped pipes).
-pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, OwnedFd)>) -> ! {
+/// replaces stdout and stderr (the supervisor's capped pipes); `trees`,
+/// the binds' mount trees the supervisor idmapped (one per plan step, or
+/// none: see `supervise::idmap`), attached instead of clones of our own.
+pub fn main(
+    plan: &Plan,
+    ctl: OwnedFd,
+    rep: OwnedFd,
+    stdio: Option<(OwnedFd, OwnedFd)>,
+    trees: Vec<Option<rootfs::Idmapped>>,
+) -> ! {
     let report = Reporter::new(rep.as_raw_fd());
     sys::scrub_cmdline(b"stockade-init");
     take_stdio(stdio, report);
     // Open the bind sources while the supervisor writes the id maps: the
     // host checks them against our unchanged host credentials either way.
-    let sources = (!plan.fallback).then(|| rootfs::open_sources(plan).or_fail(report));
+    let sources = (!plan.fallback).then(|| rootfs::open_sources(plan, trees).or_fail(report));
     wait_for_go(&ctl).or_fail(report);
     if !plan.fallback {
         caps::become_jail_user(plan.inner_uid, plan.inner_gid)
@@ -41,8 +49,17 @@ pub fn main(plan: &Plan, ctl: OwnedFd, rep: OwnedFd, stdio: Option<(OwnedFd, Own
             .or_fail(report);
     }
     die_with_supervisor(plan.fallback, &ctl).or_fail(report);
+    // Before the root is built: the helper writes through the host's /proc.
+    let ipc_bounded = !plan.fallback && !plan.ipc_sysctls.is_empty() && {
+        let got = ipc::bound(plan);
+        if let Err(why) = &got {
+            let why = why.clone();
+            report.send(&Report::Layer(LayerRecord::IpcUnbounded { why }));
+        }
+        got.is_ok()
+    };
     let host_proc = match plan.disable_userns {
-        true => Some(disable_userns().or_fail(report)),
+        true => Some(disable_userns(1 + u32::from(ipc_bounded)).or_fail(report)),
         false => None,
     };
     let proc_raw = host_proc.as_ref().map(|f| f.as_raw_fd());
@@ -162,9 +179,10 @@ fn enter_root(
 /// takes that one (`payload::nest_userns`), where no capability of its
 /// reaches the jail's sysctl. Written through the host's /proc while it is
 /// still in view (before the root is built); the sysctl is the writer's
-/// user namespace's. Returns that /proc, which the payload writes its id
+/// user namespace's. `max` is 2 when the IPC bounds' helper already holds
+/// one (`jail::ipc`). Returns that /proc, which the payload writes its id
 /// maps through.
-fn disable_userns() -> Result<OwnedFd, JailError> {
+fn disable_userns(max: u32) -> Result<OwnedFd, JailError> {
     use std::io::Write;
     const SYSCTL: &str = "/proc/sys/user/max_user_namespaces";
     let refused = |why: String| JailError::Refused {
@@ -181,9 +199,9 @@ fn disable_userns() -> Result<OwnedFd, JailError> {
                 crate::bwrap::strerror(&e)
             ))
         })?;
-    f.write_all(b"1").map_err(|e| {
+    f.write_all(max.to_string().as_bytes()).map_err(|e| {
         refused(format!(
-            "sysctl user.max_user_namespaces = 1: {}",
+            "sysctl user.max_user_namespaces = {max}: {}",
             crate::bwrap::strerror(&e)
         ))
     })?;

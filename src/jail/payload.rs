@@ -38,7 +38,7 @@ pub fn main(plan: &Plan, report: Reporter, host_proc: Option<i32>) -> std::conve
         assert_userns_disabled().or_fail(report);
     }
     // The layers' records, written in one go before seccomp.
-    let mut layers = vec![drop_capabilities(plan.keep_caps).or_fail(report)];
+    let mut layers = vec![drop_capabilities(plan).or_fail(report)];
     sys::set_no_new_privs()
         .step("no_new_privs", "")
         .or_fail(report);
@@ -139,10 +139,10 @@ fn leave_root((uid, gid): (u32, u32)) -> Result<(), JailError> {
 
 /// Empty every capability set but the plan's kept ones (bwrap's
 /// `--cap-add`); the record says what is left.
-fn drop_capabilities(keep: u64) -> Result<Report, JailError> {
-    let bounding = match keep {
-        0 => caps::drop_all(),
-        keep => caps::keep_only(keep),
+fn drop_capabilities(plan: &Plan) -> Result<Report, JailError> {
+    let bounding = match (plan.keep_caps, plan.bounding_caps) {
+        (0, None) => caps::drop_all(),
+        (keep, bounding) => caps::keep_only(keep, plan.caps_as_root, bounding.unwrap_or(keep)),
     }
     .step("drop capabilities", "")?;
     let [effective, permitted, inheritable, bounding, ambient] = sys::caps_left(bounding);

@@ -83,6 +83,9 @@ pub enum LayerRecord {
     Chroot,
     /// The jail has no /proc of its own.
     ProcUnavailable { why: String },
+    /// The IPC namespace's limits could not be written (`jail::ipc`): the
+    /// payload's SysV IPC and POSIX message queues are not bounded.
+    IpcUnbounded { why: String },
 }
 
 /// How many capabilities each set holds (`usize::MAX`: unreadable).

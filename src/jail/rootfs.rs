@@ -46,6 +46,25 @@ fn step_error(step: &'static str, path: &Path, err: SysError) -> JailError {
 pub struct Sources {
     binds: Vec<Option<Source>>,
     devices: Vec<OwnedFd>,
+    /// The mount trees the supervisor idmapped (per step; empty: none).
+    idmapped: Vec<Option<Idmapped>>,
+}
+
+/// A step's host mounts as the supervisor idmapped them
+/// (`supervise::idmap`), detached trees to attach instead of clones of
+/// our own.
+pub enum Idmapped {
+    /// A bind: its top (path empty), then, when it was cloned mount by
+    /// mount, each mount beneath it, relative to it, parents first, to
+    /// attach where the host has them.
+    Bind(Vec<(PathBuf, OwnedFd)>),
+    /// An overlay's layers: the directory holding its upper and work
+    /// directories with their paths relative to it, and the lower ones
+    /// top to bottom (as [`Source::Overlay`]).
+    Overlay {
+        upper: Option<(OwnedFd, PathBuf, PathBuf)>,
+        lower: Vec<OwnedFd>,
+    },
 }
 
 /// A bind source: mounted, or (small read-only world-readable files such
@@ -91,7 +110,9 @@ fn copy_of(fd: &OwnedFd, budget: &mut u64) -> Option<Source> {
     })
 }
 
-pub fn open_sources(plan: &Plan) -> Result<Sources, JailError> {
+/// Every bind's source, opened; `idmapped`: the trees the supervisor made
+/// (see `supervise::idmap`), attached instead of clones of our own.
+pub fn open_sources(plan: &Plan, idmapped: Vec<Option<Idmapped>>) -> Result<Sources, JailError> {
     let mut binds = Vec::with_capacity(plan.steps.len());
     let mut budget = COPY_TOTAL;
     for s in &plan.steps {
@@ -135,7 +156,11 @@ pub fn open_sources(plan: &Plan) -> Result<Sources, JailError> {
             devices.push(sys::open_path_nofollow(&p).step("open device", Path::new(&p))?);
         }
     }
-    Ok(Sources { binds, devices })
+    Ok(Sources {
+        binds,
+        devices,
+        idmapped,
+    })
 }
 
 /// What could not be built but did not stop the jail.
@@ -234,7 +259,7 @@ impl Root {
 
 /// Build the root on a tmpfs at `plan.base` and pivot into it. Runs in init,
 /// in the new mount namespace, with capabilities in the new user namespace.
-pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), JailError> {
+pub fn build(plan: &Plan, mut src: Sources) -> Result<(Notes, Held), JailError> {
     // Nothing we mount may propagate back to the host.
     sys::mount(
         None,
@@ -244,7 +269,7 @@ pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), JailError> {
         None,
     )
     .step("make / private", Path::new(""))?;
-    let mut trees = clone_trees(plan, &src)?;
+    let mut trees = clone_trees(plan, &mut src)?;
     let mut root = new_root(&plan.base)?;
     // Modes below are meant as written.
     let umask = at::umask(0);
@@ -264,10 +289,21 @@ pub fn build(plan: &Plan, src: Sources) -> Result<(Notes, Held), JailError> {
 
 /// Clone every bind's mount tree before the new root exists: a source
 /// that holds plan.base (`--bind /tmp`, `--ro-bind /:/host`) must show
-/// the host's tree, not the jail's root being built on it.
-fn clone_trees(plan: &Plan, src: &Sources) -> Result<Vec<Option<OwnedFd>>, JailError> {
+/// the host's tree, not the jail's root being built on it. A tree the
+/// supervisor idmapped is taken as it is.
+fn clone_trees(plan: &Plan, src: &mut Sources) -> Result<Vec<Option<OwnedFd>>, JailError> {
     let mut trees = Vec::with_capacity(plan.steps.len());
     for (i, step) in plan.steps.iter().enumerate() {
+        // The top of an idmapped tree; the mounts beneath it stay in
+        // `src.idmapped` for `attach_beneath`.
+        let given = src.idmapped.get_mut(i);
+        if let (Some(Some(Idmapped::Bind(all))), Some(Source::Mount(_))) = (given, &src.binds[i]) {
+            if !all.is_empty() {
+                let (_, top) = all.remove(0);
+                trees.push(Some(top));
+                continue;
+            }
+        }
         trees.push(match (step, &src.binds[i]) {
             (
                 RootStep::Bind {
@@ -315,10 +351,15 @@ fn apply_steps(
     for (i, step) in plan.steps.iter().enumerate() {
         match step {
             RootStep::Bind { dst, .. } => match (&src.binds[i], trees[i].take()) {
-                (Some(Source::Mount(fd)), Some(tree)) if dst.as_os_str().is_empty() => {
-                    bind_root(root, fd, tree, &plan.base)?
+                (Some(Source::Mount(fd)), Some(tree)) => {
+                    match dst.as_os_str().is_empty() {
+                        true => bind_root(root, fd, tree, &plan.base)?,
+                        false => bind(root, fd, tree, dst)?,
+                    }
+                    if let Some(Some(Idmapped::Bind(beneath))) = src.idmapped.get(i) {
+                        attach_beneath(root, dst, beneath)?;
+                    }
                 }
-                (Some(Source::Mount(fd)), Some(tree)) => bind(root, fd, tree, dst)?,
                 (Some(Source::Copy { file, len, mode }), _) => {
                     let (d, name) = root.parent(dst).step("bind", dst)?;
                     at::copy_file(root.fd_of(&d), name, file, *len, *mode, dst)
@@ -368,7 +409,13 @@ fn apply_steps(
             RootStep::Dev { dst, shm } => dev(root, dst, shm, &src.devices, plan.root_writable)?,
             RootStep::Mqueue { dst } => mqueue(root, dst)?,
             RootStep::Cover { dst, dir, id } => cover::cover(root, made, dst, *dir, *id)?,
-            RootStep::Overlay { dst, tmp, .. } => overlay(root, dst, src.binds[i].as_ref(), *tmp)?,
+            RootStep::Overlay { dst, tmp, .. } => {
+                let given = match src.idmapped.get(i) {
+                    Some(Some(Idmapped::Overlay { upper, lower })) => Some((upper, lower)),
+                    _ => None,
+                };
+                overlay(root, dst, src.binds[i].as_ref(), *tmp, given)?
+            }
             RootStep::Chmod { dst, mode } => chmod(root, dst, *mode)?,
             RootStep::RemountRo { dst } => {
                 let opened;
@@ -473,12 +520,24 @@ fn overlay_sources(
     Ok(Source::Overlay { upper, lower })
 }
 
+/// An overlay's idmapped layers (see [`Idmapped::Overlay`]).
+type GivenLayers<'a> = (&'a Option<(OwnedFd, PathBuf, PathBuf)>, &'a Vec<OwnedFd>);
+
 /// An overlayfs at `dst` of the opened host directories `src`, written to
 /// its upper directory, or to a tmpfs of its own (`tmp`), or read-only;
 /// named to overlayfs by their fds, as bwrap does, so no path needs
 /// escaping. The tmpfs is mounted on `dst` itself and the overlay over it:
-/// out of the payload's sight, and always ours to write.
-fn overlay(root: &mut Root, dst: &Path, src: Option<&Source>, tmp: bool) -> Result<(), JailError> {
+/// out of the payload's sight, and always ours to write. `given`: the
+/// layers as the supervisor idmapped them, attached in that tmpfs (beneath
+/// the overlay: the kernel takes a layer from our own mount namespace
+/// only) and used instead of `src`'s.
+fn overlay(
+    root: &mut Root,
+    dst: &Path,
+    src: Option<&Source>,
+    tmp: bool,
+    given: Option<GivenLayers>,
+) -> Result<(), JailError> {
     let Some(Source::Overlay { upper, lower }) = src else {
         return Ok(());
     };
@@ -486,7 +545,8 @@ fn overlay(root: &mut Root, dst: &Path, src: Option<&Source>, tmp: bool) -> Resu
     let path = |fd: &OwnedFd| sys::fd_path(fd).to_string_lossy().into_owned();
     let d = root.dir(dst, 0o755).step("overlay", dst)?;
     let mut held = Vec::new();
-    if tmp {
+    let mut scratch = None;
+    if tmp || given.is_some() {
         sys::mount_fs_on(
             root.fd_of(&d),
             "tmpfs",
@@ -496,12 +556,22 @@ fn overlay(root: &mut Root, dst: &Path, src: Option<&Source>, tmp: bool) -> Resu
         )
         .step("overlay", dst)?;
         root.mounted(dst);
-        let t = sys::open_in_root(&root.fd, dst, libc::O_PATH).step("overlay", dst)?;
+        scratch = Some(sys::open_in_root(&root.fd, dst, libc::O_PATH).step("overlay", dst)?);
+    }
+    if let (true, Some(t)) = (tmp, &scratch) {
         for name in ["upper", "work"] {
-            at::mkdir(&t, OsStr::new(name), 0o755, dst).step("overlay", dst)?;
-            held.push(at::open_dir(&t, OsStr::new(name), dst).step("overlay", dst)?);
+            at::mkdir(t, OsStr::new(name), 0o755, dst).step("overlay", dst)?;
+            held.push(at::open_dir(t, OsStr::new(name), dst).step("overlay", dst)?);
         }
     }
+    let mut layers = None;
+    if let (Some(given), Some(t)) = (given, &scratch) {
+        layers = Some(attach_layers(t, dst, given)?);
+    }
+    let (upper, lower) = match &layers {
+        Some((u, l)) => (u.as_ref().map(|(u, w)| (u, w)), l),
+        None => (upper.as_ref().map(|(u, w)| (u, w)), lower),
+    };
     let mut opts = match (upper, held.as_slice()) {
         (Some((u, w)), _) | (None, [u, w]) => format!("upperdir={},workdir={},", path(u), path(w)),
         _ => String::new(),
@@ -527,6 +597,36 @@ fn overlay(root: &mut Root, dst: &Path, src: Option<&Source>, tmp: bool) -> Resu
     })?;
     root.mounted(dst);
     Ok(())
+}
+
+/// An overlay's idmapped layers attached in its scratch tmpfs `t` (at
+/// `dst`): the upper and work directories, the lower ones, opened.
+#[allow(clippy::type_complexity)]
+fn attach_layers(
+    t: &OwnedFd,
+    dst: &Path,
+    (upper, lower): GivenLayers,
+) -> Result<(Option<(OwnedFd, OwnedFd)>, Vec<OwnedFd>), JailError> {
+    let attach = |name: &str, tree: &OwnedFd| -> Result<OwnedFd, JailError> {
+        let name = OsStr::new(name);
+        at::mkdir(t, name, 0o700, dst).step("overlay", dst)?;
+        at::move_mount(tree, t, name, dst).step("overlay", dst)?;
+        at::open_dir(t, name, dst).step("overlay", dst)
+    };
+    let upper = match upper {
+        Some((tree, u, w)) => {
+            let c = attach("c", tree)?;
+            let open = |rel: &Path| sys::open_path_beneath(&c, rel).step("overlay", dst);
+            Some((open(u)?, open(w)?))
+        }
+        None => None,
+    };
+    let lower = lower
+        .iter()
+        .enumerate()
+        .map(|(i, tree)| attach(&format!("l{i}"), tree))
+        .collect::<Result<_, _>>()?;
+    Ok((upper, lower))
 }
 
 /// chmod what is at `dst`, resolved inside the root.
@@ -575,6 +675,32 @@ fn bind(root: &mut Root, src: &OwnedFd, tree: OwnedFd, dst: &Path) -> Result<(),
     let (d2, i2, _) = at::stat(pfd, name, dst).step("bind", dst)?;
     if (d2, i2) != (dev, ino) {
         return Err(verify_error(dst));
+    }
+    root.mounted(dst);
+    Ok(())
+}
+
+/// The mounts beneath an idmapped bind at `dst`, each where the host has
+/// it (see [`Idmapped`]).
+fn attach_beneath(
+    root: &mut Root,
+    dst: &Path,
+    beneath: &[(PathBuf, OwnedFd)],
+) -> Result<(), JailError> {
+    for (rel, tree) in beneath {
+        let at = dst.join(rel);
+        let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
+            continue;
+        };
+        let opened;
+        let pfd = match parent.as_os_str().is_empty() {
+            true => &root.fd,
+            false => {
+                opened = sys::open_path_beneath(&root.fd, parent).step("bind", &at)?;
+                &opened
+            }
+        };
+        at::move_mount(tree, pfd, name, &at).step("bind", &at)?;
     }
     root.mounted(dst);
     Ok(())

@@ -20,6 +20,9 @@ pub struct Egress {
     /// The caller's upstream proxy (`HTTPS_PROXY`, …): the proxy reaches
     /// allowed hosts through it, by CONNECT.
     pub upstream: Option<Upstream>,
+    /// Record mode (`--learn`): a target off the allowlist is reached
+    /// too, and each one reached is recorded for the learned profile.
+    pub record: bool,
 }
 
 /// An HTTP proxy the caller's environment names, and the names that
@@ -71,7 +74,7 @@ pub fn plan(
     fallback: bool,
     env: &mut Vec<(OsString, OsString)>,
 ) -> Result<Option<Egress>, SetupError> {
-    if p.allow_hosts.is_empty() {
+    if p.allow_hosts.is_empty() && !p.egress_record {
         return Ok(None);
     }
     if fallback || p.network != Network::None {
@@ -90,6 +93,7 @@ pub fn plan(
         port: PROXY_PORT,
         allow: p.allow_hosts.clone(),
         upstream,
+        record: p.egress_record,
     }))
 }
 

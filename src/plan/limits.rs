@@ -5,6 +5,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod ipc_share;
 pub mod tmpfs_share;
 
 use std::collections::BTreeMap;
@@ -396,6 +397,14 @@ impl Decision {
             if r.name == "RLIMIT_AS" {
                 (r.soft, r.hard) = (s.rlimit_as, s.rlimit_as);
             }
+        }
+        if let Some(ipc) = &s.ipc {
+            self.rlimits.push(rl(
+                Resource::RLIMIT_MSGQUEUE,
+                "RLIMIT_MSGQUEUE",
+                ipc.mq,
+                ipc.mq,
+            ));
         }
         let line = s.describe(memory);
         if let Some(r) = self.report.get_mut("memory") {

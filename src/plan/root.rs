@@ -106,7 +106,7 @@ pub(super) struct Root {
 
 /// Every mount of the jail, in order: the defaults (the base root's binds
 /// unless it is empty), the workdir, the policy's own.
-fn specs(p: &Policy) -> Vec<MountSpec> {
+pub(super) fn specs(p: &Policy) -> Vec<MountSpec> {
     if p.base == crate::policy::BaseRoot::Bare {
         return p.mounts.clone();
     }

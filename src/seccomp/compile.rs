@@ -66,6 +66,7 @@ pub fn compile(p: &SeccompPolicy) -> Result<Compiled, SeccompError> {
         allowlist,
         mismatch_at,
         mediated: verdicts.mediated,
+        watched: verdicts.watched,
     })
 }
 
@@ -90,6 +91,8 @@ struct Verdicts {
     allowed: usize,
     /// The number sent to the supervisor's listener (`connect`).
     mediated: Option<i32>,
+    /// The path-taking numbers sent to it in learning mode.
+    watched: Vec<i32>,
 }
 
 /// Give each number of `bits` its verdict: allowed, through the listener
@@ -104,6 +107,11 @@ fn verdicts(p: &SeccompPolicy, bits: &syscalls::Bits) -> Result<Verdicts, Seccom
     let mut allowed = 0;
     let connect = syscalls::number("connect");
     let mut mediated = None;
+    let mut watched = Vec::new();
+    let paths: Vec<u32> = match p.learn_paths && p.action == SeccompAction::Learn {
+        true => super::paths::path_numbers().collect(),
+        false => Vec::new(),
+    };
     for nr in numbers(bits) {
         allowed += 1;
         let rules = match filtered.iter().find(|(f, _)| *f == nr) {
@@ -112,6 +120,11 @@ fn verdicts(p: &SeccompPolicy, bits: &syscalls::Bits) -> Result<Verdicts, Seccom
         };
         let leaf = if p.mediate_unix && Some(nr) == connect {
             mediated = Some(nr as i32);
+            Leaf::Notify
+        } else if paths.contains(&nr) {
+            // Learning mode reads the path and lets it continue: the
+            // argument filters are not learned from.
+            watched.push(nr as i32);
             Leaf::Notify
         } else if rules.is_empty() {
             Leaf::Allow
@@ -126,6 +139,7 @@ fn verdicts(p: &SeccompPolicy, bits: &syscalls::Bits) -> Result<Verdicts, Seccom
         blocks,
         allowed,
         mediated,
+        watched,
     })
 }
 

@@ -88,3 +88,33 @@ fn tests_run(prog: &[libc::sock_filter], nr: u32, args: [u64; 6]) -> u32 {
         pc += 1;
     }
 }
+
+/// Learning paths: the path-taking syscalls the allowlist allows go to the
+/// listener (and say so in `watched`); the others keep their verdict; in
+/// any other mode the flag changes nothing.
+#[test]
+fn learning_paths_sends_path_syscalls_to_the_listener() {
+    let nr = |n: &str| syscalls::number(n).unwrap();
+    let p = SeccompPolicy {
+        action: SeccompAction::Learn,
+        learn_paths: true,
+        ..SeccompPolicy::default()
+    };
+    let c = compile(&p).unwrap();
+    let v = |n: &str| tests_run(&c.allowlist, nr(n), [0; 6]);
+    assert_eq!(v("openat"), libc::SECCOMP_RET_USER_NOTIF);
+    assert_eq!(v("execve"), libc::SECCOMP_RET_USER_NOTIF);
+    assert_eq!(v("read"), libc::SECCOMP_RET_ALLOW);
+    assert!(c.watched.contains(&(nr("openat") as i32)));
+    assert!(!c.watched.contains(&(nr("read") as i32)));
+    let errno = compile(&SeccompPolicy {
+        learn_paths: true,
+        ..SeccompPolicy::default()
+    })
+    .unwrap();
+    assert!(errno.watched.is_empty());
+    assert_eq!(
+        tests_run(&errno.allowlist, nr("openat"), [0; 6]),
+        libc::SECCOMP_RET_ALLOW
+    );
+}

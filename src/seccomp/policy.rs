@@ -27,6 +27,11 @@ pub struct SeccompPolicy {
     /// The fallback's unix-socket mediation (see supervise::unix): connect()
     /// goes to the supervisor, and AF_UNIX datagram sockets are refused.
     pub mediate_unix: bool,
+    /// Learning mode: the path-taking syscalls (`paths`) go to the
+    /// supervisor's listener too, which records their paths and lets
+    /// them continue (`--learn`).
+    #[serde(default)]
+    pub learn_paths: bool,
 }
 
 impl Default for SeccompPolicy {
@@ -38,6 +43,7 @@ impl Default for SeccompPolicy {
             action: SeccompAction::Errno,
             unix_sockets_only: false,
             mediate_unix: false,
+            learn_paths: false,
         }
     }
 }

@@ -67,8 +67,9 @@ impl Channels {
         })
     }
 
-    /// In the cloned child: keep init's ends, run init. Never returns.
-    pub(super) fn enter_jail(self, plan: &Plan) -> ! {
+    /// In the cloned child: keep init's ends, run init with `trees` (see
+    /// `supervise::idmap`). Never returns.
+    pub(super) fn enter_jail(self, plan: &Plan, trees: Vec<Option<jail::rootfs::Idmapped>>) -> ! {
         let Channels {
             ctl: (ctl_rd, ctl_wr),
             rep: (rep_rd, rep_wr),
@@ -87,7 +88,7 @@ impl Channels {
             }
             _ => None,
         };
-        jail::init::main(plan, ctl_rd, rep_wr, stdio)
+        jail::init::main(plan, ctl_rd, rep_wr, stdio, trees)
     }
 
     /// In the supervisor: close init's ends (so their end is seen when

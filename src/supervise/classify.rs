@@ -19,8 +19,9 @@ pub struct Observed {
     pub code: Option<i32>,
     /// The run's memory controller counted an OOM kill.
     pub oom_killed: bool,
-    /// The run's memory controller counted the limit reached (a charge
-    /// refused at memory.max / memory.limit_in_bytes, or an OOM).
+    /// The run's memory controller counted the limit hit for memory
+    /// reclaim could not free (an OOM or OOM kill at memory.max /
+    /// memory.limit_in_bytes; see `cgroup::Stats::memory_limit_hit`).
     pub memory_hit: bool,
     /// The run's pids controller refused a fork (`pids.events max`).
     pub pids_refused: bool,

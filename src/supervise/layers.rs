@@ -97,11 +97,12 @@ fn namespace_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia) {
     );
 }
 
-/// The allowlist's network: only `lo`, the proxy on it, what it allows.
+/// The allowlist's network: only `lo`, the proxy on it, what it allows
+/// (`record`: `--learn`'s proxy, which reaches any public host).
 fn egress_detail(e: &crate::plan::egress::Egress) -> serde_json::Value {
     let allow: Vec<String> = e.allow.iter().map(|a| a.to_string()).collect();
     json!({
-        "network": "allowlist",
+        "network": if e.record { "record" } else { "allowlist" },
         "interfaces": ["lo"],
         "proxy": format!("127.0.0.1:{}", e.port),
         "allow": allow,
@@ -216,6 +217,25 @@ fn record_payload_layer(o: &mut Outcome, record: LayerRecord) {
         LayerRecord::ProcUnavailable { why } => {
             let report = unavailable(json!({ "status": "unavailable", "why": why }));
             o.layers.insert("proc", report);
+        }
+        LayerRecord::IpcUnbounded { why } => {
+            let line = format!(
+                "the jail's SysV IPC and POSIX message queues are not bounded ({why}): they do not count against --memory"
+            );
+            if let Some(r) = o.limits.get_mut("memory") {
+                r.why = Some(match r.why.take() {
+                    Some(w) => format!("{w}; {line}"),
+                    None => line.clone(),
+                });
+            }
+            if let Some(l) = o.layers.get_mut("ipc_namespace") {
+                if !l.detail.is_object() {
+                    l.detail = json!({});
+                }
+                l.detail["bounded"] = json!(false);
+                l.detail["why"] = json!(why);
+            }
+            o.warnings.push(line);
         }
     }
 }

@@ -18,6 +18,8 @@
 use std::collections::BTreeSet;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
+pub mod paths;
+
 use crate::policy::SeccompAction;
 use crate::seccomp::syscalls;
 use crate::sys;
@@ -67,6 +69,10 @@ pub struct Heard {
     pub unheard: bool,
     /// Refusals beyond the outcome's cap on denials.
     pub more: u64,
+    /// Learning paths: each path used, with the strongest access.
+    pub paths: Vec<(std::path::PathBuf, paths::Access)>,
+    /// Paths beyond [`paths::MAX_PATHS`].
+    pub more_paths: u64,
 }
 
 /// Supervisor side of the listener hand-over and the notifications.
@@ -93,6 +99,11 @@ pub struct Learner {
     lines_to: Option<i32>,
     /// The syscall the filter sends here to be mediated, not judged.
     mediated: Option<i32>,
+    /// Learning paths: the allowed path-taking syscalls sent here
+    /// (ascending), and what their paths were.
+    watched: Vec<i32>,
+    learn_paths: bool,
+    paths: paths::PathLog,
     unix: super::unix::Mediator,
 }
 
@@ -115,6 +126,8 @@ impl Learner {
         };
         let mut l = Learner::with_sockets(mode, sockets);
         l.mediated = c.mediated;
+        l.learn_paths = !c.watched.is_empty();
+        l.watched = c.watched.clone();
         l.unix = super::unix::Mediator::new(caller_ids, inet);
         l
     }
@@ -134,6 +147,9 @@ impl Learner {
             heard_from: false,
             lines_to: None,
             mediated: None,
+            watched: Vec::new(),
+            learn_paths: false,
+            paths: Default::default(),
             unix: Default::default(),
         }
     }
@@ -146,6 +162,11 @@ impl Learner {
 
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// Learning mode records the paths used too (`--learn`).
+    pub fn learns_paths(&self) -> bool {
+        self.learn_paths
     }
 
     /// Call in the supervisor right after clone, so that the socket reports
@@ -235,6 +256,16 @@ impl Learner {
                 continue;
             }
             let nr = n.nr as i64;
+            if self.learn_paths {
+                if let Some(sc) = crate::seccomp::paths::path_syscall(nr) {
+                    self.paths.record(l, &n, sc);
+                }
+                if self.watched.binary_search(&n.nr).is_ok() {
+                    // Allowed: only its path was wanted.
+                    let _ = sys::seccomp::notif_reply(l, n.id, true, 0);
+                    continue;
+                }
+            }
             if self.seen_set.insert(nr) {
                 self.seen.push(nr);
             }
@@ -282,9 +313,12 @@ impl Learner {
             _ => Vec::new(),
         };
         let denials = self.denied.iter().map(Refused::denial).collect();
+        let paths = std::mem::take(&mut self.paths);
         Heard {
             learned,
             denials,
+            paths: paths.seen.into_iter().collect(),
+            more_paths: paths.more,
             more: self.more,
             unheard: !self.heard_from && self.mode != Mode::Learn,
         }

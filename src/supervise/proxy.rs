@@ -42,7 +42,13 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Denials {
     pub list: Vec<Denial>,
     pub more: u64,
+    /// Record mode (`--learn`): each `HOST:PORT` connected to, in the
+    /// order first reached (at most [`MAX_CONTACTED`]).
+    pub contacted: Vec<String>,
 }
+
+/// The most distinct hosts record mode keeps.
+pub const MAX_CONTACTED: usize = 1024;
 
 /// A running proxy. Stopped and joined by [`Proxy::finish`] or on drop.
 pub struct Proxy {
@@ -72,6 +78,21 @@ impl Shared {
             d.list.push(denial);
         } else {
             d.more += 1;
+        }
+    }
+}
+
+impl Shared {
+    /// Record mode: `route`:`port` was reached.
+    fn contacted(&self, route: &allow::Route, port: u16) {
+        let host = match route {
+            allow::Route::Name(n) => format!("{n}:{port}"),
+            allow::Route::Listed(std::net::IpAddr::V6(ip)) => format!("[{ip}]:{port}"),
+            allow::Route::Listed(ip) => format!("{ip}:{port}"),
+        };
+        let mut d = self.denials.lock().unwrap_or_else(|e| e.into_inner());
+        if !d.contacted.contains(&host) && d.contacted.len() < MAX_CONTACTED {
+            d.contacted.push(host);
         }
     }
 }
@@ -182,9 +203,15 @@ async fn handle(mut c: TcpStream, s: &Shared) {
 }
 
 /// Check `t` and connect: the upstream stream, or the refusal (recorded)
-/// or the failure, as text.
+/// or the failure, as text. In record mode a target off the allowlist is
+/// let through (a name, or an address of no refused kind) and each one
+/// connected to is recorded.
 async fn open(s: &Shared, t: &Target) -> Result<TcpStream, Failure> {
-    let route = match allow::check(&s.egress.allow, t) {
+    let checked = match allow::check(&s.egress.allow, t) {
+        Err(_) if s.egress.record => allow::record_route(t),
+        c => c,
+    };
+    let route = match checked {
         Ok(r) => r,
         Err(why) => {
             s.deny(t, why.clone());
@@ -192,8 +219,10 @@ async fn open(s: &Shared, t: &Target) -> Result<TcpStream, Failure> {
         }
     };
     let r = relay::connect(&s.egress, &route, t.port).await;
-    if let Err(Failure::Refused(why)) = &r {
-        s.deny(t, why.clone());
+    match &r {
+        Err(Failure::Refused(why)) => s.deny(t, why.clone()),
+        Ok(_) if s.egress.record => s.contacted(&route, t.port),
+        _ => {}
     }
     r
 }

@@ -14,7 +14,7 @@ use super::learn::{self, Learner};
 use super::proxy::{Denials, Proxy};
 use super::pump::Output;
 use super::watch::{has_status, Watch};
-use super::{cgroup, classify, layers, namespaces, report};
+use super::{cgroup, classify, idmap, layers, namespaces, report};
 use crate::jail::proto;
 use crate::outcome::Outcome;
 use crate::plan::{Plan, Resources, SetupError};
@@ -87,12 +87,17 @@ fn run_inner(
     let mut learner = listener(plan, seccomp);
     // Init scrubs its copy of our command line (see sys::scrub_cmdline).
     sys::record_argv_range_from_proc();
+    // Started by host root (bwrap's): the binds' trees, idmapped here,
+    // where host root may (init attaches them).
+    let trees = idmap::trees(plan);
     // 3. Clone into the new namespaces (all but the network's: see 4).
     let (cloned, via) = clone(plan, cg.as_ref())?;
     let (pid, pidfd) = match cloned {
-        Cloned::Child => channels.enter_jail(plan),
+        Cloned::Child => channels.enter_jail(plan, trees),
         Cloned::Parent { pid, pidfd } => (pid, pidfd),
     };
+    // Init has its own copies.
+    drop(trees);
     let ours = channels.ours();
     if let Some(l) = &mut learner {
         l.close_child_end();
@@ -120,7 +125,8 @@ fn run_inner(
     let reports = w.wait(&ours.rep, &ours.sfd);
     w.meter_last();
     if let Some(p) = proxy {
-        record_denials(p.finish(), o);
+        let record = plan.egress.as_ref().is_some_and(|e| e.record);
+        record_denials(p.finish(), record, o);
     }
     let decoded = proto::decode(&reports);
     // 6. Reap init, remove the cgroup, hear the listener's last word.
@@ -185,7 +191,11 @@ fn start_proxy(plan: &Plan, listener: Option<OwnedFd>) -> Result<Option<Proxy>, 
 
 /// The proxy's refusals into the outcome; a warning counts those beyond
 /// the outcome's cap.
-fn record_denials(d: Denials, o: &mut Outcome) {
+/// In record mode, the hosts reached into the outcome's `learned`.
+fn record_denials(d: Denials, record: bool, o: &mut Outcome) {
+    if record {
+        o.learned.get_or_insert_with(Default::default).hosts = d.contacted;
+    }
     o.denials.extend(d.list);
     if d.more > 0 {
         o.warnings.push(format!(
@@ -299,11 +309,24 @@ fn finish_listener(
     if let Some(l) = w.learner.take() {
         unix_report = l.unix_report();
         let learn = l.mode() == learn::Mode::Learn;
+        let learns_paths = l.learns_paths();
         let heard = l.finish();
         unheard = heard.unheard;
         if learn {
             // The CLI prints them as `stockade: seccomp-learn: …`.
             o.seccomp_learned = Some(heard.learned);
+        }
+        if learns_paths {
+            let l = o.learned.get_or_insert_with(Default::default);
+            l.paths = heard
+                .paths
+                .into_iter()
+                .map(|(path, a)| crate::outcome::LearnedPath {
+                    path,
+                    access: a.as_str().to_string(),
+                })
+                .collect();
+            l.more_paths = heard.more_paths;
         }
         o.denials.extend(heard.denials);
         if heard.more > 0 {

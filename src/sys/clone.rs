@@ -93,6 +93,44 @@ pub fn clone_jail(ns_flags: u64, cgroup: Option<RawFd>) -> SysResult<(Cloned, Cl
     ))
 }
 
+/// fork(2) whose child gets pid `pid` in the caller's pid namespace
+/// (clone3 with set_tid: needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE over
+/// that namespace), so that the next ordinary fork still gets the pid it
+/// would have had. Only when this process has exactly one thread (EBUSY
+/// otherwise), as [`super::fork_single_threaded`].
+pub fn fork_with_pid(pid: i32) -> SysResult<Option<i32>> {
+    if super::thread_count() != 1 {
+        return err(
+            "clone3",
+            "set_tid from a multi-threaded process",
+            Errno::EBUSY,
+        );
+    }
+    let tid: [libc::pid_t; 1] = [pid];
+    let mut args = CloneArgs {
+        exit_signal: libc::SIGCHLD as u64,
+        set_tid: tid.as_ptr() as u64,
+        set_tid_size: 1,
+        ..Default::default()
+    };
+    // SAFETY: clone3 without CLONE_VM/CLONE_SETTLS and with a null stack
+    // behaves like fork, and this process is single-threaded (checked
+    // above), so the child may use the allocator and std freely. `args`
+    // and `tid` live on this stack frame for the duration of the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &mut args as *mut CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    match ret {
+        r if r < 0 => err("clone3", format!("set_tid {pid}"), last_errno()),
+        0 => Ok(None),
+        child => Ok(Some(child as i32)),
+    }
+}
+
 fn clone_legacy(ns_flags: u64) -> SysResult<Cloned> {
     let mut pidfd: RawFd = -1;
     let flags = ns_flags | libc::CLONE_PIDFD as u64 | libc::SIGCHLD as u64;

@@ -138,14 +138,32 @@ pub fn caps_left(bounding: usize) -> [usize; 5] {
 
 /// Keep only the capabilities in `keep` (bit N: capability N) in every
 /// set, raised in the ambient set too so they survive execve for any uid
-/// (bwrap's `--cap-add`); returns how many the bounding set still holds.
-pub fn keep_only_caps(keep: u64) -> SysResult<usize> {
-    let kept: caps::CapsHashSet = caps::all()
-        .into_iter()
-        .filter(|c| c.index() < 64 && keep & (1u64 << c.index()) != 0)
-        .collect();
+/// (bwrap's `--cap-add`); with `inheritable` false, in the bounding,
+/// permitted and effective sets only (what uid 0 gets back at execve: bwrap
+/// run by root without `--cap-add`/`--cap-drop`); the bounding set keeps
+/// `bounding` too. Returns how many the bounding set still holds.
+pub fn keep_only_caps(keep: u64, inheritable: bool, bounding: u64) -> SysResult<usize> {
+    let of = |mask: u64| -> caps::CapsHashSet {
+        caps::all()
+            .into_iter()
+            .filter(|c| c.index() < 64 && mask & (1u64 << c.index()) != 0)
+            .collect()
+    };
+    let (kept, bounded) = (of(keep), of(bounding | keep));
+    // A read that fails fails the step, as every setup failure does.
+    let read_err = |c: caps::Capability| {
+        move |_| {
+            err(
+                "prctl",
+                format!("PR_CAPBSET_READ {}", c.index()),
+                Errno::EPERM,
+            )
+        }
+    };
     for c in caps::all() {
-        if !kept.contains(&c) && caps::has_cap(None, caps::CapSet::Bounding, c).unwrap_or(false) {
+        if !bounded.contains(&c)
+            && caps::has_cap(None, caps::CapSet::Bounding, c).or_else(read_err(c))?
+        {
             caps::drop(None, caps::CapSet::Bounding, c).or_else(|_| {
                 err(
                     "prctl",
@@ -157,15 +175,19 @@ pub fn keep_only_caps(keep: u64) -> SysResult<usize> {
     }
     caps::clear(None, caps::CapSet::Ambient)
         .or_else(|_| err("prctl", "PR_CAP_AMBIENT_CLEAR_ALL", Errno::EPERM))?;
+    let none = caps::CapsHashSet::new();
     // Effective first: it must stay within permitted at each step.
-    for set in [
-        caps::CapSet::Effective,
-        caps::CapSet::Inheritable,
-        caps::CapSet::Permitted,
+    for (set, to) in [
+        (caps::CapSet::Effective, &kept),
+        (
+            caps::CapSet::Inheritable,
+            if inheritable { &kept } else { &none },
+        ),
+        (caps::CapSet::Permitted, &kept),
     ] {
-        caps::set(None, set, &kept).or_else(|_| err("capset", format!("{set:?}"), Errno::EPERM))?;
+        caps::set(None, set, to).or_else(|_| err("capset", format!("{set:?}"), Errno::EPERM))?;
     }
-    for c in &kept {
+    for c in kept.iter().filter(|_| inheritable) {
         caps::raise(None, caps::CapSet::Ambient, *c).or_else(|_| {
             err(
                 "prctl",
@@ -174,7 +196,13 @@ pub fn keep_only_caps(keep: u64) -> SysResult<usize> {
             )
         })?;
     }
-    Ok(caps::read(None, caps::CapSet::Bounding).map_or(usize::MAX, |b| b.len()))
+    let mut left = 0;
+    for c in caps::all() {
+        if caps::has_cap(None, caps::CapSet::Bounding, c).or_else(read_err(c))? {
+            left += 1;
+        }
+    }
+    Ok(left)
 }
 
 /// Empty every capability set; returns how many capabilities the bounding

@@ -80,10 +80,18 @@ pub fn mount_fs_on(
 
 /// Clone the mount tree at `src` (recursively) as a detached mount.
 pub fn open_tree_clone(src: &OwnedFd, shown: &Path) -> SysResult<OwnedFd> {
+    open_tree_clone_with(src, true, shown)
+}
+
+/// Clone the mount at `src` as a detached mount: with the mounts beneath
+/// it (`recursive`), or alone.
+pub fn open_tree_clone_with(src: &OwnedFd, recursive: bool, shown: &Path) -> SysResult<OwnedFd> {
     const OPEN_TREE_CLONE: u32 = 1;
     const AT_RECURSIVE: u32 = 0x8000;
-    let flags =
-        OPEN_TREE_CLONE | AT_RECURSIVE | libc::AT_EMPTY_PATH as u32 | libc::O_CLOEXEC as u32;
+    let mut flags = OPEN_TREE_CLONE | libc::AT_EMPTY_PATH as u32 | libc::O_CLOEXEC as u32;
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
     // SAFETY: empty NUL-terminated path with AT_EMPTY_PATH on a valid fd.
     let r = unsafe { libc::syscall(libc::SYS_open_tree, src.as_raw_fd(), c"".as_ptr(), flags) };
     if r < 0 {
@@ -120,6 +128,58 @@ pub fn mount_setattr(fd: &OwnedFd, set: u64, recursive: bool, shown: &Path) -> S
     let flags = libc::AT_EMPTY_PATH as u32 | if recursive { AT_RECURSIVE } else { 0 };
     // SAFETY: empty path with AT_EMPTY_PATH on a valid fd; `attr` outlives
     // the call and its size is passed.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if r < 0 {
+        return err("mount_setattr", shown.display(), last_errno());
+    }
+    Ok(())
+}
+
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+
+/// What [`mount_setattr_tree`] changes on a detached mount tree.
+pub struct TreeAttrs<'a> {
+    /// MOUNT_ATTR_* bits to set.
+    pub set: u64,
+    /// Make the mounts private (no propagation to or from their peers).
+    pub private: bool,
+    /// Idmap the mounts with this user namespace's mappings.
+    pub idmap: Option<&'a OwnedFd>,
+    /// On every mount of the tree (AT_RECURSIVE), or only on its top.
+    pub recursive: bool,
+}
+
+/// mount_setattr on the detached mount (tree) `fd` refers to: an
+/// open_tree clone not yet moved anywhere (the kernel refuses a mount
+/// beneath its top alone). For an idmap the caller must hold CAP_SYS_ADMIN
+/// over the filesystems' and the namespace's owners; a filesystem that
+/// cannot be idmapped gives EINVAL, a mount already idmapped EPERM (with
+/// `recursive`, no mount is changed then).
+pub fn mount_setattr_tree(fd: &OwnedFd, a: &TreeAttrs, shown: &Path) -> SysResult<()> {
+    const AT_RECURSIVE: u32 = 0x8000;
+    let attr = MountAttr {
+        attr_set: a.set
+            | if a.idmap.is_some() {
+                MOUNT_ATTR_IDMAP
+            } else {
+                0
+            },
+        attr_clr: 0,
+        propagation: if a.private { libc::MS_PRIVATE } else { 0 },
+        userns_fd: a.idmap.map_or(0, |u| u.as_raw_fd() as u64),
+    };
+    let flags = libc::AT_EMPTY_PATH as u32 | if a.recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: an empty path with AT_EMPTY_PATH on a valid fd; `attr`
+    // outlives the call and its size is passed.
     let r = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,

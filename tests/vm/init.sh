@@ -1,8 +1,10 @@
 #!/usr/bin/busybox sh
 # pid 1 of the test VM: mount the pseudo file systems and a pure cgroup v2
 # hierarchy, delegate a subtree to uid 1000, run tests.sh as root and as that
-# user, print VMTEST DONE and power off. Output goes to the serial console,
-# which `cargo xtask vm-test` reads.
+# user, print VMTEST DONE and power off. Booted with `stockade_vm=v1` on the
+# kernel command line it mounts the memory, pids and cpu,cpuacct controllers
+# as cgroup v1 hierarchies instead (no cgroup2 at all) and runs v1.sh as
+# root. Output goes to the serial console, which `cargo xtask vm-test` reads.
 
 export PATH=/usr/bin
 # The initramfs is rootfs, which pivot_root(2) refuses to move (EINVAL), and
@@ -21,13 +23,10 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs -o mode=1777 tmpfs /tmp
-mount -t cgroup2 -o nsdelegate cgroup2 /sys/fs/cgroup
 hostname vmtest
 exec </dev/null
 
 C=/sys/fs/cgroup
-echo "VMTEST BOOT kernel $(uname -r), $(nproc) cpus, cgroup2 controllers: $(cat $C/cgroup.controllers)"
-
 check() { # check NAME CONDITION-COMMAND...
     name=$1
     shift
@@ -37,6 +36,32 @@ check() { # check NAME CONDITION-COMMAND...
         echo "VMTEST FAIL $name: $* is false"
     fi
 }
+
+if grep -qw stockade_vm=v1 /proc/cmdline; then
+    # cgroup v1: one hierarchy per controller (cpu and cpuacct together),
+    # as systemd.unified_cgroup_hierarchy=0 mounts them.
+    mount -t tmpfs -o mode=755 cgroup $C
+    for c in memory pids cpu,cpuacct; do
+        mkdir $C/$c
+        mount -t cgroup -o $c cgroup $C/$c
+    done
+    echo "VMTEST BOOT v1 kernel $(uname -r), $(nproc) cpus, hierarchies: $(grep -w cgroup /proc/mounts | cut -d' ' -f2,4 | tr '\n' ' ')"
+    check v1boot/no_cgroup2 sh -c '! grep -qw cgroup2 /proc/mounts'
+    # A child group of each (pids.max is not in a hierarchy's root).
+    for f in memory/memory.limit_in_bytes memory/memory.oom_control pids/pids.max pids/pids.events cpu,cpuacct/cpu.cfs_quota_us cpu,cpuacct/cpuacct.usage; do
+        mkdir -p "$C/${f%/*}/probe"
+        check "v1boot/has_${f#*/}" test -e "$C/${f%/*}/probe/${f#*/}"
+    done
+    rmdir $C/*/probe
+    sh /usr/share/vmtest/v1.sh
+    check v1boot/still_works_after_all_tests sh -c 'echo alive | grep -q alive'
+    echo "VMTEST DONE"
+    sync
+    poweroff -f
+fi
+
+mount -t cgroup2 -o nsdelegate cgroup2 $C
+echo "VMTEST BOOT kernel $(uname -r), $(nproc) cpus, cgroup2 controllers: $(cat $C/cgroup.controllers)"
 
 for c in memory cpu pids; do
     check "boot/cgroup2_has_$c" grep -qw "$c" $C/cgroup.controllers

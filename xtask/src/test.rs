@@ -8,8 +8,12 @@
 //!    list of tests of every test binary;
 //!    (the Python client's tests run inside `tests/serve_python.rs`, against
 //!    a real server);
-//! 3. `cargo xtask vm-test` (cgroup v2 limits inside a small VM);
-//! 4. `cargo xtask vm-systemd-test` (the systemd rung against a real
+//! 3. bubblewrap's own test suite against `target/debug/stockade`
+//!    (`cargo xtask bwrap-test`'s, as root and as uid 65534), each test
+//!    counted against the real bwrap 0.12 on the same host (see
+//!    `bwrap_test::verdict`);
+//! 4. `cargo xtask vm-test` (cgroup v2, then cgroup v1 limits inside a small VM);
+//!    then `cargo xtask vm-systemd-test` (the systemd rung against a real
 //!    `systemd --user`, inside a small VM with systemd as PID 1);
 //! 5. `cargo xtask docker-test` (inside a real Docker engine).
 //!
@@ -268,6 +272,18 @@ fn print_blocks(lines: &[String]) {
     }
 }
 
+/// bubblewrap's own tests (step 3), each counted into `t` (one step line
+/// per script and user, then the counts); the table goes to its log.
+fn bwrap_suite(t: &mut Tally) {
+    let (p0, f0, s0) = (t.passed, t.failed, t.skipped);
+    crate::bwrap_test::into_tally(t);
+    let (p, f, s) = (t.passed - p0, t.failed - f0, t.skipped - s0);
+    println!(
+        "==> bubblewrap's test suite against the real bwrap: {p} passed, {f} failed, {s} skipped (table: {})",
+        logs::shown(crate::bwrap_test::TABLE_LOG)
+    );
+}
+
 /// A sub-suite that prints `<TAG> PASS|FAIL|SKIPPED` lines: `cargo xtask
 /// <task>`.
 fn suite(root: &Path, t: &mut Tally, task: &str, tag: &str, extra_log: Option<&str>) {
@@ -314,6 +330,7 @@ pub fn main(args: &[String]) -> i32 {
     );
     cargo_tests(&root, &mut t);
     if !only_cargo {
+        bwrap_suite(&mut t);
         suite(
             &root,
             &mut t,

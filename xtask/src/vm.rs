@@ -1,11 +1,15 @@
-//! `cargo xtask vm-test`: the cgroup v2 tests inside a small VM.
+//! `cargo xtask vm-test`: the cgroup tests inside a small VM, booted twice.
 //!
 //! The host's cgroups are hybrid and its v2 hierarchy has no memory, cpu or
-//! pids controller, so the cgroup layer is tested in a VM with a pure v2
-//! hierarchy: Debian's kernel (downloaded, unpacked, never installed),
-//! busybox, a static stockade, static C payloads, and an /init that runs
-//! tests/vm/tests.sh as root and as a user with a delegated subtree. The VM
-//! prints `VMTEST PASS|FAIL …` lines and `VMTEST DONE` on its serial port.
+//! pids controller, so the cgroup layer is tested in a VM: Debian's kernel
+//! (downloaded, unpacked, never installed), busybox, a static stockade,
+//! static C payloads, the host's python3 and perl with their libraries, and
+//! an /init. The first boot mounts a pure v2 hierarchy and runs
+//! tests/vm/tests.sh as root and as a user with a delegated subtree; the
+//! second (`stockade_vm=v1` on the kernel command line) mounts the memory,
+//! pids and cpu,cpuacct controllers as cgroup v1 hierarchies, with no
+//! cgroup2 at all, and runs tests/vm/v1.sh as root. Each boot prints
+//! `VMTEST PASS|FAIL …` lines and `VMTEST DONE` on its serial port.
 //!
 //! Everything downloaded is cached in target/vm/. The VM's console goes to
 //! target/xtask-logs/vm-console.log (only the `VMTEST` lines are printed),
@@ -18,7 +22,27 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const PAYLOADS: &[&str] = &["memhog", "forkbomb", "spin", "spew", "runas"];
+/// Static C payloads: (name in the VM, source under the worktree).
+const PAYLOADS: &[(&str, &str)] = &[
+    ("memhog", "tests/vm/memhog.c"),
+    ("forkbomb", "tests/vm/forkbomb.c"),
+    ("spin", "tests/vm/spin.c"),
+    ("spew", "tests/vm/spew.c"),
+    ("runas", "tests/vm/runas.c"),
+    ("mem_malloc", "tests/payloads/mem_malloc.c"),
+];
+/// The two boots: a name for the log lines and the kernel command line.
+const BOOTS: &[(&str, &str)] = &[
+    (
+        "cgroup v2",
+        "console=ttyS0 quiet panic=-1 systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all lsm=landlock,yama",
+    ),
+    (
+        "cgroup v1",
+        "console=ttyS0 quiet panic=-1 lsm=landlock,yama stockade_vm=v1",
+    ),
+];
+/// Per boot.
 const DEFAULT_TIMEOUT_S: u64 = 240;
 /// The log of the VM's console (under target/xtask-logs).
 pub const CONSOLE_LOG: &str = "vm-console.log";
@@ -46,7 +70,7 @@ pub fn main(args: &[String]) -> i32 {
                 }
             },
             "-h" | "--help" => {
-                println!("usage: cargo xtask vm-test [--timeout SECS] [--stockade STATIC-BINARY]\n  boots a VM (qemu, TCG) with a pure cgroup v2 hierarchy and runs tests/vm/tests.sh\n  as root and as a delegated user; exits 1 on any FAIL, a missing DONE or a timeout (default {DEFAULT_TIMEOUT_S}s)");
+                println!("usage: cargo xtask vm-test [--timeout SECS] [--stockade STATIC-BINARY]\n  boots a VM (qemu, TCG) with a pure cgroup v2 hierarchy and runs tests/vm/tests.sh\n  as root and as a delegated user, then boots it again with cgroup v1 hierarchies and\n  runs tests/vm/v1.sh as root; exits 1 on any FAIL, a missing DONE or a timeout\n  (default {DEFAULT_TIMEOUT_S}s per boot)");
                 return 0;
             }
             other => {
@@ -87,7 +111,22 @@ fn run(timeout: u64, prebuilt: Option<PathBuf>) -> R<bool> {
     let initrd = vm.join("initramfs.cpio");
     initramfs(&root, &initrd, &busybox, &stockade, &bins)?;
     step(&format!("prepared in {:.0?}; booting", t0.elapsed()));
-    boot(&kernel, &initrd, Duration::from_secs(timeout))
+    let mut console = crate::logs::fresh(CONSOLE_LOG)?;
+    let mut ok = true;
+    for (name, cmdline) in BOOTS {
+        let t = Instant::now();
+        step(&format!("booting with {name}"));
+        ok &= boot(
+            &kernel,
+            &initrd,
+            cmdline,
+            name,
+            Duration::from_secs(timeout),
+            &mut console,
+        )?;
+        step(&format!("{name} boot took {:.0?}", t.elapsed()));
+    }
+    Ok(ok)
 }
 
 // ---------------------------------------------------------------- host tools
@@ -283,8 +322,8 @@ pub(crate) fn payloads(root: &Path, vm: &Path) -> R<Vec<(String, PathBuf)>> {
     let out = vm.join("bin");
     fs::create_dir_all(&out).map_err(|e| format!("mkdir {}: {e}", out.display()))?;
     let mut bins = Vec::new();
-    for name in PAYLOADS {
-        let src = root.join("tests/vm").join(format!("{name}.c"));
+    for (name, src) in PAYLOADS {
+        let src = root.join(src);
         let bin = out.join(name);
         let fresh = match (fs::metadata(&src), fs::metadata(&bin)) {
             (Ok(s), Ok(b)) => match (s.modified(), b.modified()) {
@@ -428,6 +467,33 @@ fn initramfs(
     c.dir("home/user", 0o755, 1000);
     c.symlink("bin", "usr/bin");
     c.symlink("sbin", "usr/bin");
+    c.symlink("lib", "usr/lib");
+    c.symlink("lib64", "usr/lib64");
+    for (name, files) in interpreters() {
+        match files {
+            Ok(files) => {
+                let mut dirs: Vec<String> = Vec::new();
+                for (path, _) in &files {
+                    let mut d = Path::new(path).parent();
+                    let mut chain = Vec::new();
+                    while let Some(p) = d.filter(|p| !p.as_os_str().is_empty()) {
+                        chain.push(p.to_string_lossy().into_owned());
+                        d = p.parent();
+                    }
+                    for p in chain.into_iter().rev() {
+                        if p != "usr" && p != "usr/bin" && !dirs.contains(&p) {
+                            c.dir(&p, 0o755, 0);
+                            dirs.push(p);
+                        }
+                    }
+                }
+                for (path, data) in &files {
+                    c.file(path, 0o755, data);
+                }
+            }
+            Err(why) => step(&format!("no {name} in the VM: {why}")),
+        }
+    }
     c.chardev("dev/console", 0o600, 5, 1);
     c.chardev("dev/null", 0o666, 1, 3);
     c.file("usr/bin/busybox", 0o755, &read(busybox)?);
@@ -436,11 +502,13 @@ fn initramfs(
         c.file(&format!("usr/bin/{name}"), 0o755, &read(p)?);
     }
     c.file("init", 0o755, &read(&root.join("tests/vm/init.sh"))?);
-    c.file(
-        "usr/share/vmtest/tests.sh",
-        0o755,
-        &read(&root.join("tests/vm/tests.sh"))?,
-    );
+    for f in ["tests.sh", "v1.sh"] {
+        c.file(
+            &format!("usr/share/vmtest/{f}"),
+            0o755,
+            &read(&root.join("tests/vm").join(f))?,
+        );
+    }
     c.file(
         "etc/passwd",
         0o644,
@@ -453,24 +521,121 @@ fn initramfs(
         .map_err(|e| format!("write {}: {e}", dst.display()))
 }
 
+/// The host's python3 and perl for the VM's memory payloads, each with the
+/// shared libraries `ldd` names (into usr/lib/x86_64-linux-gnu, the dynamic
+/// loader into usr/lib64) and, for python3, the few stdlib files it needs
+/// to start with `-I -S` (`os.py`, which marks the stdlib, and the UTF-8
+/// codecs). Paths are relative to the initramfs root, deduplicated across
+/// both (a file seen twice is one entry); Err: why one is left out.
+type Files = Vec<(String, Vec<u8>)>;
+
+fn interpreters() -> Vec<(&'static str, R<Files>)> {
+    let mut seen: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    for (name, bin) in [("python3", "/usr/bin/python3"), ("perl", "/usr/bin/perl")] {
+        let got = interpreter(bin).map(|files| {
+            files
+                .into_iter()
+                .filter(|(p, _)| {
+                    let new = !seen.contains(p);
+                    seen.push(p.clone());
+                    new
+                })
+                .collect()
+        });
+        out.push((name, got));
+    }
+    out
+}
+
+fn interpreter(bin: &str) -> R<Files> {
+    let real = fs::canonicalize(bin).map_err(|e| format!("{bin}: {e}"))?;
+    let mut files = vec![(bin.trim_start_matches('/').to_string(), read(&real)?)];
+    let ldd = output(Command::new("ldd").arg(&real))?;
+    for line in ldd.lines() {
+        // `libm.so.6 => /lib/x86_64-linux-gnu/libm.so.6 (0x…)`, or the
+        // loader: `/lib64/ld-linux-x86-64.so.2 (0x…)`.
+        let path = match line.split_once("=>") {
+            Some((_, rest)) => rest.split_whitespace().next(),
+            None => line
+                .split_whitespace()
+                .next()
+                .filter(|p| p.starts_with('/')),
+        };
+        let Some(path) = path else { continue };
+        let file = Path::new(path)
+            .file_name()
+            .ok_or_else(|| format!("ldd {bin}: {line}"))?
+            .to_string_lossy()
+            .into_owned();
+        let dst = if line.contains("=>") {
+            format!("usr/lib/x86_64-linux-gnu/{file}")
+        } else if path.starts_with("/lib64/") {
+            format!("usr/lib64/{file}")
+        } else {
+            return Err(format!("ldd {bin}: a loader outside /lib64: {line}"));
+        };
+        files.push((dst, read(Path::new(path))?));
+    }
+    if bin.ends_with("python3") {
+        let dir = output(Command::new(bin).args([
+            "-I",
+            "-S",
+            "-c",
+            "import encodings; print(encodings.__path__[0])",
+        ]))?;
+        let enc = PathBuf::from(dir.trim());
+        let lib = enc
+            .parent()
+            .ok_or_else(|| format!("{bin}: encodings at {}", enc.display()))?;
+        if !lib.starts_with("/usr/") {
+            return Err(format!(
+                "{bin}: its stdlib {} is not under /usr",
+                lib.display()
+            ));
+        }
+        let mut add = |p: PathBuf| -> R<()> {
+            let rel = p.to_string_lossy().trim_start_matches('/').to_string();
+            files.push((rel, read(&p)?));
+            Ok(())
+        };
+        add(lib.join("os.py"))?;
+        for m in ["__init__", "aliases", "utf_8", "ascii", "latin_1"] {
+            add(enc.join(format!("{m}.py")))?;
+        }
+    }
+    Ok(files)
+}
+
 // ---------------------------------------------------------------- boot
 
-fn boot(kernel: &Path, initrd: &Path, timeout: Duration) -> R<bool> {
-    let mut console = crate::logs::fresh(CONSOLE_LOG)?;
+fn boot(
+    kernel: &Path,
+    initrd: &Path,
+    cmdline: &str,
+    name: &str,
+    timeout: Duration,
+    console: &mut fs::File,
+) -> R<bool> {
+    let _ = writeln!(
+        console,
+        "==== xtask vm-test: booting with {name}: {cmdline}"
+    );
     let qemu_err = console
         .try_clone()
         .map_err(|e| format!("{CONSOLE_LOG}: {e}"))?;
     let mut child = Command::new("qemu-system-x86_64")
-        .args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "2"])
+        // 2 GiB: the kernel's overcommit heuristic refuses one allocation
+        // larger than RAM + swap outright, and the v1 boot's payloads
+        // allocate 1 GiB at once (a perl string, a malloc) so that the
+        // memory controller, not that heuristic, must stop them.
+        .args(["-accel", "tcg", "-cpu", "max", "-m", "2048", "-smp", "2"])
         .args(["-nographic", "-no-reboot"])
         .arg("-kernel")
         .arg(kernel)
         .arg("-initrd")
         .arg(initrd)
-        .args([
-            "-append",
-            "console=ttyS0 quiet panic=-1 systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all lsm=landlock,yama",
-        ])
+        .args(["-append", cmdline])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(qemu_err)
@@ -496,13 +661,13 @@ fn boot(kernel: &Path, initrd: &Path, timeout: Duration) -> R<bool> {
             }
         }
     });
-    let seen = watch(&rx, Instant::now() + timeout, &mut console);
+    let seen = watch(&rx, Instant::now() + timeout, console);
     if seen.timed_out {
         let _ = child.kill();
     }
     let _ = child.wait();
     eprintln!(
-        "xtask vm-test: {} passed, {} failed{}{}",
+        "xtask vm-test: {name}: {} passed, {} failed{}{}",
         seen.pass,
         seen.fail.len(),
         if seen.done { "" } else { ", no VMTEST DONE" },

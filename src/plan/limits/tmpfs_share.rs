@@ -5,12 +5,16 @@
 //! At most a quarter of `--memory` goes to the tmpfs mounts (shrunk in
 //! proportion when they ask for more; a tmpfs without a size counts as
 //! asking for all of it), RLIMIT_AS gets the rest: what a payload can hold
-//! stays within `--memory`.
+//! stays within `--memory`. With an IPC namespace of the jail's own, an
+//! eighth of `--memory` goes to its SysV IPC and POSIX message queues
+//! (see [`super::ipc_share`]); without one (the fallback) they are the
+//! host's, and the outcome says they are not counted.
 
 use std::path::Path;
 
 use super::super::root::{tmpfs_size, with_tmpfs_size, RootStep};
 use super::super::Plan;
+use super::ipc_share::{self, IpcBounds};
 
 /// The smallest size a shrunk tmpfs keeps.
 const MIN_TMPFS: u64 = 1 << 20;
@@ -24,6 +28,9 @@ pub struct Share {
     pub mounts: Vec<(String, u64)>,
     /// Whether any was shrunk.
     pub shrunk: bool,
+    /// The bounds of the jail's IPC namespace (None: the fallback has
+    /// none, its SysV IPC is the host's).
+    pub ipc: Option<IpcBounds>,
 }
 
 impl Share {
@@ -38,8 +45,16 @@ impl Share {
             .iter()
             .map(|(p, s)| format!("{p} {}", mib(*s)))
             .collect();
+        let ipc = match &self.ipc {
+            Some(b) => format!(" + {}", b.describe()),
+            None => String::new(),
+        };
+        let host = match &self.ipc {
+            Some(_) => "",
+            None => "; SysV IPC and POSIX message queues are the host's (no IPC namespace of the jail's own): not counted",
+        };
         format!(
-            "the jail's tmpfs mounts count against --memory: RLIMIT_AS {} + tmpfs {} ({}) = {}{}",
+            "the jail's tmpfs mounts count against --memory: RLIMIT_AS {} + tmpfs {} ({}){ipc} = {}{}{host}",
             mib(self.rlimit_as),
             mib(self.tmpfs_total()),
             list.join(", "),
@@ -53,7 +68,7 @@ impl Share {
     }
 }
 
-fn mib(b: u64) -> String {
+pub(super) fn mib(b: u64) -> String {
     if b % (1 << 20) == 0 {
         format!("{} MiB", b >> 20)
     } else {
@@ -120,10 +135,19 @@ pub(in crate::plan) fn share(memory: u64, plan: &mut Plan, run_dir: bool) -> Sha
         .map(|((p, _), s)| (p, s))
         .collect();
     let total: u64 = mounts.iter().map(|(_, s)| s).sum();
+    let mq_hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MSGQUEUE)
+        .map_or(0, |(_, hard)| hard);
+    let ipc = (!plan.fallback).then(|| IpcBounds::for_budget(ipc_share::budget(memory), mq_hard));
+    plan.ipc_sysctls = ipc.as_ref().map(|b| b.sysctls()).unwrap_or_default();
+    let ipc_total = ipc.as_ref().map_or(0, IpcBounds::total);
     Share {
-        rlimit_as: memory.saturating_sub(total).max(MIN_TMPFS),
+        rlimit_as: memory
+            .saturating_sub(total)
+            .saturating_sub(ipc_total)
+            .max(MIN_TMPFS),
         mounts,
         shrunk,
+        ipc,
     }
 }
 
@@ -157,11 +181,25 @@ mod tests {
             rlimit_as: 48 << 20,
             mounts: vec![("/tmp".into(), 8 << 20), ("/dev/shm".into(), 8 << 20)],
             shrunk: true,
+            ipc: None,
         };
         assert_eq!(
             s.describe(64 << 20),
             "the jail's tmpfs mounts count against --memory: RLIMIT_AS 48 MiB + tmpfs 16 MiB \
-             (/tmp 8 MiB, /dev/shm 8 MiB) = 64 MiB (tmpfs sizes shrunk to a quarter of --memory)"
+             (/tmp 8 MiB, /dev/shm 8 MiB) = 64 MiB (tmpfs sizes shrunk to a quarter of --memory); \
+             SysV IPC and POSIX message queues are the host's (no IPC namespace of the jail's own): not counted"
+        );
+        let with_ipc = Share {
+            rlimit_as: 40 << 20,
+            ipc: Some(IpcBounds::for_budget(8 << 20, u64::MAX)),
+            ..s
+        };
+        let line = with_ipc.describe(64 << 20);
+        assert!(
+            line.contains(" + SysV IPC and POSIX message queues ")
+                && line.contains("SysV shm 4 MiB")
+                && !line.contains("host's"),
+            "{line}"
         );
     }
 }

@@ -32,12 +32,18 @@ impl Stats {
             .is_some_and(|e| e.oom_kill > 0 || e.oom_group_kill > 0)
     }
 
-    /// The memory controller counted the limit reached: a charge met
-    /// memory.max (memory.events `max`, v1 `memory.failcnt`), or an OOM.
+    /// The memory controller counted the limit hit for memory reclaim
+    /// could not free: an OOM at the limit (memory.events `oom`, v1
+    /// `under_oom` when read) or an OOM kill (`oom_kill`, `oom_group_kill`,
+    /// v1 `memory.oom_control` `oom_kill`). Not memory.events `max` nor v1
+    /// `memory.failcnt`: they count every charge that met the limit,
+    /// including those reclaim then satisfied by dropping page cache, so a
+    /// run that only reads or writes much file data under a tight limit
+    /// would count as having hit it.
     pub fn memory_limit_hit(&self) -> bool {
         self.memory_events
             .as_ref()
-            .is_some_and(|e| e.max > 0 || e.oom > 0 || e.oom_kill > 0 || e.oom_group_kill > 0)
+            .is_some_and(|e| e.oom > 0 || e.oom_kill > 0 || e.oom_group_kill > 0)
     }
 
     /// A fork or clone was refused because of pids.max.
@@ -52,7 +58,9 @@ impl Stats {
     }
 }
 
-/// memory.events (hierarchical counts).
+/// memory.events (hierarchical counts); under cgroup v1, `max` is
+/// `memory.failcnt` (+ memsw's), `oom` is `under_oom` and `oom_kill` the
+/// count of `memory.oom_control`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MemoryEvents {
     pub low: u64,
@@ -125,5 +133,45 @@ pub fn read_stats(dir: &Path) -> Stats {
         pids_peak: read_u64(dir, "pids.peak"),
         pids_current: read_u64(dir, "pids.current"),
         pids_events_max: keyed(dir, "pids.events").map(|kv| get(&kv, "max")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(e: MemoryEvents) -> Stats {
+        Stats {
+            memory_events: Some(e),
+            ..Stats::default()
+        }
+    }
+
+    #[test]
+    fn reclaim_at_the_limit_is_not_a_hit_an_oom_is() {
+        // Page cache dropped at the limit: memory.events max (v1 failcnt)
+        // moves, nothing was refused.
+        let reclaimed = with(MemoryEvents {
+            max: 5000,
+            ..MemoryEvents::default()
+        });
+        assert!(!reclaimed.memory_limit_hit());
+        assert!(!Stats::default().memory_limit_hit());
+        for e in [
+            MemoryEvents {
+                oom: 1,
+                ..MemoryEvents::default()
+            },
+            MemoryEvents {
+                oom_kill: 1,
+                ..MemoryEvents::default()
+            },
+            MemoryEvents {
+                oom_group_kill: 1,
+                ..MemoryEvents::default()
+            },
+        ] {
+            assert!(with(e.clone()).memory_limit_hit(), "{e:?}");
+        }
     }
 }

@@ -13,8 +13,9 @@
 //! (with swap accounting), `memory.oom_control` (the OOM killer on); pids
 //! `pids.max`; cpu `cpu.cfs_period_us`/`cpu.cfs_quota_us`. Read after the
 //! run: `memory.failcnt` (and memsw's), `memory.max_usage_in_bytes`, the
-//! `oom_kill` line of `memory.oom_control`, `pids.events`, `cpuacct.usage*`,
-//! `cpu.stat`.
+//! `oom_kill` and `under_oom` lines of `memory.oom_control` (the memory
+//! verdict's: failcnt and max_usage also move when reclaim drops page
+//! cache at the limit), `pids.events`, `cpuacct.usage*`, `cpu.stat`.
 
 use std::fs;
 use std::io::ErrorKind;
@@ -280,11 +281,18 @@ pub(super) fn read_into(g: &V1Group, st: &mut Stats) {
     if g.has("memory") {
         st.memory_peak = num(d, "memory.max_usage_in_bytes").or(st.memory_peak);
         st.memory_current = num(d, "memory.usage_in_bytes").or(st.memory_current);
-        // failcnt: charges that met the limit (memsw's: with swap).
+        // failcnt: charges that met the limit (memsw's: with swap), also
+        // those reclaim satisfied by dropping page cache: reported, never
+        // a verdict (see `Stats::memory_limit_hit`). The verdict's counters
+        // are those of memory.oom_control: `oom_kill` (the OOM killer
+        // killed in this group because reclaim could not bring it under
+        // the limit) and `under_oom` (it is at the limit with nothing
+        // reclaimable right now).
         let fails =
             num(d, "memory.failcnt").unwrap_or(0) + num(d, "memory.memsw.failcnt").unwrap_or(0);
         st.memory_events = Some(MemoryEvents {
             max: fails,
+            oom: keyed(d, "memory.oom_control", "under_oom").unwrap_or(0),
             oom_kill: keyed(d, "memory.oom_control", "oom_kill").unwrap_or(0),
             ..MemoryEvents::default()
         });

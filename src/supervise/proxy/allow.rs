@@ -49,6 +49,27 @@ pub fn check(allow: &[AllowHost], t: &Target) -> Result<Route, String> {
     }
 }
 
+/// Record mode (`--learn`): how to reach a target that is not on the
+/// allowlist: a name is resolved as a listed one would be (its addresses
+/// still pass [`usable`]); an address only when it is of no refused kind.
+pub fn record_route(t: &Target) -> Result<Route, String> {
+    let ip = match &t.host {
+        Host::Ip(ip) => *ip,
+        Host::Name(n) => {
+            let name = normalize_name(n);
+            match name.parse::<IpAddr>() {
+                Ok(ip) => ip,
+                Err(_) => return Ok(Route::Name(name)),
+            }
+        }
+    };
+    let ip = canonical(ip);
+    match refused_kind(ip) {
+        None => Ok(Route::Listed(ip)),
+        Some(kind) => Err(format!("{ip} is a {kind} address")),
+    }
+}
+
 /// Whether `a` names the host `name` on some port (for the message only).
 fn names_host(a: &AllowHost, name: &str) -> bool {
     a.allows_name(name, a.port.unwrap_or(443))
