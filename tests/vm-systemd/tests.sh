@@ -252,9 +252,10 @@ else
     wait $job
 fi
 
-# --- without the user's bus (their manager stopped), the ladder falls to
-# the next rung and says why
-systemctl stop user@1000.service
+# --- without the user's bus (their manager stopped, and the runtime dir
+# with the bus's socket removed: both before systemctl returns), the ladder
+# falls to the next rung and says why
+systemctl stop user@1000.service user-runtime-dir@1000.service
 r=$T/nobus.json
 st run --report $r --memory 64m --pids-limit 64 -- /usr/bin/true >/dev/null 2>&1
 if [ "$(j $r .status)" = exited ] && [ "$(j $r .limits.memory.enforced_by)" = rlimit_as ] &&
