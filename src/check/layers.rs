@@ -116,10 +116,23 @@ pub(super) fn probe_seccomp() -> Probe {
     }
 }
 
-/// The cgroup layer: a v2 base we may create children in, else the v1
-/// rung's groups (`setup` is a trial of every cgroup limit).
+/// The cgroup layer: a v2 base we may create children in, else a scope
+/// the user's systemd delegates, else the v1 rung's groups (`setup` is a
+/// trial of every cgroup limit).
 pub(super) fn probe_cgroup(setup: &cgroup::Setup) -> Probe {
     let mut p = probe_v2();
+    if let Some(c) = setup.cgroup.as_ref() {
+        if let (Some(unit), false) = (c.systemd_unit(), p.available) {
+            p.facts.insert("systemd_scope", unit.to_string());
+            p.facts.insert("path", c.path().display().to_string());
+            p.reason = format!(
+                "a transient scope with Delegate=yes from the user's systemd over D-Bus \
+                 (tried {unit}; no cgroup v2 base of our own: {})",
+                p.reason
+            );
+            p.available = true;
+        }
+    }
     let v1: Vec<String> = setup
         .cgroup
         .iter()

@@ -239,14 +239,17 @@ fn systemd_rung(host: &dyn Host, h: &Hierarchies, req: &Request, v2_why: &str) -
         return unavailable_everywhere(req, v2_why);
     };
     run.systemd = Some((holder, sub));
-    for e in [
-        &mut setup.memory,
-        &mut setup.memory_high,
-        &mut setup.cpu,
-        &mut setup.pids,
+    for (e, c) in [
+        (&mut setup.memory, Some(Controller::Memory)),
+        (&mut setup.memory_high, None),
+        (&mut setup.cpu, Some(Controller::Cpu)),
+        (&mut setup.pids, Some(Controller::Pids)),
     ] {
         if *e == Enforced::Cgroup {
             *e = Enforced::CgroupSystemd;
+            // The outcome and `stockade check` say why the rung above
+            // (a base of our own) did not hold it.
+            setup.climbed.extend(c.map(|c| (c, v2_why.to_string())));
         }
     }
     setup

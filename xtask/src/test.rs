@@ -13,6 +13,8 @@
 //!    counted against the real bwrap 0.12 on the same host (see
 //!    `bwrap_test::verdict`);
 //! 4. `cargo xtask vm-test` (cgroup v2, then cgroup v1 limits inside a small VM);
+//!    then `cargo xtask vm-systemd-test` (the systemd rung against a real
+//!    `systemd --user`, inside a small VM with systemd as PID 1);
 //! 5. `cargo xtask docker-test` (inside a real Docker engine).
 //!
 //! Each step's full output goes to `target/xtask-logs/<step>.log`, package
@@ -69,7 +71,7 @@ fn prepare(only_cargo: bool) {
         if !logs::have("docker-compose") {
             missing.push("docker-compose");
         }
-        for p in crate::vm::missing_packages() {
+        for p in crate::vm_systemd::missing_packages() {
             if !missing.contains(&p) {
                 missing.push(p);
             }
@@ -335,6 +337,13 @@ pub fn main(args: &[String]) -> i32 {
             "vm-test",
             "VMTEST",
             Some(crate::vm::CONSOLE_LOG),
+        );
+        suite(
+            &root,
+            &mut t,
+            "vm-systemd-test",
+            "VMTEST",
+            Some(crate::vm_systemd::CONSOLE_LOG),
         );
         suite(&root, &mut t, "docker-test", "DOCKERTEST", None);
     }

@@ -47,7 +47,7 @@ const DEFAULT_TIMEOUT_S: u64 = 240;
 /// The log of the VM's console (under target/xtask-logs).
 pub const CONSOLE_LOG: &str = "vm-console.log";
 
-type R<T> = Result<T, String>;
+pub(crate) type R<T> = Result<T, String>;
 
 pub fn main(args: &[String]) -> i32 {
     let mut timeout = DEFAULT_TIMEOUT_S;
@@ -153,7 +153,7 @@ fn status(cmd: &mut Command) -> R<()> {
 }
 
 /// Static or static-pie, read from the ELF headers.
-fn is_static(path: &Path) -> R<bool> {
+pub(crate) fn is_static(path: &Path) -> R<bool> {
     crate::binaries::linkage(path).map(|l| l != crate::binaries::Linkage::Dynamic)
 }
 
@@ -177,7 +177,7 @@ fn ensure_tools() -> R<()> {
 }
 
 /// A download step, its output into apt.log.
-fn logged(cmd: &mut Command) -> R<()> {
+pub(crate) fn logged(cmd: &mut Command) -> R<()> {
     let shown = format!("{cmd:?}");
     crate::logs::note(crate::logs::APT_LOG, &format!("$ {shown}"));
     if crate::logs::run_to(crate::logs::APT_LOG, true, cmd)? {
@@ -193,7 +193,7 @@ fn logged(cmd: &mut Command) -> R<()> {
 // ---------------------------------------------------------------- kernel
 
 /// Debian's kernel, unpacked (not installed) into target/vm/kernel.
-fn kernel(vm: &Path) -> R<PathBuf> {
+pub(crate) fn kernel(vm: &Path) -> R<PathBuf> {
     let vmlinuz = vm.join("vmlinuz");
     if vmlinuz.exists() {
         return Ok(vmlinuz);
@@ -309,7 +309,7 @@ fn busybox(vm: &Path) -> R<PathBuf> {
 /// target dir, so it does not invalidate the normal builds) by
 /// `binaries::build_static`, as the README's, the Docker suite's and the
 /// bench's: the musl build, or the glibc crt-static fallback.
-fn static_stockade(root: &Path) -> R<PathBuf> {
+pub(crate) fn static_stockade(root: &Path) -> R<PathBuf> {
     step("building a static stockade (target/static)");
     let bin = crate::binaries::build_static(root)?;
     if !is_static(&bin)? {
@@ -318,7 +318,7 @@ fn static_stockade(root: &Path) -> R<PathBuf> {
     Ok(bin)
 }
 
-fn payloads(root: &Path, vm: &Path) -> R<Vec<(String, PathBuf)>> {
+pub(crate) fn payloads(root: &Path, vm: &Path) -> R<Vec<(String, PathBuf)>> {
     let out = vm.join("bin");
     fs::create_dir_all(&out).map_err(|e| format!("mkdir {}: {e}", out.display()))?;
     let mut bins = Vec::new();
@@ -348,7 +348,7 @@ fn payloads(root: &Path, vm: &Path) -> R<Vec<(String, PathBuf)>> {
 // ---------------------------------------------------------------- initramfs
 
 /// A cpio archive in the "newc" format the kernel unpacks into its rootfs.
-struct Cpio {
+pub(crate) struct Cpio {
     buf: Vec<u8>,
     ino: u32,
 }
@@ -359,7 +359,7 @@ const S_IFLNK: u32 = 0o120000;
 const S_IFCHR: u32 = 0o020000;
 
 impl Cpio {
-    fn new() -> Cpio {
+    pub(crate) fn new() -> Cpio {
         Cpio {
             buf: Vec::new(),
             ino: 1,
@@ -373,7 +373,15 @@ impl Cpio {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn entry(&mut self, name: &str, mode: u32, uid: u32, gid: u32, data: &[u8], rdev: (u32, u32)) {
+    pub(crate) fn entry(
+        &mut self,
+        name: &str,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        data: &[u8],
+        rdev: (u32, u32),
+    ) {
         let nlink = if mode & 0o170000 == S_IFDIR { 2 } else { 1 };
         let fields = [
             self.ino,
@@ -418,7 +426,7 @@ impl Cpio {
         self.entry(name, S_IFCHR | mode, 0, 0, &[], (major, minor));
     }
 
-    fn finish(mut self) -> Vec<u8> {
+    pub(crate) fn finish(mut self) -> Vec<u8> {
         self.entry("TRAILER!!!", 0, 0, 0, &[], (0, 0));
         while !self.buf.len().is_multiple_of(512) {
             self.buf.push(0);
@@ -427,7 +435,7 @@ impl Cpio {
     }
 }
 
-fn read(p: &Path) -> R<Vec<u8>> {
+pub(crate) fn read(p: &Path) -> R<Vec<u8>> {
     fs::read(p).map_err(|e| format!("read {}: {e}", p.display()))
 }
 
@@ -684,16 +692,20 @@ fn boot(
 
 /// What the VM's console said.
 #[derive(Default)]
-struct Seen {
-    pass: u32,
-    fail: Vec<String>,
-    done: bool,
-    timed_out: bool,
+pub(crate) struct Seen {
+    pub(crate) pass: u32,
+    pub(crate) fail: Vec<String>,
+    pub(crate) done: bool,
+    pub(crate) timed_out: bool,
 }
 
 /// Reads the console until qemu exits or the deadline: every line into the
 /// console log, the `VMTEST` lines also to stdout.
-fn watch(rx: &mpsc::Receiver<String>, deadline: Instant, console: &mut fs::File) -> Seen {
+pub(crate) fn watch(
+    rx: &mpsc::Receiver<String>,
+    deadline: Instant,
+    console: &mut fs::File,
+) -> Seen {
     let mut seen = Seen::default();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());

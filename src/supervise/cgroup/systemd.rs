@@ -16,7 +16,8 @@
 //! is not ours), so the holder asks systemd to (`AttachProcessesToUnit`,
 //! which the user manager forwards to the system manager for a process of
 //! the same user). The holder lives until the run's cgroup is removed and
-//! then exits: the scope is empty and systemd collects it.
+//! then exits: the scope is empty and systemd collects it (the supervisor
+//! waits, briefly, until its cgroup is gone).
 //!
 //! Protocol, one line each way: `ok <scope dir>` / `err <why>` when the
 //! scope is made; then per request `attach <subcgroup> <pid>` answered by
@@ -26,6 +27,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::files::write_file;
 use super::{cgroup_dir, parse_proc_cgroup, Hierarchies};
@@ -33,6 +35,9 @@ use crate::sys;
 
 /// How long the user's systemd may take to answer.
 const ANSWER_MS: i32 = 15_000;
+
+/// How long to wait for systemd to collect the emptied scope.
+const COLLECT_WAIT: Duration = Duration::from_secs(2);
 
 /// The process that holds the scope and talks D-Bus for the run.
 #[derive(Debug)]
@@ -46,6 +51,8 @@ pub struct Holder {
     pub unit: String,
     /// The process that forked it (the only one that waits for it).
     owner: i32,
+    /// The scope's cgroup directory, once made.
+    scope: Option<PathBuf>,
 }
 
 /// The user bus's address: `DBUS_SESSION_BUS_ADDRESS`, else
@@ -94,10 +101,14 @@ pub(super) fn scope(h: &Hierarchies, unit: &str) -> Result<(Holder, PathBuf), St
         from: ans_r,
         unit: unit.to_string(),
         owner: sys::getpid(),
+        scope: None,
     };
     let line = holder.answer()?;
     match line.strip_prefix("ok ") {
-        Some(dir) => Ok((holder, PathBuf::from(dir))),
+        Some(dir) => {
+            holder.scope = Some(PathBuf::from(dir));
+            Ok((holder, PathBuf::from(dir)))
+        }
         None => Err(line.strip_prefix("err ").unwrap_or(&line).to_string()),
     }
 }
@@ -159,6 +170,17 @@ impl Drop for Holder {
                 // must not outlive the run, however it is stuck.
                 let _ = sys::kill(self.pid, libc::SIGKILL);
                 let _ = sys::waitpid(self.pid, false);
+                // The scope is empty now, and systemd stops it and removes
+                // its cgroup on its own time: wait for that (briefly), so
+                // nothing of the run is left when stockade returns.
+                if let Some(dir) = &self.scope {
+                    let deadline = Instant::now() + COLLECT_WAIT;
+                    let mut pause = Duration::from_micros(200);
+                    while dir.exists() && Instant::now() < deadline {
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(Duration::from_millis(20));
+                    }
+                }
             }
         }
     }
@@ -255,6 +277,8 @@ impl Bus {
         let props: Vec<(&str, Value)> = vec![
             ("PIDs", Value::from(vec![sys::getpid() as u32])),
             ("Delegate", Value::from(true)),
+            // Collected even if it ends failed: nothing of a run lingers.
+            ("CollectMode", Value::from("inactive-or-failed")),
             ("Description", Value::from("stockade run")),
         ];
         let aux: Vec<(&str, Vec<(&str, Value)>)> = Vec::new();
