@@ -108,6 +108,9 @@ pub struct Plan {
     pub as_pid_1: bool,
     /// Capabilities the payload keeps (`Policy::keep_caps`).
     pub keep_caps: u64,
+    /// The payload is a fork server's zygote (`Policy::zygote`), never in
+    /// the fallback.
+    pub zygote: bool,
     /// Read-locked by init once the root is built (`Policy::lock_files`).
     pub lock_files: Vec<PathBuf>,
     /// Layers that must be applied.
@@ -593,6 +596,7 @@ impl Plan {
             denials_fd: p.denials_fd,
             lock_files: p.lock_files.clone(),
             keep_caps: p.keep_caps,
+            zygote: p.zygote && !fallback,
             as_pid_1: p.as_pid_1 && !fallback,
             disable_userns: p.disable_userns && !fallback,
             assert_userns_disabled: p.assert_userns_disabled || p.disable_userns,

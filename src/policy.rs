@@ -396,6 +396,16 @@ pub struct Policy {
     /// dropped. 0: none (the default).
     #[serde(default)]
     pub keep_caps: u64,
+    /// The payload is a fork server's zygote (`stockade serve`'s fork
+    /// pool): it keeps `CAP_SYS_ADMIN`, `CAP_NET_ADMIN` and `CAP_SETPCAP`
+    /// inside the jail's user namespace (and `keep_caps` is ignored);
+    /// Landlock's ruleset is made but not enforced and stockade's seccomp
+    /// program is not installed: both are handed to the command (see
+    /// `jail::payload::zygote_handoff`), which enforces them on each child
+    /// it forks, after the child has made its own namespaces and dropped
+    /// every capability. Only the serve pool sets it.
+    #[serde(default)]
+    pub zygote: bool,
     /// Files (paths inside the jail) the jail's init opens and read-locks
     /// (fcntl) once the root is built, and holds until the jail ends, as
     /// bwrap's `--lock-file`.
@@ -559,6 +569,7 @@ impl Policy {
             denials_fd: None,
             lock_files: Vec::new(),
             keep_caps: 0,
+            zygote: false,
             as_pid_1: false,
             disable_userns: false,
             assert_userns_disabled: false,
