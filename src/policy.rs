@@ -404,6 +404,7 @@ pub struct Policy {
     /// `jail::payload::zygote_handoff`), which enforces them on each child
     /// it forks, after the child has made its own namespaces and dropped
     /// every capability. Only the serve pool sets it.
+    #[doc(hidden)]
     #[serde(default)]
     pub zygote: bool,
     /// Files (paths inside the jail) the jail's init opens and read-locks

@@ -58,6 +58,8 @@ pub struct ForkServer {
     next: AtomicU64,
     /// The layers each child applies, as the outcome says them.
     layers: BTreeMap<outcome::Name, LayerReport>,
+    /// The host's cgroup hierarchies and our own cgroup, read once.
+    host: Option<(cgroup::Hierarchies, String)>,
 }
 
 /// Why a fork server did not start.
@@ -177,6 +179,7 @@ impl ForkServer {
             shared,
             next: AtomicU64::new(1),
             layers,
+            host: cgroup::read_host().ok(),
         })
     }
 
@@ -213,7 +216,11 @@ impl ForkServer {
         let (err_r, err_w) = sys::pipe().map_err(e)?;
         let (setup_r, setup_w) = sys::pipe().map_err(e)?;
         let (kill_ours, kill_theirs) = sys::fdpass::socketpair(libc::SOCK_SEQPACKET).map_err(e)?;
-        let mut setup = cgroup::prepare(&cgroup::Request::from(&policy.limits));
+        let req = cgroup::Request::from(&policy.limits);
+        let mut setup = match &self.host {
+            Some((h, pc)) => cgroup::prepare_in(&req, h, pc),
+            None => cgroup::prepare(&req),
+        };
         let l = &policy.limits;
         let limits = run_limits(policy, &setup);
         if let Some(why) = [

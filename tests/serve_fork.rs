@@ -228,6 +228,10 @@ fn a_forked_run_reaches_neither_the_zygote_nor_a_sibling() {
         r['pts'] = sorted(os.listdir('/dev/pts'))\n\
         t('ppid', lambda: os.getppid())\n\
         t('pidfd', lambda: os.pidfd_open(2))\n\
+        import ctypes\n\
+        libc = ctypes.CDLL(None, use_errno=True)\n\
+        r['keyring'] = libc.syscall(248, b'user', b'stockade-fork-test', b'x', 1, -4)\n\
+        r['userns'] = libc.unshare(0x10000000)\n\
         print(json.dumps(r))";
     let v = s.run(&py(hostile)).json();
     assert_eq!(v["exit_code"], 0, "{v}");
@@ -247,6 +251,10 @@ fn a_forked_run_reaches_neither_the_zygote_nor_a_sibling() {
         "its parent (the zygote) is outside its pid namespace: {r}"
     );
     assert!(r["pidfd"].as_str().unwrap().starts_with("refused"), "{r}");
+    // The user keyring is shared by every process of one uid in one user
+    // namespace: the seccomp filter refuses it, as a cold run's does.
+    assert_eq!(r["keyring"], -1, "{r}");
+    assert_eq!(r["userns"], -1, "{r}");
     let sib = sib.join().unwrap().json();
     assert_eq!(sib["status"], "exited", "{sib}");
     assert_eq!(stdout(&sib), "ready\nwhole\n", "{sib}");
@@ -411,6 +419,66 @@ fn forked_runs_leave_nothing_behind() {
             .collect();
         assert!(left.is_empty(), "{ctrl}: {left:?}");
     }
+}
+
+/// The zygote killed from outside: the run in flight ends with a setup
+/// error that says why (or, if it had ended, as it did), the next
+/// request is answered right (a cold jail while there is no fork
+/// server), and the pool starts another zygote.
+#[test]
+fn a_killed_zygote_is_replaced_and_runs_stay_right() {
+    if !as_root("a_killed_zygote_is_replaced_and_runs_stay_right") {
+        return;
+    }
+    let s = forking(Who::Root, &[]);
+    let zygote = || {
+        descendants(s.pid()).into_iter().find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("_zygote(_sys, _os)"))
+        })
+    };
+    let first = zygote().expect("a zygote");
+    let v = s.run(&py("print('before')")).json();
+    assert_eq!(stdout(&v), "before\n", "{v}");
+    let hits = metric(&s, HITS);
+    assert!(hits >= 1);
+    kill_process(first);
+    // Until a new zygote is up, runs are cold and right.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let v = s.run(&py("print('during')")).json();
+        assert_eq!(stdout(&v), "during\n", "{v}");
+        match zygote() {
+            Some(z) if z != first => break,
+            _ => {}
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no new zygote: {}",
+            s.log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let deadline = Instant::now() + PATIENCE;
+    let before = metric(&s, HITS);
+    loop {
+        let v = s.run(&py("import os; print(os.getpid())")).json();
+        assert_eq!(v["exit_code"], 0, "{v}");
+        if metric(&s, HITS) > before {
+            assert_eq!(stdout(&v), "1\n", "a forked child again: {v}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never forked again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn kill_process(pid: u32) {
+    let st = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
 }
 
 /// Without a cgroup for each run's memory and pids (uid 65534 here), the

@@ -23,7 +23,7 @@
 
 
 def _zygote(sys, os):
-    import ctypes, selectors, socket, struct, json
+    import ctypes, fcntl, selectors, socket, struct, json
 
     libc = ctypes.CDLL(None, use_errno=True)
     sock_fd = int(sys.argv[1])
@@ -59,6 +59,8 @@ def _zygote(sys, os):
     attr = RulesetAttr(*handled[0]) if handled else None
     with open("/proc/sys/kernel/cap_last_cap") as f:
         last_cap = int(f.read())
+    bounding = [c for c in range(last_cap + 1) if libc.prctl(23, c, 0, 0, 0) == 1]  # PR_CAPBSET_READ
+    lo_up = struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40)  # IFF_UP | IFF_LOOPBACK | IFF_RUNNING
 
     class Fprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
@@ -95,13 +97,12 @@ def _zygote(sys, os):
         mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
               "newinstance,ptmxmode=0666,mode=620")
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        import fcntl
-        fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40))  # SIOCSIFFLAGS: UP|LOOPBACK|RUNNING
+        fcntl.ioctl(s, 0x8914, lo_up)  # SIOCSIFFLAGS
         s.close()
         os.chdir(workdir)
-        # Every capability: bounding (needs CAP_SETPCAP, so first), ambient,
-        # then the rest; checked.
-        for c in range(last_cap + 1):
+        # Every capability: the bounding set's (the zygote's three; it
+        # needs CAP_SETPCAP, so first), ambient, then the rest; checked.
+        for c in bounding:
             check("prctl(PR_CAPBSET_DROP)", libc.prctl(PR_CAPBSET_DROP, c, 0, 0, 0))
         check("prctl(PR_CAP_AMBIENT)", libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0))
         check("capset", libc.capset(ctypes.byref(CapHeader(0x20080522, 0)), ctypes.byref(CapData())))
@@ -181,6 +182,13 @@ def _zygote(sys, os):
         os._exit(1)
     sel = selectors.DefaultSelector()
     sel.register(sock, selectors.EVENT_READ)
+    # Every object so far out of the collector's reach: a child's
+    # collections then never write to the zygote's pages (each write is a
+    # page copied).
+    import gc
+
+    gc.collect()
+    gc.freeze()
     sock.sendall(b"R" + layers)
     while True:
         for key, _ in sel.select():

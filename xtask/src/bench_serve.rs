@@ -1,6 +1,7 @@
 //! `cargo xtask bench serve`: a small Python evaluator (JSON on stdin,
 //! scored with difflib, JSON out) run bare, by `stockade run`, and through
-//! `stockade serve` without and with a warm pool, side by side in one run:
+//! `stockade serve` without and with a warm pool and with a fork server
+//! (`--warm-fork`), side by side in one run:
 //! p50 / p99 latency (rounds interleaved, one request at a time), then
 //! throughput from concurrent clients, then what the load left behind
 //! (processes, cgroups, mounts, temp dirs) and the server's RSS.
@@ -23,14 +24,16 @@ use std::time::{Duration, Instant};
 use crate::{bench, binaries};
 use server::Server;
 
-const USAGE: &str = "usage: cargo xtask bench serve [--runs N] [--latency-runs N] [--clients N] [--no-build] [--binary PATH]
+const USAGE: &str = "usage: cargo xtask bench serve [--runs N] [--latency-runs N] [--clients N] [--load WHICH] [--no-build] [--binary PATH]
   --runs N          throughput: runs in all, from --clients clients (default 10000)
+  --load WHICH      throughput of these servers only, comma-separated: cold, pool, fork (default all)
   --latency-runs N  latency: rounds, each case once per round, interleaved (default 200)
   --clients N       throughput: concurrent clients (default 32)
   --no-build        measure the static binary as it is, without building it
   --binary PATH     measure this stockade binary instead of the static build
 The pool row runs when the binary's `serve` accepts --warm (PROFILE=N,
---warm-import MODS); else it says `not available` and why.";
+--warm-import MODS), the fork server's when it accepts --warm-fork; else
+each says `not available` and why.";
 
 /// The evaluator: reads `{answer, reference}`, prints `{score}`.
 pub(crate) const EVALUATOR: &str = "import json, sys, difflib\nd = json.load(sys.stdin)\nr = difflib.SequenceMatcher(None, d['answer'], d['reference']).ratio()\nprint(json.dumps({'score': round(r, 4)}))\n";
@@ -45,6 +48,8 @@ struct Options {
     clients: usize,
     build: bool,
     binary: Option<PathBuf>,
+    /// Servers whose throughput is measured (`cold`, `pool`, `fork`).
+    load: Vec<String>,
 }
 
 fn parse_args(args: &[String]) -> Result<Options, String> {
@@ -54,6 +59,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         clients: 32,
         build: true,
         binary: None,
+        load: vec!["cold".into(), "pool".into(), "fork".into()],
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -67,6 +73,16 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--latency-runs" => o.latency = positive(&value(a)?, a)?,
             "--clients" => o.clients = positive(&value(a)?, a)?,
             "--no-build" => o.build = false,
+            "--load" => {
+                o.load = value(a)?.split(',').map(String::from).collect();
+                if let Some(bad) = o
+                    .load
+                    .iter()
+                    .find(|w| !["cold", "pool", "fork"].contains(&w.as_str()))
+                {
+                    return Err(format!("--load: {bad:?}: one of cold, pool, fork"));
+                }
+            }
             "--binary" => o.binary = Some(PathBuf::from(value(a)?)),
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {a}")),
@@ -223,7 +239,16 @@ fn run(opts: &Options) -> Result<(), String> {
     }
 
     let mut loads = Vec::new();
-    for s in std::iter::once(&cold).chain(warm_ref).chain(fork_ref) {
+    let which = [
+        ("cold", Some(&cold)),
+        ("pool", warm_ref),
+        ("fork", fork_ref),
+    ];
+    for s in which
+        .iter()
+        .filter(|(w, _)| opts.load.iter().any(|l| l == w))
+        .filter_map(|(_, s)| *s)
+    {
         eprintln!(
             "xtask bench serve: throughput of {}: {} runs from {} clients",
             s.name, opts.runs, opts.clients
