@@ -503,6 +503,47 @@ fn without_a_run_cgroup_the_pool_serves_members() {
     );
 }
 
+/// Where user namespaces are refused no zygote can start (its child
+/// cannot make its namespaces): after three tries the server says so and
+/// serves its pools as members, each run right.
+#[test]
+fn in_the_fallback_the_pool_serves_members() {
+    for who in common::users("in_the_fallback_the_pool_serves_members") {
+        let s = Server::start_wrapped(
+            &["chk_nouserns"],
+            who,
+            &["--warm", "python=1", "--warm-import", "json", "--warm-fork"],
+        );
+        let deadline = Instant::now() + PATIENCE;
+        while s.call("GET", "/readyz", &[], b"").status != 200 {
+            assert!(
+                Instant::now() < deadline,
+                "never ready: {}",
+                s.log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let v = s
+            .run(&json!({
+                "profile": "python",
+                "argv": ["python3", "-c", "import sys; print(open('a.txt').read(), sys.stdin.read())"],
+                "stdin": "in",
+                "files": {"a.txt": "given"},
+            }))
+            .json();
+        assert_eq!(v["status"], "exited", "{v}");
+        assert_eq!(v["layers"]["user_namespace"]["state"], "unavailable", "{v}");
+        assert_eq!(stdout(&v), "given in\n", "{v}");
+        assert_eq!(metric(&s, HITS), 1);
+        let log = s.log.lock().unwrap().clone();
+        assert!(
+            log.contains("--warm-fork: no fork server could start")
+                || log.contains("--warm-fork: no cgroup holds"),
+            "{log}"
+        );
+    }
+}
+
 fn walk(dir: &std::path::Path, depth: usize) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     if depth == 0 {

@@ -79,6 +79,9 @@ struct Inner {
     modules: String,
     /// Fork mode: each pool is one fork server.
     forking: bool,
+    /// Fork mode failed to start (three times in a row): the pools are
+    /// members from then on.
+    fork_failed: AtomicBool,
 }
 
 /// The warm pools (none without `--warm`).
@@ -153,6 +156,7 @@ impl Pool {
             root,
             modules,
             forking,
+            fork_failed: AtomicBool::new(false),
         });
         let n = if inner.profiles.is_empty() {
             0
@@ -183,7 +187,7 @@ impl Pool {
         let i = self.inner.profiles.iter().position(|p| p.key == k)?;
         let prof = &self.inner.profiles[i];
         let env = warm::env_additions(policy, &prof.template)?;
-        if self.inner.forking {
+        if self.inner.forks() {
             let f = prof
                 .fork
                 .lock()
@@ -215,7 +219,7 @@ impl Pool {
     /// Whether each pool is a fork server (`--warm-fork`, where a cgroup
     /// holds each run's limits).
     pub fn forking(&self) -> bool {
-        self.inner.forking
+        self.inner.forks()
     }
 
     /// Each pool now.
@@ -227,7 +231,7 @@ impl Pool {
             .zip(slots.iter())
             .map(|(p, s)| Stat {
                 profile: p.name.clone(),
-                size: if self.inner.forking {
+                size: if self.inner.forks() {
                     let f = p.fork.lock().unwrap_or_else(|e| e.into_inner());
                     if f.as_ref().is_some_and(|f| f.alive()) {
                         p.target
@@ -280,6 +284,11 @@ impl Pool {
 }
 
 impl Inner {
+    /// Fork mode, and it works.
+    fn forks(&self) -> bool {
+        self.forking && !self.fork_failed.load(Ordering::SeqCst)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Vec<Slots>> {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -288,7 +297,10 @@ impl Inner {
     /// park it; wait while every pool is full (or being filled).
     fn build_loop(&self) {
         if self.forking {
-            return self.fork_loop();
+            self.fork_loop();
+            if !self.fork_failed.load(Ordering::SeqCst) {
+                return;
+            }
         }
         let mut failures = 0u32;
         while let Some(i) = self.next_to_build() {
@@ -362,6 +374,22 @@ impl Inner {
                             p.name
                         );
                     }
+                }
+                // Never up yet, three times in a row: this host cannot
+                // (user namespaces refused, a step of the child's
+                // refused): members instead, for every pool.
+                if !started_all
+                    && failures >= 2
+                    && !self
+                        .profiles
+                        .iter()
+                        .any(|p| p.filled.load(Ordering::SeqCst))
+                {
+                    eprintln!(
+                        "stockade: serve: warning: --warm-fork: no fork server could start; each warm jail serves one request instead"
+                    );
+                    self.fork_failed.store(true, Ordering::SeqCst);
+                    return;
                 }
             }
             let wait = if started_all {

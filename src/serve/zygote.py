@@ -28,7 +28,11 @@ def _zygote(sys, os):
     libc = ctypes.CDLL(None, use_errno=True)
     sock_fd = int(sys.argv[1])
     recipe = json.loads(sys.argv[3])
-    with os.fdopen(int(os.environ.pop("STOCKADE_ZYGOTE_FD")), "rb") as f:
+    handoff = os.environ.pop("STOCKADE_ZYGOTE_FD", None)
+    if handoff is None:
+        sys.stderr.write("stockade: zygote: the jail handed nothing over (no user namespace?)\n")
+        os._exit(1)
+    with os.fdopen(int(handoff), "rb") as f:
         lines = f.read().split(b"\n")
     layers = b"\n".join(l for l in lines if l[:1] == b"L")
     prog = b"".join(bytes.fromhex(l[1:].decode()) for l in lines if l[:1] == b"B")
