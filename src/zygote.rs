@@ -626,6 +626,14 @@ impl Forked {
         } else {
             Status::Exited
         };
+        if o.layers
+            .get("seccomp")
+            .is_some_and(|l| l.detail["action"] == "errno")
+        {
+            o.warnings.push(
+                "seccomp: refused syscalls were not recorded (a fork server's child has no listener; the kernel refused them alone)".into(),
+            );
+        }
         o.stdout = Some(outcome::capture(&out, truncated[0]));
         o.stderr = Some(outcome::capture(&err, truncated[1]));
         o

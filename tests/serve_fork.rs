@@ -138,6 +138,14 @@ fn forked_runs_answer_as_cold_runs_do() {
         "fully_enforced"
     );
     assert_eq!(fork["limits"]["memory"]["enforced_by"], "cgroup_v1");
+    // A child has no seccomp listener: its refusals are the kernel's alone,
+    // and the outcome says they went unrecorded.
+    assert!(
+        fork["warnings"]
+            .to_string()
+            .contains("refused syscalls were not recorded"),
+        "{fork}"
+    );
     assert_eq!(fork["limits"]["pids"]["enforced_by"], "cgroup_v1");
 }
 

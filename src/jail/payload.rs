@@ -97,6 +97,10 @@ pub const ZYGOTE_CAPS: u64 = (1 << 8) | (1 << 12) | (1 << 21);
 /// sock_filter` array's bytes), when there is one.
 pub const ZYGOTE_ENV: &str = "STOCKADE_ZYGOTE_FD";
 
+/// The most a hand-off may hold: it is written into a pipe (64 KiB) before
+/// the command reads it.
+const HANDOFF_MAX: usize = 60 << 10;
+
 /// A fork server's zygote (`Plan::zygote`): the payload's steps up to
 /// execve, with three capabilities kept, Landlock's ruleset and
 /// stockade's seccomp program written down instead of enforced, handed
@@ -114,11 +118,15 @@ fn zygote_handoff(plan: &Plan, envp: &[std::ffi::CString], report: Reporter) -> 
     sys::set_no_new_privs()
         .step("no_new_privs", "")
         .or_fail(report);
-    if plan.egress.is_some() {
+    let learning = plan
+        .seccomp
+        .as_ref()
+        .is_some_and(|f| f.action == crate::policy::SeccompAction::Learn);
+    if plan.egress.is_some() || learning {
         report.fail(JailError::Refused {
             step: "zygote",
             path: String::new(),
-            why: "a zygote's children have no egress proxy".into(),
+            why: "a zygote's children have no egress proxy and no seccomp listener".into(),
         });
     }
     let mut handoff = Vec::new();
@@ -149,6 +157,17 @@ fn zygote_handoff(plan: &Plan, envp: &[std::ffi::CString], report: Reporter) -> 
             }
         }
         handoff.push(b'\n');
+    }
+    // Written whole before anyone reads it: within a pipe's buffer.
+    if handoff.len() > HANDOFF_MAX {
+        report.fail(JailError::Refused {
+            step: "zygote",
+            path: String::new(),
+            why: format!(
+                "the hand-off is {} bytes, more than {HANDOFF_MAX}",
+                handoff.len()
+            ),
+        });
     }
     let (r, w) = sys::pipe().step("zygote", "").or_fail(report);
     sys::write_all(w.as_raw_fd(), &handoff)
