@@ -45,6 +45,17 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// Remove a cgroup and the groups under it, deepest first (cgroupfs
+/// removes a group with rmdir once it has no process and no child).
+fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)?.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_tree(&e.path())?;
+        }
+    }
+    std::fs::remove_dir(dir)
+}
+
 /// The fork server's flags, when this binary's `serve` takes them.
 pub fn fork_flags(stockade: &Path) -> Result<Vec<String>, String> {
     let mut f = warm_flags(stockade)?;
@@ -299,14 +310,19 @@ impl Drop for Server {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.forget_cgroup();
     }
 }
 
 impl Server {
-    /// Remove the cpuacct group once the server is gone.
+    /// Remove the cpuacct group once the server is gone, with the empty
+    /// groups stockade made in it (its `stockade` parent of run groups);
+    /// the last processes of the tree may take a moment to leave.
     pub fn forget_cgroup(&self) {
-        if let Some(g) = &self.cpuacct {
-            let _ = std::fs::remove_dir(g);
+        let Some(g) = &self.cpuacct else { return };
+        let t = Instant::now();
+        while remove_tree(g).is_err() && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }
