@@ -430,6 +430,11 @@ pub struct Killer {
 }
 
 impl Killer {
+    /// A killer that writes `K` on `control` (the fork server's runs).
+    pub(crate) fn from_control(control: OwnedFd) -> Killer {
+        Killer { control }
+    }
+
     /// Kill the whole jail now, as [`Child::kill`].
     pub fn kill(&self) -> Result<(), Error> {
         send_kill(&self.control)

@@ -23,6 +23,7 @@ pub mod spawner;
 mod supervise;
 #[allow(unsafe_code)]
 mod sys;
+mod zygote;
 
 pub use api::{Child, Error, Jail, Killer, Output, Stdio};
 pub use outcome::{Outcome, Status};

@@ -150,6 +150,9 @@ pub struct Plan {
     pub caps_as_root: bool,
     /// `Policy::bounding_caps`.
     pub bounding_caps: Option<u64>,
+    /// The payload is a fork server's zygote (`Policy::zygote`), never in
+    /// the fallback.
+    pub zygote: bool,
     /// Read-locked by init once the root is built (`Policy::lock_files`).
     pub lock_files: Vec<PathBuf>,
     /// Layers that must be applied.
@@ -778,6 +781,7 @@ impl Plan {
             },
             caps_as_root: p.caps_as_root,
             bounding_caps: p.bounding_caps.filter(|_| !fallback),
+            zygote: p.zygote && !fallback,
             as_pid_1: p.as_pid_1 && !fallback,
             join_userns: p.join_userns,
             join_userns2: p.join_userns2,

@@ -418,6 +418,17 @@ pub struct Policy {
     /// stay as they are. Ignored for any other caller and in the fallback.
     #[serde(default)]
     pub idmap_root_binds: bool,
+    /// The payload is a fork server's zygote (`stockade serve`'s fork
+    /// pool): it keeps `CAP_SYS_ADMIN`, `CAP_NET_ADMIN` and `CAP_SETPCAP`
+    /// inside the jail's user namespace (and `keep_caps` is ignored);
+    /// Landlock's ruleset is made but not enforced and stockade's seccomp
+    /// program is not installed: both are handed to the command (see
+    /// `jail::payload::zygote_handoff`), which enforces them on each child
+    /// it forks, after the child has made its own namespaces and dropped
+    /// every capability. Only the serve pool sets it.
+    #[doc(hidden)]
+    #[serde(default)]
+    pub zygote: bool,
     /// Files (paths inside the jail) the jail's init opens and read-locks
     /// (fcntl) once the root is built, and holds until the jail ends, as
     /// bwrap's `--lock-file`.
@@ -623,6 +634,7 @@ impl Policy {
             caps_as_root: false,
             bounding_caps: None,
             idmap_root_binds: false,
+            zygote: false,
             as_pid_1: false,
             disable_userns: false,
             assert_userns_disabled: false,

@@ -266,6 +266,7 @@ fn warm_pools(
         root.to_path_buf(),
         modules.join(","),
         builders,
+        a.warm.warm_fork,
     ))
 }
 

@@ -213,6 +213,59 @@ pub fn apply(
     Ok(asked.verdict(&st.ruleset, added, root_listable))
 }
 
+/// [`apply`]'s ruleset for a fork server's children, as text: each child
+/// mounts its own /tmp, workdir, /dev/shm and /dev/pts, and a Landlock
+/// rule on a mount point is not seen beneath what is mounted over it, so
+/// each child makes the ruleset itself, after its mounts, from this: a
+/// line `A FS NET SCOPES` (the handled rights and scopes, as the kernel's
+/// bits, only those the running kernel knows), then `R ACCESS PATH` per
+/// rule. The record says what enforcing it gives, as [`apply`]'s does
+/// (the ruleset is made here too, to check every rule, then let go).
+pub fn prepare(
+    rules: &[(PathBuf, Grant)],
+    deny_tcp: bool,
+    mounts: Option<&[PathBuf]>,
+) -> Result<(String, LandlockApplied), JailError> {
+    let asked = Asked::new(deny_tcp);
+    let created = ruleset(&asked.wanted)?;
+    let abi = asked.kernel.max(BASELINE);
+    let (created, added) = add_rules(created, rules, asked.wanted.fs, abi)?;
+    let (created, root_listable) = grant_root_listing(created, asked.wanted.fs, &added, mounts)?;
+    let fd: Option<std::os::fd::OwnedFd> = created.into();
+    let st = match &fd {
+        None => RulesetStatus::NotEnforced,
+        Some(_) if asked.kernel == ABI::Unsupported => RulesetStatus::NotEnforced,
+        Some(_) if !asked.missing.is_empty() => RulesetStatus::PartiallyEnforced,
+        Some(_) => RulesetStatus::FullyEnforced,
+    };
+    let have = asked.have;
+    let mut text = format!(
+        "A {} {} {}\n",
+        have.fs.bits(),
+        have.net.bits(),
+        have.scopes.bits()
+    );
+    // A path with a newline cannot be a line: left out of the children's
+    // ruleset (less granted, never more).
+    for (path, access) in added
+        .rules
+        .iter()
+        .filter(|(p, _)| !p.to_string_lossy().contains('\n'))
+    {
+        text.push_str(&format!(
+            "R {} {}\n",
+            (*access & have.fs).bits(),
+            path.display()
+        ));
+    }
+    if root_listable {
+        let list = BitFlags::from(AccessFs::ReadDir) & have.fs;
+        text.push_str(&format!("R {} /\n", list.bits()));
+    }
+    let record = asked.verdict(&st, added, root_listable);
+    Ok((text, record))
+}
+
 /// What the layer asks of the running kernel.
 struct Asked {
     /// The kernel's Landlock ABI version (0: none), and why it could not
@@ -353,6 +406,8 @@ fn allow_connect(
 
 /// What [`add_rules`] put in the ruleset, and what it left out.
 struct Added<'a> {
+    /// Each rule added: its path and the rights it grants.
+    rules: Vec<(&'a Path, BitFlags<AccessFs>)>,
     fs_rules: usize,
     skipped: Vec<Skipped>,
     /// The paths granted something.
@@ -371,6 +426,7 @@ fn add_rules(
     abi: ABI,
 ) -> Result<(RulesetCreated, Added<'_>), JailError> {
     let mut added = Added {
+        rules: Vec::new(),
         fs_rules: 0,
         skipped: Vec::new(),
         granted: Vec::with_capacity(rules.len()),
@@ -405,6 +461,7 @@ fn add_rules(
                 err,
             })?;
         added.fs_rules += 1;
+        added.rules.push((path.as_path(), access));
         // A listing-only rule (the fallback's way around a denied path)
         // does not make a mount beneath it granted: `/` stays unlistable
         // rather than reveal a denied directory's names.

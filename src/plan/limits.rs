@@ -231,7 +231,7 @@ pub fn rungs(s: &cgroup::Setup) -> Vec<(&'static str, &'static str, Option<Strin
 }
 
 /// Map the cgroup layer's answer to what the limits decision needs.
-fn controllers(setup: Option<&cgroup::Setup>) -> Controllers {
+pub fn controllers(setup: Option<&cgroup::Setup>) -> Controllers {
     let one = |e: Option<&cgroup::Enforced>| match e {
         Some(cgroup::Enforced::Cgroup) => Ok("cgroup"),
         Some(cgroup::Enforced::CgroupV1) => Ok("cgroup_v1"),

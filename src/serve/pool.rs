@@ -25,6 +25,15 @@ use std::time::Duration;
 
 use super::warm::{self, Member};
 use crate::policy::Policy;
+use crate::zygote::ForkServer;
+
+/// What a request takes from a pool.
+pub enum Taken {
+    /// A warm member, all its own.
+    Member(Box<Member>),
+    /// The profile's fork server, to fork a child from.
+    Fork(Arc<ForkServer>),
+}
 
 /// Longest wait before building again after a member failed to start.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -48,6 +57,8 @@ struct Profile {
     hits: AtomicU64,
     /// Full at least once.
     filled: AtomicBool,
+    /// The fork server, in fork mode (`--warm-fork`), once started.
+    fork: Mutex<Option<Arc<ForkServer>>>,
 }
 
 /// Members parked and being built, per profile (in `Inner::profiles`'
@@ -66,6 +77,11 @@ struct Inner {
     stop: AtomicBool,
     root: PathBuf,
     modules: String,
+    /// Fork mode: each pool is one fork server.
+    forking: bool,
+    /// Fork mode failed to start (three times in a row): the pools are
+    /// members from then on.
+    fork_failed: AtomicBool,
 }
 
 /// The warm pools (none without `--warm`).
@@ -76,7 +92,7 @@ pub struct Pool {
 
 impl Default for Pool {
     fn default() -> Pool {
-        Pool::new(Vec::new(), PathBuf::new(), String::new(), 0)
+        Pool::new(Vec::new(), PathBuf::new(), String::new(), 0, false)
     }
 }
 
@@ -104,6 +120,7 @@ impl Pool {
         root: PathBuf,
         modules: String,
         builders: usize,
+        forking: bool,
     ) -> Pool {
         let profiles: Vec<Profile> = pools
             .into_iter()
@@ -115,8 +132,22 @@ impl Pool {
                 target,
                 hits: AtomicU64::new(0),
                 filled: AtomicBool::new(false),
+                fork: Mutex::new(None),
             })
             .collect();
+        // A fork server holds each run's memory and pids in a cgroup of
+        // its own; where none can, the pools are members.
+        let forking = forking
+            && match profiles
+                .iter()
+                .find_map(|p| crate::zygote::cannot_hold(&p.template))
+            {
+                Some(why) => {
+                    eprintln!("stockade: serve: warning: --warm-fork: {why}: each warm jail serves one request instead");
+                    false
+                }
+                None => true,
+            };
         let inner = Arc::new(Inner {
             slots: Mutex::new(profiles.iter().map(|_| Slots::default()).collect()),
             profiles,
@@ -124,9 +155,13 @@ impl Pool {
             stop: AtomicBool::new(false),
             root,
             modules,
+            forking,
+            fork_failed: AtomicBool::new(false),
         });
         let n = if inner.profiles.is_empty() {
             0
+        } else if forking {
+            1
         } else {
             builders.max(1)
         };
@@ -144,7 +179,7 @@ impl Pool {
 
     /// A member that can run `policy` exactly as a cold jail would, and
     /// the variables the request adds to its environment; None: a miss.
-    pub fn take(&self, policy: &Policy) -> Option<(Member, Vec<(OsString, OsString)>)> {
+    pub fn take(&self, policy: &Policy) -> Option<(Taken, Vec<(OsString, OsString)>)> {
         if self.inner.profiles.is_empty() || !warm::servable_argv(&policy.argv) {
             return None;
         }
@@ -152,6 +187,19 @@ impl Pool {
         let i = self.inner.profiles.iter().position(|p| p.key == k)?;
         let prof = &self.inner.profiles[i];
         let env = warm::env_additions(policy, &prof.template)?;
+        if self.inner.forks() {
+            let f = prof
+                .fork
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()?;
+            if !f.alive() {
+                self.inner.wake.notify_all();
+                return None;
+            }
+            prof.hits.fetch_add(1, Ordering::Relaxed);
+            return Some((Taken::Fork(f), env));
+        }
         let m = loop {
             let mut m = self.inner.lock()[i].idle.pop_front()?;
             self.inner.wake.notify_all();
@@ -165,7 +213,13 @@ impl Pool {
             m.discard();
         };
         prof.hits.fetch_add(1, Ordering::Relaxed);
-        Some((m, env))
+        Some((Taken::Member(Box::new(m)), env))
+    }
+
+    /// Whether each pool is a fork server (`--warm-fork`, where a cgroup
+    /// holds each run's limits).
+    pub fn forking(&self) -> bool {
+        self.inner.forks()
     }
 
     /// Each pool now.
@@ -177,7 +231,16 @@ impl Pool {
             .zip(slots.iter())
             .map(|(p, s)| Stat {
                 profile: p.name.clone(),
-                size: s.idle.len(),
+                size: if self.inner.forks() {
+                    let f = p.fork.lock().unwrap_or_else(|e| e.into_inner());
+                    if f.as_ref().is_some_and(|f| f.alive()) {
+                        p.target
+                    } else {
+                        0
+                    }
+                } else {
+                    s.idle.len()
+                },
                 target: p.target,
                 hits: p.hits.load(Ordering::Relaxed),
             })
@@ -211,10 +274,21 @@ impl Pool {
         for m in left {
             m.discard();
         }
+        for p in &self.inner.profiles {
+            let f = p.fork.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(f) = f {
+                f.shutdown();
+            }
+        }
     }
 }
 
 impl Inner {
+    /// Fork mode, and it works.
+    fn forks(&self) -> bool {
+        self.forking && !self.fork_failed.load(Ordering::SeqCst)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Vec<Slots>> {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -222,6 +296,12 @@ impl Inner {
     /// A builder: build a member for the pool furthest below its target,
     /// park it; wait while every pool is full (or being filled).
     fn build_loop(&self) {
+        if self.forking {
+            self.fork_loop();
+            if !self.fork_failed.load(Ordering::SeqCst) {
+                return;
+            }
+        }
         let mut failures = 0u32;
         while let Some(i) = self.next_to_build() {
             let p = &self.profiles[i];
@@ -254,6 +334,74 @@ impl Inner {
                         .wait_timeout_while(slots, wait, |_| !self.stop.load(Ordering::SeqCst));
                 }
             }
+        }
+    }
+
+    /// Fork mode: keep each profile's fork server running (start one
+    /// where there is none, or where it went away).
+    fn fork_loop(&self) {
+        let mut failures = 0u32;
+        let bootstrap = super::warm::fork_bootstrap();
+        while !self.stop.load(Ordering::SeqCst) {
+            let mut started_all = true;
+            for p in &self.profiles {
+                let up = p
+                    .fork
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_ref()
+                    .is_some_and(|f| f.alive());
+                if up {
+                    continue;
+                }
+                match ForkServer::start(&p.template, &bootstrap, &self.modules) {
+                    Ok(f) => {
+                        let old = p
+                            .fork
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .replace(Arc::new(f));
+                        if let Some(old) = old {
+                            old.shutdown();
+                        }
+                        p.filled.store(true, Ordering::SeqCst);
+                        failures = 0;
+                    }
+                    Err(e) => {
+                        started_all = false;
+                        eprintln!(
+                            "stockade: serve: warning: warm pool {}: the fork server did not start: {e}",
+                            p.name
+                        );
+                    }
+                }
+                // Never up yet, three times in a row: this host cannot
+                // (user namespaces refused, a step of the child's
+                // refused): members instead, for every pool.
+                if !started_all
+                    && failures >= 2
+                    && !self
+                        .profiles
+                        .iter()
+                        .any(|p| p.filled.load(Ordering::SeqCst))
+                {
+                    eprintln!(
+                        "stockade: serve: warning: --warm-fork: no fork server could start; each warm jail serves one request instead"
+                    );
+                    self.fork_failed.store(true, Ordering::SeqCst);
+                    return;
+                }
+            }
+            let wait = if started_all {
+                Duration::from_millis(200)
+            } else {
+                failures = failures.saturating_add(1);
+                (Duration::from_millis(100) * 2u32.saturating_pow(failures)).min(MAX_BACKOFF)
+            };
+            let slots = self.lock();
+            let _ = self
+                .wake
+                .wait_timeout_while(slots, wait, |_| !self.stop.load(Ordering::SeqCst));
         }
     }
 

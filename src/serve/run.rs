@@ -12,6 +12,7 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 
 use super::error::ApiError;
+use super::pool::Taken;
 use super::request::{FileSpec, RunRequest};
 use super::workdir::Workdir;
 use super::State;
@@ -206,9 +207,15 @@ pub struct Job {
     pub permit: tokio::sync::OwnedSemaphorePermit,
 }
 
-/// The jail for `policy`: a warm pool's member when one can run it
-/// exactly as a cold jail would (a hit), else a cold one (a miss); with
-/// the workdir to remove when it is over.
+/// A started run: a jail of its own, or a fork server's child.
+enum Running {
+    Jail(Child, Option<Workdir>),
+    Fork(crate::zygote::Forked),
+}
+
+/// The jail for `policy`: a warm pool's member (or a fork server's
+/// child) when one can run it exactly as a cold jail would (a hit), else
+/// a cold one (a miss); with the workdir to remove when it is over.
 fn launch(
     state: &State,
     mut policy: Policy,
@@ -216,9 +223,32 @@ fn launch(
     files: &[FileSpec],
     stdin: bool,
     stream: bool,
-) -> Result<(Child, Workdir), ApiError> {
-    if let Some((member, env)) = state.pool.take(&policy) {
-        return member.hand_over(&policy, &env, files, stdin, stream);
+) -> Result<Running, ApiError> {
+    // A fork server's child captures its output (no stream): a streamed
+    // request is a miss there.
+    let taken = if stream && state.pool.forking() {
+        None
+    } else {
+        state.pool.take(&policy)
+    };
+    match taken {
+        Some((Taken::Member(member), env)) => {
+            let (c, w) = member.hand_over(&policy, &env, files, stdin, stream)?;
+            return Ok(Running::Jail(c, Some(w)));
+        }
+        Some((Taken::Fork(server), env)) => {
+            Workdir::check_files(files)?;
+            let input = super::warm::fork_input(&policy.argv, &env, files);
+            match server.run(&policy, &input, stdin) {
+                Ok(f) => return Ok(Running::Fork(f)),
+                // The fork server went away meanwhile (the pool starts
+                // another): this run is a cold one.
+                Err(e) => eprintln!(
+                    "stockade: serve: warning: warm pool {profile}: the fork server could not start a run: {e}"
+                ),
+            }
+        }
+        _ => {}
     }
     state.metrics.pool_missed(profile);
     let workdir = Workdir::create(&state.workdir_root, files)?;
@@ -230,7 +260,7 @@ fn launch(
         .stderr(pipe(stream))
         .spawn();
     match spawned {
-        Ok(c) => Ok((c, workdir)),
+        Ok(c) => Ok(Running::Jail(c, Some(workdir))),
         Err(crate::Error::Policy(e)) => Err(policy_error(&e)),
         Err(e) => Err(ApiError::internal(format!("starting the jail: {e}"))),
     }
@@ -269,7 +299,7 @@ fn run_blocking(job: Job, started_tx: StartedTx) {
         admission,
         permit,
     } = job;
-    let (mut child, workdir) = match launch(&state, policy, &profile, &files, stdin, stream) {
+    let mut running = match launch(&state, policy, &profile, &files, stdin, stream) {
         Ok(c) => c,
         Err(e) => {
             let _ = started_tx.send(Err(e));
@@ -277,7 +307,11 @@ fn run_blocking(job: Job, started_tx: StartedTx) {
         }
     };
     let t0 = Instant::now();
-    let killer = match child.killer() {
+    let killer = match &mut running {
+        Running::Jail(child, _) => child.killer().map_err(|e| e.to_string()),
+        Running::Fork(f) => f.killer().ok_or_else(|| "no killer".to_string()),
+    };
+    let killer = match killer {
         Ok(k) => Arc::new(k),
         Err(e) => {
             let _ = started_tx.send(Err(ApiError::internal(format!("starting the jail: {e}"))));
@@ -287,24 +321,34 @@ fn run_blocking(job: Job, started_tx: StartedTx) {
     state.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
     let id = state.register(killer.clone());
     let (done_tx, done_rx) = oneshot::channel();
+    let (stdin, stdout, stderr) = match &mut running {
+        Running::Jail(child, _) => (child.stdin.take(), child.stdout.take(), child.stderr.take()),
+        Running::Fork(f) => (f.stdin.take(), None, None),
+    };
     let started = Started {
         guard: KillGuard {
             killer: killer.clone(),
             armed: true,
         },
-        stdin: child.stdin.take(),
-        stdout: child.stdout.take(),
-        stderr: child.stderr.take(),
+        stdin,
+        stdout,
+        stderr,
         done: done_rx,
     };
     if let Err(Ok(started)) = started_tx.send(Ok(started)) {
         // Nobody waits for it any more.
         drop(started);
     }
-    let outcome = child.wait().map_err(|e| e.to_string());
-    drop(child);
+    let outcome = match running {
+        Running::Jail(mut child, workdir) => {
+            let o = child.wait().map_err(|e| e.to_string());
+            drop(child);
+            drop(workdir);
+            o
+        }
+        Running::Fork(f) => Ok(f.wait()),
+    };
     state.unregister(id);
-    drop(workdir);
     state.metrics.in_flight.fetch_sub(1, Ordering::SeqCst);
     let status = match &outcome {
         Ok(o) => serde_json::to_value(o.status)

@@ -42,6 +42,31 @@ use crate::{Child, Jail, Stdio};
 /// The bootstrap, run as `python3 -c BOOTSTRAP READY_FD MODULES`.
 const BOOTSTRAP: &str = include_str!("warm.py");
 
+/// The fork server's program: the bootstrap's definitions, then the
+/// zygote (`zygote.py`).
+pub fn fork_bootstrap() -> String {
+    let defs = BOOTSTRAP
+        .strip_suffix("_boot(_sys, _os)\n")
+        .unwrap_or(BOOTSTRAP);
+    format!("{defs}{}", include_str!("zygote.py"))
+}
+
+/// What a forked child reads on its stdin before the program's own
+/// stdin: the [`header`], then the files (a count, then each path,
+/// content and mode; see `zygote.py`'s `_files`).
+pub fn fork_input(argv: &[OsString], env: &[(OsString, OsString)], files: &[FileSpec]) -> Vec<u8> {
+    let mut out = header(argv, env);
+    out.extend(format!("{:08x}", files.len()).into_bytes());
+    for f in files {
+        out.extend(format!("{:08x}", f.path.len()).into_bytes());
+        out.extend(f.path.as_bytes());
+        out.extend(format!("{:08x}", f.content.len()).into_bytes());
+        out.extend(&f.content);
+        out.push(if f.executable { b'x' } else { b'-' });
+    }
+    out
+}
+
 /// How long a member may take to become ready.
 const READY_WITHIN: Duration = Duration::from_secs(60);
 

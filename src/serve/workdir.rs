@@ -51,6 +51,34 @@ impl Workdir {
         Ok(w)
     }
 
+    /// Refuse `files` that cannot all be written (a path that is also
+    /// another's directory), as writing them would: for a fork server's
+    /// child, which writes them itself.
+    pub fn check_files(files: &[FileSpec]) -> Result<(), ApiError> {
+        for f in files {
+            let field = format!("files[{}]", serde_json::Value::String(f.path.clone()));
+            for g in files {
+                if g.path.len() > f.path.len()
+                    && g.path.starts_with(&f.path)
+                    && g.path.as_bytes()[f.path.len()] == b'/'
+                {
+                    let part = f.path.rsplit('/').next().unwrap_or(&f.path);
+                    return Err(ApiError::field(
+                        format!("files[{}]", serde_json::Value::String(g.path.clone())),
+                        format!("{part:?} is also given as a file"),
+                    ));
+                }
+                if std::ptr::eq(f, g) {
+                    continue;
+                }
+                if g.path == f.path {
+                    return Err(ApiError::field(field, "given twice"));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Write `files` (a warm pool's member gets them at its hand-over).
     pub fn write_files(&self, files: &[FileSpec]) -> Result<(), ApiError> {
         files.iter().try_for_each(|f| self.write(f))

@@ -193,19 +193,25 @@ struct V2Dir {
 /// Create the run cgroup and write the limits. Called by the supervisor
 /// before clone. Never panics; every failure is in the returned Setup.
 pub fn prepare(req: &Request) -> Setup {
+    match read_host() {
+        Ok((h, pc)) => prepare_in(req, &h, &pc),
+        Err(why) => unavailable_everywhere(req, &why.to_string()),
+    }
+}
+
+/// [`prepare`] with the host's hierarchies and our own cgroup as
+/// [`read_host`] found them, read once by a caller that makes many run
+/// cgroups (a fork server: one per child).
+pub fn prepare_in(req: &Request, h: &Hierarchies, pc: &str) -> Setup {
     let host = RealHost;
-    let (h, pc) = match read_host() {
-        Ok(read) => read,
-        Err(why) => return unavailable_everywhere(req, &why.to_string()),
-    };
-    let mut setup = match choose(&host, &h, &pc) {
-        Ok(place) => prepare_at(&host, &place, &h, req),
+    let mut setup = match choose(&host, h, pc) {
+        Ok(place) => prepare_at(&host, &place, h, req),
         Err(why) => match asks_limits(req) && host.euid() != 0 {
-            true => systemd_rung(&host, &h, req, &why.to_string()),
+            true => systemd_rung(&host, h, req, &why.to_string()),
             false => unavailable_everywhere(req, &why.to_string()),
         },
     };
-    v1::climb(&host, &h, &pc, req, &mut setup);
+    v1::climb(&host, h, pc, req, &mut setup);
     setup
 }
 

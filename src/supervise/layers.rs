@@ -188,7 +188,7 @@ fn fallback_proc(plan: &Plan, o: &Outcome) -> LayerReport {
 }
 
 /// What init or the payload reported of a layer, into the outcome.
-fn record_payload_layer(o: &mut Outcome, record: LayerRecord) {
+pub(crate) fn record_payload_layer(o: &mut Outcome, record: LayerRecord) {
     let unavailable = |detail| LayerReport {
         state: LayerState::Unavailable,
         detail,

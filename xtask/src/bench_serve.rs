@@ -1,6 +1,7 @@
 //! `cargo xtask bench serve`: a small Python evaluator (JSON on stdin,
 //! scored with difflib, JSON out) run bare, by `stockade run`, and through
-//! `stockade serve` without and with a warm pool, side by side in one run:
+//! `stockade serve` without and with a warm pool and with a fork server
+//! (`--warm-fork`), side by side in one run:
 //! p50 / p99 latency (rounds interleaved, one request at a time), then
 //! throughput from concurrent clients, then what the load left behind
 //! (processes, cgroups, mounts, temp dirs) and the server's RSS.
@@ -23,14 +24,16 @@ use std::time::{Duration, Instant};
 use crate::{bench, binaries};
 use server::Server;
 
-const USAGE: &str = "usage: cargo xtask bench serve [--runs N] [--latency-runs N] [--clients N] [--no-build] [--binary PATH]
+const USAGE: &str = "usage: cargo xtask bench serve [--runs N] [--latency-runs N] [--clients N] [--load WHICH] [--no-build] [--binary PATH]
   --runs N          throughput: runs in all, from --clients clients (default 10000)
+  --load WHICH      throughput of these servers only, comma-separated: cold, pool, fork (default all)
   --latency-runs N  latency: rounds, each case once per round, interleaved (default 200)
   --clients N       throughput: concurrent clients (default 32)
   --no-build        measure the static binary as it is, without building it
   --binary PATH     measure this stockade binary instead of the static build
 The pool row runs when the binary's `serve` accepts --warm (PROFILE=N,
---warm-import MODS); else it says `not available` and why.";
+--warm-import MODS), the fork server's when it accepts --warm-fork; else
+each says `not available` and why.";
 
 /// The evaluator: reads `{answer, reference}`, prints `{score}`.
 pub(crate) const EVALUATOR: &str = "import json, sys, difflib\nd = json.load(sys.stdin)\nr = difflib.SequenceMatcher(None, d['answer'], d['reference']).ratio()\nprint(json.dumps({'score': round(r, 4)}))\n";
@@ -45,6 +48,8 @@ struct Options {
     clients: usize,
     build: bool,
     binary: Option<PathBuf>,
+    /// Servers whose throughput is measured (`cold`, `pool`, `fork`).
+    load: Vec<String>,
 }
 
 fn parse_args(args: &[String]) -> Result<Options, String> {
@@ -54,6 +59,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         clients: 32,
         build: true,
         binary: None,
+        load: vec!["cold".into(), "pool".into(), "fork".into()],
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -67,6 +73,16 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             "--latency-runs" => o.latency = positive(&value(a)?, a)?,
             "--clients" => o.clients = positive(&value(a)?, a)?,
             "--no-build" => o.build = false,
+            "--load" => {
+                o.load = value(a)?.split(',').map(String::from).collect();
+                if let Some(bad) = o
+                    .load
+                    .iter()
+                    .find(|w| !["cold", "pool", "fork"].contains(&w.as_str()))
+                {
+                    return Err(format!("--load: {bad:?}: one of cold, pool, fork"));
+                }
+            }
             "--binary" => o.binary = Some(PathBuf::from(value(a)?)),
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {a}")),
@@ -120,6 +136,9 @@ struct Load {
     queue_full: usize,
     first_failure: Option<String>,
     wall: Duration,
+    /// CPU time of the server's whole tree during the load (root: its
+    /// cpuacct group), ns.
+    cpu_ns: Option<u64>,
     leaks: leaks::Report,
 }
 
@@ -160,7 +179,17 @@ fn run(opts: &Options) -> Result<(), String> {
     if let Err(why) = &warm {
         notes.push(format!("pool: not available: {why}"));
     }
-    for s in std::iter::once(&cold).chain(warm.as_ref().ok()) {
+    let fork = match server::fork_flags(&stockade) {
+        Ok(flags) => Server::start(&stockade, scratch.path(), "fork", Some(flags), opts.clients),
+        Err(why) => Err(why),
+    };
+    if let Err(why) = &fork {
+        notes.push(format!("fork server: not available: {why}"));
+    }
+    for s in std::iter::once(&cold)
+        .chain(warm.as_ref().ok())
+        .chain(fork.as_ref().ok())
+    {
         notes.push(format!("{}: stockade {}", s.name, s.flags.join(" ")));
     }
 
@@ -170,10 +199,15 @@ fn run(opts: &Options) -> Result<(), String> {
         Row::new("stockade run --profile python"),
         Row::new("stockade serve (no pool)"),
         Row::new("stockade serve (pool: --warm python=8)"),
+        Row::new("stockade serve (fork server: --warm-fork)"),
     ];
     if let Err(why) = &warm {
         rows[4].skipped = Some(format!("not available: {why}"));
     }
+    if let Err(why) = &fork {
+        rows[5].skipped = Some(format!("not available: {why}"));
+    }
+    let fork_ref = fork.as_ref().ok();
     let bare: Vec<OsString> = vec![python.clone().into(), "-c".into(), "pass".into()];
     let bare_eval: Vec<OsString> = vec![python.into(), "-c".into(), EVALUATOR.into()];
     eprintln!(
@@ -191,7 +225,11 @@ fn run(opts: &Options) -> Result<(), String> {
                 1 => time_cmd(&bare_eval, Some(INPUT), scratch.path()),
                 2 => time_cmd(&run_argv, Some(INPUT), scratch.path()),
                 3 => cold.time_one(),
-                _ => match warm_ref {
+                4 => match warm_ref {
+                    Some(w) => w.time_one(),
+                    None => continue,
+                },
+                _ => match fork_ref {
                     Some(w) => w.time_one(),
                     None => continue,
                 },
@@ -201,13 +239,23 @@ fn run(opts: &Options) -> Result<(), String> {
     }
 
     let mut loads = Vec::new();
-    for s in std::iter::once(&cold).chain(warm_ref) {
+    let which = [
+        ("cold", Some(&cold)),
+        ("pool", warm_ref),
+        ("fork", fork_ref),
+    ];
+    for s in which
+        .iter()
+        .filter(|(w, _)| opts.load.iter().any(|l| l == w))
+        .filter_map(|(_, s)| *s)
+    {
         eprintln!(
             "xtask bench serve: throughput of {}: {} runs from {} clients",
             s.name, opts.runs, opts.clients
         );
         loads.push(s.load(opts.runs, opts.clients));
     }
+    drop(fork);
     drop(warm);
     drop(cold);
     print!("{}", render(opts, &notes, &rows, &loads));
@@ -378,7 +426,7 @@ fn render(opts: &Options, notes: &[String], rows: &[Row], loads: &[Load]) -> Str
 
 fn render_latency(o: &mut String, rows: &[Row]) {
     let p50 = |i: usize| rows[i].percentiles().map(|p| p.0);
-    let (bare, run, cold, pool) = (p50(0), p50(2), p50(3), p50(4));
+    let (bare, run, cold, pool, fork) = (p50(0), p50(2), p50(3), p50(4), p50(5));
     let header = format!(
         "{:<40} | {:>8} | {:>8} | {:>11} | {:>14}",
         "name", "p50 ms", "p99 ms", "× bare pass", "× stockade run"
@@ -420,6 +468,18 @@ fn render_latency(o: &mut String, rows: &[Row]) {
     );
     let _ = writeln!(
         o,
+        "goal: fork server p50 < 0.5 × bare `python3 -c pass` p50: {}",
+        match (fork, bare) {
+            (Some(p), Some(b)) => format!(
+                "{:.2} × ({})",
+                p / b,
+                if p < 0.5 * b { "met" } else { "not met" }
+            ),
+            _ => "no figure (fork server not measured)".into(),
+        }
+    );
+    let _ = writeln!(
+        o,
         "goal: serve without a pool p50 ≤ 1.3 × `stockade run` p50: {}",
         match (cold, run) {
             (Some(c), Some(r)) => format!(
@@ -434,8 +494,8 @@ fn render_latency(o: &mut String, rows: &[Row]) {
 
 fn render_load(o: &mut String, loads: &[Load]) {
     let header = format!(
-        "{:<24} | {:>7} | {:>7} | {:>6} | {:>6} | {:>8}",
-        "server", "runs/s", "wall s", "failed", "429", "runs"
+        "{:<26} | {:>7} | {:>7} | {:>6} | {:>6} | {:>8} | {:>10} | {:>12}",
+        "server", "runs/s", "wall s", "failed", "429", "runs", "CPU ms/run", "CPU-bound/s"
     );
     let _ = writeln!(
         o,
@@ -444,21 +504,37 @@ fn render_load(o: &mut String, loads: &[Load]) {
     );
     for l in loads {
         let secs = l.wall.as_secs_f64();
+        // CPU per run of the server's whole tree, and the runs per
+        // second that would give on every CPU of this host, idle.
+        let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let (per_run, bound) = match l.cpu_ns {
+            Some(ns) if l.runs > 0 && ns > 0 => {
+                let ms = ns as f64 / 1e6 / l.runs as f64;
+                (format!("{ms:.2}"), format!("{:.0}", ncpu * 1000.0 / ms))
+            }
+            _ => ("-".into(), "-".into()),
+        };
         let _ = writeln!(
             o,
-            "{:<24} | {:>7.1} | {:>7.1} | {:>6} | {:>6} | {:>8}",
+            "{:<26} | {:>7.1} | {:>7.1} | {:>6} | {:>6} | {:>8} | {:>10} | {:>12}",
             l.name,
             l.ok as f64 / secs.max(1e-9),
             secs,
             l.runs - l.ok,
             l.queue_full,
-            l.runs
+            l.runs,
+            per_run,
+            bound
         );
         if let Some(f) = &l.first_failure {
             let _ = writeln!(o, "  first failure: {f}");
         }
     }
     let _ = writeln!(o, "goal: ≥ 300 runs/s, 0 failed");
+    let _ = writeln!(
+        o,
+        "CPU ms/run: the server's whole tree (server, spawner, jails, zygote, children) in its cgroup v1 cpuacct group (root only), kernel work in kworkers (e.g. network namespace teardown) not counted; CPU-bound/s: the CPUs of this host divided by it"
+    );
     let _ = writeln!(o, "\n## after the load (before → after)");
     for l in loads {
         let _ = writeln!(o, "{}: {}", l.name, l.leaks.line());

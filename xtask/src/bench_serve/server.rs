@@ -22,6 +22,53 @@ pub struct Server {
     log: PathBuf,
     body: String,
     start: Snapshot,
+    /// Its cgroup v1 cpuacct group (root only), holding the server and
+    /// everything it starts: the CPU time of the whole tree.
+    cpuacct: Option<PathBuf>,
+}
+
+/// The cgroup v1 cpuacct hierarchy, when this host has one and we may
+/// make groups in it.
+fn cpuacct_root() -> Option<PathBuf> {
+    let p = PathBuf::from("/sys/fs/cgroup/cpuacct");
+    (p.join("cpuacct.usage").exists() && is_root()).then_some(p)
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .map(|v| v.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Remove a cgroup and the groups under it, deepest first (cgroupfs
+/// removes a group with rmdir once it has no process and no child).
+fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)?.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_tree(&e.path())?;
+        }
+    }
+    std::fs::remove_dir(dir)
+}
+
+/// The fork server's flags, when this binary's `serve` takes them.
+pub fn fork_flags(stockade: &Path) -> Result<Vec<String>, String> {
+    let mut f = warm_flags(stockade)?;
+    let out = Command::new(stockade)
+        .args(["serve", "--help"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !String::from_utf8_lossy(&out.stdout).contains("--warm-fork") {
+        return Err("this binary's `serve` has no --warm-fork flag".into());
+    }
+    f[1] = "python=1".into();
+    f.push("--warm-fork".into());
+    Ok(f)
 }
 
 /// The pool's flags, when this binary's `serve` takes them; else why not.
@@ -70,9 +117,29 @@ impl Server {
             (2 * clients).to_string(),
         ];
         let pooled = warm.is_some();
+        let forking = warm
+            .as_ref()
+            .is_some_and(|w| w.iter().any(|f| f == "--warm-fork"));
         flags.extend(warm.unwrap_or_default());
         let err = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-        let child = Command::new(stockade)
+        // The server enters its cpuacct group before it execs, so that
+        // its spawner and every jail are in it too.
+        let cpuacct = cpuacct_root().and_then(|r| {
+            let g = r.join(format!("xtask-bench-{}-{name}", std::process::id()));
+            std::fs::create_dir(&g).ok().map(|()| g)
+        });
+        let mut cmd = match &cpuacct {
+            Some(g) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg("echo $$ > \"$0/cgroup.procs\" && exec \"$@\"")
+                    .arg(g)
+                    .arg(stockade);
+                c
+            }
+            None => Command::new(stockade),
+        };
+        let child = cmd
             .args(&flags)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -80,7 +147,16 @@ impl Server {
             .spawn()
             .map_err(|e| format!("cannot start {} serve: {e}", stockade.display()))?;
         let mut s = Server {
-            name: format!("serve ({})", if pooled { "pool" } else { "no pool" }),
+            name: format!(
+                "serve ({})",
+                if forking {
+                    "fork server"
+                } else if pooled {
+                    "pool"
+                } else {
+                    "no pool"
+                }
+            ),
             flags,
             child,
             sock,
@@ -88,6 +164,7 @@ impl Server {
             log,
             body: client::run_body(),
             start: Snapshot::default(),
+            cpuacct,
         };
         s.wait_until("/healthz", Duration::from_secs(30))?;
         if pooled {
@@ -141,6 +218,7 @@ impl Server {
         let ok = AtomicUsize::new(0);
         let queue_full = AtomicUsize::new(0);
         let first: Mutex<Option<String>> = Mutex::new(None);
+        let cpu0 = self.cpu_ns();
         let t = Instant::now();
         std::thread::scope(|sc| {
             for _ in 0..clients {
@@ -170,7 +248,12 @@ impl Server {
             }
         });
         let wall = t.elapsed();
+        let cpu = match (cpu0, self.cpu_ns()) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
         Load {
+            cpu_ns: cpu,
             name: self.name.clone(),
             runs,
             ok: ok.into_inner(),
@@ -183,6 +266,16 @@ impl Server {
                 after: self.settled(&before),
             },
         }
+    }
+
+    /// CPU time of the server's whole tree so far (its cpuacct group).
+    fn cpu_ns(&self) -> Option<u64> {
+        let g = self.cpuacct.as_ref()?;
+        std::fs::read_to_string(g.join("cpuacct.usage"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
     }
 
     /// The counts once the last jails are gone (up to 10 s).
@@ -210,11 +303,26 @@ impl Drop for Server {
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(30) {
             if let Ok(Some(_)) = self.child.try_wait() {
+                self.forget_cgroup();
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.forget_cgroup();
+    }
+}
+
+impl Server {
+    /// Remove the cpuacct group once the server is gone, with the empty
+    /// groups stockade made in it (its `stockade` parent of run groups);
+    /// the last processes of the tree may take a moment to leave.
+    pub fn forget_cgroup(&self) {
+        let Some(g) = &self.cpuacct else { return };
+        let t = Instant::now();
+        while remove_tree(g).is_err() && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }

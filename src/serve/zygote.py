@@ -1,0 +1,314 @@
+
+# stockade serve's fork server (src/serve/zygote.rs), appended to warm.py's
+# definitions and run as `python3 -c THIS SOCK_FD MODULES RECIPE` as the
+# payload of a jail whose payload steps stopped short (Policy::zygote): it
+# still holds CAP_SYS_ADMIN, CAP_NET_ADMIN and CAP_SETPCAP in the jail's user
+# namespace; the Landlock rules and stockade's seccomp program are in the
+# hand-off pipe (STOCKADE_ZYGOTE_FD).
+#
+# The zygote imports MODULES, then serves the server on SOCK_FD: for each
+# request, three fds (the child's stdin, stdout and stderr) and a fourth,
+# the setup pipe. It never reads a request's program, stdin or files: those
+# go to the child, after the fork, on its stdin. Each child is pid 1 of a
+# new pid namespace (the zygote's pid_for_children is a new namespace for
+# the one fork, then its own again), makes its own mount, net, ipc, uts and
+# cgroup namespaces, mounts a fresh /proc, /tmp, workdir, /dev/shm and
+# /dev/pts, brings lo up, drops every capability, makes and enforces the
+# Landlock ruleset (a rule on a mount point is not seen beneath a mount over
+# it, so the ruleset is made after the mounts, from the rules stockade
+# wrote), closes every other fd and installs the seccomp program: the
+# payload's steps, in its order. Then it says "k" on the setup pipe (or the
+# failed step, and exits 125), reads its program as warm.py does, and runs
+# it. The zygote reaps it and tells the server its status and rusage.
+
+
+def _zygote(sys, os):
+    import ctypes, fcntl, selectors, socket, struct, json
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    sock_fd = int(sys.argv[1])
+    recipe = json.loads(sys.argv[3])
+    handoff = os.environ.pop("STOCKADE_ZYGOTE_FD", None)
+    if handoff is None:
+        sys.stderr.write("stockade: zygote: the jail handed nothing over (no user namespace?)\n")
+        os._exit(1)
+    with os.fdopen(int(handoff), "rb") as f:
+        lines = f.read().split(b"\n")
+    layers = b"\n".join(l for l in lines if l[:1] == b"L")
+    prog = b"".join(bytes.fromhex(l[1:].decode()) for l in lines if l[:1] == b"B")
+    handled = [tuple(int(x) for x in l.split()[1:4]) for l in lines if l[:2] == b"A "]
+    rules = [(int(l.split(b" ", 2)[1]), l.split(b" ", 2)[2]) for l in lines if l[:2] == b"R "]
+    for m in filter(None, sys.argv[2].split(",")):
+        __import__(m)
+
+    def check(what, r):
+        if r < 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+
+    NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWPID, NEWNET = (
+        0x20000, 0x2000000, 0x4000000, 0x8000000, 0x20000000, 0x40000000)
+    PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 4, 24, 38
+    PR_SET_SECCOMP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 22, 47, 4
+    MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+    SYS_landlock_create_ruleset, SYS_landlock_add_rule, SYS_landlock_restrict_self = 444, 445, 446
+
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    attr = RulesetAttr(*handled[0]) if handled else None
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last_cap = int(f.read())
+    bounding = [c for c in range(last_cap + 1) if libc.prctl(23, c, 0, 0, 0) == 1]  # PR_CAPBSET_READ
+    lo_up = struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40)  # IFF_UP | IFF_LOOPBACK | IFF_RUNNING
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    fprog = Fprog(len(prog) // 8, prog) if prog else None
+
+    class CapHeader(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    CapData = ctypes.c_uint32 * 6
+    check("prctl(PR_SET_DUMPABLE)", libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+    own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    sock = socket.socket(fileno=sock_fd)
+    sock.set_inheritable(False)
+    tmp_opts = "size=%d" % recipe["tmp_size"]
+    uid, gid, workdir = recipe["uid"], recipe["gid"], recipe["workdir"]
+
+    def mount(src, dst, fstype, flags, data):
+        check("mount %s" % dst, libc.mount(
+            src and src.encode(), dst.encode(), fstype and fstype.encode(), flags,
+            data and data.encode()))
+
+    def confine(setup_w):
+        """The payload's steps in the child, in the payload's order."""
+        check("unshare", libc.unshare(NEWNS | NEWNET | NEWIPC | NEWUTS | NEWCGROUP))
+        mount(None, "/", None, MS_REC | MS_PRIVATE, None)
+        # /proc of this pid namespace: only its processes (subset=pid: none of
+        # the entries that reach the kernel or the host).
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "subset=pid")
+        mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp_opts + ",mode=1777")
+        mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV,
+              tmp_opts + ",mode=755,uid=%d,gid=%d" % (uid, gid))
+        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, tmp_opts + ",mode=1777")
+        mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+              "newinstance,ptmxmode=0666,mode=620")
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        fcntl.ioctl(s, 0x8914, lo_up)  # SIOCSIFFLAGS
+        s.close()
+        os.chdir(workdir)
+        # Every capability: the bounding set's (the zygote's three; it
+        # needs CAP_SETPCAP, so first), ambient, then the rest; checked.
+        for c in bounding:
+            check("prctl(PR_CAPBSET_DROP)", libc.prctl(PR_CAPBSET_DROP, c, 0, 0, 0))
+        check("prctl(PR_CAP_AMBIENT)", libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0))
+        check("capset", libc.capset(ctypes.byref(CapHeader(0x20080522, 0)), ctypes.byref(CapData())))
+        left = CapData()
+        check("capget", libc.capget(ctypes.byref(CapHeader(0x20080522, 0)), ctypes.byref(left)))
+        if any(left):
+            raise OSError(0, "drop capabilities: some are left")
+        # Dumpable, as a cold payload is after its execve (the zygote is
+        # not): its /proc/self files are its own.
+        check("prctl(PR_SET_DUMPABLE)", libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0))
+        check("prctl(PR_SET_NO_NEW_PRIVS)", libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+        if attr is not None:
+            rs = libc.syscall(SYS_landlock_create_ruleset, ctypes.byref(attr), ctypes.sizeof(attr), 0)
+            check("landlock_create_ruleset", rs)
+            for access, path in rules:
+                try:
+                    p = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    continue  # less granted, never more
+                rule = PathBeneath(access, p)
+                check("landlock_add_rule %s" % path.decode(errors="replace"),
+                      libc.syscall(SYS_landlock_add_rule, rs, 1, ctypes.byref(rule), 0))
+                os.close(p)
+            check("landlock_restrict_self", libc.syscall(SYS_landlock_restrict_self, rs, 0))
+            os.close(rs)
+        os.closerange(3, setup_w)
+        os.closerange(setup_w + 1, 1 << 20)
+        if fprog is not None:
+            check("seccomp", libc.prctl(PR_SET_SECCOMP, 2, ctypes.byref(fprog), 0, 0))
+
+    def child(fds, probe=False):
+        stdin, stdout, stderr, setup_w = fds
+        try:
+            os.dup2(stdin, 0)
+            os.dup2(stdout, 1)
+            os.dup2(stderr, 2)
+            os.setsid()
+            confine(setup_w)
+        except BaseException as e:
+            try:
+                os.write(setup_w, ("e%s" % e).encode())
+            finally:
+                os._exit(125)
+        os.write(setup_w, b"k")
+        os.close(setup_w)
+        if probe:
+            os._exit(0)
+        # Nothing of the child may return into the zygote's loop.
+        try:
+            _serve_one(sys, os)
+        finally:
+            os._exit(1)
+
+    def fork(ident, fds, probe=False):
+        check("unshare(CLONE_NEWPID)", libc.unshare(NEWPID))
+        pid = os.fork()
+        if pid == 0:
+            child(fds, probe)
+        # Children after this one go to a namespace of their own again;
+        # should that fail, nothing more may be forked.
+        if libc.setns(own_pidns, NEWPID) < 0:
+            os._exit(70)
+        return pid
+
+    # One child confined and ended before the zygote says it is ready: a
+    # host where a step fails gets no fork server, not failing runs.
+    null = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
+    probe_r, probe_w = os.pipe()
+    pid = fork(b"", [null, null, null, probe_w], probe=True)
+    os.close(probe_w)
+    said = os.read(probe_r, 4096)
+    os.close(probe_r)
+    os.close(null)
+    _, status = os.waitpid(pid, 0)
+    if said != b"k" or status != 0:
+        sock.sendall(b"F" + said[1:])
+        os._exit(1)
+    sel = selectors.DefaultSelector()
+    sel.register(sock, selectors.EVENT_READ)
+    # Every object so far out of the collector's reach: a child's
+    # collections then never write to the zygote's pages (each write is a
+    # page copied).
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    sock.sendall(b"R" + layers)
+    while True:
+        for key, _ in sel.select():
+            if key.fileobj is sock:
+                msg, fds, _flags, _addr = socket.recv_fds(sock, 64, 4)
+                if not msg:
+                    os._exit(0)  # the server went away
+                ident = msg[1:9]
+                try:
+                    if len(fds) != 4:
+                        raise OSError(0, "expected 4 fds")
+                    pid = fork(ident, fds)
+                    pidfd = os.pidfd_open(pid)
+                except OSError as e:
+                    sock.sendall(b"E" + ident + str(e).encode())
+                    continue
+                finally:
+                    for f in fds:
+                        os.close(f)
+                socket.send_fds(sock, [b"P" + ident + struct.pack("=i", pid)], [pidfd])
+                sel.register(pidfd, selectors.EVENT_READ, (ident, pid))
+            else:
+                ident, pid = key.data
+                sel.unregister(key.fileobj)
+                os.close(key.fileobj)
+                _, status, ru = os.wait4(pid, 0)
+                sock.sendall(b"X" + ident + struct.pack(
+                    "=iqqq", status, int(ru.ru_utime * 1e6), int(ru.ru_stime * 1e6), ru.ru_maxrss))
+
+
+def _serve_one(sys, os):
+    """The child's program, as a warm member runs it (warm.py's _boot)."""
+    argv, env = _header(os)
+    for k, v in env:
+        os.environ[k] = v
+    try:
+        _files(os)
+    except OSError as e:
+        sys.stderr.write("stockade: writing the request's files: %s\n" % e)
+        _finish(sys, os, 1)
+    import importlib
+
+    importlib.invalidate_caches()
+    sys.orig_argv[1:] = argv[1:]
+    d, source, filename = _main(sys, os, argv)
+    code = 0
+    try:
+        _run(sys, os, d, source, filename)
+    except SystemExit as e:
+        code = e.code
+    _finish(sys, os, code)
+
+
+def _finish(sys, os, code):
+    """End as the interpreter would: wait for threads, run atexit, flush,
+    exit with `code` (SystemExit's)."""
+    try:
+        import threading
+
+        threading._shutdown()
+    except BaseException:
+        pass
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        try:
+            sys.stderr.write(str(code) + "\n")
+        except BaseException:
+            pass
+        code = 1
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except BaseException:
+            pass
+    os._exit(code & 0xFF)
+
+
+def _files(os):
+    """The request's files, after the header on fd 0: a count, then each
+    path and content, each as 8 hex digits of length and the bytes, and a
+    mode byte (x: executable)."""
+
+    def exactly(n):
+        b = b""
+        while len(b) < n:
+            c = os.read(0, n - len(b))
+            if not c:
+                os._exit(0)
+            b += c
+        return b
+
+    for _ in range(int(exactly(8), 16)):
+        path = os.fsdecode(exactly(int(exactly(8), 16)))
+        data = exactly(int(exactly(8), 16))
+        mode = 0o755 if exactly(1) == b"x" else 0o644
+        parts = path.split("/")
+        d = "."
+        for p in parts[:-1]:
+            d = d + "/" + p
+            try:
+                os.mkdir(d, 0o755)
+            except FileExistsError:
+                pass
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
+
+
+_zygote(_sys, _os)

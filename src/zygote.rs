@@ -1,0 +1,660 @@
+//! A fork server: one jail whose payload is a zygote (`Policy::zygote`, a
+//! pre-started interpreter holding three capabilities in the jail's user
+//! namespace), which forks a child per run; the child makes its own pid,
+//! mount, net, ipc, uts and cgroup namespaces, drops every capability and
+//! enforces the jail's Landlock ruleset and seccomp program on itself
+//! before it reads its program (see `serve/zygote.py`). This side: start
+//! the zygote, ask it for a child with the run's stdio, put the child in a
+//! run cgroup of its own, pump and cap its output, keep its deadline, kill
+//! it (its pid namespace dies with it), and make its outcome.
+//!
+//! The zygote never sees a run's program, stdin or files: they are written
+//! to the child's stdin after the fork.
+
+#![deny(unsafe_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::jail::proto::{self, Report};
+use crate::outcome::{self, LayerReport, LimitReport, Outcome, Status};
+use crate::policy::Policy;
+use crate::supervise::cgroup;
+use crate::sys;
+use crate::{Child, Jail, Killer, Stdio};
+
+/// How long the zygote may take to import and confine its first child.
+const READY_WITHIN_MS: i32 = 60_000;
+
+/// What the zygote said of one run.
+enum Msg {
+    Forked {
+        pidfd: OwnedFd,
+    },
+    Failed(String),
+    Exited {
+        status: i32,
+        user_us: u64,
+        sys_us: u64,
+        maxrss_kb: u64,
+    },
+}
+
+struct Shared {
+    sock: OwnedFd,
+    waiting: Mutex<HashMap<u64, mpsc::Sender<Msg>>>,
+    /// The zygote went away: nothing more can be forked.
+    gone: AtomicBool,
+}
+
+/// One fork server (a zygote jail) and what each of its children applies.
+pub struct ForkServer {
+    zygote: Mutex<Option<Child>>,
+    shared: Arc<Shared>,
+    next: AtomicU64,
+    /// The layers each child applies, as the outcome says them.
+    layers: BTreeMap<outcome::Name, LayerReport>,
+    /// The host's cgroup hierarchies and our own cgroup, read once.
+    host: Option<(cgroup::Hierarchies, String)>,
+}
+
+/// Why a fork server did not start.
+pub type StartError = String;
+
+impl ForkServer {
+    /// Start the zygote of `template` running `bootstrap` (python3 -c
+    /// BOOTSTRAP SOCK_FD MODULES RECIPE), and wait until it is ready.
+    pub fn start(
+        template: &Policy,
+        bootstrap: &str,
+        modules: &str,
+    ) -> Result<ForkServer, StartError> {
+        if let Some(why) = cannot_hold(template) {
+            return Err(why);
+        }
+        let (ours, theirs) =
+            sys::fdpass::socketpair(libc::SOCK_SEQPACKET).map_err(|e| e.to_string())?;
+        let mut p = template.clone();
+        p.zygote = true;
+        p.limits.timeout = None;
+        p.limits.max_output = None;
+        p.capture = false;
+        p.keep_fds = vec![theirs.as_raw_fd()];
+        let recipe = serde_json::json!({
+            "tmp_size": p.tmp_size,
+            "uid": p.uid,
+            "gid": p.gid,
+            "workdir": p.workdir.inner,
+        });
+        p.argv = vec![
+            "python3".into(),
+            "-c".into(),
+            bootstrap.into(),
+            theirs.as_raw_fd().to_string().into(),
+            modules.into(),
+            recipe.to_string().into(),
+        ];
+        let child = Jail::new(p)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            // Its own words (a traceback) go to the server's log.
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        drop(theirs);
+        let mut buf = vec![0u8; 1 << 16];
+        let mut fds = [pfd(ours.as_raw_fd())];
+        let ready = match sys::poll(&mut fds, READY_WITHIN_MS) {
+            Ok(1) => sys::fdpass::recv_with_fds(ours.as_raw_fd(), &mut buf),
+            _ => Ok((0, Vec::new())),
+        };
+        let mut child = child;
+        let n = match ready {
+            Ok((n, _)) if n > 0 && buf[0] == b'R' => n,
+            Ok((n, _)) if n > 0 && buf[0] == b'F' => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "its first child could not be confined: {}",
+                    String::from_utf8_lossy(&buf[1..n])
+                ));
+            }
+            _ => {
+                let _ = child.kill();
+                let o = child.wait().map_err(|e| e.to_string())?;
+                return Err(format!(
+                    "the zygote was not ready: status {:?}, exit code {}{}",
+                    o.status,
+                    o.exit_code,
+                    o.error.map(|e| format!(": {e}")).unwrap_or_default()
+                ));
+            }
+        };
+        let mut layers = BTreeMap::new();
+        for name in [
+            "user_namespace",
+            "mount_namespace",
+            "pid_namespace",
+            "net_namespace",
+            "ipc_namespace",
+            "uts_namespace",
+            "cgroup_namespace",
+        ] {
+            let detail = if name == "user_namespace" {
+                serde_json::json!({"shared_with": "the fork server's zygote (no capability left in it)"})
+            } else {
+                serde_json::json!({"own": true})
+            };
+            layers.insert(name, LayerReport::applied(detail));
+        }
+        layers.insert(
+            "no_new_privs",
+            LayerReport::applied(serde_json::Value::Null),
+        );
+        layers.insert(
+            "capabilities",
+            LayerReport::applied(serde_json::json!({"effective":0,"permitted":0,"inheritable":0,"bounding":0,"ambient":0})),
+        );
+        for r in proto::decode(&buf[1..n]) {
+            if let Report::Layer(l) = r {
+                let mut o = Outcome::new();
+                o.layers = std::mem::take(&mut layers);
+                crate::supervise::layers::record_payload_layer(&mut o, l);
+                layers = o.layers;
+            }
+        }
+        let shared = Arc::new(Shared {
+            sock: ours,
+            waiting: Mutex::new(HashMap::new()),
+            gone: AtomicBool::new(false),
+        });
+        let reader = shared.clone();
+        std::thread::spawn(move || reader.read_loop());
+        Ok(ForkServer {
+            zygote: Mutex::new(Some(child)),
+            shared,
+            next: AtomicU64::new(1),
+            layers,
+            host: cgroup::read_host().ok(),
+        })
+    }
+
+    /// Whether the zygote can still fork.
+    pub fn alive(&self) -> bool {
+        !self.shared.gone.load(Ordering::SeqCst)
+    }
+
+    /// A child for `policy` (the template's, its timeout and output cap
+    /// the run's), handed `input` (its program header and files) on its
+    /// stdin; the caller writes the rest of stdin when `stdin`.
+    pub fn run(&self, policy: &Policy, input: &[u8], stdin: bool) -> Result<Forked, String> {
+        let id = self.next.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = mpsc::channel();
+        self.shared.lock().insert(id, tx);
+        let forked = self.fork(id, policy, input, stdin, rx);
+        if forked.is_err() {
+            self.shared.lock().remove(&id);
+        }
+        forked
+    }
+
+    fn fork(
+        &self,
+        id: u64,
+        policy: &Policy,
+        input: &[u8],
+        stdin: bool,
+        rx: mpsc::Receiver<Msg>,
+    ) -> Result<Forked, String> {
+        let e = |e: sys::SysError| e.to_string();
+        let (in_r, in_w) = sys::pipe().map_err(e)?;
+        let (out_r, out_w) = sys::pipe().map_err(e)?;
+        let (err_r, err_w) = sys::pipe().map_err(e)?;
+        let (setup_r, setup_w) = sys::pipe().map_err(e)?;
+        let (kill_ours, kill_theirs) = sys::fdpass::socketpair(libc::SOCK_SEQPACKET).map_err(e)?;
+        let req = cgroup::Request::from(&policy.limits);
+        let mut setup = match &self.host {
+            Some((h, pc)) => cgroup::prepare_in(&req, h, pc),
+            None => cgroup::prepare(&req),
+        };
+        let l = &policy.limits;
+        let limits = run_limits(policy, &setup);
+        if let Some(why) = [
+            ("memory", l.memory.is_some(), &setup.memory),
+            ("pids", l.pids.is_some(), &setup.pids),
+        ]
+        .into_iter()
+        .find(|(_, asked, e)| *asked && !e.is_cgroup())
+        .map(|(n, _, e)| format!("no cgroup holds the run's {n} limit ({e:?})"))
+        {
+            return Err(why);
+        }
+        let mut msg = b"F".to_vec();
+        msg.extend(id.to_ne_bytes());
+        let fds = [
+            in_r.as_raw_fd(),
+            out_w.as_raw_fd(),
+            err_w.as_raw_fd(),
+            setup_w.as_raw_fd(),
+        ];
+        sys::fdpass::send_with_fds(self.shared.sock.as_raw_fd(), &msg, &fds).map_err(e)?;
+        drop((in_r, out_w, err_w, setup_w));
+        let pidfd = match rx.recv() {
+            Ok(Msg::Forked { pidfd }) => pidfd,
+            Ok(Msg::Failed(why)) => return Err(format!("the zygote could not fork: {why}")),
+            _ => return Err("the zygote went away".into()),
+        };
+        let host_pid = pid_of(&pidfd).ok_or("the child's pid is unknown")?;
+        let mut cg = setup.cgroup.take();
+        if let Some(c) = cg.as_mut() {
+            let placed = c
+                .place_v1(host_pid)
+                .map_err(|e| e.to_string())
+                .and_then(|_| {
+                    if c.has_v2() {
+                        c.add_pid(host_pid).map_err(|e| e.to_string())
+                    } else {
+                        Ok(())
+                    }
+                });
+            if let Err(why) = placed {
+                let _ = sys::pidfd_send_signal(&pidfd, libc::SIGKILL);
+                return Err(format!("moving the child into its cgroup: {why}"));
+            }
+        }
+        let t0 = Instant::now();
+        // The header and files; a child that died meanwhile: EPIPE, its
+        // outcome says why.
+        let _ = sys::write_all(in_w.as_raw_fd(), input);
+        let stdin = if stdin {
+            Some(std::fs::File::from(in_w))
+        } else {
+            drop(in_w);
+            None
+        };
+        Ok(Forked {
+            id,
+            shared: self.shared.clone(),
+            rx,
+            pidfd,
+            out: Some(out_r),
+            err: Some(err_r),
+            setup: Some(setup_r),
+            control: kill_ours,
+            killer: Some(kill_theirs),
+            cgroup: cg,
+            t0,
+            timeout: l.timeout,
+            max_output: l.max_output.unwrap_or(u64::MAX),
+            limits,
+            layers: self.layers.clone(),
+            stdin,
+            memory_limit: l.memory,
+        })
+    }
+
+    /// Kill the zygote (its jail's init kills every child left) and wait.
+    pub fn shutdown(&self) {
+        let child = self.zygote.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut c) = child {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for ForkServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, mpsc::Sender<Msg>>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Route the zygote's messages to the runs waiting for them.
+    fn read_loop(&self) {
+        let mut buf = [0u8; 256];
+        loop {
+            let Ok((n, mut fds)) = sys::fdpass::recv_with_fds(self.sock.as_raw_fd(), &mut buf)
+            else {
+                break;
+            };
+            if n < 9 {
+                break;
+            }
+            let id = u64::from_ne_bytes(buf[1..9].try_into().unwrap_or_default());
+            let body = &buf[9..n];
+            let msg = match buf[0] {
+                b'P' if !fds.is_empty() => Msg::Forked {
+                    pidfd: fds.remove(0),
+                },
+                b'E' => Msg::Failed(String::from_utf8_lossy(body).into_owned()),
+                b'X' if body.len() >= 28 => {
+                    let q = |i: usize| {
+                        u64::from_ne_bytes(body[i..i + 8].try_into().unwrap_or_default())
+                    };
+                    Msg::Exited {
+                        status: i32::from_ne_bytes(body[0..4].try_into().unwrap_or_default()),
+                        user_us: q(4),
+                        sys_us: q(12),
+                        maxrss_kb: q(20),
+                    }
+                }
+                _ => continue,
+            };
+            let done = matches!(msg, Msg::Exited { .. } | Msg::Failed(_));
+            let mut w = self.lock();
+            if let Some(tx) = w.get(&id) {
+                let _ = tx.send(msg);
+            }
+            if done {
+                w.remove(&id);
+            }
+        }
+        self.gone.store(true, Ordering::SeqCst);
+        // Every run waiting hears that the zygote is gone.
+        self.lock().clear();
+    }
+}
+
+/// Every limit of a child's run and what holds it: as a cold run's plan
+/// decides it, from the run's own cgroup (the rlimits it would choose are
+/// the zygote's, which its children inherit).
+fn run_limits(policy: &Policy, setup: &cgroup::Setup) -> BTreeMap<outcome::Name, LimitReport> {
+    use crate::plan::limits;
+    let c = limits::controllers(Some(setup));
+    let d = limits::decide(&policy.limits, &c, policy.tmp_size, &limits::TmpCap::Tmpfs);
+    d.report
+        .into_iter()
+        .map(|(k, r)| {
+            (
+                k,
+                LimitReport {
+                    limit: r.limit,
+                    enforced_by: r.enforced_by,
+                    why: r.why,
+                    hit: None,
+                    verdict: None,
+                },
+            )
+        })
+        .collect()
+}
+
+/// Why a fork server cannot hold `template`'s limits per run: each child
+/// gets a cgroup of its own for memory and pids (rlimits would be shared
+/// with every other child of the zygote, or not per run).
+pub fn cannot_hold(template: &Policy) -> Option<String> {
+    let l = &template.limits;
+    if l.memory.is_none() && l.pids.is_none() {
+        return None;
+    }
+    let setup = cgroup::prepare(&cgroup::Request::from(l));
+    let why = [
+        ("memory", l.memory.is_some(), &setup.memory),
+        ("pids", l.pids.is_some(), &setup.pids),
+    ]
+    .into_iter()
+    .find(|(_, asked, e)| *asked && !e.is_cgroup())
+    .map(|(name, _, e)| format!("no cgroup holds a run's {name} limit here ({e:?})"));
+    if let Some(c) = setup.cgroup {
+        let _ = c.remove();
+    }
+    why
+}
+
+/// The pid of `pidfd`'s process in our pid namespace (its fdinfo).
+fn pid_of(pidfd: &OwnedFd) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Pid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|p: &i32| *p > 0)
+}
+
+/// One forked run.
+pub struct Forked {
+    id: u64,
+    shared: Arc<Shared>,
+    rx: mpsc::Receiver<Msg>,
+    pidfd: OwnedFd,
+    out: Option<OwnedFd>,
+    err: Option<OwnedFd>,
+    setup: Option<OwnedFd>,
+    /// Its other end is the [`Killer`]'s: a `K` there kills the run.
+    control: OwnedFd,
+    killer: Option<OwnedFd>,
+    cgroup: Option<cgroup::RunCgroup>,
+    t0: Instant,
+    timeout: Option<Duration>,
+    max_output: u64,
+    limits: BTreeMap<outcome::Name, LimitReport>,
+    layers: BTreeMap<outcome::Name, LayerReport>,
+    memory_limit: Option<u64>,
+    /// The child's stdin, when the caller writes it.
+    pub stdin: Option<std::fs::File>,
+}
+
+impl Forked {
+    /// A [`Killer`] of this run (once).
+    pub fn killer(&mut self) -> Option<Killer> {
+        self.killer.take().map(Killer::from_control)
+    }
+
+    /// Pump and cap the output until the child has ended (killing it at
+    /// the deadline, at the output cap, or on the killer's word), then
+    /// its outcome.
+    pub fn wait(mut self) -> Outcome {
+        let deadline = self.timeout.map(|t| self.t0 + t);
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut truncated = [false, false];
+        let (mut timed_out, mut capped) = (false, false);
+        let mut setup_said = Vec::new();
+        let mut exited = false;
+        let mut killed = false;
+        let mut control_open = true;
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let open = |f: &Option<OwnedFd>| f.as_ref().map_or(-1, |f| f.as_raw_fd());
+            let mut fds = [
+                pfd(open(&self.out)),
+                pfd(open(&self.err)),
+                pfd(open(&self.setup)),
+                pfd(if exited { -1 } else { self.pidfd.as_raw_fd() }),
+                pfd(if control_open {
+                    self.control.as_raw_fd()
+                } else {
+                    -1
+                }),
+            ];
+            if exited && fds[..3].iter().all(|f| f.fd < 0) {
+                break;
+            }
+            let wait_ms = match deadline {
+                Some(d) if !killed => d
+                    .saturating_duration_since(Instant::now())
+                    .as_millis()
+                    .min(i32::MAX as u128) as i32,
+                _ => -1,
+            };
+            let _ = sys::poll(&mut fds, wait_ms);
+            if deadline.is_some_and(|d| Instant::now() >= d) && !killed {
+                timed_out = true;
+                killed = true;
+                let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
+            }
+            for (i, slot) in [0usize, 1, 2].into_iter().zip([0usize, 1, 2]) {
+                if fds[i].revents == 0 {
+                    continue;
+                }
+                let fd = match slot {
+                    0 => &mut self.out,
+                    1 => &mut self.err,
+                    _ => &mut self.setup,
+                };
+                let Some(f) = fd.as_ref() else { continue };
+                let n = sys::read(f.as_raw_fd(), &mut buf).unwrap_or(0);
+                if n == 0 {
+                    *fd = None;
+                    continue;
+                }
+                let chunk = &buf[..n];
+                if slot == 2 {
+                    setup_said.extend_from_slice(chunk);
+                    continue;
+                }
+                let total = (out.len() + err.len()) as u64;
+                let room = self.max_output.saturating_sub(total) as usize;
+                let dst = if slot == 0 { &mut out } else { &mut err };
+                dst.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                if chunk.len() > room {
+                    truncated[slot] = true;
+                    if !killed {
+                        capped = true;
+                        killed = true;
+                        let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
+                    }
+                }
+            }
+            if fds[3].revents != 0 {
+                exited = true;
+            }
+            if fds[4].revents != 0 {
+                let mut b = [0u8; 1];
+                let n = sys::read(self.control.as_raw_fd(), &mut b).unwrap_or(0);
+                if n == 0 {
+                    // Every killer is gone: nothing more to hear.
+                    control_open = false;
+                }
+                if (n == 0 || b[0] == b'K') && !killed {
+                    killed = true;
+                    let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
+                }
+            }
+        }
+        let end = match self.rx.recv() {
+            Ok(Msg::Exited {
+                status,
+                user_us,
+                sys_us,
+                maxrss_kb,
+            }) => Some((status, user_us, sys_us, maxrss_kb)),
+            _ => None,
+        };
+        let mut o = Outcome::new();
+        o.usage.wall_time_ms = self.t0.elapsed().as_millis() as u64;
+        let stats = self.cgroup.as_ref().map(|c| c.stats());
+        if let Some(c) = self.cgroup.take() {
+            if let Err(e) = c.remove() {
+                o.warnings.push(format!("run cgroup left behind: {e}"));
+            }
+        }
+        let (status_word, user_us, sys_us, maxrss_kb) = end.unwrap_or((-1, 0, 0, 0));
+        o.usage.user_time_ms = user_us / 1000;
+        o.usage.system_time_ms = sys_us / 1000;
+        o.usage.peak_memory_bytes = maxrss_kb * 1024;
+        if let Some(st) = &stats {
+            if let Some(p) = st.memory_peak {
+                o.usage.peak_memory_bytes = p;
+                o.usage.peak_memory_source = "cgroup";
+            }
+            if let Some(c) = &st.cpu {
+                if c.user_usec + c.system_usec > 0 {
+                    o.usage.user_time_ms = c.user_usec / 1000;
+                    o.usage.system_time_ms = c.system_usec / 1000;
+                }
+            }
+            o.usage.peak_pids = st.pids_peak.unwrap_or(0);
+        }
+        o.usage.stdout_bytes = out.len() as u64;
+        o.usage.stderr_bytes = err.len() as u64;
+        let ended = sys::ChildEnd::from_wait_status(status_word);
+        o.limits = std::mem::take(&mut self.limits);
+        o.layers = std::mem::take(&mut self.layers);
+        let memory_hit = stats
+            .as_ref()
+            .is_some_and(|s| s.memory_limit_hit() || s.oom_killed());
+        let pids_hit = stats.as_ref().is_some_and(|s| s.pids_limit_hit());
+        for (name, hit) in [("memory", memory_hit), ("pids", pids_hit)] {
+            if let Some(l) = o.limits.get_mut(name) {
+                if l.enforced_by != "none" {
+                    l.hit = Some(hit);
+                    l.verdict = Some("counted");
+                }
+            }
+        }
+        let abnormal = ended.signal.is_some() || ended.code != Some(0);
+        o.exit_code = ended
+            .code
+            .unwrap_or_else(|| 128 + ended.signal.unwrap_or(0));
+        o.signal = ended.signal;
+        o.status = if end.is_none() {
+            o.exit_code = 125;
+            o.error = Some("zygote: the child's end is unknown (the fork server went away)".into());
+            Status::SetupError
+        } else if setup_said.first() == Some(&b'e')
+            || (setup_said.is_empty() && ended.code == Some(125))
+        {
+            o.exit_code = 125;
+            o.error = Some(format!(
+                "zygote child: {}",
+                String::from_utf8_lossy(setup_said.get(1..).unwrap_or_default())
+            ));
+            Status::SetupError
+        } else if self.memory_limit.is_some()
+            && memory_hit
+            && (abnormal || stats.as_ref().is_some_and(|s| s.oom_killed()))
+        {
+            Status::MemoryLimit
+        } else if pids_hit && abnormal {
+            Status::PidsLimit
+        } else if capped {
+            Status::OutputLimit
+        } else if timed_out {
+            Status::Timeout
+        } else if ended.signal == Some(libc::SIGSYS) {
+            Status::SeccompViolation
+        } else if ended.signal.is_some() {
+            Status::Signaled
+        } else {
+            Status::Exited
+        };
+        if o.layers
+            .get("seccomp")
+            .is_some_and(|l| l.detail["action"] == "errno")
+        {
+            o.warnings.push(
+                "seccomp: refused syscalls were not recorded (a fork server's child has no listener; the kernel refused them alone)".into(),
+            );
+        }
+        o.stdout = Some(outcome::capture(&out, truncated[0]));
+        o.stderr = Some(outcome::capture(&err, truncated[1]));
+        o
+    }
+}
+
+impl Drop for Forked {
+    fn drop(&mut self) {
+        // A run dropped before its end is killed (its pid namespace dies
+        // with its pid 1); its cgroup goes with the RunCgroup.
+        if self.out.is_some() || self.err.is_some() {
+            let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
+        }
+        self.shared.lock().remove(&self.id);
+    }
+}
+
+fn pfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}

@@ -1,0 +1,592 @@
+//! `stockade serve --warm-fork`, the real binary: one fork server per
+//! pool, a zygote interpreter that forks a child per request. As root
+//! (cgroup v1 here holds each run's memory and pids): forked runs answer
+//! as cold ones do, each child is confined as a cold payload is, and a
+//! hostile request reaches neither the zygote nor a sibling nor what an
+//! earlier request left (signals, /proc, abstract sockets, shared files,
+//! fds, the zygote's memory); its limits hold per run; nothing is left
+//! behind. As uid 65534 (no cgroup for a run's limits) the server says so
+//! and serves its pools as members.
+
+mod common;
+mod serve_util;
+
+use std::time::{Duration, Instant};
+
+use common::Who;
+use serde_json::{json, Value};
+use serve_util::{Server, PATIENCE};
+
+const HITS: &str = "stockade_pool_hits_total{profile=\"python\"}";
+
+fn forking(who: Who, more: &[&str]) -> Server {
+    let mut args = vec![
+        "--warm",
+        "python=1",
+        "--warm-import",
+        "json,re,math,difflib",
+        "--warm-fork",
+    ];
+    args.extend_from_slice(more);
+    let s = Server::start(who, &args);
+    let deadline = Instant::now() + PATIENCE;
+    while s.call("GET", "/readyz", &[], b"").status != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "never ready: {}",
+            s.log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    s
+}
+
+fn metric(s: &Server, name: &str) -> u64 {
+    let m = s.call("GET", "/metrics", &[], b"").text();
+    m.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn py(code: &str) -> Value {
+    json!({"profile": "python", "argv": ["python3", "-c", code]})
+}
+
+/// Root only (a run's cgroup); else a SKIPPED line and false.
+fn as_root(test: &str) -> bool {
+    if !common::is_root() {
+        common::skip(test, "not root: no cgroup holds a forked run's limits");
+        return false;
+    }
+    true
+}
+
+fn stdout(v: &Value) -> &str {
+    v["stdout"]["data"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn forked_runs_answer_as_cold_runs_do() {
+    if !as_root("forked_runs_answer_as_cold_runs_do") {
+        return;
+    }
+    let s = forking(Who::Root, &[]);
+    let v = s
+        .run(&json!({
+            "profile": "python",
+            "argv": ["python3", "-c", "import sys, os, json\nd = json.load(sys.stdin)\nprint(sys.argv, open('in/a.txt').read(), os.environ['ANSWER'], d['x'], os.access('in/run.sh', os.X_OK))\nprint('err', file=sys.stderr)\nsys.exit(3)", "arg"],
+            "stdin": "{\"x\": 42}",
+            "files": {"in/a.txt": "a file", "in/run.sh": {"text": "#!/bin/sh\n", "executable": true}},
+            "env": {"ANSWER": "yes"},
+        }))
+        .json();
+    assert_eq!(v["status"], "exited", "{v}");
+    assert_eq!(v["exit_code"], 3, "{v}");
+    assert_eq!(stdout(&v), "['-c', 'arg'] a file yes 42 True\n", "{v}");
+    assert_eq!(v["stderr"]["data"], "err\n", "{v}");
+    assert_eq!(metric(&s, HITS), 1);
+    let v = s
+        .run(&json!({
+            "profile": "python",
+            "argv": ["python3", "main.py", "-v"],
+            "files": {"main.py": "import sys, os\nprint(sys.argv, sys.path[0] == os.getcwd(), __name__)\n"},
+        }))
+        .json();
+    assert_eq!(stdout(&v), "['main.py', '-v'] True __main__\n", "{v}");
+    // The same stderr and exit code as a cold jail's (pids 100: a miss).
+    for code in [
+        "def f():\n    1/0\nf()",
+        "x(",
+        "import sys; sys.exit('bye')",
+        "import atexit, threading, time\natexit.register(lambda: print('atexit'))\nthreading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()",
+        // lo is up: a datagram to itself arrives.
+        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('127.0.0.1', 0))\ns.sendto(b'lo', s.getsockname())\nprint(s.recv(2))",
+    ] {
+        let fork = s.run(&py(code)).json();
+        let mut cold_req = py(code);
+        cold_req["limits"] = json!({"pids": 100});
+        let cold = s.run(&cold_req).json();
+        for k in ["status", "exit_code", "stdout", "stderr"] {
+            assert_eq!(fork[k], cold[k], "{code:?}: {k}: {fork} vs {cold}");
+        }
+    }
+    assert_eq!(metric(&s, HITS), 7);
+    // The outcome's shape is a cold run's: the same keys, limits and
+    // layers named alike.
+    let fork = s.run(&py("pass")).json();
+    let mut cold_req = py("pass");
+    cold_req["limits"] = json!({"pids": 100});
+    let cold = s.run(&cold_req).json();
+    let keys = |v: &Value, k: &str| -> Vec<String> {
+        let mut ks: Vec<String> = v[k].as_object().unwrap().keys().cloned().collect();
+        ks.sort();
+        ks
+    };
+    assert_eq!(keys(&fork, "limits"), keys(&cold, "limits"));
+    for l in [
+        "landlock",
+        "seccomp",
+        "capabilities",
+        "pid_namespace",
+        "net_namespace",
+    ] {
+        assert_eq!(fork["layers"][l]["state"], "applied", "{l}: {fork}");
+    }
+    assert_eq!(fork["layers"]["seccomp"], cold["layers"]["seccomp"]);
+    assert_eq!(
+        fork["layers"]["landlock"]["detail"]["status"],
+        "fully_enforced"
+    );
+    assert_eq!(fork["limits"]["memory"]["enforced_by"], "cgroup_v1");
+    // A child has no seccomp listener: its refusals are the kernel's alone,
+    // and the outcome says they went unrecorded.
+    assert!(
+        fork["warnings"]
+            .to_string()
+            .contains("refused syscalls were not recorded"),
+        "{fork}"
+    );
+    assert_eq!(fork["limits"]["pids"]["enforced_by"], "cgroup_v1");
+}
+
+/// What a child holds after its confinement, as the child sees it.
+#[test]
+fn a_forked_child_is_confined_as_a_cold_payload() {
+    if !as_root("a_forked_child_is_confined_as_a_cold_payload") {
+        return;
+    }
+    let s = forking(Who::Root, &[]);
+    let code = "import os, json, socket\n\
+        st = dict(l.split(':\\t') for l in open('/proc/self/status').read().splitlines() if ':\\t' in l)\n\
+        fds = sorted(int(f) for f in os.listdir('/proc/self/fd'))\n\
+        def can(f):\n    try:\n        f(); return True\n    except OSError:\n        return False\n\
+        print(json.dumps({'caps': [st[k].strip() for k in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb')],\n\
+          'nnp': st['NoNewPrivs'].strip(), 'seccomp': st['Seccomp'].strip(), 'pid': os.getpid(),\n\
+          'fds': fds, 'proc': sorted(os.listdir('/proc')), 'uid': os.getuid(),\n\
+          'write_usr': can(lambda: open('/usr/x', 'w')), 'write_tmp': can(lambda: open('/tmp/x', 'w')),\n\
+          'tcp': can(lambda: socket.create_connection(('127.0.0.1', 1), 1)),\n\
+          'mount': __import__('ctypes').CDLL(None, use_errno=True).mount(b'none', b'/tmp', b'tmpfs', 0, None) == 0}))";
+    let v = s.run(&py(code)).json();
+    assert_eq!(v["exit_code"], 0, "{v}");
+    let c: Value = serde_json::from_str(stdout(&v)).unwrap();
+    assert_eq!(c["caps"], json!(vec!["0000000000000000"; 5]), "{c}");
+    assert_eq!(c["nnp"], "1", "{c}");
+    assert_eq!(c["seccomp"], "2", "{c}");
+    assert_eq!(c["pid"], 1, "pid 1 of its own pid namespace: {c}");
+    // 0, 1, 2 and the listing's own fd: nothing of the zygote's.
+    assert_eq!(c["fds"], json!([0, 1, 2, 3]), "{c}");
+    assert_eq!(c["proc"], json!(["1", "self", "thread-self"]), "{c}");
+    assert_eq!(c["uid"], 1000, "{c}");
+    assert_eq!(c["write_usr"], false, "{c}");
+    assert_eq!(c["write_tmp"], true, "{c}");
+    assert_eq!(c["tcp"], false, "{c}");
+    assert_eq!(c["mount"], false, "{c}");
+}
+
+/// A hostile request tries to reach the zygote and a sibling run that is
+/// still going: signals to every pid, /proc, an abstract socket, the
+/// sibling's /tmp, workdir, /dev/shm and pty. It reaches nothing; the
+/// sibling ends as it would have, and the fork server serves on.
+#[test]
+fn a_forked_run_reaches_neither_the_zygote_nor_a_sibling() {
+    if !as_root("a_forked_run_reaches_neither_the_zygote_nor_a_sibling") {
+        return;
+    }
+    let s = forking(Who::Root, &[]);
+    // The sibling: leaves a mark everywhere it can write, listens on an
+    // abstract socket, opens a pty, and waits until the hostile run has
+    // finished (it says so by the file it waits for never appearing: the
+    // sibling just sleeps), then says it is whole.
+    let sibling = "import os, socket, time, pty\n\
+        for d in ('/tmp', '.', '/dev/shm'):\n    open(d + '/sibling-mark', 'w').write('secret-of-the-sibling')\n\
+        l = socket.socket(socket.AF_UNIX); l.bind('\\0stockade-sibling'); l.listen()\n\
+        m, sl = pty.openpty()\n\
+        print('ready', flush=True)\n\
+        time.sleep(3)\n\
+        print('whole')";
+    let mut sib_req = py(sibling);
+    sib_req["limits"] = json!({"timeout": "30s"});
+    let sib = {
+        let sock = s.sock.clone();
+        std::thread::spawn(move || {
+            let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+            serve_util::send(
+                &mut c,
+                "POST",
+                "/v1/runs",
+                &[],
+                &serde_json::to_vec(&sib_req).unwrap(),
+            )
+        })
+    };
+    // Give the sibling time to be running (what the hostile run checks
+    // does not depend on it: it finds nothing either way, and the
+    // sibling's own answer proves it was running meanwhile).
+    std::thread::sleep(Duration::from_millis(800));
+    let hostile = "import os, signal, socket, json, glob\n\
+        r = {}\n\
+        def t(name, f):\n    try:\n        r[name] = f()\n    except Exception as e:\n        r[name] = 'refused: ' + type(e).__name__\n\
+        t('kill_all', lambda: os.kill(-1, signal.SIGKILL))\n\
+        killed = []\n\
+        for p in range(2, 4096):\n    try:\n        os.kill(p, signal.SIGKILL); killed.append(p)\n    except OSError:\n        pass\n\
+        r['killed'] = killed\n\
+        r['proc'] = sorted(os.listdir('/proc'))\n\
+        t('abstract', lambda: socket.socket(socket.AF_UNIX).connect('\\0stockade-sibling'))\n\
+        r['marks'] = [p for d in ('/tmp', '.', '/dev/shm') for p in glob.glob(d + '/sibling-mark')]\n\
+        r['pts'] = sorted(os.listdir('/dev/pts'))\n\
+        t('ppid', lambda: os.getppid())\n\
+        t('pidfd', lambda: os.pidfd_open(2))\n\
+        import ctypes\n\
+        libc = ctypes.CDLL(None, use_errno=True)\n\
+        r['keyring'] = libc.syscall(248, b'user', b'stockade-fork-test', b'x', 1, -4)\n\
+        r['userns'] = libc.unshare(0x10000000)\n\
+        print(json.dumps(r))";
+    let v = s.run(&py(hostile)).json();
+    assert_eq!(v["exit_code"], 0, "{v}");
+    let r: Value = serde_json::from_str(stdout(&v)).unwrap();
+    // kill(-1): no other process in its pid namespace to signal.
+    assert_eq!(r["kill_all"], "refused: ProcessLookupError", "{r}");
+    assert_eq!(r["killed"], json!([]), "{r}");
+    assert_eq!(r["proc"], json!(["1", "self", "thread-self"]), "{r}");
+    assert!(
+        r["abstract"].as_str().unwrap().starts_with("refused"),
+        "{r}"
+    );
+    assert_eq!(r["marks"], json!([]), "{r}");
+    assert_eq!(r["pts"], json!(["ptmx"]), "{r}");
+    assert_eq!(
+        r["ppid"], 0,
+        "its parent (the zygote) is outside its pid namespace: {r}"
+    );
+    assert!(r["pidfd"].as_str().unwrap().starts_with("refused"), "{r}");
+    // The user keyring is shared by every process of one uid in one user
+    // namespace: the seccomp filter refuses it, as a cold run's does.
+    assert_eq!(r["keyring"], -1, "{r}");
+    assert_eq!(r["userns"], -1, "{r}");
+    let sib = sib.join().unwrap().json();
+    assert_eq!(sib["status"], "exited", "{sib}");
+    assert_eq!(stdout(&sib), "ready\nwhole\n", "{sib}");
+    // The zygote lives on.
+    let v = s.run(&py("print('after')")).json();
+    assert_eq!(stdout(&v), "after\n", "{v}");
+    assert!(metric(&s, HITS) >= 3);
+}
+
+/// A request's program, stdin and files never pass through the zygote:
+/// the next request, a fork of the same zygote, finds none of them in its
+/// own memory, /tmp or workdir. `random` is seeded anew in each child;
+/// the hash seed is the zygote's (shared, as documented).
+#[test]
+fn a_forked_run_finds_nothing_of_the_previous_one() {
+    if !as_root("a_forked_run_finds_nothing_of_the_previous_one") {
+        return;
+    }
+    let s = forking(Who::Root, &[]);
+    let token = format!("tok{:x}", std::process::id() as u64 * 7919 + 17);
+    let first = json!({
+        "profile": "python",
+        "argv": ["python3", "-c", format!("import sys, random, json\nkeep = sys.stdin.read() + open('f.txt').read() + '{token}-code'\nopen('/tmp/left', 'w').write(keep)\nopen('left', 'w').write(keep)\nprint(json.dumps({{'random': random.random(), 'hash': hash('stockade')}}))")],
+        "stdin": format!("{token}-stdin"),
+        "files": {"f.txt": format!("{token}-file")},
+    });
+    let a = s.run(&first).json();
+    assert_eq!(a["exit_code"], 0, "{a}");
+    // The token spelled backwards in the program and searched for as a
+    // pattern of one-character classes: the search itself never puts the
+    // token's bytes in memory, so it finds only what was there before.
+    let rev: String = token.chars().rev().collect();
+    let scan = format!(
+        "import os, json, random, re, sys\n\
+        mine = sys.stdin.read()\n\
+        pat = ''.join('[%s]' % c for c in reversed('{rev}'))\n\
+        pats = {{s: re.compile(pat.encode() + b''.join(b'[%c]' % c for c in s.encode())) for s in ('-code', '-stdin', '-file', '-mine')}}\n\
+        found = []\n\
+        with open('/proc/self/maps') as m, open('/proc/self/mem', 'rb', 0) as mem:\n    for line in m:\n        a, perms = line.split()[:2]\n        if 'r' not in perms or '[vvar' in line or '[vsyscall' in line:\n            continue\n        lo, hi = (int(x, 16) for x in a.split('-'))\n        try:\n            mem.seek(lo); chunk = mem.read(hi - lo)\n        except OSError:\n            continue\n        for s, p in pats.items():\n            if p.search(chunk) is not None:\n                found.append(s)\n        del chunk\n\
+        print(json.dumps({{'found': sorted(set(found)), 'tmp': os.listdir('/tmp'), 'work': os.listdir('.'), 'random': random.random(), 'hash': hash('stockade')}}))"
+    );
+    // Its own stdin holds the token too (a control: the search finds what
+    // is there).
+    let mut req = py(&scan);
+    req["stdin"] = json!(format!("{token}-mine"));
+    let b = s.run(&req).json();
+    assert_eq!(b["exit_code"], 0, "{b}");
+    let b: Value = serde_json::from_str(stdout(&b)).unwrap();
+    let a: Value = serde_json::from_str(stdout(&a)).unwrap();
+    assert_eq!(b["found"], json!(["-mine"]), "{b}");
+    assert_eq!(b["tmp"], json!([]), "{b}");
+    assert_eq!(b["work"], json!([]), "{b}");
+    assert_ne!(a["random"], b["random"], "random seeded alike");
+    // Documented: the hash seed is the zygote's, shared by its children.
+    assert_eq!(a["hash"], b["hash"]);
+    assert_eq!(metric(&s, HITS), 2);
+}
+
+/// Each run's deadline, output cap, memory and pids limits hold for it
+/// alone: a fork bomb and a memory hog end as such while a sibling run
+/// started beside them passes.
+#[test]
+fn a_forked_runs_limits_are_its_own() {
+    if !as_root("a_forked_runs_limits_are_its_own") {
+        return;
+    }
+    let s = forking(Who::Root, &["--max-memory", "128m", "--max-pids", "32"]);
+    let mut r = py("import time\ntime.sleep(600)");
+    r["limits"] = json!({"timeout": "1s"});
+    let v = s.run(&r).json();
+    assert_eq!(v["status"], "timeout", "{v}");
+    let mut r = py("print('x' * 5000)");
+    r["limits"] = json!({"max_output": 1000});
+    let v = s.run(&r).json();
+    assert_eq!(v["status"], "output_limit", "{v}");
+    assert_eq!(v["stdout"]["truncated"], true, "{v}");
+    let sibling = {
+        let sock = s.sock.clone();
+        std::thread::spawn(move || {
+            let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+            let body = py("import time, os\ntime.sleep(2)\npid = os.fork()\nos._exit(0) if pid == 0 else os.waitpid(pid, 0)\nprint('fine')");
+            serve_util::send(
+                &mut c,
+                "POST",
+                "/v1/runs",
+                &[],
+                &serde_json::to_vec(&body).unwrap(),
+            )
+        })
+    };
+    let bomb = "import os, time\nn = 0\nwhile True:\n    try:\n        if os.fork() == 0:\n            time.sleep(30); os._exit(0)\n        n += 1\n    except OSError:\n        break\nprint(n)\nraise SystemExit(1)";
+    let v = s.run(&py(bomb)).json();
+    assert_eq!(v["status"], "pids_limit", "{v}");
+    assert_eq!(v["limits"]["pids"]["hit"], true, "{v}");
+    let hog = "b = []\nwhile True:\n    b.append(bytearray(8 << 20))";
+    let v = s.run(&py(hog)).json();
+    assert_eq!(v["status"], "memory_limit", "{v}");
+    assert_eq!(v["limits"]["memory"]["hit"], true, "{v}");
+    let sib = sibling.join().unwrap().json();
+    assert_eq!(sib["status"], "exited", "{sib}");
+    assert_eq!(stdout(&sib), "fine\n", "{sib}");
+    assert_eq!(metric(&s, HITS), 5);
+}
+
+/// A client that goes away mid-run gets its child killed (its whole pid
+/// namespace); SIGTERM ends the zygote; no process, run cgroup or
+/// workdir is left.
+#[test]
+fn forked_runs_leave_nothing_behind() {
+    if !as_root("forked_runs_leave_nothing_behind") {
+        return;
+    }
+    let mut s = forking(Who::Root, &[]);
+    let mut c = std::os::unix::net::UnixStream::connect(&s.sock).unwrap();
+    let body = serde_json::to_vec(&py(
+        "import os, time\nif os.fork() == 0:\n    time.sleep(600)\ntime.sleep(600)",
+    ))
+    .unwrap();
+    let head = format!(
+        "POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    std::io::Write::write_all(&mut c, head.as_bytes()).unwrap();
+    std::io::Write::write_all(&mut c, &body).unwrap();
+    // Wait until the run is in flight, then hang up.
+    let deadline = Instant::now() + PATIENCE;
+    while metric(&s, "stockade_runs_in_flight") == 0 {
+        assert!(Instant::now() < deadline, "the run never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(c);
+    while metric(&s, "stockade_runs_in_flight") != 0 {
+        assert!(Instant::now() < deadline, "the run was not killed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let v = s.run(&py("print('next')")).json();
+    assert_eq!(stdout(&v), "next\n", "{v}");
+    let pids = descendants(s.pid());
+    s.term();
+    assert_eq!(s.wait().code(), Some(0), "{}", s.log.lock().unwrap());
+    for p in &pids {
+        while std::path::Path::new(&format!("/proc/{p}")).exists() {
+            let st = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            if st.contains(") Z ") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "process {p} is still alive");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
+    // No v1 run group of this server's left (they are named after it).
+    let me = format!("run-{}-", s.pid());
+    for ctrl in ["memory", "pids", "cpu"] {
+        let base = std::path::PathBuf::from(format!("/sys/fs/cgroup/{ctrl}"));
+        let left: Vec<_> = walk(&base, 6)
+            .into_iter()
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&me))
+            })
+            .collect();
+        assert!(left.is_empty(), "{ctrl}: {left:?}");
+    }
+}
+
+/// The zygote killed from outside: the run in flight ends with a setup
+/// error that says why (or, if it had ended, as it did), the next
+/// request is answered right (a cold jail while there is no fork
+/// server), and the pool starts another zygote.
+#[test]
+fn a_killed_zygote_is_replaced_and_runs_stay_right() {
+    if !as_root("a_killed_zygote_is_replaced_and_runs_stay_right") {
+        return;
+    }
+    let s = forking(Who::Root, &[]);
+    let zygote = || {
+        descendants(s.pid()).into_iter().find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("_zygote(_sys, _os)"))
+        })
+    };
+    let first = zygote().expect("a zygote");
+    let v = s.run(&py("print('before')")).json();
+    assert_eq!(stdout(&v), "before\n", "{v}");
+    let hits = metric(&s, HITS);
+    assert!(hits >= 1);
+    kill_process(first);
+    // Until a new zygote is up, runs are cold and right.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let v = s.run(&py("print('during')")).json();
+        assert_eq!(stdout(&v), "during\n", "{v}");
+        match zygote() {
+            Some(z) if z != first => break,
+            _ => {}
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no new zygote: {}",
+            s.log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let deadline = Instant::now() + PATIENCE;
+    let before = metric(&s, HITS);
+    loop {
+        let v = s.run(&py("import os; print(os.getpid())")).json();
+        assert_eq!(v["exit_code"], 0, "{v}");
+        if metric(&s, HITS) > before {
+            assert_eq!(stdout(&v), "1\n", "a forked child again: {v}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never forked again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn kill_process(pid: u32) {
+    let st = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// Without a cgroup for each run's memory and pids (uid 65534 here), the
+/// server says so and serves its pool as members, each run right.
+#[test]
+fn without_a_run_cgroup_the_pool_serves_members() {
+    let s = forking(Who::Nobody, &[]);
+    let v = s.run(&py("import os; print(os.getpid())")).json();
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert_ne!(
+        stdout(&v),
+        "1\n",
+        "a member's payload is pid 2 under init: {v}"
+    );
+    assert!(
+        s.log
+            .lock()
+            .unwrap()
+            .contains("--warm-fork: no cgroup holds"),
+        "{}",
+        s.log.lock().unwrap()
+    );
+}
+
+/// Where user namespaces are refused no zygote can start (its child
+/// cannot make its namespaces): after three tries the server says so and
+/// serves its pools as members, each run right.
+#[test]
+fn in_the_fallback_the_pool_serves_members() {
+    for who in common::users("in_the_fallback_the_pool_serves_members") {
+        let s = Server::start_wrapped(
+            &["chk_nouserns"],
+            who,
+            &["--warm", "python=1", "--warm-import", "json", "--warm-fork"],
+        );
+        let deadline = Instant::now() + PATIENCE;
+        while s.call("GET", "/readyz", &[], b"").status != 200 {
+            assert!(
+                Instant::now() < deadline,
+                "never ready: {}",
+                s.log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let v = s
+            .run(&json!({
+                "profile": "python",
+                "argv": ["python3", "-c", "import sys; print(open('a.txt').read(), sys.stdin.read())"],
+                "stdin": "in",
+                "files": {"a.txt": "given"},
+            }))
+            .json();
+        assert_eq!(v["status"], "exited", "{v}");
+        assert_eq!(v["layers"]["user_namespace"]["state"], "unavailable", "{v}");
+        assert_eq!(stdout(&v), "given in\n", "{v}");
+        assert_eq!(metric(&s, HITS), 1);
+        let log = s.log.lock().unwrap().clone();
+        assert!(
+            log.contains("--warm-fork: no fork server could start")
+                || log.contains("--warm-fork: no cgroup holds"),
+            "{log}"
+        );
+    }
+}
+
+fn walk(dir: &std::path::Path, depth: usize) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if depth == 0 {
+        return out;
+    }
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.push(e.path());
+            out.extend(walk(&e.path(), depth - 1));
+        }
+    }
+    out
+}
+
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if let Some(pp) = ppid {
+            parent.push((p, pp));
+        }
+    }
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let me = out[i];
+        out.extend(parent.iter().filter(|(_, pp)| *pp == me).map(|(p, _)| *p));
+        i += 1;
+    }
+    out.remove(0);
+    out
+}
