@@ -209,8 +209,8 @@ pub struct Job {
 
 /// A started run: a jail of its own, or a fork server's child.
 enum Running {
-    Jail(Child, Option<Workdir>),
-    Fork(crate::zygote::Forked),
+    Jail(Box<Child>, Option<Workdir>),
+    Fork(Box<crate::zygote::Forked>),
 }
 
 /// The jail for `policy`: a warm pool's member (or a fork server's
@@ -234,13 +234,13 @@ fn launch(
     match taken {
         Some((Taken::Member(member), env)) => {
             let (c, w) = member.hand_over(&policy, &env, files, stdin, stream)?;
-            return Ok(Running::Jail(c, Some(w)));
+            return Ok(Running::Jail(Box::new(c), Some(w)));
         }
         Some((Taken::Fork(server), env)) => {
             Workdir::check_files(files)?;
             let input = super::warm::fork_input(&policy.argv, &env, files);
             match server.run(&policy, &input, stdin) {
-                Ok(f) => return Ok(Running::Fork(f)),
+                Ok(f) => return Ok(Running::Fork(Box::new(f))),
                 // The fork server went away meanwhile (the pool starts
                 // another): this run is a cold one.
                 Err(e) => eprintln!(
@@ -260,7 +260,7 @@ fn launch(
         .stderr(pipe(stream))
         .spawn();
     match spawned {
-        Ok(c) => Ok(Running::Jail(c, Some(workdir))),
+        Ok(c) => Ok(Running::Jail(Box::new(c), Some(workdir))),
         Err(crate::Error::Policy(e)) => Err(policy_error(&e)),
         Err(e) => Err(ApiError::internal(format!("starting the jail: {e}"))),
     }
