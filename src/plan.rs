@@ -661,10 +661,14 @@ impl Plan {
         // run by root): the jail's ids map to a host id of its own, leased
         // for the run, so that no other process on the host shares the uid
         // that owns those files here (and could ptrace or signal the
-        // payload).
+        // payload). Not in a user namespace the caller hands over
+        // (`join_userns`) or maps itself (`userns_block_fd`): the jail's
+        // ids are what that namespace maps, not a leased id.
         let idmap_lease = match p.idmap_root_binds
             && !fallback
             && outer.euid == 0
+            && p.join_userns.is_none()
+            && p.userns_block_fd.is_none()
             && sys::host_root_is_zero_here()
         {
             true => {

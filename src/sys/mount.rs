@@ -118,30 +118,13 @@ struct MountAttr {
 /// bits are set; locked flags are left as they are, so this never trips
 /// over flags the kernel locked in a user namespace.
 pub fn mount_setattr(fd: &OwnedFd, set: u64, recursive: bool, shown: &Path) -> SysResult<()> {
-    const AT_RECURSIVE: u32 = 0x8000;
-    let attr = MountAttr {
-        attr_set: set,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
+    let a = TreeAttrs {
+        set,
+        private: false,
+        idmap: None,
+        recursive,
     };
-    let flags = libc::AT_EMPTY_PATH as u32 | if recursive { AT_RECURSIVE } else { 0 };
-    // SAFETY: empty path with AT_EMPTY_PATH on a valid fd; `attr` outlives
-    // the call and its size is passed.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            flags,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if r < 0 {
-        return err("mount_setattr", shown.display(), last_errno());
-    }
-    Ok(())
+    mount_setattr_tree(fd, &a, shown)
 }
 
 const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;

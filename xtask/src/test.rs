@@ -279,7 +279,7 @@ fn bwrap_suite(t: &mut Tally) {
     crate::bwrap_test::into_tally(t);
     let (p, f, s) = (t.passed - p0, t.failed - f0, t.skipped - s0);
     println!(
-        "==> bubblewrap's test suite against the real bwrap: {p} passed, {f} failed, {s} skipped (table: {})",
+        "==> bubblewrap's test suite under stockade, judged against the real bwrap: {p} passed, {f} failed, {s} skipped (table: {})",
         logs::shown(crate::bwrap_test::TABLE_LOG)
     );
 }

@@ -47,7 +47,17 @@ class LocalRun(unittest.TestCase):
         out = stockade.run(["sleep", "600"], limits={"timeout": 1})
         self.assertEqual(out.status, "timeout", out.raw)
         out = stockade.run(code="x = []\nwhile True: x.append(bytearray(1 << 20))", limits={"memory": "64m"})
-        self.assertEqual(out.status, "memory_limit", out.raw)
+        if out.raw["limits"]["memory"].get("verdict") == "inferred":
+            # The rlimit rung (uid 65534 here, the fallback): the verdict
+            # is inferred from the address space init samples, and a hog
+            # whose last allocation fails (MemoryError) between two samples
+            # ends as the exit it chose, which the outcome says is inferred.
+            # It must still have failed.
+            self.assertIn(out.status, ("memory_limit", "exited"), out.raw)
+            self.assertNotEqual(out.exit_code, 0, out.raw)
+        else:
+            self.assertEqual(out.status, "memory_limit", out.raw)
+            self.assertEqual(out.raw["limits"]["memory"]["verdict"], "counted", out.raw)
 
     def test_the_host_environment_stays_out(self):
         os.environ["STOCKADE_TEST_CANARY"] = "canary-4f1d"
