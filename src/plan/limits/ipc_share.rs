@@ -89,11 +89,11 @@ impl IpcBounds {
         format!(
             "SysV IPC and POSIX message queues {} (SysV shm {} in at most {SHMMNI} segments, \
              {} SysV message queues of {MSGMNB} bytes, {} semaphores, POSIX queues {} by RLIMIT_MSGQUEUE)",
-            super::tmpfs_share::mib(self.total()),
-            super::tmpfs_share::mib(self.shm),
+            mib(self.total()),
+            mib(self.shm),
             self.msg_queues,
             SEM.1,
-            super::tmpfs_share::mib(self.mq),
+            mib(self.mq),
         )
     }
 }
@@ -101,6 +101,15 @@ impl IpcBounds {
 /// The share of `--memory` the IPC namespace gets.
 pub fn budget(memory: u64) -> u64 {
     memory / 8
+}
+
+/// A size as the outcome's `why` says it.
+pub(super) fn mib(b: u64) -> String {
+    if b % (1 << 20) == 0 {
+        format!("{} MiB", b >> 20)
+    } else {
+        format!("{b} bytes")
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use super::super::root::{tmpfs_size, with_tmpfs_size, RootStep};
 use super::super::Plan;
-use super::ipc_share::{self, IpcBounds};
+use super::ipc_share::{self, mib, IpcBounds};
 
 /// The smallest size a shrunk tmpfs keeps.
 const MIN_TMPFS: u64 = 1 << 20;
@@ -65,14 +65,6 @@ impl Share {
                 ""
             }
         )
-    }
-}
-
-pub(super) fn mib(b: u64) -> String {
-    if b % (1 << 20) == 0 {
-        format!("{} MiB", b >> 20)
-    } else {
-        format!("{b} bytes")
     }
 }
 
