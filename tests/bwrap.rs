@@ -2371,3 +2371,36 @@ fn info_child_pid_namespaces_can_be_joined_by_the_caller() {
         }
     }
 }
+
+/// A sandbox that fails before its command (here at its `--chdir`) still
+/// tells a child-pid on `--json-status-fd`, then no exit code, as bwrap.
+#[test]
+fn json_status_fd_tells_a_child_pid_when_the_command_never_starts() {
+    for who in users("bwrap_status_no_command") {
+        let args = [
+            "--bind",
+            "/",
+            "/",
+            "--json-status-fd",
+            "1",
+            "--chdir",
+            "/nonexistent",
+            "true",
+        ];
+        let mut runs = vec![("stockade", with_args(ours(who), &args, None))];
+        match real(who) {
+            Some(r) => runs.push(("bwrap", with_args(r, &args, None))),
+            None => common::skip("bwrap_status_no_command", "the real bwrap cannot run here"),
+        }
+        for (name, o) in &runs {
+            expect_code(o, 1, &format!("{name} {who:?}"));
+            assert_eq!(
+                stderr(o),
+                "bwrap: Can't chdir to /nonexistent: No such file or directory\n"
+            );
+            let d = documents(&stdout(o));
+            assert_eq!(d.len(), 1, "{name} {who:?}: {}", stdout(o));
+            assert!(d[0]["child-pid"].as_u64().is_some_and(|p| p > 1), "{name}");
+        }
+    }
+}
