@@ -560,6 +560,13 @@ fn denials_fallback(
 }
 
 impl Plan {
+    /// The payload says hello before execve, for the supervisor to tell
+    /// its pid (`supervise::childpid`): the policy asks for the pid, and
+    /// not before the id maps (`userns_block_fd`: init's is told then).
+    pub fn payload_hello(&self) -> bool {
+        !self.pid_reports.is_empty() && self.userns_block_fd.is_none()
+    }
+
     /// Turn a validated policy into the plan of a run, and acquire what the
     /// run holds. Reads the host (bind sources, caller ids), allocates every
     /// string the child will need, makes the run's cgroup when a cgroup

@@ -207,9 +207,10 @@ pub fn deny_home(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
     host_path(origin, &p)
 }
 
-/// Where the supervisor writes the jail's pid (its init's, the pid 1 of
-/// its pid namespace, as seen from the caller) and its namespaces' inode
-/// numbers, as bwrap writes them: `{"child-pid": N, "mnt-namespace": M, …}`,
+/// Where the supervisor writes the jail's pid (the process that execs the
+/// command, as seen from the caller, before it does: see
+/// `supervise::childpid`; init's with `userns_block_fd`) and its
+/// namespaces' inode numbers, as bwrap writes them: `{"child-pid": N, "mnt-namespace": M, …}`,
 /// `pretty` over several lines as `--info-fd`, else on one line as the
 /// first document of `--json-status-fd`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

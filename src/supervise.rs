@@ -10,6 +10,7 @@
 mod audit;
 pub mod cgroup;
 mod channels;
+mod childpid;
 pub mod classify;
 mod deadline;
 mod idmap;

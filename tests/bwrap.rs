@@ -2218,3 +2218,189 @@ fn userns_block_fd_waits_for_the_callers_own_maps() {
         }
     }
 }
+
+/// The namespaces a `--info-fd` reader hands on (bubblewrap's
+/// test-specifying-userns.sh and test-specifying-pidns.sh, Flatpak's
+/// `flatpak enter`).
+const NS: &str = "user pid mnt net ipc uts cgroup";
+
+/// What [`handoff`] saw: the command's own namespace links, those of the
+/// info's child-pid read by the caller, those of a second sandbox given
+/// `--userns`/`--pidns` fds the caller opened from /proc/<child-pid>/ns,
+/// the exit codes, and the `--json-status-fd` documents.
+struct Handoff {
+    command: String,
+    child: String,
+    second: String,
+    second_err: String,
+    codes: (Option<i32>, Option<i32>),
+    status: Vec<serde_json::Value>,
+    info_pid: u64,
+}
+
+/// A sandbox with `--info-fd` (a regular file, as the scripts use: the
+/// info must be in it before the command starts) and `--json-status-fd`
+/// whose command prints its namespace links and waits for its stdin to
+/// end (its output, none, is ours); then, as `who`, the links of /proc/<child-pid>/ns and a second
+/// sandbox started with `--userns 11` (and `--pidns 12` with `pidns`)
+/// opened from there.
+fn handoff(who: Who, bin: &[&str], first: &[&str], pidns: bool, s: &common::Scratch) -> Handoff {
+    use std::io::{BufRead, Write};
+    use std::os::unix::process::CommandExt;
+    let (info, status) = (s.join("info.json"), s.join("status.json"));
+    let _ = std::fs::remove_file(&info);
+    let _ = std::fs::remove_file(&status);
+    let as_who = |c: &mut Command| {
+        c.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("LANG", "C.UTF-8")
+            .current_dir("/");
+        if who == Who::Nobody && is_root() {
+            c.uid(NOBODY).gid(NOBODY);
+        }
+    };
+    let mut c = Command::new("bash");
+    // bash: dash takes no fd above 9 in a redirection.
+    c.args(["-c", "exec \"$@\" 42>\"$INFO\" 43>\"$STATUS\"", "sh"]);
+    c.args(bin)
+        .args(["--bind", "/", "/", "--tmpfs", "/tmp", "--info-fd", "42"])
+        .args(["--json-status-fd", "43", "--unshare-user"])
+        .args(first)
+        .args([
+            "sh",
+            "-c",
+            "for n in $0; do readlink /proc/self/ns/$n; done; exec cat",
+            NS,
+        ]);
+    as_who(&mut c);
+    c.env("INFO", &info).env("STATUS", &status);
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("start");
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut command = String::new();
+    for _ in NS.split(' ') {
+        out.read_line(&mut command).unwrap();
+    }
+    // The command runs: the info is written already.
+    let doc = documents(&std::fs::read_to_string(&info).unwrap_or_default());
+    let info_pid = doc
+        .first()
+        .and_then(|d| d["child-pid"].as_u64())
+        .unwrap_or(0);
+    let mut c = Command::new("bash");
+    let script = "P=$1; shift; for n in $NS; do readlink /proc/$P/ns/$n || echo unreadable; done; \
+                  echo --; exec \"$@\" 11</proc/$P/ns/user 12</proc/$P/ns/pid";
+    c.args(["-c", script, "sh", &info_pid.to_string()]);
+    c.args(bin)
+        .args(["--bind", "/", "/", "--tmpfs", "/tmp", "--userns", "11"]);
+    if pidns {
+        c.args(["--pidns", "12"]);
+    }
+    c.args(["readlink", "/proc/self/ns/user", "/proc/self/ns/pid"]);
+    as_who(&mut c);
+    c.env("NS", NS);
+    let o = c.output().expect("start");
+    let text = stdout(&o);
+    let (child_links, second) = text.split_once("--\n").unwrap_or((&text, ""));
+    // The first sandbox's command ends with its stdin.
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.flush();
+    drop(stdin);
+    let first_code = child.wait().unwrap().code();
+    Handoff {
+        command,
+        child: child_links.to_string(),
+        second: second.to_string(),
+        second_err: stderr(&o),
+        codes: (first_code, o.status.code()),
+        status: documents(&std::fs::read_to_string(&status).unwrap_or_default()),
+        info_pid,
+    }
+}
+
+/// The info's child-pid is a process whose /proc/PID/ns the caller (not
+/// root) may open, in the command's namespaces: a second sandbox joins
+/// them with `--userns`/`--pidns`, as bubblewrap's
+/// test-specifying-userns.sh and test-specifying-pidns.sh do; the same
+/// under the real bwrap.
+#[test]
+fn info_child_pid_namespaces_can_be_joined_by_the_caller() {
+    let s = common::Scratch::new("bwrap-child-pid").world_writable();
+    let ours_bin = common::binary().to_str().unwrap();
+    let cases: [(&[&str], bool); 4] = [
+        (&[], false),
+        (&["--unshare-pid"], false),
+        (&["--unshare-pid"], true),
+        (&["--unshare-pid", "--as-pid-1"], true),
+    ];
+    for who in users("bwrap_info_child_pid") {
+        for (first, pidns) in cases {
+            let mut runs = vec![(
+                "stockade",
+                handoff(who, &[ours_bin, "bwrap"], first, pidns, &s),
+            )];
+            match real(who) {
+                Some(_) => runs.push(("bwrap", handoff(who, &[real_path()], first, pidns, &s))),
+                None => common::skip("bwrap_info_child_pid", "the real bwrap cannot run here"),
+            }
+            for (name, h) in &runs {
+                let what = format!("{name} {who:?} {first:?} pidns={pidns}");
+                assert_eq!(h.codes, (Some(0), Some(0)), "{what}: {}", h.second_err);
+                assert_eq!(h.command.lines().count(), 7, "{what}: {}", h.command);
+                assert!(h.info_pid > 1, "{what}: no child-pid");
+                // The child-pid's namespaces, read by the caller, are the
+                // command's own.
+                assert_eq!(h.child, h.command, "{what}");
+                let cmd: Vec<&str> = h.command.lines().collect();
+                let second: Vec<&str> = h.second.lines().collect();
+                assert_eq!(second.first(), cmd.first(), "{what}: user namespace");
+                if pidns {
+                    assert_eq!(second.get(1), cmd.get(1), "{what}: pid namespace");
+                }
+                // --json-status-fd: the same child-pid, then the exit code.
+                assert_eq!(h.status.len(), 2, "{what}: {:?}", h.status);
+                assert_eq!(
+                    h.status[0]["child-pid"].as_u64(),
+                    Some(h.info_pid),
+                    "{what}"
+                );
+                assert_eq!(h.status[1], serde_json::json!({"exit-code": 0}), "{what}");
+            }
+        }
+    }
+}
+
+/// A sandbox that fails before its command (here at its `--chdir`) still
+/// tells a child-pid on `--json-status-fd`, then no exit code, as bwrap.
+#[test]
+fn json_status_fd_tells_a_child_pid_when_the_command_never_starts() {
+    for who in users("bwrap_status_no_command") {
+        let args = [
+            "--bind",
+            "/",
+            "/",
+            "--json-status-fd",
+            "1",
+            "--chdir",
+            "/nonexistent",
+            "true",
+        ];
+        let mut runs = vec![("stockade", with_args(ours(who), &args, None))];
+        match real(who) {
+            Some(r) => runs.push(("bwrap", with_args(r, &args, None))),
+            None => common::skip("bwrap_status_no_command", "the real bwrap cannot run here"),
+        }
+        for (name, o) in &runs {
+            expect_code(o, 1, &format!("{name} {who:?}"));
+            assert_eq!(
+                stderr(o),
+                "bwrap: Can't chdir to /nonexistent: No such file or directory\n"
+            );
+            let d = documents(&stdout(o));
+            assert_eq!(d.len(), 1, "{name} {who:?}: {}", stdout(o));
+            assert!(d[0]["child-pid"].as_u64().is_some_and(|p| p > 1), "{name}");
+        }
+    }
+}

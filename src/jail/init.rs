@@ -29,13 +29,15 @@ const SUPERVISOR_GONE: Signal = Signal::SIGUSR1;
 /// Entry point of the cloned child. Never returns. `stdio`, when given,
 /// replaces stdout and stderr (the supervisor's capped pipes); `trees`,
 /// the binds' mount trees the supervisor idmapped (one per plan step, or
-/// none: see `supervise::idmap`), attached instead of clones of our own.
+/// none: see `supervise::idmap`), attached instead of clones of our own;
+/// `hello`, the payload's hello socket (see `payload::say_hello`).
 pub fn main(
     plan: &Plan,
     ctl: OwnedFd,
     rep: OwnedFd,
     stdio: Option<(OwnedFd, OwnedFd)>,
     trees: Vec<Option<rootfs::Idmapped>>,
+    hello: Option<OwnedFd>,
 ) -> ! {
     let report = Reporter::new(rep.as_raw_fd());
     sys::scrub_cmdline(b"stockade-init");
@@ -110,10 +112,14 @@ pub fn main(
         // The command is pid 1: init's own steps end here, and the
         // supervisor takes init's exit as the command's.
         drop(held);
-        match payload::main(plan, report, proc_raw, landlock_log) {}
+        let hello = hello.as_ref().map(|h| h.as_raw_fd());
+        match payload::main(plan, report, proc_raw, landlock_log, hello) {}
     }
     let sfd = signal_fd(!plan.own_pidns, report);
-    let child = start_payload(plan, &sfd, &ctl, proc_raw, landlock_log, report);
+    let hello_raw = hello.as_ref().map(|h| h.as_raw_fd());
+    let child = start_payload(plan, &sfd, &ctl, proc_raw, landlock_log, hello_raw, report);
+    // The payload has said hello (and exec'd): ours is of no more use.
+    drop(hello);
     drop(held);
     let (status, peak) = wait_for_payload(plan, child, &sfd, &ctl);
     match status {
@@ -365,6 +371,7 @@ fn start_payload(
     ctl: &OwnedFd,
     host_proc: Option<i32>,
     landlock_log: bool,
+    hello: Option<i32>,
     report: Reporter,
 ) -> i32 {
     let (sfd_raw, ctl_raw) = (sfd.as_raw_fd(), ctl.as_raw_fd());
@@ -377,7 +384,7 @@ fn start_payload(
             sys::close_raw(sfd_raw);
             sys::close_raw(ctl_raw);
         }
-        payload::main(plan, report, host_proc, landlock_log)
+        payload::main(plan, report, host_proc, landlock_log, hello)
     };
     #[allow(unsafe_code)]
     // SAFETY: init is single-threaded, and the payload closes only its own

@@ -1,6 +1,7 @@
 //! pid 2: the last steps before execve, in the order that matters:
 //! setsid → rlimits → drop capabilities → no_new_privs → Landlock →
-//! close stray fds → seccomp (last) → execve.
+//! close stray fds → hello (the supervisor tells our pid) → seccomp
+//! (last) → execve.
 
 #![deny(unsafe_code)]
 
@@ -18,12 +19,14 @@ use crate::sys::{self, Errno};
 /// not change or drop anything of init's; `report` is its copy of init's
 /// report pipe. A failed step ends it where it failed ([`OrFail`]).
 /// `host_proc`: the host's /proc, open, when the plan disables user
-/// namespaces (see [`nest_userns`]).
+/// namespaces (see [`nest_userns`]). `hello`: the socket to say hello on
+/// before execve, when the supervisor tells our pid ([`say_hello`]).
 pub fn main(
     plan: &Plan,
     report: Reporter,
     host_proc: Option<i32>,
     landlock_log: bool,
+    hello: Option<i32>,
 ) -> std::convert::Infallible {
     sys::reset_signals().step("signals", "").or_fail(report);
     // A new session: no controlling terminal, so no TIOCSTI into the host's.
@@ -43,7 +46,7 @@ pub fn main(
         assert_userns_disabled().or_fail(report);
     }
     if plan.zygote {
-        zygote_handoff(plan, envp, report)
+        zygote_handoff(plan, envp, hello, report)
     }
     // The layers' records, written in one go before seccomp.
     let mut layers = vec![drop_capabilities(plan).or_fail(report)];
@@ -65,6 +68,9 @@ pub fn main(
         layers.push(Report::Layer(filter::record(f)));
     }
     report.send_all(&layers);
+    // Before seccomp (a caller's filter may refuse the socket calls), and
+    // before --block-fd, as bwrap tells the pid before its child waits.
+    say_hello(hello, report);
     // bwrap's --block-fd: the command waits for data (or EOF) on the fd.
     if let Some(fd) = plan.block_fd {
         sys::read(fd, &mut [0u8; 1])
@@ -111,7 +117,12 @@ const HANDOFF_MAX: usize = 60 << 10;
 /// stockade's seccomp program written down instead of enforced, handed
 /// to the command ([`ZYGOTE_ENV`]); no other fd but 0, 1, 2, the kept
 /// ones and the hand-off survives. Never returns.
-fn zygote_handoff(plan: &Plan, envp: &[std::ffi::CString], report: Reporter) -> ! {
+fn zygote_handoff(
+    plan: &Plan,
+    envp: &[std::ffi::CString],
+    hello: Option<i32>,
+    report: Reporter,
+) -> ! {
     if !plan.bpf_filters.is_empty() || plan.block_fd.is_some() {
         report.fail(JailError::Refused {
             step: "zygote",
@@ -191,7 +202,22 @@ fn zygote_handoff(plan: &Plan, envp: &[std::ffi::CString], report: Reporter) -> 
     let mut envp = envp.to_vec();
     envp.extend(std::ffi::CString::new(fd));
     report.send(&caps);
+    say_hello(hello, report);
     exec(plan, &envp, report)
+}
+
+/// Tell the supervisor our pid, and wait until it has told it where the
+/// policy asks (`supervise::childpid`): one byte written on `hello` (the
+/// kernel attaches our pid, in the supervisor's numbering), one read back,
+/// so the pid is out before the command starts. The socket is
+/// close-on-exec. No answer: the supervisor is gone, so is the run.
+fn say_hello(hello: Option<i32>, report: Reporter) {
+    let Some(fd) = hello else { return };
+    let mut b = [0u8; 1];
+    let answered = sys::write_all(fd, b"P").and_then(|_| sys::read(fd, &mut b));
+    if !matches!(answered, Ok(1)) {
+        report.fail(JailError::Silent("no answer to the hello"));
+    }
 }
 
 /// chdir to the plan's directory, else to the first of its fallbacks that

@@ -1,7 +1,8 @@
 //! The channels between the supervisor and the jail, opened before clone:
 //! the control socket (GO, forwarded signals, kill; the network namespace's
 //! fd), the report pipe (the jail's records), the output pipes, and the
-//! signalfd of the signals the supervisor forwards. After clone each side
+//! signalfd of the signals the supervisor forwards; the payload's hello
+//! socket (`supervise::childpid`). After clone each side
 //! keeps its own ends.
 
 #![deny(unsafe_code)]
@@ -26,6 +27,9 @@ pub(super) struct Channels {
     out: Option<(OwnedFd, OwnedFd)>,
     err: Option<(OwnedFd, OwnedFd)>,
     sfd: SignalFd,
+    /// The payload's hello socket (`supervise::childpid`): (the jail's
+    /// end, ours, with SO_PASSCRED), when the plan has one.
+    hello: Option<(OwnedFd, OwnedFd)>,
 }
 
 /// The supervisor's ends, after clone.
@@ -35,6 +39,7 @@ pub(super) struct Ours {
     pub(super) out: Option<OwnedFd>,
     pub(super) err: Option<OwnedFd>,
     pub(super) sfd: SignalFd,
+    pub(super) hello: Option<OwnedFd>,
 }
 
 impl Channels {
@@ -58,12 +63,23 @@ impl Channels {
             Signal::SIGQUIT,
         ])
         .map_err(|e| SetupError::sys("signalfd", "", &e))?;
+        let hello = match plan.payload_hello() {
+            true => {
+                let (jail, ours) = sys::fdpass::socketpair(libc::SOCK_STREAM)
+                    .map_err(|e| SetupError::sys("socketpair", "", &e))?;
+                sys::fdpass::set_passcred(&ours)
+                    .map_err(|e| SetupError::sys("socketpair", "", &e))?;
+                Some((jail, ours))
+            }
+            false => None,
+        };
         Ok(Channels {
             ctl,
             rep,
             out,
             err,
             sfd,
+            hello,
         })
     }
 
@@ -76,10 +92,12 @@ impl Channels {
             out,
             err,
             sfd,
+            hello,
         } = self;
         drop(sfd);
         drop(ctl_wr);
         drop(rep_rd);
+        let hello = hello.map(|(jail, _ours)| jail);
         let stdio = match (out, err) {
             (Some((r1, w1)), Some((r2, w2))) => {
                 drop(r1);
@@ -88,7 +106,7 @@ impl Channels {
             }
             _ => None,
         };
-        jail::init::main(plan, ctl_rd, rep_wr, stdio, trees)
+        jail::init::main(plan, ctl_rd, rep_wr, stdio, trees, hello)
     }
 
     /// In the supervisor: close init's ends (so their end is seen when
@@ -100,6 +118,7 @@ impl Channels {
             out,
             err,
             sfd,
+            hello,
         } = self;
         drop(ctl_rd);
         drop(rep_wr);
@@ -109,6 +128,7 @@ impl Channels {
             out: out.map(|(r, _w)| r),
             err: err.map(|(r, _w)| r),
             sfd,
+            hello: hello.map(|(_jail, ours)| ours),
         }
     }
 }

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use super::audit::AuditLog;
 use super::channels::Channels;
+use super::childpid::{ChildPid, Hello};
 use super::learn::{self, Learner};
 use super::lines::Lines;
 use super::masks::MaskWatch;
@@ -127,10 +128,11 @@ fn run_inner(
     let namespaces = ns_inodes(plan, pid);
     // 4. Into the cgroup (when clone3 could not put it there), id maps,
     //    GO, then the network namespace, made while init builds the root.
-    let told = plan.userns_block_fd.is_some();
+    let told = plan.userns_block_fd.is_some() && !plan.pid_reports.is_empty();
     if told {
-        // The caller writes the id maps: it learns the pid first.
-        tell_pid(plan, pid, namespaces.clone(), None);
+        // The caller writes the id maps: it learns the pid first, init's,
+        // the jail's only process so far.
+        ChildPid::new(&plan.pid_reports, namespaces.clone(), None).tell(pid);
     }
     let (net, listener, audit_ok) = match release(plan, cg.as_mut(), via, pid, &pidfd, &ours.ctl) {
         Ok(r) => r,
@@ -142,9 +144,12 @@ fn run_inner(
                 .into());
         }
     };
-    if !told {
-        tell_pid(plan, pid, namespaces, net);
-    }
+    // Else the payload's pid, told when it says hello (see
+    // supervise::childpid).
+    let hello = ours.hello.map(|sock| {
+        let what = ChildPid::new(&plan.pid_reports, namespaces, net);
+        Hello::new(sock, what, pid)
+    });
     // The egress proxy (threads from here on: see supervise::proxy).
     let proxy = start_proxy(plan, listener, lines)?;
     // 5. Wait, pumping output and watching the deadline.
@@ -158,7 +163,11 @@ fn run_inner(
         }
     }
     w.masks = MaskWatch::for_plan(plan, lines.clone());
+    w.hello = hello;
     let reports = w.wait(&ours.rep, &ours.sfd);
+    if let Some(h) = w.hello.take() {
+        h.finish();
+    }
     w.meter_last();
     if let Some(p) = proxy {
         let record = plan.egress.as_ref().is_some_and(|e| e.record);
@@ -189,37 +198,6 @@ fn run_inner(
         o.denials_unrecorded.insert("mask".into(), why);
     }
     Ok(())
-}
-
-/// The jail runs: tell its pid where the policy asked (bwrap's JSON, see
-/// `policy::PidReport`). A write that fails is the caller's loss, as in
-/// bwrap, which does not check it either.
-fn tell_pid(plan: &Plan, pid: i32, namespaces: Vec<(&'static str, u64)>, net: Option<u64>) {
-    if plan.pid_reports.is_empty() {
-        return;
-    }
-    let mut fields = vec![("child-pid".to_string(), pid as u64)];
-    // In bwrap's order: cgroup, ipc, mnt, net, pid, uts.
-    for (ns, ino) in namespaces {
-        if ns == "pid" {
-            if let Some(n) = net {
-                fields.push(("net-namespace".to_string(), n));
-            }
-        }
-        fields.push((format!("{ns}-namespace"), ino));
-    }
-    for r in &plan.pid_reports {
-        let body: Vec<String> = fields
-            .iter()
-            .map(|(k, v)| format!("\"{k}\": {v}"))
-            .collect();
-        let text = if r.pretty {
-            format!("{{\n    {}\n}}\n", body.join(",\n    "))
-        } else {
-            format!("{{ {} }}\n", body.join(", "))
-        };
-        let _ = sys::write_all(r.fd, text.as_bytes());
-    }
 }
 
 /// The egress proxy on the listener made in the jail's network namespace.

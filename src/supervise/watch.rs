@@ -1,7 +1,8 @@
 //! The supervisor's wait: one poll loop over init's pidfd, the report
 //! pipe, forwarded signals, the output pipes (supervise::pump), the seccomp
-//! listener, the caller's control socket, the run directory's meter and
-//! the deadline (supervise::deadline).
+//! listener, the caller's control socket, the run directory's meter,
+//! the payload's hello (supervise::childpid) and the deadline
+//! (supervise::deadline).
 
 #![deny(unsafe_code)]
 
@@ -55,6 +56,8 @@ pub(super) struct Watch {
     pub(super) audit: Option<super::audit::AuditLog>,
     /// The watch on the covers over denied paths.
     pub(super) masks: Option<super::masks::MaskWatch>,
+    /// The payload's hello, when its pid is to be told.
+    pub(super) hello: Option<super::childpid::Hello>,
 }
 
 /// What the jail wrote on the report pipe.
@@ -102,8 +105,10 @@ const AUDIT: usize = 8;
 /// Our end of the control socket, while the covers' watch is to come.
 const CTL_IN: usize = 9;
 const MASKS: usize = 10;
+/// The payload's hello socket (see supervise::childpid).
+const HELLO: usize = 11;
 /// The size of the poll set.
-const POLLED: usize = 11;
+const POLLED: usize = 12;
 
 fn pollin(fd: RawFd) -> libc::pollfd {
     libc::pollfd {
@@ -155,6 +160,7 @@ impl Watch {
             asked: Vec::new(),
             audit: None,
             masks: None,
+            hello: None,
         }
     }
 
@@ -331,6 +337,7 @@ impl Watch {
                 self.ctl.as_raw_fd(),
             )),
             pollin(self.masks.as_ref().and_then(|m| m.fd()).unwrap_or(-1)),
+            pollin(self.hello.as_ref().map_or(-1, |h| h.fd())),
         ]
     }
 
@@ -344,6 +351,12 @@ impl Watch {
     ) -> bool {
         if fds[REPORTS].revents != 0 {
             r.read(rep);
+        }
+        // The payload waits for this answer before execve.
+        if fds[HELLO].revents != 0 {
+            if let Some(h) = self.hello.as_mut() {
+                h.on_ready();
+            }
         }
         if fds[SIGNALS].revents != 0 {
             while let Ok(Some(si)) = sfd.read_signal() {

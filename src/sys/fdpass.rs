@@ -256,3 +256,40 @@ pub fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> SysResult<(usize, Vec<Owned
     }
     Ok((msg.bytes, fds))
 }
+
+/// Ask the kernel to attach the sender's credentials to every message
+/// read on `sock` (SO_PASSCRED), so [`recv_sender_pid`] can tell who
+/// wrote, without the sender doing anything but write.
+pub fn set_passcred(sock: &OwnedFd) -> SysResult<()> {
+    use nix::sys::socket::{setsockopt, sockopt::PassCred};
+    setsockopt(sock, PassCred, &true).or_else(|e| err("setsockopt", "SO_PASSCRED", e))
+}
+
+/// Read one message on `sock` (which has [`set_passcred`]) and return the
+/// pid of the process that wrote it, as our pid namespace numbers it (the
+/// kernel translates it when we read): (bytes read, the pid); (0, None)
+/// at end of file.
+pub fn recv_sender_pid(sock: RawFd) -> SysResult<(usize, Option<i32>)> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags, UnixCredentials};
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut cbuf = nix::cmsg_space!(UnixCredentials);
+    loop {
+        match recvmsg::<()>(sock, &mut iov, Some(&mut cbuf), MsgFlags::MSG_CMSG_CLOEXEC) {
+            Ok(m) => {
+                let cmsgs = m
+                    .cmsgs()
+                    .or_else(|e| err("recvmsg", "SCM_CREDENTIALS", e))?;
+                let pid = cmsgs
+                    .filter_map(|c| match c {
+                        ControlMessageOwned::ScmCredentials(cred) => Some(cred.pid()),
+                        _ => None,
+                    })
+                    .next();
+                return Ok((m.bytes, pid));
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return err("recvmsg", "SCM_CREDENTIALS", e),
+        }
+    }
+}
