@@ -282,6 +282,30 @@ fn environment_chdir_and_hostname() {
     }
 }
 
+/// `--uid`/`--gid` without `--unshare-user`, as bwrap judges them: a
+/// caller other than root gets a user namespace anyway (so they apply),
+/// root gets one only when asked (so they are refused, but an id equal to
+/// its own, which needs none).
+#[test]
+fn uid_and_gid_without_unshare_user_as_bwrap() {
+    let ids = ["sh", "-c", "id -u; id -g"];
+    for who in users("bwrap_uid_without_unshare_user") {
+        let o = same_root(who, &[&["--uid", "5", "--gid", "6"][..], &ids].concat());
+        match who {
+            Who::Nobody => assert_eq!(stdout(&o), "5\n6\n"),
+            Who::Root => expect_code(&o, 1, "--uid 5 as root"),
+        }
+        let o = same_root(who, &[&["--uid", "0"][..], &ids].concat());
+        expect_code(&o, 0, "--uid 0");
+        let mine = match who {
+            Who::Nobody => "65534",
+            Who::Root => "0",
+        };
+        let o = same_root(who, &[&["--uid", mine, "--gid", mine][..], &ids].concat());
+        assert_eq!(stdout(&o), format!("{mine}\n{mine}\n"));
+    }
+}
+
 #[test]
 fn unshare_net_leaves_only_lo() {
     let ifaces = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '";

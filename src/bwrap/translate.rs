@@ -86,13 +86,16 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     }
     namespace_combinations(&p, &ns)?;
     // A joined user namespace is the jail's: `--uid`/`--gid` are its ids.
-    let user = ns.user || p.join_userns.is_some();
-    if ns.uid && !user {
+    // As bwrap, a caller other than root always gets a user namespace of
+    // its own (bwrap turns `--unshare-user` on for it), and an id equal to
+    // the caller's own needs none.
+    let user = ns.user || p.join_userns.is_some() || !root;
+    if ns.uid && !user && p.uid != crate::sys::getuid() {
         return Err(usage(
             "Specifying --uid requires --unshare-user or --userns",
         ));
     }
-    if ns.gid && !user {
+    if ns.gid && !user && p.gid != crate::sys::getgid() {
         return Err(usage(
             "Specifying --gid requires --unshare-user or --userns",
         ));

@@ -6,6 +6,10 @@ pub fn getuid() -> u32 {
     nix::unistd::getuid().as_raw()
 }
 
+pub fn getgid() -> u32 {
+    nix::unistd::getgid().as_raw()
+}
+
 /// Whether host root is (or may be) uid 0 or gid 0 as this process sees
 /// ids: in the initial user namespace, or in any chain of user namespaces
 /// that maps host root to 0. Read from a sysctl file the kernel always owns
