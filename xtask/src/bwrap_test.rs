@@ -636,13 +636,79 @@ fn suite(profile: Profile) -> Result<Vec<(&'static str, Vec<Row>)>, String> {
         true => &[Who::Me, Who::Nobody],
         false => &[Who::Me],
     };
+    let stage = Stage::new(&src, &build_dir, &real_bwrap, &link)?;
     let mut passes = Vec::new();
     for &who in whos {
-        let real = run_all("real", who, &real_bwrap, &src, &build_dir);
-        let ours = run_all("stockade", who, &link, &src, &build_dir);
+        let real = run_all("real", who, &stage.real, &stage.src, &stage.build);
+        let ours = run_all("stockade", who, &stage.ours, &stage.src, &stage.build);
         passes.push((who.tag(), rows(&real, &ours)));
     }
     Ok(passes)
+}
+
+/// The suite's files, copied where every test can reach them: under
+/// /var/tmp (libtest.sh's own scratch place), in world-readable
+/// directories. A checkout may sit under /tmp, which `RUN`'s `--tmpfs
+/// /tmp` hides from the sandbox (test-sandbox.py runs a helper script from
+/// the source tree inside it), or under a 0700 home, which uid 65534
+/// cannot enter. Removed when dropped.
+struct Stage {
+    dir: PathBuf,
+    src: PathBuf,
+    build: PathBuf,
+    real: PathBuf,
+    ours: PathBuf,
+}
+
+impl Stage {
+    fn new(src: &Path, build: &Path, real: &Path, link: &Path) -> Result<Stage, String> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = PathBuf::from(format!(
+            "/var/tmp/stockade-bwrap-test-{}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("bin")).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for d in [dir.clone(), dir.join("bin")] {
+            fs::set_permissions(&d, fs::Permissions::from_mode(0o755))
+                .map_err(|e| format!("{}: {e}", d.display()))?;
+        }
+        let copy = |from: &Path, to: &Path| -> Result<(), String> {
+            let ok = Command::new("cp")
+                .arg("-a")
+                .arg(from)
+                .arg(to)
+                .status()
+                .is_ok_and(|s| s.success());
+            match ok {
+                true => Ok(()),
+                false => Err(format!("cp -a {} {}: failed", from.display(), to.display())),
+            }
+        };
+        let s = Stage {
+            src: dir.join("src"),
+            build: dir.join("meson"),
+            real: dir.join("real-bwrap"),
+            ours: dir.join("bin/bwrap"),
+            dir,
+        };
+        copy(src, &s.src)?;
+        copy(build, &s.build)?;
+        copy(real, &s.real)?;
+        // stockade itself (the link's target), and a `bwrap` link to it.
+        let bin = fs::canonicalize(link).map_err(|e| format!("{}: {e}", link.display()))?;
+        let stockade = s.dir.join("stockade");
+        copy(&bin, &stockade)?;
+        std::os::unix::fs::symlink(&stockade, &s.ours)
+            .map_err(|e| format!("{}: {e}", s.ours.display()))?;
+        Ok(s)
+    }
+}
+
+impl Drop for Stage {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// The table of every pass into `TABLE_LOG` (for `cargo xtask test`, which
