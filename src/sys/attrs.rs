@@ -102,9 +102,11 @@ pub fn set_comm(name: &std::ffi::CStr) -> SysResult<()> {
 /// the pool is initialised).
 pub fn random_bytes<const N: usize>() -> SysResult<[u8; N]> {
     let mut b = [0u8; N];
+    // The raw call: the static musl build links libc's getrandom as a weak
+    // symbol that resolves to nothing (a call to address 0).
     // SAFETY: b is a writable buffer of N bytes.
-    let r = unsafe { libc::getrandom(b.as_mut_ptr().cast(), N, 0) };
-    if r != N as isize {
+    let r = unsafe { libc::syscall(libc::SYS_getrandom, b.as_mut_ptr(), N, 0) };
+    if r != N as libc::c_long {
         return err("getrandom", N, last_errno());
     }
     Ok(b)

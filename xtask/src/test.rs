@@ -12,7 +12,9 @@
 //!    (`cargo xtask bwrap-test`'s, as root and as uid 65534), each test
 //!    counted against the real bwrap 0.12 on the same host (see
 //!    `bwrap_test::verdict`);
-//! 4. `cargo xtask vm-test` (cgroup v2, then cgroup v1 limits inside a small VM);
+//! 4. the static binary (what ships) run on this host as root and as uid
+//!    65534 (`static_smoke`), then `cargo xtask vm-test` (cgroup v2, then
+//!    cgroup v1 limits inside a small VM);
 //!    then `cargo xtask vm-systemd-test` (the systemd rung against a real
 //!    `systemd --user`, inside a small VM with systemd as PID 1);
 //! 5. `cargo xtask docker-test` (inside a real Docker engine).
@@ -302,6 +304,99 @@ fn suite(root: &Path, t: &mut Tally, task: &str, tag: &str, extra_log: Option<&s
     step.end(t.failed == failed0, &format!("{n} tests"), &shown);
 }
 
+/// The shipped static binary on this host, as root and as uid 65534: the
+/// cargo tests run the debug build, and the VM and Docker suites run the
+/// static one where some of the host's layers are absent (a static musl
+/// build once crashed on every root run here, where the kernel's audit
+/// socket can be read). Each run is a test.
+fn static_smoke(root: &Path, t: &mut Tally) {
+    let step = logs::Step::start("static binary on this host");
+    let log = "static-smoke.log";
+    let _ = logs::fresh(log);
+    let bin = match crate::binaries::build_static(root) {
+        Ok(b) => b,
+        Err(e) => {
+            t.fail(format!("static binary: {e}"));
+            step.end(false, "not built", "");
+            return;
+        }
+    };
+    // Where uid 65534 can run it (the checkout may be under a 0700 home).
+    let dir = PathBuf::from(format!(
+        "/var/tmp/stockade-static-smoke-{}",
+        std::process::id()
+    ));
+    let copy = dir.join("stockade");
+    let staged = std::fs::create_dir_all(&dir)
+        .and_then(|_| {
+            std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        })
+        .and_then(|_| std::fs::copy(&bin, &copy).map(|_| ()));
+    if let Err(e) = staged {
+        t.fail(format!("static binary: staging in {}: {e}", dir.display()));
+        step.end(false, "not staged", "");
+        return;
+    }
+    let runs: [(&str, &[&str], &str); 2] = [
+        ("run -- true", &["run", "--", "true"], ""),
+        (
+            "run --profile python",
+            &[
+                "run",
+                "--profile",
+                "python",
+                "--",
+                "python3",
+                "-c",
+                "print(6 * 7)",
+            ],
+            "42\n",
+        ),
+    ];
+    let whos: &[&str] = match is_root() {
+        true => &["root", "nobody"],
+        false => &["user"],
+    };
+    let failed0 = t.failed;
+    for who in whos {
+        for (name, args, want) in &runs {
+            let mut c = match *who {
+                "nobody" => {
+                    let mut c = Command::new("setpriv");
+                    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                        .arg(&copy);
+                    c
+                }
+                _ => Command::new(&copy),
+            };
+            c.args(*args).current_dir("/");
+            let out = c.output();
+            let label = format!("static binary [{who}] {name}");
+            match out {
+                Ok(o) if o.status.success() && o.stdout == want.as_bytes() => t.pass(),
+                Ok(o) => {
+                    logs::note(
+                        log,
+                        &format!(
+                            "{label}: {}\n{}",
+                            o.status,
+                            String::from_utf8_lossy(&o.stderr)
+                        ),
+                    );
+                    t.fail(format!("{label}: {}", o.status));
+                }
+                Err(e) => t.fail(format!("{label}: {e}")),
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    step.end(
+        t.failed == failed0,
+        &format!("{} runs", whos.len() * runs.len()),
+        &logs::shown(log),
+    );
+}
+
 pub fn main(args: &[String]) -> i32 {
     let only_cargo = args.iter().any(|a| a == "--cargo-only");
     let root = logs::root();
@@ -331,6 +426,7 @@ pub fn main(args: &[String]) -> i32 {
     cargo_tests(&root, &mut t);
     if !only_cargo {
         bwrap_suite(&mut t);
+        static_smoke(&root, &mut t);
         suite(
             &root,
             &mut t,
