@@ -60,6 +60,10 @@ pub struct ForkServer {
     layers: BTreeMap<outcome::Name, LayerReport>,
     /// The host's cgroup hierarchies and our own cgroup, read once.
     host: Option<(cgroup::Hierarchies, String)>,
+    /// Where the unified hierarchy held none of the template's limits and
+    /// cgroup v1 held them (a hybrid host): why, per controller; each
+    /// child then gets its v1 groups only (see [`cgroup::prepare_v1_in`]).
+    climbed: Option<Vec<(cgroup::Controller, String)>>,
 }
 
 /// Why a fork server did not start.
@@ -73,9 +77,7 @@ impl ForkServer {
         bootstrap: &str,
         modules: &str,
     ) -> Result<ForkServer, StartError> {
-        if let Some(why) = cannot_hold(template) {
-            return Err(why);
-        }
+        let climbed = probe_cgroups(template)?;
         let (ours, theirs) =
             sys::fdpass::socketpair(libc::SOCK_SEQPACKET).map_err(|e| e.to_string())?;
         let mut p = template.clone();
@@ -180,6 +182,7 @@ impl ForkServer {
             next: AtomicU64::new(1),
             layers,
             host: cgroup::read_host().ok(),
+            climbed,
         })
     }
 
@@ -217,9 +220,11 @@ impl ForkServer {
         let (setup_r, setup_w) = sys::pipe().map_err(e)?;
         let (kill_ours, kill_theirs) = sys::fdpass::socketpair(libc::SOCK_SEQPACKET).map_err(e)?;
         let req = cgroup::Request::from(&policy.limits);
-        let mut setup = match &self.host {
-            Some((h, pc)) => cgroup::prepare_in(&req, h, pc),
-            None => cgroup::prepare(&req),
+        let mut setup = match (&self.host, &self.climbed) {
+            (Some((h, pc)), Some(climbed)) => cgroup::prepare_v1_in(&req, h, pc, climbed)
+                .unwrap_or_else(|| cgroup::prepare_in(&req, h, pc)),
+            (Some((h, pc)), None) => cgroup::prepare_in(&req, h, pc),
+            (None, _) => cgroup::prepare(&req),
         };
         let l = &policy.limits;
         let limits = run_limits(policy, &setup);
@@ -392,11 +397,15 @@ fn run_limits(policy: &Policy, setup: &cgroup::Setup) -> BTreeMap<outcome::Name,
 /// gets a cgroup of its own for memory and pids (rlimits would be shared
 /// with every other child of the zygote, or not per run).
 pub fn cannot_hold(template: &Policy) -> Option<String> {
+    probe_cgroups(template).err()
+}
+
+/// [`cannot_hold`]'s answer as an error; else, when the unified hierarchy
+/// held none of `template`'s limits and cgroup v1 held some (a hybrid
+/// host), why each climbed.
+fn probe_cgroups(template: &Policy) -> Result<Option<Vec<(cgroup::Controller, String)>>, String> {
     let l = &template.limits;
-    if l.memory.is_none() && l.pids.is_none() {
-        return None;
-    }
-    let setup = cgroup::prepare(&cgroup::Request::from(l));
+    let mut setup = cgroup::prepare(&cgroup::Request::from(l));
     let why = [
         ("memory", l.memory.is_some(), &setup.memory),
         ("pids", l.pids.is_some(), &setup.pids),
@@ -404,10 +413,23 @@ pub fn cannot_hold(template: &Policy) -> Option<String> {
     .into_iter()
     .find(|(_, asked, e)| *asked && !e.is_cgroup())
     .map(|(name, _, e)| format!("no cgroup holds a run's {name} limit here ({e:?})"));
+    let v2_held = [&setup.memory, &setup.memory_high, &setup.cpu, &setup.pids]
+        .into_iter()
+        .any(|e| {
+            matches!(
+                e,
+                cgroup::Enforced::Cgroup | cgroup::Enforced::CgroupSystemd
+            )
+        });
+    let climbed =
+        (!v2_held && !setup.climbed.is_empty()).then(|| std::mem::take(&mut setup.climbed));
     if let Some(c) = setup.cgroup {
         let _ = c.remove();
     }
-    why
+    match why {
+        Some(why) => Err(why),
+        None => Ok(climbed),
+    }
 }
 
 /// The pid of `pidfd`'s process in our pid namespace (its fdinfo).
@@ -460,7 +482,7 @@ impl Forked {
         let mut exited = false;
         let mut killed = false;
         let mut control_open = true;
-        let mut buf = vec![0u8; 1 << 16];
+        let mut buf = [0u8; 16 << 10];
         loop {
             let open = |f: &Option<OwnedFd>| f.as_ref().map_or(-1, |f| f.as_raw_fd());
             let mut fds = [

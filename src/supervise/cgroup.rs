@@ -211,8 +211,46 @@ pub fn prepare_in(req: &Request, h: &Hierarchies, pc: &str) -> Setup {
             false => unavailable_everywhere(req, &why.to_string()),
         },
     };
-    v1::climb(&host, h, pc, req, &mut setup);
+    v1::climb(&host, h, pc, req, &mut setup, true);
     setup
+}
+
+/// [`prepare_in`] for a run whose processes a pid namespace of their own
+/// already holds and kills (a fork server's child), on a host where the
+/// unified hierarchy held none of a first run's limits (`climbed`: that
+/// run's [`Setup::climbed`], every limit it was asked held by cgroup v1,
+/// as on a hybrid host whose controllers are all on v1): the run gets its
+/// v1 groups only, each limit reported as having climbed for the same
+/// reason; the unified group would hold no limit and count nothing the
+/// pid namespace does not. None when the request asks a limit `climbed`
+/// has no reason for (the caller then uses [`prepare_in`]).
+pub fn prepare_v1_in(
+    req: &Request,
+    h: &Hierarchies,
+    pc: &str,
+    climbed: &[(Controller, String)],
+) -> Option<Setup> {
+    let why = |c: Controller, asked: bool| -> Option<Enforced> {
+        if !asked {
+            return Some(Enforced::NotRequested);
+        }
+        climbed
+            .iter()
+            .find(|(x, _)| *x == c)
+            .map(|(_, w)| Enforced::Unavailable(w.clone()))
+    };
+    let mut setup = Setup {
+        cgroup: None,
+        memory: why(Controller::Memory, req.memory.is_some())?,
+        memory_high: why(Controller::Memory, req.memory_high.is_some())?,
+        cpu: why(Controller::Cpu, req.cpus.is_some())?,
+        pids: why(Controller::Pids, req.pids.is_some())?,
+        why: None,
+        climbed: Vec::new(),
+    };
+    // The child's rusage (its pid 1 reaps the whole tree) is its CPU time.
+    v1::climb(&RealHost, h, pc, req, &mut setup, false);
+    Some(setup)
 }
 
 fn asks_limits(req: &Request) -> bool {

@@ -6,6 +6,7 @@ use std::io::ErrorKind;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use super::error::{CgroupError, FileOp};
 use super::files::{words, write_file};
@@ -169,10 +170,25 @@ fn make_parent(host: &dyn Host, parent: &Path, ctrls: &mut Controllers) -> Resul
     Ok(())
 }
 
+/// This process's pid and start time, read once per process (a server
+/// names a run cgroup per run).
+fn own_pid_and_start() -> (i32, u64) {
+    static OWN: Mutex<Option<(i32, u64)>> = Mutex::new(None);
+    let pid = sys::getpid();
+    let mut own = OWN.lock().unwrap_or_else(|e| e.into_inner());
+    match *own {
+        Some((p, start)) if p == pid => (p, start),
+        _ => {
+            let start = proc_starttime(pid).unwrap_or(0);
+            *own = Some((pid, start));
+            (pid, start)
+        }
+    }
+}
+
 /// A fresh `run-<pid>-<starttime>-<seq>` name for this process.
 pub(super) fn next_run_name() -> String {
-    let pid = sys::getpid();
-    let start = proc_starttime(pid).unwrap_or(0);
+    let (pid, start) = own_pid_and_start();
     run_name(pid, start, SEQ.fetch_add(1, Ordering::Relaxed))
 }
 
@@ -182,8 +198,7 @@ fn make_run(
     parent: &Path,
     ctrls: &mut Controllers,
 ) -> Result<RunCgroup, CgroupError> {
-    let pid = sys::getpid();
-    let start = proc_starttime(pid).unwrap_or(0);
+    let (pid, start) = own_pid_and_start();
     let mut tries = 0;
     let path = loop {
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);

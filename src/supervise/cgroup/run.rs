@@ -207,6 +207,12 @@ fn subtree(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn remove_tree(dir: &Path, wait: Duration) -> Result<(), CgroupError> {
+    // Mostly a run left no sub-cgroup and no process: one rmdir.
+    match fs::remove_dir(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(_) => {}
+    }
     let deadline = Instant::now() + wait;
     let mut killed = false;
     let mut pause = Duration::from_micros(200);

@@ -676,7 +676,7 @@ fn v1_rung_writes_each_limit_under_our_own_v1_cgroup() {
         euid: 0,
         locked: vec![],
     };
-    v1::climb(&host, &h, V1_PROC_CGROUP, &req, &mut setup);
+    v1::climb(&host, &h, V1_PROC_CGROUP, &req, &mut setup, true);
     assert_eq!(
         (&setup.memory, &setup.cpu, &setup.pids),
         (
@@ -732,7 +732,7 @@ fn v1_rung_refused_keeps_the_v2_reason_and_adds_its_own() {
         euid: 65534,
         locked: vec![fs_.dir.clone()],
     };
-    v1::climb(&host, &h, V1_PROC_CGROUP, &req, &mut setup);
+    v1::climb(&host, &h, V1_PROC_CGROUP, &req, &mut setup, true);
     let Enforced::Unavailable(why) = &setup.pids else {
         panic!("{:?}", setup.pids)
     };

@@ -59,8 +59,18 @@ pub fn own_v1_path(proc_cgroup: &str, ctrl: &str) -> Option<String> {
 
 /// The limits v2 left unavailable, tried on the v1 hierarchies. Each
 /// success is `Enforced::CgroupV1` with its group added to the run; each
-/// failure keeps the v2 reason and adds the v1 one.
-pub(super) fn climb(host: &dyn Host, h: &Hierarchies, pc: &str, req: &Request, setup: &mut Setup) {
+/// failure keeps the v2 reason and adds the v1 one. `cpuacct`: with a cpu
+/// limit, also a group in cpuacct's hierarchy when it is one of its own
+/// (the CPU time of the whole run; a caller that counts it otherwise
+/// passes false).
+pub(super) fn climb(
+    host: &dyn Host,
+    h: &Hierarchies,
+    pc: &str,
+    req: &Request,
+    setup: &mut Setup,
+    cpuacct: bool,
+) {
     if h.v1.is_empty() {
         return;
     }
@@ -79,6 +89,7 @@ pub(super) fn climb(host: &dyn Host, h: &Hierarchies, pc: &str, req: &Request, s
         pc,
         name: &name,
         groups: &mut groups,
+        cpuacct,
     };
     let climbed = &mut setup.climbed;
     if let (Some(m), Enforced::Unavailable(_)) = (req.memory, &setup.memory) {
@@ -142,6 +153,7 @@ struct Rung<'a> {
     pc: &'a str,
     name: &'a str,
     groups: &'a mut Vec<V1Group>,
+    cpuacct: bool,
 }
 
 impl Rung<'_> {
@@ -169,7 +181,9 @@ impl Rung<'_> {
         write_file(&g, "cpu.cfs_period_us", &CPU_PERIOD_US.to_string()).map_err(text)?;
         write_file(&g, "cpu.cfs_quota_us", &quota.to_string()).map_err(text)?;
         // CPU time of the whole run, when cpuacct is on a hierarchy of its own.
-        let _ = self.group("cpuacct");
+        if self.cpuacct {
+            let _ = self.group("cpuacct");
+        }
         Ok(())
     }
 
@@ -265,14 +279,22 @@ fn num(dir: &Path, file: &str) -> Option<u64> {
     read_trim(&dir.join(file)).ok()?.parse().ok()
 }
 
-/// `key value` lines of a v1 file.
-fn keyed(dir: &Path, file: &str, key: &str) -> Option<u64> {
-    let s = fs::read_to_string(dir.join(file)).ok()?;
-    s.lines().find_map(|l| {
-        let mut it = l.split_whitespace();
-        (it.next()? == key).then_some(())?;
-        it.next()?.parse().ok()
-    })
+/// The `key value` lines of a v1 file (empty when it cannot be read).
+fn keyed(dir: &Path, file: &str) -> Vec<(String, u64)> {
+    let Ok(s) = fs::read_to_string(dir.join(file)) else {
+        return Vec::new();
+    };
+    s.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            Some((it.next()?.to_string(), it.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `key`'s value in [`keyed`]'s lines.
+fn get(kv: &[(String, u64)], key: &str) -> Option<u64> {
+    kv.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
 }
 
 /// Fill `st` with what the v1 group's controllers counted.
@@ -280,7 +302,6 @@ pub(super) fn read_into(g: &V1Group, st: &mut Stats) {
     let d = &g.path;
     if g.has("memory") {
         st.memory_peak = num(d, "memory.max_usage_in_bytes").or(st.memory_peak);
-        st.memory_current = num(d, "memory.usage_in_bytes").or(st.memory_current);
         // failcnt: charges that met the limit (memsw's: with swap), also
         // those reclaim satisfied by dropping page cache: reported, never
         // a verdict (see `Stats::memory_limit_hit`). The verdict's counters
@@ -290,17 +311,17 @@ pub(super) fn read_into(g: &V1Group, st: &mut Stats) {
         // reclaimable right now).
         let fails =
             num(d, "memory.failcnt").unwrap_or(0) + num(d, "memory.memsw.failcnt").unwrap_or(0);
+        let oom = keyed(d, "memory.oom_control");
         st.memory_events = Some(MemoryEvents {
             max: fails,
-            oom: keyed(d, "memory.oom_control", "under_oom").unwrap_or(0),
-            oom_kill: keyed(d, "memory.oom_control", "oom_kill").unwrap_or(0),
+            oom: get(&oom, "under_oom").unwrap_or(0),
+            oom_kill: get(&oom, "oom_kill").unwrap_or(0),
             ..MemoryEvents::default()
         });
     }
     if g.has("pids") {
-        st.pids_current = num(d, "pids.current").or(st.pids_current);
         st.pids_peak = num(d, "pids.peak").or(st.pids_peak);
-        st.pids_events_max = keyed(d, "pids.events", "max").or(st.pids_events_max);
+        st.pids_events_max = get(&keyed(d, "pids.events"), "max").or(st.pids_events_max);
     }
     if g.has("cpuacct") {
         let mut c = st.cpu.clone().unwrap_or_default();
@@ -313,8 +334,9 @@ pub(super) fn read_into(g: &V1Group, st: &mut Stats) {
     }
     if g.has("cpu") {
         let c: &mut CpuStat = st.cpu.get_or_insert_with(CpuStat::default);
-        c.nr_periods = keyed(d, "cpu.stat", "nr_periods").unwrap_or(0);
-        c.nr_throttled = keyed(d, "cpu.stat", "nr_throttled").unwrap_or(0);
-        c.throttled_usec = keyed(d, "cpu.stat", "throttled_time").unwrap_or(0) / 1000;
+        let kv = keyed(d, "cpu.stat");
+        c.nr_periods = get(&kv, "nr_periods").unwrap_or(0);
+        c.nr_throttled = get(&kv, "nr_throttled").unwrap_or(0);
+        c.throttled_usec = get(&kv, "throttled_time").unwrap_or(0) / 1000;
     }
 }
