@@ -530,6 +530,8 @@ fn seccomp(p: &Policy, fallback: bool) -> Result<Option<crate::seccomp::Compiled
     // Nor a mount namespace to hide the host's unix sockets:
     // connect() is mediated, no unix datagram sockets.
     sp.mediate_unix = fallback;
+    // Nor an IPC namespace: no queue is named in the host's.
+    sp.host_ipc = fallback;
     crate::seccomp::compile(&sp)
         .map(Some)
         .map_err(|e| SetupError::new("seccomp", "", e.to_string()))

@@ -200,6 +200,8 @@ fn a_forked_run_reaches_neither_the_zygote_nor_a_sibling() {
     let sibling = "import os, socket, time, pty\n\
         for d in ('/tmp', '.', '/dev/shm'):\n    open(d + '/sibling-mark', 'w').write('secret-of-the-sibling')\n\
         l = socket.socket(socket.AF_UNIX); l.bind('\\0stockade-sibling'); l.listen()\n\
+        import ctypes; rt = ctypes.CDLL('librt.so.1', use_errno=True)\n\
+        assert rt.mq_open(b'/sibling-q', os.O_CREAT | os.O_RDWR, 0o600, None) >= 0\n\
         m, sl = pty.openpty()\n\
         print('ready', flush=True)\n\
         time.sleep(3)\n\
@@ -223,7 +225,7 @@ fn a_forked_run_reaches_neither_the_zygote_nor_a_sibling() {
     // does not depend on it: it finds nothing either way, and the
     // sibling's own answer proves it was running meanwhile).
     std::thread::sleep(Duration::from_millis(800));
-    let hostile = "import os, signal, socket, json, glob\n\
+    let hostile = "import os, signal, socket, json, glob, ctypes\n\
         r = {}\n\
         def t(name, f):\n    try:\n        r[name] = f()\n    except Exception as e:\n        r[name] = 'refused: ' + type(e).__name__\n\
         t('kill_all', lambda: os.kill(-1, signal.SIGKILL))\n\
@@ -234,9 +236,12 @@ fn a_forked_run_reaches_neither_the_zygote_nor_a_sibling() {
         t('abstract', lambda: socket.socket(socket.AF_UNIX).connect('\\0stockade-sibling'))\n\
         r['marks'] = [p for d in ('/tmp', '.', '/dev/shm') for p in glob.glob(d + '/sibling-mark')]\n\
         r['pts'] = sorted(os.listdir('/dev/pts'))\n\
+        r['mqueue'] = sorted(os.listdir('/dev/mqueue'))\n\
+        rt = ctypes.CDLL('librt.so.1', use_errno=True)\n\
+        q = rt.mq_open(b'/own-q', os.O_CREAT | os.O_RDWR, 0o600, None)\n\
+        r['mq_own'] = q >= 0 and rt.mq_send(q, b'x', 1, 0) == 0 and rt.mq_unlink(b'/own-q') == 0\n\
         t('ppid', lambda: os.getppid())\n\
         t('pidfd', lambda: os.pidfd_open(2))\n\
-        import ctypes\n\
         libc = ctypes.CDLL(None, use_errno=True)\n\
         r['keyring'] = libc.syscall(248, b'user', b'stockade-fork-test', b'x', 1, -4)\n\
         r['userns'] = libc.unshare(0x10000000)\n\
@@ -254,6 +259,9 @@ fn a_forked_run_reaches_neither_the_zygote_nor_a_sibling() {
     );
     assert_eq!(r["marks"], json!([]), "{r}");
     assert_eq!(r["pts"], json!(["ptmx"]), "{r}");
+    // POSIX message queues work, and the sibling's is not seen.
+    assert_eq!(r["mqueue"], json!([]), "{r}");
+    assert_eq!(r["mq_own"], true, "{r}");
     assert_eq!(
         r["ppid"], 0,
         "its parent (the zygote) is outside its pid namespace: {r}"

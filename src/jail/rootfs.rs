@@ -407,7 +407,9 @@ fn apply_steps(
                     notes.proc_unavailable = Some(refused);
                 }
             }
-            RootStep::Dev { dst, shm } => dev(root, dst, shm, &src.devices, plan.root_writable)?,
+            RootStep::Dev { dst, shm, mqueue } => {
+                dev(root, dst, shm, *mqueue, &src.devices, plan.root_writable)?
+            }
             RootStep::Mqueue { dst } => mqueue(root, dst)?,
             RootStep::Cover { dst, dir, id } => cover::cover(root, made, dst, *dir, *id)?,
             RootStep::Overlay { dst, tmp, .. } => {

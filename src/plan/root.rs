@@ -51,6 +51,10 @@ pub enum RootStep {
         dst: PathBuf,
         /// The mount data of its `shm` tmpfs (`size=64m,mode=1777`).
         shm: String,
+        /// An mqueue filesystem of the jail's IPC namespace at `mqueue`
+        /// beneath it (stockade's own /dev; not bwrap's `--dev`): Landlock
+        /// grants the jail's POSIX message queues through it.
+        mqueue: bool,
     },
     /// A new mqueue filesystem.
     Mqueue {
@@ -140,8 +144,11 @@ pub(super) fn plan(p: &Policy) -> Result<Root, SetupError> {
         rules: Vec::new(),
     };
     let mut sources = Sources::default();
+    // stockade's own /dev has /dev/mqueue; bwrap's `--dev` (a bare root)
+    // has what bwrap's has.
+    let mqueue = p.base != crate::policy::BaseRoot::Bare;
     for s in &specs {
-        root.add(s, &mut sources)?;
+        root.add(s, &mut sources, mqueue)?;
     }
     Ok(root)
 }
@@ -149,7 +156,12 @@ pub(super) fn plan(p: &Policy) -> Result<Root, SetupError> {
 impl Root {
     /// One mount: its step and what Landlock grants beneath it (an optional
     /// bind whose source is missing adds neither).
-    fn add(&mut self, s: &MountSpec, sources: &mut Sources) -> Result<(), SetupError> {
+    fn add(
+        &mut self,
+        s: &MountSpec,
+        sources: &mut Sources,
+        dev_mqueue: bool,
+    ) -> Result<(), SetupError> {
         let rules = &mut self.rules;
         let step = match s {
             MountSpec::Bind {
@@ -188,7 +200,7 @@ impl Root {
                     devices: true,
                 }
             }
-            other => made(other, rules),
+            other => made(other, rules, dev_mqueue),
         };
         self.steps.push(step);
         Ok(())
@@ -196,7 +208,8 @@ impl Root {
 }
 
 /// The step of a mount with no host source, and its Landlock grant.
-fn made(s: &MountSpec, rules: &mut Vec<(PathBuf, Access)>) -> RootStep {
+/// `dev_mqueue`: a /dev gets an mqueue filesystem at /dev/mqueue.
+fn made(s: &MountSpec, rules: &mut Vec<(PathBuf, Access)>, dev_mqueue: bool) -> RootStep {
     match s {
         MountSpec::Tmpfs { dst, size, mode } => {
             rules.push((dst.clone(), Access::ReadWrite));
@@ -276,9 +289,18 @@ fn made(s: &MountSpec, rules: &mut Vec<(PathBuf, Access)>) -> RootStep {
             rules.push((dst.clone(), Access::Device));
             rules.push((dst.join("shm"), Access::ReadWrite));
             rules.push((dst.join("pts"), Access::Device));
+            if dev_mqueue {
+                // mq_open(3) opens its queue on the IPC namespace's own
+                // internal mqueue mount, which Landlock's path walk finds
+                // no rule on (it has no parent mount); the rule on this
+                // mount's root, the same superblock's root inode, is the
+                // one it finds there.
+                rules.push((dst.join("mqueue"), Access::ReadWrite));
+            }
             RootStep::Dev {
                 dst: rel(dst),
                 shm: tmpfs_data(SHM_SIZE, 0o1777),
+                mqueue: dev_mqueue,
             }
         }
         MountSpec::Bind { .. } | MountSpec::DevBind { .. } => {
@@ -594,6 +616,7 @@ mod tests {
             RootStep::Dev {
                 dst: PathBuf::from("etc/dev"),
                 shm: String::new(),
+                mqueue: true,
             },
         ] {
             let mut st = steps.clone();

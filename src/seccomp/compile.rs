@@ -13,6 +13,14 @@ pub(super) const ALWAYS: &[&str] = &["execve", "exit", "exit_group", "clone3"];
 /// sends it with sendmsg after the filter is in force.
 pub(super) const WITH_LISTENER: &[&str] = &["sendmsg"];
 
+/// Left out with `SeccompPolicy::host_ipc`: a POSIX message queue is named
+/// in the IPC namespace's mqueue filesystem, the host's without a namespace
+/// of the jail's own, where a queue made would outlive the run and be
+/// seen by the host (Landlock refuses the open, not the creation), and
+/// `mq_unlink` could remove the caller's. The others act on a queue
+/// already open only.
+pub(super) const HOST_QUEUE_NAMES: &[&str] = &["mq_open", "mq_unlink"];
+
 /// The set of syscall numbers the policy's groups and single names allow.
 /// Errors are one line naming the bad group or syscall.
 pub fn resolve_bits(p: &SeccompPolicy) -> Result<syscalls::Bits, SeccompError> {
@@ -73,6 +81,11 @@ pub fn compile(p: &SeccompPolicy) -> Result<Compiled, SeccompError> {
 /// The policy's numbers, with the ones the jail always needs.
 fn allowed_bits(p: &SeccompPolicy) -> Result<syscalls::Bits, SeccompError> {
     let mut bits = resolve_bits(p)?;
+    if p.host_ipc {
+        for nr in HOST_QUEUE_NAMES.iter().filter_map(|n| syscalls::number(n)) {
+            bits[nr as usize / 64] &= !(1 << (nr % 64));
+        }
+    }
     // Every mode hands a listener to the supervisor (Compiled::wants_listener).
     for n in ALWAYS.iter().chain(WITH_LISTENER) {
         if let Some(nr) = syscalls::number(n) {

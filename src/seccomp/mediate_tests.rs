@@ -50,6 +50,46 @@ fn fallback_mediates_connect_and_refuses_unix_datagrams() {
     );
 }
 
+/// The POSIX message queue syscalls are in the default allowlist (the
+/// jail's IPC namespace holds its queues); with the host's IPC namespace
+/// (the fallback) the two that name a queue are refused, even when asked
+/// for by name, and the rest stay.
+#[test]
+fn message_queues_are_allowed_but_not_named_in_the_hosts_ipc_namespace() {
+    let nr = |n: &str| syscalls::number(n).unwrap();
+    let all = [
+        "mq_open",
+        "mq_unlink",
+        "mq_timedsend",
+        "mq_timedreceive",
+        "mq_notify",
+        "mq_getsetattr",
+    ];
+    let plain = compile(&SeccompPolicy::default()).unwrap();
+    for n in all {
+        assert_eq!(
+            tests_run(&plain.allowlist, nr(n), [0; 6]),
+            libc::SECCOMP_RET_ALLOW,
+            "{n}"
+        );
+    }
+    let host = compile(&SeccompPolicy {
+        host_ipc: true,
+        allow: vec!["mq_open".into()],
+        ..SeccompPolicy::default()
+    })
+    .unwrap();
+    assert_eq!(host.allowed + 2, plain.allowed);
+    let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+    for n in all {
+        let want = match n {
+            "mq_open" | "mq_unlink" => eperm,
+            _ => libc::SECCOMP_RET_ALLOW,
+        };
+        assert_eq!(tests_run(&host.allowlist, nr(n), [0; 6]), want, "{n}");
+    }
+}
+
 /// A classic-BPF interpreter for the instructions the compiler emits.
 fn tests_run(prog: &[libc::sock_filter], nr: u32, args: [u64; 6]) -> u32 {
     let mut data = [0u32; 16];

@@ -27,6 +27,12 @@ pub struct SeccompPolicy {
     /// The fallback's unix-socket mediation (see supervise::unix): connect()
     /// goes to the supervisor, and AF_UNIX datagram sockets are refused.
     pub mediate_unix: bool,
+    /// The payload shares the host's IPC namespace (the fallback): the
+    /// syscalls that name a POSIX message queue (`mq_open`, `mq_unlink`)
+    /// are left out whatever the groups say, as its queues would be the
+    /// host's (see `compile::HOST_QUEUE_NAMES`).
+    #[serde(default)]
+    pub host_ipc: bool,
     /// Learning mode: the path-taking syscalls (`paths`) go to the
     /// supervisor's listener too, which records their paths and lets
     /// them continue (`--learn`).
@@ -43,6 +49,7 @@ impl Default for SeccompPolicy {
             action: SeccompAction::Errno,
             unix_sockets_only: false,
             mediate_unix: false,
+            host_ipc: false,
             learn_paths: false,
         }
     }

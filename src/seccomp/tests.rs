@@ -20,6 +20,7 @@ fn policy(groups: &[&str], allow: &[&str], action: SeccompAction) -> SeccompPoli
         action,
         unix_sockets_only: false,
         mediate_unix: false,
+        host_ipc: false,
         learn_paths: false,
     }
 }

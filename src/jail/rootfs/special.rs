@@ -104,13 +104,16 @@ pub(super) fn proc(
 }
 
 /// A /dev of its own at `dst`: a few device binds, the usual links, shm
-/// (`shm_data`: its mount options) and a private devpts. Sealed read-only
-/// unless `writable` (a bare root, as bwrap's, where later ops mount and
-/// bind under /dev).
+/// (`shm_data`: its mount options), a private devpts and, with `mqueue`,
+/// the mqueue filesystem of the IPC namespace init is in (the payload's:
+/// under the rlimit rung, `jail::ipc` made init join the bounded one
+/// before the root is built). Sealed read-only unless `writable` (a bare
+/// root, as bwrap's, where later ops mount and bind under /dev).
 pub(super) fn dev(
     root: &mut Root,
     dst: &Path,
     shm_data: &str,
+    mqueue: bool,
     devices: &[OwnedFd],
     writable: bool,
 ) -> Result<(), JailError> {
@@ -158,6 +161,10 @@ pub(super) fn dev(
     at::mkdir(dfd, OsStr::new("shm"), 0o1777, &shm).step("dev", &shm)?;
     let pts = dst.join("pts");
     at::mkdir(dfd, OsStr::new("pts"), 0o755, &pts).step("dev", &pts)?;
+    let mq = dst.join("mqueue");
+    if mqueue {
+        at::mkdir(dfd, OsStr::new("mqueue"), 0o755, &mq).step("dev", &mq)?;
+    }
     // Nothing new may be created in /dev (unless `writable`); the device
     // binds get nosuid and noexec with it. shm and pts are mounted after,
     // writable.
@@ -182,6 +189,18 @@ pub(super) fn dev(
         &pts,
     )
     .step("dev", &pts)?;
+    if mqueue {
+        let fd = at::open_dir(dfd, OsStr::new("mqueue"), &mq).step("dev", &mq)?;
+        sys::mount_fs_on(
+            &fd,
+            "mqueue",
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            None,
+            &mq,
+        )
+        .step("dev", &mq)?;
+        root.mounted(&mq);
+    }
     root.mounted(&shm);
     root.mounted(&pts);
     Ok(())

@@ -92,7 +92,7 @@ pub(in crate::plan) fn share(memory: u64, plan: &mut Plan, run_dir: bool) -> Sha
     for step in &plan.steps {
         match step {
             RootStep::Tmpfs { dst, data } => slots.push((jail_path(dst), tmpfs_size(data))),
-            RootStep::Dev { dst, shm } => {
+            RootStep::Dev { dst, shm, .. } => {
                 slots.push((jail_path(&dst.join("shm")), tmpfs_size(shm)))
             }
             _ => {}
