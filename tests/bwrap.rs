@@ -113,6 +113,13 @@ fn same(who: Who, args: &[&str]) -> Output {
     same_in(who, args, None)
 }
 
+/// `args` refused by both alike: exit 1 and the one line `bwrap: {err}`.
+fn same_refusal(who: Who, args: &[&str], err: &str) {
+    let o = same(who, args);
+    expect_code(&o, 1, err);
+    assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+}
+
 fn root_and(rest: &[&str]) -> Vec<String> {
     ROOT.iter().chain(rest).map(|s| s.to_string()).collect()
 }
@@ -1169,9 +1176,7 @@ fn as_pid_1_the_command_is_pid_1() {
                 "Specifying --as-pid-1 and --lock-file is not permitted",
             ),
         ] {
-            let o = same_root(who, rest);
-            expect_code(&o, 1, err);
-            assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+            same_refusal(who, &strs(&root_and(rest)), err);
         }
     }
 }
@@ -1220,9 +1225,7 @@ fn disable_userns_and_assert_userns_disabled() {
                 "--disable-userns requires --unshare-user",
             ),
         ] {
-            let o = same(who, args);
-            expect_code(&o, 1, err);
-            assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+            same_refusal(who, args, err);
         }
         // Asserted where it holds: fine.
         let o = same(
@@ -1300,11 +1303,7 @@ fn perms_and_size_as_bwrap_reads_them() {
                 "--size (for tmpfs) is limited to 9223372036854775807",
             ),
         ] {
-            let mut a: Vec<&str> = rest.to_vec();
-            a.push("true");
-            let o = same(who, &a);
-            expect_code(&o, 1, err);
-            assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+            same_refusal(who, &[rest, &["true"]].concat(), err);
         }
     }
 }
@@ -1397,11 +1396,7 @@ fn overlays_of_host_directories() {
                 "--overlay-src must be followed by another --overlay-src or one of --overlay, --tmp-overlay, or --ro-overlay",
             ),
         ] {
-            let mut a: Vec<&str> = rest.to_vec();
-            a.push("true");
-            let o = same(who, &a);
-            expect_code(&o, 1, err);
-            assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+            same_refusal(who, &[rest, &["true"]].concat(), err);
         }
     }
 }
@@ -1764,6 +1759,41 @@ impl Holder {
         })
     }
 
+    /// Started by root without a mapping of its own (no `-r`): the user
+    /// namespace gets `map` as its uid and gid map, written from here.
+    fn mapped_by_root(map: &str) -> Holder {
+        use std::io::BufRead;
+        let mut c = Command::new("unshare");
+        c.args([
+            "-U",
+            "-p",
+            "-f",
+            "--kill-child",
+            "sh",
+            "-c",
+            "echo ready; exec sleep 600",
+        ]);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut unshare = c.spawn().expect("unshare");
+        let mut line = String::new();
+        std::io::BufReader::new(unshare.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let pid = children(unshare.id())[0];
+        let h = Holder {
+            unshare,
+            pid,
+            inner: None,
+            bystander: None,
+        };
+        for f in ["uid_map", "gid_map"] {
+            std::fs::write(format!("/proc/{pid}/{f}"), map).unwrap();
+        }
+        h
+    }
+
     fn ns(&self, kind: &str) -> std::path::PathBuf {
         format!("/proc/{}/ns/{kind}", self.pid).into()
     }
@@ -2050,35 +2080,7 @@ fn a_root_caller_in_a_namespace_without_host_root_is_not_host_root() {
         common::skip("bwrap_userns_root", "needs root to write another uid's map");
         return;
     }
-    let mut c = Command::new("unshare");
-    c.args([
-        "-U",
-        "-p",
-        "-f",
-        "--kill-child",
-        "sh",
-        "-c",
-        "echo ready; exec sleep 600",
-    ]);
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut unshare = c.spawn().expect("unshare");
-    let mut line = String::new();
-    use std::io::BufRead;
-    std::io::BufReader::new(unshare.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let pid = children(unshare.id())[0];
-    let h = Holder {
-        unshare,
-        pid,
-        inner: None,
-        bystander: None,
-    };
-    for f in ["uid_map", "gid_map"] {
-        std::fs::write(format!("/proc/{pid}/{f}"), "0 100000 1\n").unwrap();
-    }
+    let h = Holder::mapped_by_root("0 100000 1\n");
     let s = common::Scratch::new("bwrap-userns-root").world_writable();
     let dir = s.path().to_str().unwrap();
     let v = root_and(&[
@@ -2106,34 +2108,7 @@ fn a_root_caller_in_a_namespace_without_host_root_is_not_host_root() {
     // And where the namespace maps neither host root nor its own uid 0,
     // the run is refused, never run as host root.
     drop(h);
-    let mut c = Command::new("unshare");
-    c.args([
-        "-U",
-        "-p",
-        "-f",
-        "--kill-child",
-        "sh",
-        "-c",
-        "echo ready; exec sleep 600",
-    ]);
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut unshare = c.spawn().expect("unshare");
-    let mut line = String::new();
-    std::io::BufReader::new(unshare.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let pid = children(unshare.id())[0];
-    let h = Holder {
-        unshare,
-        pid,
-        inner: None,
-        bystander: None,
-    };
-    for f in ["uid_map", "gid_map"] {
-        std::fs::write(format!("/proc/{pid}/{f}"), "5 100000 1\n").unwrap();
-    }
+    let h = Holder::mapped_by_root("5 100000 1\n");
     std::fs::remove_file(s.join("f")).unwrap();
     let o = with_fds(
         Who::Root,
