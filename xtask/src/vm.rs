@@ -523,7 +523,7 @@ fn initramfs(
         c.file(&format!("usr/bin/{name}"), 0o755, &read(p)?);
     }
     c.file("init", 0o755, &read(&root.join("tests/vm/init.sh"))?);
-    for f in ["tests.sh", "v1.sh"] {
+    for f in ["lib.sh", "tests.sh", "v1.sh"] {
         c.file(
             &format!("usr/share/vmtest/{f}"),
             0o755,
