@@ -340,6 +340,34 @@ pub fn evaluator_result(o: &Output, what: &str) -> (serde_json::Value, serde_jso
     (r, v)
 }
 
+/// Panic unless `json` (one outcome) validates against
+/// src/outcome.schema.json, by Debian's python3-jsonschema (installed by
+/// `cargo xtask test`).
+pub fn validate_outcome(json: &str) {
+    let dir = Scratch::new("schema");
+    let f = dir.join("outcome.json");
+    std::fs::write(&f, json).unwrap();
+    let o = Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg("import json,sys,jsonschema\njsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), format_checker=None)\nprint('valid')")
+        .arg(&f)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/outcome.schema.json"))
+        .output()
+        .expect("run python3");
+    assert!(
+        o.status.success() && stdout(&o).contains("valid"),
+        "outcome does not validate against the schema:\n{json}\n{}",
+        stderr(&o)
+    );
+}
+
+/// `last_json`, validated (`validate_outcome`).
+pub fn last_valid_json(o: &Output) -> serde_json::Value {
+    let v = last_json(o);
+    validate_outcome(stdout(o).lines().last().unwrap_or(""));
+    v
+}
+
 /// The host's Landlock ABI, from the kernel's own version query
 /// (landlock_create_ruleset with LANDLOCK_CREATE_RULESET_VERSION); 0 when
 /// it has none.
