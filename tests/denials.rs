@@ -161,22 +161,7 @@ fn run(wrappers: &[&str], who: Who, flags: &[&str], cmd: &[&str]) -> Output {
 
 /// The outcome on `o`'s last line of stdout validates against the schema.
 fn valid(o: &Output) {
-    let dir = Scratch::new("denials-schema");
-    let f = dir.join("outcome.json");
-    let text = common::stdout(o);
-    std::fs::write(&f, text.lines().last().unwrap_or("")).unwrap();
-    let check = Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg("import json,sys,jsonschema\njsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\nprint('valid')")
-        .arg(&f)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/outcome.schema.json"))
-        .output()
-        .expect("run python3");
-    assert!(
-        check.status.success() && common::stdout(&check).contains("valid"),
-        "outcome does not validate against the schema:\n{text}\n{}",
-        common::stderr(&check)
-    );
+    common::validate_outcome(common::stdout(o).lines().last().unwrap_or(""));
 }
 
 /// The jail sees `sec` at /sec, bound read-only and left out of the
