@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::Who;
 use serde_json::{json, Value};
-use serve_util::{descendants, metric, py, Server, PATIENCE};
+use serve_util::{descendants, files_and_stdin, metric, py, Server, PATIENCE};
 
 const HITS: &str = "stockade_pool_hits_total{profile=\"python\"}";
 
@@ -517,14 +517,7 @@ fn in_the_fallback_the_pool_serves_members() {
             &["--warm", "python=1", "--warm-import", "json", "--warm-fork"],
         );
         wait_ready(&s);
-        let v = s
-            .run(&json!({
-                "profile": "python",
-                "argv": ["python3", "-c", "import sys; print(open('a.txt').read(), sys.stdin.read())"],
-                "stdin": "in",
-                "files": {"a.txt": "given"},
-            }))
-            .json();
+        let v = s.run(&files_and_stdin()).json();
         assert_eq!(v["status"], "exited", "{v}");
         assert_eq!(v["layers"]["user_namespace"]["state"], "unavailable", "{v}");
         assert_eq!(stdout(&v), "given in\n", "{v}");

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::Who;
 use serde_json::{json, Value};
-use serve_util::{descendants, metric, py, who_name, Lines, Server, PATIENCE};
+use serve_util::{descendants, files_and_stdin, metric, py, who_name, Lines, Server, PATIENCE};
 
 /// A server with a warm python pool of `n`.
 fn pooled(who: Who, n: usize, more: &[&str]) -> Server {
@@ -470,14 +470,7 @@ fn pooled_runs_in_the_fallback() {
             &["--warm", "python=1", "--warm-import", "json"],
         );
         wait_ready(&s);
-        let v = s
-            .run(&json!({
-                "profile": "python",
-                "argv": ["python3", "-c", "import sys; print(open('a.txt').read(), sys.stdin.read())"],
-                "stdin": "in",
-                "files": {"a.txt": "given"},
-            }))
-            .json();
+        let v = s.run(&files_and_stdin()).json();
         assert_eq!(v["status"], "exited", "{w}: {v}");
         assert_eq!(
             v["layers"]["user_namespace"]["state"], "unavailable",

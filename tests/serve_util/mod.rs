@@ -403,6 +403,17 @@ pub fn metric(s: &Server, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// A python run given the file `a.txt` ("given") and stdin ("in"); it
+/// prints both: `given in`.
+pub fn files_and_stdin() -> serde_json::Value {
+    serde_json::json!({
+        "profile": "python",
+        "argv": ["python3", "-c", "import sys; print(open('a.txt').read(), sys.stdin.read())"],
+        "stdin": "in",
+        "files": {"a.txt": "given"},
+    })
+}
+
 /// A run request: `python3 -c CODE` under the python profile.
 pub fn py(code: &str) -> serde_json::Value {
     serde_json::json!({"profile": "python", "argv": ["python3", "-c", code]})
