@@ -87,8 +87,15 @@ fn remove_stale_test_dirs() {
 /// (through tests/payloads/sig_default.c), however the test run itself was
 /// started (a background job ignores SIGINT and SIGQUIT, nohup SIGHUP).
 pub fn stockade(who: Who) -> Command {
-    let mut c = Command::new(c_payload("sig_default"));
+    let mut c = host_command(who, c_payload("sig_default"));
     c.arg(binary());
+    c
+}
+
+/// `program` to start on the host as `who`, as stockade is started: a
+/// clean environment (PATH and LANG only), in /, stdin from /dev/null.
+pub fn host_command(who: Who, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new(program);
     c.env_clear();
     c.env("PATH", "/usr/local/bin:/usr/bin:/bin");
     c.env("LANG", "C.UTF-8");
