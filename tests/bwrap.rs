@@ -53,15 +53,7 @@ fn real(who: Who) -> Option<Command> {
     if !Path::new(real_path()).exists() {
         return None;
     }
-    let mut c = Command::new(real_path());
-    c.env_clear();
-    c.env("PATH", "/usr/local/bin:/usr/bin:/bin");
-    c.env("LANG", "C.UTF-8");
-    c.current_dir("/");
-    if who == Who::Nobody && is_root() {
-        c.uid(NOBODY).gid(NOBODY);
-    }
-    c.stdin(Stdio::null());
+    let c = common::host_command(who, real_path());
     // Can it make a sandbox at all here (user namespaces, a proc mount)?
     let probe = {
         let mut p = Command::new(real_path());
@@ -548,19 +540,10 @@ fn no_mkdir_filter() -> Vec<u8> {
 /// `bin [pre…] args…` started through sh as `who` with fd 3 and 4 open on
 /// `f3` and `f4`, as the other tests start bwrap.
 fn with_fds(who: Who, bin: &[&str], args: &[&str], f3: &Path, f4: &Path) -> Output {
-    use std::os::unix::process::CommandExt;
-    let mut c = Command::new("/bin/sh");
+    let mut c = common::host_command(who, "/bin/sh");
     c.args(["-c", "exec \"$@\" 3<\"$F3\" 4<\"$F4\"", "sh"]);
     c.args(bin).args(args);
-    c.env_clear();
-    c.env("PATH", "/usr/local/bin:/usr/bin:/bin");
-    c.env("LANG", "C.UTF-8");
     c.env("F3", f3).env("F4", f4);
-    c.current_dir("/");
-    if who == Who::Nobody && is_root() {
-        c.uid(NOBODY).gid(NOBODY);
-    }
-    c.stdin(Stdio::null());
     c.output().expect("start")
 }
 
@@ -2141,20 +2124,11 @@ fn with_own_maps(who: Who, bin: &[&str], args: &[&str], s: &common::Scratch, inn
             .unwrap();
         assert!(made.success());
     }
-    let mut c = Command::new("/bin/sh");
+    let mut c = common::host_command(who, "/bin/sh");
     c.args(["-c", "exec \"$@\" 3>\"$F3\" 4<\"$F4\"", "sh"]);
     c.args(bin).args(args);
-    c.env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("LANG", "C.UTF-8");
-    c.env("F3", &info).env("F4", &block).current_dir("/");
-    if who == Who::Nobody && is_root() {
-        use std::os::unix::process::CommandExt;
-        c.uid(NOBODY).gid(NOBODY);
-    }
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    c.env("F3", &info).env("F4", &block);
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
     let child = c.spawn().expect("start");
     let mut info_r = std::fs::File::open(&info).unwrap();
     let mut block_w = std::fs::OpenOptions::new()
@@ -2245,20 +2219,10 @@ struct Handoff {
 /// opened from there.
 fn handoff(who: Who, bin: &[&str], first: &[&str], pidns: bool, s: &common::Scratch) -> Handoff {
     use std::io::{BufRead, Write};
-    use std::os::unix::process::CommandExt;
     let (info, status) = (s.join("info.json"), s.join("status.json"));
     let _ = std::fs::remove_file(&info);
     let _ = std::fs::remove_file(&status);
-    let as_who = |c: &mut Command| {
-        c.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("LANG", "C.UTF-8")
-            .current_dir("/");
-        if who == Who::Nobody && is_root() {
-            c.uid(NOBODY).gid(NOBODY);
-        }
-    };
-    let mut c = Command::new("bash");
+    let mut c = common::host_command(who, "bash");
     // bash: dash takes no fd above 9 in a redirection.
     c.args(["-c", "exec \"$@\" 42>\"$INFO\" 43>\"$STATUS\"", "sh"]);
     c.args(bin)
@@ -2271,7 +2235,6 @@ fn handoff(who: Who, bin: &[&str], first: &[&str], pidns: bool, s: &common::Scra
             "for n in $0; do readlink /proc/self/ns/$n; done; exec cat",
             NS,
         ]);
-    as_who(&mut c);
     c.env("INFO", &info).env("STATUS", &status);
     c.stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -2288,7 +2251,7 @@ fn handoff(who: Who, bin: &[&str], first: &[&str], pidns: bool, s: &common::Scra
         .first()
         .and_then(|d| d["child-pid"].as_u64())
         .unwrap_or(0);
-    let mut c = Command::new("bash");
+    let mut c = common::host_command(who, "bash");
     let script = "P=$1; shift; for n in $NS; do readlink /proc/$P/ns/$n || echo unreadable; done; \
                   echo --; exec \"$@\" 11</proc/$P/ns/user 12</proc/$P/ns/pid";
     c.args(["-c", script, "sh", &info_pid.to_string()]);
@@ -2298,7 +2261,6 @@ fn handoff(who: Who, bin: &[&str], first: &[&str], pidns: bool, s: &common::Scra
         c.args(["--pidns", "12"]);
     }
     c.args(["readlink", "/proc/self/ns/user", "/proc/self/ns/pid"]);
-    as_who(&mut c);
     c.env("NS", NS);
     let o = c.output().expect("start");
     let text = stdout(&o);
