@@ -497,19 +497,12 @@ fn refused_syscalls_are_recorded_as_denials_per_thread() {
 fn refusals_under_another_listener_still_fail_and_say_unrecorded() {
     for who in users("refusals_under_another_listener_still_fail_and_say_unrecorded") {
         // ll_fake_abi holds a listener over everything it starts.
-        let mut c = std::process::Command::new(common::c_payload("ll_fake_abi"));
-        c.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .current_dir("/")
-            .stdin(std::process::Stdio::null())
+        let o = common::host_command(who, common::c_payload("ll_fake_abi"))
             .arg("7")
             .arg(common::binary())
-            .args(["run", "--report", "-", "--", "python3", "-c", TWO_THREADS]);
-        if who == Who::Nobody && common::is_root() {
-            use std::os::unix::process::CommandExt;
-            c.uid(common::NOBODY).gid(common::NOBODY);
-        }
-        let o = c.output().unwrap();
+            .args(["run", "--report", "-", "--", "python3", "-c", TWO_THREADS])
+            .output()
+            .unwrap();
         expect_code(&o, 0, "under another listener");
         let v = common::last_json(&o);
         let out = v["stdout"]["data"].as_str().unwrap_or_default();
@@ -570,16 +563,9 @@ fn denials_are_written_as_lines_to_the_denials_fd() {
 }
 
 /// `sh -c SCRIPT ARG0` on the host as `who`, with a clean environment.
-fn host_sh(who: Who, script: &str, arg0: &str) -> std::process::Output {
-    let mut c = std::process::Command::new("/bin/sh");
-    c.env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .current_dir("/")
-        .stdin(std::process::Stdio::null())
-        .args(["-c", script, arg0]);
-    if who == Who::Nobody && common::is_root() {
-        use std::os::unix::process::CommandExt;
-        c.uid(common::NOBODY).gid(common::NOBODY);
-    }
-    c.output().unwrap()
+fn host_sh(who: Who, script: &str, arg0: &str) -> Output {
+    common::host_command(who, "/bin/sh")
+        .args(["-c", script, arg0])
+        .output()
+        .unwrap()
 }
