@@ -458,17 +458,10 @@ fn lines_on_fd(who: Who, flags: &str, cmd: &str, dir: &Path) -> (Output, Vec<Val
         file.display(),
         common::binary().display(),
     );
-    let mut c = Command::new("/bin/sh");
-    c.env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .args(["-c", &script, cmd]);
-    if who == Who::Nobody && common::is_root() {
-        use std::os::unix::process::CommandExt;
-        c.uid(common::NOBODY).gid(common::NOBODY);
-    }
-    let o = c.output().unwrap();
+    let o = common::host_command(who, "/bin/sh")
+        .args(["-c", &script, cmd])
+        .output()
+        .unwrap();
     let text = std::fs::read_to_string(&file).unwrap_or_default();
     let lines = text
         .lines()
