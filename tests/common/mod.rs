@@ -107,6 +107,18 @@ pub fn host_command(who: Who, program: impl AsRef<std::ffi::OsStr>) -> Command {
     c
 }
 
+/// Run the shell `script` on the host as this process; panic, with its
+/// output, unless it succeeds.
+pub fn host_sh_ok(script: &str) {
+    let o = Command::new("sh").arg("-c").arg(script).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{script}\n{}\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
+}
+
 /// Run `stockade run [flags…] -- cmd…` as `who` and collect its output.
 pub fn run(who: Who, flags: &[&str], cmd: &[&str]) -> Output {
     let mut c = stockade(who);
