@@ -314,16 +314,6 @@ fn write_project(dir: &Path, name: &str, finder: bool) {
     .unwrap();
 }
 
-fn sh_ok(script: &str) {
-    let o = Command::new("sh").arg("-c").arg(script).output().unwrap();
-    assert!(
-        o.status.success(),
-        "{script}\n{}\n{}",
-        stdout(&o),
-        stderr(&o)
-    );
-}
-
 #[test]
 fn venv_with_editable_and_regular_installs_works() {
     let s = Scratch::new("venv");
@@ -335,7 +325,7 @@ fn venv_with_editable_and_regular_installs_works() {
     ] {
         write_project(&s.join(name), name, finder);
     }
-    sh_ok(&format!(
+    common::host_sh_ok(&format!(
         "cd {d} && /usr/bin/python3 -m venv --system-site-packages venv && \
          venv/bin/pip install -q --no-index --no-build-isolation -e ./evalsrc -e ./evalfinder ./evalplain && \
          chmod -R a+rX {d}",
@@ -543,7 +533,7 @@ fn pyenv_shim_and_interpreter_work_when_reachable() {
 #[test]
 fn profile_show_python_lists_the_interpreters_binds() {
     let s = Scratch::new("venvshow");
-    sh_ok(&format!(
+    common::host_sh_ok(&format!(
         "cd {} && /usr/bin/python3 -m venv --without-pip v && chmod -R a+rX .",
         s.path().display()
     ));
