@@ -53,15 +53,7 @@ fn real(who: Who) -> Option<Command> {
     if !Path::new(real_path()).exists() {
         return None;
     }
-    let mut c = Command::new(real_path());
-    c.env_clear();
-    c.env("PATH", "/usr/local/bin:/usr/bin:/bin");
-    c.env("LANG", "C.UTF-8");
-    c.current_dir("/");
-    if who == Who::Nobody && is_root() {
-        c.uid(NOBODY).gid(NOBODY);
-    }
-    c.stdin(Stdio::null());
+    let c = common::host_command(who, real_path());
     // Can it make a sandbox at all here (user namespaces, a proc mount)?
     let probe = {
         let mut p = Command::new(real_path());
@@ -111,6 +103,13 @@ fn same_in(who: Who, args: &[&str], stdin: Option<&Path>) -> Output {
 
 fn same(who: Who, args: &[&str]) -> Output {
     same_in(who, args, None)
+}
+
+/// `args` refused by both alike: exit 1 and the one line `bwrap: {err}`.
+fn same_refusal(who: Who, args: &[&str], err: &str) {
+    let o = same(who, args);
+    expect_code(&o, 1, err);
+    assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
 }
 
 fn root_and(rest: &[&str]) -> Vec<String> {
@@ -541,19 +540,10 @@ fn no_mkdir_filter() -> Vec<u8> {
 /// `bin [pre…] args…` started through sh as `who` with fd 3 and 4 open on
 /// `f3` and `f4`, as the other tests start bwrap.
 fn with_fds(who: Who, bin: &[&str], args: &[&str], f3: &Path, f4: &Path) -> Output {
-    use std::os::unix::process::CommandExt;
-    let mut c = Command::new("/bin/sh");
+    let mut c = common::host_command(who, "/bin/sh");
     c.args(["-c", "exec \"$@\" 3<\"$F3\" 4<\"$F4\"", "sh"]);
     c.args(bin).args(args);
-    c.env_clear();
-    c.env("PATH", "/usr/local/bin:/usr/bin:/bin");
-    c.env("LANG", "C.UTF-8");
     c.env("F3", f3).env("F4", f4);
-    c.current_dir("/");
-    if who == Who::Nobody && is_root() {
-        c.uid(NOBODY).gid(NOBODY);
-    }
-    c.stdin(Stdio::null());
     c.output().expect("start")
 }
 
@@ -1169,9 +1159,7 @@ fn as_pid_1_the_command_is_pid_1() {
                 "Specifying --as-pid-1 and --lock-file is not permitted",
             ),
         ] {
-            let o = same_root(who, rest);
-            expect_code(&o, 1, err);
-            assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+            same_refusal(who, &strs(&root_and(rest)), err);
         }
     }
 }
@@ -1220,9 +1208,7 @@ fn disable_userns_and_assert_userns_disabled() {
                 "--disable-userns requires --unshare-user",
             ),
         ] {
-            let o = same(who, args);
-            expect_code(&o, 1, err);
-            assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+            same_refusal(who, args, err);
         }
         // Asserted where it holds: fine.
         let o = same(
@@ -1300,11 +1286,7 @@ fn perms_and_size_as_bwrap_reads_them() {
                 "--size (for tmpfs) is limited to 9223372036854775807",
             ),
         ] {
-            let mut a: Vec<&str> = rest.to_vec();
-            a.push("true");
-            let o = same(who, &a);
-            expect_code(&o, 1, err);
-            assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+            same_refusal(who, &[rest, &["true"]].concat(), err);
         }
     }
 }
@@ -1397,11 +1379,7 @@ fn overlays_of_host_directories() {
                 "--overlay-src must be followed by another --overlay-src or one of --overlay, --tmp-overlay, or --ro-overlay",
             ),
         ] {
-            let mut a: Vec<&str> = rest.to_vec();
-            a.push("true");
-            let o = same(who, &a);
-            expect_code(&o, 1, err);
-            assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
+            same_refusal(who, &[rest, &["true"]].concat(), err);
         }
     }
 }
@@ -1764,6 +1742,41 @@ impl Holder {
         })
     }
 
+    /// Started by root without a mapping of its own (no `-r`): the user
+    /// namespace gets `map` as its uid and gid map, written from here.
+    fn mapped_by_root(map: &str) -> Holder {
+        use std::io::BufRead;
+        let mut c = Command::new("unshare");
+        c.args([
+            "-U",
+            "-p",
+            "-f",
+            "--kill-child",
+            "sh",
+            "-c",
+            "echo ready; exec sleep 600",
+        ]);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut unshare = c.spawn().expect("unshare");
+        let mut line = String::new();
+        std::io::BufReader::new(unshare.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let pid = children(unshare.id())[0];
+        let h = Holder {
+            unshare,
+            pid,
+            inner: None,
+            bystander: None,
+        };
+        for f in ["uid_map", "gid_map"] {
+            std::fs::write(format!("/proc/{pid}/{f}"), map).unwrap();
+        }
+        h
+    }
+
     fn ns(&self, kind: &str) -> std::path::PathBuf {
         format!("/proc/{}/ns/{kind}", self.pid).into()
     }
@@ -2050,35 +2063,7 @@ fn a_root_caller_in_a_namespace_without_host_root_is_not_host_root() {
         common::skip("bwrap_userns_root", "needs root to write another uid's map");
         return;
     }
-    let mut c = Command::new("unshare");
-    c.args([
-        "-U",
-        "-p",
-        "-f",
-        "--kill-child",
-        "sh",
-        "-c",
-        "echo ready; exec sleep 600",
-    ]);
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut unshare = c.spawn().expect("unshare");
-    let mut line = String::new();
-    use std::io::BufRead;
-    std::io::BufReader::new(unshare.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let pid = children(unshare.id())[0];
-    let h = Holder {
-        unshare,
-        pid,
-        inner: None,
-        bystander: None,
-    };
-    for f in ["uid_map", "gid_map"] {
-        std::fs::write(format!("/proc/{pid}/{f}"), "0 100000 1\n").unwrap();
-    }
+    let h = Holder::mapped_by_root("0 100000 1\n");
     let s = common::Scratch::new("bwrap-userns-root").world_writable();
     let dir = s.path().to_str().unwrap();
     let v = root_and(&[
@@ -2106,34 +2091,7 @@ fn a_root_caller_in_a_namespace_without_host_root_is_not_host_root() {
     // And where the namespace maps neither host root nor its own uid 0,
     // the run is refused, never run as host root.
     drop(h);
-    let mut c = Command::new("unshare");
-    c.args([
-        "-U",
-        "-p",
-        "-f",
-        "--kill-child",
-        "sh",
-        "-c",
-        "echo ready; exec sleep 600",
-    ]);
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut unshare = c.spawn().expect("unshare");
-    let mut line = String::new();
-    std::io::BufReader::new(unshare.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let pid = children(unshare.id())[0];
-    let h = Holder {
-        unshare,
-        pid,
-        inner: None,
-        bystander: None,
-    };
-    for f in ["uid_map", "gid_map"] {
-        std::fs::write(format!("/proc/{pid}/{f}"), "5 100000 1\n").unwrap();
-    }
+    let h = Holder::mapped_by_root("5 100000 1\n");
     std::fs::remove_file(s.join("f")).unwrap();
     let o = with_fds(
         Who::Root,
@@ -2166,20 +2124,11 @@ fn with_own_maps(who: Who, bin: &[&str], args: &[&str], s: &common::Scratch, inn
             .unwrap();
         assert!(made.success());
     }
-    let mut c = Command::new("/bin/sh");
+    let mut c = common::host_command(who, "/bin/sh");
     c.args(["-c", "exec \"$@\" 3>\"$F3\" 4<\"$F4\"", "sh"]);
     c.args(bin).args(args);
-    c.env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("LANG", "C.UTF-8");
-    c.env("F3", &info).env("F4", &block).current_dir("/");
-    if who == Who::Nobody && is_root() {
-        use std::os::unix::process::CommandExt;
-        c.uid(NOBODY).gid(NOBODY);
-    }
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    c.env("F3", &info).env("F4", &block);
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
     let child = c.spawn().expect("start");
     let mut info_r = std::fs::File::open(&info).unwrap();
     let mut block_w = std::fs::OpenOptions::new()
@@ -2270,20 +2219,10 @@ struct Handoff {
 /// opened from there.
 fn handoff(who: Who, bin: &[&str], first: &[&str], pidns: bool, s: &common::Scratch) -> Handoff {
     use std::io::{BufRead, Write};
-    use std::os::unix::process::CommandExt;
     let (info, status) = (s.join("info.json"), s.join("status.json"));
     let _ = std::fs::remove_file(&info);
     let _ = std::fs::remove_file(&status);
-    let as_who = |c: &mut Command| {
-        c.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("LANG", "C.UTF-8")
-            .current_dir("/");
-        if who == Who::Nobody && is_root() {
-            c.uid(NOBODY).gid(NOBODY);
-        }
-    };
-    let mut c = Command::new("bash");
+    let mut c = common::host_command(who, "bash");
     // bash: dash takes no fd above 9 in a redirection.
     c.args(["-c", "exec \"$@\" 42>\"$INFO\" 43>\"$STATUS\"", "sh"]);
     c.args(bin)
@@ -2296,7 +2235,6 @@ fn handoff(who: Who, bin: &[&str], first: &[&str], pidns: bool, s: &common::Scra
             "for n in $0; do readlink /proc/self/ns/$n; done; exec cat",
             NS,
         ]);
-    as_who(&mut c);
     c.env("INFO", &info).env("STATUS", &status);
     c.stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -2313,7 +2251,7 @@ fn handoff(who: Who, bin: &[&str], first: &[&str], pidns: bool, s: &common::Scra
         .first()
         .and_then(|d| d["child-pid"].as_u64())
         .unwrap_or(0);
-    let mut c = Command::new("bash");
+    let mut c = common::host_command(who, "bash");
     let script = "P=$1; shift; for n in $NS; do readlink /proc/$P/ns/$n || echo unreadable; done; \
                   echo --; exec \"$@\" 11</proc/$P/ns/user 12</proc/$P/ns/pid";
     c.args(["-c", script, "sh", &info_pid.to_string()]);
@@ -2323,7 +2261,6 @@ fn handoff(who: Who, bin: &[&str], first: &[&str], pidns: bool, s: &common::Scra
         c.args(["--pidns", "12"]);
     }
     c.args(["readlink", "/proc/self/ns/user", "/proc/self/ns/pid"]);
-    as_who(&mut c);
     c.env("NS", NS);
     let o = c.output().expect("start");
     let text = stdout(&o);

@@ -46,6 +46,47 @@ fn v1_host(test: &str) -> Option<cgroup::Hierarchies> {
     Some(h)
 }
 
+/// `v1_host` where this process is root; else (also) a SKIPPED line, and
+/// None.
+fn v1_as_root(test: &str) -> Option<cgroup::Hierarchies> {
+    let h = v1_host(test);
+    if !common::is_root() {
+        common::skip(test, "not root: the v1 hierarchies are root's");
+        return None;
+    }
+    h
+}
+
+/// The memory limit of the outcome `v`, where uid 65534's host gives it
+/// the rlimit rung; else a SKIPPED line and None.
+fn rlimit_rung<'a>(test: &str, v: &'a Value) -> Option<&'a Value> {
+    let m = limit(v, "memory");
+    if m["enforced_by"] != "rlimit_as" {
+        common::skip(
+            test,
+            &format!("uid 65534 gets a cgroup rung on this host: {m}"),
+        );
+        return None;
+    }
+    Some(m)
+}
+
+/// The limit `m` held by a v1 group, which counted whether it was `hit`.
+fn assert_counted_by_v1(m: &Value, hit: bool, what: &str) {
+    assert_eq!(m["enforced_by"], "cgroup_v1", "{what}: {m}");
+    assert_eq!(m["verdict"], "counted", "{what}: {m}");
+    assert_eq!(m["hit"], hit, "{what}: {m}");
+}
+
+/// The run exited by itself with `code`.
+fn assert_exited(v: &Value, code: i32) {
+    assert_eq!(
+        (&v["status"], &v["exit_code"]),
+        (&Value::from("exited"), &Value::from(code)),
+        "{v}"
+    );
+}
+
 /// `stockade run FLAGS -- CMD` as `who`; the outcome.
 fn outcome(who: Who, flags: &[&str], cmd: &[&str]) -> Value {
     let mut c = common::stockade(who);
@@ -120,11 +161,9 @@ fn split(argv: &[String]) -> (Vec<&str>, Vec<&str>) {
 
 #[test]
 fn every_way_to_exhaust_memory_is_memory_limit_counted_by_the_v1_controller() {
-    let test = "every_way_to_exhaust_memory_is_memory_limit_counted_by_the_v1_controller";
-    if v1_host(test).is_none() || !common::is_root() {
-        if !common::is_root() {
-            common::skip(test, "not root: the v1 hierarchies are root's");
-        }
+    if v1_as_root("every_way_to_exhaust_memory_is_memory_limit_counted_by_the_v1_controller")
+        .is_none()
+    {
         return;
     }
     for (what, argv) in memory_payloads() {
@@ -133,10 +172,7 @@ fn every_way_to_exhaust_memory_is_memory_limit_counted_by_the_v1_controller() {
         flags.extend(extra);
         let v = outcome(Who::Root, &flags, &cmd);
         assert_eq!(v["status"], "memory_limit", "{what}: {v}");
-        let m = limit(&v, "memory");
-        assert_eq!(m["enforced_by"], "cgroup_v1", "{what}: {m}");
-        assert_eq!(m["verdict"], "counted", "{what}: {m}");
-        assert_eq!(m["hit"], true, "{what}: {m}");
+        assert_counted_by_v1(limit(&v, "memory"), true, what);
         // The controller's own peak: never past the limit.
         assert_eq!(v["usage"]["peak_memory_source"], "cgroup", "{what}");
         assert!(
@@ -166,14 +202,8 @@ fn a_run_that_stays_under_the_limit_keeps_its_own_exit_code() {
         let m = limit(&v, "memory");
         match who {
             Who::Root => {
-                assert_eq!(
-                    (&v["status"], &v["exit_code"]),
-                    (&Value::from("exited"), &Value::from(3)),
-                    "{v}"
-                );
-                assert_eq!(m["enforced_by"], "cgroup_v1", "{m}");
-                assert_eq!(m["hit"], false, "{m}");
-                assert_eq!(m["verdict"], "counted", "{m}");
+                assert_exited(&v, 3);
+                assert_counted_by_v1(m, false, "root");
             }
             Who::Nobody => {
                 // The rung its host gives: rlimits, said so, with why.
@@ -192,11 +222,9 @@ fn a_run_that_stays_under_the_limit_keeps_its_own_exit_code() {
 
 #[test]
 fn file_data_through_the_page_cache_under_a_tight_limit_is_not_memory_limit() {
-    let test = "file_data_through_the_page_cache_under_a_tight_limit_is_not_memory_limit";
-    if v1_host(test).is_none() || !common::is_root() {
-        if !common::is_root() {
-            common::skip(test, "not root: the v1 hierarchies are root's");
-        }
+    if v1_as_root("file_data_through_the_page_cache_under_a_tight_limit_is_not_memory_limit")
+        .is_none()
+    {
         return;
     }
     // A disk-backed directory (not a tmpfs: tmpfs pages cannot be reclaimed
@@ -213,15 +241,8 @@ fn file_data_through_the_page_cache_under_a_tight_limit_is_not_memory_limit() {
             &["--memory", "32m", "--bind", &bind],
             &["/bin/sh", "-c", script, "sh", &code.to_string()],
         );
-        assert_eq!(
-            (&v["status"], &v["exit_code"]),
-            (&Value::from("exited"), &Value::from(code)),
-            "{v}"
-        );
-        let m = limit(&v, "memory");
-        assert_eq!(m["enforced_by"], "cgroup_v1", "{m}");
-        assert_eq!(m["verdict"], "counted", "{m}");
-        assert_eq!(m["hit"], false, "{m}");
+        assert_exited(&v, code);
+        assert_counted_by_v1(limit(&v, "memory"), false, &format!("exit {code}"));
         // The limit was pressed: the group's own peak reached it (else
         // this test would prove nothing about reclaim at the limit).
         let peak = v["usage"]["peak_memory_bytes"].as_u64().unwrap();
@@ -232,11 +253,7 @@ fn file_data_through_the_page_cache_under_a_tight_limit_is_not_memory_limit() {
 
 #[test]
 fn a_fork_bomb_that_keeps_its_parent_alive_is_pids_limit() {
-    let test = "a_fork_bomb_that_keeps_its_parent_alive_is_pids_limit";
-    if v1_host(test).is_none() || !common::is_root() {
-        if !common::is_root() {
-            common::skip(test, "not root: the v1 hierarchies are root's");
-        }
+    if v1_as_root("a_fork_bomb_that_keeps_its_parent_alive_is_pids_limit").is_none() {
         return;
     }
     // Children that sleep; the parent forks until refused, then fails.
@@ -255,11 +272,7 @@ fn a_fork_bomb_that_keeps_its_parent_alive_is_pids_limit() {
 
 #[test]
 fn half_a_cpu_holds_a_busy_loop_to_half_a_core() {
-    let test = "half_a_cpu_holds_a_busy_loop_to_half_a_core";
-    if v1_host(test).is_none() || !common::is_root() {
-        if !common::is_root() {
-            common::skip(test, "not root: the v1 hierarchies are root's");
-        }
+    if v1_as_root("half_a_cpu_holds_a_busy_loop_to_half_a_core").is_none() {
         return;
     }
     // Spin until 1.5 s of the jail's own wall clock have passed: without a
@@ -324,14 +337,9 @@ fn groups_named(v: &Value) -> Vec<PathBuf> {
 
 #[test]
 fn many_runs_leave_nothing_in_any_cgroup_hierarchy() {
-    let test = "many_runs_leave_nothing_in_any_cgroup_hierarchy";
-    let Some(h) = v1_host(test) else {
+    let Some(h) = v1_as_root("many_runs_leave_nothing_in_any_cgroup_hierarchy") else {
         return;
     };
-    if !common::is_root() {
-        common::skip(test, "not root: the v1 hierarchies are root's");
-        return;
-    }
     let parents = parents(&h);
     let reports = common::Scratch::new("v1-leftovers");
     let mut owners = BTreeSet::new();
@@ -386,11 +394,7 @@ fn many_runs_leave_nothing_in_any_cgroup_hierarchy() {
 
 #[test]
 fn the_fallback_without_user_namespaces_gets_the_v1_rung_too() {
-    let test = "the_fallback_without_user_namespaces_gets_the_v1_rung_too";
-    if v1_host(test).is_none() || !common::is_root() {
-        if !common::is_root() {
-            common::skip(test, "not root: the v1 hierarchies are root's");
-        }
+    if v1_as_root("the_fallback_without_user_namespaces_gets_the_v1_rung_too").is_none() {
         return;
     }
     let py = "a = []\nwhile True:\n    a.append(bytearray(1 << 20))";
@@ -443,14 +447,9 @@ fn under_the_rlimit_rung_the_tmpfs_mounts_count_against_memory() {
     .args(["--", "/bin/sh", "-c", script]);
     let o = c.output().expect("start stockade");
     let v = common::last_json(&o);
-    let m = limit(&v, "memory");
-    if m["enforced_by"] != "rlimit_as" {
-        common::skip(
-            test,
-            &format!("uid 65534 gets a cgroup rung on this host: {m}"),
-        );
+    let Some(m) = rlimit_rung(test, &v) else {
         return;
-    }
+    };
     assert_eq!(m["verdict"], "inferred", "{m}");
     let why = m["why"].as_str().unwrap();
     assert!(
@@ -500,14 +499,9 @@ fn under_the_rlimit_rung_sysv_ipc_counts_against_memory() {
         );
     let o = c.output().expect("start stockade");
     let v = common::last_json(&o);
-    let m = limit(&v, "memory");
-    if m["enforced_by"] != "rlimit_as" {
-        common::skip(
-            test,
-            &format!("uid 65534 gets a cgroup rung on this host: {m}"),
-        );
+    let Some(m) = rlimit_rung(test, &v) else {
         return;
-    }
+    };
     assert_eq!(v["status"], "exited", "{v}");
     let why = m["why"].as_str().unwrap();
     assert!(
@@ -570,11 +564,9 @@ fn where_the_ipc_limits_cannot_be_written_the_outcome_says_they_are_not_bounded(
         &["/bin/sh", "-c", "echo ran"],
     );
     let v = common::last_json(&c.output().expect("start stockade"));
-    let m = limit(&v, "memory");
-    if m["enforced_by"] != "rlimit_as" {
-        common::skip(test, &format!("uid 65534 gets a cgroup rung: {m}"));
+    let Some(m) = rlimit_rung(test, &v) else {
         return;
-    }
+    };
     // The run goes on, and says what is not bounded and why.
     assert_eq!(v["status"], "exited", "{v}");
     assert_eq!(v["stdout"]["data"], "ran\n", "{v}");
@@ -594,11 +586,7 @@ fn where_the_ipc_limits_cannot_be_written_the_outcome_says_they_are_not_bounded(
 
 #[test]
 fn require_cgroup_accepts_the_v1_rung() {
-    let test = "require_cgroup_accepts_the_v1_rung";
-    if v1_host(test).is_none() || !common::is_root() {
-        if !common::is_root() {
-            common::skip(test, "not root: the v1 hierarchies are root's");
-        }
+    if v1_as_root("require_cgroup_accepts_the_v1_rung").is_none() {
         return;
     }
     let flags = [

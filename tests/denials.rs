@@ -111,6 +111,21 @@ fn can_read_records(test: &str) -> bool {
     true
 }
 
+/// Records readable (`can_read_records`) and the kernel's audit set `on`
+/// for the test, or a SKIPPED line.
+fn audit_for(test: &str, on: bool) -> Option<Audit> {
+    if !can_read_records(test) {
+        return None;
+    }
+    match Audit::set(on) {
+        Ok(a) => Some(a),
+        Err(why) => {
+            common::skip(test, &why);
+            None
+        }
+    }
+}
+
 /// A scratch tree with `sec/key` (a secret) and `sec/f0..fN` (flood
 /// targets), every file world-readable so only Landlock refuses them.
 fn secrets(tag: &str, files: usize) -> Scratch {
@@ -146,22 +161,7 @@ fn run(wrappers: &[&str], who: Who, flags: &[&str], cmd: &[&str]) -> Output {
 
 /// The outcome on `o`'s last line of stdout validates against the schema.
 fn valid(o: &Output) {
-    let dir = Scratch::new("denials-schema");
-    let f = dir.join("outcome.json");
-    let text = common::stdout(o);
-    std::fs::write(&f, text.lines().last().unwrap_or("")).unwrap();
-    let check = Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg("import json,sys,jsonschema\njsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\nprint('valid')")
-        .arg(&f)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/outcome.schema.json"))
-        .output()
-        .expect("run python3");
-    assert!(
-        check.status.success() && common::stdout(&check).contains("valid"),
-        "outcome does not validate against the schema:\n{text}\n{}",
-        common::stderr(&check)
-    );
+    common::validate_outcome(common::stdout(o).lines().last().unwrap_or(""));
 }
 
 /// The jail sees `sec` at /sec, bound read-only and left out of the
@@ -206,13 +206,8 @@ const MODES: [(&[&str], &str); 2] = [(&[], "jail"), (&["chk_nouserns"], "fallbac
 
 #[test]
 fn a_landlock_refusal_is_recorded_with_its_path() {
-    let test = "a_landlock_refusal_is_recorded_with_its_path";
-    if !can_read_records(test) {
+    let Some(_audit) = audit_for("a_landlock_refusal_is_recorded_with_its_path", true) else {
         return;
-    }
-    let _audit = match Audit::set(true) {
-        Ok(a) => a,
-        Err(why) => return common::skip(test, &why),
     };
     for (wrappers, mode) in MODES {
         let s = secrets("denials-ll", 0);
@@ -259,13 +254,8 @@ fn where_records_cannot_be_read_the_outcome_says_why() {
 
 #[test]
 fn audit_off_is_said_and_left_off() {
-    let test = "audit_off_is_said_and_left_off";
-    if !can_read_records(test) {
+    let Some(_audit) = audit_for("audit_off_is_said_and_left_off", false) else {
         return;
-    }
-    let _audit = match Audit::set(false) {
-        Ok(a) => a,
-        Err(why) => return common::skip(test, &why),
     };
     let s = secrets("denials-off", 0);
     let (flags, sec) = hidden_sec(&s, false);
@@ -280,13 +270,11 @@ fn audit_off_is_said_and_left_off() {
 
 #[test]
 fn concurrent_runs_each_see_only_their_own_landlock_records() {
-    let test = "concurrent_runs_each_see_only_their_own_landlock_records";
-    if !can_read_records(test) {
+    let Some(_audit) = audit_for(
+        "concurrent_runs_each_see_only_their_own_landlock_records",
+        true,
+    ) else {
         return;
-    }
-    let _audit = match Audit::set(true) {
-        Ok(a) => a,
-        Err(why) => return common::skip(test, &why),
     };
     let s = secrets("denials-two", 2);
     let (flags, sec) = hidden_sec(&s, false);
@@ -337,6 +325,15 @@ fn flood_said(o: &Output) -> (u64, u64) {
     (it.next().unwrap(), it.next().unwrap())
 }
 
+/// The run ended by itself with exit code 0.
+fn assert_exited_0(r: &Value, what: &str) {
+    assert_eq!(
+        (r["status"].as_str(), r["exit_code"].as_i64()),
+        (Some("exited"), Some(0)),
+        "{what}: {r}"
+    );
+}
+
 fn count_of(r: &Value, kind: &str) -> (usize, u64) {
     let list: Vec<&Value> = r["denials"]
         .as_array()
@@ -352,13 +349,8 @@ fn count_of(r: &Value, kind: &str) -> (usize, u64) {
 
 #[test]
 fn a_flood_of_refused_opens_stays_bounded_and_counted() {
-    let test = "a_flood_of_refused_opens_stays_bounded_and_counted";
-    if !can_read_records(test) {
+    let Some(_audit) = audit_for("a_flood_of_refused_opens_stays_bounded_and_counted", true) else {
         return;
-    }
-    let _audit = match Audit::set(true) {
-        Ok(a) => a,
-        Err(why) => return common::skip(test, &why),
     };
     let flood = common::c_payload("flood");
     for (wrappers, mode) in MODES {
@@ -374,11 +366,7 @@ fn a_flood_of_refused_opens_stays_bounded_and_counted() {
             &[flood, "open", &sec, "300", "100000"],
         );
         let r = common::last_json(&o);
-        assert_eq!(
-            (r["status"].as_str(), r["exit_code"].as_i64()),
-            (Some("exited"), Some(0)),
-            "{mode}: {r}"
-        );
+        assert_exited_0(&r, mode);
         assert_eq!(flood_said(&o), (100_000, 100_000), "{mode}");
         let (records, counted) = count_of(&r, "landlock");
         assert!((1..=256).contains(&records), "{mode}: {records} records");
@@ -431,13 +419,11 @@ fn a_flood_of_refused_connects_stays_bounded_and_counted() {
 /// ports, so more than the records kept; the rest counted.
 #[test]
 fn a_flood_of_refused_tcp_connects_stays_bounded_and_counted() {
-    let test = "a_flood_of_refused_tcp_connects_stays_bounded_and_counted";
-    if !can_read_records(test) {
+    let Some(_audit) = audit_for(
+        "a_flood_of_refused_tcp_connects_stays_bounded_and_counted",
+        true,
+    ) else {
         return;
-    }
-    let _audit = match Audit::set(true) {
-        Ok(a) => a,
-        Err(why) => return common::skip(test, &why),
     };
     let flood = common::c_payload("flood");
     let flood = flood.to_str().unwrap();
@@ -448,11 +434,7 @@ fn a_flood_of_refused_tcp_connects_stays_bounded_and_counted() {
         &[flood, "tcp", "100000"],
     );
     let r = common::last_json(&o);
-    assert_eq!(
-        (r["status"].as_str(), r["exit_code"].as_i64()),
-        (Some("exited"), Some(0)),
-        "{r}"
-    );
+    assert_exited_0(&r, "tcp flood");
     assert_eq!(flood_said(&o), (100_000, 100_000));
     let (records, counted) = count_of(&r, "landlock");
     assert!((1..=256).contains(&records), "{records} records");
@@ -476,17 +458,10 @@ fn lines_on_fd(who: Who, flags: &str, cmd: &str, dir: &Path) -> (Output, Vec<Val
         file.display(),
         common::binary().display(),
     );
-    let mut c = Command::new("/bin/sh");
-    c.env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .args(["-c", &script, cmd]);
-    if who == Who::Nobody && common::is_root() {
-        use std::os::unix::process::CommandExt;
-        c.uid(common::NOBODY).gid(common::NOBODY);
-    }
-    let o = c.output().unwrap();
+    let o = common::host_command(who, "/bin/sh")
+        .args(["-c", &script, cmd])
+        .output()
+        .unwrap();
     let text = std::fs::read_to_string(&file).unwrap_or_default();
     let lines = text
         .lines()
@@ -497,13 +472,9 @@ fn lines_on_fd(who: Who, flags: &str, cmd: &str, dir: &Path) -> (Output, Vec<Val
 
 #[test]
 fn landlock_refusals_reach_the_denials_fd_as_json_lines() {
-    let test = "landlock_refusals_reach_the_denials_fd_as_json_lines";
-    if !can_read_records(test) {
+    let Some(_audit) = audit_for("landlock_refusals_reach_the_denials_fd_as_json_lines", true)
+    else {
         return;
-    }
-    let _audit = match Audit::set(true) {
-        Ok(a) => a,
-        Err(why) => return common::skip(test, &why),
     };
     let s = secrets("denials-fd", 0);
     let host = s.join("sec").display().to_string();
@@ -658,11 +629,7 @@ fn a_flood_of_masked_opens_stays_bounded_and_reaches_the_denials_fd() {
         );
         let (o, lines) = lines_on_fd(who, &flags, "/flood open /work/.env 0 100000", s.path());
         let r = common::last_json(&o);
-        assert_eq!(
-            (r["status"].as_str(), r["exit_code"].as_i64()),
-            (Some("exited"), Some(0)),
-            "{who:?}: {r}"
-        );
+        assert_exited_0(&r, &format!("{who:?}"));
         assert_eq!(
             flood_said(&o),
             (0, 100_000),
@@ -686,13 +653,9 @@ fn a_flood_of_masked_opens_stays_bounded_and_reaches_the_denials_fd() {
 /// keeps it out, and the refusal is a Landlock denial with the host path.
 #[test]
 fn in_the_fallback_a_masked_path_is_a_landlock_refusal() {
-    let test = "in_the_fallback_a_masked_path_is_a_landlock_refusal";
-    if !can_read_records(test) {
+    let Some(_audit) = audit_for("in_the_fallback_a_masked_path_is_a_landlock_refusal", true)
+    else {
         return;
-    }
-    let _audit = match Audit::set(true) {
-        Ok(a) => a,
-        Err(why) => return common::skip(test, &why),
     };
     let s = project("denials-mask-fb");
     let p = s.path().display().to_string();

@@ -193,29 +193,6 @@ fn masked(r: &serde_json::Value) -> Vec<(String, String, String)> {
         .unwrap_or_default()
 }
 
-/// The outcome on the last line of stdout, validated against
-/// src/outcome.schema.json (as in tests/outcome.rs).
-fn report(o: &std::process::Output) -> serde_json::Value {
-    let v = common::last_json(o);
-    let text = stdout(o);
-    let dir = Scratch::new("deny-schema");
-    let f = dir.join("outcome.json");
-    std::fs::write(&f, text.lines().last().unwrap_or("")).unwrap();
-    let check = std::process::Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg("import json,sys,jsonschema\njsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))\nprint('valid')")
-        .arg(&f)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/outcome.schema.json"))
-        .output()
-        .expect("run python3");
-    assert!(
-        check.status.success() && stdout(&check).contains("valid"),
-        "outcome does not validate against the schema:\n{v}\n{}",
-        stderr(&check)
-    );
-    v
-}
-
 fn run(wrappers: &[&str], who: Who, flags: &[&str], cmd: &[&str]) -> std::process::Output {
     common::wrapped(wrappers, who, flags, cmd)
         .output()
@@ -259,7 +236,7 @@ fn denied_paths_stay_hidden_in_the_jail() {
             &p,
         ];
         let o = run(&[], who, &flags, &cmd);
-        let r = report(&o);
+        let r = common::last_valid_json(&o);
         if r["layers"]["user_namespace"]["state"] != "applied" {
             common::skip(
                 "denied_paths_stay_hidden_in_the_jail",
@@ -337,7 +314,7 @@ fn denied_paths_stay_hidden_without_namespaces() {
         ];
         let cmd = ["/usr/bin/python3", "-c", HOSTILE, "ro", &p];
         let o = run(wrappers, who, &flags, &cmd);
-        let r = report(&o);
+        let r = common::last_valid_json(&o);
         let what = format!("{who:?} {wrappers:?}: {r}\n{}", stderr(&o));
         assert_ne!(r["layers"]["user_namespace"]["state"], "applied", "{what}");
         if r["layers"]["landlock"]["state"] != "applied" {
@@ -517,7 +494,7 @@ fn a_hard_link_outside_the_searched_trees_refuses_the_run() {
         );
         assert!(err.lines().any(|l| l.starts_with(&want)), "{err}");
     } else {
-        let r = report(&o);
+        let r = common::last_valid_json(&o);
         assert!(!stdout(&o).contains(SECRET), "{r}");
         assert_eq!(r["status"], "exited", "{r}");
     }
@@ -568,7 +545,7 @@ fn another_mount_of_the_tree_on_the_host_is_covered_too() {
         .env("PATH", "/usr/bin:/bin")
         .stdin(std::process::Stdio::null());
     let o = c.output().expect("start unshare");
-    let r = report(&o);
+    let r = common::last_valid_json(&o);
     if r["layers"]["user_namespace"]["state"] != "applied" {
         common::skip(
             "another_mount_of_the_tree_on_the_host_is_covered_too",

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{stderr, stdout, Who};
+use common::{stderr, Who};
 use std::process::Command;
 
 const MIB: u64 = 1 << 20;
@@ -42,30 +42,6 @@ fn run_as(mode: Mode, who: Who, flags: &[&str], cmd: &[&str]) -> std::process::O
     common::wrapped(wrappers, who, flags, cmd)
         .output()
         .expect("start stockade")
-}
-
-/// The outcome, validated against src/outcome.schema.json (as in
-/// tests/outcome.rs).
-fn report(o: &std::process::Output) -> serde_json::Value {
-    let v = common::last_json(o);
-    let text = stdout(o);
-    let line = text.lines().last().unwrap_or("");
-    let dir = common::Scratch::new("fbfs-schema");
-    let f = dir.join("outcome.json");
-    std::fs::write(&f, line).unwrap();
-    let check = Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg("import json,sys,jsonschema\njsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), format_checker=None)\nprint('valid')")
-        .arg(&f)
-        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/outcome.schema.json"))
-        .output()
-        .expect("run python3");
-    assert!(
-        check.status.success() && stdout(&check).contains("valid"),
-        "outcome does not validate against the schema:\n{line}\n{}",
-        stderr(&check)
-    );
-    v
 }
 
 fn out(r: &serde_json::Value) -> String {
@@ -101,7 +77,7 @@ fn one_big_file_stops_at_tmp_size() {
                 &["--tmp-size", "8m", "--report", "-"],
                 &["/bin/sh", "-c", script],
             );
-            let r = report(&o);
+            let r = common::last_valid_json(&o);
             let text = out(&r);
             let what = format!("{who:?} {mode:?}: {r}\n{}", stderr(&o));
             assert_eq!(
@@ -135,7 +111,7 @@ fn many_small_files_stop_at_tmp_size() {
                 &["--tmp-size", "8m", "--report", "-"],
                 &["/bin/sh", "-c", script],
             );
-            let r = report(&o);
+            let r = common::last_valid_json(&o);
             let text = out(&r);
             let what = format!("{who:?} {mode:?}: {r}\n{}", stderr(&o));
             let cap = expected_cap(mode, who);
@@ -181,7 +157,7 @@ fn a_writer_that_never_stops_is_killed_at_tmp_size() {
                 &["--tmp-size", "4m", "--timeout", "60s", "--report", "-"],
                 &["/bin/sh", "-c", script],
             );
-            let r = report(&o);
+            let r = common::last_valid_json(&o);
             let what = format!("{who:?} {mode:?}: {r}\n{}", stderr(&o));
             assert_eq!(r["status"], "disk_limit", "{what}");
             assert_eq!(r["signal"], 9, "{what}");
@@ -231,7 +207,7 @@ fn a_stale_run_directory_tmpfs_is_detached_by_the_next_run() {
     };
     assert!(mounted(&dir));
     let o = run_as(Mode::Refused, Who::Root, &["--report", "-"], &["/bin/true"]);
-    let r = report(&o);
+    let r = common::last_valid_json(&o);
     assert_eq!(r["status"], "exited", "{r}");
     let still = mounted(&dir);
     if still {
@@ -309,7 +285,7 @@ fn host_command_lines_are_out_of_reach() {
     for who in common::users("host_command_lines_are_out_of_reach") {
         for mode in MODES {
             let o = run_as(mode, who, &["--report", "-"], &["/bin/sh", "-c", &script]);
-            let r = report(&o);
+            let r = common::last_valid_json(&o);
             let text = out(&r);
             let what = format!("{who:?} {mode:?}: {r}\n{}", stderr(&o));
             assert_eq!(r["status"], "exited", "{what}");
@@ -352,7 +328,7 @@ fn where_the_host_proc_is_readable_the_outcome_says_so() {
                 &f,
                 &["/bin/sh", "-c", "head -c 0 /proc/1/status && echo readable"],
             );
-            let r = report(&o);
+            let r = common::last_valid_json(&o);
             let what = format!("{who:?} {flags:?}: {r}\n{}", stderr(&o));
             assert!(out(&r).contains("readable"), "{what}");
             assert_eq!(r["layers"]["proc"]["state"], "unavailable", "{what}");

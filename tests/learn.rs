@@ -8,12 +8,11 @@
 
 mod common;
 
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Output;
 
-use common::{expect_code, stderr, stdout, Who};
+use common::{expect_code, report, run_stdin, stderr, stdout, Who};
 
 /// A fresh directory under /var/tmp every user can enter, removed when
 /// dropped.
@@ -58,20 +57,6 @@ fn chmod(p: &Path, mode: u32) {
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// `stockade run FLAGS -- CMD` as `who` with `input` on stdin.
-fn run_in(who: Who, flags: &[&str], cmd: &[&str], input: &[u8]) -> Output {
-    let mut c = common::stockade(who);
-    c.arg("run").args(flags).arg("--").args(cmd);
-    c.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = c.spawn().expect("start stockade");
-    let mut si = child.stdin.take().unwrap();
-    let _ = si.write_all(input);
-    drop(si);
-    child.wait_with_output().unwrap()
 }
 
 /// The learned profile, parsed.
@@ -123,50 +108,25 @@ fn profile_check(who: Who, file: &Path) {
     expect_code(&o, 0, &format!("profile check {}", file.display()));
 }
 
-fn report(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "report is not JSON ({e})\n--- stdout\n{}\n--- stderr\n{}",
-            stdout(o),
-            stderr(o)
-        )
-    })
-}
-
 #[test]
 fn evaluator_corpus_round_trip_passes_under_the_learned_profile() {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/evaluators");
-    let expected: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(src.join("expected.json")).unwrap()).unwrap();
-    let input = std::fs::read(src.join("input.json")).unwrap();
+    let (expected, input) = common::evaluator_cases();
     for who in common::users("evaluator_corpus_round_trip_passes_under_the_learned_profile") {
         let d = VarScratch::new("corpus");
         let eval = d.join("eval");
-        std::fs::create_dir_all(&eval).unwrap();
-        for e in std::fs::read_dir(&src).unwrap() {
-            let e = e.unwrap();
-            let to = eval.join(e.file_name());
-            std::fs::copy(e.path(), &to).unwrap();
-            chmod(&to, 0o644);
-        }
-        chmod(&eval, 0o755);
+        common::copy_evaluators(&eval);
         let profiles = d.profiles();
         for (name, score) in expected.as_object().unwrap() {
             let what = format!("{name} as {who:?}");
             let prog = eval.join(format!("{name}.py"));
             let file = profiles.join(format!("{name}.toml"));
             let score_of = |o: &Output, phase: &str| {
-                let r = report(o);
-                assert_eq!(r["status"], "exited", "{what} ({phase}): {r}");
-                let out = r["stdout"]["data"].as_str().unwrap_or_default();
-                let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| {
-                    panic!("{what} ({phase}): stdout is not JSON ({e}): {out:?}")
-                });
+                let (r, v) = common::evaluator_result(o, &format!("{what} ({phase})"));
                 assert_eq!(v["score"], *score, "{what} ({phase}): {v}");
                 r
             };
             // Learn.
-            let o = run_in(
+            let o = run_stdin(
                 who,
                 &["--profile", "python", "--learn", s(&file), "--report", "-"],
                 &["python3", s(&prog)],
@@ -186,7 +146,7 @@ fn evaluator_corpus_round_trip_passes_under_the_learned_profile() {
             assert!(t.get("network").is_none(), "{what}: no network used: {t}");
             profile_check(who, &file);
             // Enforce.
-            let o = run_in(
+            let o = run_stdin(
                 who,
                 &["--profile", s(&file), "--report", "-"],
                 &["python3", s(&prog)],
@@ -198,7 +158,7 @@ fn evaluator_corpus_round_trip_passes_under_the_learned_profile() {
             assert_eq!(r["layers"]["landlock"]["state"], "applied", "{what}");
             assert!(r.get("learned").is_none(), "{what}: not learning: {r}");
             // What it did not use, beside it, stays out of reach.
-            let o = run_in(
+            let o = run_stdin(
                 who,
                 &["--profile", s(&file)],
                 &[
@@ -238,7 +198,7 @@ fn a_read_file_and_a_written_directory_become_exactly_those_binds() {
             data = s(&data),
             out = s(&out)
         );
-        let o = run_in(
+        let o = run_stdin(
             who,
             &["--learn", s(&file)],
             &["/bin/sh", "-c", &script],
@@ -258,7 +218,7 @@ fn a_read_file_and_a_written_directory_become_exactly_those_binds() {
         assert!(t.get("network").is_none(), "no network used: {t}");
         profile_check(who, &file);
         // Under it: the same program passes…
-        let o = run_in(
+        let o = run_stdin(
             who,
             &["--profile", s(&file)],
             &["/bin/sh", "-c", &script],
@@ -272,7 +232,7 @@ fn a_read_file_and_a_written_directory_become_exactly_those_binds() {
         );
         // …and what it did not use stays out of reach.
         let other = d.join("in/other.txt");
-        let o = run_in(
+        let o = run_stdin(
             who,
             &["--profile", s(&file)],
             &["/bin/sh", "-c", &format!("cat {}", s(&other))],
@@ -285,7 +245,7 @@ fn a_read_file_and_a_written_directory_become_exactly_those_binds() {
             stdout(&o)
         );
         assert!(!stdout(&o).contains("not used"));
-        let o = run_in(
+        let o = run_stdin(
             who,
             &["--profile", s(&file)],
             &[
@@ -319,7 +279,7 @@ fn nothing_written_while_learning_reaches_the_hosts_files() {
             v = s(&victim),
             o = s(&open),
         );
-        let o = run_in(
+        let o = run_stdin(
             who,
             &["--learn", s(&file)],
             &["/bin/sh", "-c", &script],
@@ -357,7 +317,7 @@ fn hosts_reached_through_the_proxy_are_learned_and_others_refused() {
         let d = VarScratch::new("hosts");
         let file = d.profiles().join("p.toml");
         let pypi = fetch("https://pypi.org/simple/six/");
-        let o = run_in(who, &["--learn", s(&file)], &["/bin/sh", "-c", &pypi], b"");
+        let o = run_stdin(who, &["--learn", s(&file)], &["/bin/sh", "-c", &pypi], b"");
         expect_code(&o, 0, &format!("learning as {who:?}"));
         assert_eq!(stdout(&o).trim(), "200", "{}", stderr(&o));
         let t = learned(&file);
@@ -370,7 +330,7 @@ fn hosts_reached_through_the_proxy_are_learned_and_others_refused() {
         assert_eq!(allow, vec!["pypi.org:443"], "{t}");
         profile_check(who, &file);
         // The same host under it…
-        let o = run_in(
+        let o = run_stdin(
             who,
             &["--profile", s(&file)],
             &["/bin/sh", "-c", &pypi],
@@ -380,7 +340,7 @@ fn hosts_reached_through_the_proxy_are_learned_and_others_refused() {
         assert_eq!(stdout(&o).trim(), "200");
         // …another one refused by the proxy, and said so.
         let other = fetch("https://deb.debian.org/");
-        let o = run_in(
+        let o = run_stdin(
             who,
             &["--profile", s(&file), "--report", "-"],
             &["/bin/sh", "-c", &other],
@@ -421,7 +381,7 @@ fn a_syscall_outside_the_allowlist_is_learned_and_another_stays_refused() {
         std::fs::write(&py, prog).unwrap();
         chmod(&py, 0o644);
         let file = d.profiles().join("p.toml");
-        let o = run_in(
+        let o = run_stdin(
             who,
             &["--profile", "python", "--learn", s(&file)],
             &["python3", s(&py), "io_setup"],
@@ -438,7 +398,7 @@ fn a_syscall_outside_the_allowlist_is_learned_and_another_stays_refused() {
             .collect();
         assert_eq!(allow, vec!["io_setup"], "{t}");
         profile_check(who, &file);
-        let o = run_in(
+        let o = run_stdin(
             who,
             &["--profile", s(&file)],
             &["python3", s(&py), "io_setup"],
@@ -450,7 +410,7 @@ fn a_syscall_outside_the_allowlist_is_learned_and_another_stays_refused() {
             &format!("io_setup under the learned profile as {who:?}"),
         );
         assert_eq!(stdout(&o).trim(), "io_setup Bad address");
-        let o = run_in(
+        let o = run_stdin(
             who,
             &["--profile", s(&file), "--report", "-"],
             &["python3", s(&py), "io_destroy"],
@@ -468,7 +428,7 @@ fn an_unwritable_learn_file_is_one_line_before_the_run() {
         let d = VarScratch::new("unwritable");
         let marker = d.join("ran");
         let missing = d.join("no/such/dir/p.toml");
-        let o = run_in(
+        let o = run_stdin(
             who,
             &["--learn", s(&missing), "--ro-bind", s(&d.0)],
             &["/bin/sh", "-c", "echo RAN"],
@@ -486,7 +446,7 @@ fn an_unwritable_learn_file_is_one_line_before_the_run() {
         std::fs::create_dir_all(&ro).unwrap();
         chmod(&ro, 0o555);
         if who == Who::Nobody || !common::is_root() {
-            let o = run_in(
+            let o = run_stdin(
                 who,
                 &["--learn", s(&ro.join("p.toml"))],
                 &["/bin/sh", "-c", "echo RAN"],
@@ -505,7 +465,7 @@ fn a_command_that_does_not_run_writes_no_profile_and_leaves_nothing() {
         let d = VarScratch::new("norun");
         let profiles = d.profiles();
         let file = profiles.join("p.toml");
-        let o = run_in(who, &["--learn", s(&file)], &["/no/such/command"], b"");
+        let o = run_stdin(who, &["--learn", s(&file)], &["/no/such/command"], b"");
         expect_code(&o, 127, "a missing command");
         assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
         let left: Vec<_> = std::fs::read_dir(&profiles).unwrap().flatten().collect();

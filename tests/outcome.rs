@@ -8,29 +8,6 @@ mod common;
 use common::{stderr, stdout, Who};
 use std::path::PathBuf;
 
-fn schema_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/outcome.schema.json")
-}
-
-/// Validate with Debian's python3-jsonschema (installed by `cargo xtask test`).
-fn validate(json: &str) {
-    let dir = common::Scratch::new("schema");
-    let f = dir.join("outcome.json");
-    std::fs::write(&f, json).unwrap();
-    let o = std::process::Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg("import json,sys,jsonschema\njsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), format_checker=None)\nprint('valid')")
-        .arg(&f)
-        .arg(schema_path())
-        .output()
-        .expect("run python3");
-    assert!(
-        o.status.success() && stdout(&o).contains("valid"),
-        "outcome does not validate against the schema:\n{json}\n{}",
-        stderr(&o)
-    );
-}
-
 /// Run with `--report -` and return the parsed, schema-validated outcome.
 fn outcome(who: Who, flags: &[&str], cmd: &[&str]) -> (serde_json::Value, std::process::Output) {
     let mut f = vec!["--report", "-"];
@@ -44,7 +21,7 @@ fn outcome(who: Who, flags: &[&str], cmd: &[&str]) -> (serde_json::Value, std::p
             stderr(&o)
         )
     });
-    validate(&line);
+    common::validate_outcome(&line);
     assert_eq!(
         v["exit_code"].as_i64(),
         o.status.code().map(i64::from),

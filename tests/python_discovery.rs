@@ -10,16 +10,6 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn sh_ok(script: &str) {
-    let o = Command::new("sh").arg("-c").arg(script).output().unwrap();
-    assert!(
-        o.status.success(),
-        "{script}\n{}\n{}",
-        stdout(&o),
-        stderr(&o)
-    );
-}
-
 fn chmod(p: &Path, mode: u32) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
 }
@@ -76,7 +66,7 @@ fn show(
 /// Set every mtime under `d` (and `d`) to 2020, so that a run right after
 /// building the fixture does not count as racing with its creation.
 fn backdate(d: &Path) {
-    sh_ok(&format!(
+    common::host_sh_ok(&format!(
         "find {} -exec touch -h -d @1600000000 {{}} +",
         d.display()
     ));
@@ -119,7 +109,7 @@ fn poison(file: &Path, marker: &Path) {
 /// A scratch venv (from /usr/bin/python3) and a cache directory `who` owns.
 fn venv_fixture(who: Who, tag: &str) -> (Scratch, PathBuf, PathBuf) {
     let s = Scratch::new(tag);
-    sh_ok(&format!(
+    common::host_sh_ok(&format!(
         "cd {} && /usr/bin/python3 -m venv --without-pip v && mkdir cache marker extra && chmod -R a+rX .",
         s.path().display()
     ));
@@ -327,7 +317,7 @@ fn discovery_cache_not_owned_by_the_caller_or_corrupt_is_ignored() {
 /// /usr/bin/python3 as the real one would for `system`.
 fn fake_pyenv(s: &Scratch) -> PathBuf {
     let root = s.join("pyenv");
-    sh_ok(&format!(
+    common::host_sh_ok(&format!(
         "mkdir -p {r}/shims {r}/libexec {r}/versions {r}/log && \
          /usr/bin/python3 -m venv --without-pip {r}/versions/3.99.1 && \
          /usr/bin/python3 -m venv --without-pip {r}/versions/3.98.0 && \
@@ -363,7 +353,7 @@ fn pyenv_shim_resolves_like_pyenv_without_running_it() {
         let proj = s.join("proj/sub");
         std::fs::create_dir_all(&proj).unwrap();
         std::fs::write(s.join("proj/.python-version"), "# pinned\n3.98.0\n").unwrap();
-        sh_ok(&format!("chmod -R a+rX {}", s.path().display()));
+        common::host_sh_ok(&format!("chmod -R a+rX {}", s.path().display()));
         let path = PathBuf::from(format!("{}/shims:/usr/bin:/bin", root.display()));
         let ran = root.join("log/ran");
         let v = |n: &str| root.join("versions").join(n).join("bin/python3");
@@ -427,7 +417,7 @@ fn pyenv_shim_resolves_like_pyenv_without_running_it() {
             "PYENV_COMMAND_PATH=/usr/bin/python3\n",
         )
         .unwrap();
-        sh_ok(&format!("chmod -R a+rX {}", root.display()));
+        common::host_sh_ok(&format!("chmod -R a+rX {}", root.display()));
         let _ = std::fs::remove_file(&ran);
         show(who, &[], &[("PATH", &path)], None);
         assert!(
@@ -510,7 +500,7 @@ fn venv_from(s: &Scratch, base: &Path) -> PathBuf {
     )
     .unwrap();
     std::os::unix::fs::symlink(base, v.join("bin/python3")).unwrap();
-    sh_ok(&format!("chmod -R a+rX {}", v.display()));
+    common::host_sh_ok(&format!("chmod -R a+rX {}", v.display()));
     v.join("bin/python3")
 }
 

@@ -4,47 +4,10 @@
 
 mod common;
 
-use common::{expect_code, stderr, stdout, Scratch, Who};
-use std::io::Write;
+use common::{expect_code, report, run_stdin, run_stdin_env, stderr, stdout, Scratch, Who};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn evaluators() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/evaluators")
-}
-
-/// Copy the evaluator corpus where uid 65534 can read it.
-fn corpus(s: &Scratch) -> PathBuf {
-    let d = s.join("eval");
-    std::fs::create_dir_all(&d).unwrap();
-    for e in std::fs::read_dir(evaluators()).unwrap() {
-        let e = e.unwrap();
-        let to = d.join(e.file_name());
-        std::fs::copy(e.path(), &to).unwrap();
-        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o644)).unwrap();
-    }
-    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    d
-}
-
-/// `stockade run FLAGS -- CMD` as `who`, with `input` on stdin and extra
-/// environment variables for stockade itself.
-fn run_with(who: Who, flags: &[&str], cmd: &[&str], input: &[u8], env: &[(&str, &str)]) -> Output {
-    let mut c = common::stockade(who);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.arg("run").args(flags).arg("--").args(cmd);
-    c.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = c.spawn().expect("start stockade");
-    let mut si = child.stdin.take().unwrap();
-    let _ = si.write_all(input);
-    drop(si);
-    child.wait_with_output().unwrap()
-}
+use std::path::Path;
+use std::process::{Command, Output};
 
 /// Run a Python program under the python profile (plus `flags`).
 fn py(who: Who, flags: &[&str], prog: &str, env: &[(&str, &str)]) -> Output {
@@ -55,46 +18,29 @@ fn py(who: Who, flags: &[&str], prog: &str, env: &[(&str, &str)]) -> Output {
     let bind = format!("{}:/opt/prog.py", f.display());
     let mut all = vec!["--profile", "python", "--ro-bind", &bind];
     all.extend_from_slice(flags);
-    run_with(who, &all, &["python3", "/opt/prog.py"], b"", env)
-}
-
-fn report(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "report is not JSON ({e})\n--- stdout\n{}\n--- stderr\n{}",
-            stdout(o),
-            stderr(o)
-        )
-    })
+    run_stdin_env(who, &all, &["python3", "/opt/prog.py"], b"", env)
 }
 
 #[test]
 fn evaluator_corpus_passes_under_python_and_strict_profiles() {
-    let expected: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(evaluators().join("expected.json")).unwrap())
-            .unwrap();
-    let input = std::fs::read(evaluators().join("input.json")).unwrap();
+    let (expected, input) = common::evaluator_cases();
     for who in common::users("evaluator_corpus_passes_under_python_and_strict_profiles") {
         let s = Scratch::new("corpus");
-        let d = corpus(&s);
+        let d = s.join("eval");
+        common::copy_evaluators(&d);
         let bind = format!("{}:/eval", d.display());
         for profile in ["python", "strict"] {
             for (name, score) in expected.as_object().unwrap() {
                 let prog = format!("/eval/{name}.py");
-                let o = run_with(
+                let o = run_stdin(
                     who,
                     &["--profile", profile, "--report", "-", "--ro-bind", &bind],
                     &["python3", &prog],
                     &input,
-                    &[],
                 );
                 let what = format!("{profile}/{name} as {who:?}");
                 expect_code(&o, 0, &what);
-                let r = report(&o);
-                assert_eq!(r["status"], "exited", "{what}: {r}");
-                let out = r["stdout"]["data"].as_str().unwrap_or_default();
-                let v: serde_json::Value = serde_json::from_str(out.trim())
-                    .unwrap_or_else(|e| panic!("{what}: stdout is not JSON ({e}): {out:?}"));
+                let (r, v) = common::evaluator_result(&o, &what);
                 assert_eq!(v["evaluator"], name.as_str(), "{what}: {v}");
                 assert_eq!(v["score"], *score, "{what}: {v}");
                 assert_eq!(r["layers"]["seccomp"]["state"], "applied", "{what}");
@@ -368,16 +314,6 @@ fn write_project(dir: &Path, name: &str, finder: bool) {
     .unwrap();
 }
 
-fn sh_ok(script: &str) {
-    let o = Command::new("sh").arg("-c").arg(script).output().unwrap();
-    assert!(
-        o.status.success(),
-        "{script}\n{}\n{}",
-        stdout(&o),
-        stderr(&o)
-    );
-}
-
 #[test]
 fn venv_with_editable_and_regular_installs_works() {
     let s = Scratch::new("venv");
@@ -389,7 +325,7 @@ fn venv_with_editable_and_regular_installs_works() {
     ] {
         write_project(&s.join(name), name, finder);
     }
-    sh_ok(&format!(
+    common::host_sh_ok(&format!(
         "cd {d} && /usr/bin/python3 -m venv --system-site-packages venv && \
          venv/bin/pip install -q --no-index --no-build-isolation -e ./evalsrc -e ./evalfinder ./evalplain && \
          chmod -R a+rX {d}",
@@ -597,7 +533,7 @@ fn pyenv_shim_and_interpreter_work_when_reachable() {
 #[test]
 fn profile_show_python_lists_the_interpreters_binds() {
     let s = Scratch::new("venvshow");
-    sh_ok(&format!(
+    common::host_sh_ok(&format!(
         "cd {} && /usr/bin/python3 -m venv --without-pip v && chmod -R a+rX .",
         s.path().display()
     ));

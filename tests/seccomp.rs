@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::process::Output;
+
 use common::{expect_code, run, stderr, stdout, users, Who};
 use stockade::testing::syscalls;
 
@@ -24,6 +26,34 @@ fn never_args() -> Vec<String> {
 fn line_for<'a>(out: &'a str, name: &str) -> Option<&'a str> {
     out.lines()
         .find(|l| l.split_whitespace().next() == Some(name))
+}
+
+/// `stockade run FLAGS --ro-bind PAYLOAD -- /opt/NAME ARGS…` for the
+/// payload NAME of tests/payloads.
+fn run_payload(who: Who, flags: &[&str], name: &str, args: &[&str]) -> Output {
+    let bound = bind(&common::c_payload(name), name);
+    let path = format!("/opt/{name}");
+    let flags = [flags, &["--ro-bind", &bound]].concat();
+    run(who, &flags, &[&[path.as_str()], args].concat())
+}
+
+/// Each of `names` has its line `NAME RESULT` in `out`.
+fn assert_lines(who: Who, out: &str, names: &[&str], result: &str) {
+    for n in names {
+        assert_eq!(
+            line_for(out, n),
+            Some(format!("{n} {result}").as_str()),
+            "{who:?}: {out}"
+        );
+    }
+}
+
+/// `o` killed by SIGSYS (exit 128 + 31) once it was calling `name`.
+fn assert_killed(who: Who, o: &Output, name: &str) {
+    expect_code(o, 159, &format!("{who:?}: {name} killed by SIGSYS"));
+    let out = stdout(o);
+    assert!(out.contains(&format!("calling {name}")), "{who:?}: {out}");
+    assert!(!out.contains("survived"), "{who:?}: {name}: {out}");
 }
 
 #[test]
@@ -56,13 +86,11 @@ fn payload_runs_under_a_seccomp_filter() {
 
 #[test]
 fn never_allowed_syscalls_fail_with_eperm() {
-    let bin = common::c_payload("sc_call");
     let args = never_args();
     assert!(args.len() > 60, "{}", args.len());
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     for who in users("never_allowed_syscalls_fail_with_eperm") {
-        let mut cmd: Vec<&str> = vec!["/opt/sc_call"];
-        cmd.extend(args.iter().map(String::as_str));
-        let o = run(who, &["--ro-bind", &bind(&bin, "sc_call")], &cmd);
+        let o = run_payload(who, &[], "sc_call", &argv);
         expect_code(&o, 0, "sc_call");
         let out = stdout(&o);
         for a in &args {
@@ -80,43 +108,25 @@ fn never_allowed_syscalls_fail_with_eperm() {
 
 #[test]
 fn never_allowed_syscalls_kill_in_kill_mode() {
-    let bin = common::c_payload("sc_call");
     let args = never_args();
     for who in users("never_allowed_syscalls_kill_in_kill_mode") {
         for a in &args {
             let name = a.split('=').next().unwrap();
-            let o = run(
-                who,
-                &[
-                    "--seccomp-action",
-                    "kill",
-                    "--ro-bind",
-                    &bind(&bin, "sc_call"),
-                ],
-                &["/opt/sc_call", "-k", a],
-            );
-            expect_code(&o, 159, &format!("{who:?}: {name} in kill mode"));
-            let out = stdout(&o);
-            assert!(out.contains(&format!("calling {name}")), "{who:?}: {out}");
-            assert!(!out.contains("survived"), "{who:?}: {name}: {out}");
+            let o = run_payload(who, &["--seccomp-action", "kill"], "sc_call", &["-k", a]);
+            assert_killed(who, &o, name);
         }
     }
 }
 
 #[test]
 fn kill_mode_still_runs_allowed_syscalls() {
-    let bin = common::c_payload("sc_call");
     for who in users("kill_mode_still_runs_allowed_syscalls") {
         let getpid = format!("getpid={}", libc::SYS_getpid);
-        let o = run(
+        let o = run_payload(
             who,
-            &[
-                "--seccomp-action",
-                "kill",
-                "--ro-bind",
-                &bind(&bin, "sc_call"),
-            ],
-            &["/opt/sc_call", "-k", &getpid],
+            &["--seccomp-action", "kill"],
+            "sc_call",
+            &["-k", &getpid],
         );
         expect_code(&o, 0, "getpid in kill mode");
         assert!(
@@ -129,29 +139,19 @@ fn kill_mode_still_runs_allowed_syscalls() {
 
 #[test]
 fn tiocsti_and_tioclinux_are_refused_whatever_the_high_bits() {
-    let bin = common::c_payload("sc_ioctl");
     for who in users("tiocsti_and_tioclinux_are_refused_whatever_the_high_bits") {
-        let o = run(
-            who,
-            &["--ro-bind", &bind(&bin, "sc_ioctl")],
-            &["/opt/sc_ioctl"],
-        );
+        let o = run_payload(who, &[], "sc_ioctl", &[]);
         expect_code(&o, 0, "sc_ioctl");
         let out = stdout(&o);
-        for n in [
+        // Without the filter these give ENOTTY (25) on /dev/null.
+        let refused = [
             "TIOCSTI",
             "TIOCSTI_HIGH",
             "TIOCSTI_HIGH2",
             "TIOCLINUX",
             "TIOCLINUX_HIGH",
-        ] {
-            // Without the filter these give ENOTTY (25) on /dev/null.
-            assert_eq!(
-                line_for(&out, n),
-                Some(format!("{n} rc=-1 errno=1").as_str()),
-                "{who:?}: {out}"
-            );
-        }
+        ];
+        assert_lines(who, &out, &refused, "rc=-1 errno=1");
         assert_eq!(
             line_for(&out, "FIONREAD"),
             Some("FIONREAD rc=0 errno=0"),
@@ -163,16 +163,11 @@ fn tiocsti_and_tioclinux_are_refused_whatever_the_high_bits() {
 
 #[test]
 fn clone_with_namespace_flags_is_refused_fork_and_threads_work() {
-    let bin = common::c_payload("sc_clone");
     for who in users("clone_with_namespace_flags_is_refused_fork_and_threads_work") {
-        let o = run(
-            who,
-            &["--ro-bind", &bind(&bin, "sc_clone")],
-            &["/opt/sc_clone"],
-        );
+        let o = run_payload(who, &[], "sc_clone", &[]);
         expect_code(&o, 0, "sc_clone");
         let out = stdout(&o);
-        for n in [
+        let refused = [
             "clone_newuser",
             "clone_newns",
             "clone_newpid",
@@ -180,13 +175,8 @@ fn clone_with_namespace_flags_is_refused_fork_and_threads_work() {
             "clone_newuts",
             "clone_newipc",
             "clone_newcgroup",
-        ] {
-            assert_eq!(
-                line_for(&out, n),
-                Some(format!("{n} rc=-1 errno=1").as_str()),
-                "{who:?}: {out}"
-            );
-        }
+        ];
+        assert_lines(who, &out, &refused, "rc=-1 errno=1");
         assert!(out.contains("fork pid=ok status=7"), "{who:?}: {out}");
         assert!(out.contains("clone3 rc=-1 errno=38"), "{who:?}: {out}");
         assert!(out.contains("pthread_create=0 result=42"), "{who:?}: {out}");
@@ -195,67 +185,39 @@ fn clone_with_namespace_flags_is_refused_fork_and_threads_work() {
 
 #[test]
 fn sockets_limited_to_unix_and_inet() {
-    let bin = common::c_payload("sc_socket");
     for who in users("sockets_limited_to_unix_and_inet") {
-        let o = run(
-            who,
-            &["--ro-bind", &bind(&bin, "sc_socket")],
-            &["/opt/sc_socket"],
-        );
+        let o = run_payload(who, &[], "sc_socket", &[]);
         expect_code(&o, 0, "sc_socket");
         let out = stdout(&o);
-        for n in [
+        let refused = [
             "netlink_dgram",
             "netlink_raw",
             "packet_raw",
             "packet_dgram",
             "inet_raw",
             "inet6_raw",
-        ] {
-            assert_eq!(
-                line_for(&out, n),
-                Some(format!("{n} rc=-1 errno=1").as_str()),
-                "{who:?}: {out}"
-            );
-        }
-        for n in [
+        ];
+        assert_lines(who, &out, &refused, "rc=-1 errno=1");
+        let allowed = [
             "unix_stream",
             "unix_dgram",
             "inet_stream",
             "inet_dgram",
             "inet6_stream",
             "socketpair_unix",
-        ] {
-            assert_eq!(
-                line_for(&out, n),
-                Some(format!("{n} rc=ok errno=0").as_str()),
-                "{who:?}: {out}"
-            );
-        }
+        ];
+        assert_lines(who, &out, &allowed, "rc=ok errno=0");
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn foreign_abis_are_killed() {
-    let bin = common::c_payload("sc_abi");
     for who in users("foreign_abis_are_killed") {
         for abi in ["x32", "int80"] {
             for action in ["errno", "kill"] {
-                let o = run(
-                    who,
-                    &[
-                        "--seccomp-action",
-                        action,
-                        "--ro-bind",
-                        &bind(&bin, "sc_abi"),
-                    ],
-                    &["/opt/sc_abi", abi],
-                );
-                expect_code(&o, 159, &format!("{who:?}: {abi} ({action})"));
-                let out = stdout(&o);
-                assert!(out.contains(&format!("calling {abi}")), "{out}");
-                assert!(!out.contains("survived"), "{who:?}: {abi}: {out}");
+                let o = run_payload(who, &["--seccomp-action", action], "sc_abi", &[abi]);
+                assert_killed(who, &o, abi);
             }
         }
     }
@@ -266,13 +228,8 @@ fn stacked_errno_filters_last_installed_wins() {
     // The kernel semantics the design note relies on (and avoids needing):
     // for two SECCOMP_RET_ERRNO verdicts, the most recently installed
     // filter's errno is returned. Also shows a payload may add filters.
-    let bin = common::c_payload("sc_stack");
     for who in users("stacked_errno_filters_last_installed_wins") {
-        let o = run(
-            who,
-            &["--ro-bind", &bind(&bin, "sc_stack")],
-            &["/opt/sc_stack"],
-        );
+        let o = run_payload(who, &[], "sc_stack", &[]);
         expect_code(&o, 0, "sc_stack");
         assert_eq!(stdout(&o).trim(), "getppid rc=-1 errno=22", "{who:?}");
     }
@@ -355,25 +312,16 @@ echo "pipe $(echo hello | tr a-z A-Z | rev)"
 
 #[test]
 fn learning_mode_reports_syscalls_outside_the_allowlist() {
-    let bin = common::c_payload("sc_learn");
     for who in users("learning_mode_reports_syscalls_outside_the_allowlist") {
         // Enforcing: both refused.
-        let o = run(
-            who,
-            &["--ro-bind", &bind(&bin, "sc_learn")],
-            &["/opt/sc_learn"],
-        );
+        let o = run_payload(who, &[], "sc_learn", &[]);
         expect_code(&o, 0, "sc_learn enforcing");
         let out = stdout(&o);
         assert!(out.contains("personality rc=-1 errno=1"), "{who:?}: {out}");
         assert!(!stderr(&o).contains("seccomp-learn"), "{}", stderr(&o));
         // Learning: both run (acct still fails for lack of CAP_SYS_PACCT,
         // personality succeeds) and the supervisor lists them.
-        let o = run(
-            who,
-            &["--seccomp-learn", "--ro-bind", &bind(&bin, "sc_learn")],
-            &["/opt/sc_learn"],
-        );
+        let o = run_payload(who, &["--seccomp-learn"], "sc_learn", &[]);
         expect_code(&o, 0, "sc_learn learning");
         let out = stdout(&o);
         assert!(out.contains("personality rc=0 errno=0"), "{who:?}: {out}");
@@ -549,19 +497,12 @@ fn refused_syscalls_are_recorded_as_denials_per_thread() {
 fn refusals_under_another_listener_still_fail_and_say_unrecorded() {
     for who in users("refusals_under_another_listener_still_fail_and_say_unrecorded") {
         // ll_fake_abi holds a listener over everything it starts.
-        let mut c = std::process::Command::new(common::c_payload("ll_fake_abi"));
-        c.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .current_dir("/")
-            .stdin(std::process::Stdio::null())
+        let o = common::host_command(who, common::c_payload("ll_fake_abi"))
             .arg("7")
             .arg(common::binary())
-            .args(["run", "--report", "-", "--", "python3", "-c", TWO_THREADS]);
-        if who == Who::Nobody && common::is_root() {
-            use std::os::unix::process::CommandExt;
-            c.uid(common::NOBODY).gid(common::NOBODY);
-        }
-        let o = c.output().unwrap();
+            .args(["run", "--report", "-", "--", "python3", "-c", TWO_THREADS])
+            .output()
+            .unwrap();
         expect_code(&o, 0, "under another listener");
         let v = common::last_json(&o);
         let out = v["stdout"]["data"].as_str().unwrap_or_default();
@@ -622,16 +563,9 @@ fn denials_are_written_as_lines_to_the_denials_fd() {
 }
 
 /// `sh -c SCRIPT ARG0` on the host as `who`, with a clean environment.
-fn host_sh(who: Who, script: &str, arg0: &str) -> std::process::Output {
-    let mut c = std::process::Command::new("/bin/sh");
-    c.env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .current_dir("/")
-        .stdin(std::process::Stdio::null())
-        .args(["-c", script, arg0]);
-    if who == Who::Nobody && common::is_root() {
-        use std::os::unix::process::CommandExt;
-        c.uid(common::NOBODY).gid(common::NOBODY);
-    }
-    c.output().unwrap()
+fn host_sh(who: Who, script: &str, arg0: &str) -> Output {
+    common::host_command(who, "/bin/sh")
+        .args(["-c", script, arg0])
+        .output()
+        .unwrap()
 }

@@ -11,14 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::Who;
 use serde_json::json;
-use serve_util::{Lines, Server, PATIENCE};
-
-fn who_name(who: Who) -> &'static str {
-    match who {
-        Who::Root => "root",
-        Who::Nobody => "uid 65534",
-    }
-}
+use serve_util::{who_name, Lines, Server, PATIENCE};
 
 /// The process (on this host) whose command line holds `token`.
 fn pid_with(token: &str) -> u32 {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::Who;
 use serde_json::{json, Value};
-use serve_util::{Server, PATIENCE};
+use serve_util::{descendants, files_and_stdin, metric, py, Server, PATIENCE};
 
 const HITS: &str = "stockade_pool_hits_total{profile=\"python\"}";
 
@@ -29,6 +29,12 @@ fn forking(who: Who, more: &[&str]) -> Server {
     ];
     args.extend_from_slice(more);
     let s = Server::start(who, &args);
+    wait_ready(&s);
+    s
+}
+
+/// Poll /readyz until it says 200.
+fn wait_ready(s: &Server) {
     let deadline = Instant::now() + PATIENCE;
     while s.call("GET", "/readyz", &[], b"").status != 200 {
         assert!(
@@ -38,18 +44,6 @@ fn forking(who: Who, more: &[&str]) -> Server {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    s
-}
-
-fn metric(s: &Server, name: &str) -> u64 {
-    let m = s.call("GET", "/metrics", &[], b"").text();
-    m.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0)
-}
-
-fn py(code: &str) -> Value {
-    json!({"profile": "python", "argv": ["python3", "-c", code]})
 }
 
 /// Root only (a run's cgroup); else a SKIPPED line and false.
@@ -530,23 +524,8 @@ fn in_the_fallback_the_pool_serves_members() {
             who,
             &["--warm", "python=1", "--warm-import", "json", "--warm-fork"],
         );
-        let deadline = Instant::now() + PATIENCE;
-        while s.call("GET", "/readyz", &[], b"").status != 200 {
-            assert!(
-                Instant::now() < deadline,
-                "never ready: {}",
-                s.log.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let v = s
-            .run(&json!({
-                "profile": "python",
-                "argv": ["python3", "-c", "import sys; print(open('a.txt').read(), sys.stdin.read())"],
-                "stdin": "in",
-                "files": {"a.txt": "given"},
-            }))
-            .json();
+        wait_ready(&s);
+        let v = s.run(&files_and_stdin()).json();
         assert_eq!(v["status"], "exited", "{v}");
         assert_eq!(v["layers"]["user_namespace"]["state"], "unavailable", "{v}");
         assert_eq!(stdout(&v), "given in\n", "{v}");
@@ -571,30 +550,5 @@ fn walk(dir: &std::path::Path, depth: usize) -> Vec<std::path::PathBuf> {
             out.extend(walk(&e.path(), depth - 1));
         }
     }
-    out
-}
-
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut parent = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-        let ppid = stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
-        if let Some(pp) = ppid {
-            parent.push((p, pp));
-        }
-    }
-    let mut out = vec![pid];
-    let mut i = 0;
-    while i < out.len() {
-        let me = out[i];
-        out.extend(parent.iter().filter(|(_, pp)| *pp == me).map(|(p, _)| *p));
-        i += 1;
-    }
-    out.remove(0);
     out
 }

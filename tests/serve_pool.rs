@@ -12,14 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::Who;
 use serde_json::{json, Value};
-use serve_util::{Lines, Server, PATIENCE};
-
-fn who_name(who: Who) -> &'static str {
-    match who {
-        Who::Root => "root",
-        Who::Nobody => "uid 65534",
-    }
-}
+use serve_util::{descendants, files_and_stdin, metric, py, who_name, Lines, Server, PATIENCE};
 
 /// A server with a warm python pool of `n`.
 fn pooled(who: Who, n: usize, more: &[&str]) -> Server {
@@ -66,22 +59,10 @@ fn wait_full(s: &Server, n: u64) {
     }
 }
 
-/// The value of a metric line that starts with `name` (0 when absent).
-fn metric(s: &Server, name: &str) -> u64 {
-    let m = s.call("GET", "/metrics", &[], b"").text();
-    m.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0)
-}
-
 const HITS: &str = "stockade_pool_hits_total{profile=\"python\"}";
 const MISSES: &str = "stockade_pool_misses_total{profile=\"python\"}";
 const SHELL_MISSES: &str = "stockade_pool_misses_total{profile=\"shell\"}";
 const SIZE: &str = "stockade_pool_size{profile=\"python\"}";
-
-fn py(code: &str) -> Value {
-    json!({"profile": "python", "argv": ["python3", "-c", code]})
-}
 
 #[test]
 fn pooled_runs_answer_as_cold_runs_do() {
@@ -288,32 +269,6 @@ fn readyz_waits_for_the_pools() {
     assert_eq!(metric(&s, SIZE), 3);
 }
 
-/// Every process under `pid` (by parent, from /proc).
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut parent = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-        let ppid = stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
-        if let Some(pp) = ppid {
-            parent.push((p, pp));
-        }
-    }
-    let mut out = vec![pid];
-    let mut i = 0;
-    while i < out.len() {
-        let me = out[i];
-        out.extend(parent.iter().filter(|(_, pp)| *pp == me).map(|(p, _)| *p));
-        i += 1;
-    }
-    out.remove(0);
-    out
-}
-
 /// The cgroup v2 directories of `pids` under a `stockade/` base.
 fn run_cgroups(pids: &[u32]) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
@@ -445,52 +400,62 @@ fn a_member_that_died_while_parked_is_not_used() {
 /// deadline until `start_clock`, then the one it is given.
 #[test]
 fn a_held_clock_starts_when_the_caller_says() {
-    use std::io::{BufRead, BufReader, Write};
-    use stockade::{Jail, Stdio};
+    use std::io::{BufRead, Write};
     // This process has threads: the spawner is the stockade binary. (The
     // other tests here read the environment only through std, which
     // takes the lock set_var takes.)
     std::env::set_var("STOCKADE_BIN", common::binary());
     // A 1 ms timeout would end the jail before it could say "ready", were
     // the clock running: held, it never starts.
-    let mut c = Jail::profile("shell")
-        .unwrap()
-        .args(["sh", "-c", "echo ready; read x; echo got $x"])
-        .timeout(Duration::from_millis(1))
-        .hold_clock()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(c.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
+    let (mut c, mut out) = held_shell(
+        "echo ready; read x; echo got $x",
+        Duration::from_millis(1),
+        true,
+    );
     c.stdin.take().unwrap().write_all(b"x\n").unwrap();
-    line.clear();
+    let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert_eq!(line, "got x\n");
     let o = c.wait().unwrap();
     assert_eq!(o.exit_code, 0, "{}", o.to_json());
     // Started with its own timeout: that one, from then.
-    let mut c = Jail::profile("shell")
-        .unwrap()
-        .args(["sh", "-c", "echo ready; exec sleep 600"])
-        .timeout(Duration::from_secs(600))
-        .hold_clock()
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(c.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
+    let (mut c, _out) = held_shell(
+        "echo ready; exec sleep 600",
+        Duration::from_secs(600),
+        false,
+    );
     c.start_clock(Some(Duration::from_millis(200)), None)
         .unwrap();
     let o = c.wait().unwrap();
     let v: Value = serde_json::from_str(&o.to_json()).unwrap();
     assert_eq!(v["status"], "timeout", "{v}");
     assert_eq!(v["limits"]["timeout"]["limit"], 0.2, "{v}");
+}
+
+/// A shell jail (stdin piped too, with `stdin`) running `script`, which
+/// says "ready" first, with `timeout` and its clock held; once it said so,
+/// with the rest of its stdout.
+fn held_shell(
+    script: &str,
+    timeout: Duration,
+    stdin: bool,
+) -> (stockade::Child, std::io::BufReader<std::fs::File>) {
+    use std::io::BufRead;
+    use stockade::{Jail, Stdio};
+    let mut j = Jail::profile("shell").unwrap();
+    j.args(["sh", "-c", script])
+        .timeout(timeout)
+        .hold_clock()
+        .stdout(Stdio::piped());
+    if stdin {
+        j.stdin(Stdio::piped());
+    }
+    let mut c = j.spawn().unwrap();
+    let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    (c, out)
 }
 
 /// Where user namespaces are refused, members take the fallback like cold
@@ -505,14 +470,7 @@ fn pooled_runs_in_the_fallback() {
             &["--warm", "python=1", "--warm-import", "json"],
         );
         wait_ready(&s);
-        let v = s
-            .run(&json!({
-                "profile": "python",
-                "argv": ["python3", "-c", "import sys; print(open('a.txt').read(), sys.stdin.read())"],
-                "stdin": "in",
-                "files": {"a.txt": "given"},
-            }))
-            .json();
+        let v = s.run(&files_and_stdin()).json();
         assert_eq!(v["status"], "exited", "{w}: {v}");
         assert_eq!(
             v["layers"]["user_namespace"]["state"], "unavailable",

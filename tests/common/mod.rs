@@ -87,8 +87,15 @@ fn remove_stale_test_dirs() {
 /// (through tests/payloads/sig_default.c), however the test run itself was
 /// started (a background job ignores SIGINT and SIGQUIT, nohup SIGHUP).
 pub fn stockade(who: Who) -> Command {
-    let mut c = Command::new(c_payload("sig_default"));
+    let mut c = host_command(who, c_payload("sig_default"));
     c.arg(binary());
+    c
+}
+
+/// `program` to start on the host as `who`, as stockade is started: a
+/// clean environment (PATH and LANG only), in /, stdin from /dev/null.
+pub fn host_command(who: Who, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new(program);
     c.env_clear();
     c.env("PATH", "/usr/local/bin:/usr/bin:/bin");
     c.env("LANG", "C.UTF-8");
@@ -98,6 +105,18 @@ pub fn stockade(who: Who) -> Command {
     }
     c.stdin(Stdio::null());
     c
+}
+
+/// Run the shell `script` on the host as this process; panic, with its
+/// output, unless it succeeds.
+pub fn host_sh_ok(script: &str) {
+    let o = Command::new("sh").arg("-c").arg(script).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{script}\n{}\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
 }
 
 /// Run `stockade run [flags…] -- cmd…` as `who` and collect its output.
@@ -257,6 +276,115 @@ pub fn last_json(o: &Output) -> serde_json::Value {
     let line = text.lines().last().unwrap_or("");
     serde_json::from_str(line)
         .unwrap_or_else(|e| panic!("no JSON report ({e}):\n{text}\n--- stderr\n{}", stderr(o)))
+}
+
+/// The whole of `o`'s stdout as the JSON report (`--report -` with
+/// nothing else on stdout).
+pub fn report(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "report is not JSON ({e})\n--- stdout\n{}\n--- stderr\n{}",
+            stdout(o),
+            stderr(o)
+        )
+    })
+}
+
+/// `stockade run FLAGS -- CMD` as `who` with `input` on stdin.
+pub fn run_stdin(who: Who, flags: &[&str], cmd: &[&str], input: &[u8]) -> Output {
+    run_stdin_env(who, flags, cmd, input, &[])
+}
+
+/// `run_stdin`, with `env` added to stockade's own environment.
+pub fn run_stdin_env(
+    who: Who,
+    flags: &[&str],
+    cmd: &[&str],
+    input: &[u8],
+    env: &[(&str, &str)],
+) -> Output {
+    let mut c = stockade(who);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.arg("run").args(flags).arg("--").args(cmd);
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("start stockade");
+    let mut si = child.stdin.take().unwrap();
+    let _ = si.write_all(input);
+    drop(si);
+    child.wait_with_output().unwrap()
+}
+
+/// tests/evaluators: the evaluator corpus, its input.json and its
+/// expected.json (each evaluator's score).
+pub fn evaluators() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/evaluators")
+}
+
+/// The corpus's expected scores (by evaluator name) and its input.
+pub fn evaluator_cases() -> (serde_json::Value, Vec<u8>) {
+    let expected =
+        serde_json::from_slice(&std::fs::read(evaluators().join("expected.json")).unwrap())
+            .unwrap();
+    (
+        expected,
+        std::fs::read(evaluators().join("input.json")).unwrap(),
+    )
+}
+
+/// The corpus copied into the new directory `to`, where every user can
+/// read it.
+pub fn copy_evaluators(to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(evaluators()).unwrap() {
+        let e = e.unwrap();
+        let f = to.join(e.file_name());
+        std::fs::copy(e.path(), &f).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// An evaluator's run (`--report -`), which must have exited: its report,
+/// and the JSON the evaluator printed. `what` leads the messages.
+pub fn evaluator_result(o: &Output, what: &str) -> (serde_json::Value, serde_json::Value) {
+    let r = report(o);
+    assert_eq!(r["status"], "exited", "{what}: {r}");
+    let out = r["stdout"]["data"].as_str().unwrap_or_default();
+    let v = serde_json::from_str(out.trim())
+        .unwrap_or_else(|e| panic!("{what}: stdout is not JSON ({e}): {out:?}"));
+    (r, v)
+}
+
+/// Panic unless `json` (one outcome) validates against
+/// src/outcome.schema.json, by Debian's python3-jsonschema (installed by
+/// `cargo xtask test`).
+pub fn validate_outcome(json: &str) {
+    let dir = Scratch::new("schema");
+    let f = dir.join("outcome.json");
+    std::fs::write(&f, json).unwrap();
+    let o = Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg("import json,sys,jsonschema\njsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), format_checker=None)\nprint('valid')")
+        .arg(&f)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/outcome.schema.json"))
+        .output()
+        .expect("run python3");
+    assert!(
+        o.status.success() && stdout(&o).contains("valid"),
+        "outcome does not validate against the schema:\n{json}\n{}",
+        stderr(&o)
+    );
+}
+
+/// `last_json`, validated (`validate_outcome`).
+pub fn last_valid_json(o: &Output) -> serde_json::Value {
+    let v = last_json(o);
+    validate_outcome(stdout(o).lines().last().unwrap_or(""));
+    v
 }
 
 /// The host's Landlock ABI, from the kernel's own version query

@@ -385,3 +385,62 @@ pub fn b64(s: &str) -> Vec<u8> {
     }
     out
 }
+
+/// How the tests name `who` in their messages.
+pub fn who_name(who: Who) -> &'static str {
+    match who {
+        Who::Root => "root",
+        Who::Nobody => "uid 65534",
+    }
+}
+
+/// The value of `s`'s metric line that starts with `name` (0 when
+/// absent).
+pub fn metric(s: &Server, name: &str) -> u64 {
+    let m = s.call("GET", "/metrics", &[], b"").text();
+    m.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A python run given the file `a.txt` ("given") and stdin ("in"); it
+/// prints both: `given in`.
+pub fn files_and_stdin() -> serde_json::Value {
+    serde_json::json!({
+        "profile": "python",
+        "argv": ["python3", "-c", "import sys; print(open('a.txt').read(), sys.stdin.read())"],
+        "stdin": "in",
+        "files": {"a.txt": "given"},
+    })
+}
+
+/// A run request: `python3 -c CODE` under the python profile.
+pub fn py(code: &str) -> serde_json::Value {
+    serde_json::json!({"profile": "python", "argv": ["python3", "-c", code]})
+}
+
+/// Every process under `pid` (by parent, from /proc).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if let Some(pp) = ppid {
+            parent.push((p, pp));
+        }
+    }
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let me = out[i];
+        out.extend(parent.iter().filter(|(_, pp)| *pp == me).map(|(p, _)| *p));
+        i += 1;
+    }
+    out.remove(0);
+    out
+}

@@ -50,7 +50,22 @@ pub const CONSOLE_LOG: &str = "vm-console.log";
 pub(crate) type R<T> = Result<T, String>;
 
 pub fn main(args: &[String]) -> i32 {
-    let mut timeout = DEFAULT_TIMEOUT_S;
+    let usage = format!("usage: cargo xtask vm-test [--timeout SECS] [--stockade STATIC-BINARY]\n  boots a VM (qemu, TCG) with a pure cgroup v2 hierarchy and runs tests/vm/tests.sh\n  as root and as a delegated user, then boots it again with cgroup v1 hierarchies and\n  runs tests/vm/v1.sh as root; exits 1 on any FAIL, a missing DONE or a timeout\n  (default {DEFAULT_TIMEOUT_S}s per boot)");
+    task_main("vm-test", args, DEFAULT_TIMEOUT_S, &usage, run)
+}
+
+/// The command line of a VM task (`--timeout SECS`, `--stockade PATH`,
+/// `--help`) read for `task` (its name in messages), then `run(timeout,
+/// prebuilt stockade)`; the task's exit code: 0 passed (or help), 1
+/// failed, 2 a bad argument.
+pub(crate) fn task_main(
+    task: &str,
+    args: &[String],
+    default_timeout: u64,
+    usage: &str,
+    run: fn(u64, Option<PathBuf>) -> R<bool>,
+) -> i32 {
+    let mut timeout = default_timeout;
     let mut prebuilt = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -58,23 +73,23 @@ pub fn main(args: &[String]) -> i32 {
             "--timeout" => match it.next().and_then(|v| v.parse().ok()) {
                 Some(v) => timeout = v,
                 None => {
-                    eprintln!("xtask vm-test: --timeout needs a number of seconds");
+                    eprintln!("xtask {task}: --timeout needs a number of seconds");
                     return 2;
                 }
             },
             "--stockade" => match it.next() {
                 Some(v) => prebuilt = Some(PathBuf::from(v)),
                 None => {
-                    eprintln!("xtask vm-test: --stockade needs the path of a static stockade");
+                    eprintln!("xtask {task}: --stockade needs the path of a static stockade");
                     return 2;
                 }
             },
             "-h" | "--help" => {
-                println!("usage: cargo xtask vm-test [--timeout SECS] [--stockade STATIC-BINARY]\n  boots a VM (qemu, TCG) with a pure cgroup v2 hierarchy and runs tests/vm/tests.sh\n  as root and as a delegated user, then boots it again with cgroup v1 hierarchies and\n  runs tests/vm/v1.sh as root; exits 1 on any FAIL, a missing DONE or a timeout\n  (default {DEFAULT_TIMEOUT_S}s per boot)");
+                println!("{usage}");
                 return 0;
             }
             other => {
-                eprintln!("xtask vm-test: unknown argument {other:?} (try --help)");
+                eprintln!("xtask {task}: unknown argument {other:?} (try --help)");
                 return 2;
             }
         }
@@ -83,7 +98,7 @@ pub fn main(args: &[String]) -> i32 {
         Ok(true) => 0,
         Ok(false) => 1,
         Err(e) => {
-            eprintln!("xtask vm-test: {e}");
+            eprintln!("xtask {task}: {e}");
             1
         }
     }
@@ -102,11 +117,7 @@ fn run(timeout: u64, prebuilt: Option<PathBuf>) -> R<bool> {
     ensure_tools()?;
     let kernel = kernel(&vm)?;
     let busybox = busybox(&vm)?;
-    let stockade = match prebuilt {
-        Some(p) if is_static(&p)? => p,
-        Some(p) => return Err(format!("{} is not statically linked", p.display())),
-        None => static_stockade(&root)?,
-    };
+    let stockade = stockade_binary(&root, prebuilt)?;
     let bins = payloads(&root, &vm)?;
     let initrd = vm.join("initramfs.cpio");
     initramfs(&root, &initrd, &busybox, &stockade, &bins)?;
@@ -309,6 +320,16 @@ fn busybox(vm: &Path) -> R<PathBuf> {
 /// target dir, so it does not invalidate the normal builds) by
 /// `binaries::build_static`, as the README's, the Docker suite's and the
 /// bench's: the musl build, or the glibc crt-static fallback.
+/// The static stockade to put in the VM: `prebuilt` (which must be
+/// static), else one built from `root`.
+pub(crate) fn stockade_binary(root: &Path, prebuilt: Option<PathBuf>) -> R<PathBuf> {
+    match prebuilt {
+        Some(p) if is_static(&p)? => Ok(p),
+        Some(p) => Err(format!("{} is not statically linked", p.display())),
+        None => static_stockade(root),
+    }
+}
+
 pub(crate) fn static_stockade(root: &Path) -> R<PathBuf> {
     step("building a static stockade (target/static)");
     let bin = crate::binaries::build_static(root)?;
@@ -502,7 +523,7 @@ fn initramfs(
         c.file(&format!("usr/bin/{name}"), 0o755, &read(p)?);
     }
     c.file("init", 0o755, &read(&root.join("tests/vm/init.sh"))?);
-    for f in ["tests.sh", "v1.sh"] {
+    for f in ["lib.sh", "tests.sh", "v1.sh"] {
         c.file(
             &format!("usr/share/vmtest/{f}"),
             0o755,
@@ -621,21 +642,58 @@ fn boot(
         console,
         "==== xtask vm-test: booting with {name}: {cmdline}"
     );
+    // 2 GiB: the kernel's overcommit heuristic refuses one allocation
+    // larger than RAM + swap outright, and the v1 boot's payloads
+    // allocate 1 GiB at once (a perl string, a malloc) so that the
+    // memory controller, not that heuristic, must stop them.
+    let machine = Machine {
+        kernel,
+        initrd,
+        cmdline,
+        mem_mib: 2048,
+    };
+    qemu(
+        &machine,
+        timeout,
+        console,
+        CONSOLE_LOG,
+        &format!("xtask vm-test: {name}"),
+    )
+}
+
+/// What qemu boots.
+pub(crate) struct Machine<'a> {
+    pub(crate) kernel: &'a Path,
+    pub(crate) initrd: &'a Path,
+    pub(crate) cmdline: &'a str,
+    /// Its RAM.
+    pub(crate) mem_mib: u32,
+}
+
+/// Boots `m` in qemu (TCG, 2 CPUs), its console and its stderr into
+/// `console` (the log `console_log` under target/xtask-logs), until it
+/// exits or `timeout` (then it is killed); reports what the `VMTEST` lines
+/// said, each line of the report led by `what`. True where at least one
+/// test passed, none failed, and `VMTEST DONE` came in time.
+pub(crate) fn qemu(
+    m: &Machine,
+    timeout: Duration,
+    console: &mut fs::File,
+    console_log: &str,
+    what: &str,
+) -> R<bool> {
     let qemu_err = console
         .try_clone()
-        .map_err(|e| format!("{CONSOLE_LOG}: {e}"))?;
+        .map_err(|e| format!("{console_log}: {e}"))?;
     let mut child = Command::new("qemu-system-x86_64")
-        // 2 GiB: the kernel's overcommit heuristic refuses one allocation
-        // larger than RAM + swap outright, and the v1 boot's payloads
-        // allocate 1 GiB at once (a perl string, a malloc) so that the
-        // memory controller, not that heuristic, must stop them.
-        .args(["-accel", "tcg", "-cpu", "max", "-m", "2048", "-smp", "2"])
+        .args(["-accel", "tcg", "-cpu", "max", "-smp", "2"])
+        .args(["-m", &m.mem_mib.to_string()])
         .args(["-nographic", "-no-reboot"])
         .arg("-kernel")
-        .arg(kernel)
+        .arg(m.kernel)
         .arg("-initrd")
-        .arg(initrd)
-        .args(["-append", cmdline])
+        .arg(m.initrd)
+        .args(["-append", m.cmdline])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(qemu_err)
@@ -667,7 +725,7 @@ fn boot(
     }
     let _ = child.wait();
     eprintln!(
-        "xtask vm-test: {name}: {} passed, {} failed{}{}",
+        "{what}: {} passed, {} failed{}{}",
         seen.pass,
         seen.fail.len(),
         if seen.done { "" } else { ", no VMTEST DONE" },
@@ -682,10 +740,7 @@ fn boot(
     }
     let ok = seen.fail.is_empty() && seen.done && !seen.timed_out && seen.pass > 0;
     if !ok {
-        eprintln!(
-            "xtask vm-test: the console: {}",
-            crate::logs::shown(CONSOLE_LOG)
-        );
+        eprintln!("{what}: the console: {}", crate::logs::shown(console_log));
     }
     Ok(ok)
 }

@@ -22,11 +22,10 @@
 //! mmdebstrap's output to apt.log.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::vm::{Cpio, R};
@@ -42,45 +41,8 @@ const PACKAGES: &str = "systemd,dbus,dbus-user-session,libpam-systemd,jq";
 const PAYLOADS: &[&str] = &["memhog", "forkbomb", "spin", "runas"];
 
 pub fn main(args: &[String]) -> i32 {
-    let mut timeout = DEFAULT_TIMEOUT_S;
-    let mut prebuilt = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--timeout" => match it.next().and_then(|v| v.parse().ok()) {
-                Some(v) => timeout = v,
-                None => {
-                    eprintln!("xtask vm-systemd-test: --timeout needs a number of seconds");
-                    return 2;
-                }
-            },
-            "--stockade" => match it.next() {
-                Some(v) => prebuilt = Some(PathBuf::from(v)),
-                None => {
-                    eprintln!(
-                        "xtask vm-systemd-test: --stockade needs the path of a static stockade"
-                    );
-                    return 2;
-                }
-            },
-            "-h" | "--help" => {
-                println!("usage: cargo xtask vm-systemd-test [--timeout SECS] [--stockade STATIC-BINARY]\n  boots a VM (qemu, TCG) with systemd as PID 1 on a pure cgroup v2 hierarchy and runs\n  tests/vm-systemd/tests.sh: stockade as a user whose limits only a scope of their\n  systemd --user can hold; exits 1 on any FAIL, a missing DONE or a timeout (default {DEFAULT_TIMEOUT_S}s)");
-                return 0;
-            }
-            other => {
-                eprintln!("xtask vm-systemd-test: unknown argument {other:?} (try --help)");
-                return 2;
-            }
-        }
-    }
-    match run(timeout, prebuilt) {
-        Ok(true) => 0,
-        Ok(false) => 1,
-        Err(e) => {
-            eprintln!("xtask vm-systemd-test: {e}");
-            1
-        }
-    }
+    let usage = format!("usage: cargo xtask vm-systemd-test [--timeout SECS] [--stockade STATIC-BINARY]\n  boots a VM (qemu, TCG) with systemd as PID 1 on a pure cgroup v2 hierarchy and runs\n  tests/vm-systemd/tests.sh: stockade as a user whose limits only a scope of their\n  systemd --user can hold; exits 1 on any FAIL, a missing DONE or a timeout (default {DEFAULT_TIMEOUT_S}s)");
+    crate::vm::task_main("vm-systemd-test", args, DEFAULT_TIMEOUT_S, &usage, run)
 }
 
 fn step(what: &str) {
@@ -99,11 +61,7 @@ fn run(timeout: u64, prebuilt: Option<PathBuf>) -> R<bool> {
     crate::logs::apt_install(&missing_packages())?;
     let kernel = crate::vm::kernel(&vm)?;
     let rootfs = rootfs(&cache)?;
-    let stockade = match prebuilt {
-        Some(p) if crate::vm::is_static(&p)? => p,
-        Some(p) => return Err(format!("{} is not statically linked", p.display())),
-        None => crate::vm::static_stockade(&root)?,
-    };
+    let stockade = crate::vm::stockade_binary(&root, prebuilt)?;
     let bins: Vec<(String, PathBuf)> = crate::vm::payloads(&root, &vm)?
         .into_iter()
         .filter(|(n, _)| PAYLOADS.contains(&n.as_str()))
@@ -288,74 +246,21 @@ fn initramfs(
 
 fn boot(kernel: &Path, initrd: &Path, timeout: Duration) -> R<bool> {
     let mut console = crate::logs::fresh(CONSOLE_LOG)?;
-    let qemu_err = console
-        .try_clone()
-        .map_err(|e| format!("{CONSOLE_LOG}: {e}"))?;
-    let mut child = Command::new("qemu-system-x86_64")
-        .args(["-accel", "tcg", "-cpu", "max", "-m", "1536", "-smp", "2"])
-        .args(["-nographic", "-no-reboot"])
-        .arg("-kernel")
-        .arg(kernel)
-        .arg("-initrd")
-        .arg(initrd)
-        .args([
-            "-append",
-            "console=ttyS0 quiet panic=-1 rdinit=/init cgroup_no_v1=all lsm=landlock,yama \
-             systemd.unified_cgroup_hierarchy=1 systemd.wants=vmtest.service \
-             systemd.mask=serial-getty@ttyS0.service systemd.mask=getty.target",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(qemu_err)
-        .spawn()
-        .map_err(|e| format!("qemu-system-x86_64: {e}"))?;
-    let stdout = child.stdout.take().ok_or("qemu: no stdout")?;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut r = BufReader::new(stdout);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match r.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let s = String::from_utf8_lossy(&line)
-                        .trim_end_matches(['\r', '\n'])
-                        .to_string();
-                    if tx.send(s).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    let seen = crate::vm::watch(&rx, Instant::now() + timeout, &mut console);
-    if seen.timed_out {
-        let _ = child.kill();
-    }
-    let _ = child.wait();
-    eprintln!(
-        "xtask vm-systemd-test: {} passed, {} failed{}{}",
-        seen.pass,
-        seen.fail.len(),
-        if seen.done { "" } else { ", no VMTEST DONE" },
-        if seen.timed_out {
-            format!(", killed qemu after {}s", timeout.as_secs())
-        } else {
-            String::new()
-        }
-    );
-    for f in &seen.fail {
-        eprintln!("  FAIL {f}");
-    }
-    let ok = seen.fail.is_empty() && seen.done && !seen.timed_out && seen.pass > 0;
-    if !ok {
-        eprintln!(
-            "xtask vm-systemd-test: the console: {}",
-            crate::logs::shown(CONSOLE_LOG)
-        );
-    }
-    Ok(ok)
+    let machine = crate::vm::Machine {
+        kernel,
+        initrd,
+        cmdline: "console=ttyS0 quiet panic=-1 rdinit=/init cgroup_no_v1=all lsm=landlock,yama \
+                  systemd.unified_cgroup_hierarchy=1 systemd.wants=vmtest.service \
+                  systemd.mask=serial-getty@ttyS0.service systemd.mask=getty.target",
+        mem_mib: 1536,
+    };
+    crate::vm::qemu(
+        &machine,
+        timeout,
+        &mut console,
+        CONSOLE_LOG,
+        "xtask vm-systemd-test",
+    )
 }
 
 #[cfg(test)]
