@@ -220,7 +220,8 @@ impl Jail {
         self.keep(r)
     }
 
-    /// The jail's network: [`Network::None`] (the default) or the host's.
+    /// The jail's network: [`Network::None`] (the default), [`Network::Loopback`]
+    /// (TCP between the jail's processes on its own `lo`) or the host's.
     pub fn network(&mut self, n: Network) -> &mut Jail {
         self.policy.network = n;
         self

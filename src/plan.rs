@@ -92,7 +92,7 @@ pub struct Plan {
     pub command: String,
     /// Landlock is applied with `landlock_rules` unless disabled.
     pub landlock: bool,
-    /// Deny TCP bind/connect through Landlock (every network but `host`).
+    /// Deny TCP bind/connect through Landlock (network `none`).
     pub landlock_deny_tcp: bool,
     /// The supervisor can read the kernel's Landlock audit records (its
     /// socket in [`Resources::audit`]): whether it will is its verdict,
@@ -665,6 +665,16 @@ impl Plan {
                 "a joined namespace or the caller's own id maps need namespaces, which are refused here",
             ));
         }
+        if fallback && p.network == Network::Loopback {
+            // No silent downgrade: without a network namespace of the
+            // jail's own, TCP on loopback is the host's loopback.
+            return Err(SetupError::new(
+                "network",
+                "--network loopback",
+                "needs a network namespace of the jail's own, and user namespaces are refused here; \
+                 stockade refuses the run rather than let the payload reach the host's loopback services",
+            ));
+        }
         let mut outer = Outer::of(p)?;
         // Host root's files shown as the jail root's on the binds (bwrap
         // run by root): the jail's ids map to a host id of its own, leased
@@ -747,14 +757,14 @@ impl Plan {
             tmp_size: p.tmp_size,
             ipc_sysctls: Vec::new(),
             landlock: !p.landlock.disabled,
-            landlock_deny_tcp: p.network != Network::Host,
+            landlock_deny_tcp: p.network == Network::None,
             landlock_log_tag: None,
             landlock_unrecorded: None,
             seccomp,
             require,
             masked,
             clone_flags: clone_flags(p, fallback),
-            new_netns: p.network == Network::None && !fallback,
+            new_netns: p.network != Network::Host && !fallback,
             network: p.network,
             egress,
             uid_map: format!("{} {} 1\n", p.uid, outer.uid),

@@ -122,8 +122,14 @@ impl MountSpec {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Network {
-    /// A new network namespace with only `lo`.
+    /// A new network namespace with only `lo`; Landlock denies TCP bind
+    /// and connect (ABI 4).
     None,
+    /// `None`'s namespace with only `lo`, and TCP left to it: the jail's
+    /// processes reach each other on 127.0.0.1 and ::1, and nothing else
+    /// (there is no other interface). Never in the fallback, which has no
+    /// network namespace: there it would reach the host's loopback.
+    Loopback,
     /// The host's network namespace (recorded in the outcome).
     Host,
 }
@@ -132,6 +138,7 @@ impl Network {
     pub fn as_str(self) -> &'static str {
         match self {
             Network::None => "none",
+            Network::Loopback => "loopback",
             Network::Host => "host",
         }
     }
@@ -739,10 +746,13 @@ impl Policy {
                 ));
             }
         }
-        if !self.allow_hosts.is_empty() && self.network == Network::Host {
+        if !self.allow_hosts.is_empty() && self.network != Network::None {
             return Err(PolicyError::new(
                 "allow_hosts",
-                "an egress allowlist needs the jail's own network (not network = \"host\")",
+                format!(
+                    "an egress allowlist needs network = \"none\" (not {:?})",
+                    self.network.as_str()
+                ),
             ));
         }
         if self.tmp_size == 0 {

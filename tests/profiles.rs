@@ -43,7 +43,7 @@ fn bad_profile_values_fail_with_file_line_column_and_field() {
         (
             "net.toml",
             "network = \"bridge\"\n",
-            ":1:11: network: \"bridge\": expected \"none\" or \"host\"",
+            ":1:11: network: \"bridge\": expected \"none\" or \"loopback\" or \"host\"",
         ),
         (
             "var.toml",

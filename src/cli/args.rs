@@ -113,7 +113,7 @@ pub(super) struct SessionArgs {
     /// Pass the caller's value of an environment variable into the jail
     #[arg(long, value_name = "NAME")]
     pub(super) keep_env: Vec<String>,
-    /// Network: none (only loopback) or host [default: the profile's, none]
+    /// Network: none (only loopback, TCP denied), loopback (only loopback, TCP between the jail's processes) or host [default: the profile's, none]
     #[arg(long, visible_alias = "net", value_enum)]
     pub(super) network: Option<NetArg>,
     /// Read-write working directory, also $HOME [default: a fresh tmpfs at /work]
@@ -185,8 +185,10 @@ pub(super) struct CheckArgs {
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
 pub(super) enum NetArg {
-    /// A new network namespace with only loopback (default).
+    /// A new network namespace with only loopback; TCP denied (default).
     None,
+    /// As none, but TCP allowed: the jail's processes talk to each other on 127.0.0.1/::1 (needs user namespaces).
+    Loopback,
     /// Share the host's network (recorded in the outcome).
     Host,
 }
@@ -251,7 +253,7 @@ run_args! {
             /// Directory to start in, inside the jail [default: the workdir]
             #[arg(long, value_name = "DIR")]
             chdir: Option<PathBuf>,
-            /// Network: none (only loopback) or host [default: the profile's, none]
+            /// Network: none (only loopback, TCP denied), loopback (only loopback, TCP between the jail's processes) or host [default: the profile's, none]
             #[arg(long, value_enum)]
             network: Option<NetArg>,
             /// Reach only this host through stockade's proxy: NAME, *.SUFFIX, IP or [IPV6], each with :PORT (default: 80 and 443); repeat for more

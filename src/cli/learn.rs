@@ -131,10 +131,13 @@ pub(super) fn apply(p: &mut Policy) -> Result<(), PolicyError> {
             "records through the seccomp listener: not with --no-seccomp (or seccomp.enabled = false)",
         ));
     }
-    if p.network == Network::Host {
+    if p.network != Network::None {
         return Err(PolicyError::new(
             "--learn",
-            "records the hosts reached through the egress proxy: needs the jail's own network, not --network host",
+            format!(
+                "records the hosts reached through the egress proxy: needs --network none, not --network {}",
+                p.network.as_str()
+            ),
         ));
     }
     p.seccomp.action = policy::SeccompAction::Learn;

@@ -250,6 +250,7 @@ fn filesystem(
     }
     match a.network {
         Some(NetArg::None) => p.network = Network::None,
+        Some(NetArg::Loopback) => p.network = Network::Loopback,
         Some(NetArg::Host) => p.network = Network::Host,
         None => {}
     }
@@ -265,6 +266,12 @@ fn allow_hosts(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
         return Err(PolicyError::new(
             "--allow-host",
             "needs the jail's own network, not --network host (or a profile's network = \"host\")",
+        ));
+    }
+    if p.network == Network::Loopback {
+        return Err(PolicyError::new(
+            "--allow-host",
+            "holds TCP to the egress proxy alone: not with --network loopback (or a profile's network = \"loopback\")",
         ));
     }
     for h in &a.allow_host {

@@ -165,7 +165,8 @@ impl Enforced {
 #[serde(rename_all = "snake_case")]
 pub enum Tcp {
     Denied,
-    /// The policy shares the host network.
+    /// Not denied by Landlock: the policy shares the host network, or
+    /// (`loopback`) the jail's own network namespace has only `lo`.
     Allowed,
     /// Wanted, but the kernel cannot deny it.
     Unavailable,

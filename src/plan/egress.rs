@@ -77,7 +77,18 @@ pub fn plan(
     if p.allow_hosts.is_empty() && !p.egress_record {
         return Ok(None);
     }
-    if fallback || p.network != Network::None {
+    if p.network != Network::None {
+        // Policy::validate refuses it first; never a proxy beside open TCP.
+        return Err(SetupError::new(
+            "network",
+            "--allow-host",
+            format!(
+                "an egress allowlist needs --network none, not --network {}",
+                p.network.as_str()
+            ),
+        ));
+    }
+    if fallback {
         return Err(SetupError::new(
             "network",
             "--allow-host",

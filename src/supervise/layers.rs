@@ -94,6 +94,9 @@ fn namespace_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia) {
                 None => LayerReport::applied(json!({ "network": "none", "interfaces": ["lo"] })),
                 Some(e) => LayerReport::applied(egress_detail(e)),
             },
+            Network::Loopback => {
+                LayerReport::applied(json!({ "network": "loopback", "interfaces": ["lo"] }))
+            }
             Network::Host => {
                 LayerReport::skipped("--network host: the host's network namespace is shared")
             }

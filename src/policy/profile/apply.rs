@@ -159,6 +159,13 @@ fn network(cx: &Ctx, v: &S<RawNetwork>, p: &mut Policy) -> Result<(), PolicyErro
             "an egress allowlist (network.allow) needs the jail's own network, not \"host\"",
         ));
     }
+    if !p.allow_hosts.is_empty() && p.network == Network::Loopback {
+        return Err(cx.err(
+            span,
+            field,
+            "an egress allowlist (network.allow) holds TCP to its proxy alone: not with \"loopback\"",
+        ));
+    }
     Ok(())
 }
 
@@ -504,10 +511,11 @@ fn namespaces(cx: &Ctx, ns: &RawNamespaces, raw: &Raw, p: &mut Policy) -> Result
         }
     }
     if let Some(v) = &ns.net {
-        let want = if *v.get_ref() {
-            Network::None
-        } else {
-            Network::Host
+        // `loopback` has a namespace of its own too.
+        let want = match (*v.get_ref(), p.network) {
+            (true, Network::Loopback) => Network::Loopback,
+            (true, _) => Network::None,
+            (false, _) => Network::Host,
         };
         if let Some(n) = raw.network.as_ref().and_then(|n| n.get_ref().mode()) {
             if p.network != want {

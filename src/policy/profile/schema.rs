@@ -9,7 +9,11 @@ use toml::Spanned;
 use crate::policy::{Network, SeccompAction};
 
 /// The values `network` takes.
-pub(super) const NETWORKS: &[(&str, Network)] = &[("none", Network::None), ("host", Network::Host)];
+pub(super) const NETWORKS: &[(&str, Network)] = &[
+    ("none", Network::None),
+    ("loopback", Network::Loopback),
+    ("host", Network::Host),
+];
 
 /// The values `seccomp.action` takes.
 pub(super) const SECCOMP_ACTIONS: &[(&str, SeccompAction)] = &[

@@ -434,7 +434,7 @@ fn network_table_errors_name_the_field_where_it_stands() {
         ),
         (
             "[network]\nmode = \"wide\"\n",
-            "profiles/x.toml:2:8: network.mode: \"wide\": expected \"none\" or \"host\"",
+            "profiles/x.toml:2:8: network.mode: \"wide\": expected \"none\" or \"loopback\" or \"host\"",
         ),
         ("[network]\nallowed = []\n", "profiles/x.toml:2:1: "),
         ("network = 3\n", "profiles/x.toml:1:11: "),
@@ -442,5 +442,35 @@ fn network_table_errors_name_the_field_where_it_stands() {
         let e = apply_text(text).unwrap_err().to_string();
         assert!(e.starts_with(want), "{text:?}: {e}");
         assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}
+
+#[test]
+fn network_loopback_is_a_mode_of_its_own() {
+    let p = apply_text("network = \"loopback\"\n").unwrap();
+    assert_eq!(p.network, Network::Loopback);
+    assert!(p.allow_hosts.is_empty());
+    // namespaces.net = true says what loopback has: a namespace of its own.
+    let p = apply_text("network = \"loopback\"\n[namespaces]\nnet = true\n").unwrap();
+    assert_eq!(p.network, Network::Loopback);
+    let e = apply_text("network = \"loopback\"\n[namespaces]\nnet = false\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("profiles/x.toml:3:7: namespaces.net: contradicts network = \"loopback\""),
+        "{e}"
+    );
+    for (text, want) in [
+        (
+            "network = \"lo\"\n",
+            "profiles/x.toml:1:11: network: \"lo\": expected \"none\" or \"loopback\" or \"host\"",
+        ),
+        (
+            "[network]\nmode = \"loopback\"\nallow = [\"pypi.org\"]\n",
+            "profiles/x.toml:2:8: network.mode: an egress allowlist (network.allow) holds TCP to its proxy alone: not with \"loopback\"",
+        ),
+    ] {
+        let e = apply_text(text).unwrap_err().to_string();
+        assert_eq!(e, want, "{text:?}");
     }
 }
