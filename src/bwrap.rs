@@ -174,7 +174,7 @@ pub fn main(args: &[OsString]) -> i32 {
             eprint_line(&format!(
                 "--stockade-report {}: {}",
                 f.display(),
-                strerror(&e)
+                crate::sys::strerror(&e)
             ));
             return USAGE_EXIT;
         }
@@ -347,13 +347,4 @@ fn clone_error(err: &str) -> Option<String> {
             format!("Creating new namespace failed: {why}")
         }
     })
-}
-
-/// An I/O error in strerror's words, without Rust's ` (os error N)`.
-pub(crate) fn strerror(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.rfind(" (os error ") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
 }

@@ -275,7 +275,7 @@ fn zone(m: &MountSpec, zones: &mut Zones, hidden: &mut Vec<String>) -> Result<()
 /// The host path that `src` and `dst` both name, or a refusal.
 fn same_file(opt: &str, src: &Path, dst: &Path) -> Result<PathBuf, BwrapError> {
     let what = format!("{opt} {} {}", src.display(), dst.display());
-    let s = std::fs::canonicalize(src).map_err(|e| refuse(&what, &super::strerror(&e)))?;
+    let s = std::fs::canonicalize(src).map_err(|e| refuse(&what, &crate::sys::strerror(&e)))?;
     match std::fs::canonicalize(dst) {
         Ok(d) if d == s => Ok(s),
         _ => Err(refuse(&what, "the source is not at the destination")),
@@ -284,8 +284,12 @@ fn same_file(opt: &str, src: &Path, dst: &Path) -> Result<PathBuf, BwrapError> {
 
 /// `dst` on the host, symlinks resolved.
 fn host(opt: &str, dst: &Path) -> Result<PathBuf, BwrapError> {
-    std::fs::canonicalize(dst)
-        .map_err(|e| refuse(&format!("{opt} {}", dst.display()), &super::strerror(&e)))
+    std::fs::canonicalize(dst).map_err(|e| {
+        refuse(
+            &format!("{opt} {}", dst.display()),
+            &crate::sys::strerror(&e),
+        )
+    })
 }
 
 fn refuse(what: &str, why: &str) -> BwrapError {

@@ -457,7 +457,10 @@ fn fd_data(opt: &str, s: &OsString, pending: &mut Pending) -> Result<Vec<u8>, Bw
     let fd = super::parse::parse_fd(s)?;
     read_once(fd, pending).map_err(|e| {
         let e = std::io::Error::from_raw_os_error(e.errno as i32);
-        BwrapError::Usage(format!("Can't read {opt} data: {}", super::strerror(&e)))
+        BwrapError::Usage(format!(
+            "Can't read {opt} data: {}",
+            crate::sys::strerror(&e)
+        ))
     })
 }
 
@@ -488,7 +491,7 @@ fn bind_spec(op: &Op) -> Result<Option<MountSpec>, BwrapError> {
                 Err(e) => {
                     return Err(BwrapError::NoSource {
                         path: a[0].clone(),
-                        why: super::strerror(&e),
+                        why: crate::sys::strerror(&e),
                     })
                 }
                 Ok(_) => {}
@@ -510,7 +513,7 @@ fn bind_spec(op: &Op) -> Result<Option<MountSpec>, BwrapError> {
             let link = PathBuf::from(format!("/proc/self/fd/{fd}"));
             let src = std::fs::canonicalize(&link).map_err(|e| BwrapError::NoSource {
                 path: link.into_os_string(),
-                why: super::strerror(&e),
+                why: crate::sys::strerror(&e),
             })?;
             MountSpec::Bind {
                 src,
@@ -565,7 +568,10 @@ fn seccomp_data(s: &OsString, pending: &mut Pending) -> Result<Vec<u8>, BwrapErr
     let fd = super::parse::parse_fd(s)?;
     let data = read_once(fd, pending).map_err(|e| {
         let e = std::io::Error::from_raw_os_error(e.errno as i32);
-        BwrapError::Usage(format!("Can't read seccomp data: {}", super::strerror(&e)))
+        BwrapError::Usage(format!(
+            "Can't read seccomp data: {}",
+            crate::sys::strerror(&e)
+        ))
     })?;
     if data.len() % 8 != 0 {
         return Err(usage("Invalid seccomp data, must be multiple of 8"));

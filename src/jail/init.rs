@@ -97,7 +97,7 @@ pub fn main(
                 path: String::new(),
                 why: format!(
                     "Setting userns2 failed: {}",
-                    crate::bwrap::strerror(&std::io::Error::from_raw_os_error(e.errno as i32))
+                    crate::sys::strerror(&std::io::Error::from_raw_os_error(e.errno as i32))
                 ),
             })
             .or_fail(report);
@@ -201,7 +201,7 @@ fn joined_ids(b: BecomeUser) -> Result<(), JailError> {
         path: String::new(),
         why: format!(
             "unable to switch to {what} {id}: {}",
-            crate::bwrap::strerror(&std::io::Error::from_raw_os_error(e.errno as i32))
+            crate::sys::strerror(&std::io::Error::from_raw_os_error(e.errno as i32))
         ),
     })
 }
@@ -301,13 +301,13 @@ fn disable_userns(max: u32) -> Result<OwnedFd, JailError> {
         .map_err(|e| {
             refused(format!(
                 "cannot open {SYSCTL}: {}",
-                crate::bwrap::strerror(&e)
+                crate::sys::strerror(&e)
             ))
         })?;
     f.write_all(max.to_string().as_bytes()).map_err(|e| {
         refused(format!(
             "sysctl user.max_user_namespaces = {max}: {}",
-            crate::bwrap::strerror(&e)
+            crate::sys::strerror(&e)
         ))
     })?;
     sys::open_dir_path(std::path::Path::new("/proc"))
@@ -325,7 +325,7 @@ fn lock_files(plan: &Plan) -> Result<Vec<OwnedFd>, JailError> {
     let mut held = Vec::new();
     for p in &plan.lock_files {
         let fd: OwnedFd = std::fs::File::open(p)
-            .map_err(|e| refused("Unable to open lock file", p, crate::bwrap::strerror(&e)))?
+            .map_err(|e| refused("Unable to open lock file", p, crate::sys::strerror(&e)))?
             .into();
         sys::read_lock(&fd)
             .map_err(|e| refused("Unable to lock file", p, e.errno.desc().into()))?;

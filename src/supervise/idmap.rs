@@ -34,22 +34,34 @@ use crate::sys::{self, TreeAttrs, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATT
 /// an overlay, None for any other step (and for one left to init). Empty without `Plan::idmap`.
 /// The caller must be single-threaded (the user namespace's helper is a
 /// fork).
-pub(super) fn trees(plan: &Plan) -> Vec<Option<Idmapped>> {
+/// The second value: a warning for the outcome when no bind could be
+/// idmapped because the idmap's user namespace could not be made (the
+/// binds are then plain: host root's files show as the overflow id).
+pub(super) fn trees(plan: &Plan) -> (Vec<Option<Idmapped>>, Option<String>) {
     let Some((uid, gid)) = plan.idmap else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
     let binds = plan
         .steps
         .iter()
         .any(|s| matches!(s, RootStep::Bind { .. } | RootStep::Overlay { .. }));
     if !binds {
-        return Vec::new();
+        return (Vec::new(), None);
     }
-    let Ok(userns) = sys::userns_with_maps(&format!("0 {uid} 1\n"), &format!("0 {gid} 1\n")) else {
-        return Vec::new();
+    let userns = match sys::userns_with_maps(&format!("0 {uid} 1\n"), &format!("0 {gid} 1\n")) {
+        Ok(u) => u,
+        Err(e) => {
+            return (
+                Vec::new(),
+                Some(format!(
+                    "idmapped binds: the idmap's user namespace could not be made ({e}): the binds are plain, host root's files in them show as the overflow id (65534)"
+                )),
+            )
+        }
     };
     let mut mounts = None;
-    plan.steps
+    let trees = plan
+        .steps
         .iter()
         .map(|s| match s {
             RootStep::Bind {
@@ -72,7 +84,8 @@ pub(super) fn trees(plan: &Plan) -> Vec<Option<Idmapped>> {
             } => overlay(dst, lower, upper.as_ref(), &userns),
             _ => None,
         })
-        .collect()
+        .collect();
+    (trees, None)
 }
 
 /// An overlay's layers, idmapped (each layer is one mount to overlayfs):

@@ -108,7 +108,8 @@ fn run_inner(
     // Started by host root (bwrap's): the binds' trees, idmapped here,
     // where host root may (init attaches them), before any joined user
     // namespace takes that away.
-    let trees = idmap::trees(plan);
+    let (trees, idmap_warning) = idmap::trees(plan);
+    o.warnings.extend(idmap_warning);
     // 3. Into the namespaces the caller gave (for good: this process runs
     //    only this jail), then clone into the new ones (all but the
     //    network's: see 4).
@@ -275,7 +276,7 @@ fn join_namespaces(plan: &Plan) -> Result<(), SetupError> {
 
 /// An errno in C's strerror words (bwrap's messages quote them).
 fn strerror(e: Errno) -> String {
-    crate::bwrap::strerror(&std::io::Error::from_raw_os_error(e as i32))
+    crate::sys::strerror(&std::io::Error::from_raw_os_error(e as i32))
 }
 
 /// The supervisor's end of the seccomp listener (every mode, mediation),

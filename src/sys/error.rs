@@ -31,6 +31,16 @@ pub fn errno_text(e: Errno) -> String {
     e.to_string()
 }
 
+/// An I/O error in C's strerror words, without Rust's ` (os error N)`
+/// (bwrap's messages, and init's refusals in its words, quote them).
+pub fn strerror(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
 /// What every call of the facade returns.
 pub type SysResult<T> = Result<T, SysError>;
 
