@@ -9,14 +9,16 @@ mod common;
 use common::{expect_code, stderr, stdout, Scratch, Who};
 use std::os::unix::fs::PermissionsExt;
 
-/// Binds 127.0.0.1:0, connects to itself from a thread, sends "hello"
-/// and prints what the server thread sent back ("HELLO"); or prints
-/// "bind " and the errno's name when the bind is refused.
+/// Binds 127.0.0.1:0 (or argv[1]'s address, e.g. ::1), connects to
+/// itself from a thread, sends "hello" and prints what the server thread
+/// sent back ("HELLO"); or prints "bind " and the errno's name when the
+/// bind is refused.
 const EXCHANGE: &str = r#"
-import errno, socket, threading
-s = socket.socket()
+import errno, socket, sys, threading
+addr = sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1"
+s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
 try:
-    s.bind(("127.0.0.1", 0))
+    s.bind((addr, 0))
 except OSError as e:
     print("bind", errno.errorcode.get(e.errno, e.errno))
     raise SystemExit(0)
@@ -33,9 +35,10 @@ def serve():
     c, _ = s.accept()
     c.sendall(read(c, 5).upper())
     c.close()
-t = threading.Thread(target=serve)
+s.settimeout(10)
+t = threading.Thread(target=serve, daemon=True)
 t.start()
-c = socket.create_connection(s.getsockname())
+c = socket.create_connection(s.getsockname()[:2], timeout=10)
 c.sendall(b"hello")
 print(read(c, 5).decode())
 t.join()
@@ -82,6 +85,22 @@ fn loopback_jail_talks_tcp_to_itself_and_none_still_denies_it() {
         expect_code(&o, 0, &format!("{who:?}: loopback"));
         let r = common::last_valid_json(&o);
         assert_eq!(r["stdout"]["data"], "HELLO\n", "{who:?}: {r}");
+        // IPv6's loopback too (::1 is on lo once it is up), and the
+        // default refuses it as it refuses IPv4.
+        for (mode, want) in [("loopback", "HELLO\n"), ("none", "bind EACCES\n")] {
+            let o = common::run(
+                who,
+                &["--network", mode, "--report", "-"],
+                &["python3", "-c", EXCHANGE, "::1"],
+            );
+            expect_code(&o, 0, &format!("{who:?}: {mode} ::1"));
+            let r = common::last_valid_json(&o);
+            if r["stdout"]["data"] == "bind EADDRNOTAVAIL\n" {
+                println!("SKIPPED: {test}: ::1: no IPv6 on lo in a new network namespace here");
+                break;
+            }
+            assert_eq!(r["stdout"]["data"], want, "{who:?}: {mode} ::1: {r}");
+        }
         let ll = &r["layers"]["landlock"];
         assert_eq!(ll["detail"]["tcp"], "allowed", "{who:?}: {ll}");
         assert_ne!(ll["detail"]["status"], "not_enforced", "{who:?}: {ll}");
