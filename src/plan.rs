@@ -362,13 +362,7 @@ impl Fallback {
         if euid == 0 {
             // Its own host id: RLIMIT_NPROC, signals and /proc go by
             // the real uid, shared with every process that has it.
-            let l = uids::lease(p.fallback_uid_range).map_err(|e| {
-                let s = SetupError::new("--uid-range", "", e.to_string());
-                match e.errno() {
-                    Some(n) => s.with_errno(n),
-                    None => s,
-                }
-            })?;
+            let l = lease_id(p.fallback_uid_range)?;
             ids = Some((l.id, l.id));
             lease = Some(Arc::new(l));
         }
@@ -691,13 +685,7 @@ impl Plan {
             && sys::host_root_is_zero_here()
         {
             true => {
-                let l = uids::lease(p.fallback_uid_range).map_err(|e| {
-                    let s = SetupError::new("--uid-range", "", e.to_string());
-                    match e.errno() {
-                        Some(n) => s.with_errno(n),
-                        None => s,
-                    }
-                })?;
+                let l = lease_id(p.fallback_uid_range)?;
                 (outer.uid, outer.gid) = (l.id, l.id);
                 Some(Arc::new(l))
             }
@@ -863,4 +851,16 @@ pub fn audit_verdict() -> Result<(), String> {
         Ok(_) => Ok(()),
         Err(e) => Err(format!("cannot ask the kernel whether audit is enabled: {e}")),
     }
+}
+
+/// A host id of the run's own from `range` (`--uid-range`), its refusal
+/// as a setup error naming the flag.
+fn lease_id(range: (u32, u32)) -> Result<uids::Lease, SetupError> {
+    uids::lease(range).map_err(|e| {
+        let s = SetupError::new("--uid-range", "", e.to_string());
+        match e.errno() {
+            Some(n) => s.with_errno(n),
+            None => s,
+        }
+    })
 }

@@ -137,15 +137,7 @@ impl ForkServer {
             }
         };
         let mut layers = BTreeMap::new();
-        for name in [
-            "user_namespace",
-            "mount_namespace",
-            "pid_namespace",
-            "net_namespace",
-            "ipc_namespace",
-            "uts_namespace",
-            "cgroup_namespace",
-        ] {
+        for name in outcome::NAMESPACE_LAYERS {
             let detail = if name == "user_namespace" {
                 serde_json::json!({"shared_with": "the fork server's zygote (no capability left in it)"})
             } else {
