@@ -499,11 +499,7 @@ fn library_callers_get_the_same_allowlist() {
     let me = std::env::current_exe().unwrap();
     let copy = common::binary().parent().unwrap().join("egress-test");
     if !copy.exists() {
-        let tmp = copy.with_extension("tmp");
-        std::fs::copy(&me, &tmp).unwrap();
-        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
-        std::fs::rename(&tmp, &copy).unwrap();
+        common::copy_executable(&me, &copy);
     }
     for who in common::users("library_callers_get_the_same_allowlist") {
         let mut c = std::process::Command::new(&copy);

@@ -6,7 +6,6 @@
 mod common;
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -156,8 +155,7 @@ fn jails_start_from_many_threads_through_the_spawner() {
     // init before its supervisor waits for it.
     let me = std::env::current_exe().unwrap();
     let copy = common::binary().parent().unwrap().join("library-test");
-    std::fs::copy(&me, &copy).unwrap();
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    common::copy_executable(&me, &copy);
     // (bash: dash does not pass an ignored SIGCHLD on.)
     let o = Command::new("/bin/bash")
         .args(["-c", "trap '' CHLD; exec \"$0\" \"$@\""])

@@ -522,7 +522,7 @@ fn venv_whose_base_interpreter_the_jail_cannot_run_is_one_clear_line() {
             if private_dir {
                 std::os::unix::fs::symlink(&real, &base).unwrap();
             } else {
-                std::fs::copy(&real, &base).unwrap();
+                common::copy_executable(&real, &base);
             }
             let py = venv_from(&s, &base);
             let py = py.to_str().unwrap();

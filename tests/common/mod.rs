@@ -52,12 +52,35 @@ pub fn binary() -> &'static Path {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let dst = dir.join("stockade");
-        let tmp = dir.join(".stockade.tmp");
-        std::fs::copy(&src, &tmp).unwrap();
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::rename(&tmp, &dst).unwrap();
+        copy_executable(&src, &dst);
         dst
     })
+}
+
+/// `src` copied to `dst` with mode 0755, the copy written by `cp`, never
+/// open for writing in this process: a test process has threads that
+/// fork, a child forked while a write fd of the copy is open holds it
+/// until its execve, and an execve of the copy meanwhile fails with
+/// ETXTBSY. `dst` appears whole (renamed into place).
+pub fn copy_executable(src: &Path, dst: &Path) {
+    let mut name = dst.file_name().unwrap().to_os_string();
+    name.push(".copying");
+    let tmp = dst.with_file_name(name);
+    match Command::new("cp").arg("--").arg(src).arg(&tmp).status() {
+        Ok(st) => assert!(st.success(), "cp {} {}: {st}", src.display(), tmp.display()),
+        // SIGCHLD ignored (a caller's `trap '' CHLD`): the kernel reaped
+        // cp once it ended; the copy's length says whether it is whole.
+        Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {}
+        Err(e) => panic!("cp {} {}: {e}", src.display(), tmp.display()),
+    }
+    assert_eq!(
+        std::fs::metadata(&tmp).unwrap().len(),
+        std::fs::metadata(src).unwrap().len(),
+        "cp left {} incomplete",
+        tmp.display()
+    );
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&tmp, dst).unwrap();
 }
 
 /// Remove the binary directories of earlier test processes that are gone
