@@ -96,7 +96,7 @@ fn loopback_jail_talks_tcp_to_itself_and_none_still_denies_it() {
             expect_code(&o, 0, &format!("{who:?}: {mode} ::1"));
             let r = common::last_valid_json(&o);
             if r["stdout"]["data"] == "bind EADDRNOTAVAIL\n" {
-                println!("SKIPPED: {test}: ::1: no IPv6 on lo in a new network namespace here");
+                common::skip(test, "::1: no IPv6 on lo in a new network namespace here");
                 break;
             }
             assert_eq!(r["stdout"]["data"], want, "{who:?}: {mode} ::1: {r}");

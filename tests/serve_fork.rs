@@ -283,11 +283,22 @@ fn a_forked_run_finds_nothing_of_the_previous_one() {
     if !as_root("a_forked_run_finds_nothing_of_the_previous_one") {
         return;
     }
-    let s = forking(Who::Root, &[]);
+    // `random` imported in the zygote: each child must seed it anew.
+    let s = Server::start(
+        Who::Root,
+        &[
+            "--warm",
+            "python=1",
+            "--warm-import",
+            "json,re,random,threading",
+            "--warm-fork",
+        ],
+    );
+    wait_ready(&s);
     let token = format!("tok{:x}", std::process::id() as u64 * 7919 + 17);
     let first = json!({
         "profile": "python",
-        "argv": ["python3", "-c", format!("import sys, random, json\nkeep = sys.stdin.read() + open('f.txt').read() + '{token}-code'\nopen('/tmp/left', 'w').write(keep)\nopen('left', 'w').write(keep)\nprint(json.dumps({{'random': random.random(), 'hash': hash('stockade')}}))")],
+        "argv": ["python3", "-c", format!("import sys, random, json\nkeep = sys.stdin.read() + open('f.txt').read() + '{token}-code'\nopen('/tmp/left', 'w').write(keep)\nopen('left', 'w').write(keep)\nimport threading\nt = threading.Thread(target=lambda: None); t.start(); t.join()\nprint(json.dumps({{'random': random.random(), 'hash': hash('stockade'), 'main': threading.current_thread() is threading.main_thread() and len(threading.enumerate()) == 1}}))")],
         "stdin": format!("{token}-stdin"),
         "files": {"f.txt": format!("{token}-file")},
     });
@@ -318,6 +329,7 @@ fn a_forked_run_finds_nothing_of_the_previous_one() {
     assert_eq!(b["tmp"], json!([]), "{b}");
     assert_eq!(b["work"], json!([]), "{b}");
     assert_ne!(a["random"], b["random"], "random seeded alike");
+    assert_eq!(a["main"], true, "threading's view of the child: {a}");
     // Documented: the hash seed is the zygote's, shared by its children.
     assert_eq!(a["hash"], b["hash"]);
     assert_eq!(metric(&s, HITS), 2);
