@@ -456,7 +456,7 @@ pub(crate) fn workspace_root() -> Result<PathBuf, String> {
 }
 
 /// The effective uid, from /proc/self/status (std has no geteuid).
-fn effective_uid() -> Option<u32> {
+pub(crate) fn effective_uid() -> Option<u32> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("Uid:"))?;
     line.split_whitespace().nth(2)?.parse().ok()

@@ -11,6 +11,7 @@
 //! nothing here asserts a timing.
 
 mod client;
+mod floor;
 mod leaks;
 mod server;
 
@@ -139,7 +140,18 @@ struct Load {
     /// CPU time of the server's whole tree during the load (root: its
     /// cpuacct group), ns.
     cpu_ns: Option<u64>,
+    /// CPU time of the whole host during the load (/proc/stat), ms.
+    host_cpu_ms: Option<f64>,
     leaks: leaks::Report,
+}
+
+impl Load {
+    /// Host CPU per run, ms.
+    fn host_ms(&self) -> Option<f64> {
+        self.host_cpu_ms
+            .filter(|_| self.runs > 0)
+            .map(|ms| ms / self.runs as f64)
+    }
 }
 
 fn stockade_binary(opts: &Options, root: &Path) -> Result<PathBuf, String> {
@@ -209,7 +221,7 @@ fn run(opts: &Options) -> Result<(), String> {
     }
     let fork_ref = fork.as_ref().ok();
     let bare: Vec<OsString> = vec![python.clone().into(), "-c".into(), "pass".into()];
-    let bare_eval: Vec<OsString> = vec![python.into(), "-c".into(), EVALUATOR.into()];
+    let bare_eval: Vec<OsString> = vec![python.clone().into(), "-c".into(), EVALUATOR.into()];
     eprintln!(
         "xtask bench serve: latency, {} rounds of {} cases",
         opts.latency,
@@ -258,8 +270,68 @@ fn run(opts: &Options) -> Result<(), String> {
     drop(fork);
     drop(warm);
     drop(cold);
-    print!("{}", render(opts, &notes, &rows, &loads));
+    eprintln!("xtask bench serve: the floor, {FLOOR_RUNS} forks each");
+    let floors = ["eval", "jail"].map(|mode| {
+        let dir = scratch.path().join(format!("floor-{mode}"));
+        floor::measure(&python, FLOOR_MODULES, FLOOR_RUNS, mode, &dir)
+    });
+    let mut out = render(opts, &notes, &rows, &loads);
+    render_floor(&mut out, &floors, &loads);
+    print!("{out}");
     Ok(())
+}
+
+/// Children forked per floor row.
+const FLOOR_RUNS: usize = 500;
+/// What the fork server's zygote imports (server::warm_flags).
+const FLOOR_MODULES: &str = "json,re,math,difflib";
+
+fn render_floor(o: &mut String, floors: &[Result<floor::Floor, String>; 2], loads: &[Load]) {
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let header = format!(
+        "{:<64} | {:>10} | {:>12} | {:>11} | {:>8} | {:>12}",
+        "without stockade", "CPU ms/run", "CPU-bound/s", "host ms/run", "wall ms", "faults/child"
+    );
+    let _ = writeln!(
+        o,
+        "\n## the floor: what this host charges for the parts of a forked run no design leaves out\n{header}\n{}",
+        "-".repeat(header.chars().count())
+    );
+    let names = [
+        "fork of the zygote's interpreter, the evaluator, exit",
+        "+ namespaces, the child's mounts, lo up, 3 cgroups with limits",
+    ];
+    for (name, f) in names.iter().zip(floors) {
+        let _ = match f {
+            Ok(f) => writeln!(
+                o,
+                "{name:<64} | {:>10.2} | {:>12.0} | {:>11.2} | {:>8.2} | {:>12.0}",
+                f.cpu_ms,
+                ncpu * 1000.0 / f.cpu_ms.max(1e-9),
+                f.host_ms,
+                f.wall_ms,
+                f.faults
+            ),
+            Err(why) => writeln!(o, "{name:<64} | not measured: {why}"),
+        };
+    }
+    for l in loads.iter().filter(|l| l.name.contains("fork")) {
+        if let (Some(ns), Ok(f)) = (l.cpu_ns, &floors[1]) {
+            let ms = ns as f64 / 1e6 / l.runs.max(1) as f64;
+            let _ = writeln!(
+                o,
+                "{}: {ms:.2} CPU ms/run, {:.2} above the floor (the floor is {:.0}% of it)",
+                l.name,
+                ms - f.cpu_ms,
+                100.0 * f.cpu_ms / ms
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "CPU ms/run: the forking process and its children (rusage), as the server's cpuacct group counts it; host ms/run: every CPU (/proc/stat), kernel workers included, less the idle host's (meaningful on an idle host only); 300 runs/s on {ncpu:.0} CPUs leaves {:.2} ms per run",
+        ncpu * 1000.0 / 300.0
+    );
 }
 
 impl Row {
@@ -494,8 +566,16 @@ fn render_latency(o: &mut String, rows: &[Row]) {
 
 fn render_load(o: &mut String, loads: &[Load]) {
     let header = format!(
-        "{:<26} | {:>7} | {:>7} | {:>6} | {:>6} | {:>8} | {:>10} | {:>12}",
-        "server", "runs/s", "wall s", "failed", "429", "runs", "CPU ms/run", "CPU-bound/s"
+        "{:<26} | {:>7} | {:>7} | {:>6} | {:>6} | {:>8} | {:>10} | {:>12} | {:>11}",
+        "server",
+        "runs/s",
+        "wall s",
+        "failed",
+        "429",
+        "runs",
+        "CPU ms/run",
+        "CPU-bound/s",
+        "host ms/run"
     );
     let _ = writeln!(
         o,
@@ -516,7 +596,7 @@ fn render_load(o: &mut String, loads: &[Load]) {
         };
         let _ = writeln!(
             o,
-            "{:<26} | {:>7.1} | {:>7.1} | {:>6} | {:>6} | {:>8} | {:>10} | {:>12}",
+            "{:<26} | {:>7.1} | {:>7.1} | {:>6} | {:>6} | {:>8} | {:>10} | {:>12} | {:>11}",
             l.name,
             l.ok as f64 / secs.max(1e-9),
             secs,
@@ -524,7 +604,8 @@ fn render_load(o: &mut String, loads: &[Load]) {
             l.queue_full,
             l.runs,
             per_run,
-            bound
+            bound,
+            l.host_ms().map_or("-".into(), |h| format!("{h:.2}"))
         );
         if let Some(f) = &l.first_failure {
             let _ = writeln!(o, "  first failure: {f}");

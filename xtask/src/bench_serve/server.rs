@@ -225,6 +225,7 @@ impl Server {
         let queue_full = AtomicUsize::new(0);
         let first: Mutex<Option<String>> = Mutex::new(None);
         let cpu0 = self.cpu_ns();
+        let host0 = host_busy_ms();
         let t = Instant::now();
         std::thread::scope(|sc| {
             for _ in 0..clients {
@@ -254,12 +255,17 @@ impl Server {
             }
         });
         let wall = t.elapsed();
+        let host = match (host0, host_busy_ms()) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
         let cpu = match (cpu0, self.cpu_ns()) {
             (Some(a), Some(b)) => Some(b.saturating_sub(a)),
             _ => None,
         };
         Load {
             cpu_ns: cpu,
+            host_cpu_ms: host,
             name: self.name.clone(),
             runs,
             ok: ok.into_inner(),
@@ -275,6 +281,7 @@ impl Server {
     }
 
     /// CPU time of the server's whole tree so far (its cpuacct group).
+    /// (See [`host_busy_ms`] for the whole host's.)
     fn cpu_ns(&self) -> Option<u64> {
         let g = self.cpuacct.as_ref()?;
         std::fs::read_to_string(g.join("cpuacct.usage"))
@@ -331,4 +338,20 @@ impl Server {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// CPU time the whole host has used since boot, every CPU, ms: /proc/stat's
+/// first line less idle and iowait, in USER_HZ (100 on Linux).
+pub fn host_busy_ms() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let v: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let busy: u64 = v.iter().sum::<u64>() - v.get(3)? - v.get(4)?;
+    Some(busy as f64 * 10.0)
 }
