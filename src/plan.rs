@@ -94,6 +94,14 @@ pub struct Plan {
     pub landlock: bool,
     /// Deny TCP bind/connect through Landlock (network `none`).
     pub landlock_deny_tcp: bool,
+    /// Landlock also grants what /dev/mqueue's rule grants on the root of
+    /// the IPC namespace's mqueue filesystem, which the root does not
+    /// mount (a bare root, bwrap's `--dev`): `mq_open` resolves its queue
+    /// there, and without a rule on that root Landlock refuses it. Init
+    /// opens it (`sys::fs_detached`), mounted nowhere. Never in the
+    /// fallback (the host's IPC namespace) nor in a zygote (its children
+    /// make their own).
+    pub landlock_mqueue: bool,
     /// The supervisor can read the kernel's Landlock audit records (its
     /// socket in [`Resources::audit`]): whether it will is its verdict,
     /// one byte on the control socket after GO (`proto::AUDIT_LOG`: the
@@ -746,6 +754,10 @@ impl Plan {
             ipc_sysctls: Vec::new(),
             landlock: !p.landlock.disabled,
             landlock_deny_tcp: p.network == Network::None,
+            landlock_mqueue: !p.landlock.disabled
+                && !fallback
+                && !p.zygote
+                && !root::mounts_mqueue(&steps),
             landlock_log_tag: None,
             landlock_unrecorded: None,
             seccomp,

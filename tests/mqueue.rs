@@ -2,7 +2,10 @@
 //! mq_unlink work in the jail's own IPC namespace (as root and as uid
 //! 65534, under the rlimit rung with its bounds), a jail's queues are its
 //! own (neither the host's nor another jail's), and where there is no IPC
-//! namespace (the fallback) no queue is named in the host's.
+//! namespace (the fallback) no queue is named in the host's. The same
+//! under `stockade bwrap` with STOCKADE_PROFILE's Landlock, where the
+//! root mounts no mqueue (bwrap's `--dev` has none): the rule is on the
+//! IPC namespace's mqueue filesystem, mounted nowhere.
 //! tests/payloads/mq_check.c is the program.
 
 mod common;
@@ -239,5 +242,121 @@ fn without_an_ipc_namespace_no_queue_is_named_in_the_hosts() {
         assert_eq!(host_probe(&made), "absent", "{who:?}: made on the host");
         assert_eq!(host_probe(&q), "present", "{who:?}: the host's removed");
         assert!(release(child, out).contains("unlinked"), "{who:?}");
+    }
+}
+
+/// `STOCKADE_PROFILE=python stockade bwrap --ro-bind mq_check /mq_check
+/// --dev /dev ARGS… -- /mq_check CMD…` as `who` (with `--stockade-report`
+/// into `report`): Landlock and seccomp on, no mqueue in the root.
+fn bwrap(who: Who, report: &std::path::Path, args: &[&str], cmd: &[&str]) -> Command {
+    let mut c = common::stockade(who);
+    c.env("STOCKADE_PROFILE", "python");
+    c.arg("bwrap")
+        .args(["--ro-bind", mq_check().to_str().unwrap(), "/mq_check"])
+        .args(["--dev", "/dev", "--stockade-report"])
+        .arg(report)
+        .args(args)
+        .args(["--", "/mq_check"])
+        .args(cmd);
+    c
+}
+
+/// The run's outcome: Landlock was enforced, the mqueue rule not left out.
+fn landlock_enforced(report: &std::path::Path, what: &str) {
+    let text = std::fs::read_to_string(report).unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let l = &v["layers"]["landlock"];
+    assert_eq!(l["state"], "applied", "{what}: {v}");
+    assert_eq!(l["detail"]["status"], "fully_enforced", "{what}: {v}");
+    assert_eq!(l["detail"]["skipped"], serde_json::json!([]), "{what}: {v}");
+    let warned = v["warnings"].as_array().is_some_and(|w| !w.is_empty());
+    assert!(!warned, "{what}: {v}");
+}
+
+#[test]
+fn bwrap_under_landlock_queues_work_in_its_ipc_namespace() {
+    let test = "bwrap_under_landlock_queues_work_in_its_ipc_namespace";
+    if common::landlock_abi() <= 0 {
+        common::skip(test, "Landlock is not enabled on this host");
+        return;
+    }
+    for who in common::users(test) {
+        let s = common::Scratch::new("mqbw").world_writable();
+        let report = s.join("report.json");
+        for ipc in ["--unshare-ipc", "--unshare-all"] {
+            let what = format!("{who:?} {ipc}");
+            let q = name("bw");
+            let o = bwrap(who, &report, &[ipc], &["roundtrip", &q])
+                .output()
+                .expect("start stockade bwrap");
+            expect_ok(&o, "roundtrip ok", &what);
+            landlock_enforced(&report, &what);
+            // A queue the jail holds is its IPC namespace's, not the host's.
+            let (child, out) = hold(bwrap(who, &report, &[ipc], &["hold", &q]));
+            assert_eq!(host_probe(&q), "absent", "{what}: on the host");
+            assert!(release(child, out).contains("unlinked"), "{what}");
+        }
+    }
+}
+
+#[test]
+fn bwrap_without_unshare_ipc_makes_no_queue_on_the_host() {
+    // stockade bwrap makes an IPC namespace with or without --unshare-ipc
+    // (unlike bwrap, which shares the host's without it): a queue the
+    // jail makes is in it, never on the host, and the host's are not
+    // there. Where user namespaces are refused (the host's IPC
+    // namespace), seccomp refuses mq_open: nothing is granted there.
+    let test = "bwrap_without_unshare_ipc_makes_no_queue_on_the_host";
+    if common::landlock_abi() <= 0 {
+        common::skip(test, "Landlock is not enabled on this host");
+        return;
+    }
+    for who in common::users(test) {
+        let s = common::Scratch::new("mqbw").world_writable();
+        let report = s.join("report.json");
+        let q = name("bw-shared");
+        let (child, out) = hold(bwrap(who, &report, &[], &["hold", &q]));
+        assert_eq!(host_probe(&q), "absent", "{who:?}: on the host");
+        assert!(release(child, out).contains("unlinked"), "{who:?}");
+        landlock_enforced(&report, &format!("{who:?}"));
+
+        let h = name("bw-host");
+        let mut c = host(who, &["hold", &h]);
+        c.stderr(Stdio::inherit());
+        let (child, out) = hold(c);
+        let o = bwrap(who, &report, &[], &["unlink", &h])
+            .output()
+            .expect("start stockade bwrap");
+        assert!(
+            stdout(&o).contains("FAIL mq_unlink: errno 2 "),
+            "{who:?}: {}",
+            stdout(&o)
+        );
+        assert_eq!(host_probe(&h), "present", "{who:?}");
+        assert!(release(child, out).contains("unlinked"), "{who:?}");
+
+        // The fallback: mq_open refused, nothing made on the host.
+        let bin = mq_check();
+        let bin = bin.to_str().unwrap();
+        let made = name("bw-fb");
+        let mut c = common::host_command(who, common::c_payload("sig_default"));
+        c.arg(common::c_payload("chk_nouserns"))
+            .arg(common::binary())
+            .env("STOCKADE_PROFILE", "python")
+            .args(["bwrap", "--ro-bind", bin, bin, "--unshare-ipc", "--", bin])
+            .args(["roundtrip", &made]);
+        let o = c.output().expect("start stockade bwrap");
+        assert!(
+            common::stderr(&o).contains("running without namespaces"),
+            "{who:?}: not the fallback: {}",
+            common::stderr(&o)
+        );
+        assert_eq!(
+            stdout(&o).trim(),
+            "FAIL mq_open: errno 1 (Operation not permitted)",
+            "{who:?}: {}",
+            common::stderr(&o)
+        );
+        assert_eq!(host_probe(&made), "absent", "{who:?}: made on the host");
     }
 }

@@ -8,7 +8,7 @@
 mod reap;
 mod tree;
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use nix::sys::signal::Signal;
 use nix::sys::signalfd::SignalFd;
@@ -79,7 +79,18 @@ pub fn main(
             None
         }
     };
-    let landlock_log = audit_verdict(plan, &ctl).or_fail(report);
+    // While init still holds CAP_SYS_ADMIN over the jail's IPC namespace
+    // (before --userns2), in it (after ipc::bound): held until the
+    // payload has made its Landlock rule on it, then closed.
+    let mqueue = plan
+        .landlock_mqueue
+        .then(|| sys::fs_detached("mqueue").map_err(|e| format!("no detached mount of it: {e}")));
+    let lock = payload::FromInit {
+        log: audit_verdict(plan, &ctl).or_fail(report),
+        mqueue: mqueue
+            .as_ref()
+            .map(|m| m.as_ref().map(|fd| fd.as_fd()).map_err(String::as_str)),
+    };
     if !plan.fallback && !plan.own_pidns {
         // A joined pid namespace, not ours: kill(-1) there would reach
         // processes that are not the jail's; the jail is our descendants,
@@ -113,13 +124,15 @@ pub fn main(
         // supervisor takes init's exit as the command's.
         drop(held);
         let hello = hello.as_ref().map(|h| h.as_raw_fd());
-        match payload::main(plan, report, proc_raw, landlock_log, hello) {}
+        match payload::main(plan, report, proc_raw, lock, hello) {}
     }
     let sfd = signal_fd(!plan.own_pidns, report);
     let hello_raw = hello.as_ref().map(|h| h.as_raw_fd());
-    let child = start_payload(plan, &sfd, &ctl, proc_raw, landlock_log, hello_raw, report);
-    // The payload has said hello (and exec'd): ours is of no more use.
+    let child = start_payload(plan, &sfd, &ctl, proc_raw, lock, hello_raw, report);
+    // The payload has said hello (and exec'd): ours is of no more use,
+    // nor is the mqueue mount its Landlock rule was made on.
     drop(hello);
+    drop(mqueue);
     drop(held);
     let (status, peak) = wait_for_payload(plan, child, &sfd, &ctl);
     match status {
@@ -370,7 +383,7 @@ fn start_payload(
     sfd: &SignalFd,
     ctl: &OwnedFd,
     host_proc: Option<i32>,
-    landlock_log: bool,
+    lock: payload::FromInit,
     hello: Option<i32>,
     report: Reporter,
 ) -> i32 {
@@ -384,7 +397,7 @@ fn start_payload(
             sys::close_raw(sfd_raw);
             sys::close_raw(ctl_raw);
         }
-        payload::main(plan, report, host_proc, landlock_log, hello)
+        payload::main(plan, report, host_proc, lock, hello)
     };
     #[allow(unsafe_code)]
     // SAFETY: init is single-threaded, and the payload closes only its own

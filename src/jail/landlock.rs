@@ -175,7 +175,9 @@ fn every_mount_granted(granted: &[&Path], absent: &[&Path], mounts: Option<&[Pat
 /// ruleset, adding a rule, or `landlock_restrict_self`.
 ///
 /// `mounts`: every mount point of the jail's own root (absolute), when it
-/// has one; None reads them from /proc/self/mountinfo. `log_tag`: the
+/// has one; None reads them from /proc/self/mountinfo. `mqueue`: the root
+/// of the IPC namespace's mqueue filesystem, when the plan asks for a rule
+/// there (see [`add_mqueue_rule`]), or why init could not open it. `log_tag`: the
 /// supervisor reads the kernel's audit records: name this process so
 /// (the domain's creation record carries the name, which is how the
 /// supervisor tells this run's domain from others') and ask the kernel
@@ -188,13 +190,17 @@ pub fn apply(
     connect_port: Option<u16>,
     mounts: Option<&[PathBuf]>,
     log_tag: Option<&std::ffi::CStr>,
+    mqueue: Option<MqueueRoot>,
 ) -> Result<LandlockApplied, JailError> {
     let mut asked = Asked::new(deny_tcp);
     let created = ruleset(&asked.wanted)?;
     let created = allow_connect(created, &asked.wanted, connect_port)?;
     asked.proxy_only = connect_port.is_some();
     let abi = asked.kernel.max(BASELINE);
-    let (created, added) = add_rules(created, rules, asked.wanted.fs, abi)?;
+    let (mut created, mut added) = add_rules(created, rules, asked.wanted.fs, abi)?;
+    if let Some(mq) = mqueue {
+        add_mqueue_rule(&mut created, &mut added, mq, asked.wanted.fs);
+    }
     let (mut created, root_listable) =
         grant_root_listing(created, asked.wanted.fs, &added, mounts)?;
     if let Some(tag) = log_tag {
@@ -470,6 +476,47 @@ fn add_rules(
         }
     }
     Ok((created, added))
+}
+
+/// The root of the IPC namespace's mqueue filesystem, mounted nowhere
+/// (`Plan::landlock_mqueue`, opened by init), or why it could not be.
+pub type MqueueRoot<'a> = Result<std::os::fd::BorrowedFd<'a>, &'a str>;
+
+/// How the rule on [`MqueueRoot`] is named where it is left out
+/// (`skipped`): no path of the jail reaches it.
+pub const MQUEUE_RULE: &str = "mqueue (the IPC namespace's own)";
+
+/// What a rule on /dev/mqueue grants ([`Grant::ReadWrite`]), on the root
+/// of the IPC namespace's mqueue filesystem where the jail mounts none.
+/// `mq_open` resolves its queue on the namespace's internal mqueue mount,
+/// which has no parent: Landlock's walk up from the queue finds no rule
+/// but one on that root inode (the filesystem is one per IPC namespace,
+/// so the rule made through another mount of it is found there). Where
+/// init could not open it, or the kernel refuses the rule, it is left out
+/// and listed in `skipped`: `mq_open` is then refused (EACCES), as
+/// without it; the run goes on.
+fn add_mqueue_rule(
+    created: &mut RulesetCreated,
+    added: &mut Added,
+    mqueue: MqueueRoot,
+    fs: BitFlags<AccessFs>,
+) {
+    let access = grant_dir(Grant::ReadWrite, fs);
+    let why = match mqueue {
+        Ok(_) if access.is_empty() => return,
+        Ok(fd) => match created.add_rule(PathBeneath::new(fd, access)) {
+            Ok(_) => {
+                added.fs_rules += 1;
+                return;
+            }
+            Err(e) => e.to_string(),
+        },
+        Err(why) => why.to_string(),
+    };
+    added.skipped.push(Skipped {
+        path: MQUEUE_RULE.into(),
+        why,
+    });
 }
 
 /// A rule path opened, and whether it is a directory; or why it is left

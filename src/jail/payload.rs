@@ -21,11 +21,12 @@ use crate::sys::{self, Errno};
 /// `host_proc`: the host's /proc, open, when the plan disables user
 /// namespaces (see [`nest_userns`]). `hello`: the socket to say hello on
 /// before execve, when the supervisor tells our pid ([`say_hello`]).
+/// `lock`: what init has for Landlock ([`FromInit`]).
 pub fn main(
     plan: &Plan,
     report: Reporter,
     host_proc: Option<i32>,
-    landlock_log: bool,
+    lock: FromInit,
     hello: Option<i32>,
 ) -> std::convert::Infallible {
     sys::reset_signals().step("signals", "").or_fail(report);
@@ -54,7 +55,7 @@ pub fn main(
         .step("no_new_privs", "")
         .or_fail(report);
     if plan.landlock {
-        layers.push(apply_landlock(plan, landlock_log).or_fail(report));
+        layers.push(apply_landlock(plan, lock).or_fail(report));
     }
     start_connect_agent(plan).or_fail(report);
     // Only 0, 1, 2 and the kept fds survive execve; the report pipe is
@@ -92,6 +93,17 @@ pub fn main(
             .or_fail(report);
     }
     exec(plan, envp, report)
+}
+
+/// What init hands the payload for Landlock.
+#[derive(Clone, Copy)]
+pub struct FromInit<'a> {
+    /// The supervisor's verdict: the payload asks for its denials to be
+    /// logged (`Plan::landlock_log_tag`).
+    pub log: bool,
+    /// Init's detached mount of the IPC namespace's mqueue, for the rule
+    /// on it (`Plan::landlock_mqueue`), or why there is none.
+    pub mqueue: Option<landlock::MqueueRoot<'a>>,
 }
 
 /// A fork server's zygote keeps these capabilities in the jail's user
@@ -309,17 +321,18 @@ fn drop_capabilities_but(
 /// failure when the policy requires the layer.
 /// With `log`, the payload's denials are logged for the supervisor (see
 /// `Plan::landlock_log_tag`).
-fn apply_landlock(plan: &Plan, log: bool) -> Result<Report, JailError> {
+fn apply_landlock(plan: &Plan, lock: FromInit) -> Result<Report, JailError> {
     let required = plan.require.contains(&Layer::Landlock);
     let mounts = (!plan.fallback).then_some(plan.mount_points.as_slice());
     let proxy = plan.egress.as_ref().map(|e| e.port);
-    let tag = plan.landlock_log_tag.as_deref().filter(|_| log);
+    let tag = plan.landlock_log_tag.as_deref().filter(|_| lock.log);
     let record = match landlock::apply(
         &plan.landlock_rules,
         plan.landlock_deny_tcp,
         proxy,
         mounts,
         tag,
+        lock.mqueue,
     ) {
         Ok(r) if required && r.status != Enforced::Fully => {
             return Err(JailError::LandlockWeak(Box::new(r)))

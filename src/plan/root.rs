@@ -444,6 +444,18 @@ pub(super) fn fallback_rules(steps: &[RootStep]) -> Vec<(PathBuf, Access)> {
     rules
 }
 
+/// Whether the root mounts an mqueue filesystem (stockade's /dev/mqueue,
+/// bwrap's `--mqueue`): the IPC namespace's queues are then reached
+/// through its Landlock rule, or not at all where it is excluded.
+pub(super) fn mounts_mqueue(steps: &[RootStep]) -> bool {
+    steps.iter().any(|s| {
+        matches!(
+            s,
+            RootStep::Mqueue { .. } | RootStep::Dev { mqueue: true, .. }
+        )
+    })
+}
+
 pub(super) fn mount_points(steps: &[RootStep]) -> Vec<PathBuf> {
     steps
         .iter()
@@ -623,6 +635,23 @@ mod tests {
             st.push(extra);
             assert_eq!(coalesce_rules(rules.clone(), &st, &[]), rules);
         }
+    }
+
+    #[test]
+    fn only_a_root_without_mqueue_asks_for_the_ipc_namespaces() {
+        let dev = |mqueue| RootStep::Dev {
+            dst: PathBuf::from("dev"),
+            shm: String::new(),
+            mqueue,
+        };
+        // bwrap's --dev: no /dev/mqueue, nor anything else of mqueue.
+        assert!(!mounts_mqueue(&[bind("usr", false), dev(false)]));
+        // stockade's own /dev, or bwrap's --mqueue.
+        assert!(mounts_mqueue(&[bind("usr", false), dev(true)]));
+        let mq = RootStep::Mqueue {
+            dst: PathBuf::from("dev/mqueue"),
+        };
+        assert!(mounts_mqueue(&[dev(false), mq]));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use serde_json::json;
 
+use crate::jail::landlock::MQUEUE_RULE;
 use crate::jail::proto::{self, Enforced, LayerRecord};
 use crate::outcome::{self, LayerReport, LayerState, Outcome};
 use crate::plan::{Plan, SetupError};
@@ -202,6 +203,13 @@ pub(crate) fn record_payload_layer(o: &mut Outcome, record: LayerRecord) {
                 .insert("capabilities", LayerReport::applied(detail(&c)));
         }
         LayerRecord::Landlock(l) => {
+            let mqueue = l.skipped.iter().find(|s| s.path == MQUEUE_RULE);
+            if let (Some(s), true) = (mqueue, l.status != Enforced::Not) {
+                o.warnings.push(format!(
+                    "POSIX message queues are refused by Landlock (EACCES): no rule on the IPC namespace's mqueue filesystem ({})",
+                    s.why
+                ));
+            }
             let report = if l.status == Enforced::Not {
                 unavailable(detail(&l))
             } else {
@@ -363,6 +371,40 @@ mod tests {
             recorded(vec![refused], "landlock"),
             r#"{"state":"unavailable","detail":{"status":"unavailable","why":"landlock_create_ruleset: x"}}"#
         );
+    }
+
+    #[test]
+    fn an_mqueue_rule_left_out_is_a_warning() {
+        let l = LandlockApplied {
+            status: Enforced::Fully,
+            abi: 7,
+            fs_rules: 3,
+            tcp: Tcp::Denied,
+            scopes: vec![],
+            missing: vec![],
+            root_listable: false,
+            skipped: vec![Skipped {
+                path: MQUEUE_RULE.into(),
+                why: "no detached mount of it: fsopen(mqueue) => ENOSYS".into(),
+            }],
+            why: None,
+        };
+        let mut o = Outcome::new();
+        record_payload_layer(&mut o, LayerRecord::Landlock(l.clone()));
+        assert_eq!(o.layers["landlock"].state, LayerState::Applied);
+        assert_eq!(
+            o.warnings,
+            ["POSIX message queues are refused by Landlock (EACCES): no rule on the IPC namespace's mqueue filesystem (no detached mount of it: fsopen(mqueue) => ENOSYS)"]
+        );
+        let mut o = Outcome::new();
+        record_payload_layer(
+            &mut o,
+            LayerRecord::Landlock(LandlockApplied {
+                skipped: vec![],
+                ..l
+            }),
+        );
+        assert!(o.warnings.is_empty());
     }
 
     #[test]
