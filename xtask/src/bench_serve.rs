@@ -298,8 +298,8 @@ fn render_floor(o: &mut String, floors: &[Result<floor::Floor, String>; 2], load
         "-".repeat(header.chars().count())
     );
     let names = [
-        "fork of the zygote's interpreter, the evaluator, exit",
-        "+ namespaces, the child's mounts, lo up, 3 cgroups with limits",
+        "fork(2) of the zygote's interpreter, the evaluator, exit",
+        "+ its namespaces (by clone), mounts, lo up, 3 cgroups with limits",
     ];
     for (name, f) in names.iter().zip(floors) {
         let _ = match f {
