@@ -289,7 +289,7 @@ const FLOOR_MODULES: &str = "json,re,math,difflib";
 fn render_floor(o: &mut String, floors: &[Result<floor::Floor, String>; 2], loads: &[Load]) {
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let header = format!(
-        "{:<64} | {:>10} | {:>12} | {:>11} | {:>8} | {:>12}",
+        "{:<66} | {:>10} | {:>12} | {:>11} | {:>8} | {:>12}",
         "without stockade", "CPU ms/run", "CPU-bound/s", "host ms/run", "wall ms", "faults/child"
     );
     let _ = writeln!(
@@ -305,14 +305,14 @@ fn render_floor(o: &mut String, floors: &[Result<floor::Floor, String>; 2], load
         let _ = match f {
             Ok(f) => writeln!(
                 o,
-                "{name:<64} | {:>10.2} | {:>12.0} | {:>11.2} | {:>8.2} | {:>12.0}",
+                "{name:<66} | {:>10.2} | {:>12.0} | {:>11.2} | {:>8.2} | {:>12.0}",
                 f.cpu_ms,
                 ncpu * 1000.0 / f.cpu_ms.max(1e-9),
                 f.host_ms,
                 f.wall_ms,
                 f.faults
             ),
-            Err(why) => writeln!(o, "{name:<64} | not measured: {why}"),
+            Err(why) => writeln!(o, "{name:<66} | not measured: {why}"),
         };
     }
     for l in loads.iter().filter(|l| l.name.contains("fork")) {
