@@ -20,11 +20,16 @@ use serve_util::{descendants, files_and_stdin, metric, py, Server, PATIENCE};
 const HITS: &str = "stockade_pool_hits_total{profile=\"python\"}";
 
 fn forking(who: Who, more: &[&str]) -> Server {
+    forking_with(who, "json,re,math,difflib", more)
+}
+
+/// [`forking`] with the zygote importing `modules`.
+fn forking_with(who: Who, modules: &str, more: &[&str]) -> Server {
     let mut args = vec![
         "--warm",
         "python=1",
         "--warm-import",
-        "json,re,math,difflib",
+        modules,
         "--warm-fork",
     ];
     args.extend_from_slice(more);
@@ -284,17 +289,7 @@ fn a_forked_run_finds_nothing_of_the_previous_one() {
         return;
     }
     // `random` imported in the zygote: each child must seed it anew.
-    let s = Server::start(
-        Who::Root,
-        &[
-            "--warm",
-            "python=1",
-            "--warm-import",
-            "json,re,random,threading",
-            "--warm-fork",
-        ],
-    );
-    wait_ready(&s);
+    let s = forking_with(Who::Root, "json,re,random,threading", &[]);
     let token = format!("tok{:x}", std::process::id() as u64 * 7919 + 17);
     let first = json!({
         "profile": "python",
