@@ -6,7 +6,6 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
-use crate::policy::units;
 
 /// One file to write into the run's workdir.
 #[derive(Debug, Clone, PartialEq)]
@@ -275,40 +274,30 @@ fn env(v: Option<&Value>) -> Result<Vec<(String, String)>, ApiError> {
 }
 
 fn limits(v: Option<&Value>) -> Result<Requested, ApiError> {
+    use super::clamp::{read, Kind};
     let obj: &Map<String, Value> = match v {
         None | Some(Value::Null) => return Ok(Requested::default()),
         Some(Value::Object(o)) => o,
         Some(_) => return Err(ApiError::field("limits", "must be an object")),
     };
-    let mut r = Requested::default();
-    for (k, v) in obj {
-        let field = format!("limits.{k}");
-        if v.is_null() {
-            continue;
-        }
-        // A number, or a string with a unit ("256m", "1.5s").
-        let text = match v {
-            Value::Number(n) => n.to_string(),
-            Value::String(s) => s.clone(),
-            _ => return Err(ApiError::field(field, "must be a number or a string")),
-        };
-        let bad = |e: units::UnitError| ApiError::field(field.clone(), e.to_string());
-        match k.as_str() {
-            "memory" => r.memory = Some(units::parse_limit_size(&text).map_err(bad)?),
-            "max_output" => r.max_output = Some(units::parse_limit_size(&text).map_err(bad)?),
-            "pids" => r.pids = Some(units::parse_count(&text).map_err(bad)?),
-            "cpus" => r.cpus = Some(units::parse_cpus(&text).map_err(bad)?),
-            "timeout" => r.timeout = Some(units::parse_limit_duration(&text).map_err(bad)?),
-            _ => {
-                return Err(ApiError::field(
-                    field,
-                    "unknown limit (memory, cpus, pids, timeout, max_output)",
-                ))
-            }
-        }
+    if let Some(k) = obj.keys().find(|k| !LIMITS.contains(&k.as_str())) {
+        return Err(ApiError::field(
+            format!("limits.{k}"),
+            "unknown limit (memory, cpus, pids, timeout, max_output)",
+        ));
     }
-    Ok(r)
+    let get = |k: &str, kind| read(&format!("limits.{k}"), kind, obj.get(k));
+    Ok(Requested {
+        memory: get("memory", Kind::Size)?.map(|a| a.bytes()),
+        cpus: get("cpus", Kind::Cpus)?.map(|a| a.cpus()),
+        pids: get("pids", Kind::Count)?.map(|a| a.bytes()),
+        timeout: get("timeout", Kind::Duration)?.map(|a| a.time()),
+        max_output: get("max_output", Kind::Size)?.map(|a| a.bytes()),
+    })
 }
+
+/// The limits a run request may name.
+pub const LIMITS: [&str; 5] = ["memory", "cpus", "pids", "timeout", "max_output"];
 
 #[cfg(test)]
 mod tests {

@@ -48,6 +48,7 @@ impl Applied {
     }
 }
 
+/// [`super::clamp::clamp`], noting `name` when the ask was cut.
 fn clamp<T: PartialOrd + Copy>(
     name: &'static str,
     asked: Option<T>,
@@ -55,15 +56,11 @@ fn clamp<T: PartialOrd + Copy>(
     max: T,
     clamped: &mut Vec<&'static str>,
 ) -> T {
-    let want = asked.or(profile).unwrap_or(max);
-    if want > max {
-        if asked.is_some() {
-            clamped.push(name);
-        }
-        max
-    } else {
-        want
+    let (v, cut) = super::clamp::clamp(asked, profile, max);
+    if cut {
+        clamped.push(name);
     }
+    v
 }
 
 /// The policy for `req` (workdir still unset) and what it applies.

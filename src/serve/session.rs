@@ -345,21 +345,13 @@ pub fn parse_create(body: &[u8], state: &State) -> Result<Create, ApiError> {
     let Some(obj) = v.as_object_mut() else {
         return Err(ApiError::field("body", "must be a JSON object"));
     };
-    let idle = match obj.remove("idle_timeout") {
-        None | Some(Value::Null) => state.max.session_idle,
-        Some(Value::Number(n)) => match n.as_f64() {
-            Some(s) if s.is_finite() && s > 0.0 => {
-                Duration::from_secs_f64(s.min(1e9)).min(state.max.session_idle)
-            }
-            _ => return Err(ApiError::field("idle_timeout", "must be greater than 0")),
-        },
-        Some(_) => {
-            return Err(ApiError::field(
-                "idle_timeout",
-                "must be a number of seconds",
-            ))
-        }
-    };
+    let idle = super::clamp::read(
+        "idle_timeout",
+        super::clamp::Kind::Duration,
+        obj.remove("idle_timeout").as_ref(),
+    )?
+    .map(|a| a.time());
+    let (idle, _) = super::clamp::clamp(idle, None, state.max.session_idle);
     if let Some(k) = obj
         .keys()
         .find(|k| !["profile", "env", "files", "limits"].contains(&k.as_str()))
@@ -396,21 +388,16 @@ pub fn exec_line(body: &[u8], state: &State, id: &str) -> Result<Value, ApiError
     {
         return Err(ApiError::field(k.clone(), "unknown field"));
     }
-    let max_t = state.max.timeout.as_secs_f64();
-    let t = obj
-        .get("timeout")
-        .and_then(Value::as_f64)
-        .unwrap_or(crate::session::proto::DEFAULT_TIMEOUT);
-    if obj.get("timeout").is_none_or(Value::is_number) {
-        obj.insert("timeout".into(), json!(t.min(max_t)));
-    }
-    let m = obj
-        .get("max_output")
-        .and_then(Value::as_u64)
-        .unwrap_or(state.max.max_output);
-    if obj.get("max_output").is_none_or(Value::is_u64) {
-        obj.insert("max_output".into(), json!(m.min(state.max.max_output)));
-    }
+    // Read and clamped here, whatever the JSON type: the agent gets a
+    // number within the operator's ceilings, never a null or a string.
+    use super::clamp::{clamp, read, Kind};
+    let t = read("timeout", Kind::Duration, obj.get("timeout"))?.map(|a| a.time());
+    let default_t = Duration::from_secs_f64(crate::session::proto::DEFAULT_TIMEOUT);
+    let (t, _) = clamp(t, Some(default_t), state.max.timeout);
+    obj.insert("timeout".into(), json!(t.as_secs_f64()));
+    let m = read("max_output", Kind::Size, obj.get("max_output"))?.map(|a| a.bytes());
+    let (m, _) = clamp(m, None, state.max.max_output);
+    obj.insert("max_output".into(), json!(m));
     obj.insert("op".into(), json!("exec"));
     obj.insert("id".into(), json!(id));
     let line = Value::Object(obj);
