@@ -68,6 +68,15 @@ pub struct ServeArgs {
     /// Host directory under which each run's workdir is made (best a tmpfs)
     #[arg(long, value_name = "DIR")]
     pub workdir_root: Option<PathBuf>,
+    /// Most connections open at once; one past it is closed at accept [default: a quarter of the open-file limit, 16 to 8192]
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Most connections open at once from one TCP client address (IPv6: one /64); behind a proxy, raise it to --max-connections
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_connections_per_client: usize,
+    /// A request's head must arrive within this long, and an idle keep-alive connection is closed after it
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    pub header_timeout: std::time::Duration,
     /// Do not confine the server process itself (no_new_privs + seccomp)
     #[arg(long)]
     pub no_confine: bool,

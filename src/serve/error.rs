@@ -10,6 +10,7 @@ pub struct ApiError {
     pub status: StatusCode,
     /// Stable, machine-readable: `bad_request`, `unauthorized`, `not_found`,
     /// `unknown_profile`, `method_not_allowed`, `payload_too_large`,
+    /// `request_timeout`,
     /// `queue_full`, `too_many_sessions`, `busy`, `session_ended`,
     /// `shutting_down`, `internal`.
     pub code: &'static str,
@@ -82,6 +83,11 @@ impl ApiError {
 
     pub fn too_large(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+    }
+
+    /// 408: the body did not arrive in time.
+    pub fn request_timeout(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::REQUEST_TIMEOUT, "request_timeout", message)
     }
 
     pub fn queue_full(limit: usize) -> ApiError {

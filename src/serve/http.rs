@@ -30,7 +30,20 @@ pub fn router(state: Arc<State>) -> Router {
         .route("/metrics", get(metrics))
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .fallback(|| async { ApiError::not_found("no such path") })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), gate))
         .with_state(state)
+}
+
+/// The token, checked from the request's head before any handler runs
+/// (so before any body is read), on every path but the probes.
+async fn gate(Ext(state): Ext<Arc<State>>, req: Request, next: axum::middleware::Next) -> Response {
+    if !matches!(req.uri().path(), "/healthz" | "/readyz") {
+        if let Err(e) = authorize(&state, req.headers()) {
+            state.metrics.rejected(e.code);
+            return e.into_response();
+        }
+    }
+    next.run(req).await
 }
 
 /// A JSON text as a body.
@@ -56,7 +69,7 @@ pub fn result_json(o: &Outcome, applied: &Applied) -> serde_json::Value {
 
 /// The bearer token, compared in constant time (for equal lengths; the
 /// length of the token is not a secret worth hiding).
-pub fn authorize(state: &State, headers: &HeaderMap) -> Result<(), ApiError> {
+fn authorize(state: &State, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(want) = &state.token else {
         return Ok(());
     };
@@ -90,7 +103,6 @@ async fn runs(Ext(state): Ext<Arc<State>>, req: Request) -> Response {
 }
 
 async fn run_request(state: &Arc<State>, req: Request) -> Result<Response, ApiError> {
-    authorize(state, req.headers())?;
     let stream = req
         .headers()
         .get_all(header::ACCEPT)
@@ -147,10 +159,19 @@ pub async fn read_body(state: &State, req: Request) -> Result<axum::body::Bytes,
     if declared.is_some_and(|n| n > max) {
         return Err(too_large());
     }
-    axum::body::to_bytes(req.into_body(), max as usize)
-        .await
-        .map_err(|_| too_large())
+    // The head was in time (--header-timeout) and held the token; the
+    // body gets a minute (or --header-timeout, when longer).
+    let within = state.max.connections.head.max(BODY_WITHIN_AT_LEAST);
+    match tokio::time::timeout(within, axum::body::to_bytes(req.into_body(), max as usize)).await {
+        Ok(r) => r.map_err(|_| too_large()),
+        Err(_) => Err(ApiError::request_timeout(format!(
+            "body: not all received within {within:?}"
+        ))),
+    }
 }
+
+/// The least time a body is given to arrive.
+const BODY_WITHIN_AT_LEAST: std::time::Duration = std::time::Duration::from_secs(60);
 
 async fn healthz(Ext(state): Ext<Arc<State>>) -> Response {
     let draining = state.draining.load(Ordering::SeqCst);
@@ -199,11 +220,7 @@ async fn readyz(Ext(state): Ext<Arc<State>>) -> Response {
     r
 }
 
-async fn metrics(Ext(state): Ext<Arc<State>>, headers: HeaderMap) -> Response {
-    if let Err(e) = authorize(&state, &headers) {
-        state.metrics.rejected(e.code);
-        return e.into_response();
-    }
+async fn metrics(Ext(state): Ext<Arc<State>>) -> Response {
     let mut text = state.metrics.render(&state.pool.stats());
     text.push_str(&state.sessions.render());
     let mut r = text.into_response();

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::accept::Listener;
 use super::State;
 
 /// A bound socket, before the runtime exists.
@@ -131,39 +132,36 @@ pub async fn serve(bound: Bound, state: Arc<State>, drain: Duration) -> i32 {
         });
         st.idle().await;
     };
+    let limits = state.max.connections;
     let app = super::http::router(state);
-    let served = match bound {
-        Bound::Unix(l, path) => {
-            let l = l
-                .set_nonblocking(true)
-                .and_then(|()| tokio::net::UnixListener::from_std(l));
-            let l = match l {
-                Ok(l) => l,
-                Err(e) => return super::fail(format_args!("listen: {e}")),
-            };
-            eprintln!("stockade: serve: listening on unix:{}", path.display());
-            let r = axum::serve(l, app).with_graceful_shutdown(stop).await;
-            let _ = std::fs::remove_file(&path);
-            r
-        }
-        Bound::Tcp(l) => {
-            let l = l
-                .set_nonblocking(true)
-                .and_then(|()| tokio::net::TcpListener::from_std(l));
-            let l = match l {
-                Ok(l) => l,
-                Err(e) => return super::fail(format_args!("listen: {e}")),
-            };
-            let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-            eprintln!("stockade: serve: listening on {addr}");
-            axum::serve(l, app).with_graceful_shutdown(stop).await
-        }
+    let l = match bound {
+        Bound::Unix(l, path) => l
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::UnixListener::from_std(l))
+            .map(|l| {
+                (
+                    Listener::Unix(l),
+                    format!("unix:{}", path.display()),
+                    Some(path),
+                )
+            }),
+        Bound::Tcp(l) => l
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::TcpListener::from_std(l))
+            .map(|l| {
+                let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                (Listener::Tcp(l), addr, None)
+            }),
     };
-    match served {
-        Ok(()) => {
-            eprintln!("stockade: serve: stopped");
-            0
-        }
-        Err(e) => super::fail(format_args!("serve: {e}")),
+    let (l, shown, path) = match l {
+        Ok(l) => l,
+        Err(e) => return super::fail(format_args!("listen: {e}")),
+    };
+    eprintln!("stockade: serve: listening on {shown}");
+    super::accept::serve(l, app, limits, stop).await;
+    if let Some(path) = path {
+        let _ = std::fs::remove_file(&path);
     }
+    eprintln!("stockade: serve: stopped");
+    0
 }
