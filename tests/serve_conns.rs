@@ -190,3 +190,69 @@ fn connection_caps_are_checked_at_start() {
         assert_eq!(err.trim_end().lines().count(), 1, "{flag} {v}: {err}");
     }
 }
+
+/// The server's resident memory, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// A command writing a byte at a time, as much as the output cap allows.
+const BYTE_AT_A_TIME: &str = "python3 -c 'import os\nfor i in range(2 << 20): os.write(1, b\"x\")'";
+
+#[test]
+fn a_client_that_never_reads_a_stream_costs_the_server_at_most_its_output_cap() {
+    for who in
+        common::users("a_client_that_never_reads_a_stream_costs_the_server_at_most_its_output_cap")
+    {
+        let s = Server::start(who, &["--max-output", "2m", "--max-timeout", "60s"]);
+        let r = s.call(
+            "POST",
+            "/v1/sessions",
+            &[],
+            json!({"profile": "shell"}).to_string().as_bytes(),
+        );
+        assert_eq!(r.status, 201, "{who:?}: {}", r.text());
+        let id = r.json()["id"].as_str().unwrap().to_string();
+        let exec = format!("/v1/sessions/{id}/exec");
+        let before = rss_kib(s.pid());
+        // An ndjson exec whose answer is never read.
+        let mut c = s.connect();
+        let body = json!({"command": BYTE_AT_A_TIME}).to_string();
+        write!(
+            c,
+            "POST {exec} HTTP/1.1\r\nHost: x\r\nAccept: application/x-ndjson\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        // The command is over once the session takes another (409 until
+        // its exit event has come).
+        loop {
+            let r = s.call(
+                "POST",
+                &exec,
+                &[],
+                json!({"command": "true"}).to_string().as_bytes(),
+            );
+            if r.status == 200 {
+                break;
+            }
+            assert_eq!(r.status, 409, "{who:?}: {}", r.text());
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let grew = rss_kib(s.pid()).saturating_sub(before);
+        eprintln!("{who:?}: the server grew by {grew} KiB");
+        assert!(
+            grew < 16 << 10,
+            "{who:?}: the server grew by {grew} KiB for 2 MiB of output never read"
+        );
+        drop(c);
+        let r = s.call("DELETE", &format!("/v1/sessions/{id}"), &[], b"");
+        assert_eq!(r.status, 200, "{who:?}: {}", r.text());
+    }
+}

@@ -18,7 +18,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use super::error::ApiError;
 use super::request::{FileSpec, RunRequest};
@@ -44,7 +44,7 @@ pub struct Open {
     pub id: String,
     stdin: Mutex<Option<std::fs::File>>,
     /// The exec being answered: its command id and where its events go.
-    current: Mutex<Option<(String, mpsc::UnboundedSender<Value>)>>,
+    current: Mutex<Option<(String, super::mailbox::Sender)>>,
     killer: Killer,
     next_command: AtomicU64,
     /// The `end` event once the session is over.
@@ -158,7 +158,7 @@ impl Open {
 
     /// Become the exec that gets command `id`'s events (409 while another
     /// runs).
-    pub fn subscribe(&self, id: &str) -> Result<mpsc::UnboundedReceiver<Value>, ApiError> {
+    pub fn subscribe(&self, id: &str) -> Result<super::mailbox::Receiver, ApiError> {
         let mut cur = lock(&self.current);
         if cur.is_some() {
             return Err(ApiError::busy());
@@ -166,7 +166,7 @@ impl Open {
         if self.end.borrow().is_some() {
             return Err(ApiError::session_ended());
         }
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = super::mailbox::new(id);
         *cur = Some((id.to_string(), tx));
         Ok(rx)
     }
@@ -296,7 +296,7 @@ impl Actor {
         drop(self.workdir);
         self.state.sessions.forget(&self.open.id, &reason);
         if let Some((_, tx)) = lock(&self.open.current).take() {
-            let _ = tx.send(end.clone());
+            tx.put(end.clone());
         }
         let _ = self.end_tx.send(Some(end));
     }
@@ -311,7 +311,9 @@ impl Actor {
             return;
         }
         let last = ev["event"] == "exit" || ev["event"] == "error";
-        let _ = tx.send(ev);
+        // Never waits: a client that does not read costs the mailbox's
+        // bound, and the agent is read on.
+        tx.put(ev);
         if last {
             *cur = None;
         }

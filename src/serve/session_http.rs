@@ -12,7 +12,6 @@ use axum::extract::{Path, Request, State as Ext};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 use super::error::ApiError;
 use super::http::{json_body, read_body};
@@ -167,7 +166,7 @@ pub async fn delete(Ext(state): Ext<Arc<State>>, Path(id): Path<String>) -> Resp
 /// One command's events; dropped before its end (the client went away),
 /// the command is interrupted.
 struct Events {
-    rx: mpsc::UnboundedReceiver<Value>,
+    rx: super::mailbox::Receiver,
     open: Arc<Open>,
     id: String,
     done: bool,
