@@ -14,4 +14,5 @@ pub mod payload;
 pub mod proto;
 pub mod rlimits;
 pub mod rootfs;
+pub mod seed;
 pub mod unix_agent;

@@ -161,6 +161,13 @@ pub struct Plan {
     /// The payload is a fork server's zygote (`Policy::zygote`), never in
     /// the fallback.
     pub zygote: bool,
+    /// The workdir as the payload sees it, and the files the payload step
+    /// writes into it before the command starts (`Workdir::files`).
+    pub seed: Option<(PathBuf, Vec<crate::policy::SeedFile>)>,
+    /// The workdir tmpfs (inside the jail) and its size, when filling it
+    /// ends the run as `disk_limit` (`Workdir::full_ends_run`): init
+    /// watches it as it samples the jail's peaks.
+    pub workdir_cap: Option<(PathBuf, u64)>,
     /// Read-locked by init once the root is built (`Policy::lock_files`).
     pub lock_files: Vec<PathBuf>,
     /// Layers that must be applied.
@@ -347,6 +354,8 @@ struct Fallback {
     ids: Option<(u32, u32)>,
     lease: Option<Arc<uids::Lease>>,
     run_dir: PathBuf,
+    /// The payload's workdir on the host.
+    work: PathBuf,
     lock: Arc<OwnedFd>,
     /// Landlock rules on host paths.
     rules: Vec<(PathBuf, Access)>,
@@ -386,12 +395,13 @@ impl Fallback {
         if p.chdir.is_none() {
             *cwd = work.clone();
         }
-        crate::policy::set_env(env, "HOME".into(), work.into_os_string());
+        crate::policy::set_env(env, "HOME".into(), work.clone().into_os_string());
         crate::policy::set_env(env, "TMPDIR".into(), run_dir.clone().into_os_string());
         Ok(Fallback {
             ids,
             lease,
             run_dir,
+            work,
             lock: Arc::new(lock),
             rules,
         })
@@ -740,7 +750,21 @@ impl Plan {
         }
         let seccomp = seccomp(p, fallback)?;
         let stdout_in_report = p.stdout_in_report;
+        let seed = (!p.workdir.files.is_empty()).then(|| {
+            let dir = match &fb {
+                Some(f) => f.work.clone(),
+                None => p.workdir.inner.clone(),
+            };
+            (dir, p.workdir.files.clone())
+        });
+        let workdir_cap = (p.workdir.full_ends_run
+            && p.workdir.host.is_none()
+            && !fallback
+            && p.base != crate::policy::BaseRoot::Bare)
+            .then(|| (p.workdir.inner.clone(), p.workdir.size));
         Ok(Plan {
+            seed,
+            workdir_cap,
             limits: p.limits.clone(),
             enforcement: limits::Enforcement::default(),
             rlimits: Vec::new(),

@@ -310,6 +310,44 @@ pub struct Workdir {
     pub inner: PathBuf,
     /// Size of the tmpfs when `host` is `None`.
     pub size: u64,
+    /// Files the payload finds in the workdir, written by the jail itself
+    /// just before it starts the command (so on the jail's own storage,
+    /// charged to it and bounded by its size): a server's request files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<SeedFile>,
+    /// Filling the workdir's tmpfs ends the run (`disk_limit`) instead of
+    /// only failing the write with ENOSPC: a server's workdir cap.
+    #[serde(default)]
+    pub full_ends_run: bool,
+}
+
+/// One file written into the workdir before the command starts.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SeedFile {
+    /// Relative to the workdir: plain components only (no `..`, `.`, empty
+    /// or absolute), parents made as needed.
+    pub path: String,
+    pub content: Vec<u8>,
+    pub executable: bool,
+}
+
+impl SeedFile {
+    /// Why `path` is not a plain relative path, if it is not.
+    pub fn check_path(path: &str) -> Result<(), &'static str> {
+        if path.is_empty() {
+            return Err("empty path");
+        }
+        if path.contains('\0') {
+            return Err("contains a NUL byte");
+        }
+        if path.starts_with('/') {
+            return Err("absolute path: paths are relative to the workdir");
+        }
+        if path.split('/').any(|c| matches!(c, "" | "." | "..")) {
+            return Err("empty, `.` or `..` component");
+        }
+        Ok(())
+    }
 }
 
 /// What the jail's root holds before the policy's own mounts.
@@ -618,6 +656,8 @@ impl Policy {
                 host: None,
                 inner: workdir,
                 size: DEFAULT_WORKDIR_SIZE,
+                files: Vec::new(),
+                full_ends_run: false,
             },
             tmp_size: DEFAULT_TMP_SIZE,
             chdir: None,
@@ -757,6 +797,20 @@ impl Policy {
         }
         if self.tmp_size == 0 {
             return Err(PolicyError::new("tmp_size", "must be greater than 0"));
+        }
+        for f in &self.workdir.files {
+            if let Err(why) = SeedFile::check_path(&f.path) {
+                return Err(PolicyError::new(
+                    "workdir.files",
+                    format!("{:?}: {why}", f.path),
+                ));
+            }
+        }
+        if !self.workdir.files.is_empty() && self.base == BaseRoot::Bare {
+            return Err(PolicyError::new(
+                "workdir.files",
+                "a bare root has no workdir to write them into",
+            ));
         }
         if self.bpf_filters.iter().any(|b| b.len() % 8 != 0) {
             return Err(PolicyError::new(

@@ -10,12 +10,15 @@
 //! built. Jails are started through the library's public API
 //! ([`crate::Jail::spawn`]), waited for on blocking threads.
 
+mod accept;
 mod args;
 mod b64;
+mod clamp;
 mod confine;
 mod error;
 mod http;
 mod listen;
+mod mailbox;
 mod metrics;
 mod pool;
 mod request;
@@ -29,7 +32,6 @@ mod workdir;
 pub use args::ServeArgs;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,6 +47,8 @@ pub struct Max {
     pub pids: u64,
     pub timeout: Duration,
     pub max_output: u64,
+    /// Each workdir's size (`--max-workdir`); else the run's memory limit.
+    pub workdir: Option<u64>,
     pub concurrent: usize,
     pub queue: usize,
     pub body: u64,
@@ -54,6 +58,8 @@ pub struct Max {
     pub sessions: usize,
     pub session_idle: Duration,
     pub session_lifetime: Duration,
+    /// Connections: in all, per TCP client, and the head's deadline.
+    pub connections: accept::Limits,
 }
 
 /// What every request handler shares.
@@ -75,7 +81,7 @@ pub struct State {
     pub killing: AtomicBool,
     running: Mutex<HashMap<u64, Arc<Killer>>>,
     next_id: AtomicU64,
-    pub workdir_root: PathBuf,
+
     pub confinement: serde_json::Value,
     pub sessions: session::Sessions,
 }
@@ -146,10 +152,12 @@ pub fn main(a: ServeArgs) -> i32 {
         Ok(l) => l,
         Err(e) => return fail(e),
     };
-    let workdir_root = match workdir::prepare_root(a.workdir_root.as_deref()) {
-        Ok(r) => r,
-        Err(e) => return fail(format_args!("--workdir-root: {e}")),
-    };
+    if let Some(d) = &a.workdir_root {
+        eprintln!(
+            "stockade: serve: warning: --workdir-root {}: no longer used: each workdir is a tmpfs inside its own jail (--max-workdir)",
+            d.display()
+        );
+    }
     let confinement = if a.no_confine {
         confine::report(false, None)
     } else {
@@ -160,7 +168,7 @@ pub fn main(a: ServeArgs) -> i32 {
         confine::report(true, err.as_deref())
     };
     // Builder threads: after the confinement, like every other thread.
-    let pool = match warm_pools(&a, &profiles, &max, &workdir_root) {
+    let pool = match warm_pools(&a, &profiles, &max) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
@@ -177,7 +185,6 @@ pub fn main(a: ServeArgs) -> i32 {
         killing: AtomicBool::new(false),
         running: Mutex::new(HashMap::new()),
         next_id: AtomicU64::new(0),
-        workdir_root,
         confinement,
         sessions: session::Sessions::default(),
     });
@@ -191,7 +198,6 @@ pub fn main(a: ServeArgs) -> i32 {
     let code = rt.block_on(listen::serve(listener, state.clone(), a.drain_timeout));
     state.pool.shutdown();
     state.sessions.shutdown();
-    let _ = std::fs::remove_dir(&state.workdir_root);
     code
 }
 
@@ -219,7 +225,6 @@ fn warm_pools(
     a: &ServeArgs,
     profiles: &[(String, Policy)],
     max: &Max,
-    root: &std::path::Path,
 ) -> Result<pool::Pool, String> {
     let modules: Vec<&str> = a
         .warm
@@ -263,7 +268,6 @@ fn warm_pools(
     }
     Ok(pool::Pool::new(
         pools,
-        root.to_path_buf(),
         modules.join(","),
         builders,
         a.warm.warm_fork,
@@ -282,12 +286,20 @@ fn bounds(a: &ServeArgs) -> Result<Max, String> {
     if a.max_pids == 0 {
         return Err("--max-pids: must be greater than 0".into());
     }
+    let total = a.max_connections.unwrap_or_else(accept::default_total);
+    if total == 0 {
+        return Err("--max-connections: must be greater than 0".into());
+    }
+    if a.max_connections_per_client == 0 {
+        return Err("--max-connections-per-client: must be greater than 0".into());
+    }
     Ok(Max {
         memory: a.max_memory,
         cpus: a.max_cpus,
         pids: a.max_pids,
         timeout: a.max_timeout,
         max_output: a.max_output,
+        workdir: a.max_workdir,
         concurrent,
         queue: a.max_queue.unwrap_or(4 * concurrent),
         body: a.max_body,
@@ -295,5 +307,10 @@ fn bounds(a: &ServeArgs) -> Result<Max, String> {
         sessions: a.max_sessions,
         session_idle: a.session_idle_timeout,
         session_lifetime: a.max_session_lifetime,
+        connections: accept::Limits {
+            total,
+            per_client: a.max_connections_per_client,
+            head: a.header_timeout,
+        },
     })
 }

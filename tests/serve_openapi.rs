@@ -505,8 +505,9 @@ fn sessions_answer_as_documented(s: &Server, spec: &mut Spec, h: &[(&str, &str)]
         ),
     );
     // Streamed: every line a SessionEvent; another exec meanwhile is 409.
-    // It ends once the test creates `go` in its workdir.
-    let body = json!({"command": "echo started; while [ ! -e \"$HOME/go\" ]; do sleep 0.01; done; echo done"});
+    // It ends once the test creates `go` in its workdir (a tmpfs of the
+    // jail's, reached through the waiting shell's /proc cwd).
+    let body = json!({"command": "echo started; cd \"$HOME\"; while [ ! -e go-openapi ]; do sleep 0.01; done; echo done"});
     let req = format!(
         "POST {exec} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: {}\r\nAccept: application/x-ndjson\r\nContent-Length: {}\r\n\r\n{body}",
         h[0].1,
@@ -525,9 +526,7 @@ fn sessions_answer_as_documented(s: &Server, spec: &mut Spec, h: &[(&str, &str)]
         "post",
         &call("POST", &exec, &json!({"command": "true"})),
     );
-    let dirs = s.leftovers();
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    std::fs::write(s.runs.join(&dirs[0]).join("go"), "").unwrap();
+    serve_util::touch_in_jail_cwd(s.pid(), "go-openapi", "go-openapi");
     while let Some(line) = l.next_line() {
         spec.validate(&schema, &line, "$");
     }
@@ -549,23 +548,13 @@ fn sessions_answer_as_documented(s: &Server, spec: &mut Spec, h: &[(&str, &str)]
     let exec = format!("/v1/sessions/{id}/exec");
     let r = std::thread::scope(|t| {
         let sock = s.sock.clone();
-        let body = json!({"command": "touch \"$HOME/started\"; sleep 600"}).to_string();
+        let body = json!({"command": "sleep 600; echo closed-while-running"}).to_string();
         let exec = exec.clone();
         let waiting = t.spawn(move || {
             let c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
             serve_util::send(c, "POST", &exec, h, body.as_bytes())
         });
-        let dirs = s.leftovers();
-        assert_eq!(dirs.len(), 1, "{dirs:?}");
-        let started = s.runs.join(&dirs[0]).join("started");
-        let deadline = std::time::Instant::now() + serve_util::PATIENCE;
-        while !started.exists() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the command never started"
-            );
-            std::thread::yield_now();
-        }
+        serve_util::process_with(s.pid(), "closed-while-running");
         assert_eq!(
             call("DELETE", &format!("/v1/sessions/{id}"), &json!({})).status,
             200

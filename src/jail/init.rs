@@ -415,7 +415,15 @@ fn wait_for_payload(plan: &Plan, child: i32, sfd: &SignalFd, ctl: &OwnedFd) -> (
     let own_uid = plan.uid_lease.as_ref().map(|l| l.id);
     let tree = Tree::new(plan.own_pidns, own_uid, group);
     let mut waiter = Waiter::new(child, sfd, ctl.as_raw_fd(), plan.sample_ms, &tree);
+    // The workdir whose filling ends the run: watched from here, inside
+    // the jail, where its tmpfs is.
+    if let Some((dir, _)) = plan.workdir_cap.as_ref().filter(|_| tree.contained) {
+        waiter.workdir = sys::open_dir_path(dir).ok();
+    }
     let status = waiter.run();
+    // What the payload left counts too: a workdir it filled and then
+    // ended on its own (ENOSPC) is the run's disk_limit as well.
+    waiter.check_workdir();
     // The payload is gone, or the supervisor is: nothing else in the jail
     // outlives it.
     tree.end();
@@ -438,6 +446,7 @@ fn finish(status: i32, peak: &Peak, report: Reporter) -> ! {
         Report::Peak {
             tasks: peak.tasks,
             vm_bytes: peak.vm_bytes,
+            workdir_full: peak.workdir_full,
         },
         Report::Status(status),
     ]);

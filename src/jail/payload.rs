@@ -37,6 +37,11 @@ pub fn main(
     if let Some(ids) = plan.fallback_ids {
         leave_root(ids).or_fail(report);
     }
+    // As the payload's own user, before its rlimits (the workdir's size
+    // bounds them).
+    if let Some((dir, files)) = &plan.seed {
+        super::seed::write(dir, files).or_fail(report);
+    }
     rlimits::apply(&plan.rlimits)
         .step("rlimits", "")
         .or_fail(report);

@@ -59,10 +59,13 @@ pub enum Report {
         path: String,
     },
     Status(i32),
-    /// Peaks init sampled: tasks alive at once, largest VmPeak of a process.
+    /// Peaks init sampled: tasks alive at once, largest VmPeak of a process;
+    /// whether the workdir's tmpfs was found full (`Plan::workdir_cap`:
+    /// init killed the jail).
     Peak {
         tasks: u64,
         vm_bytes: u64,
+        workdir_full: bool,
     },
     /// CPU time and largest resident set of every process init reaped
     /// (getrusage RUSAGE_CHILDREN), sent once the jail is empty.
@@ -202,7 +205,11 @@ pub fn encode(r: &Report) -> Vec<u8> {
         }
         Report::Exec { errno, path } => format!("X{}\t{}\n", errno, clean(path)).into_bytes(),
         Report::Status(st) => format!("S{st}\n").into_bytes(),
-        Report::Peak { tasks, vm_bytes } => format!("P{tasks}\t{vm_bytes}\n").into_bytes(),
+        Report::Peak {
+            tasks,
+            vm_bytes,
+            workdir_full,
+        } => format!("P{tasks}\t{vm_bytes}\t{}\n", u8::from(*workdir_full)).into_bytes(),
         Report::Usage {
             user_us,
             system_us,
@@ -247,6 +254,7 @@ pub fn decode(buf: &[u8]) -> Vec<Report> {
             'P' => out.push(Report::Peak {
                 tasks: f.next().and_then(|v| v.trim().parse().ok()).unwrap_or(0),
                 vm_bytes: f.next().and_then(|v| v.trim().parse().ok()).unwrap_or(0),
+                workdir_full: f.next().is_some_and(|v| v.trim() == "1"),
             }),
             'U' => {
                 let mut n = || f.next().and_then(|v| v.trim().parse().ok()).unwrap_or(0);

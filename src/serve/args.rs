@@ -53,6 +53,9 @@ pub struct ServeArgs {
     /// stdout+stderr ceiling per run (also the default)
     #[arg(long, value_name = "SIZE", default_value = "1m", value_parser = size)]
     pub max_output: u64,
+    /// Size of each run's and session's workdir, a tmpfs in the jail charged to its memory (the request's files count against it; writes past it fail with ENOSPC and end the run as disk_limit) [default: the run's memory limit]
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub max_workdir: Option<u64>,
     /// Most sessions open at once (`POST /v1/sessions`); more get 429
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub max_sessions: usize,
@@ -65,8 +68,10 @@ pub struct ServeArgs {
     /// On SIGTERM: how long in-flight runs may finish before they are killed
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration)]
     pub drain_timeout: std::time::Duration,
-    /// Host directory under which each run's workdir is made (best a tmpfs)
-    #[arg(long, value_name = "DIR")]
+    /// No longer used: each workdir is a tmpfs inside its own jail (see
+    /// --max-workdir). Accepted, with a warning, so that existing
+    /// manifests still start.
+    #[arg(long, value_name = "DIR", hide = true)]
     pub workdir_root: Option<PathBuf>,
     /// Most connections open at once; one past it is closed at accept [default: a quarter of the open-file limit, 16 to 8192]
     #[arg(long, value_name = "N")]

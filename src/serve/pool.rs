@@ -12,12 +12,10 @@
 //! no variable that changes how the interpreter starts (`PYTHON*`,
 //! locale, `PATH`, …). Anything else is a miss and gets a cold jail. A
 //! member serves one request, then ends with it; the pool builds another
-//! behind it. Members left at shutdown are killed and their workdirs
-//! removed.
+//! behind it. Members left at shutdown are killed.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -75,7 +73,6 @@ struct Inner {
     /// Told when a member is taken, and at shutdown.
     wake: Condvar,
     stop: AtomicBool,
-    root: PathBuf,
     modules: String,
     /// Fork mode: each pool is one fork server.
     forking: bool,
@@ -92,7 +89,7 @@ pub struct Pool {
 
 impl Default for Pool {
     fn default() -> Pool {
-        Pool::new(Vec::new(), PathBuf::new(), String::new(), 0, false)
+        Pool::new(Vec::new(), String::new(), 0, false)
     }
 }
 
@@ -106,18 +103,18 @@ fn key(p: &Policy) -> serde_json::Value {
     p.limits.timeout = None;
     p.limits.max_output = None;
     p.workdir.host = None;
+    p.workdir.files.clear();
     p.keep_fds.clear();
     p.capture = false;
     serde_json::to_value(&p).unwrap_or_default()
 }
 
 impl Pool {
-    /// Pools of `(profile, template, size)`: members under `root`, each
+    /// Pools of `(profile, template, size)`: members each
     /// importing `modules` (comma-separated); `builders` threads fill
     /// them, started now.
     pub fn new(
         pools: Vec<(String, Policy, usize)>,
-        root: PathBuf,
         modules: String,
         builders: usize,
         forking: bool,
@@ -153,7 +150,6 @@ impl Pool {
             profiles,
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
-            root,
             modules,
             forking,
             fork_failed: AtomicBool::new(false),
@@ -305,7 +301,7 @@ impl Inner {
         let mut failures = 0u32;
         while let Some(i) = self.next_to_build() {
             let p = &self.profiles[i];
-            let built = warm::build(&p.template, &self.root, &self.modules);
+            let built = warm::build(&p.template, &self.modules);
             let mut slots = self.lock();
             slots[i].building -= 1;
             match built {

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use super::error::ApiError;
 use super::pool::Taken;
 use super::request::{FileSpec, RunRequest};
-use super::workdir::Workdir;
+use super::workdir;
 use super::State;
 use crate::policy::{self, Policy};
 use crate::{Child, Jail, Killer, Outcome, Stdio};
@@ -91,7 +91,7 @@ pub fn policy_with(
     }
     let r = &req.limits;
     let mut clamped = Vec::new();
-    let l = &mut p.limits;
+    let l = &p.limits;
     let memory = clamp("memory", r.memory, l.memory, m.memory, &mut clamped);
     let cpus = clamp("cpus", r.cpus, l.cpus, m.cpus, &mut clamped);
     let pids = clamp("pids", r.pids, l.pids, m.pids, &mut clamped);
@@ -103,6 +103,22 @@ pub fn policy_with(
         m.max_output,
         &mut clamped,
     );
+    // The workdir: a tmpfs in the jail, charged to the run's memory, of
+    // the operator's size or the memory limit's; the request's files
+    // count against it (in the fallback, the metered run directory, which
+    // holds /tmp too, gets the same cap).
+    let workdir = m.workdir.unwrap_or(memory);
+    let files: u64 = req.files.iter().map(|f| f.content.len() as u64).sum();
+    if files > workdir {
+        return Err(ApiError::too_large(format!(
+            "files: {files} bytes; the workdir holds {workdir} (--max-workdir, else the memory limit)"
+        )));
+    }
+    p.workdir.host = None;
+    p.workdir.size = workdir;
+    p.workdir.full_ends_run = true;
+    p.tmp_size = p.tmp_size.min(workdir);
+    let l = &mut p.limits;
     l.memory = Some(memory);
     l.cpus = Some(cpus);
     l.pids = Some(pids);
@@ -206,13 +222,13 @@ pub struct Job {
 
 /// A started run: a jail of its own, or a fork server's child.
 enum Running {
-    Jail(Box<Child>, Option<Workdir>),
+    Jail(Box<Child>),
     Fork(Box<crate::zygote::Forked>),
 }
 
 /// The jail for `policy`: a warm pool's member (or a fork server's
 /// child) when one can run it exactly as a cold jail would (a hit), else
-/// a cold one (a miss); with the workdir to remove when it is over.
+/// a cold one (a miss).
 fn launch(
     state: &State,
     mut policy: Policy,
@@ -221,6 +237,7 @@ fn launch(
     stdin: bool,
     stream: bool,
 ) -> Result<Running, ApiError> {
+    workdir::check_files(files)?;
     // A fork server's child captures its output (no stream): a streamed
     // request is a miss there.
     let taken = if stream && state.pool.forking() {
@@ -230,11 +247,10 @@ fn launch(
     };
     match taken {
         Some((Taken::Member(member), env)) => {
-            let (c, w) = member.hand_over(&policy, &env, files, stdin, stream)?;
-            return Ok(Running::Jail(Box::new(c), Some(w)));
+            let c = member.hand_over(&policy, &env, files, stdin, stream)?;
+            return Ok(Running::Jail(Box::new(c)));
         }
         Some((Taken::Fork(server), env)) => {
-            Workdir::check_files(files)?;
             let input = super::warm::fork_input(&policy.argv, &env, files);
             match server.run(&policy, &input, stdin) {
                 Ok(f) => return Ok(Running::Fork(Box::new(f))),
@@ -248,8 +264,9 @@ fn launch(
         _ => {}
     }
     state.metrics.pool_missed(profile);
-    let workdir = Workdir::create(&state.workdir_root, files)?;
-    policy.workdir.host = Some(workdir.path().to_path_buf());
+    // Written by the jail itself into its own workdir (a tmpfs of the
+    // run's, or the fallback's metered run directory).
+    policy.workdir.files = workdir::seed(files);
     let pipe = |on: bool| if on { Stdio::piped() } else { Stdio::null() };
     let spawned = Jail::new(policy)
         .stdin(pipe(stdin))
@@ -257,7 +274,7 @@ fn launch(
         .stderr(pipe(stream))
         .spawn();
     match spawned {
-        Ok(c) => Ok(Running::Jail(Box::new(c), Some(workdir))),
+        Ok(c) => Ok(Running::Jail(Box::new(c))),
         Err(crate::Error::Policy(e)) => Err(policy_error(&e)),
         Err(e) => Err(ApiError::internal(format!("starting the jail: {e}"))),
     }
@@ -305,7 +322,7 @@ fn run_blocking(job: Job, started_tx: StartedTx) {
     };
     let t0 = Instant::now();
     let killer = match &mut running {
-        Running::Jail(child, _) => child.killer().map_err(|e| e.to_string()),
+        Running::Jail(child) => child.killer().map_err(|e| e.to_string()),
         Running::Fork(f) => f.killer().ok_or_else(|| "no killer".to_string()),
     };
     let killer = match killer {
@@ -319,7 +336,7 @@ fn run_blocking(job: Job, started_tx: StartedTx) {
     let id = state.register(killer.clone());
     let (done_tx, done_rx) = oneshot::channel();
     let (stdin, stdout, stderr) = match &mut running {
-        Running::Jail(child, _) => (child.stdin.take(), child.stdout.take(), child.stderr.take()),
+        Running::Jail(child) => (child.stdin.take(), child.stdout.take(), child.stderr.take()),
         Running::Fork(f) => (f.stdin.take(), None, None),
     };
     let started = Started {
@@ -337,12 +354,7 @@ fn run_blocking(job: Job, started_tx: StartedTx) {
         drop(started);
     }
     let outcome = match running {
-        Running::Jail(mut child, workdir) => {
-            let o = child.wait().map_err(|e| e.to_string());
-            drop(child);
-            drop(workdir);
-            o
-        }
+        Running::Jail(mut child) => child.wait().map_err(|e| e.to_string()),
         Running::Fork(f) => Ok(f.wait()),
     };
     state.unregister(id);

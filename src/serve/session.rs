@@ -22,7 +22,7 @@ use tokio::sync::watch;
 
 use super::error::ApiError;
 use super::request::{FileSpec, RunRequest};
-use super::workdir::Workdir;
+use super::workdir;
 use super::State;
 use crate::{Child, Jail, Killer, Policy, Stdio};
 
@@ -121,11 +121,13 @@ impl Sessions {
     }
 
     fn forget(&self, id: &str, reason: &str) {
-        *lock(&self.ended).entry(reason.to_string()).or_default() += 1;
+        // Gone from the map before it is counted: whoever sees the count
+        // finds it gone (404).
         let mut map = lock(&self.map);
         if map.remove(id).is_some() {
             self.reserved.fetch_sub(1, Ordering::SeqCst);
         }
+        *lock(&self.ended).entry(reason.to_string()).or_default() += 1;
         self.gone.notify_all();
     }
 }
@@ -203,9 +205,9 @@ pub fn open(
     id: String,
 ) -> Result<Value, ApiError> {
     let reservation = state.sessions.reserve(state.max.sessions)?;
-    let workdir = Workdir::create(&state.workdir_root, &files)?;
+    workdir::check_files(&files)?;
     let mut policy = policy;
-    policy.workdir.host = Some(workdir.path().to_path_buf());
+    policy.workdir.files = workdir::seed(&files);
     let mut child = Jail::new(policy)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -239,7 +241,6 @@ pub fn open(
         open,
         child,
         out,
-        workdir,
         end_tx,
     };
     std::thread::spawn(move || run.run());
@@ -268,7 +269,6 @@ struct Actor {
     open: Arc<Open>,
     child: Child,
     out: BufReader<std::fs::File>,
-    workdir: Workdir,
     end_tx: watch::Sender<Option<Value>>,
 }
 
@@ -293,7 +293,6 @@ impl Actor {
         let reason = end["reason"].as_str().unwrap_or("error").to_string();
         // Everything let go of before anyone hears of the end.
         drop(self.child);
-        drop(self.workdir);
         self.state.sessions.forget(&self.open.id, &reason);
         if let Some((_, tx)) = lock(&self.open.current).take() {
             tx.put(end.clone());

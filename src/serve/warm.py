@@ -36,6 +36,47 @@ def _header(os):
     return fields[1 : 1 + nargv], [(k, v) for k, _, v in env]
 
 
+def _files(os):
+    """The request's files, after the header on fd 0, written into the
+    workdir (the cwd): a count, then each path and content, each as 8 hex
+    digits of length and the bytes, and a mode byte (x: executable).
+    Parents are made here; nothing is followed."""
+
+    def exactly(n):
+        b = b""
+        while len(b) < n:
+            c = os.read(0, n - len(b))
+            if not c:
+                os._exit(0)
+            b += c
+        return b
+
+    for _ in range(int(exactly(8), 16)):
+        path = os.fsdecode(exactly(int(exactly(8), 16)))
+        data = exactly(int(exactly(8), 16))
+        mode = 0o755 if exactly(1) == b"x" else 0o644
+        d = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            parts = path.split("/")
+            for p in parts[:-1]:
+                try:
+                    os.mkdir(p, 0o755, dir_fd=d)
+                except FileExistsError:
+                    pass
+                n = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=d)
+                os.close(d)
+                d = n
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(parts[-1], flags, mode, dir_fd=d)
+        finally:
+            os.close(d)
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
+
+
 def _main(sys, os, argv):
     """The fresh __main__'s namespace, the source and its file name."""
     main = type(sys)("__main__")
@@ -107,6 +148,7 @@ def _boot(sys, os):
     _ready(sys, os)
     # The cwd is where a cold run starts too (the payload's chdir).
     argv, env = _header(os)
+    _files(os)
     for k, v in env:
         os.environ[k] = v
     import importlib

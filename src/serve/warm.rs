@@ -1,7 +1,7 @@
 //! One warm pool member: an ordinary, fresh jail of a profile, started
 //! through the library ([`Jail::spawn`], the policy a cold request with
-//! default limits gets, its own fresh host workdir bound at the profile's
-//! workdir) with its clock held, whose payload is a bootstrap
+//! default limits gets, its workdir a tmpfs of its own) with its clock
+//! held, whose payload is a bootstrap
 //! (`warm.py`): the profile's `python3` imports the `--warm-import`
 //! modules, says it is ready, and waits for its one program.
 //!
@@ -17,25 +17,24 @@
 //! usage, and `sys._getframe()` sees the bootstrap's two frames below the
 //! program's.
 //!
-//! The hand-over: the request's files are written into the member's
-//! workdir (already bound), the clock is started (the deadline counts
+//! The hand-over: the clock is started (the deadline counts
 //! from here, as does the outcome's `wall_time_ms`; the payload's output
 //! is captured into the outcome, or for an ndjson request streamed to the
 //! pipes the member was spawned with), then a header goes to
 //! the payload's stdin (the program's argv and its environment
-//! additions); the request's stdin follows it, left unread by the
+//! additions) and the request's files, which the bootstrap writes into
+//! its workdir (so they are the jail's, on its own tmpfs, as a cold
+//! run's are); the request's stdin follows, left unread by the
 //! bootstrap.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 use std::time::Duration;
 
 use super::error::ApiError;
 use super::request::FileSpec;
-use super::workdir::Workdir;
 use crate::policy::Policy;
 use crate::{Child, Jail, Stdio};
 
@@ -120,9 +119,6 @@ pub fn env_additions(policy: &Policy, template: &Policy) -> Option<Vec<(OsString
 /// Why a member did not become ready (the pool logs it and tries again).
 #[derive(Debug, thiserror::Error)]
 pub enum WarmError {
-    /// Its workdir could not be made.
-    #[error("{0}")]
-    Workdir(String),
     #[error("pipe: {0}")]
     Pipe(nix::Error),
     #[error("starting the jail: {0}")]
@@ -147,17 +143,14 @@ pub enum WarmError {
 /// A member, ready: its interpreter waits for the header.
 pub struct Member {
     child: Child,
-    workdir: Workdir,
 }
 
-/// Start one member of `template` under `root`, importing `modules`
+/// Start one member of `template`, importing `modules`
 /// (comma-separated); wait until it is ready.
-pub fn build(template: &Policy, root: &Path, modules: &str) -> Result<Member, WarmError> {
-    let workdir = Workdir::create(root, &[]).map_err(|e| WarmError::Workdir(e.message))?;
+pub fn build(template: &Policy, modules: &str) -> Result<Member, WarmError> {
     let (ready_r, ready_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(WarmError::Pipe)?;
     let mut p = template.clone();
-    p.workdir.host = Some(workdir.path().to_path_buf());
     p.argv = ["python3", "-c", BOOTSTRAP]
         .iter()
         .map(OsString::from)
@@ -175,7 +168,7 @@ pub fn build(template: &Policy, root: &Path, modules: &str) -> Result<Member, Wa
         .spawn()
         .map_err(WarmError::Spawn)?;
     drop(ready_w);
-    let mut m = Member { child, workdir };
+    let mut m = Member { child };
     let Err(why) = wait_ready(ready_r) else {
         return Ok(m);
     };
@@ -227,7 +220,7 @@ impl Member {
         !matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// Kill it and wait for its end (its workdir goes after).
+    /// Kill it and wait for its end.
     pub fn discard(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -235,7 +228,7 @@ impl Member {
 
     /// Hand the member its program: `policy` (the request's, argv and env
     /// checked by the pool) and `files`. The started child (its stdin
-    /// taken when `stdin`, else closed) and the workdir to remove after.
+    /// taken when `stdin`, else closed).
     pub fn hand_over(
         self,
         policy: &Policy,
@@ -243,13 +236,12 @@ impl Member {
         files: &[FileSpec],
         stdin: bool,
         stream: bool,
-    ) -> Result<(Child, Workdir), ApiError> {
-        let Member { mut child, workdir } = self;
-        workdir.write_files(files)?;
+    ) -> Result<Child, ApiError> {
+        let Member { mut child } = self;
         child
             .start_clock_output(policy.limits.timeout, policy.limits.max_output, stream)
             .map_err(|e| ApiError::internal(format!("starting the clock: {e}")))?;
-        let head = header(&policy.argv, env);
+        let head = fork_input(&policy.argv, env, files);
         let mut pipe = child.stdin.take();
         if let Some(p) = pipe.as_mut() {
             // A member that died meanwhile: EPIPE; its outcome says why.
@@ -263,7 +255,7 @@ impl Member {
             child.stdout = None;
             child.stderr = None;
         }
-        Ok((child, workdir))
+        Ok(child)
     }
 }
 

@@ -101,6 +101,8 @@ pub(super) struct Records {
     pub(super) exec_error: Option<(Errno, String)>,
     /// The layers the jail applied, as it reported them.
     pub(super) layers: Vec<proto::LayerRecord>,
+    /// init found the workdir's tmpfs full and killed the jail.
+    pub(super) workdir_full: bool,
 }
 
 impl Records {
@@ -122,9 +124,14 @@ impl Records {
                     r.exec_error = Some((Errno::from_raw(errno), path))
                 }
                 proto::Report::Status(s) => r.status = Some(s),
-                proto::Report::Peak { tasks, vm_bytes } => {
+                proto::Report::Peak {
+                    tasks,
+                    vm_bytes,
+                    workdir_full,
+                } => {
                     o.usage.peak_pids = tasks;
                     r.peak_vm = vm_bytes;
+                    r.workdir_full = workdir_full;
                 }
                 proto::Report::Layer(l) => r.layers.push(l),
                 // What every process of the jail used (init's own few
@@ -292,6 +299,17 @@ pub(super) fn observed(
 pub(super) fn explain(plan: &Plan, o: &mut Outcome, w: &Watch) {
     match o.status {
         Status::DiskLimit => {
+            if let (None, Some((dir, size))) = (&w.meter, &plan.workdir_cap) {
+                o.detail = Some(format!(
+                    "the workdir {} reached its size ({size} bytes){}",
+                    dir.display(),
+                    if o.signal == Some(libc::SIGKILL) {
+                        ": jail killed"
+                    } else {
+                        ""
+                    }
+                ));
+            }
             if let Some(m) = &w.meter {
                 o.detail = Some(format!(
                     "the run directory reached --tmp-size ({} bytes; {} seen{}): jail killed",

@@ -466,7 +466,7 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
         violation,
         unix_report,
         unheard,
-        watch: w,
+        watch: mut w,
     } = e;
     report::usage_of_init(o, waited.as_ref());
     report::output(o, &w.output);
@@ -496,6 +496,7 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
         report::cgroup_usage(o, st);
     }
     report::verdicts(o, cg_stats.as_ref());
+    w.disk_hit |= records.workdir_full;
     let observed = report::observed(plan, &w, end, cg_stats.as_ref(), records.peak_vm, o);
     o.status = classify::classify(&observed);
     report::explain(plan, o, &w);

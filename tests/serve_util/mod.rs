@@ -19,7 +19,9 @@ pub const PATIENCE: Duration = Duration::from_secs(120);
 pub struct Server {
     child: Child,
     pub sock: PathBuf,
-    /// The workdir root (`--workdir-root`): empty whenever no run is on.
+    /// The server's TMPDIR, where its fallback runs make their run
+    /// directories (workdirs are in the jails): empty whenever no run is
+    /// on.
     pub runs: PathBuf,
     /// TCP address when listening on TCP.
     pub tcp: Option<String>,
@@ -29,8 +31,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// `stockade serve --listen unix:SCRATCH/s.sock --workdir-root
-    /// SCRATCH/runs ARGS…` as `who`, once it says it listens.
+    /// `stockade serve --listen unix:SCRATCH/s.sock ARGS…` as `who`, with
+    /// TMPDIR=SCRATCH/runs, once it says it listens.
     pub fn start(who: Who, args: &[&str]) -> Server {
         Server::start_wrapped(&[], who, args)
     }
@@ -39,9 +41,26 @@ impl Server {
     /// exec the rest of the command line under a restriction, e.g.
     /// `chk_nouserns`: user namespaces refused).
     pub fn start_wrapped(wrappers: &[&str], who: Who, args: &[&str]) -> Server {
+        Server::start_wrapped_in(wrappers, who, args, None)
+    }
+
+    /// [`Server::start_wrapped`] with the TMPDIR `runs` (another
+    /// server's, which must outlive this one) instead of a fresh one.
+    pub fn start_wrapped_in(
+        wrappers: &[&str],
+        who: Who,
+        args: &[&str],
+        runs: impl Into<Option<PathBuf>>,
+    ) -> Server {
         let scratch = Scratch::new("serve").world_writable();
         let sock = scratch.join("s.sock");
-        let runs = scratch.join("runs");
+        let runs = runs.into().unwrap_or_else(|| {
+            let runs = scratch.join("runs");
+            std::fs::create_dir(&runs).unwrap();
+            std::fs::set_permissions(&runs, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+                .unwrap();
+            runs
+        });
         let mut c = common::stockade(who);
         if !wrappers.is_empty() {
             // common::stockade is `sig_default BINARY`: the wrappers go
@@ -68,9 +87,8 @@ impl Server {
             }
             c = w;
         }
-        c.arg("serve")
-            .arg("--workdir-root")
-            .arg(&runs)
+        c.env("TMPDIR", &runs)
+            .arg("serve")
             .args(["--profiles", "shell,python"]);
         if !args.contains(&"--listen") {
             c.arg("--listen").arg(format!("unix:{}", sock.display()));
@@ -148,11 +166,18 @@ impl Server {
         self.child.id()
     }
 
+    /// SIGKILL the server (alone) and reap it.
+    pub fn kill_hard(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub fn wait(&mut self) -> ExitStatus {
         self.child.wait().unwrap()
     }
 
-    /// What is left under the workdir root.
+    /// What is left in the server's TMPDIR (the fallback's run
+    /// directories).
     pub fn leftovers(&self) -> Vec<String> {
         std::fs::read_dir(&self.runs)
             .map(|rd| {
@@ -443,4 +468,67 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     }
     out.remove(0);
     out
+}
+
+/// Create the empty file `name` in the working directory of the process
+/// under the server `server` whose command line holds `marker` (waiting
+/// until there is one): a way into a jail's own workdir, a tmpfs of the
+/// jail's, reached through /proc and written as the jail's own host user
+/// (no other id is mapped on that tmpfs).
+pub fn touch_in_jail_cwd(server: u32, marker: &str, name: &str) {
+    let pid = process_with(server, marker);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let id = |key: &str| -> String {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .unwrap()
+            .to_string()
+    };
+    let path = format!("/proc/{pid}/cwd/{name}");
+    if !common::is_root() {
+        std::fs::write(&path, "").unwrap();
+        return;
+    }
+    // As the jail's host user, keeping CAP_SYS_PTRACE: the jail's
+    // processes are not dumpable to that user (their binaries' owner is
+    // not mapped in their user namespace), so /proc/PID/cwd needs it.
+    let (uid, gid) = (id("Uid:"), id("Gid:"));
+    let o = std::process::Command::new("setpriv")
+        .args([
+            &format!("--reuid={uid}"),
+            &format!("--regid={gid}"),
+            "--clear-groups",
+            "--inh-caps=+sys_ptrace",
+            "--ambient-caps=+sys_ptrace",
+            "--",
+            "sh",
+            "-c",
+            ": > \"$0\"",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// A process under the server `server` whose command line holds `marker`;
+/// waits until there is one.
+pub fn process_with(server: u32, marker: &str) -> u32 {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let found = descendants(server).into_iter().find(|p| {
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmd).contains(marker)
+        });
+        if let Some(p) = found {
+            return p;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no process under {server} with {marker:?}"
+        );
+        std::thread::yield_now();
+    }
 }

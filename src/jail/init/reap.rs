@@ -26,6 +26,8 @@ pub(super) struct Waiter<'a> {
     eager: bool,
     tree: &'a Tree,
     pub(super) peak: Peak,
+    /// The workdir's tmpfs, when filling it ends the run.
+    pub(super) workdir: Option<std::os::fd::OwnedFd>,
     /// More dead children than one batch reaps: poll without waiting, so
     /// the supervisor's messages are still read during a flood of orphans.
     backlog: bool,
@@ -50,6 +52,7 @@ impl<'a> Waiter<'a> {
             eager: (0..=10).contains(&sample_ms),
             tree,
             peak: Peak::default(),
+            workdir: None,
             backlog: false,
             forward_next: false,
         }
@@ -100,13 +103,38 @@ impl<'a> Waiter<'a> {
         let timeout = if self.backlog { 0 } else { self.sample_ms };
         match sys::poll(&mut fds, timeout) {
             Ok(0) if self.backlog && !self.eager => {}
-            Ok(0) => self.peak.sample(self.tree),
-            Ok(_) if self.eager => self.peak.sample(self.tree),
+            Ok(0) => self.sample(),
+            Ok(_) if self.eager => self.sample(),
             Ok(_) => {}
             // Should not happen; keep reaping without busy-looping.
             Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
         }
         (fds[0].revents != 0, fds[1].revents != 0)
+    }
+
+    /// The peaks, and whether the workdir is full: then every process of
+    /// the jail is killed (its pid namespace's, init aside) and the run
+    /// ends as `disk_limit`.
+    fn sample(&mut self) {
+        self.peak.sample(self.tree);
+        if self.check_workdir() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(-1),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+
+    /// Whether the workdir has just been found full (noted in the peaks).
+    pub(super) fn check_workdir(&mut self) -> bool {
+        let Some(w) = &self.workdir else { return false };
+        if self.peak.workdir_full {
+            return false;
+        }
+        let full = nix::sys::statfs::fstatfs(w)
+            .is_ok_and(|s| s.blocks_available() == 0 || s.files_free() == 0);
+        self.peak.workdir_full = full;
+        full
     }
 
     /// Forward every pending signal but SIGCHLD to the payload. None: the
@@ -185,6 +213,7 @@ impl<'a> Waiter<'a> {
 pub(super) struct Peak {
     pub(super) tasks: u64,
     pub(super) vm_bytes: u64,
+    pub(super) workdir_full: bool,
 }
 
 impl Peak {
