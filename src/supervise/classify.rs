@@ -64,7 +64,7 @@ pub struct Observed {
 /// code other than 0): a payload that exited 0 ended as it chose, even
 /// where the limit was reached on the way (a child OOM-killed under a
 /// parent that coped); the limit's report says it was hit and what was
-/// killed (see `supervise::report::verdicts`). So the status never
+/// killed (see [`verdicts`]). So the status never
 /// contradicts the exit code and signal beside it.
 pub fn classify(o: &Observed) -> Status {
     let abnormal = o.signal.is_some() || o.code != Some(0);
@@ -478,6 +478,80 @@ mod tests {
             ..killed(libc::SIGKILL)
         };
         assert_eq!(classify(&cap_and_deadline), Status::OutputLimit);
+    }
+
+    fn limit(enforced_by: crate::outcome::Name) -> crate::outcome::LimitReport {
+        crate::outcome::LimitReport {
+            limit: serde_json::json!(64 << 20),
+            enforced_by,
+            why: None,
+            hit: None,
+            verdict: None,
+            oom_killed: None,
+        }
+    }
+
+    fn oom_kills(n: u64) -> Stats {
+        Stats {
+            memory_events: Some(crate::supervise::cgroup::MemoryEvents {
+                oom: 1,
+                oom_kill: n,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_limits_report_says_what_the_oom_killer_killed() {
+        let end = |code: Option<i32>, signal: Option<i32>| ChildEnd { code, signal };
+        // A child killed, the payload exited 0: hit, and not the payload.
+        let mut o = Outcome::new();
+        o.limits.insert("memory", limit("cgroup_v1"));
+        verdicts(&mut o, Some(&oom_kills(1)), end(Some(0), None));
+        let m = &o.limits["memory"];
+        assert_eq!((m.hit, m.verdict), (Some(true), Some("counted")));
+        assert_eq!(
+            m.oom_killed,
+            Some(OomKilled {
+                processes: 1,
+                payload: false
+            })
+        );
+        explain_oom(&mut o);
+        assert_eq!(
+            o.detail.as_deref(),
+            Some("memory limit reached: the kernel's OOM killer killed 1 other process of the run, not the payload, which then exited 0")
+        );
+        // The payload itself (a group kill: three processes): no detail,
+        // the status and signal say it.
+        let mut o = Outcome::new();
+        o.limits.insert("memory", limit("cgroup"));
+        verdicts(&mut o, Some(&oom_kills(3)), end(None, Some(libc::SIGKILL)));
+        assert_eq!(
+            o.limits["memory"].oom_killed,
+            Some(OomKilled {
+                processes: 3,
+                payload: true
+            })
+        );
+        explain_oom(&mut o);
+        assert_eq!(o.detail, None);
+        // Nothing killed: no record; the rlimit rung: inferred, nothing
+        // counted.
+        let mut o = Outcome::new();
+        o.limits.insert("memory", limit("cgroup"));
+        verdicts(&mut o, Some(&Stats::default()), end(Some(1), None));
+        assert_eq!(o.limits["memory"].hit, Some(false));
+        assert_eq!(o.limits["memory"].oom_killed, None);
+        let mut o = Outcome::new();
+        o.limits.insert("memory", limit("rlimit_as"));
+        verdicts(&mut o, None, end(Some(1), None));
+        let m = &o.limits["memory"];
+        assert_eq!(
+            (m.hit, m.verdict, m.oom_killed),
+            (None, Some("inferred"), None)
+        );
     }
 
     /// Every status classify gives has a way in (setup errors are decided
