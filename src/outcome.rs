@@ -144,6 +144,24 @@ pub struct LimitReport {
         deserialize_with = "opt_static_str"
     )]
     pub verdict: Option<Name>,
+    /// memory, under a controller: what the kernel's OOM killer killed at
+    /// this limit; absent when it killed nothing (or nothing counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_killed: Option<OomKilled>,
+}
+
+/// What the kernel's OOM killer killed at the run's memory limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OomKilled {
+    /// How many processes of the run it killed: the memory controller's
+    /// own count (cgroup v2 `memory.events` `oom_kill`, v1
+    /// `memory.oom_control` `oom_kill`), at least 1.
+    pub processes: u64,
+    /// Whether the payload itself was among them: it ended by SIGKILL
+    /// (with `memory.oom.group`, every process of the run is killed at
+    /// once). False: only other processes were (a child the payload
+    /// started), and the payload ended as it did after them.
+    pub payload: bool,
 }
 
 fn opt_static_str<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Name>, D::Error> {

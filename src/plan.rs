@@ -530,8 +530,13 @@ fn unix_roots(rules: &[(PathBuf, Access)]) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The seccomp program, compiled for this run.
-fn seccomp(p: &Policy, fallback: bool) -> Result<Option<crate::seccomp::Compiled>, SetupError> {
+/// The seccomp program, compiled for this run; with the allocation meter
+/// when `rlimit_as` (the rlimit rung) holds `--memory`.
+fn seccomp(
+    p: &Policy,
+    fallback: bool,
+    rlimit_as: Option<u64>,
+) -> Result<Option<crate::seccomp::Compiled>, SetupError> {
     if !p.seccomp.enabled {
         return Ok(None);
     }
@@ -544,7 +549,7 @@ fn seccomp(p: &Policy, fallback: bool) -> Result<Option<crate::seccomp::Compiled
     sp.mediate_unix = fallback;
     // Nor an IPC namespace: no queue is named in the host's.
     sp.host_ipc = fallback;
-    crate::seccomp::compile(&sp)
+    crate::seccomp::compile_metered(&sp, rlimit_as)
         .map(Some)
         .map_err(|e| SetupError::new("seccomp", "", e.to_string()))
 }
@@ -607,6 +612,19 @@ impl Plan {
         let mut res = Resources::default();
         let mut plan = Plan::draft(p, fallback, &mut res)?;
         limits::enforce(&mut plan, &mut res)?;
+        // Under the rlimit rung the supervisor hears of large allocations,
+        // to tell one RLIMIT_AS refused (see supervise::classify).
+        let rlimit_as = match plan.enforcement.memory_by_rlimit {
+            true => plan
+                .rlimits
+                .iter()
+                .find(|r| r.name == "RLIMIT_AS")
+                .map(|r| r.soft),
+            false => None,
+        };
+        if rlimit_as.is_some() && plan.seccomp.is_some() {
+            plan.seccomp = seccomp(p, fallback, rlimit_as)?;
+        }
         plan.open_seccomp_channel(&mut res)?;
         plan.open_audit(&mut res);
         Ok((plan, res))
@@ -748,7 +766,7 @@ impl Plan {
         if !fallback {
             rules = root::coalesce_rules(rules, &steps, &p.landlock.exclude);
         }
-        let seccomp = seccomp(p, fallback)?;
+        let seccomp = seccomp(p, fallback, None)?;
         let stdout_in_report = p.stdout_in_report;
         let seed = (!p.workdir.files.is_empty()).then(|| {
             let dir = match &fb {

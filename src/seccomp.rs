@@ -64,6 +64,12 @@ pub struct Compiled {
     /// allowlist allows, sent to the listener so that it records their
     /// paths (ascending).
     pub watched: Vec<i32>,
+    /// The rlimit rung's allocation meter: the RLIMIT_AS the supervisor
+    /// compares each metered `mmap` and `mremap` with (see
+    /// [`compile_metered`]).
+    pub meter: Option<u64>,
+    /// Indices of the meter's user-notify returns in `allowlist`.
+    metered_at: Vec<usize>,
 }
 
 impl Compiled {
@@ -73,6 +79,12 @@ impl Compiled {
     /// being judged in the kernel.
     pub fn program(&self, listener: bool) -> Vec<libc::sock_filter> {
         let mut prog = self.allowlist.clone();
+        if !listener {
+            // Nobody to hear the meter: what it would hear of runs as is.
+            for &i in &self.metered_at {
+                prog[i].k = libc::SECCOMP_RET_ALLOW;
+            }
+        }
         if listener && self.action != SeccompAction::Learn {
             // Kill mode: the supervisor hears of it and kills the jail;
             // errno mode: it answers with EPERM and records a denial.

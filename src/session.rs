@@ -41,7 +41,7 @@ pub(crate) use state::main as state_main;
 /// `idle_timeout`, `terminated`: SIGTERM, SIGHUP or SIGQUIT); otherwise the outcome's status (`memory_limit`,
 /// `timeout`, `signaled` when a command killed the agent, …).
 pub(crate) fn end_reason(o: &crate::Outcome) -> String {
-    if o.status == crate::Status::Exited {
+    if chose_its_end(o) {
         match o.exit_code {
             agent::EXIT_CLOSED => return "closed".into(),
             agent::EXIT_STDIN_END => return "stdin_closed".into(),
@@ -56,8 +56,53 @@ pub(crate) fn end_reason(o: &crate::Outcome) -> String {
         .unwrap_or_else(|| "ended".into())
 }
 
+/// The agent exited with one of its own ends. A command of the session
+/// may have met the memory or pids limit on the way (a child OOM-killed,
+/// a fork refused), which the limit's report says: the session itself
+/// still ended as the agent chose, so its status is `exited`, as a
+/// payload's that exits 0 after such a hit (see supervise::classify).
+fn chose_its_end(o: &crate::Outcome) -> bool {
+    use crate::Status::{Exited, MemoryLimit, PidsLimit};
+    o.signal.is_none()
+        && matches!(o.status, Exited | MemoryLimit | PidsLimit)
+        && [
+            agent::EXIT_CLOSED,
+            agent::EXIT_STDIN_END,
+            agent::EXIT_IDLE,
+            agent::EXIT_TERMINATED,
+        ]
+        .contains(&o.exit_code)
+}
+
 /// The `end` event: the last line of a session.
 pub(crate) fn end_event(o: &crate::Outcome) -> serde_json::Value {
-    let outcome = serde_json::from_str(&o.to_json()).unwrap_or(serde_json::Value::Null);
+    let mut settled = o.clone();
+    if chose_its_end(o) {
+        settled.status = crate::Status::Exited;
+    }
+    let outcome = serde_json::from_str(&settled.to_json()).unwrap_or(serde_json::Value::Null);
     proto::end(&end_reason(o), outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_its_agent_ended_is_exited_even_after_a_command_met_a_limit() {
+        let mut o = crate::Outcome::new();
+        o.status = crate::Status::MemoryLimit;
+        o.exit_code = agent::EXIT_STDIN_END;
+        assert_eq!(end_reason(&o), "stdin_closed");
+        assert_eq!(end_event(&o)["outcome"]["status"], "exited");
+        o.status = crate::Status::PidsLimit;
+        o.exit_code = agent::EXIT_CLOSED;
+        assert_eq!(end_reason(&o), "closed");
+        // The agent itself killed at the limit: the limit's end.
+        o.status = crate::Status::MemoryLimit;
+        o.signal = Some(libc::SIGKILL);
+        o.exit_code = 128 + libc::SIGKILL;
+        assert_eq!(end_reason(&o), "memory_limit");
+        assert_eq!(end_event(&o)["outcome"]["status"], "memory_limit");
+    }
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use crate::jail::proto::{self, Report};
 use crate::outcome::{self, LayerReport, LimitReport, Outcome, Status};
 use crate::policy::Policy;
-use crate::supervise::cgroup;
+use crate::supervise::{cgroup, classify};
 use crate::sys;
 use crate::{Child, Jail, Killer, Stdio};
 
@@ -379,6 +379,7 @@ fn run_limits(policy: &Policy, setup: &cgroup::Setup) -> BTreeMap<outcome::Name,
                     why: r.why,
                     hit: None,
                     verdict: None,
+                    oom_killed: None,
                 },
             )
         })
@@ -592,19 +593,24 @@ impl Forked {
         let ended = sys::ChildEnd::from_wait_status(status_word);
         o.limits = std::mem::take(&mut self.limits);
         o.layers = std::mem::take(&mut self.layers);
-        let memory_hit = stats
-            .as_ref()
-            .is_some_and(|s| s.memory_limit_hit() || s.oom_killed());
-        let pids_hit = stats.as_ref().is_some_and(|s| s.pids_limit_hit());
-        for (name, hit) in [("memory", memory_hit), ("pids", pids_hit)] {
-            if let Some(l) = o.limits.get_mut(name) {
-                if l.enforced_by != "none" {
-                    l.hit = Some(hit);
-                    l.verdict = Some("counted");
-                }
-            }
-        }
-        let abnormal = ended.signal.is_some() || ended.code != Some(0);
+        // The same verdicts and the same classification as a cold run's
+        // (supervise::classify): no limit's status beside an exit of 0.
+        classify::verdicts(&mut o, stats.as_ref(), ended);
+        let seccomp_kill = o
+            .layers
+            .get("seccomp")
+            .is_some_and(|l| l.detail["action"] == "kill");
+        let observed = classify::Observed {
+            signal: ended.signal,
+            code: ended.code,
+            memory_hit: stats.as_ref().is_some_and(|s| s.memory_limit_hit()),
+            pids_refused: stats.as_ref().is_some_and(|s| s.pids_limit_hit()),
+            memory_limit: self.memory_limit,
+            output_cap_hit: capped,
+            timed_out,
+            seccomp_kill,
+            ..Default::default()
+        };
         o.exit_code = ended
             .code
             .unwrap_or_else(|| 128 + ended.signal.unwrap_or(0));
@@ -622,23 +628,8 @@ impl Forked {
                 String::from_utf8_lossy(setup_said.get(1..).unwrap_or_default())
             ));
             Status::SetupError
-        } else if self.memory_limit.is_some()
-            && memory_hit
-            && (abnormal || stats.as_ref().is_some_and(|s| s.oom_killed()))
-        {
-            Status::MemoryLimit
-        } else if pids_hit && abnormal {
-            Status::PidsLimit
-        } else if capped {
-            Status::OutputLimit
-        } else if timed_out {
-            Status::Timeout
-        } else if ended.signal == Some(libc::SIGSYS) {
-            Status::SeccompViolation
-        } else if ended.signal.is_some() {
-            Status::Signaled
         } else {
-            Status::Exited
+            classify::classify(&observed)
         };
         if o.layers
             .get("seccomp")
@@ -648,6 +639,7 @@ impl Forked {
                 "seccomp: refused syscalls were not recorded (a fork server's child has no listener; the kernel refused them alone)".into(),
             );
         }
+        classify::explain_oom(&mut o);
         o.stdout = Some(outcome::capture(&out, truncated[0]));
         o.stderr = Some(outcome::capture(&err, truncated[1]));
         o

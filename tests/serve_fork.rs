@@ -376,6 +376,52 @@ fn a_forked_runs_limits_are_its_own() {
     assert_eq!(metric(&s, HITS), 5);
 }
 
+/// A forked run's verdicts are a cold run's (supervise::classify): a
+/// child of the run OOM-killed under a payload that then exits 0 leaves
+/// `exited` 0 with the limit's report saying what was killed; the payload
+/// OOM-killed itself is `memory_limit` with signal 9.
+#[test]
+fn a_forked_runs_verdicts_never_contradict_its_end() {
+    if !as_root("a_forked_runs_verdicts_never_contradict_its_end") {
+        return;
+    }
+    let s = forking(Who::Root, &["--max-memory", "128m"]);
+    let child = "import os
+pid = os.fork()
+if pid == 0:
+    x = b'x' * (1 << 30)
+    os._exit(3)
+_, st = os.waitpid(pid, 0)
+print('child', os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st))";
+    let v = s.run(&py(child)).json();
+    let m = &v["limits"]["memory"];
+    assert_eq!(m["hit"], true, "{v}");
+    if m["oom_killed"]["payload"] == true {
+        // cgroup v2's memory.oom.group: the whole run went at once.
+        assert_eq!(v["status"], "memory_limit", "{v}");
+        assert_eq!(v["signal"], 9, "{v}");
+    } else {
+        assert_eq!(stdout(&v), "child 9\n", "{v}");
+        assert_eq!(v["status"], "exited", "{v}");
+        assert_eq!(v["exit_code"], 0, "{v}");
+        assert!(m["oom_killed"]["processes"].as_u64() >= Some(1), "{v}");
+        assert!(
+            v["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("not the payload")),
+            "{v}"
+        );
+    }
+    let v = s.run(&py("x = b'x' * (1 << 30)")).json();
+    assert_eq!(v["status"], "memory_limit", "{v}");
+    assert_eq!(
+        (&v["signal"], &v["exit_code"]),
+        (&json!(9), &json!(137)),
+        "{v}"
+    );
+    assert_eq!(v["limits"]["memory"]["oom_killed"]["payload"], true, "{v}");
+}
+
 /// A client that goes away mid-run gets its child killed (its whole pid
 /// namespace); SIGTERM ends the zygote; no process, run cgroup or
 /// workdir is left.

@@ -476,6 +476,11 @@ fn the_memory_limit_covers_the_session() {
         let mem = &end["outcome"]["limits"]["memory"];
         assert_eq!(mem["limit"], 64 << 20, "{m:?}: {end}");
         assert!(mem["enforced_by"].is_string(), "{m:?}: {end}");
+        // The session ended as its agent chose, after a command met the
+        // limit: `closed`, `exited`, never the limit's status.
+        assert_eq!(end["reason"], "closed", "{m:?}: {end}");
+        assert_eq!(end["outcome"]["status"], "exited", "{m:?}: {end}");
+        assert_eq!(end["outcome"]["exit_code"], 0, "{m:?}: {end}");
     }
 }
 

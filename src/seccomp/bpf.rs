@@ -11,6 +11,9 @@ use super::SeccompError;
 /// SECCOMP_RET_TRACE data used as a placeholder for the mismatch action
 /// while compiling; replaced before install.
 pub(super) const MARK: u32 = 0x5ecc;
+/// The allocation meter's placeholder for user-notify (see
+/// [`meter_block`]); replaced before install.
+pub(super) const METER_MARK: u32 = 0x5ecd;
 
 #[cfg(target_arch = "x86_64")]
 const ARCH: TargetArch = TargetArch::x86_64;
@@ -165,6 +168,24 @@ pub(super) fn arg_block(
     .map_err(SeccompError::Build)?;
     let prog: BpfProgram = filter.try_into().map_err(SeccompError::Compile)?;
     Ok(sock_filters(&prog))
+}
+
+/// The allocation meter's block: argument `arg` (a length, 64 bits) at
+/// `threshold` or more returns the METER_MARK placeholder (the listener),
+/// anything less is allowed. Little-endian: the high word is the second.
+pub(super) fn meter_block(arg: u8, threshold: u64) -> Vec<libc::sock_filter> {
+    use libc::{BPF_ABS, BPF_JEQ, BPF_JGE, BPF_JGT, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W};
+    let lo_at = 16 + 8 * u32::from(arg); // offsetof(struct seccomp_data, args[arg])
+    let (hi, lo) = ((threshold >> 32) as u32, threshold as u32);
+    vec![
+        stmt(BPF_LD | BPF_W | BPF_ABS, lo_at + 4),
+        jump(BPF_JMP | BPF_JGT | BPF_K, hi, 3, 0),
+        jump(BPF_JMP | BPF_JEQ | BPF_K, hi, 0, 3),
+        stmt(BPF_LD | BPF_W | BPF_ABS, lo_at),
+        jump(BPF_JMP | BPF_JGE | BPF_K, lo, 0, 1),
+        stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_TRACE | METER_MARK),
+        stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_ALLOW),
+    ]
 }
 
 /// seccompiler's program as the kernel's `sock_filter` instructions.

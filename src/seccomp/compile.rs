@@ -2,7 +2,7 @@
 //! numbers, give each number its verdict (allow, notify, an argument
 //! block), lay out the program and fill in the policy's action.
 
-use super::bpf::{arg_block, assemble, Leaf, MARK};
+use super::bpf::{arg_block, assemble, meter_block, Leaf, MARK, METER_MARK};
 use super::rules::arg_rules;
 use super::{syscalls, Compiled, SeccompAction, SeccompError, SeccompPolicy};
 
@@ -58,10 +58,25 @@ pub(super) fn numbers(bits: &syscalls::Bits) -> impl Iterator<Item = u32> + '_ {
 /// Compile `p` into the filter. Errors are one line naming the bad group
 /// or syscall.
 pub fn compile(p: &SeccompPolicy) -> Result<Compiled, SeccompError> {
+    compile_metered(p, None)
+}
+
+/// [`compile`], with the allocation meter of the rlimit rung when
+/// `rlimit_as` is given: an `mmap` or `mremap` asking for a tenth of
+/// RLIMIT_AS or more goes to the supervisor's listener, which tells
+/// whether it was more than the limit had left and lets it continue
+/// (the kernel then refuses it, or not). Smaller ones never fail unless
+/// the process is already past nine tenths of the limit, which the
+/// sampled peak tells (see `supervise::classify`).
+pub fn compile_metered(
+    p: &SeccompPolicy,
+    rlimit_as: Option<u64>,
+) -> Result<Compiled, SeccompError> {
     let bits = allowed_bits(p)?;
-    let verdicts = verdicts(p, &bits)?;
+    let verdicts = verdicts(p, &bits, rlimit_as.map(meter_threshold))?;
     let mut allowlist = assemble(&verdicts.leaves, verdicts.blocks);
     let mismatch_at = fill_action(&mut allowlist, p.action);
+    let metered_at = fill_meter(&mut allowlist);
     if allowlist.len() > 4096 {
         return Err(SeccompError::TooLong {
             instructions: allowlist.len(),
@@ -75,7 +90,36 @@ pub fn compile(p: &SeccompPolicy) -> Result<Compiled, SeccompError> {
         mismatch_at,
         mediated: verdicts.mediated,
         watched: verdicts.watched,
+        meter: rlimit_as.filter(|_| !metered_at.is_empty()),
+        metered_at,
     })
+}
+
+/// The smallest allocation the meter hears of: a tenth of RLIMIT_AS (one
+/// page at least).
+pub fn meter_threshold(rlimit_as: u64) -> u64 {
+    (rlimit_as / 10).max(4096)
+}
+
+/// The syscalls the meter hears of, with the argument that says how much
+/// address space they ask for (`mmap`'s length, `mremap`'s new length).
+pub const METERED: &[(&str, u8)] = &[("mmap", 1), ("mremap", 2)];
+
+/// Replace the meter's placeholders with user-notify; returns where they
+/// are (an install without a listener allows them instead).
+fn fill_meter(allowlist: &mut [libc::sock_filter]) -> Vec<usize> {
+    let marker = libc::SECCOMP_RET_TRACE | METER_MARK;
+    let ret_k = (libc::BPF_RET | libc::BPF_K) as u16;
+    let at: Vec<usize> = allowlist
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.code == ret_k && i.k == marker)
+        .map(|(n, _)| n)
+        .collect();
+    for &i in &at {
+        allowlist[i].k = libc::SECCOMP_RET_USER_NOTIF;
+    }
+    at
 }
 
 /// The policy's numbers, with the ones the jail always needs.
@@ -109,8 +153,17 @@ struct Verdicts {
 }
 
 /// Give each number of `bits` its verdict: allowed, through the listener
-/// (the fallback's `connect`), or after its argument block.
-fn verdicts(p: &SeccompPolicy, bits: &syscalls::Bits) -> Result<Verdicts, SeccompError> {
+/// (the fallback's `connect`), or after its argument block (the allocation
+/// meter's among them, at `meter` bytes).
+fn verdicts(
+    p: &SeccompPolicy,
+    bits: &syscalls::Bits,
+    meter: Option<u64>,
+) -> Result<Verdicts, SeccompError> {
+    let metered: Vec<(u32, u8)> = METERED
+        .iter()
+        .filter_map(|(n, arg)| Some((syscalls::number(n)?, *arg)))
+        .collect();
     let filtered: Vec<(u32, &str)> = syscalls::FILTERED
         .iter()
         .filter_map(|n| Some((syscalls::number(n)?, *n)))
@@ -139,6 +192,13 @@ fn verdicts(p: &SeccompPolicy, bits: &syscalls::Bits) -> Result<Verdicts, Seccom
             // argument filters are not learned from.
             watched.push(nr as i32);
             Leaf::Notify
+        } else if let (Some(t), Some((_, arg)), true) = (
+            meter,
+            metered.iter().find(|(m, _)| *m == nr),
+            rules.is_empty(),
+        ) {
+            blocks.push(meter_block(*arg, t));
+            Leaf::Block(blocks.len() - 1)
         } else if rules.is_empty() {
             Leaf::Allow
         } else {

@@ -158,3 +158,57 @@ fn learning_paths_sends_path_syscalls_to_the_listener() {
         libc::SECCOMP_RET_ALLOW
     );
 }
+
+/// The rlimit rung's allocation meter: an `mmap` of a tenth of RLIMIT_AS
+/// or more (its length, all 64 bits of it) and an `mremap` to such a new
+/// length go to the listener; smaller ones, and everything without the
+/// meter or without a listener, are allowed as before.
+#[test]
+fn the_allocation_meter_sends_large_mappings_to_the_listener_only() {
+    let nr = |n: &str| syscalls::number(n).unwrap();
+    let limit = 100 << 20;
+    let t = meter_threshold(limit);
+    let c = compile_metered(&SeccompPolicy::default(), Some(limit)).unwrap();
+    assert_eq!(c.meter, Some(limit));
+    let notify = libc::SECCOMP_RET_USER_NOTIF;
+    let allow = libc::SECCOMP_RET_ALLOW;
+    let with = c.program(true);
+    let mmap = |prog: &[libc::sock_filter], len: u64| {
+        tests_run(prog, nr("mmap"), [0, len, 3, 0x22, u64::MAX, 0])
+    };
+    for (len, want) in [
+        (0, allow),
+        (4096, allow),
+        (t - 1, allow),
+        (t, notify),
+        (t + 1, notify),
+        (1 << 32, notify),
+        ((1 << 32) | 1, notify),
+        (u64::MAX, notify),
+        (1_000_000_000, notify),
+    ] {
+        assert_eq!(mmap(&with, len), want, "mmap of {len}");
+    }
+    assert_eq!(
+        tests_run(&with, nr("mremap"), [0, 4096, t, 1, 0, 0]),
+        notify
+    );
+    assert_eq!(
+        tests_run(&with, nr("mremap"), [0, 4096, 8192, 1, 0, 0]),
+        allow
+    );
+    // Without a listener the meter is not there.
+    let without = c.program(false);
+    assert_eq!(mmap(&without, u64::MAX), allow);
+    // Without the meter, the same filter as ever.
+    let plain = compile(&SeccompPolicy::default()).unwrap();
+    assert_eq!(plain.meter, None);
+    assert_eq!(mmap(&plain.program(true), u64::MAX), allow);
+    assert_eq!(
+        compile_metered(&SeccompPolicy::default(), None)
+            .unwrap()
+            .program(true)
+            .len(),
+        plain.program(true).len()
+    );
+}

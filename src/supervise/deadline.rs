@@ -122,6 +122,7 @@ pub(super) fn restate_limits(o: &mut Outcome) {
                 why: None,
                 hit: None,
                 verdict: None,
+                oom_killed: None,
             });
     };
     if let Some(t) = c.timeout {

@@ -73,6 +73,9 @@ pub struct Heard {
     pub paths: Vec<(std::path::PathBuf, paths::Access)>,
     /// Paths beyond [`paths::MAX_PATHS`].
     pub more_paths: u64,
+    /// Allocations the meter saw ask for more address space than
+    /// RLIMIT_AS had left (see [`Learner::meter_allocations`]).
+    pub allocations_refused: u64,
 }
 
 /// Supervisor side of the listener hand-over and the notifications.
@@ -105,6 +108,12 @@ pub struct Learner {
     learn_paths: bool,
     paths: paths::PathLog,
     unix: super::unix::Mediator,
+    /// The allocation meter: RLIMIT_AS, and the metered syscalls with the
+    /// argument each asks for its length in.
+    meter: Option<u64>,
+    metered: Vec<(i32, usize)>,
+    /// Metered allocations larger than RLIMIT_AS had left.
+    allocations_refused: u64,
 }
 
 impl Learner {
@@ -129,6 +138,11 @@ impl Learner {
         l.learn_paths = !c.watched.is_empty();
         l.watched = c.watched.clone();
         l.unix = super::unix::Mediator::new(caller_ids, inet);
+        l.meter = c.meter;
+        l.metered = crate::seccomp::METERED
+            .iter()
+            .filter_map(|(n, arg)| Some((syscalls::number(n)? as i32, *arg as usize)))
+            .collect();
         l
     }
 
@@ -151,6 +165,9 @@ impl Learner {
             learn_paths: false,
             paths: Default::default(),
             unix: Default::default(),
+            meter: None,
+            metered: Vec::new(),
+            allocations_refused: 0,
         }
     }
 
@@ -251,6 +268,15 @@ impl Learner {
                     return;
                 }
             };
+            if let (Some(limit), Some(&(_, arg))) =
+                (self.meter, self.metered.iter().find(|(nr, _)| *nr == n.nr))
+            {
+                if asks_past(l, &n, arg, limit) {
+                    self.allocations_refused += 1;
+                }
+                let _ = sys::seccomp::notif_reply(l, n.id, true, 0);
+                continue;
+            }
             if self.mediated == Some(n.nr) {
                 self.unix.on_connect(l, &n);
                 continue;
@@ -320,9 +346,43 @@ impl Learner {
             paths: paths.seen.into_iter().collect(),
             more_paths: paths.more,
             more: self.more,
+            allocations_refused: self.allocations_refused,
             unheard: !self.heard_from && self.mode != Mode::Learn,
         }
     }
+}
+
+/// Whether the metered allocation `n` (its length in argument `arg`) asks
+/// for more address space than RLIMIT_AS `limit` leaves its process, as
+/// the kernel will judge it (`may_expand_vm`: the process's VmSize and the
+/// length in pages past the limit). `mremap` asks for its growth. False
+/// for an `mmap` with MAP_FIXED (it may replace mappings of its own, which
+/// the kernel deducts), when the process's VmSize cannot be read, or when
+/// the caller is gone.
+fn asks_past(l: &OwnedFd, n: &sys::seccomp::Notif, arg: usize, limit: u64) -> bool {
+    let len = match arg {
+        2 => n.args[2].saturating_sub(n.args[1]),
+        _ if n.args[3] & libc::MAP_FIXED as u64 != 0 => return false,
+        _ => n.args[arg],
+    };
+    let len = len.saturating_add(4095) & !4095;
+    let Some(size) = vm_size(n.pid) else {
+        return false;
+    };
+    // The tid read is still the caller's.
+    sys::seccomp::notif_id_valid(l, n.id) && size.saturating_add(len) > limit
+}
+
+/// VmSize of host thread `tid`'s process, in bytes.
+fn vm_size(tid: u32) -> Option<u64> {
+    let st = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let kb = st.lines().find_map(|l| l.strip_prefix("VmSize:"))?;
+    kb.trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(|k| k * 1024)
 }
 
 /// Count a refusal of `nr` to host thread `tid` in `denied` (read, while

@@ -56,6 +56,7 @@ pub(super) fn record_limits(plan: &Plan, o: &mut Outcome) {
                 why: r.why.clone(),
                 hit: None,
                 verdict: None,
+                oom_killed: None,
             };
             (*name, r)
         })
@@ -217,26 +218,6 @@ pub(super) fn violation(o: &mut Outcome, (nr, name): (i64, String)) {
     o.status = Status::SeccompViolation;
 }
 
-/// How the memory and pids verdicts were reached: from a controller's
-/// counters (with whether the limit was reached), or inferred under the
-/// rlimit rung.
-pub(super) fn verdicts(o: &mut Outcome, st: Option<&cgroup::Stats>) {
-    for (name, hit) in [
-        ("memory", st.map(|s| s.memory_limit_hit())),
-        ("pids", st.map(|s| s.pids_limit_hit())),
-    ] {
-        let Some(r) = o.limits.get_mut(name) else {
-            continue;
-        };
-        if r.enforced_by.starts_with("cgroup") {
-            r.verdict = Some("counted");
-            r.hit = hit;
-        } else if r.enforced_by.starts_with("rlimit") {
-            r.verdict = Some("inferred");
-        }
-    }
-}
-
 /// What the run's cgroup counted: the kernel's own figures win.
 pub(super) fn cgroup_usage(o: &mut Outcome, st: &cgroup::Stats) {
     if let Some(peak) = st.memory_peak {
@@ -261,12 +242,12 @@ pub(super) fn observed(
     end: sys::ChildEnd,
     cg_stats: Option<&cgroup::Stats>,
     peak_vm: u64,
+    allocation_refused: bool,
     o: &Outcome,
 ) -> classify::Observed {
     classify::Observed {
         signal: end.signal,
         code: end.code,
-        oom_killed: cg_stats.is_some_and(|s| s.oom_killed()),
         memory_hit: cg_stats.is_some_and(|s| s.memory_limit_hit()),
         pids_refused: cg_stats.is_some_and(|s| s.pids_limit_hit()),
         // Under the rlimit rung the inference compares with RLIMIT_AS.
@@ -276,6 +257,7 @@ pub(super) fn observed(
         },
         memory_by_rlimit: plan.enforcement.memory_by_rlimit,
         peak_vm,
+        allocation_refused,
         pids_limit: plan.limits.pids,
         pids_by_rlimit: plan.enforcement.pids_by_rlimit,
         peak_pids: o.usage.peak_pids,

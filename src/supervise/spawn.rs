@@ -178,7 +178,7 @@ fn run_inner(
     // 6. Reap init, remove the cgroup, hear the listener's last word.
     let waited = reap_init(plan, pid, &w, &decoded)?;
     let cg_stats = w.cg.take().map(|c| remove_cgroup(c, o));
-    let (violation, unix_report, unheard) = finish_listener(&mut w, o);
+    let (violation, unix_report, unheard, allocation_refused) = finish_listener(&mut w, o);
     finish_audit(&mut w, o);
     let unwatched = finish_masks(&mut w, o);
     // 7. What happened: usage, the payload's records and layers, then the
@@ -191,6 +191,7 @@ fn run_inner(
         violation,
         unix_report,
         unheard,
+        allocation_refused,
         watch: w,
     };
     conclude(plan, o, ended)?;
@@ -362,21 +363,21 @@ fn remove_cgroup(c: cgroup::RunCgroup, o: &mut Outcome) -> cgroup::Stats {
 
 /// The seccomp listener's last word: the syscalls learned and refused
 /// (into the outcome), the violation that killed the jail (kill mode),
-/// the connect mediation's report, and whether no listener came though
-/// one was due (refusals unrecorded).
-fn finish_listener(
-    w: &mut Watch,
-    o: &mut Outcome,
-) -> (Option<(i64, String)>, Option<serde_json::Value>, bool) {
+/// the connect mediation's report, whether no listener came though
+/// one was due (refusals unrecorded), and whether an allocation larger
+/// than RLIMIT_AS had left was seen (the allocation meter).
+fn finish_listener(w: &mut Watch, o: &mut Outcome) -> Listened {
     let violation = w.violation.clone();
     let mut unix_report = None;
     let mut unheard = false;
+    let mut allocation_refused = false;
     if let Some(l) = w.learner.take() {
         unix_report = l.unix_report();
         let learn = l.mode() == learn::Mode::Learn;
         let learns_paths = l.learns_paths();
         let heard = l.finish();
         unheard = heard.unheard;
+        allocation_refused = heard.allocations_refused > 0;
         if learn {
             // The CLI prints them as `stockade: seccomp-learn: …`.
             o.seccomp_learned = Some(heard.learned);
@@ -403,8 +404,11 @@ fn finish_listener(
             ));
         }
     }
-    (violation, unix_report, unheard)
+    (violation, unix_report, unheard, allocation_refused)
 }
+
+/// [`finish_listener`]'s answer.
+type Listened = (Option<(i64, String)>, Option<serde_json::Value>, bool, bool);
 
 /// The Landlock audit reader's last word (the jail is gone): this run's
 /// Landlock refusals, and how many more the kernel counted.
@@ -452,6 +456,8 @@ struct Ended {
     unix_report: Option<serde_json::Value>,
     /// No seccomp listener came: refusals went unrecorded.
     unheard: bool,
+    /// The allocation meter saw RLIMIT_AS refuse an allocation.
+    allocation_refused: bool,
     watch: Watch,
 }
 
@@ -466,6 +472,7 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
         violation,
         unix_report,
         unheard,
+        allocation_refused,
         watch: mut w,
     } = e;
     report::usage_of_init(o, waited.as_ref());
@@ -495,11 +502,20 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
     if let Some(st) = &cg_stats {
         report::cgroup_usage(o, st);
     }
-    report::verdicts(o, cg_stats.as_ref());
+    classify::verdicts(o, cg_stats.as_ref(), end);
     w.disk_hit |= records.workdir_full;
-    let observed = report::observed(plan, &w, end, cg_stats.as_ref(), records.peak_vm, o);
+    let observed = report::observed(
+        plan,
+        &w,
+        end,
+        cg_stats.as_ref(),
+        records.peak_vm,
+        allocation_refused,
+        o,
+    );
     o.status = classify::classify(&observed);
     report::explain(plan, o, &w);
+    classify::explain_oom(o);
     Ok(())
 }
 

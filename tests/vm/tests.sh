@@ -10,6 +10,7 @@
 #   payload_runs_inside_run_cgroup           the supervisor creating the run cgroup
 #   jail_sees_only_its_own_cgroup            clone3 CLONE_INTO_CGROUP (with CLONE_NEWCGROUP)
 #   memory_limit, batch_concurrent_memory    memory.max + status memory_limit (oom_kill)
+#   oom_group_takes_the_payload_too          memory.oom.group (limits.memory.oom_killed)
 #   pids_limit                               pids.max + status pids_limit (pids.events max)
 #   cpu_quota                                cpu.max (ratio of CPU time to wall time)
 #   timeout                                  --timeout (status timeout)
@@ -93,9 +94,24 @@ if [ "$out" = "0::/" ]; then pass jail_sees_only_its_own_cgroup; else fail jail_
 # --- memory: 64 MiB limit, the payload wants 256 MiB
 out=$(st run --report - --memory 64m -- /usr/bin/memhog 256 2>&1)
 if status_is "$out" memory_limit && ! echo "$out" | grep -q survived; then
-    pass memory_limit
+    if limit_has memory '"payload":true' "$out" && [ "$(field signal "$out")" = 9 ]; then
+        pass memory_limit
+    else
+        fail memory_limit "no oom_killed naming the payload, or not signal 9: $out"
+    fi
 else
     fail memory_limit "$out"
+fi
+
+# --- a child OOM-killed under a payload that then exits 0: memory.oom.group
+# takes the whole run, the payload too, and the outcome says so (signal 9,
+# oom_killed naming the payload): never memory_limit beside an exit of 0
+out=$(st run --report - --memory 64m -- /bin/sh -c '/usr/bin/memhog 256; exit 0' 2>&1)
+if status_is "$out" memory_limit && [ "$(field signal "$out")" = 9 ] &&
+    limit_has memory '"payload":true' "$out"; then
+    pass oom_group_takes_the_payload_too
+else
+    fail oom_group_takes_the_payload_too "$out"
 fi
 
 # --- pids: a fork bomb against 32 pids; the VM keeps working afterwards

@@ -57,6 +57,17 @@ fi
 memory_limit_counted c_malloc_memset -- /usr/bin/mem_malloc
 memory_limit_counted tmpfs_file --tmp-size 512m -- sh -c 'head -c 300000000 /dev/zero > /tmp/f'
 
+# --- a child OOM-killed under a payload that then exits 0: the v1 OOM
+# killer takes the largest process (memhog), sh exits 0: the status is the
+# payload's own, and the limit's report says it was hit and what was killed
+out=$(st run --report - --memory 64m -- /bin/sh -c '/usr/bin/memhog 256; exit 0' 2>&1)
+if status_is "$out" exited && [ "$(field exit_code "$out")" = 0 ] &&
+    limit_has memory '"hit":true' "$out" && limit_has memory '"payload":false' "$out"; then
+    pass child_oom_killed_payload_exits_0
+else
+    fail child_oom_killed_payload_exits_0 "$out"
+fi
+
 # --- under the limit, the payload's own exit code stands: 60 MiB mapped,
 # 48 MiB of it touched, then os._exit(3) (memhog 48 in C without python).
 if [ -x /usr/bin/python3 ]; then

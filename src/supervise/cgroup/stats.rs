@@ -32,6 +32,12 @@ impl Stats {
             .is_some_and(|e| e.oom_kill > 0 || e.oom_group_kill > 0)
     }
 
+    /// How many processes of the run the OOM killer killed (each one
+    /// counted, a group kill's too).
+    pub fn oom_kills(&self) -> u64 {
+        self.memory_events.as_ref().map_or(0, |e| e.oom_kill)
+    }
+
     /// The memory controller counted the limit hit for memory reclaim
     /// could not free: an OOM at the limit (memory.events `oom`, v1
     /// `under_oom` when read) or an OOM kill (`oom_kill`, `oom_group_kill`,
