@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::Who;
 use serde_json::{json, Value};
-use serve_util::{metric, Server, PATIENCE};
+use serve_util::{descendants, metric, Server, PATIENCE};
 
 const HITS: &str = "stockade_pool_hits_total{profile=\"python\"}";
 const SIZE: &str = "stockade_pool_size{profile=\"python\"}";
@@ -74,10 +74,12 @@ fn looks_and_finds_nothing(who: Who) {
     assert_eq!(forks, who == Who::Root, "{}", s.log.lock().unwrap());
     let token = format!("lk{:x}q", std::process::id() as u64 * 7919 + 23);
     // An earlier run: its argv, stdin, environment and files hold the
-    // token; it spends CPU, takes memory and exits 37.
+    // token; it spends CPU, takes memory, forks 300 processes (each a pid
+    // of the zygote's namespace too: the next child's pid there is more
+    // than 256, an int object of its own in the zygote) and exits 37.
     let first = json!({
         "profile": "python",
-        "argv": ["python3", "-c", "import os, sys\nkeep = [sys.stdin.read(), open('f.txt').read(), os.environ['MARK'], sys.argv[1]]\nblock = bytearray(32 << 20)\nn = 0\nfor i in range(300000):\n    n += i * i\nsys.exit(37)", format!("{token}-argv")],
+        "argv": ["python3", "-c", "import os, sys\nkeep = [sys.stdin.read(), open('f.txt').read(), os.environ['MARK'], sys.argv[1]]\nblock = bytearray(32 << 20)\nn = 0\nfor i in range(300000):\n    n += i * i\nfor i in range(300):\n    if os.fork() == 0:\n        os._exit(0)\n    os.wait()\nsys.exit(37)", format!("{token}-argv")],
         "stdin": format!("{token}-stdin"),
         "env": {"MARK": format!("{token}-env")},
         "files": {"f.txt": format!("{token}-file")},
@@ -103,12 +105,31 @@ fn looks_and_finds_nothing(who: Who) {
     .unwrap();
     wait_metric(&s, IN_FLIGHT, 1);
     wait_metric(&s, SIZE, 1);
+    // The run in flight's pid in the zygote's namespace (a fork server's
+    // child only: pid 1 of its own namespace under the zygote's).
+    let pids: Vec<u32> = descendants(s.pid())
+        .into_iter()
+        .filter_map(|p| {
+            let status = std::fs::read_to_string(format!("/proc/{p}/status")).ok()?;
+            let ns: Vec<u32> = status
+                .lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))?
+                .split_whitespace()
+                .filter_map(|n| n.parse().ok())
+                .collect();
+            (ns.len() >= 3 && ns[ns.len() - 1] == 1).then(|| ns[ns.len() - 2])
+        })
+        .collect();
+    if who == Who::Root {
+        assert_eq!(pids.len(), 1, "the run in flight: {pids:?}");
+        assert!(pids[0] > 256, "{pids:?}");
+    }
     // The one that looks.
     let rev: String = token.chars().rev().collect();
     let look = json!({
         "profile": "python",
         "argv": ["python3", "-c", LOOK, format!("{token}-mine")],
-        "stdin": json!({"token": rev, "status": 37}).to_string(),
+        "stdin": json!({"token": rev, "status": 37, "pids": pids}).to_string(),
         "limits": {"timeout": 120},
     });
     let v = s.run(&look).json();

@@ -4,7 +4,8 @@
 # they refer to, the modules, threads, environment, fds and its readable
 # memory. Its stdin: a JSON object, "token" (the earlier runs' marker,
 # spelled backwards: this program never holds it as it is), "status" (an
-# earlier run's exit code). Its own argv holds the marker with "-mine"
+# earlier run's exit code), "pids" (other children's pids in the zygote's
+# pid namespace: a count of forks, were it left in the zygote's memory). Its own argv holds the marker with "-mine"
 # after it, the earlier runs' with another word. It prints one JSON
 # object: "findings" (none expected) and "control" (where it found its own
 # marker: the search finds what is there).
@@ -35,6 +36,23 @@ exit_rec = re.compile(
     re.S,
 )
 del code
+
+
+def classes(b):
+    """A pattern of one-byte classes that matches `b`, without `b`'s
+    bytes side by side in it."""
+    return b"".join(b"[\\x%02x]" % c for c in b)
+
+
+import ctypes
+
+# An int object of one digit: its type and size as in memory, then the
+# digit (a pid of the zygote's, were it left there).
+one = int("77777")
+head = ctypes.string_at(id(one) + 8, int.__basicsize__ - 8)
+pid_pats = [re.compile(classes(head) + classes(struct.pack("=I", p))) for p in given["pids"]]
+own_ints = {id(p) for p in given["pids"]}
+del one, head
 findings = []
 control = []
 
@@ -79,8 +97,6 @@ while stack:
 del stack, seen
 BOOK_TYPES = {"struct_rusage", "waitid_result", "SelectorKey", "EpollSelector", "PollSelector", "SelectSelector"}
 counters = {struct.pack("=Q", n) for n in range(1, 4096)}
-import ctypes
-
 for o in objs:
     t = type(o)
     name = t.__name__
@@ -105,6 +121,8 @@ for o in objs:
         if exit_rec.search(raw):
             finding("a ctypes buffer with an earlier run's exit record")
         del raw
+# The int objects alive (a pid's value may be a constant of a module's).
+live_ints = {id(o) for o in objs if type(o) is int}
 del objs, o
 
 # 3. Threads, environment, fds.
@@ -142,6 +160,12 @@ with open("/proc/self/maps") as m, open("/proc/self/mem", "rb", 0) as mem:
             control.append("memory")
         if exit_rec.search(chunk):
             finding("memory at %x holds an earlier run's exit record" % lo)
+        for p in pid_pats:
+            for m in p.finditer(chunk):
+                # An int freed, not one alive (its own from its stdin,
+                # a module's constant).
+                if lo + m.start() - 8 not in own_ints | live_ints:
+                    finding("memory at %x holds an int: another child's pid" % (lo + m.start()))
         del chunk
 
 if any(pat_s.search(a) for a in sys.argv):
