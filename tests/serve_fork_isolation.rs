@@ -5,9 +5,10 @@
 //! (tests/payloads/look_for_other_runs.py: the frames below its own,
 //! every object the collector knows of, the frozen ones too, and all they
 //! refer to; modules, threads, environment, fds, its readable memory) and
-//! finds nothing of them nor of the zygote's bookkeeping: no exit status,
-//! CPU time or peak memory of an earlier run, no run in flight, no request
-//! number, none of the server's fds. As root the pool is a fork server; as
+//! finds nothing of them nor of the zygote's bookkeeping: no frame of the
+//! zygote's, no exit status, CPU time or peak memory of an earlier run, no
+//! run in flight, no request number, no other child's pid (not even in
+//! memory the zygote freed), none of the server's fds. As root the pool is a fork server; as
 //! uid 65534 (no cgroup for a run's limits) it is members, held to the
 //! same.
 

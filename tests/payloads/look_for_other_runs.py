@@ -68,6 +68,8 @@ frames = []
 f = sys._getframe().f_back
 while f is not None:
     frames.append(f)
+    if f.f_code.co_name in ("_zygote", "fork", "child", "confine"):
+        finding("a frame of the zygote's: %s" % f.f_code.co_name)
     names = set(f.f_locals) & BOOKKEEPING
     if names:
         finding("frame %s holds %s" % (f.f_code.co_name, sorted(names)))
