@@ -9,13 +9,17 @@
 //! it (its pid namespace dies with it), and make its outcome.
 //!
 //! The zygote never sees a run's program, stdin or files: they are written
-//! to the child's stdin after the fork.
+//! to the child's stdin after the fork. Nor does it keep any record of
+//! runs: this side keeps each child's pidfd and asks the zygote to reap
+//! it once it has ended; the zygote answers each request in turn, so an
+//! answer is known by its order (no run number crosses the socket), and
+//! passes on the kernel's record of the child's end without reading it.
 
 #![deny(unsafe_code)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, VecDeque};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -46,7 +50,8 @@ enum Msg {
 
 struct Shared {
     sock: OwnedFd,
-    waiting: Mutex<HashMap<u64, mpsc::Sender<Msg>>>,
+    /// Who waits for each answer, in the order of the requests.
+    waiting: Mutex<VecDeque<mpsc::Sender<Msg>>>,
     /// The zygote went away: nothing more can be forked.
     gone: AtomicBool,
 }
@@ -55,7 +60,6 @@ struct Shared {
 pub struct ForkServer {
     zygote: Mutex<Option<Child>>,
     shared: Arc<Shared>,
-    next: AtomicU64,
     /// The layers each child applies, as the outcome says them.
     layers: BTreeMap<outcome::Name, LayerReport>,
     /// The host's cgroup hierarchies and our own cgroup, read once.
@@ -163,7 +167,7 @@ impl ForkServer {
         }
         let shared = Arc::new(Shared {
             sock: ours,
-            waiting: Mutex::new(HashMap::new()),
+            waiting: Mutex::new(VecDeque::new()),
             gone: AtomicBool::new(false),
         });
         let reader = shared.clone();
@@ -171,7 +175,6 @@ impl ForkServer {
         Ok(ForkServer {
             zygote: Mutex::new(Some(child)),
             shared,
-            next: AtomicU64::new(1),
             layers,
             host: cgroup::read_host().ok(),
             climbed,
@@ -187,24 +190,6 @@ impl ForkServer {
     /// the run's), handed `input` (its program header and files) on its
     /// stdin; the caller writes the rest of stdin when `stdin`.
     pub fn run(&self, policy: &Policy, input: &[u8], stdin: bool) -> Result<Forked, String> {
-        let id = self.next.fetch_add(1, Ordering::SeqCst);
-        let (tx, rx) = mpsc::channel();
-        self.shared.lock().insert(id, tx);
-        let forked = self.fork(id, policy, input, stdin, rx);
-        if forked.is_err() {
-            self.shared.lock().remove(&id);
-        }
-        forked
-    }
-
-    fn fork(
-        &self,
-        id: u64,
-        policy: &Policy,
-        input: &[u8],
-        stdin: bool,
-        rx: mpsc::Receiver<Msg>,
-    ) -> Result<Forked, String> {
         let e = |e: sys::SysError| e.to_string();
         let (in_r, in_w) = sys::pipe().map_err(e)?;
         let (out_r, out_w) = sys::pipe().map_err(e)?;
@@ -230,22 +215,23 @@ impl ForkServer {
         {
             return Err(why);
         }
-        let mut msg = b"F".to_vec();
-        msg.extend(id.to_ne_bytes());
         let fds = [
             in_r.as_raw_fd(),
             out_w.as_raw_fd(),
             err_w.as_raw_fd(),
             setup_w.as_raw_fd(),
         ];
-        sys::fdpass::send_with_fds(self.shared.sock.as_raw_fd(), &msg, &fds).map_err(e)?;
+        let rx = self.shared.ask(b'F', &fds)?;
         drop((in_r, out_w, err_w, setup_w));
         let pidfd = match rx.recv() {
             Ok(Msg::Forked { pidfd }) => pidfd,
             Ok(Msg::Failed(why)) => return Err(format!("the zygote could not fork: {why}")),
             _ => return Err("the zygote went away".into()),
         };
-        let host_pid = pid_of(&pidfd).ok_or("the child's pid is unknown")?;
+        let Some(host_pid) = pid_of(&pidfd) else {
+            self.shared.end(&pidfd);
+            return Err("the child's pid is unknown".into());
+        };
         let mut cg = setup.cgroup.take();
         if let Some(c) = cg.as_mut() {
             let placed = c
@@ -259,7 +245,7 @@ impl ForkServer {
                     }
                 });
             if let Err(why) = placed {
-                let _ = sys::pidfd_send_signal(&pidfd, libc::SIGKILL);
+                self.shared.end(&pidfd);
                 return Err(format!("moving the child into its cgroup: {why}"));
             }
         }
@@ -274,9 +260,8 @@ impl ForkServer {
             None
         };
         Ok(Forked {
-            id,
             shared: self.shared.clone(),
-            rx,
+            reaped: false,
             pidfd,
             out: Some(out_r),
             err: Some(err_r),
@@ -311,54 +296,92 @@ impl Drop for ForkServer {
 }
 
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, mpsc::Sender<Msg>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<mpsc::Sender<Msg>>> {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Route the zygote's messages to the runs waiting for them.
+    /// Ask the zygote `op` ("F": fork a child with these stdin, stdout,
+    /// stderr and setup pipe; "W": reap the child of this pidfd); its
+    /// answer comes on the receiver.
+    fn ask(&self, op: u8, fds: &[RawFd]) -> Result<mpsc::Receiver<Msg>, String> {
+        let (tx, rx) = mpsc::channel();
+        // The request and its place in the queue together: answers come
+        // in the order of the requests.
+        let mut w = self.lock();
+        if self.gone.load(Ordering::SeqCst) {
+            return Err("the zygote went away".into());
+        }
+        sys::fdpass::send_with_fds(self.sock.as_raw_fd(), &[op], fds).map_err(|e| e.to_string())?;
+        w.push_back(tx);
+        Ok(rx)
+    }
+
+    /// Kill the child of `pidfd`, wait for its end and have the zygote
+    /// reap it (a run that ends without its outcome).
+    fn end(&self, pidfd: &OwnedFd) {
+        let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
+        let mut fds = [pfd(pidfd.as_raw_fd())];
+        let _ = sys::poll(&mut fds, -1);
+        if let Ok(rx) = self.ask(b'W', &[pidfd.as_raw_fd()]) {
+            let _ = rx.recv();
+        }
+    }
+
+    /// Hand each of the zygote's answers to the run that waits for it.
     fn read_loop(&self) {
-        let mut buf = [0u8; 256];
+        let mut buf = [0u8; 1024];
         loop {
             let Ok((n, mut fds)) = sys::fdpass::recv_with_fds(self.sock.as_raw_fd(), &mut buf)
             else {
                 break;
             };
-            if n < 9 {
-                break;
-            }
-            let id = u64::from_ne_bytes(buf[1..9].try_into().unwrap_or_default());
-            let body = &buf[9..n];
-            let msg = match buf[0] {
-                b'P' if !fds.is_empty() => Msg::Forked {
+            let body = &buf[1.min(n)..n];
+            let msg = match buf[..n].first() {
+                Some(b'P') if !fds.is_empty() => Msg::Forked {
                     pidfd: fds.remove(0),
                 },
-                b'E' => Msg::Failed(String::from_utf8_lossy(body).into_owned()),
-                b'X' if body.len() >= 28 => {
-                    let q = |i: usize| {
-                        u64::from_ne_bytes(body[i..i + 8].try_into().unwrap_or_default())
-                    };
-                    Msg::Exited {
-                        status: i32::from_ne_bytes(body[0..4].try_into().unwrap_or_default()),
-                        user_us: q(4),
-                        sys_us: q(12),
-                        maxrss_kb: q(20),
-                    }
-                }
-                _ => continue,
+                Some(b'E') => Msg::Failed(String::from_utf8_lossy(body).into_owned()),
+                Some(b'X') => end_of(body)
+                    .unwrap_or_else(|| Msg::Failed("an end of a child it cannot read".into())),
+                // Gone, or an answer out of step: no later one can be
+                // placed.
+                _ => break,
             };
-            let done = matches!(msg, Msg::Exited { .. } | Msg::Failed(_));
-            let mut w = self.lock();
-            if let Some(tx) = w.get(&id) {
+            if let Some(tx) = self.lock().pop_front() {
                 let _ = tx.send(msg);
-            }
-            if done {
-                w.remove(&id);
             }
         }
         self.gone.store(true, Ordering::SeqCst);
         // Every run waiting hears that the zygote is gone.
         self.lock().clear();
     }
+}
+
+/// The end of a child from the kernel's record (`waitid(2)`'s siginfo_t,
+/// then its struct rusage), as the zygote passed it on.
+fn end_of(rec: &[u8]) -> Option<Msg> {
+    const SIGINFO: usize = 128;
+    if rec.len() < SIGINFO + 144 {
+        return None;
+    }
+    let i32_at = |i: usize| i32::from_ne_bytes(rec[i..i + 4].try_into().unwrap_or_default());
+    let i64_at = |i: usize| i64::from_ne_bytes(rec[i..i + 8].try_into().unwrap_or_default());
+    // si_code at 8, si_status at 24 (x86_64 and aarch64 alike); as a
+    // wait(2) status word.
+    let (code, st) = (i32_at(8), i32_at(24));
+    let status = match code {
+        libc::CLD_EXITED => (st & 0xff) << 8,
+        libc::CLD_KILLED => st & 0x7f,
+        libc::CLD_DUMPED => (st & 0x7f) | 0x80,
+        _ => return None,
+    };
+    let us = |at: usize| (i64_at(at).max(0) as u64) * 1_000_000 + i64_at(at + 8).max(0) as u64;
+    Some(Msg::Exited {
+        status,
+        user_us: us(SIGINFO),
+        sys_us: us(SIGINFO + 16),
+        maxrss_kb: i64_at(SIGINFO + 32).max(0) as u64,
+    })
 }
 
 /// Every limit of a child's run and what holds it: as a cold run's plan
@@ -436,9 +459,9 @@ fn pid_of(pidfd: &OwnedFd) -> Option<i32> {
 
 /// One forked run.
 pub struct Forked {
-    id: u64,
     shared: Arc<Shared>,
-    rx: mpsc::Receiver<Msg>,
+    /// The zygote has reaped it.
+    reaped: bool,
     pidfd: OwnedFd,
     out: Option<OwnedFd>,
     err: Option<OwnedFd>,
@@ -554,7 +577,7 @@ impl Forked {
                 }
             }
         }
-        let end = match self.rx.recv() {
+        let end = match self.reap() {
             Ok(Msg::Exited {
                 status,
                 user_us,
@@ -646,14 +669,24 @@ impl Forked {
     }
 }
 
+impl Forked {
+    /// Ask the zygote to reap the child, which has ended, and its answer.
+    fn reap(&mut self) -> Result<Msg, mpsc::RecvError> {
+        self.reaped = true;
+        match self.shared.ask(b'W', &[self.pidfd.as_raw_fd()]) {
+            Ok(rx) => rx.recv(),
+            Err(_) => Err(mpsc::RecvError),
+        }
+    }
+}
+
 impl Drop for Forked {
     fn drop(&mut self) {
         // A run dropped before its end is killed (its pid namespace dies
-        // with its pid 1); its cgroup goes with the RunCgroup.
-        if self.out.is_some() || self.err.is_some() {
-            let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
+        // with its pid 1), and reaped; its cgroup goes with the RunCgroup.
+        if !self.reaped {
+            self.shared.end(&self.pidfd);
         }
-        self.shared.lock().remove(&self.id);
     }
 }
 
@@ -662,5 +695,54 @@ fn pfd(fd: RawFd) -> libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record as waitid(2) writes it: siginfo_t (code at 8, status at
+    /// 24), then struct rusage (user and system time, maxrss).
+    fn record(code: i32, status: i32) -> Vec<u8> {
+        let mut r = vec![0u8; 128 + 144];
+        r[0..4].copy_from_slice(&libc::SIGCHLD.to_ne_bytes());
+        r[8..12].copy_from_slice(&code.to_ne_bytes());
+        r[24..28].copy_from_slice(&status.to_ne_bytes());
+        for (at, v) in [
+            (128, 2i64),
+            (136, 500_000),
+            (144, 0),
+            (152, 1_000),
+            (160, 4096),
+        ] {
+            r[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+        }
+        r
+    }
+
+    #[test]
+    fn a_childs_end_reads_as_a_wait_status_and_its_usage() {
+        let Some(Msg::Exited {
+            status,
+            user_us,
+            sys_us,
+            maxrss_kb,
+        }) = end_of(&record(libc::CLD_EXITED, 37))
+        else {
+            panic!("no end");
+        };
+        assert_eq!(sys::ChildEnd::from_wait_status(status).code, Some(37));
+        assert_eq!((user_us, sys_us, maxrss_kb), (2_500_000, 1_000, 4096));
+        for (code, dumped) in [(libc::CLD_KILLED, false), (libc::CLD_DUMPED, true)] {
+            let Some(Msg::Exited { status, .. }) = end_of(&record(code, libc::SIGSYS)) else {
+                panic!("no end");
+            };
+            let end = sys::ChildEnd::from_wait_status(status);
+            assert_eq!(end.signal, Some(libc::SIGSYS));
+            assert_eq!(status & 0x80 != 0, dumped);
+        }
+        assert!(end_of(&record(0, 0)).is_none(), "not an end");
+        assert!(end_of(&[0u8; 100]).is_none(), "too short");
     }
 }

@@ -7,9 +7,10 @@
 # hand-off pipe (STOCKADE_ZYGOTE_FD).
 #
 # The zygote imports MODULES, then serves the server on SOCK_FD: for each
-# request, three fds (the child's stdin, stdout and stderr) and a fourth,
-# the setup pipe. It never reads a request's program, stdin or files: those
-# go to the child, after the fork, on its stdin. Each child is pid 1 of a
+# run, three fds (the child's stdin, stdout and stderr) and a fourth,
+# the setup pipe; later the child's pidfd, to reap it. It never reads a
+# request's program, stdin or files: those go to the child, after the
+# fork, on its stdin; and it keeps no record of runs. Each child is pid 1 of a
 # new pid namespace (the zygote's pid_for_children is a new namespace for
 # the one fork, then its own again), makes its own mount, net, ipc, uts and
 # cgroup namespaces, mounts a fresh /proc, /tmp, workdir, /dev/shm,
@@ -19,11 +20,13 @@
 # wrote), closes every other fd and installs the seccomp program: the
 # payload's steps, in its order. Then it says "k" on the setup pipe (or the
 # failed step, and exits 125), reads its program as warm.py does, and runs
-# it. The zygote reaps it and tells the server its status and rusage.
+# it, from a frame of its own: it returns out of the zygote's, which
+# hold nothing of other runs. The zygote reaps it when the server asks
+# and passes the kernel's record of its end (status, rusage) on.
 
 
 def _zygote(sys, os):
-    import ctypes, fcntl, selectors, socket, struct, json
+    import array, ctypes, fcntl, socket, struct, json
 
     libc = ctypes.CDLL(None, use_errno=True)
     sock_fd = int(sys.argv[1])
@@ -75,6 +78,12 @@ def _zygote(sys, os):
         _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
     CapData = ctypes.c_uint32 * 6
+    # A child's end as the kernel writes it (waitid(2): siginfo_t, then
+    # struct rusage), for the server; zeroed once sent.
+    SYS_waitid = {"x86_64": 247, "aarch64": 95, "riscv64": 95}[os.uname().machine]
+    P_PIDFD, WEXITED = 3, 4
+    rec = (ctypes.c_char * (128 + 144))()
+    ru = ctypes.byref(rec, 128)
     check("prctl(PR_SET_DUMPABLE)", libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     sock = socket.socket(fileno=sock_fd)
@@ -141,7 +150,9 @@ def _zygote(sys, os):
         if fprog is not None:
             check("seccomp", libc.prctl(PR_SET_SECCOMP, 2, ctypes.byref(fprog), 0, 0))
 
-    def child(fds, probe=False):
+    def child(fds):
+        """In the forked child: its stdio, the payload's steps, "k" on the
+        setup pipe. Returns confined; any failure ends it (125)."""
         stdin, stdout, stderr, setup_w = fds
         try:
             os.dup2(stdin, 0)
@@ -149,47 +160,56 @@ def _zygote(sys, os):
             os.dup2(stderr, 2)
             os.setsid()
             confine(setup_w)
+            os.write(setup_w, b"k")
+            os.close(setup_w)
         except BaseException as e:
             try:
                 os.write(setup_w, ("e%s" % e).encode())
             finally:
                 os._exit(125)
-        os.write(setup_w, b"k")
-        os.close(setup_w)
-        if probe:
-            os._exit(0)
-        # Nothing of the child may return into the zygote's loop.
-        try:
-            _serve_one(sys, os)
-        finally:
-            os._exit(1)
 
-    def fork(ident, fds, probe=False):
+    def fork(fds):
+        """A child confined (in it: None), or its pidfd (in the zygote)."""
         check("unshare(CLONE_NEWPID)", libc.unshare(NEWPID))
         pid = os.fork()
         if pid == 0:
-            child(fds, probe)
+            try:
+                child(fds)
+            except BaseException:
+                os._exit(125)
+            return None
         # Children after this one go to a namespace of their own again;
         # should that fail, nothing more may be forked.
         if libc.setns(own_pidns, NEWPID) < 0:
             os._exit(70)
-        return pid
+        # The pid only opens the pidfd, which the server keeps. Freed
+        # memory is not scrubbed, and the pid (in the zygote's namespace:
+        # a count of forks) would be there for the next child to find: its
+        # digits are zeroed first. A fresh int from os.fork, held only
+        # here; a small one (up to 256) is the interpreter's, shared by
+        # all and never freed.
+        pidfd = os.pidfd_open(pid)
+        if pid > 256:
+            ctypes.memset(id(pid) + int.__basicsize__, 0, sys.getsizeof(pid) - int.__basicsize__)
+        return pidfd
 
     # One child confined and ended before the zygote says it is ready: a
     # host where a step fails gets no fork server, not failing runs.
     null = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
     probe_r, probe_w = os.pipe()
-    pid = fork(b"", [null, null, null, probe_w], probe=True)
+    pidfd = fork([null, null, null, probe_w])
+    if pidfd is None:
+        os._exit(0)
     os.close(probe_w)
     said = os.read(probe_r, 4096)
     os.close(probe_r)
     os.close(null)
-    _, status = os.waitpid(pid, 0)
-    if said != b"k" or status != 0:
+    end = os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
+    os.close(pidfd)
+    if said != b"k" or end.si_code != os.CLD_EXITED or end.si_status != 0:
         sock.sendall(b"F" + said[1:])
         os._exit(1)
-    sel = selectors.DefaultSelector()
-    sel.register(sock, selectors.EVENT_READ)
+    del said, end, pidfd, null, probe_r, probe_w
     # Every object so far out of the collector's reach: a child's
     # collections then never write to the zygote's pages (each write is a
     # page copied).
@@ -198,33 +218,55 @@ def _zygote(sys, os):
     gc.collect()
     gc.freeze()
     sock.sendall(b"R" + layers)
+    # The requests, one at a time, each answered in turn (the server
+    # knows which request an answer is for by its order): "F" with a
+    # run's stdin, stdout, stderr and setup pipe: fork a child, answer "P"
+    # with its pidfd; "W" with a child's pidfd once it has ended: reap it,
+    # answer "X" with the kernel's record of its end (siginfo_t, then
+    # struct rusage) as the kernel wrote it; "E" and why, when either
+    # failed. The zygote keeps nothing of a run: no table of children,
+    # pids or counters; the record passes through one buffer (`rec`),
+    # zeroed once sent and never read into a Python object. A child
+    # returns from here (the frames and all they held gone with them) to
+    # run its program.
+    req = bytearray(8)
+    anc = socket.CMSG_SPACE(4 * 4)
     while True:
-        for key, _ in sel.select():
-            if key.fileobj is sock:
-                msg, fds, _flags, _addr = socket.recv_fds(sock, 64, 4)
-                if not msg:
-                    os._exit(0)  # the server went away
-                ident = msg[1:9]
+        n, ancdata, _flags, _addr = sock.recvmsg_into([req], anc)
+        if not n:
+            os._exit(0)  # the server went away
+        fds = array.array("i")
+        for level, kind, data in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+        del ancdata
+        op, req[0] = req[0], 0
+        pidfd = -1
+        try:
+            if op == ord("F") and len(fds) == 4:
+                pidfd = fork(list(fds))
+                if pidfd is None:
+                    break  # the child, confined: out of the loop
+                socket.send_fds(sock, [b"P"], [pidfd])
+            elif op == ord("W") and len(fds) == 1:
                 try:
-                    if len(fds) != 4:
-                        raise OSError(0, "expected 4 fds")
-                    pid = fork(ident, fds)
-                    pidfd = os.pidfd_open(pid)
-                except OSError as e:
-                    sock.sendall(b"E" + ident + str(e).encode())
-                    continue
+                    check("waitid", libc.syscall(SYS_waitid, P_PIDFD, fds[0], rec, WEXITED, ru))
+                    sock.sendmsg([b"X", rec])
                 finally:
-                    for f in fds:
-                        os.close(f)
-                socket.send_fds(sock, [b"P" + ident + struct.pack("=i", pid)], [pidfd])
-                sel.register(pidfd, selectors.EVENT_READ, (ident, pid))
+                    ctypes.memset(rec, 0, ctypes.sizeof(rec))
             else:
-                ident, pid = key.data
-                sel.unregister(key.fileobj)
-                os.close(key.fileobj)
-                _, status, ru = os.wait4(pid, 0)
-                sock.sendall(b"X" + ident + struct.pack(
-                    "=iqqq", status, int(ru.ru_utime * 1e6), int(ru.ru_stime * 1e6), ru.ru_maxrss))
+                raise OSError(0, "unknown request %r with %d fds" % (op, len(fds)))
+        except OSError as e:
+            sock.sendall(b"E" + str(e).encode())
+        if pidfd >= 0:
+            os.close(pidfd)
+        for f in fds:
+            os.close(f)
+        del fds
+    # The child: nothing of the loop's is left to it but what the return
+    # drops (the socket is let go of, its fd closed by confine already).
+    sock.detach()
+    del req
 
 
 def _serve_one(sys, os):
@@ -315,4 +357,10 @@ def _files(os):
             os.close(fd)
 
 
+# Returns only in a forked child, confined.
 _zygote(_sys, _os)
+del _zygote
+try:
+    _serve_one(_sys, _os)
+finally:
+    _os._exit(1)
