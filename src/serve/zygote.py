@@ -323,40 +323,6 @@ def _finish(sys, os, code):
     os._exit(code & 0xFF)
 
 
-def _files(os):
-    """The request's files, after the header on fd 0: a count, then each
-    path and content, each as 8 hex digits of length and the bytes, and a
-    mode byte (x: executable)."""
-
-    def exactly(n):
-        b = b""
-        while len(b) < n:
-            c = os.read(0, n - len(b))
-            if not c:
-                os._exit(0)
-            b += c
-        return b
-
-    for _ in range(int(exactly(8), 16)):
-        path = os.fsdecode(exactly(int(exactly(8), 16)))
-        data = exactly(int(exactly(8), 16))
-        mode = 0o755 if exactly(1) == b"x" else 0o644
-        parts = path.split("/")
-        d = "."
-        for p in parts[:-1]:
-            d = d + "/" + p
-            try:
-                os.mkdir(d, 0o755)
-            except FileExistsError:
-                pass
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-        try:
-            while data:
-                data = data[os.write(fd, data):]
-        finally:
-            os.close(fd)
-
-
 # Returns only in a forked child, confined.
 _zygote(_sys, _os)
 del _zygote
