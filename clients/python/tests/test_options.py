@@ -347,6 +347,46 @@ class SameAsTheCli(unittest.TestCase):
                     self.assertEqual(package_refuses, cli_refuses, (key, value, p.stderr[-500:]))
 
 
+class LimitsMeaning(unittest.TestCase):
+    """In real jails: each accepted form of a limit (an int, the CLI's
+    text) is the limit the jail's outcome records."""
+
+    def setUp(self):
+        if not BIN:
+            self.skipTest("STOCKADE_BIN is not set: no local stockade binary to test")
+
+    def test_session_limits(self):
+        for memory, pids, cpus in ((64 << 20, 32, 0.5), ("64m", "32", "0.5"), (" 64MiB", "+32", ".5")):
+            with self.subTest(memory=memory, pids=pids, cpus=cpus):
+                with stockade.Session(memory=memory, pids=pids, cpus=cpus) as s:
+                    self.assertTrue(s.exec("true").ok)
+                limits = s.outcome.raw["limits"]
+                self.assertEqual(limits["memory"]["limit"], 64 << 20, limits)
+                self.assertEqual(limits["pids"]["limit"], 32, limits)
+                self.assertEqual(limits["cpus"]["limit"], 0.5, limits)
+
+    def test_run_limits(self):
+        for timeout, max_output, memory in ((1.5, 1024, 128 << 20), ("1.5s", "1k", "128m"), ("1500ms", "1KiB", "131072k")):
+            with self.subTest(timeout=timeout, max_output=max_output, memory=memory):
+                out = stockade.run(["true"], limits={"timeout": timeout, "max_output": max_output, "memory": memory})
+                self.assertTrue(out.ok, out.raw)
+                self.assertEqual(out.raw["limits"]["timeout"]["limit"], 1.5, out.raw["limits"])
+                self.assertEqual(out.raw["limits"]["max_output"]["limit"], 1024, out.raw["limits"])
+                self.assertEqual(out.raw["limits"]["memory"]["limit"], 128 << 20, out.raw["limits"])
+
+    def test_evaluator_always_has_its_limits(self):
+        out = {}
+
+        def record(argv, **kwargs):
+            out.update(kwargs)
+            return stockade.run(argv, **kwargs)
+
+        with mock.patch("stockade.local.run", side_effect=record):
+            evaluator.evaluate("def evaluate(a, i, o, c):\n    return 1\n")
+        self.assertEqual(out["limits"], {"timeout": 10, "memory": "256m", "pids": 64})
+        self.assertEqual(out["profile"], "python")
+
+
 def _listener():
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.bind(("127.0.0.1", 0))
