@@ -10,6 +10,7 @@ read as Rust reads it ([0-9] digits, an optional `+`, no `_`), after
 Rust's `trim` (Unicode White_Space), with ASCII-only case folding.
 """
 
+import json
 import math
 import os
 import re
@@ -351,8 +352,6 @@ def files(field, value):
 
 
 def _quote(p):
-    import json
-
     return json.dumps(p) if isinstance(p, str) else repr(p)
 
 
