@@ -23,6 +23,7 @@ const MODULES: &[&str] = &[
     "test_langchain",
     "test_session",
     "test_deepagents",
+    "test_options",
 ];
 /// Put in $HOME/.ssh/id_rsa and the environment: the suites check that no
 /// jail reads it.

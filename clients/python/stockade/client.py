@@ -6,7 +6,8 @@ import json
 import socket
 from urllib.parse import urlsplit
 
-from .errors import StockadeConnectionError, from_answer
+from . import _options
+from .errors import StockadeConnectionError, StockadeError, from_answer
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -108,17 +109,28 @@ class Client:
     `"http://host:port"`; `token` for its bearer token."""
 
     def __init__(self, address="unix:/run/stockade/stockade.sock", token=None, timeout=None):
+        _options.text("address", address)
+        if token is not None:
+            _options.text("token", token)
+            if not all(" " < c <= "~" for c in token):
+                raise _options.bad("token", "a bearer token is printable ASCII without spaces")
+        if timeout is not None:
+            _options.seconds("timeout", timeout)
         self.address = address
         self.token = token
         self.timeout = timeout
-        if address.startswith("unix:"):
+        if address.startswith("unix:") and len(address) > len("unix:"):
             self._unix = address[len("unix:"):]
         else:
-            u = urlsplit(address)
-            if u.scheme != "http" or not u.hostname:
-                raise ValueError("address: expected unix:/PATH or http://HOST:PORT, got %r" % address)
+            try:
+                u = urlsplit(address)
+                port = u.port
+            except ValueError:
+                u, port = None, None
+            if u is None or u.scheme != "http" or not u.hostname or u.path not in ("", "/") or u.query or u.fragment:
+                raise _options.bad("address", "expected unix:/PATH or http://HOST:PORT, got %r" % address)
             self._unix = None
-            self._host, self._port = u.hostname, u.port or 80
+            self._host, self._port = u.hostname, port or 80
 
     def _connection(self):
         if self._unix is not None:
@@ -159,22 +171,25 @@ class Client:
 
     @staticmethod
     def _body(argv, code, stdin, files, env, limits, profile):
-        if (argv is None) == (code is None):
-            raise ValueError("give argv or code=, not both")
-        if code is not None:
-            argv = ["python3", "-c", code]
-            profile = profile or "python"
-        body = {"argv": list(argv)}
-        if profile:
+        """The run request, each field checked as the server reads it."""
+        from .local import command
+
+        argv, profile = command(argv, code, profile, server=True)
+        body = {"argv": argv}
+        if profile is not None:
             body["profile"] = profile
+        stdin = _options.content("stdin", stdin)
         if stdin is not None:
             body["stdin"] = _content(stdin)
+        files = _options.files("files", files)
         if files:
             body["files"] = {p: _content(c) for p, c in files.items()}
+        env = _options.env("env", env, server=True)
         if env:
-            body["env"] = dict(env)
+            body["env"] = env
+        limits = _options.limits("limits", limits, server=True)
         if limits:
-            body["limits"] = dict(limits)
+            body["limits"] = limits
         return body
 
     def run(self, argv=None, *, code=None, stdin=None, files=None, env=None, limits=None, profile=None):

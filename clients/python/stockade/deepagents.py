@@ -19,7 +19,9 @@ import threading
 from deepagents.backends.protocol import ExecuteResponse, FileDownloadResponse, FileUploadResponse
 from deepagents.backends.sandbox import BaseSandbox
 
-from .errors import SessionError
+from . import _options
+from .errors import InvalidOption, SessionError
+from .remote_session import RemoteSession
 from .session import Session
 
 DEFAULT_TIMEOUT = 120
@@ -58,11 +60,15 @@ class StockadeSandbox(BaseSandbox):
 
     def __init__(self, session=None, *, timeout=DEFAULT_TIMEOUT, max_output=MAX_OUTPUT, **session_args):
         if session is not None and session_args:
-            raise ValueError("give a session or Session arguments, not both")
+            raise _options.bad("session", "give a session or Session arguments, not both")
+        if session is not None and not isinstance(session, (Session, RemoteSession)):
+            raise _options.bad_type("session", "a stockade.Session or RemoteSession", session)
+        self._most_timeout = None if isinstance(session, RemoteSession) else _options.MAX_EXEC_TIMEOUT
+        # Checked as the session's exec reads them, before a session starts.
+        self._timeout = _options.seconds("timeout", timeout, most=self._most_timeout)
+        self._max_output = _options.byte_count("max_output", max_output)
         self._own = session is None
         self._session = session if session is not None else Session(**session_args)
-        self._timeout = timeout
-        self._max_output = max_output
         self._lock = threading.Lock()
 
     @property
@@ -74,16 +80,20 @@ class StockadeSandbox(BaseSandbox):
         return self._session
 
     def _run(self, command, timeout=None, max_output=None, stdin=None):
+        timeout = self._timeout if timeout is None else timeout
+        max_output = self._max_output if max_output is None else max_output
         with self._lock:
-            return self._session.exec(
-                command, timeout=timeout or self._timeout, max_output=max_output or self._max_output, stdin=stdin
-            )
+            return self._session.exec(command, timeout=timeout, max_output=max_output, stdin=stdin)
 
     def execute(self, command: str, *, timeout: "int | None" = None) -> ExecuteResponse:
         if not command or not isinstance(command, str):
             return ExecuteResponse(output="Error: Command must be a non-empty string.", exit_code=1)
-        if timeout is not None and timeout <= 0:
-            raise ValueError("timeout must be positive, got %s" % timeout)
+        try:
+            _options.utf8_text("command", command)
+        except InvalidOption as e:
+            return ExecuteResponse(output="Error: %s" % e.message, exit_code=1)
+        if timeout is not None:
+            _options.seconds("timeout", timeout, most=self._most_timeout)
         try:
             r = self._run(command, timeout=timeout)
         except SessionError as e:
@@ -95,7 +105,7 @@ class StockadeSandbox(BaseSandbox):
         if r.truncated:
             output = "%s\n\n... Output truncated at %d bytes." % (output.rstrip(), self._max_output)
         if r.status == "timeout":
-            limit = timeout or self._timeout
+            limit = self._timeout if timeout is None else timeout
             return ExecuteResponse(
                 output="%s\n\nError: Command timed out after %s seconds." % (output.rstrip(), limit),
                 exit_code=124,

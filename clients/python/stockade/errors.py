@@ -21,6 +21,17 @@ class BadRequest(StockadeError):
     """400: a bad request field; `field` names it."""
 
 
+class InvalidOption(BadRequest, ValueError):
+    """A keyword option the package refuses before it starts a jail or
+    sends a request: a value `stockade` would not take, or not with the
+    same meaning. `field` names it (`network`, `limits.memory`, `env.X`)."""
+
+
+class InvalidOptionType(InvalidOption, TypeError):
+    """An option of the wrong type (a bool for a number, one string for a
+    list, …); also an `InvalidOption`."""
+
+
 class Unauthorized(StockadeError):
     """401: no valid bearer token."""
 

@@ -16,7 +16,7 @@ memory cap.
 import json
 import math
 
-from . import local
+from . import _options, local
 from .errors import StockadeError
 
 # Runs in the jail. The result goes on the last line of the real stdout;
@@ -126,8 +126,16 @@ def evaluate(source, app_params=None, inputs=None, output=None, correct_answer=N
     MemoryLimit, EvaluatorException (with `.traceback`), Forbidden, or
     EvaluatorError; a non-finite or non-numeric score is an
     EvaluatorException. The inputs travel as JSON."""
-    if not isinstance(source, str):
-        raise TypeError("source: expected str, got %s" % type(source).__name__)
+    _options.text("source", source, empty=True)
+    # The evaluator always runs with a timeout, a memory cap and a pids
+    # cap, under a named profile: None is refused, never "no limit".
+    for name, value in (("timeout", timeout), ("memory", memory), ("pids", pids), ("profile", profile)):
+        if value is None:
+            raise _options.bad(name, "the evaluator always runs with one (None would drop it)")
+    limits = {"timeout": timeout, "memory": memory, "pids": pids}
+    for name, value in limits.items():
+        _options.RUN_LIMITS[name](name, value)
+    _options.profile("profile", profile)
     data = {
         "app_params": app_params if app_params is not None else {},
         "inputs": inputs if inputs is not None else {},
@@ -138,7 +146,7 @@ def evaluate(source, app_params=None, inputs=None, output=None, correct_answer=N
         ["python3", "-I", "harness.py"],
         profile=profile,
         files={"harness.py": HARNESS, "evaluator.py": source, "input.json": json.dumps(data)},
-        limits={"timeout": timeout, "memory": memory, "pids": pids},
+        limits=limits,
         binary=binary,
         flags=flags,
     )

@@ -31,7 +31,7 @@ try:
 except ImportError:  # langchain 1.x exports it from the shell tool's module
     from langchain.agents.middleware.shell_tool import BaseExecutionPolicy
 
-from . import local
+from . import _options, local
 
 # LangChain's own temporary workspaces (a workspace_root-less middleware).
 _LANGCHAIN_TEMP_PREFIX = "langchain-shell-"
@@ -72,6 +72,13 @@ def owner_flags(workspace, binary):
     )
 
 
+def _int(name, value):
+    """An int field (never a bool, a float or text)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _options.bad_type(name, "an int", value)
+    return value
+
+
 @dataclass
 class StockadeExecutionPolicy(BaseExecutionPolicy):
     """Run the persistent shell in a stockade jail (one jail per shell
@@ -92,20 +99,40 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
     extra_flags: Sequence[str] = field(default_factory=tuple)
 
     def __post_init__(self):
+        # LangChain's own fields first (its check reads max_output_lines).
+        _options.count("max_output_lines", _int("max_output_lines", self.max_output_lines))
         super().__post_init__()
-        for name in ("memory_bytes", "cpus", "pids"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ValueError("%s must be positive if provided." % name)
-        self.extra_flags = tuple(self.extra_flags)
+        self._check()
+
+    def _check(self):
+        """Each field as LangChain and `stockade run` read it; refused
+        (InvalidOption, a ValueError; InvalidOptionType, a TypeError)
+        before any shell starts."""
+        for name in ("command_timeout", "startup_timeout", "termination_timeout"):
+            _options.seconds(name, getattr(self, name))
+        if self.max_output_bytes is not None:
+            _options.count("max_output_bytes", _int("max_output_bytes", self.max_output_bytes))
+        _options.optional_path("binary", self.binary)
+        _options.path("profile", self.profile)
+        if self.memory_bytes is not None:
+            _options.size("memory_bytes", _int("memory_bytes", self.memory_bytes))
+        if self.cpus is not None:
+            if isinstance(self.cpus, str):
+                raise _options.bad_type("cpus", "a number (int or float)", self.cpus)
+            _options.cpus("cpus", self.cpus)
+        if self.pids is not None:
+            _options.count("pids", _int("pids", self.pids))
+        _options.boolean("network_enabled", self.network_enabled)
+        self.extra_flags = tuple(_options.flags("extra_flags", self.extra_flags))
 
     def build_command(self, workspace, env, command):
         """The `stockade run` argv for `command` on `workspace`."""
+        self._check()
         ws = os.path.realpath(str(workspace))
         binary = local.find_binary(self.binary)
-        argv = [binary, "run", "--profile", self.profile]
-        argv += ["--workdir", "%s:%s" % (ws, ws)] + owner_flags(ws, binary)
-        argv += ["--network", "host" if self.network_enabled else "none"]
+        argv = [binary, "run", local.flag("--profile", self.profile)]
+        argv += [local.flag("--workdir", "%s:%s" % (ws, ws))] + owner_flags(ws, binary)
+        argv += [local.flag("--network", "host" if self.network_enabled else "none")]
         argv += local.limit_flags({"memory": self.memory_bytes, "cpus": self.cpus, "pids": self.pids})
         argv += local.env_flags({str(k): str(v) for k, v in dict(env).items()})
         return argv + list(self.extra_flags) + ["--"] + list(command)

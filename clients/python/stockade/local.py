@@ -8,8 +8,9 @@ import shutil
 import subprocess
 import tempfile
 
+from . import _options
 from .client import Outcome
-from .errors import BadRequest, SetupError, StockadeNotFound
+from .errors import SetupError, StockadeNotFound
 
 # limits key -> `stockade run` flag (the keys of `stockade serve`'s limits).
 LIMIT_FLAGS = {
@@ -23,6 +24,7 @@ LIMIT_FLAGS = {
 
 def find_binary(binary=None):
     """The stockade binary: `binary`, else $STOCKADE_BIN, else on PATH."""
+    binary = _options.optional_path("binary", binary)
     path = binary or os.environ.get("STOCKADE_BIN") or shutil.which("stockade")
     if not path or not os.access(path, os.X_OK):
         raise StockadeNotFound(
@@ -32,52 +34,30 @@ def find_binary(binary=None):
     return path
 
 
-def limit_flags(limits):
+def flag(name, value):
+    """`--name=value`: one argument, so a value that starts with `-` is
+    still the flag's value."""
+    return "%s=%s" % (name, value)
+
+
+def limit_flags(limits, keys=tuple(LIMIT_FLAGS), field="limits"):
     """`limits` (memory, cpus, pids, timeout, max_output) as flags; a
-    number for timeout is seconds, for memory/max_output bytes."""
-    flags = []
-    for key, value in (limits or {}).items():
-        if value is None:
-            continue
-        if key not in LIMIT_FLAGS:
-            raise BadRequest(0, "bad_request", "unknown limit (%s)" % ", ".join(LIMIT_FLAGS), "limits." + key)
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise BadRequest(0, "bad_request", "must be a number or a string", "limits." + key)
-        text = str(value)
-        if key == "timeout" and not isinstance(value, str):
-            text += "s"
-        flags += [LIMIT_FLAGS[key], text]
-    return flags
+    number for timeout is seconds, for memory/max_output bytes. Checked
+    as `stockade run` reads them (InvalidOption naming `limits.KEY`)."""
+    checked = _options.limits(field, limits, keys)
+    return [flag(LIMIT_FLAGS[key], text) for key, text in checked.items()]
 
 
-def env_flags(env):
-    flags = []
-    for name, value in (env or {}).items():
-        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
-            raise BadRequest(0, "bad_request", "not a variable name: %r" % (name,), "env")
-        if not isinstance(value, str) or "\0" in value:
-            raise BadRequest(0, "bad_request", "must be a string without NUL", "env.%s" % name)
-        flags += ["--setenv", "%s=%s" % (name, value)]
-    return flags
-
-
-def _check_path(path):
-    field = "files[%s]" % json.dumps(path)
-    if not isinstance(path, str) or not path or path.startswith("/") or "\0" in path:
-        raise BadRequest(0, "bad_request", "must be a relative path", field)
-    if any(part in ("", ".", "..") for part in path.split("/")):
-        raise BadRequest(0, "bad_request", "plain relative components only (no '', '.', '..')", field)
+def env_flags(env, field="env"):
+    return [flag("--setenv", "%s=%s" % kv) for kv in _options.env(field, env).items()]
 
 
 def write_files(root, files):
     """Write `files` ({relative path: str|bytes}) under `root`, open to
     every uid (the jail's user may be 65534 or a leased uid)."""
-    for path, content in (files or {}).items():
-        _check_path(path)
+    for path, content in _options.files("files", files).items():
         if isinstance(content, str):
             content = content.encode("utf-8")
-        if not isinstance(content, (bytes, bytearray)):
-            raise BadRequest(0, "bad_request", "must be str or bytes", "files[%s]" % json.dumps(path))
         d = root
         for part in path.split("/")[:-1]:
             d = os.path.join(d, part)
@@ -103,13 +83,10 @@ def scratch_dir(tag):
 
 
 def _stdin_bytes(stdin):
-    if stdin is None:
-        return None
+    stdin = _options.content("stdin", stdin)
     if isinstance(stdin, str):
         return stdin.encode("utf-8")
-    if isinstance(stdin, (bytes, bytearray)):
-        return bytes(stdin)
-    raise BadRequest(0, "bad_request", "must be str or bytes", "stdin")
+    return None if stdin is None else bytes(stdin)
 
 
 def _read_outcome(path, proc):
@@ -127,6 +104,18 @@ def _read_outcome(path, proc):
     return outcome
 
 
+def command(argv, code, profile, server=False):
+    """(argv, profile) of a run given `argv` or Python `code` (the
+    `python` profile unless `profile` says another)."""
+    if (argv is None) == (code is None):
+        raise _options.bad("argv", "give argv or code=, not both")
+    profile = _options.profile("profile", profile, local=not server)
+    if code is not None:
+        code = _options.utf8_text("code", code, empty=True) if server else _options.text("code", code, empty=True)
+        return ["python3", "-c", code], "python" if profile is None else profile
+    return _options.argv("argv", argv, server=server), profile
+
+
 def run(argv=None, *, code=None, profile=None, stdin=None, files=None, limits=None, env=None,
         binary=None, flags=()):
     """Run `argv` (or Python `code` under the `python` profile) in a fresh
@@ -135,18 +124,12 @@ def run(argv=None, *, code=None, profile=None, stdin=None, files=None, limits=No
     flags (e.g. ["--network", "host"]). Raises BadRequest for a bad
     argument, SetupError when the jail could not be set up,
     StockadeNotFound without a binary."""
-    if (argv is None) == (code is None):
-        raise ValueError("give argv or code=, not both")
-    if code is not None:
-        argv = ["python3", "-c", code]
-        profile = profile or "python"
-    argv = list(argv)
-    if not argv or not all(isinstance(a, str) for a in argv):
-        raise BadRequest(0, "bad_request", "must be a non-empty list of strings", "argv")
-    exe = find_binary(binary)
-    cmd = [exe, "run"] + (["--profile", profile] if profile else [])
-    cmd += limit_flags(limits) + env_flags(env) + list(flags)
+    argv, profile = command(argv, code, profile)
+    cmd = ["run"] + ([flag("--profile", profile)] if profile is not None else [])
+    cmd += limit_flags(limits) + env_flags(env) + _options.flags("flags", flags)
     data = _stdin_bytes(stdin)
+    _options.files("files", files)
+    cmd = [find_binary(binary)] + cmd
     top, work = scratch_dir("run")
     try:
         write_files(work, files)

@@ -5,6 +5,7 @@
 import http.client
 import json
 
+from . import _options
 from .client import Outcome, _content
 from .errors import StockadeConnectionError, from_answer
 from .session import ExecResult, _Gather
@@ -29,13 +30,8 @@ class RemoteSession:
 
     @staticmethod
     def _exec_body(command, timeout, max_output, stdin):
-        if not isinstance(command, str) or not command:
-            raise ValueError("command: expected a non-empty string")
-        body = {"command": command}
-        for key, value in (("timeout", timeout), ("max_output", max_output), ("stdin", stdin)):
-            if value is not None:
-                body[key] = value
-        return body
+        # The server cuts timeout and max_output to its own maximum.
+        return _options.exec_options(command, timeout, max_output, stdin, most_timeout=None)
 
     def exec(self, command, *, timeout=None, max_output=None, stdin=None):
         """Run `command`; return its ExecResult once it ended."""
@@ -89,15 +85,22 @@ class RemoteSession:
 
 
 def create_body(profile, env, files, limits, idle_timeout):
+    """`POST /v1/sessions`'s body, each field checked as the server reads
+    it: `limits` memory, cpus, pids; `idle_timeout` seconds above 0 (the
+    server cuts it to its own)."""
     body = {}
-    if profile:
+    profile = _options.profile("profile", profile, local=False)
+    if profile is not None:
         body["profile"] = profile
+    env = _options.env("env", env, server=True)
     if env:
-        body["env"] = dict(env)
+        body["env"] = env
+    files = _options.files("files", files)
     if files:
         body["files"] = {p: _content(c) for p, c in files.items()}
+    limits = _options.limits("limits", limits, _options.SESSION_LIMITS, server=True)
     if limits:
-        body["limits"] = dict(limits)
+        body["limits"] = limits
     if idle_timeout is not None:
-        body["idle_timeout"] = idle_timeout
+        body["idle_timeout"] = _options.seconds("idle_timeout", idle_timeout)
     return body

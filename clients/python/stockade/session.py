@@ -19,7 +19,7 @@ import json
 import subprocess
 import threading
 
-from . import local
+from . import _options, local
 from .client import Chunk, Outcome
 from .errors import SessionClosed, SessionError, SetupError
 
@@ -59,21 +59,28 @@ class ExecResult:
 
 
 def session_flags(profile, memory, cpus, pids, network, workdir, binds, ro_binds, env, idle_timeout):
-    flags = ["--profile", profile] if profile else []
-    flags += local.limit_flags({"memory": memory, "cpus": cpus, "pids": pids})
-    if network:
-        flags += ["--network", "host"]
-    if workdir:
-        flags += ["--workdir", str(workdir)]
-    for b in binds or ():
-        flags += ["--bind", str(b)]
-    for b in ro_binds or ():
-        flags += ["--ro-bind", str(b)]
+    """`stockade session`'s flags for these options, each checked as the
+    CLI reads it (InvalidOption / InvalidOptionType naming the keyword):
+    nothing is passed on that the CLI would read another way."""
+    profile = _options.profile("profile", profile)
+    flags = [local.flag("--profile", profile)] if profile is not None else []
+    for key, value in (("memory", memory), ("cpus", cpus), ("pids", pids)):
+        if value is not None:
+            flags += [local.flag(local.LIMIT_FLAGS[key], _options.RUN_LIMITS[key](key, value))]
+    network = _options.network("network", network)
+    if network is not None:
+        flags += [local.flag("--network", network)]
+    workdir = _options.optional_path("workdir", workdir)
+    if workdir is not None:
+        flags += [local.flag("--workdir", workdir)]
+    for b in _options.strings("binds", binds, _options.path):
+        flags += [local.flag("--bind", b)]
+    for b in _options.strings("ro_binds", ro_binds, _options.path):
+        flags += [local.flag("--ro-bind", b)]
     flags += local.env_flags(env)
     if idle_timeout is not None:
-        flags += ["--idle-timeout", str(idle_timeout)]
+        flags += [local.flag("--idle-timeout", _options.duration("idle_timeout", idle_timeout, zero=True, unit=""))]
     return flags
-
 
 
 class _Gather:
@@ -100,13 +107,18 @@ class Session:
     returns. Limits (`memory`, `cpus`, `pids`) cover the whole session;
     `workdir` is a host directory bound read-write as the jail's workdir
     (default: a fresh tmpfs); `binds`/`ro_binds` are `SRC[:DST]`; `env`
-    the session's environment; `flags` more `stockade session` flags."""
+    the session's environment; `network` is `--network`'s "none",
+    "loopback" or "host" (default: the profile's, none); `idle_timeout`
+    seconds or a duration ("10m"; 0: never); `flags` more `stockade
+    session` flags. Each option is checked as `stockade session` reads
+    it, before anything starts: InvalidOption (a ValueError) or
+    InvalidOptionType (a TypeError) names the one at fault."""
 
-    def __init__(self, *, profile=None, memory=None, cpus=None, pids=None, network=False, workdir=None,
+    def __init__(self, *, profile=None, memory=None, cpus=None, pids=None, network=None, workdir=None,
                  binds=(), ro_binds=(), env=None, idle_timeout=None, binary=None, flags=()):
-        argv = [local.find_binary(binary), "session"]
-        argv += session_flags(profile, memory, cpus, pids, network, workdir, binds, ro_binds, env, idle_timeout)
-        argv += list(flags)
+        argv = session_flags(profile, memory, cpus, pids, network, workdir, binds, ro_binds, env, idle_timeout)
+        argv += _options.flags("flags", flags)
+        argv = [local.find_binary(binary), "session"] + argv
         self._proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
         )
@@ -182,15 +194,11 @@ class Session:
     def stream(self, command, *, timeout=None, max_output=None, stdin=None):
         """Run `command`; yield Chunk objects as it writes, then its
         ExecResult last."""
-        if not isinstance(command, str) or not command:
-            raise ValueError("command: expected a non-empty string")
+        fields = _options.exec_options(command, timeout, max_output, stdin)
         if self._running is not None:
             raise SessionError("busy", "command %s is still running" % self._running)
         cid = "c%d" % next(self._ids)
-        request = {"op": "exec", "id": cid, "command": command}
-        for key, value in (("timeout", timeout), ("max_output", max_output), ("stdin", stdin)):
-            if value is not None:
-                request[key] = value
+        request = dict({"op": "exec", "id": cid}, **fields)
         self._running = cid
         try:
             self._send(request)

@@ -32,6 +32,14 @@ class Recorder(unittest.TextTestResult):
         super().addError(test, err)
         self.record(test, "error", self._exc_info_to_string(err, test))
 
+    def addSubTest(self, test, subtest, err):
+        # A failed subTest is one result of its own (the test itself then
+        # reports no success).
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            result = "fail" if issubclass(err[0], test.failureException) else "error"
+            self.record(subtest, result, self._exc_info_to_string(err, test))
+
     def addSkip(self, test, reason):
         super().addSkip(test, reason)
         self.record(test, "skipped", reason)

@@ -64,10 +64,14 @@ class Runs(unittest.TestCase):
 
 class Errors(unittest.TestCase):
     def test_bad_request_names_the_field(self):
-        with self.assertRaises(stockade.BadRequest) as cm:
+        # Refused by the client before it sends anything (status 0), as
+        # the server refuses it (400), both naming the field.
+        with self.assertRaises(stockade.InvalidOption) as cm:
             client().run(["true"], profile="shell", files={"../escape": "x"})
-        self.assertEqual(cm.exception.status, 400)
-        self.assertEqual(cm.exception.field, 'files["../escape"]')
+        self.assertEqual((cm.exception.status, cm.exception.field), (0, 'files["../escape"]'))
+        with self.assertRaises(stockade.BadRequest) as cm:
+            client()._json("POST", "/v1/runs", {"argv": ["true"], "files": {"../escape": "x"}})
+        self.assertEqual((cm.exception.status, cm.exception.field), (400, 'files["../escape"]'))
         with self.assertRaises(stockade.BadRequest) as cm:
             client().run(["true"], profile="shell", limits={"memory": "lots"})
         self.assertEqual(cm.exception.field, "limits.memory")
@@ -144,6 +148,77 @@ class Sessions(unittest.TestCase):
         self.assertEqual(cm.exception.field, "limits.disk")
         with self.assertRaises(stockade.NotFound):
             stockade.RemoteSession(client(), {"id": "0000000000000000"}).exec("true")
+
+
+def _verdicts(test, label, candidates, check, send, field, server_field=True):
+    """For each candidate: the client refuses it (InvalidOption naming
+    `field`, from `check`) exactly when the server refuses it (400 naming
+    `field`, or `server_field` where given, to `send`, which bypasses the
+    client's checks)."""
+    server_field = field if server_field is True else server_field
+    for value in candidates:
+        with test.subTest(option=label, value=value):
+            try:
+                check(value)
+                client_refuses = False
+            except stockade.InvalidOption as e:
+                test.assertEqual(e.field, field)
+                client_refuses = True
+            try:
+                send(value)
+                server_refuses = False
+            except stockade.BadRequest as e:
+                test.assertEqual(e.field, server_field, e.message)
+                server_refuses = True
+            test.assertEqual(client_refuses, server_refuses, "client and server disagree on %s=%r" % (label, value))
+
+
+class SameAsTheServer(unittest.TestCase):
+    """What the client accepts is what the server accepts (each candidate
+    given to both; NaN and infinities have no JSON, the client's table in
+    test_options covers them)."""
+
+    LIMITS = {
+        "memory": [64 << 20, "64m", " 64M ", "+64m", "64g", 0, -1, 1.5, 1024.0, True, "0", "lots", "1_0m", "1e3",
+                   "\u0663m", 1 << 64],
+        "max_output": [1024, "1k", 0, 1.5, "-1", True],
+        "pids": [10, "10", " +10 ", 0, -1, 1.5, 10.0, "1e1", "1_0", True, 1 << 64],
+        "cpus": [0.5, 2, "0.5", ".5", 0, -1, 5000, "nan", "inf", "1_0", True],
+        "timeout": [2, 0.5, "2s", "500ms", "1E1S", 0, -1, 1e10, "0s", "soon", "1e10s", True],
+    }
+
+    def test_run_limits(self):
+        from stockade.client import Client
+
+        c = client()
+        for key, values in self.LIMITS.items():
+            _verdicts(
+                self, "limits." + key, values,
+                lambda v, key=key: Client._body(["true"], None, None, None, None, {key: v}, "shell"),
+                lambda v, key=key: c._json("POST", "/v1/runs", {"argv": ["true"], "profile": "shell", "limits": {key: v}}),
+                "limits." + key,
+            )
+
+    def test_session_options(self):
+        from stockade.remote_session import RemoteSession, create_body
+
+        c = client()
+
+        def open_and_close(body):
+            RemoteSession(c, c._json("POST", "/v1/sessions", body)).close()
+
+        _verdicts(self, "idle_timeout", [10, 0.5, 1e12, 0, -1, "10", "10s", True],
+                  lambda v: create_body("shell", None, None, None, v),
+                  lambda v: open_and_close({"profile": "shell", "idle_timeout": v}), "idle_timeout")
+        _verdicts(self, "limits.timeout", [10], lambda v: create_body("shell", None, None, {"timeout": v}, None),
+                  lambda v: open_and_close({"profile": "shell", "limits": {"timeout": v}}), "limits.timeout")
+        with c.session(profile="shell") as s:
+            for key, values in (("timeout", [1, 0.5, 86401, 0, -1, "1", "1s", True]),
+                                ("max_output", [0, 10, -1, 1.5, "10", True])):
+                _verdicts(self, key, values,
+                          lambda v, key=key: RemoteSession._exec_body("true", **dict({"timeout": None, "max_output": None, "stdin": None}, **{key: v})),
+                          lambda v, key=key: c._json("POST", s._path("/exec"), {"command": "true", key: v}), key,
+                          server_field=None)
 
 
 def load_evaluator():

@@ -83,9 +83,9 @@ class LocalRun(unittest.TestCase):
         with self.assertRaises(stockade.BadRequest) as e:
             stockade.run(["true"], files={"../escape": "x"})
         self.assertEqual(e.exception.field, 'files["../escape"]')
-        with self.assertRaises(stockade.SetupError) as e:
+        with self.assertRaises(stockade.InvalidOption) as e:
             stockade.run(["true"], limits={"memory": "lots"})
-        self.assertIn("--memory", e.exception.message)
+        self.assertEqual(e.exception.field, "limits.memory")
         with self.assertRaises(stockade.SetupError):
             stockade.run(["true"], profile="no-such-profile")
         with self.assertRaises(stockade.StockadeNotFound):

@@ -155,10 +155,12 @@ class Sessions(unittest.TestCase):
         self.assertIs(s.close(), outcome)
 
     def test_bad_arguments(self):
-        with self.assertRaises(stockade.SetupError):
+        with self.assertRaises(stockade.InvalidOption):
             stockade.Session(memory="lots")
         with self.assertRaises(stockade.BadRequest):
             stockade.Session(pids=True)
+        with self.assertRaises(stockade.SetupError):
+            stockade.Session(profile="no-such-profile")
         with stockade.Session() as s:
             with self.assertRaises(ValueError):
                 s.exec("")
