@@ -502,6 +502,39 @@ fn sigint_to_stockade_interrupts_the_command_and_sigterm_ends_the_session() {
     }
 }
 
+/// The host pid of session `id`'s agent (its command line names the
+/// session).
+fn agent_pid(id: &str) -> u32 {
+    let want = format!("session-agent\0--session\0{id}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .find(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.windows(want.len()).any(|w| w == want.as_bytes()))
+        })
+        .and_then(|e| e.file_name().to_str()?.parse().ok())
+        .unwrap_or_else(|| panic!("no agent of session {id}"))
+}
+
+#[test]
+fn a_stopped_agent_ends_the_session_once_a_command_is_past_its_timeout() {
+    for m in modes("a_stopped_agent_ends_the_session_once_a_command_is_past_its_timeout") {
+        let dur = unique_duration(4, m);
+        let mut s = Session::start(m, &[]);
+        let id = s.seen[0]["session"].as_str().unwrap().to_string();
+        s.send(&json!({"op": "exec", "id": "s", "timeout": 0.5,
+            "command": format!("echo started; sleep {dur}")}));
+        assert_eq!(s.event()["data"], "started\n", "{m:?}");
+        // No command can stop the agent: this test, from outside, does.
+        signal(agent_pid(&id), "STOP");
+        let (end, code) = s.end();
+        assert_eq!(end["reason"], "agent_unresponsive", "{m:?}: {end}");
+        assert_ne!(code, 0, "{m:?}");
+        assert!(sleepers(&dur).is_empty(), "{m:?}: left behind");
+    }
+}
+
 #[test]
 fn processes_that_leave_the_command_are_killed_when_it_ends() {
     for m in modes("processes_that_leave_the_command_are_killed_when_it_ends") {
