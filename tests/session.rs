@@ -352,7 +352,7 @@ fn printed_event_lines_cannot_forge_the_protocol() {
 
 /// Every way a hostile command tries to end or stop the agent
 /// (`tests/payloads/agent_hostile.py`, one way per command).
-const HOSTILE_WAYS: [&str; 11] = [
+const HOSTILE_WAYS: [&str; 12] = [
     "kill",          // kill(agent) with SIGKILL, SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU
     "threads",       // kill, tkill, tgkill, rt_(tg)sigqueueinfo of each of its thread ids
     "killpg",        // killpg of its process group and session
@@ -363,6 +363,7 @@ const HOSTILE_WAYS: [&str; 11] = [
     "kill_all",      // kill(-1, SIGSTOP), kill(-1, SIGKILL)
     "pidfd",         // pidfd_open and /proc/PID fds, then pidfd_send_signal
     "ptrace",        // PTRACE_SEIZE, PTRACE_ATTACH, process_vm_writev, /proc/PID/mem
+    "fsetown",       // F_SETOWN to it, F_SETSIG SIGSTOP or SIGKILL, O_ASYNC input
     "cgroup_freeze", // cgroup.freeze and cgroup.kill of its cgroup
 ];
 

@@ -215,6 +215,24 @@ def main():
                     say(True, f"open(/proc/{t}/mem, O_RDWR)")
                 except OSError as e:
                     say(False, f"open(/proc/{t}/mem, O_RDWR)", e.errno)
+    elif WHAT == "fsetown":
+        import fcntl
+        F_SETSIG = 10
+        for a in found:
+            for t in tids(a):
+                for s in (signal.SIGSTOP, signal.SIGKILL):
+                    r, w = os.pipe()
+                    try:
+                        fcntl.fcntl(r, fcntl.F_SETOWN, t)
+                        fcntl.fcntl(r, F_SETSIG, s)
+                        fcntl.fcntl(r, fcntl.F_SETFL, fcntl.fcntl(r, fcntl.F_GETFL) | os.O_ASYNC)
+                        # Input on r: its owner is sent the signal.
+                        os.write(w, b"x")
+                        print(f"armed: F_SETOWN {t}, F_SETSIG {s.name}", flush=True)
+                    except OSError as e:
+                        say(False, f"F_SETOWN {t}, F_SETSIG {s.name}", e.errno)
+                    os.close(r)
+                    os.close(w)
     elif WHAT == "cgroup_freeze":
         try:
             with open("/proc/self/cgroup") as f:
