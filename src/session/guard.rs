@@ -18,7 +18,7 @@
 //! or `kill(-1)`, no pidfd for it, no `tkill`, no `pidfd_send_signal` (a
 //! /proc/PID directory fd is a pidfd) and no `F_SETSIG`. A filter compares
 //! numbers it was compiled with, so it cannot name the agent's other
-//! threads: `kill` or `tgkill` of one of their ids still reaches the
+//! threads: `kill` or `rt_sigqueueinfo` of one of their ids reaches the
 //! agent there. Ptrace is refused there by the agent being not dumpable
 //! (same uid, no capability), and by the jail's Landlock domain's ptrace
 //! rule only across jails.
