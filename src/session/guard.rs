@@ -50,6 +50,9 @@ impl Isolation {
     /// The strongest this kernel gives the agent of pid `agent` and
     /// process group `pgid`.
     pub(crate) fn detect(agent: i32, pgid: i32) -> Result<Isolation, String> {
+        // landlock_restrict_self needs it (every jail's payload has it
+        // already; a policy without it still gets it here).
+        sys::set_no_new_privs().map_err(|e| e.to_string())?;
         match sys::landlock::scope_only_ruleset(sys::landlock::SCOPE_SIGNAL) {
             Ok(fd) => Ok(Isolation::Domain(Arc::new(fd))),
             Err(_) => Ok(Isolation::Guard(Arc::new(program(agent, pgid)?))),
