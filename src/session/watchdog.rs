@@ -8,7 +8,9 @@
 //! event the agent writes; when a command's exit event has not come by
 //! its timeout plus [`SLACK`], the agent is not doing its work (stopped,
 //! dead, starved) and the front end kills the whole jail and ends the
-//! session as `agent_unresponsive`.
+//! session as `agent_unresponsive`. Time the front end spends blocked
+//! passing an event on to a slow client (while the agent may be blocked
+//! writing the next to it) is not counted ([`Watchdog::hold`]).
 
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -65,6 +67,15 @@ impl Deadlines {
         }
     }
 
+    /// Every deadline `by` later: the time the front end kept the agent
+    /// waiting (its events not read while their reader was blocked
+    /// writing to a slow client).
+    pub(crate) fn delay(&mut self, by: Duration) {
+        for (_, d) in &mut self.pending {
+            *d = d.checked_add(by).unwrap_or(*d);
+        }
+    }
+
     /// The earliest deadline, and its command.
     pub(crate) fn next(&self) -> Option<(&str, Instant)> {
         self.pending
@@ -78,28 +89,54 @@ impl Deadlines {
 /// for the first to pass.
 #[derive(Debug, Default)]
 pub(crate) struct Watchdog {
-    state: Mutex<(Deadlines, bool)>,
+    state: Mutex<State>,
     told: Condvar,
 }
 
+#[derive(Debug, Default)]
+struct State {
+    deadlines: Deadlines,
+    /// The session is over.
+    over: bool,
+    /// The front end is passing an event on and is not reading the
+    /// agent's meanwhile: no deadline passes until it is done.
+    holding: bool,
+}
+
 impl Watchdog {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (Deadlines, bool)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The front end stops reading the agent's events for a while (to
+    /// write one to a client that may be slow): the agent may be blocked
+    /// on us, so no deadline passes until [`Watchdog::release`].
+    pub(crate) fn hold(&self) {
+        self.lock().holding = true;
+    }
+
+    /// Reading again after `held`: every deadline moves that much later.
+    pub(crate) fn release(&self, held: Duration) {
+        let mut g = self.lock();
+        g.holding = false;
+        g.deadlines.delay(held);
+        drop(g);
+        self.told.notify_all();
+    }
+
     pub(crate) fn sent(&self, line: &[u8]) {
-        self.lock().0.sent(line, Instant::now());
+        self.lock().deadlines.sent(line, Instant::now());
         self.told.notify_all();
     }
 
     pub(crate) fn event(&self, ev: &Value) {
-        self.lock().0.event(ev);
+        self.lock().deadlines.event(ev);
         self.told.notify_all();
     }
 
     /// The session is over: [`Watchdog::wait`] returns `None`.
     pub(crate) fn over(&self) {
-        self.lock().1 = true;
+        self.lock().over = true;
         self.told.notify_all();
     }
 
@@ -108,11 +145,12 @@ impl Watchdog {
     pub(crate) fn wait(&self) -> Option<String> {
         let mut g = self.lock();
         loop {
-            if g.1 {
+            if g.over {
                 return None;
             }
             let now = Instant::now();
-            g = match g.0.next() {
+            g = match g.deadlines.next() {
+                Some(_) if g.holding => self.told.wait(g).unwrap_or_else(|e| e.into_inner()),
                 Some((id, by)) if by <= now => return Some(id.to_string()),
                 Some((_, by)) => {
                     self.told
@@ -160,6 +198,11 @@ mod tests {
         d.sent(br#"{"op":"exec","id":"b","command":"y","timeout":1}"#, t0);
         d.event(&json!({"event": "error", "id": "b", "error": {"code": "busy"}}));
         assert_eq!(d.next().unwrap().1, t0 + default + SLACK);
+        d.delay(Duration::from_secs(3));
+        assert_eq!(
+            d.next().unwrap().1,
+            t0 + default + SLACK + Duration::from_secs(3)
+        );
         d.event(&json!({"event": "exit", "id": "b"}));
         assert!(d.next().is_none());
     }
