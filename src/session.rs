@@ -13,6 +13,10 @@
 //! whole session; the front end adds the `end` event with the jail's
 //! outcome.
 //!
+//! The front end watches each command's deadline itself (`watchdog`): an
+//! agent that stops answering cannot stretch a command to the session's
+//! lifetime.
+//!
 //! `agent` is the loop, `command` one running command, `guard` the seccomp
 //! filter that keeps commands' signals off the agent, `sweep` the kill of
 //! what a command left, `state` the shell's report of its state, `proto`
@@ -27,6 +31,7 @@ pub(crate) mod policy;
 pub(crate) mod proto;
 mod state;
 mod sweep;
+pub(crate) mod watchdog;
 
 /// The hidden subcommand the jail's payload runs.
 pub(crate) const AGENT_ARG: &str = "session-agent";
@@ -82,6 +87,13 @@ pub(crate) fn end_event(o: &crate::Outcome) -> serde_json::Value {
     }
     let outcome = serde_json::from_str(&settled.to_json()).unwrap_or(serde_json::Value::Null);
     proto::end(&end_reason(o), outcome)
+}
+
+/// The `end` event of a session the front end ended itself because its
+/// agent stopped answering (`watchdog`): that reason, the jail's outcome.
+pub(crate) fn end_event_unresponsive(o: &crate::Outcome) -> serde_json::Value {
+    let outcome = serde_json::from_str(&o.to_json()).unwrap_or(serde_json::Value::Null);
+    proto::end(watchdog::UNRESPONSIVE, outcome)
 }
 
 #[cfg(test)]

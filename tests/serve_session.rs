@@ -278,3 +278,60 @@ fn sigterm_ends_open_sessions_and_leaves_nothing() {
     assert_eq!(s.wait().code(), Some(0));
     assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
 }
+
+/// The host pid of session `id`'s agent (its command line names the
+/// session).
+fn agent_pid(id: &str) -> u32 {
+    let want = format!("session-agent\0--session\0{id}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .find(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.windows(want.len()).any(|w| w == want.as_bytes()))
+        })
+        .and_then(|e| e.file_name().to_str()?.parse().ok())
+        .unwrap_or_else(|| panic!("no agent of session {id}"))
+}
+
+/// Host processes whose command line is `sleep DURATION`.
+fn sleepers(duration: &str) -> usize {
+    let want = format!("sleep\0{duration}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want.as_bytes()))
+        .count()
+}
+
+#[test]
+fn a_stopped_agent_ends_the_session_once_its_command_is_past_its_timeout() {
+    let test = "a_stopped_agent_ends_the_session_once_its_command_is_past_its_timeout";
+    for (n, (who, s)) in servers(test).into_iter().enumerate() {
+        let dur = format!("3{:05}.{n}", std::process::id() % 100_000);
+        let id = opened(&s, &json!({}));
+        let cmd = json!({"command": format!("echo started; sleep {dur}"), "timeout": 0.5});
+        let mut l = exec_stream(&s, &id, &cmd);
+        let first = l.next_line().unwrap();
+        assert_eq!(first["data"], "started\n", "{who}: {first}");
+        // No command can stop the agent: this test, from outside, does.
+        let st = std::process::Command::new("kill")
+            .args(["-STOP", &agent_pid(&id).to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success(), "{who}");
+        let mut last = Value::Null;
+        while let Some(v) = l.next_line() {
+            last = v;
+        }
+        assert_eq!(last["event"], "end", "{who}: {last}");
+        assert_eq!(last["reason"], "agent_unresponsive", "{who}: {last}");
+        wait_metric(
+            &s,
+            "stockade_sessions_ended_total{reason=\"agent_unresponsive\"} 1",
+        );
+        assert_eq!(exec(&s, &id, &json!({"command": "true"})).status, 404);
+        assert_eq!(sleepers(&dur), 0, "{who}: left behind");
+        assert!(s.leftovers().is_empty(), "{who}: {:?}", s.leftovers());
+    }
+}

@@ -105,10 +105,19 @@ impl Session {
 
     /// Events until the exit event of `id`.
     fn until_exit(&mut self, id: &str) -> Done {
+        let mode = self.mode;
+        self.try_until_exit(id)
+            .unwrap_or_else(|e| panic!("{mode:?}: session ended: {e}"))
+    }
+
+    /// Events until the exit event of `id`, or the end event (`Err`).
+    fn try_until_exit(&mut self, id: &str) -> Result<Done, Value> {
         let (mut stdout, mut stderr) = (String::new(), String::new());
         loop {
             let e = self.event();
-            assert_ne!(e["event"], "end", "{:?}: session ended: {e}", self.mode);
+            if e["event"] == "end" {
+                return Err(e);
+            }
             if e["id"] != id {
                 continue;
             }
@@ -118,15 +127,25 @@ impl Session {
                 }
                 Some("output") => stderr.push_str(e["data"].as_str().unwrap()),
                 Some("exit") => {
-                    return Done {
+                    return Ok(Done {
                         stdout,
                         stderr,
                         exit: e,
-                    }
+                    })
                 }
                 _ => panic!("{:?}: unexpected {e}", self.mode),
             }
         }
+    }
+
+    /// [`Session::exec_with`], or the end event if the session ends first.
+    fn try_exec(&mut self, req: Value) -> Result<Done, Value> {
+        let id = req["id"].as_str().unwrap().to_string();
+        // A session that has just ended may have closed its stdin: its
+        // end event says why.
+        let w = self.stdin.as_mut().expect("stdin open");
+        let _ = writeln!(w, "{req}").and_then(|_| w.flush());
+        self.try_until_exit(&id)
     }
 
     fn exec(&mut self, id: &str, command: &str) -> Done {
@@ -331,21 +350,102 @@ fn printed_event_lines_cannot_forge_the_protocol() {
     }
 }
 
+/// Every way a hostile command tries to end or stop the agent
+/// (`tests/payloads/agent_hostile.py`, one way per command).
+const HOSTILE_WAYS: [&str; 12] = [
+    "kill",          // kill(agent) with SIGKILL, SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU
+    "threads",       // kill, tkill, tgkill, rt_(tg)sigqueueinfo of each of its thread ids
+    "killpg",        // killpg of its process group and session
+    "group_stop",    // setpgid(0, its group), then kill(0, SIGSTOP)
+    "group_kill",    // setpgid(0, its group), then kill(0, SIGKILL)
+    "session_stop",  // setsid, setpgid(0, its group), kill(0, SIGSTOP)
+    "session_kill",  // setsid, setpgid(0, its group), kill(0, SIGKILL)
+    "kill_all",      // kill(-1, SIGSTOP), kill(-1, SIGKILL)
+    "pidfd",         // pidfd_open and /proc/PID fds, then pidfd_send_signal
+    "ptrace",        // PTRACE_SEIZE, PTRACE_ATTACH, process_vm_writev, /proc/PID/mem
+    "fsetown",       // F_SETOWN to it, F_SETSIG SIGSTOP or SIGKILL, O_ASYNC input
+    "cgroup_freeze", // cgroup.freeze and cgroup.kill of its cgroup
+];
+
 #[test]
-fn commands_cannot_signal_the_agent() {
-    for m in modes("commands_cannot_signal_the_agent") {
+fn no_command_can_kill_stop_or_trace_the_agent() {
+    let test = "no_command_can_kill_stop_or_trace_the_agent";
+    // Below Landlock ABI 6 a seccomp filter guards the agent instead, and
+    // it cannot name the agent's threads (src/session/guard.rs).
+    let scoped = common::landlock_abi() >= 6;
+    if !scoped {
+        common::skip(test, "threads: Landlock ABI below 6 (no signal scope)");
+    }
+    let script = include_str!("payloads/agent_hostile.py");
+    let mut failed = Vec::new();
+    for m in modes(test) {
+        let mut s = Some(Session::start(m, &[]));
+        for way in HOSTILE_WAYS {
+            if way == "threads" && !scoped {
+                continue;
+            }
+            let sess = s.get_or_insert_with(|| Session::start(m, &[]));
+            // The agent's pid is the shell's parent ($PPID).
+            let d = sess.try_exec(json!({"op": "exec", "id": way, "timeout": 20,
+                "command": format!("A=$PPID python3 - {way} 2>&1"), "stdin": script}));
+            let got: Vec<String> = match &d {
+                Ok(d) => d
+                    .stdout
+                    .lines()
+                    .filter(|l| l.starts_with("through:") || l.starts_with("joined:"))
+                    .map(String::from)
+                    .collect(),
+                Err(end) => vec![format!("the session ended: {}", end["reason"])],
+            };
+            // The agent still answers. A stopped agent cannot: the front
+            // end ends the session once the command's timeout is well
+            // past (agent_unresponsive).
+            let next = match d {
+                Ok(_) => sess.try_exec(json!({"op": "exec", "id": "alive", "timeout": 5,
+                    "command": "echo alive"})),
+                Err(e) => Err(e),
+            };
+            let alive = next.as_ref().is_ok_and(|d| d.stdout == "alive\n");
+            if !alive || !got.is_empty() {
+                let after = match next {
+                    Ok(d) => format!("next command: {d:?}"),
+                    Err(end) => format!("the session ended: {}", end["reason"]),
+                };
+                failed.push(format!("{m:?} {way}: {got:?}; {after}"));
+            }
+            if !alive {
+                s = None;
+            }
+        }
+        if let Some(mut sess) = s {
+            sess.close();
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "reached the agent:\n{}",
+        failed.join("\n")
+    );
+}
+
+#[test]
+fn commands_keep_their_own_signals_and_cannot_read_the_agent() {
+    for m in modes("commands_keep_their_own_signals_and_cannot_read_the_agent") {
         let mut s = Session::start(m, &[]);
         let d = s.exec(
             "a",
             "for sig in KILL STOP TERM INT HUP USR1 ALRM TSTP; do kill -$sig $PPID || echo refused; done; \
-             kill -KILL -$PPID || echo refused; kill -KILL -1 || echo refused; echo sent",
+             kill -KILL -$PPID || echo refused; echo sent",
         );
-        assert_eq!(d.stdout, "refused\n".repeat(10) + "sent\n", "{m:?}: {d:?}");
+        assert_eq!(d.stdout, "refused\n".repeat(9) + "sent\n", "{m:?}: {d:?}");
+        // A command is a session of its own (so it cannot join the
+        // agent's process group).
         let d = s.exec(
-            "q",
-            "A=$PPID python3 -c 'import os; os.pidfd_open(int(os.environ[\"A\"]))' 2>&1 | tail -1",
+            "s",
+            "A=$PPID python3 -c 'import os; a = int(os.environ[\"A\"]); \
+             print(os.getsid(0) != os.getsid(a), os.getpgid(0) != os.getpgid(a))'",
         );
-        assert!(d.stdout.contains("Operation not permitted"), "{m:?}: {d:?}");
+        assert_eq!(d.stdout, "True True\n", "{m:?}: {d:?}");
         // Background jobs of a command still work (its own signals).
         let d = s.exec(
             "b",
@@ -399,6 +499,39 @@ fn sigint_to_stockade_interrupts_the_command_and_sigterm_ends_the_session() {
         let (end, code) = s.end();
         assert_eq!(end["reason"], "terminated", "{m:?}: {end}");
         assert_eq!(code, 0, "{m:?}");
+        assert!(sleepers(&dur).is_empty(), "{m:?}: left behind");
+    }
+}
+
+/// The host pid of session `id`'s agent (its command line names the
+/// session).
+fn agent_pid(id: &str) -> u32 {
+    let want = format!("session-agent\0--session\0{id}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .find(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.windows(want.len()).any(|w| w == want.as_bytes()))
+        })
+        .and_then(|e| e.file_name().to_str()?.parse().ok())
+        .unwrap_or_else(|| panic!("no agent of session {id}"))
+}
+
+#[test]
+fn a_stopped_agent_ends_the_session_once_a_command_is_past_its_timeout() {
+    for m in modes("a_stopped_agent_ends_the_session_once_a_command_is_past_its_timeout") {
+        let dur = unique_duration(4, m);
+        let mut s = Session::start(m, &[]);
+        let id = s.seen[0]["session"].as_str().unwrap().to_string();
+        s.send(&json!({"op": "exec", "id": "s", "timeout": 0.5,
+            "command": format!("echo started; sleep {dur}")}));
+        assert_eq!(s.event()["data"], "started\n", "{m:?}");
+        // No command can stop the agent: this test, from outside, does.
+        signal(agent_pid(&id), "STOP");
+        let (end, code) = s.end();
+        assert_eq!(end["reason"], "agent_unresponsive", "{m:?}: {end}");
+        assert_ne!(code, 0, "{m:?}");
         assert!(sleepers(&dur).is_empty(), "{m:?}: left behind");
     }
 }

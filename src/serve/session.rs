@@ -8,7 +8,10 @@
 //! through the library like a run's, its workdir made the same way. The
 //! agent ends the session on `close`, on its idle timeout, or when its
 //! stdin ends; the jail's limits (and the operator's lifetime cap) end it
-//! otherwise. Once it ends, its id is forgotten (404).
+//! otherwise. Each session's watchdog thread (`session::watchdog`) kills
+//! the jail when a command's exit event is overdue (its timeout and
+//! `SLACK`: the agent stopped or died), and the session ends as
+//! `agent_unresponsive`. Once it ends, its id is forgotten (404).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -24,6 +27,7 @@ use super::error::ApiError;
 use super::request::{FileSpec, RunRequest};
 use super::workdir;
 use super::State;
+use crate::session::watchdog::Watchdog;
 use crate::{Child, Jail, Killer, Policy, Stdio};
 
 /// Every open session, and the counters `/metrics` shows.
@@ -49,6 +53,10 @@ pub struct Open {
     next_command: AtomicU64,
     /// The `end` event once the session is over.
     end: watch::Receiver<Option<Value>>,
+    /// Every command's deadline, seen from here.
+    watchdog: Watchdog,
+    /// The command whose deadline passed, when the watchdog killed the jail.
+    overdue: Mutex<Option<String>>,
 }
 
 /// What `POST /v1/sessions` asked for.
@@ -152,9 +160,9 @@ impl Open {
     pub fn send(&self, line: &Value) -> Result<(), ApiError> {
         let mut stdin = lock(&self.stdin);
         let f = stdin.as_mut().ok_or_else(ApiError::session_ended)?;
-        let mut text = line.to_string();
-        text.push('\n');
-        f.write_all(text.as_bytes())
+        let text = line.to_string();
+        self.watchdog.sent(text.as_bytes());
+        f.write_all(format!("{text}\n").as_bytes())
             .map_err(|_| ApiError::session_ended())
     }
 
@@ -232,6 +240,8 @@ pub fn open(
         killer,
         next_command: AtomicU64::new(0),
         end: end_rx,
+        watchdog: Watchdog::default(),
+        overdue: Mutex::new(None),
     });
     lock(&state.sessions.map).insert(id, open.clone());
     reservation.keep();
@@ -243,6 +253,13 @@ pub fn open(
         out,
         end_tx,
     };
+    let dog = run.open.clone();
+    std::thread::spawn(move || {
+        if let Some(id) = dog.watchdog.wait() {
+            *lock(&dog.overdue) = Some(id);
+            let _ = dog.killer.kill();
+        }
+    });
     std::thread::spawn(move || run.run());
     Ok(ready)
 }
@@ -282,13 +299,25 @@ impl Actor {
                 Ok(_) => {}
             }
             if let Ok(ev) = serde_json::from_str::<Value>(&line) {
+                self.open.watchdog.event(&ev);
                 self.route(ev);
             }
         }
         drop(lock(&self.open.stdin).take());
-        let end = match self.child.wait() {
-            Ok(o) => crate::session::end_event(&o),
-            Err(e) => json!({"event": "end", "reason": "error", "error": e.to_string()}),
+        let outcome = self.child.wait();
+        self.open.watchdog.over();
+        let overdue = lock(&self.open.overdue).take();
+        let end = match (outcome, overdue) {
+            (Ok(o), Some(id)) => {
+                eprintln!(
+                    "stockade: session {}: {}",
+                    self.open.id,
+                    crate::session::watchdog::unresponsive_message(&id)
+                );
+                crate::session::end_event_unresponsive(&o)
+            }
+            (Ok(o), None) => crate::session::end_event(&o),
+            (Err(e), _) => json!({"event": "end", "reason": "error", "error": e.to_string()}),
         };
         let reason = end["reason"].as_str().unwrap_or("error").to_string();
         // Everything let go of before anyone hears of the end.

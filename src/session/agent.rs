@@ -3,9 +3,11 @@
 //!
 //! It makes itself not dumpable (a command of the same uid cannot open its
 //! /proc files or ptrace it), a child subreaper (orphans come back to it),
-//! and blocks the signals whose default would end or stop it; no command
-//! can signal it at all, SIGKILL and SIGSTOP included (`guard`, a seccomp
-//! filter on each command).
+//! and blocks the signals whose default would end or stop it; each command
+//! runs in a session and a Landlock domain of its own, from which the
+//! kernel lets no signal (SIGKILL and SIGSTOP included) or ptrace reach the
+//! agent (`guard`; a seccomp filter instead on kernels without Landlock's
+//! signal scope).
 //! SIGINT, SIGTERM, SIGHUP and SIGQUIT (stockade's, forwarded by the jail's
 //! init) are taken by a thread: SIGINT interrupts the running command, the
 //! others end the session (`terminated`).
@@ -19,6 +21,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::command::{Msg, Running, STREAMS};
+use super::guard::Isolation;
 use super::proto::{self, ExitStatus, Request};
 use super::state::{self, State};
 use super::sweep::Reach;
@@ -109,7 +112,8 @@ fn run(argv: &[OsString]) -> Result<i32, String> {
     // Before any thread: every thread inherits the mask (a command gets
     // an empty one from std's spawn).
     sys::block_signals(&BLOCKED).map_err(|e| e.to_string())?;
-    let guard = super::guard::program(sys::getpid(), sys::getpgid(0).map_err(|e| e.to_string())?)?;
+    let pgid = sys::getpgid(0).map_err(|e| e.to_string())?;
+    let isolation = Isolation::detect(sys::getpid(), pgid)?;
     let agent = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     if !state::plain_path(&agent) {
         return Err(format!("{}: not a plain path", agent.display()));
@@ -132,7 +136,7 @@ fn run(argv: &[OsString]) -> Result<i32, String> {
         home: cwd.clone(),
         agent,
         reach: Reach::detect(a.uid_range),
-        guard: std::sync::Arc::new(guard),
+        isolation,
         running: None,
         seq: 0,
         idle: a.idle,
@@ -196,8 +200,8 @@ struct Agent {
     home: PathBuf,
     agent: PathBuf,
     reach: Reach,
-    /// The seccomp filter every command gets (`guard`).
-    guard: std::sync::Arc<Vec<libc::sock_filter>>,
+    /// What keeps every command off the agent (`guard`).
+    isolation: Isolation,
     running: Option<Running>,
     seq: u64,
     idle: Option<Duration>,
@@ -341,7 +345,14 @@ impl Agent {
             self.state.cwd = self.home.clone();
         }
         self.seq += 1;
-        match Running::start(e, self.seq, &self.state, &self.agent, &self.guard, &self.tx) {
+        match Running::start(
+            e,
+            self.seq,
+            &self.state,
+            &self.agent,
+            &self.isolation,
+            &self.tx,
+        ) {
             Ok(r) => self.running = Some(r),
             Err(m) => self.emit(&proto::error(Some(&e.id), "exec_failed", &m))?,
         }

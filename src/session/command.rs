@@ -1,16 +1,16 @@
-//! One running command: `/bin/sh -c` in a new process group, its stdin
+//! One running command: `/bin/sh -c` in a session of its own, its stdin
 //! from the request, stdout and stderr read by a thread each, its end
 //! waited for by another; everything arrives on the agent's channel as a
 //! [`Msg`] tagged with the command's sequence number.
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
+use super::guard::Isolation;
 use super::proto::{self, ExitStatus};
 use super::state::{self, State};
 use crate::sys;
@@ -65,14 +65,14 @@ pub(crate) struct Running {
 pub(crate) const GRACE: Duration = Duration::from_secs(2);
 
 impl Running {
-    /// Start `e` in the session's `st`, under the `guard` filter; `agent`
-    /// is the path the shell runs the state report with.
+    /// Start `e` in the session's `st`, kept off the agent by `iso`;
+    /// `agent` is the path the shell runs the state report with.
     pub(crate) fn start(
         e: &proto::Exec,
         seq: u64,
         st: &State,
         agent: &Path,
-        guard: &std::sync::Arc<Vec<libc::sock_filter>>,
+        iso: &Isolation,
         tx: &Sender<Msg>,
     ) -> Result<Running, String> {
         let (state_r, state_w) = sys::pipe().map_err(|e| e.to_string())?;
@@ -89,7 +89,6 @@ impl Running {
             .env_clear()
             .envs(st.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&st.cwd)
-            .process_group(0)
             .stdin(if e.stdin.is_some() {
                 Stdio::piped()
             } else {
@@ -97,7 +96,7 @@ impl Running {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        sys::seccomp::filter_before_exec(&mut c, guard.clone());
+        iso.apply(&mut c);
         let mut child = c.spawn().map_err(|err| format!("/bin/sh: {err}"))?;
         drop(state_w);
         let pid = child.id() as i32;

@@ -1,20 +1,74 @@
-//! The seccomp filter each command of a session gets on top of the jail's:
-//! no signal to the agent (its pid, its process group, `kill(-1)`), no
-//! pidfd for it, no `pidfd_send_signal` (a /proc/PID directory fd is a
-//! pidfd) and no `F_SETSIG` (SIGIO as any signal). Whatever else a command
-//! may do, it cannot SIGKILL or SIGSTOP the session's agent. (Every
-//! catchable signal the agent has blocked.) `tkill`, which could name one
-//! of the agent's threads, is refused too.
+//! What keeps each command of a session away from the agent: it can
+//! neither signal it (SIGKILL and SIGSTOP included) nor ptrace it.
+//!
+//! Every command runs in a session of its own (`setsid`: no setpgid can
+//! join the agent's process group, so no `kill(0)` reaches it) and, where
+//! the kernel has Landlock ABI 6, in a Landlock domain of its own nested
+//! in the jail's, scoped for signals ([`Isolation::Domain`]). The kernel
+//! then refuses every signal from a command's processes to a process
+//! outside that domain, whatever names it (pid, thread id, process group,
+//! `kill(-1)`, pidfd, /proc directory fd, `F_SETOWN`), and every ptrace
+//! access (`PTRACE_ATTACH`/`SEIZE`, `process_vm_writev`, /proc/PID/mem):
+//! Landlock lets a domain trace only its own or nested domains. The agent
+//! is in the jail's domain, outside every command's.
+//!
+//! Below ABI 6 (kernels before 6.12) there is no signal scope, and each
+//! command gets a seccomp filter on top of the jail's instead
+//! ([`Isolation::Guard`]): no signal to the agent's pid, its process group
+//! or `kill(-1)`, no pidfd for it, no `tkill`, no `pidfd_send_signal` (a
+//! /proc/PID directory fd is a pidfd) and no `F_SETSIG`. A filter compares
+//! numbers it was compiled with, so it cannot name the agent's other
+//! threads: `kill` or `rt_sigqueueinfo` of one of their ids reaches the
+//! agent there. Ptrace is refused there by the agent being not dumpable
+//! (same uid, no capability), and by the jail's Landlock domain's ptrace
+//! rule only across jails.
 
 use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::process::Command;
+use std::sync::Arc;
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition,
     SeccompFilter, SeccompRule,
 };
 
+use crate::sys;
+
 /// fcntl's F_SETSIG (Linux; not in the libc crate).
 const F_SETSIG: i32 = 10;
+
+/// How commands are kept off the agent.
+pub(crate) enum Isolation {
+    /// A Landlock domain per command, scoped for signals (this ruleset).
+    Domain(Arc<OwnedFd>),
+    /// The seccomp filter (no Landlock signal scope on this kernel).
+    Guard(Arc<Vec<libc::sock_filter>>),
+}
+
+impl Isolation {
+    /// The strongest this kernel gives the agent of pid `agent` and
+    /// process group `pgid`.
+    pub(crate) fn detect(agent: i32, pgid: i32) -> Result<Isolation, String> {
+        // landlock_restrict_self needs it (every jail's payload has it
+        // already; a policy without it still gets it here).
+        sys::set_no_new_privs().map_err(|e| e.to_string())?;
+        match sys::landlock::scope_only_ruleset(sys::landlock::SCOPE_SIGNAL) {
+            Ok(fd) => Ok(Isolation::Domain(Arc::new(fd))),
+            Err(_) => Ok(Isolation::Guard(Arc::new(program(agent, pgid)?))),
+        }
+    }
+
+    /// `cmd`'s child, before exec: its own session, then the domain or
+    /// the filter (last).
+    pub(crate) fn apply(&self, cmd: &mut Command) {
+        sys::setsid_before_exec(cmd);
+        match self {
+            Isolation::Domain(rs) => sys::landlock::restrict_before_exec(cmd, rs.clone()),
+            Isolation::Guard(f) => sys::seccomp::filter_before_exec(cmd, f.clone()),
+        }
+    }
+}
 
 /// The filter for an agent of pid `agent` and process group `pgid`.
 pub(crate) fn program(agent: i32, pgid: i32) -> Result<Vec<libc::sock_filter>, String> {

@@ -78,6 +78,22 @@ pub fn setsid() -> SysResult<()> {
         .or_else(|e| err("setsid", "", e))
 }
 
+/// In `cmd`'s child, before exec: `setsid` (a session and process group
+/// of its own, whose id is the child's pid).
+pub fn setsid_before_exec(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let hook = || {
+        // SAFETY: setsid takes no argument.
+        if unsafe { libc::setsid() } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child before exec and makes one
+    // system call, allocating nothing and taking no lock.
+    unsafe { cmd.pre_exec(hook) };
+}
+
 pub fn getpgid(pid: i32) -> SysResult<i32> {
     nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid)))
         .map(|p| p.as_raw())
