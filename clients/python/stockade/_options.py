@@ -408,15 +408,36 @@ def flags(field, value):
     return strings(field, value)
 
 
-def exec_options(command, timeout, max_output, stdin, *, most_timeout=MAX_EXEC_TIMEOUT):
+def server_duration(field, value):
+    """A duration as `serve` reads every number of a request (its
+    serve::clamp): seconds (int or float) or text (`10s`), above 0 and at
+    most 1e9 seconds; sent as given (the server cuts it to its ceiling)."""
+    duration(field, value)
+    return value
+
+
+def server_size(field, value):
+    """A size as `serve` reads it: bytes (int) or text (`64m`), above 0;
+    sent as given (the server cuts it to its ceiling)."""
+    size(field, value)
+    return value
+
+
+def exec_options(command, timeout, max_output, stdin, *, server=False):
     """A session command's request fields (protocol v1): `command` a
-    non-empty str without NUL, `timeout` seconds above 0 (at most a day
-    locally), `max_output` bytes from 0, `stdin` text."""
+    non-empty str without NUL, `stdin` text; locally (the agent's own
+    rules) `timeout` seconds above 0 and at most a day, `max_output` bytes
+    from 0; through `serve` both as the server reads them
+    ([`server_duration`], [`server_size`])."""
     request = {"command": utf8_text("command", command)}
     if timeout is not None:
-        request["timeout"] = seconds("timeout", timeout, most=most_timeout)
+        request["timeout"] = (
+            server_duration("timeout", timeout) if server else seconds("timeout", timeout, most=MAX_EXEC_TIMEOUT)
+        )
     if max_output is not None:
-        request["max_output"] = byte_count("max_output", max_output)
+        request["max_output"] = (
+            server_size("max_output", max_output) if server else byte_count("max_output", max_output)
+        )
     if stdin is not None:
         if not isinstance(stdin, str):
             raise bad_type("stdin", "text (str)", stdin)

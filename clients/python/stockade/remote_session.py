@@ -30,8 +30,8 @@ class RemoteSession:
 
     @staticmethod
     def _exec_body(command, timeout, max_output, stdin):
-        # The server cuts timeout and max_output to its own maximum.
-        return _options.exec_options(command, timeout, max_output, stdin, most_timeout=None)
+        # Read as the server reads them; it cuts them to its own maximum.
+        return _options.exec_options(command, timeout, max_output, stdin, server=True)
 
     def exec(self, command, *, timeout=None, max_output=None, stdin=None):
         """Run `command`; return its ExecResult once it ended."""
@@ -102,5 +102,5 @@ def create_body(profile, env, files, limits, idle_timeout):
     if limits:
         body["limits"] = limits
     if idle_timeout is not None:
-        body["idle_timeout"] = _options.seconds("idle_timeout", idle_timeout)
+        body["idle_timeout"] = _options.server_duration("idle_timeout", idle_timeout)
     return body

@@ -213,12 +213,11 @@ class SameAsTheServer(unittest.TestCase):
         _verdicts(self, "limits.timeout", [10], lambda v: create_body("shell", None, None, {"timeout": v}, None),
                   lambda v: open_and_close({"profile": "shell", "limits": {"timeout": v}}), "limits.timeout")
         with c.session(profile="shell") as s:
-            for key, values in (("timeout", [1, 0.5, 86401, 0, -1, "1", "1s", True]),
-                                ("max_output", [0, 10, -1, 1.5, "10", True])):
+            for key, values in (("timeout", [1, 0.5, 86401, 1e10, 0, -1, "1", "1s", "0s", "soon", True]),
+                                ("max_output", [0, 10, -1, 1.5, "10", "1k", "-1", True])):
                 _verdicts(self, key, values,
                           lambda v, key=key: RemoteSession._exec_body("true", **dict({"timeout": None, "max_output": None, "stdin": None}, **{key: v})),
-                          lambda v, key=key: c._json("POST", s._path("/exec"), {"command": "true", key: v}), key,
-                          server_field=None)
+                          lambda v, key=key: c._json("POST", s._path("/exec"), {"command": "true", key: v}), key)
 
 
 def load_evaluator():

@@ -169,9 +169,15 @@ class Refusals(unittest.TestCase):
                     result = getattr(session, method)("true", **{k: v})
                     return list(result) if method == "stream" else result
 
-                timeouts = EXEC_TIMEOUT_BAD + ([86401] if label == "Session" else [])
+                if label == "Session":
+                    timeouts, outputs = EXEC_TIMEOUT_BAD + [86401], MAX_OUTPUT_BAD
+                else:
+                    # Through serve: read as every number of a request is
+                    # (text with a unit too), above 0.
+                    timeouts = [v for v in EXEC_TIMEOUT_BAD if not isinstance(v, str)] + [1e10, "0s", "soon"]
+                    outputs = [v for v in MAX_OUTPUT_BAD if not isinstance(v, str)] + [0, "0", "-1", "lots"]
                 self.table("%s.%s" % (label, method), call, [
-                    ("command", COMMAND_BAD), ("timeout", timeouts), ("max_output", MAX_OUTPUT_BAD),
+                    ("command", COMMAND_BAD), ("timeout", timeouts), ("max_output", outputs),
                     ("stdin", EXEC_STDIN_BAD),
                 ])
 
@@ -205,7 +211,9 @@ class Refusals(unittest.TestCase):
             ])
         self.table("Client.session", lambda k, v: client.session(**{k: v}), [
             ("profile", TEXT_BAD), ("env", ENV_BAD), ("files", FILES_BAD), ("limits", SESSION_LIMITS_BAD),
-            ("idle_timeout", SECONDS_BAD + ["10m"]),
+            # Read as serve reads every number of a request (text with a
+            # unit too), above 0 and at most 1e9 seconds.
+            ("idle_timeout", [v for v in SECONDS_BAD if not isinstance(v, str)] + [1e10, "0s", "soon"]),
         ])
 
     def test_evaluator(self):
