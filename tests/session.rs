@@ -692,3 +692,67 @@ fn sessions_run_under_the_python_profile_and_strict_is_refused_unless_widened() 
         s.close();
     }
 }
+
+/// A TCP connect and two UDP sends (`sendto`, and `connect` then `send`)
+/// to this test's sockets on 127.0.0.1 (ports in argv), one line each:
+/// `ok` or the errno.
+const REACH_OUT: &str = r#"
+import socket, sys
+tcp, udp = int(sys.argv[1]), int(sys.argv[2])
+def attempt(name, f):
+    try:
+        f()
+        print(name, "ok")
+    except OSError as e:
+        print(name, e.errno)
+def connect():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.connect(("127.0.0.1", tcp))
+    s.close()
+def sendto():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(b"x", ("127.0.0.1", udp))
+    s.close()
+def send():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.connect(("127.0.0.1", udp))
+    s.send(b"x")
+    s.close()
+attempt("tcp", connect)
+attempt("udp-sendto", sendto)
+attempt("udp-send", send)
+"#;
+
+#[test]
+fn every_command_reaches_the_network_and_proc_as_the_first_did() {
+    // Ours: the listen backlog takes the connects, the socket the datagrams.
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let ports = format!(
+        "{} {}",
+        tcp.local_addr().unwrap().port(),
+        udp.local_addr().unwrap().port()
+    );
+    let command = format!(
+        "python3 - {ports}; cat /proc/self/status >/dev/null 2>&1 && echo status ok || echo status refused"
+    );
+    for m in modes("every_command_reaches_the_network_and_proc_as_the_first_did") {
+        let mut s = Session::start(m, &["--network", "host"]);
+        let mut answers = Vec::new();
+        for id in ["a", "b", "c"] {
+            let d = s
+                .exec_with(json!({"op": "exec", "id": id, "command": command, "stdin": REACH_OUT}));
+            assert_eq!(d.exit["code"], 0, "{m:?} {id}: {d:?}");
+            answers.push(d.stdout);
+        }
+        assert!(
+            answers[0].starts_with("tcp ok\nudp-sendto ok\nudp-send ok\n"),
+            "{m:?}: the host's network from the first command: {answers:?}"
+        );
+        assert!(
+            answers.iter().all(|a| *a == answers[0]),
+            "{m:?}: later commands answered otherwise: {answers:?}"
+        );
+        s.close();
+    }
+}
