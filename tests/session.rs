@@ -538,17 +538,26 @@ fn a_stopped_agent_ends_the_session_once_a_command_is_past_its_timeout() {
 
 #[test]
 fn processes_that_leave_the_command_are_killed_when_it_ends() {
-    for m in modes("processes_that_leave_the_command_are_killed_when_it_ends") {
+    let test = "processes_that_leave_the_command_are_killed_when_it_ends";
+    let scoped = common::landlock_abi() >= 6;
+    if !scoped {
+        common::skip(
+            test,
+            "the fallback's leftovers outside the group: Landlock ABI below 6 (no signal scope)",
+        );
+    }
+    for m in modes(test) {
         let dur = unique_duration(9, m);
         let mut s = Session::start(m, &[]);
         let d = s.exec("a", &format!(
             "setsid sleep {dur} & (setsid sleep {dur} &) ; (sleep {dur} </dev/null >/dev/null 2>&1 &) ; echo left"
         ));
         assert_eq!(d.stdout, "left\n", "{m:?}: {d:?}");
-        // Without a pid namespace or a uid of its own (the fallback started
-        // by 65534), the agent reaches only the command's process group;
-        // the jail's init kills the rest when the session ends.
-        if !(m.fallback && m.who == Who::Nobody) {
+        // Without a pid namespace, the agent reaches every process of the
+        // commands only from a signal-scoped Landlock domain of its own
+        // (ABI 6); below, only the command's process group, and the
+        // jail's init kills the rest when the session ends.
+        if !m.fallback || scoped {
             let alive = sleepers(&dur);
             assert!(alive.is_empty(), "{m:?}: left behind: {alive:?}");
         }
@@ -689,6 +698,70 @@ fn sessions_run_under_the_python_profile_and_strict_is_refused_unless_widened() 
         );
         let mut s = Session::start(m, &["--profile", "strict", "--seccomp-allow", "@default"]);
         assert_eq!(s.exec("s", "python3 -c 'print(1)'").stdout, "1\n", "{m:?}");
+        s.close();
+    }
+}
+
+/// A TCP connect and two UDP sends (`sendto`, and `connect` then `send`)
+/// to this test's sockets on 127.0.0.1 (ports in argv), one line each:
+/// `ok` or the errno.
+const REACH_OUT: &str = r#"
+import socket, sys
+tcp, udp = int(sys.argv[1]), int(sys.argv[2])
+def attempt(name, f):
+    try:
+        f()
+        print(name, "ok")
+    except OSError as e:
+        print(name, e.errno)
+def connect():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.connect(("127.0.0.1", tcp))
+    s.close()
+def sendto():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(b"x", ("127.0.0.1", udp))
+    s.close()
+def send():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.connect(("127.0.0.1", udp))
+    s.send(b"x")
+    s.close()
+attempt("tcp", connect)
+attempt("udp-sendto", sendto)
+attempt("udp-send", send)
+"#;
+
+#[test]
+fn every_command_reaches_the_network_and_proc_as_the_first_did() {
+    // Ours: the listen backlog takes the connects, the socket the datagrams.
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let ports = format!(
+        "{} {}",
+        tcp.local_addr().unwrap().port(),
+        udp.local_addr().unwrap().port()
+    );
+    let command = format!(
+        "python3 - {ports}; cat /proc/self/status >/dev/null 2>&1 && echo status ok || echo status refused"
+    );
+    for m in modes("every_command_reaches_the_network_and_proc_as_the_first_did") {
+        let mut s = Session::start(m, &["--network", "host"]);
+        let mut answers = Vec::new();
+        for id in ["a", "b", "c"] {
+            let d = s
+                .exec_with(json!({"op": "exec", "id": id, "command": command, "stdin": REACH_OUT}));
+            assert_eq!(d.exit["code"], 0, "{m:?} {id}: {d:?}");
+            answers.push(d.stdout);
+        }
+        assert!(
+            answers[0].starts_with("tcp ok\nudp-sendto ok\nudp-send ok\n"),
+            "{m:?}: the host's network from the first command: {answers:?}"
+        );
+        assert!(
+            answers.iter().all(|a| *a == answers[0]),
+            "{m:?}: later commands answered otherwise: {answers:?}"
+        );
         s.close();
     }
 }

@@ -7,7 +7,8 @@
 //! runs in a session and a Landlock domain of its own, from which the
 //! kernel lets no signal (SIGKILL and SIGSTOP included) or ptrace reach the
 //! agent (`guard`; a seccomp filter instead on kernels without Landlock's
-//! signal scope).
+//! signal scope). The agent is in a domain of its own too, in which the
+//! commands' are nested: its signals reach only the commands (`sweep`).
 //! SIGINT, SIGTERM, SIGHUP and SIGQUIT (stockade's, forwarded by the jail's
 //! init) are taken by a thread: SIGINT interrupts the running command, the
 //! others end the session (`terminated`).
@@ -65,7 +66,6 @@ struct Args {
     session: String,
     path: Option<OsString>,
     idle: Option<Duration>,
-    uid_range: (u32, u32),
 }
 
 fn args(a: &[OsString]) -> Result<Args, String> {
@@ -73,7 +73,6 @@ fn args(a: &[OsString]) -> Result<Args, String> {
         session: String::new(),
         path: None,
         idle: None,
-        uid_range: (0, 0),
     };
     let mut it = a.iter();
     while let (Some(k), Some(v)) = (it.next(), it.next()) {
@@ -84,9 +83,6 @@ fn args(a: &[OsString]) -> Result<Args, String> {
             Some("--idle-timeout") => {
                 let secs: f64 = s.parse().map_err(|_| format!("--idle-timeout: {s}"))?;
                 out.idle = (secs > 0.0).then(|| Duration::from_secs_f64(secs));
-            }
-            Some("--uid-range") => {
-                out.uid_range = crate::policy::parse_uid_range(&s).map_err(|e| e.to_string())?
             }
             _ => return Err(format!("unknown argument {k:?}")),
         }
@@ -135,7 +131,7 @@ fn run(argv: &[OsString]) -> Result<i32, String> {
         },
         home: cwd.clone(),
         agent,
-        reach: Reach::detect(a.uid_range),
+        reach: Reach::detect(isolation.scoped()),
         isolation,
         running: None,
         seq: 0,

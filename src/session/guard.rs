@@ -3,14 +3,23 @@
 //!
 //! Every command runs in a session of its own (`setsid`: no setpgid can
 //! join the agent's process group, so no `kill(0)` reaches it) and, where
-//! the kernel has Landlock ABI 6, in a Landlock domain of its own nested
-//! in the jail's, scoped for signals ([`Isolation::Domain`]). The kernel
-//! then refuses every signal from a command's processes to a process
-//! outside that domain, whatever names it (pid, thread id, process group,
-//! `kill(-1)`, pidfd, /proc directory fd, `F_SETOWN`), and every ptrace
-//! access (`PTRACE_ATTACH`/`SEIZE`, `process_vm_writev`, /proc/PID/mem):
-//! Landlock lets a domain trace only its own or nested domains. The agent
-//! is in the jail's domain, outside every command's.
+//! the kernel has Landlock ABI 6, in a Landlock domain of its own scoped
+//! for signals ([`Isolation::Domain`]). The kernel then refuses every
+//! signal from a command's processes to a process outside that domain,
+//! whatever names it (pid, thread id, process group, `kill(-1)`, pidfd,
+//! /proc directory fd, `F_SETOWN`), and every ptrace access
+//! (`PTRACE_ATTACH`/`SEIZE`, `process_vm_writev`, /proc/PID/mem): Landlock
+//! lets a domain trace only its own or nested domains.
+//!
+//! The agent itself enters a domain of the same ruleset first, nested in
+//! the jail's, and every command's is nested in it: the agent is outside
+//! every command's domain, and its own signals reach only the commands'
+//! processes. So the sweep's `kill(-1)` kills what the commands left and
+//! nothing else of the jail's uid: not the fallback's connect agent
+//! (`jail::unix_agent`, in the jail's domain, forked before the agent
+//! ran), which a sweep by uid used to kill after the first command,
+//! leaving every later `connect()` refused (EACCES); nor, in the fallback
+//! started by an unprivileged user, that user's other processes.
 //!
 //! Below ABI 6 (kernels before 6.12) there is no signal scope, and each
 //! command gets a seccomp filter on top of the jail's instead
@@ -40,7 +49,8 @@ const F_SETSIG: i32 = 10;
 
 /// How commands are kept off the agent.
 pub(crate) enum Isolation {
-    /// A Landlock domain per command, scoped for signals (this ruleset).
+    /// A Landlock domain per command, scoped for signals (this ruleset),
+    /// nested in the agent's own of the same ruleset.
     Domain(Arc<OwnedFd>),
     /// The seccomp filter (no Landlock signal scope on this kernel).
     Guard(Arc<Vec<libc::sock_filter>>),
@@ -48,15 +58,25 @@ pub(crate) enum Isolation {
 
 impl Isolation {
     /// The strongest this kernel gives the agent of pid `agent` and
-    /// process group `pgid`.
+    /// process group `pgid`. With the signal scope the calling thread (the
+    /// agent's only one yet: Landlock restricts the calling thread, and
+    /// the threads and processes it starts later) enters its own domain.
     pub(crate) fn detect(agent: i32, pgid: i32) -> Result<Isolation, String> {
         // landlock_restrict_self needs it (every jail's payload has it
         // already; a policy without it still gets it here).
         sys::set_no_new_privs().map_err(|e| e.to_string())?;
-        match sys::landlock::scope_only_ruleset(sys::landlock::SCOPE_SIGNAL) {
-            Ok(fd) => Ok(Isolation::Domain(Arc::new(fd))),
-            Err(_) => Ok(Isolation::Guard(Arc::new(program(agent, pgid)?))),
+        if let Ok(fd) = sys::landlock::scope_only_ruleset(sys::landlock::SCOPE_SIGNAL) {
+            if enter(&fd).is_ok() {
+                return Ok(Isolation::Domain(Arc::new(fd)));
+            }
         }
+        Ok(Isolation::Guard(Arc::new(program(agent, pgid)?)))
+    }
+
+    /// The agent's signals reach the commands' processes and no other
+    /// (the agent is in a signal-scoped domain of its own).
+    pub(crate) fn scoped(&self) -> bool {
+        matches!(self, Isolation::Domain(_))
     }
 
     /// `cmd`'s child, before exec: its own session, then the domain or
@@ -67,6 +87,17 @@ impl Isolation {
             Isolation::Domain(rs) => sys::landlock::restrict_before_exec(cmd, rs.clone()),
             Isolation::Guard(f) => sys::seccomp::filter_before_exec(cmd, f.clone()),
         }
+    }
+}
+
+/// The agent into a domain of `ruleset`. Its refusals (the sweep's
+/// `kill(-1)` meets every other process of the jail's uid) are expected:
+/// not logged to audit where the kernel can be asked not to (ABI 7).
+fn enter(ruleset: &OwnedFd) -> Result<(), sys::SysError> {
+    use sys::landlock::{restrict_self, RESTRICT_SELF_LOG_SAME_EXEC_OFF};
+    match restrict_self(ruleset, RESTRICT_SELF_LOG_SAME_EXEC_OFF) {
+        Err(e) if e.errno == sys::Errno::EINVAL => restrict_self(ruleset, 0),
+        r => r,
     }
 }
 

@@ -54,12 +54,6 @@ pub(crate) fn session_policy(
         id.into(),
         "--idle-timeout".into(),
         idle.map_or(0.0, |d| d.as_secs_f64()).to_string().into(),
-        "--uid-range".into(),
-        format!(
-            "{}:{}",
-            base.fallback_uid_range.0, base.fallback_uid_range.1
-        )
-        .into(),
     ];
     if let Some(p) = path {
         argv.extend(["--path".into(), p]);

@@ -3,10 +3,14 @@
 //!
 //! The agent is a child subreaper, so every orphan of a command becomes its
 //! child. In the jail's own pid namespace (the agent is pid 2),
-//! `kill(-1, SIGKILL)` reaches every process but the agent and init; in the
-//! fallback started by root, the jail runs as a leased host uid of its own,
-//! and `kill(-1)` reaches exactly that uid's processes. In the fallback
-//! started by an unprivileged user, that uid is the caller's too: only the
+//! `kill(-1, SIGKILL)` reaches every process but the agent and init. Where
+//! the agent is in a Landlock domain of its own scoped for signals
+//! (`guard`, Landlock ABI 6), `kill(-1)` reaches only that domain and
+//! those nested in it: the commands' processes, whatever they did, and
+//! nothing else that has the jail's uid (the fallback's connect agent,
+//! `jail::unix_agent`; the caller's other processes in the fallback started
+//! by an unprivileged user). Without either, no `kill(-1)` is safe (even
+//! a uid leased to the jail alone is the connect agent's too): only the
 //! command's process group is killed, and a process that left it lives on
 //! until the session ends (the jail's init kills its whole tree then).
 
@@ -17,31 +21,29 @@ use crate::sys;
 pub(crate) enum Reach {
     /// The jail's pid namespace: everything but the agent and init.
     PidNamespace,
-    /// A host uid leased to this jail alone.
-    OwnUid,
+    /// The agent's signal-scoped Landlock domain: every process of the
+    /// commands, nothing else.
+    Domain,
     /// Only the command's process group.
     Group,
 }
 
 impl Reach {
-    /// Where this agent runs; `leased`: the fallback's uid range.
-    pub(crate) fn detect(leased: (u32, u32)) -> Reach {
-        let uid = sys::getuid();
+    /// Where this agent runs; `scoped`: the agent is in a signal-scoped
+    /// domain of its own (`Isolation::scoped`).
+    pub(crate) fn detect(scoped: bool) -> Reach {
         if sys::getpid() == 2 {
             Reach::PidNamespace
-        } else if uid != 0
-            && uid >= leased.0
-            && u64::from(uid) < u64::from(leased.0) + u64::from(leased.1)
-        {
-            Reach::OwnUid
+        } else if scoped {
+            Reach::Domain
         } else {
             Reach::Group
         }
     }
 
     /// Kill every process of the command (group `pgid`) and reap them:
-    /// every process but the agent (and init) with `PidNamespace` and
-    /// `OwnUid`, the group with `Group`.
+    /// every process the agent can signal but itself (and init) with
+    /// `PidNamespace` and `Domain`, the group with `Group`.
     pub(crate) fn sweep(self, pgid: i32) {
         let _ = sys::kill(-pgid, libc::SIGKILL);
         if self == Reach::Group {

@@ -79,6 +79,37 @@ pub fn scope_only_ruleset(scoped: u64) -> SysResult<std::os::fd::OwnedFd> {
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(r as i32) })
 }
 
+/// `LANDLOCK_RESTRICT_SELF_LOG_SAME_EXEC_OFF` (ABI 7): the new domain's
+/// refusals of the calling program (before it executes another) are not
+/// logged to audit.
+pub const RESTRICT_SELF_LOG_SAME_EXEC_OFF: u32 = 1 << 0;
+
+/// Put the calling thread, and every process it starts from now on, in a
+/// new Landlock domain of `ruleset`, nested in its own
+/// (`landlock_restrict_self` with `flags`). Only the calling thread: the
+/// process's other threads keep their domain. Needs no_new_privs.
+/// Errors: `EINVAL` for a flag this kernel does not know, `E2BIG` past
+/// the nesting limit.
+pub fn restrict_self(ruleset: &std::os::fd::OwnedFd, flags: u32) -> SysResult<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: integer arguments only (an fd the caller owns, flags).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_restrict_self,
+            ruleset.as_raw_fd(),
+            flags as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        return err(
+            "landlock_restrict_self",
+            format!("flags {flags:#x}"),
+            last_errno(),
+        );
+    }
+    Ok(())
+}
+
 /// In `cmd`'s child, before exec: a new Landlock domain of `ruleset`
 /// (`landlock_restrict_self`), nested in the caller's. The child must
 /// have no_new_privs (every jail's payload has).
