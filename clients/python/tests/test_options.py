@@ -364,13 +364,16 @@ class LimitsMeaning(unittest.TestCase):
             self.skipTest("STOCKADE_BIN is not set: no local stockade binary to test")
 
     def test_session_limits(self):
-        for memory, pids, cpus in ((64 << 20, 32, 0.5), ("64m", "32", "0.5"), (" 64MiB", "+32", ".5")):
+        # Roomy values: in the fallback started by 65534, RLIMIT_NPROC counts
+        # every process of that uid on the host (the suite's own too), and
+        # the agent's address space sits under RLIMIT_AS.
+        for memory, pids, cpus in ((256 << 20, 4096, 0.5), ("256m", "4096", "0.5"), (" 256MiB", "+4096", ".5")):
             with self.subTest(memory=memory, pids=pids, cpus=cpus):
                 with stockade.Session(memory=memory, pids=pids, cpus=cpus) as s:
                     self.assertTrue(s.exec("true").ok)
                 limits = s.outcome.raw["limits"]
-                self.assertEqual(limits["memory"]["limit"], 64 << 20, limits)
-                self.assertEqual(limits["pids"]["limit"], 32, limits)
+                self.assertEqual(limits["memory"]["limit"], 256 << 20, limits)
+                self.assertEqual(limits["pids"]["limit"], 4096, limits)
                 self.assertEqual(limits["cpus"]["limit"], 0.5, limits)
 
     def test_run_limits(self):
