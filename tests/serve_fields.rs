@@ -159,71 +159,52 @@ fn session_fields(s: &Server) {
     assert_eq!(r.status, 201, "{}", r.text());
     let id = r.json()["id"].as_str().unwrap().to_string();
     let exec = format!("/v1/sessions/{id}/exec");
-    let mut timeouts: Vec<(String, Value)> = values()
-        .into_iter()
-        .map(|v| {
-            (
-                format!("{v}"),
-                json!({"command": "sleep 30; echo late", "timeout": v}),
-            )
-        })
-        .collect();
-    timeouts.push((
-        "\"1h\"".into(),
-        json!({"command": "sleep 30; echo late", "timeout": "1h"}),
-    ));
-    timeouts.push(("absent".into(), json!({"command": "sleep 30; echo late"})));
-    for (what, body) in timeouts {
-        let what = format!("timeout = {what}");
-        let r = post(s, &exec, &body);
-        if r.status == 400 {
-            assert_eq!(
-                r.json()["error"]["field"],
-                "timeout",
-                "{what}: {}",
-                r.text()
-            );
-            continue;
-        }
-        assert_eq!(r.status, 200, "{what}: {}", r.text());
-        let v = r.json();
+    let late = "sleep 30; echo late";
+    let mut timeouts = with_each("timeout", late);
+    timeouts.push(("\"1h\"".into(), json!({"command": late, "timeout": "1h"})));
+    exec_each(s, &exec, "timeout", timeouts, |what, v| {
         assert_eq!(v["status"], "timeout", "{what}: {v}");
         assert_eq!(v["stdout"], "", "{what}: {v}");
-    }
-    let mut outputs: Vec<(String, Value)> = values()
-        .into_iter()
-        .map(|v| {
-            (
-                format!("{v}"),
-                json!({"command": "head -c 5000 /dev/zero | tr '\\0' x", "max_output": v}),
-            )
-        })
-        .collect();
-    outputs.push((
-        "absent".into(),
-        json!({"command": "head -c 5000 /dev/zero | tr '\\0' x"}),
-    ));
-    for (what, body) in outputs {
-        let what = format!("max_output = {what}");
-        let r = post(s, &exec, &body);
-        if r.status == 400 {
-            assert_eq!(
-                r.json()["error"]["field"],
-                "max_output",
-                "{what}: {}",
-                r.text()
-            );
-            continue;
-        }
-        assert_eq!(r.status, 200, "{what}: {}", r.text());
-        let v = r.json();
+    });
+    let outputs = with_each("max_output", "head -c 5000 /dev/zero | tr '\\0' x");
+    exec_each(s, &exec, "max_output", outputs, |what, v| {
         let out = v["stdout"].as_str().unwrap_or_default().len();
         assert!(out <= 1024, "{what}: {out} bytes: {v}");
         assert_eq!(v["truncated"], true, "{what}: {v}");
-    }
+    });
     assert_eq!(
         s.call("DELETE", &format!("/v1/sessions/{id}"), &[], b"")
             .status,
         200
     );
+}
+
+/// `command` with `field` set to each of [`values`], and without it.
+fn with_each(field: &str, command: &str) -> Vec<(String, Value)> {
+    let mut out: Vec<(String, Value)> = values()
+        .into_iter()
+        .map(|v| (format!("{v}"), json!({"command": command, field: v})))
+        .collect();
+    out.push(("absent".into(), json!({"command": command})));
+    out
+}
+
+/// Each exec: a 400 naming `field`, or a 200 whose answer `holds`.
+fn exec_each(
+    s: &Server,
+    exec: &str,
+    field: &str,
+    bodies: Vec<(String, Value)>,
+    holds: impl Fn(&str, &Value),
+) {
+    for (what, body) in bodies {
+        let what = format!("{field} = {what}");
+        let r = post(s, exec, &body);
+        if r.status == 400 {
+            assert_eq!(r.json()["error"]["field"], field, "{what}: {}", r.text());
+            continue;
+        }
+        assert_eq!(r.status, 200, "{what}: {}", r.text());
+        holds(&what, &r.json());
+    }
 }
