@@ -1,4 +1,4 @@
-//! `cargo xtask test | bench | vm-test | docker-test | man | bwrap-test`: the project's own tasks.
+//! `cargo xtask test | bench | vm-test | docker-test | man | bwrap-test | wheel`: the project's own tasks.
 
 mod bench;
 mod bench_serve;
@@ -15,6 +15,7 @@ mod tally;
 mod test;
 mod vm;
 mod vm_systemd;
+mod wheel;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -26,8 +27,9 @@ fn main() {
         Some("docker-test") => docker::main(&args[1..]),
         Some("man") => man::main(&args[1..]),
         Some("bwrap-test") => bwrap_test::main(&args[1..]),
+        Some("wheel") => wheel::main(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <test|bench|vm-test|vm-systemd-test|docker-test|man|bwrap-test>\n  test [--cargo-only]  every test: cargo tests (as root and uid 65534), the VM cgroup tests, the Docker tests; prints a summary\n  bench    start-up and syscall cost beside bare exec, bwrap and firejail\n  bench serve  a Python evaluator through stockade serve (with and without a warm pool) beside python3 and stockade run: latency, throughput, leaks\n  vm-test  the cgroup tests inside a small VM (a cgroup v2 boot, then a cgroup v1 boot)\n  vm-systemd-test  the systemd rung against a real systemd --user, inside a small VM\n  docker-test  the container tests under a real Docker engine\n  man      the man pages, into target/man\n  bwrap-test  bubblewrap's own test suite (Debian trixie source) against the real bwrap and stockade bwrap");
+            eprintln!("usage: cargo xtask <test|bench|vm-test|vm-systemd-test|docker-test|man|bwrap-test|wheel>\n  test [--cargo-only]  every test: cargo tests (as root and uid 65534), the VM cgroup tests, the Docker tests; prints a summary\n  bench    start-up and syscall cost beside bare exec, bwrap and firejail\n  bench serve  a Python evaluator through stockade serve (with and without a warm pool) beside python3 and stockade run: latency, throughput, leaks\n  vm-test  the cgroup tests inside a small VM (a cgroup v2 boot, then a cgroup v1 boot)\n  vm-systemd-test  the systemd rung against a real systemd --user, inside a small VM\n  docker-test  the container tests under a real Docker engine\n  man      the man pages, into target/man\n  bwrap-test  bubblewrap's own test suite (Debian trixie source) against the real bwrap and stockade bwrap\n  wheel    the Python package with the static binary, into target/wheels (pip install it: nothing to build)");
             2
         }
     };

@@ -3,7 +3,9 @@
 //! skipped` (the last line printed; CI reads it).
 //!
 //! 1. `cargo fmt --check` and `cargo clippy -- -D warnings`;
-//! 2. `cargo test --workspace --no-fail-fast` (the integration tests start
+//! 2. `cargo xtask wheel` (the Python package's wheel with the static
+//!    binary, which `tests/python_wheel.rs` installs), then
+//!    `cargo test --workspace --no-fail-fast` (the integration tests start
 //!    real jails as root and as uid 65534 themselves), counted against the
 //!    list of tests of every test binary;
 //!    (the Python client's tests run inside `tests/serve_python.rs`, against
@@ -304,6 +306,27 @@ fn suite(root: &Path, t: &mut Tally, task: &str, tag: &str, extra_log: Option<&s
     step.end(t.failed == failed0, &format!("{n} tests"), &shown);
 }
 
+/// `cargo xtask wheel`, before the cargo tests: `tests/python_wheel.rs`
+/// installs the wheel it writes (and skips without it), so the static
+/// binary is built once per run.
+fn wheel_step(t: &mut Tally) {
+    const LOG: &str = "wheel.log";
+    let step = Step::start("cargo xtask wheel");
+    let ok = match std::env::current_exe() {
+        Ok(me) => logs::run_to(LOG, false, Command::new(me).arg("wheel")).unwrap_or(false),
+        Err(e) => {
+            logs::note(LOG, &format!("cannot find the xtask binary: {e}"));
+            false
+        }
+    };
+    step.end(ok, "", &logs::shown(LOG));
+    if ok {
+        t.pass();
+    } else {
+        t.fail("cargo xtask wheel".into());
+    }
+}
+
 /// The shipped static binary on this host, as root and as uid 65534: the
 /// cargo tests run the debug build, and the VM and Docker suites run the
 /// static one where some of the host's layers are absent (a static musl
@@ -423,6 +446,9 @@ pub fn main(args: &[String]) -> i32 {
             "warnings",
         ]),
     );
+    if !only_cargo {
+        wheel_step(&mut t);
+    }
     cargo_tests(&root, &mut t);
     if !only_cargo {
         bwrap_suite(&mut t);

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import tempfile
 
-from . import _options
+from . import _binary, _options
 from .client import Outcome
 from .errors import SetupError, StockadeNotFound
 
@@ -23,9 +23,9 @@ LIMIT_FLAGS = {
 
 
 def find_binary(binary=None):
-    """The stockade binary: `binary`, else $STOCKADE_BIN, else on PATH."""
-    binary = _options.optional_path("binary", binary)
-    path = binary or os.environ.get("STOCKADE_BIN") or shutil.which("stockade")
+    """The stockade binary: `binary`, else $STOCKADE_BIN, else the one
+    installed with the package (its wheel's), else on PATH."""
+    path = _binary.locate(binary)
     if not path or not os.access(path, os.X_OK):
         raise StockadeNotFound(
             "stockade binary not found (%s): give binary=, set STOCKADE_BIN or put it on PATH"
