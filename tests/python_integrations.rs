@@ -101,7 +101,8 @@ fn install(py: &Path, pkg: &Path) {
         &["--force-reinstall", "--no-deps", pkg.to_str().unwrap()],
     );
     let o = if o.status.success() {
-        pip(py, &[&with_extras])
+        // Deep Agents pinned: test_deepagents is written against it.
+        pip(py, &[&with_extras, "deepagents==0.7.32"])
     } else {
         o
     };

@@ -13,7 +13,11 @@ the `deepagents` extra:
 """
 
 import base64
+import json
+import os
 import shlex
+import stat
+import subprocess
 import threading
 
 from deepagents.backends.protocol import ExecuteResponse, FileDownloadResponse, FileUploadResponse
@@ -21,6 +25,7 @@ from deepagents.backends.sandbox import BaseSandbox
 
 from . import _options
 from .errors import InvalidOption, SessionError
+from .local import find_binary
 from .remote_session import RemoteSession
 from .session import Session
 
@@ -28,6 +33,8 @@ DEFAULT_TIMEOUT = 120
 MAX_OUTPUT = 1 << 20
 # A downloaded file travels base64 on stdout: up to 48 MiB.
 MAX_DOWNLOAD = 64 << 20
+# The host uid a jail started by root maps to.
+NOBODY = 65534
 
 _ERRORS = (
     ("No such file", "file_not_found"),
@@ -50,13 +57,87 @@ def _valid(path):
     return isinstance(path, str) and path and "\0" not in path and "\n" not in path
 
 
+def _output(r, timeout):
+    """What Deep Agents reads of a command: its stdout, then its stderr
+    as `[stderr]` lines (as LocalShellBackend gives them). Empty output
+    stays empty and the exit code and truncation are left to
+    `exit_code` and `truncated`: BaseSandbox parses this text (grep,
+    glob, ls, read, edit) and the execute tool adds its own
+    `[Command failed with exit code N]` and truncation lines. Only what
+    no field carries is said here: a timeout, an interrupt."""
+    output = r.stdout_text
+    if r.stderr:
+        if output and not output.endswith("\n"):
+            output += "\n"
+        output += "".join("[stderr] %s\n" % line for line in r.stderr_text.rstrip("\n").split("\n"))
+    if r.status == "timeout":
+        output += "%sError: Command timed out after %s seconds." % ("\n" if output else "", timeout)
+    elif r.status == "interrupted":
+        output += "%sInterrupted." % ("\n" if output else "")
+    return output
+
+
+def _exit_code(r):
+    """The command's exit code; 124 for a timeout, 128+N for signal N."""
+    if r.status == "timeout":
+        return 124
+    if r.exit_code is not None:
+        return r.exit_code
+    return 128 + r.signal if r.signal else None
+
+
+def _userns_available(binary):
+    """Whether this host lets stockade make user namespaces (`stockade
+    check --json`); without them each jail runs as a leased uid."""
+    probe = subprocess.run([binary, "check", "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        return bool(json.loads(probe.stdout)["layers"]["userns"]["available"])
+    except (ValueError, KeyError, TypeError):
+        return True
+
+
+def _hand_to_jail(workdir, binary):
+    """Make a root caller's `workdir` tree writable by the jail's user,
+    which is never host root: handed to uid 65534 (the user a root
+    caller's jail maps to), or, where user namespaces are refused and
+    each jail runs as a leased uid, opened to every uid (dirs 0777,
+    files +rw for all). Symlinks are left as they are and not followed.
+    A tree that cannot be handed over raises OSError (never a silently
+    read-only workdir)."""
+    if os.geteuid() != 0:
+        return
+    userns = _userns_available(binary)
+
+    def hand(path, is_dir):
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            return
+        if userns:
+            os.lchown(path, NOBODY, NOBODY)
+        else:
+            mode = stat.S_IMODE(st.st_mode)
+            os.chmod(path, 0o777 if is_dir else mode | 0o666)
+
+    hand(workdir, True)
+    for top, dirs, files in os.walk(workdir):
+        for name in dirs:
+            hand(os.path.join(top, name), True)
+        for name in files:
+            hand(os.path.join(top, name), False)
+
+
 class StockadeSandbox(BaseSandbox):
     """A Deep Agents sandbox in one stockade jail. Give a running
     `session`, or the `stockade.Session` arguments (profile, memory,
     cpus, pids, network, workdir, binds, env, binary, …) to start one;
     `timeout` is execute's default, `max_output` the bytes of output
     kept per command. Calls are serialised (a session runs one command
-    at a time). `close()` ends a session this sandbox started."""
+    at a time). `close()` ends a session this sandbox started.
+
+    Started by root, a `workdir=` tree is handed to the jail's user so
+    that the jail can write it (chowned to uid 65534; where user
+    namespaces are refused, opened to every uid, as each jail runs as a
+    leased uid): the jail never runs as host root."""
 
     def __init__(self, session=None, *, timeout=DEFAULT_TIMEOUT, max_output=MAX_OUTPUT, **session_args):
         if session is not None and session_args:
@@ -68,6 +149,12 @@ class StockadeSandbox(BaseSandbox):
         self._timeout = _options.seconds("timeout", timeout, most=self._most_timeout)
         self._max_output = _options.byte_count("max_output", max_output)
         self._own = session is None
+        if session is None and session_args.get("workdir") is not None:
+            # Checked as Session checks it, then handed to the jail's user.
+            workdir = _options.optional_path("workdir", session_args["workdir"])
+            host = workdir if os.path.exists(workdir) else workdir.split(":", 1)[0]
+            if os.path.isdir(host):
+                _hand_to_jail(host, find_binary(session_args.get("binary")))
         self._session = session if session is not None else Session(**session_args)
         self._lock = threading.Lock()
 
@@ -98,25 +185,8 @@ class StockadeSandbox(BaseSandbox):
             r = self._run(command, timeout=timeout)
         except SessionError as e:
             return ExecuteResponse(output="Error: %s" % e.message, exit_code=1)
-        output = r.stdout_text
-        if r.stderr:
-            output += "".join("[stderr] %s\n" % line for line in r.stderr_text.rstrip("\n").split("\n"))
-        output = output or "<no output>"
-        if r.truncated:
-            output = "%s\n\n... Output truncated at %d bytes." % (output.rstrip(), self._max_output)
-        if r.status == "timeout":
-            limit = self._timeout if timeout is None else timeout
-            return ExecuteResponse(
-                output="%s\n\nError: Command timed out after %s seconds." % (output.rstrip(), limit),
-                exit_code=124,
-                truncated=r.truncated,
-            )
-        if r.status == "interrupted":
-            output = "%s\n\nInterrupted." % output.rstrip()
-        code = r.exit_code if r.exit_code is not None else (128 + r.signal if r.signal else None)
-        if code not in (0, None):
-            output = "%s\n\nExit code: %s" % (output.rstrip(), code)
-        return ExecuteResponse(output=output, exit_code=code, truncated=r.truncated)
+        return ExecuteResponse(output=_output(r, self._timeout if timeout is None else timeout),
+                               exit_code=_exit_code(r), truncated=r.truncated)
 
     def upload_files(self, files):
         responses = []
