@@ -116,7 +116,9 @@ fn install(py: &Path, pkg: &Path) {
     let o = pip(
         py,
         &[
-            "--no-build-isolation",
+            "--no-index",
+            "--find-links",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/target/wheel-build/wheelhouse"),
             "--force-reinstall",
             "--no-deps",
             pkg.to_str().unwrap(),

@@ -74,15 +74,16 @@ fn python_client_against_a_real_server() {
             .output()
             .unwrap()
     };
-    // The build backend (setuptools) comes from PyPI, or from the venv
-    // when PyPI is out of reach.
+    // The build backend (hatchling) comes from PyPI, or, when PyPI is out
+    // of reach, from the wheelhouse `cargo xtask wheel` keeps.
     let mut o = pip(&[]);
     if !o.status.success() {
         eprintln!(
-            "pip install (isolated build) failed, trying the venv's setuptools:\n{}",
+            "pip install (isolated build) failed, trying the saved wheelhouse:\n{}",
             out(&o)
         );
-        o = pip(&["--no-build-isolation"]);
+        let house = concat!(env!("CARGO_MANIFEST_DIR"), "/target/wheel-build/wheelhouse");
+        o = pip(&["--no-index", "--find-links", house]);
     }
     assert!(
         o.status.success(),
