@@ -41,24 +41,41 @@ def answer(v):
     sys.exit(0)
 V1 = ("app_params", "inputs", "output", "correct_answer")
 V2 = ("inputs", "outputs", "trace")
+def params(fn):
+    # (name, kind) of fn's parameters; a plain function's from its code
+    # object (importing inspect would cost every run ~9 ms), others' (a
+    # decorated function, a callable object) from inspect.
+    if isinstance(fn, types.FunctionType) and not hasattr(fn, "__wrapped__"):
+        c = fn.__code__
+        n, posonly, kwonly = c.co_argcount, c.co_posonlyargcount, c.co_kwonlyargcount
+        names = c.co_varnames
+        out = [(v, "posonly" if i < posonly else "pos") for i, v in enumerate(names[:n])]
+        out += [(v, "kw") for v in names[n:n + kwonly]]
+        if c.co_flags & 0x04:
+            out.append(("*", "varpos"))
+        if c.co_flags & 0x08:
+            out.append(("**", "varkw"))
+        return out
+    import inspect
+    P = inspect.Parameter
+    kinds = {P.POSITIONAL_ONLY: "posonly", P.POSITIONAL_OR_KEYWORD: "pos", P.KEYWORD_ONLY: "kw",
+             P.VAR_POSITIONAL: "varpos", P.VAR_KEYWORD: "varkw"}
+    try:
+        return [(p.name, kinds[p.kind]) for p in inspect.signature(fn).parameters.values()]
+    except (TypeError, ValueError):
+        return [("*", "varpos")]
 def call(fn, data):
     # Which of Agenta's interfaces fn declares: its parameter names decide
     # (then called by keyword); names of neither, its positional arity (4:
     # v1, 3: v2, called positionally); else the caller's version.
-    import inspect
-    P = inspect.Parameter
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    named = {p.name for p in params if p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)}
-    any_kw = any(p.kind == P.VAR_KEYWORD for p in params)
+    ps = params(fn)
+    kinds = {k for _, k in ps}
+    named = {n for n, k in ps if k in ("pos", "kw")}
     v1, v2 = named & set(V1) - {"inputs"}, named & set(V2) - {"inputs"}
     if v1 and not v2 or v2 and not v1:
         names = V1 if v1 else V2
-        return fn(**{n: data[n] for n in names if n in named or any_kw})
-    positional = [p for p in params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
-    arity = None if any(p.kind == P.VAR_POSITIONAL for p in params) else len(positional)
+        return fn(**{n: data[n] for n in names if n in named or "varkw" in kinds})
+    arity = None if "varpos" in kinds else len([n for n, k in ps if k in ("posonly", "pos")])
     names = {4: V1, 3: V2}.get(arity) or (V2 if data["version"] == "2" else V1)
     return fn(*[data[n] for n in names])
 try:

@@ -283,6 +283,23 @@ class AgentaRunner(unittest.TestCase):
         self.assertEqual(r.run(varargs, {}, {}, "x", None, version="2"), 3.0)
         kw_only = "def evaluate(*, outputs, **rest):\n    return len(rest) + (outputs == 'x')\n"
         self.assertEqual(r.run(kw_only, {}, {}, "x", None, version="2", trace={}), 3.0, "inputs and trace as **rest")
+        decorated = (
+            "import functools\n"
+            "def logged(f):\n"
+            "    @functools.wraps(f)\n"
+            "    def wrapper(*args, **kwargs):\n"
+            "        return f(*args, **kwargs)\n"
+            "    return wrapper\n"
+            "@logged\n" + V2
+        )
+        self.assertEqual(r.run(decorated, {}, {"correct_answer": "x"}, "x", None, trace=trace), 0.75)
+        callable_object = (
+            "class Scorer:\n"
+            "    def __call__(self, inputs, outputs, trace):\n"
+            "        return 0.125 * (outputs == 'x')\n"
+            "evaluate = Scorer()\n"
+        )
+        self.assertEqual(r.run(callable_object, {}, {}, "x", None), 0.125)
         # The module function takes v2 by its own names.
         self.assertEqual(ev.evaluate(V2, inputs={"correct_answer": "x"}, outputs="x", trace={}, timeout=20), 0.5)
         self.assertEqual(ev.evaluate(V2, inputs={"correct_answer": "x"}, output="x", timeout=20), 0.5)
