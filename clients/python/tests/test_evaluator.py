@@ -320,6 +320,14 @@ class AgentaRunner(unittest.TestCase):
         self.assertEqual(e.exception.field, "version")
         with self.assertRaises(TypeError):
             ev.StockadeRunner(network="host")
+        for value, error in ((1, stockade.InvalidOptionType), (b"/usr/bin/python3", stockade.InvalidOptionType),
+                             ("", stockade.InvalidOption), ("python3\0", stockade.InvalidOption)):
+            with self.subTest(python=value), self.assertRaises(error) as e:
+                ev.evaluate(V1, python=value)
+            self.assertEqual(e.exception.field, "python")
+        with self.assertRaises(stockade.SetupError) as e:
+            ev.evaluate(V1, python="/nonexistent/bin/python3")
+        self.assertIn("/nonexistent/bin/python3", str(e.exception))
 
     def test_allowlisted_imports(self):
         src = (
