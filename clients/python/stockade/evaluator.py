@@ -1,20 +1,29 @@
 """Custom-code evaluators in a jail: a drop-in for RestrictedPython
-runners (Agenta-style `evaluate(app_params, inputs, output,
-correct_answer) -> float`).
+runners, with both of Agenta's interfaces:
 
-The evaluator is plain Python: it may import whatever the interpreter has
-(numpy, if installed) and use any language feature; the jail (the
-`python` profile: no network, no host files but the interpreter's, a
-fresh environment) is what keeps it from the host, with a timeout and a
-memory cap.
+    v1: evaluate(app_params, inputs, output, correct_answer) -> float
+    v2: evaluate(inputs, outputs, trace) -> float   (Agenta's default now)
+
+The evaluator is plain Python: it may import whatever its interpreter has
+(by default the caller's own, `sys.executable`, venv included: numpy, if
+installed there) and use any language feature; the jail (the `python`
+profile: no network, no host files but the interpreter's, a fresh
+environment) is what keeps it from the host, with a timeout and a memory
+cap.
 
     from stockade import evaluator
     score = evaluator.evaluate(source, app_params={}, inputs={"q": "2+2"},
                                output="4", correct_answer="4")
+    score = evaluator.evaluate(source, inputs={"q": "2+2"}, outputs="4", trace={})
+
+`StockadeRunner` has the shape of Agenta's code runners (`run(code,
+app_params, inputs, output, correct_answer, runtime=None, templates=None,
+*, version="1", trace=None)`), for a deployment that picks its runner.
 """
 
 import json
 import math
+import sys
 
 from . import _options, local
 from .errors import StockadeError
@@ -30,6 +39,45 @@ def answer(v):
     out.write("\n" + json.dumps(v) + "\n")
     out.flush()
     sys.exit(0)
+V1 = ("app_params", "inputs", "output", "correct_answer")
+V2 = ("inputs", "outputs", "trace")
+def params(fn):
+    # (name, kind) of fn's parameters; a plain function's from its code
+    # object (importing inspect would cost every run ~9 ms), others' (a
+    # decorated function, a callable object) from inspect.
+    if isinstance(fn, types.FunctionType) and not hasattr(fn, "__wrapped__"):
+        c = fn.__code__
+        n, posonly, kwonly = c.co_argcount, c.co_posonlyargcount, c.co_kwonlyargcount
+        names = c.co_varnames
+        out = [(v, "posonly" if i < posonly else "pos") for i, v in enumerate(names[:n])]
+        out += [(v, "kw") for v in names[n:n + kwonly]]
+        if c.co_flags & 0x04:
+            out.append(("*", "varpos"))
+        if c.co_flags & 0x08:
+            out.append(("**", "varkw"))
+        return out
+    import inspect
+    P = inspect.Parameter
+    kinds = {P.POSITIONAL_ONLY: "posonly", P.POSITIONAL_OR_KEYWORD: "pos", P.KEYWORD_ONLY: "kw",
+             P.VAR_POSITIONAL: "varpos", P.VAR_KEYWORD: "varkw"}
+    try:
+        return [(p.name, kinds[p.kind]) for p in inspect.signature(fn).parameters.values()]
+    except (TypeError, ValueError):
+        return [("*", "varpos")]
+def call(fn, data):
+    # Which of Agenta's interfaces fn declares: its parameter names decide
+    # (then called by keyword); names of neither, its positional arity (4:
+    # v1, 3: v2, called positionally); else the caller's version.
+    ps = params(fn)
+    kinds = {k for _, k in ps}
+    named = {n for n, k in ps if k in ("pos", "kw")}
+    v1, v2 = named & set(V1) - {"inputs"}, named & set(V2) - {"inputs"}
+    if v1 and not v2 or v2 and not v1:
+        names = V1 if v1 else V2
+        return fn(**{n: data[n] for n in names if n in named or "varkw" in kinds})
+    arity = None if "varpos" in kinds else len([n for n, k in ps if k in ("posonly", "pos")])
+    names = {4: V1, 3: V2}.get(arity) or (V2 if data["version"] == "2" else V1)
+    return fn(*[data[n] for n in names])
 try:
     data = json.load(open("input.json"))
     module = types.ModuleType("evaluator")
@@ -39,7 +87,7 @@ try:
     fn = getattr(module, "evaluate", None)
     if not callable(fn):
         answer({"error": "NameError", "message": "the evaluator defines no evaluate() function", "traceback": ""})
-    score = fn(data["app_params"], data["inputs"], data["output"], data["correct_answer"])
+    score = call(fn, data)
     try:
         answer({"score": float(score)})
     except (TypeError, ValueError):
@@ -119,14 +167,39 @@ def _verdict(out, timeout, memory):
     raise cls(message, out, res.get("error"), res.get("traceback", ""))
 
 
+_CALLER = object()
+
+
 def evaluate(source, app_params=None, inputs=None, output=None, correct_answer=None, *,
+             outputs=None, trace=None, version=None, python=_CALLER,
              timeout=10, memory="256m", pids=64, binary=None, profile="python", flags=()):
-    """Run `source`'s `evaluate(app_params, inputs, output, correct_answer)`
-    in a fresh jail; return its score as a float. Raises Timeout,
-    MemoryLimit, EvaluatorException (with `.traceback`), Forbidden, or
-    EvaluatorError; a non-finite or non-numeric score is an
+    """Run `source`'s `evaluate` in a fresh jail with whichever of Agenta's
+    interfaces it declares: `(app_params, inputs, output, correct_answer)`
+    or `(inputs, outputs, trace)` (its parameter names decide; unknown
+    names: 4 parameters are v1, 3 are v2, else `version`, "1" or "2",
+    default "2" when `outputs` or `trace` is given). `output` and
+    `outputs` are one value under two names: give either. Return the
+    score as a float.
+
+    `python`: the interpreter the jail runs (its prefix and site-packages
+    bound read-only, so a venv's packages import); default the caller's
+    own, `sys.executable`; None: the first `python3` on PATH.
+
+    Raises Timeout, MemoryLimit, EvaluatorException (with `.traceback`),
+    Forbidden, or EvaluatorError; a non-finite or non-numeric score is an
     EvaluatorException. The inputs travel as JSON."""
     _options.text("source", source, empty=True)
+    if python is _CALLER:
+        python = sys.executable or None
+    python = _options.optional_path("python", python)
+    if version is not None and version not in ("1", "2"):
+        raise _options.bad("version", 'Agenta\'s evaluator interface, "1" or "2" (got %r)' % (version,))
+    if version is None:
+        version = "2" if outputs is not None or trace is not None else "1"
+    if output is None:
+        output = outputs
+    elif outputs is None:
+        outputs = output
     # The evaluator always runs with a timeout, a memory cap and a pids
     # cap, under a named profile: None is refused, never "no limit".
     for name, value in (("timeout", timeout), ("memory", memory), ("pids", pids), ("profile", profile)):
@@ -141,7 +214,13 @@ def evaluate(source, app_params=None, inputs=None, output=None, correct_answer=N
         "inputs": inputs if inputs is not None else {},
         "output": output,
         "correct_answer": correct_answer,
+        "outputs": outputs,
+        "trace": trace if trace is not None else {},
+        "version": version,
     }
+    # With --python the interpreter's directory is first on the jail's
+    # PATH: `python3` there is that interpreter.
+    flags = ([local.flag("--python", python)] if python is not None else []) + _options.flags("flags", flags)
     out = local.run(
         ["python3", "-I", "harness.py"],
         profile=profile,
@@ -151,3 +230,34 @@ def evaluate(source, app_params=None, inputs=None, output=None, correct_answer=N
         flags=flags,
     )
     return _verdict(out, timeout, memory)
+
+
+class StockadeRunner:
+    """A code runner with the shape of Agenta's (`CodeRunner.run`): each
+    `run` scores `code` in a fresh jail through `evaluate`. The
+    keywords given here (timeout, memory, pids, python, binary, profile,
+    flags) apply to every run.
+
+        runner = StockadeRunner(timeout=5, memory="256m")
+        runner.run(code, {}, inputs, output, None, version="2", trace=trace)
+
+    Errors are raised, as Agenta's own runners raise them: the typed
+    errors of this module (all `StockadeError`s)."""
+
+    def __init__(self, **options):
+        bad = set(options) - {"timeout", "memory", "pids", "python", "binary", "profile", "flags"}
+        if bad:
+            raise TypeError("StockadeRunner: unknown option(s) %s" % ", ".join(sorted(bad)))
+        self.options = options
+
+    def run(self, code, app_params, inputs, output, correct_answer, runtime=None, templates=None, *,
+            version="1", trace=None):
+        """The score of `code`'s `evaluate` (v1 or v2, whichever it
+        declares; `version` decides only when its signature does not).
+        `runtime` must be "python" (or None); `templates` is unused: the
+        jail's harness wraps the code."""
+        if runtime not in (None, "python"):
+            raise _options.bad("runtime", "the stockade runner runs Python only (got %r)" % (runtime,))
+        version = None if version is None else str(version)
+        return evaluate(code, app_params, inputs, output, correct_answer, trace=trace, version=version,
+                        **self.options)

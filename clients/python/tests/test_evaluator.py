@@ -5,7 +5,10 @@ host: the evaluators report what they found, and the test checks it."""
 
 import json
 import os
+import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -42,10 +45,23 @@ def probe(os, extra):
 """
 
 
-def findings(test, source):
+def interpreter_with_numpy():
+    """The first of the caller's interpreter, python3 on PATH and
+    /usr/bin/python3 that imports numpy, or None."""
+    for py in (sys.executable, shutil.which("python3"), "/usr/bin/python3"):
+        if py and os.access(py, os.X_OK):
+            if subprocess.run([py, "-I", "-c", "import numpy"], capture_output=True).returncode == 0:
+                return py
+    return None
+
+
+def findings(test, source, run=None):
     """Run `source` (ending in a probe) and return what it found."""
     with test.assertRaises(ev.EvaluatorException) as e:
-        ev.evaluate(source, output="x", correct_answer="x", timeout=20)
+        if run is None:
+            ev.evaluate(source, output="x", correct_answer="x", timeout=20)
+        else:
+            run(source)
     msg = e.exception.message
     test.assertIn("FOUND", msg, e.exception.traceback)
     return json.loads(msg.split("FOUND", 1)[1])
@@ -147,11 +163,11 @@ class Evaluators(unittest.TestCase):
         self.assertEqual(e.exception.exception, "SyntaxError")
 
     def test_imports_numpy_when_the_host_has_it(self):
-        probe = stockade.run(code="import numpy")
-        if not probe.ok:
-            raise unittest.SkipTest("the host's python3 has no numpy (python3-numpy)")
+        py = interpreter_with_numpy()
+        if py is None:
+            raise unittest.SkipTest("no numpy in %s, python3 on PATH or /usr/bin/python3" % sys.executable)
         src = "import numpy as np\ndef evaluate(a, i, o, c):\n    return float(np.mean(np.array(o) == np.array(c)))\n"
-        self.assertEqual(ev.evaluate(src, output=[1, 2, 3, 4], correct_answer=[1, 2, 0, 4]), 0.75)
+        self.assertEqual(ev.evaluate(src, output=[1, 2, 3, 4], correct_answer=[1, 2, 0, 4], python=py), 0.75)
 
     def test_network_to_a_host_port_is_forbidden(self):
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -235,6 +251,227 @@ class Evaluators(unittest.TestCase):
         self.assertTrue(leak.startswith("environ("), leak)
         self.assertIn("built-in function __import__", walk)
         self.assert_host_unreached(found)
+
+
+V1 = "def evaluate(app_params, inputs, output, correct_answer):\n    return app_params['w'] * (output == correct_answer)\n"
+V2 = (
+    "def evaluate(inputs, outputs, trace):\n"
+    "    spans = trace.get('spans', [])\n"
+    "    return (outputs == inputs['correct_answer']) * 0.5 + 0.25 * len(spans)\n"
+)
+
+
+class AgentaRunner(unittest.TestCase):
+    """StockadeRunner, as an Agenta deployment calls its code runner:
+    run(code, app_params, inputs, output, correct_answer, runtime,
+    templates, version=, trace=)."""
+
+    def runner(self, **options):
+        return ev.StockadeRunner(timeout=20, **options)
+
+    def test_v1_and_v2_evaluators_score(self):
+        r = self.runner()
+        self.assertEqual(r.run(V1, {"w": 0.5}, {}, "x", "x"), 0.5)
+        self.assertEqual(r.run(V1, {"w": 0.5}, {}, "x", "y", version="2"), 0.0, "the signature outranks version")
+        trace = {"spans": [{"name": "llm"}]}
+        self.assertEqual(r.run(V2, {}, {"correct_answer": "x"}, "x", None, version="2", trace=trace), 0.75)
+        self.assertEqual(r.run(V2, {}, {"correct_answer": "x"}, "y", None, "python", None, trace=trace), 0.25)
+        # Names of neither interface: the arity decides, then version.
+        self.assertEqual(r.run("def evaluate(i, o, t):\n    return o == i['a']\n", {}, {"a": 1}, 1, None), 1.0)
+        varargs = "def evaluate(*args):\n    return len(args)\n"
+        self.assertEqual(r.run(varargs, {}, {}, "x", None), 4.0)
+        self.assertEqual(r.run(varargs, {}, {}, "x", None, version="2"), 3.0)
+        kw_only = "def evaluate(*, outputs, **rest):\n    return len(rest) + (outputs == 'x')\n"
+        self.assertEqual(r.run(kw_only, {}, {}, "x", None, version="2", trace={}), 3.0, "inputs and trace as **rest")
+        decorated = (
+            "import functools\n"
+            "def logged(f):\n"
+            "    @functools.wraps(f)\n"
+            "    def wrapper(*args, **kwargs):\n"
+            "        return f(*args, **kwargs)\n"
+            "    return wrapper\n"
+            "@logged\n" + V2
+        )
+        self.assertEqual(r.run(decorated, {}, {"correct_answer": "x"}, "x", None, trace=trace), 0.75)
+        callable_object = (
+            "class Scorer:\n"
+            "    def __call__(self, inputs, outputs, trace):\n"
+            "        return 0.125 * (outputs == 'x')\n"
+            "evaluate = Scorer()\n"
+        )
+        self.assertEqual(r.run(callable_object, {}, {}, "x", None), 0.125)
+        # The module function takes v2 by its own names.
+        self.assertEqual(ev.evaluate(V2, inputs={"correct_answer": "x"}, outputs="x", trace={}, timeout=20), 0.5)
+        self.assertEqual(ev.evaluate(V2, inputs={"correct_answer": "x"}, output="x", timeout=20), 0.5)
+        # Called as v1 callers always called it (a TypeError in the jail before).
+        self.assertEqual(ev.evaluate(V2, {}, {"correct_answer": "x"}, "x", None, timeout=20), 0.5)
+
+    def test_a_v2_evaluator_that_raises_is_an_evaluator_exception(self):
+        with self.assertRaises(ev.EvaluatorException) as e:
+            self.runner().run(V2, {}, {}, "x", None, version="2", trace={})
+        self.assertEqual(e.exception.exception, "KeyError", e.exception.traceback)
+
+    def test_only_python_and_known_options(self):
+        with self.assertRaises(stockade.BadRequest) as e:
+            self.runner().run(V1, {"w": 1}, {}, "x", "x", runtime="javascript")
+        self.assertEqual(e.exception.field, "runtime")
+        with self.assertRaises(stockade.BadRequest) as e:
+            self.runner().run(V1, {"w": 1}, {}, "x", "x", version="3")
+        self.assertEqual(e.exception.field, "version")
+        with self.assertRaises(TypeError):
+            ev.StockadeRunner(network="host")
+        for value, error in ((1, stockade.InvalidOptionType), (b"/usr/bin/python3", stockade.InvalidOptionType),
+                             ("", stockade.InvalidOption), ("python3\0", stockade.InvalidOption)):
+            with self.subTest(python=value), self.assertRaises(error) as e:
+                ev.evaluate(V1, python=value)
+            self.assertEqual(e.exception.field, "python")
+        with self.assertRaises(stockade.SetupError) as e:
+            ev.evaluate(V1, python="/nonexistent/bin/python3")
+        self.assertIn("/nonexistent/bin/python3", str(e.exception))
+
+    def test_allowlisted_imports(self):
+        src = (
+            "import json, math, re\n"
+            "def evaluate(inputs, outputs, trace):\n"
+            "    words = re.findall(r'[a-z]+', outputs.lower())\n"
+            "    want = json.loads(inputs['expected'])\n"
+            "    return math.sqrt(len(set(words) & set(want)) / len(want))\n"
+        )
+        score = self.runner().run(src, {}, {"expected": '["paris", "lyon", "nice", "lille"]'}, "Paris, Lyon!", None,
+                                  version="2", trace={})
+        self.assertAlmostEqual(score, math_sqrt_half())
+
+    def test_numpy_where_present(self):
+        py = interpreter_with_numpy()
+        if py is None:
+            raise unittest.SkipTest("no numpy in %s, python3 on PATH or /usr/bin/python3" % sys.executable)
+        src = (
+            "import numpy as np\n"
+            "def evaluate(inputs, outputs, trace):\n"
+            "    return float(np.mean(np.array(outputs) == np.array(inputs['expected'])))\n"
+        )
+        r = self.runner(python=py)
+        self.assertEqual(r.run(src, {}, {"expected": [1, 2, 0, 4]}, [1, 2, 3, 4], None, version="2", trace={}), 0.75)
+
+    def test_import_os_works_and_is_contained(self):
+        secret_dir = tempfile.mkdtemp()
+        os.chmod(secret_dir, 0o755)
+        secret = os.path.join(secret_dir, "secret.txt")
+        with open(secret, "w") as f:
+            f.write(CANARY)
+        os.chmod(secret, 0o644)
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        src = (
+            "import json, os, socket\n"
+            "def evaluate(inputs, outputs, trace):\n"
+            "    found = {'cwd': os.getcwd(), 'listdir': sorted(os.listdir('.')), 'pid': os.getpid()}\n"
+            "    for path in %r:\n"
+            "        try:\n"
+            "            found[path] = open(path).read()\n"
+            "        except OSError as e:\n"
+            "            found[path] = 'refused: %%s' %% type(e).__name__\n"
+            "    found['environ'] = dict(os.environ)\n"
+            "    for host in ('127.0.0.1', '1.1.1.1'):\n"
+            "        try:\n"
+            "            socket.create_connection((host, %d), timeout=3).close()\n"
+            "            found[host] = 'connected'\n"
+            "        except OSError as e:\n"
+            "            found[host] = 'refused: %%s' %% type(e).__name__\n"
+            "    raise RuntimeError('FOUND' + json.dumps(found))\n"
+        ) % ([secret, HOST_SSH, "/etc/shadow"], port)
+        try:
+            found = findings(self, src, lambda s: self.runner().run(s, {}, {}, "x", None, version="2", trace={}))
+            with self.assertRaises(BlockingIOError):
+                listener.accept()
+        finally:
+            listener.close()
+            os.unlink(secret)
+            os.rmdir(secret_dir)
+        self.assertIn("harness.py", found["listdir"], "os works: the jail's workdir is listed")
+        text = json.dumps(found)
+        self.assertNotIn(CANARY, text, "the host's environment or files were reached")
+        self.assertNotIn("STOCKADE_EVAL_CANARY", text)
+        for path in (secret, HOST_SSH, "/etc/shadow"):
+            self.assertTrue(found[path].startswith("refused"), (path, found[path]))
+        for host in ("127.0.0.1", "1.1.1.1"):
+            self.assertTrue(found[host].startswith("refused"), (host, found[host]))
+
+
+def math_sqrt_half():
+    return 0.5 ** 0.5
+
+
+def make_venv(test):
+    """A fresh venv (never activated) with a package of its own,
+    `venv_only_pkg`, readable by every uid; (its python, its top)."""
+    top = tempfile.mkdtemp()
+    test.addCleanup(shutil.rmtree, top, True)
+    venv = os.path.join(top, "venv")
+    o = subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], capture_output=True, text=True)
+    if o.returncode != 0:
+        raise unittest.SkipTest("%s -m venv failed: %s" % (sys.executable, o.stderr.strip()[-300:]))
+    py = os.path.join(venv, "bin", "python")
+    site = subprocess.run([py, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    pkg = os.path.join(site, "venv_only_pkg")
+    os.makedirs(pkg)
+    with open(os.path.join(pkg, "__init__.py"), "w") as f:
+        f.write("WEIGHT = 0.625\n")
+    for d, dirs, files in os.walk(top):
+        os.chmod(d, 0o755)
+        for name in files:
+            if not os.path.islink(os.path.join(d, name)):
+                os.chmod(os.path.join(d, name), 0o666 if not d.endswith("/bin") else 0o755)
+    return py, top
+
+
+VENV_SRC = "import venv_only_pkg\ndef evaluate(app_params, inputs, output, correct_answer):\n    return venv_only_pkg.WEIGHT\n"
+
+
+class Interpreter(unittest.TestCase):
+    """python=: the jail runs the caller's interpreter (or the one named),
+    with its packages, not the first python3 on PATH."""
+
+    def test_a_named_venv_s_packages_import(self):
+        py, _ = make_venv(self)
+        self.assertEqual(ev.evaluate(VENV_SRC, output="x", python=py, timeout=20), 0.625)
+        with self.assertRaises(ev.EvaluatorException) as e:
+            ev.evaluate(VENV_SRC, output="x", python=None, timeout=20)
+        self.assertEqual(e.exception.exception, "ModuleNotFoundError", "python3 on PATH has no venv_only_pkg")
+
+    def test_the_caller_s_non_activated_venv_is_the_default(self):
+        py, top = make_venv(self)
+        pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(ev.__file__)))
+        code = (
+            "import sys\n"
+            "from stockade import evaluator\n"
+            "print(evaluator.evaluate(sys.argv[1], {}, {}, 'x', 'x', timeout=20))\n"
+        )
+        env = dict(os.environ, PYTHONPATH=pkg_root)
+        env.pop("VIRTUAL_ENV", None)
+        o = subprocess.run([py, "-c", code, VENV_SRC], capture_output=True, text=True, env=env, cwd=top)
+        self.assertEqual(o.returncode, 0, o.stderr)
+        self.assertEqual(o.stdout.strip(), "0.625")
+
+    def test_the_venv_is_read_only_in_the_jail(self):
+        py, top = make_venv(self)
+        src = (
+            "import venv_only_pkg\n"
+            "def evaluate(inputs, outputs, trace):\n"
+            "    open(venv_only_pkg.__file__, 'a').write('x = 1\\n')\n"
+            "    return 1.0\n"
+        )
+        with self.assertRaises(ev.EvaluatorException) as e:
+            ev.evaluate(src, outputs="x", python=py, timeout=20)
+        self.assertIn(e.exception.exception, ("OSError", "PermissionError"), e.exception.traceback)
+        with open(os.path.join(os.path.dirname(subprocess.run(
+                [py, "-I", "-c", "import venv_only_pkg; print(venv_only_pkg.__file__)"],
+                capture_output=True, text=True, check=True).stdout.strip()), "__init__.py")) as f:
+            self.assertEqual(f.read(), "WEIGHT = 0.625\n")
 
 
 if __name__ == "__main__":
