@@ -80,17 +80,33 @@ def owner_flags(workspace, binary):
     say who that is. Not root: the jail writes as the caller, nothing to
     do. Root, with user namespaces: the jail maps to the workspace's
     owner (`--host-uid`), and a root-owned workspace (LangChain makes
-    `workspace_root` itself) is first handed to uid 65534, stockade's
-    default host uid (a jail never runs as host root). Root, where user
-    namespaces are refused: each jail runs as a uid leased for it, so the
-    workspace is opened to every uid (what stockade's README asks of a
-    writable bind there)."""
+    `workspace_root` itself, and its temporary one) is first handed to
+    uid 65534, stockade's default host uid (a jail never runs as host
+    root). Root, where user namespaces are refused: each jail runs as a
+    uid leased for it, so the workspace is opened to every uid (mode
+    0777, what stockade's README asks of a writable bind there).
+
+    Only an empty directory is handed over or opened (one LangChain has
+    just made, or one the caller made for the jail): a root-owned or, in
+    the fallback, not yet opened workspace with files in it is refused
+    (ValueError), so that a workspace_root of /root or /etc is never
+    given away."""
     if os.geteuid() != 0:
         return []
     st = os.stat(workspace)
-    if not userns_available(binary):
-        if st.st_mode & 0o777 != 0o777:
-            os.chmod(workspace, (st.st_mode & 0o7777) | 0o777)
+    fallback = not userns_available(binary)
+    if fallback and st.st_mode & 0o777 == 0o777:
+        return []
+    if (fallback or st.st_uid == 0) and os.listdir(workspace):
+        raise ValueError(
+            "workspace %s: started by root, the jail (never host root%s) can write only a workspace "
+            "handed to it, and this one is %s and not empty; give an empty or new directory "
+            "(ShellToolMiddleware makes workspace_root when it is missing)"
+            % (workspace, "; here a uid leased per jail" if fallback else "; here uid 65534",
+               "not open to every uid" if fallback else "owned by root")
+        )
+    if fallback:
+        os.chmod(workspace, (st.st_mode & 0o7777) | 0o777)
         return []
     if st.st_uid == 0:
         os.chown(workspace, NOBODY, NOBODY)

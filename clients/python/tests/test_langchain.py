@@ -151,6 +151,23 @@ class ShellThroughLangChain(unittest.TestCase):
         finally:
             shutil.rmtree(parent)
 
+    def test_a_root_owned_workspace_with_files_is_never_given_away(self):
+        from stockade.langchain import StockadeExecutionPolicy
+
+        if os.geteuid() != 0:
+            self.skipTest("only a root caller hands workspaces over (here the jail writes as the caller)")
+        ws = tempfile.mkdtemp()
+        try:
+            with open(os.path.join(ws, "root-file"), "w") as f:
+                f.write("x")
+            before = os.stat(ws)
+            with self.assertRaisesRegex(ValueError, "not empty"):
+                StockadeExecutionPolicy(binary=BIN).build_command(ws, {}, ["sh"])
+            after = os.stat(ws)
+            self.assertEqual((after.st_uid, after.st_gid, after.st_mode), (before.st_uid, before.st_gid, before.st_mode))
+        finally:
+            shutil.rmtree(ws)
+
     def test_network_loopback_is_a_real_value(self):
         tcp = ("python3 -c \"import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1); "
                "socket.create_connection(s.getsockname()); print('TCP-OK')\"")

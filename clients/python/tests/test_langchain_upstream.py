@@ -53,7 +53,7 @@ if FALLBACK and os.geteuid() == 0:
     KNOWN["test_startup_and_shutdown_commands"] = (
         "stockade's fallback started by root: the leased uid cannot write a workdir under a directory "
         "it cannot search (pytest's tmp_path is under /tmp/pytest-of-root, 0700), even opened 0777 "
-        "(passes with --no-landlock): stockade core, reported in issue 29"
+        "(passes with --no-landlock): a stockade core limitation, left open (issue 29)"
     )
 
 
