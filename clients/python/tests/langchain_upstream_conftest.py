@@ -4,8 +4,9 @@ test_shell_tool.py), copied next to them by test_langchain_upstream.py:
 every HostExecutionPolicy those tests make, and the one
 ShellToolMiddleware makes when given none, is a StockadeExecutionPolicy,
 so each of their shells starts in a stockade jail. Their test bodies are
-not edited. Each spawn's argv is appended to $STOCKADE_UPSTREAM_SPAWNS
-(one JSON line), so the runner can tell that the jails did start."""
+not edited. Each argv given to LangChain's `_launch_subprocess` is
+appended to $STOCKADE_UPSTREAM_SPAWNS (one JSON line), so the runner can
+tell that the shells were `stockade run`s."""
 
 import json
 import os
@@ -24,12 +25,19 @@ class StockadeInPlaceOfHost(StockadeExecutionPolicy):
 
     create_process_group: bool = True
 
-    def spawn(self, *, workspace, env, command):
-        with open(os.environ["STOCKADE_UPSTREAM_SPAWNS"], "a") as f:
-            f.write(json.dumps(self.build_command(workspace, env, command)) + "\n")
-        return super().spawn(workspace=workspace, env=env, command=command)
+
+_launch = _execution._launch_subprocess
 
 
+def _recording_launch(command, **kwargs):
+    """LangChain's `_launch_subprocess` (which the policy starts its
+    shell through), recording each argv."""
+    with open(os.environ["STOCKADE_UPSTREAM_SPAWNS"], "a") as f:
+        f.write(json.dumps(list(command)) + "\n")
+    return _launch(command, **kwargs)
+
+
+_execution._launch_subprocess = _recording_launch
 shell_tool.HostExecutionPolicy = StockadeInPlaceOfHost
 _execution.HostExecutionPolicy = StockadeInPlaceOfHost
 
