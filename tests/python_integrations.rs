@@ -21,6 +21,7 @@ const MODULES: &[&str] = &[
     "test_local",
     "test_evaluator",
     "test_langchain",
+    "test_langchain_upstream",
     "test_session",
     "test_deepagents",
     "test_options",

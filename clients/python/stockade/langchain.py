@@ -14,9 +14,14 @@ a stockade jail. Needs the `langchain` extra:
 
 The workspace is bound read-write at its own path (the shell starts
 there, and it is $HOME); the rest of the host is what the profile shows
-(`shell`: /usr, /bin, /lib* and a few /etc files read-only), no network
-but loopback unless `network_enabled`, and the host environment stays
-out: the shell sees only the middleware's `env`.
+(`shell`: /usr, /bin, /lib* and a few /etc files read-only). The network
+is stockade's `none` unless `network` says otherwise: a network namespace
+of its own with only loopback, and TCP refused even there (`"loopback"`
+allows TCP between the jail's processes; `"host"`, or
+`network_enabled=True`, shares the host's). The host environment stays
+out: the shell sees the middleware's `env`, a PATH of the system's
+directories (`/usr/local/bin:/usr/bin:/bin`, never the caller's) unless
+that `env` sets one, and $HOME.
 """
 
 import json
@@ -31,11 +36,33 @@ try:
 except ImportError:  # langchain 1.x exports it from the shell tool's module
     from langchain.agents.middleware.shell_tool import BaseExecutionPolicy
 
+try:  # where LangChain's own policies start their process (and its tests patch it)
+    from langchain.agents.middleware import _execution
+except ImportError:  # pragma: no cover - a langchain without the module
+    _execution = None
+
 from . import _options, local
 
-# LangChain's own temporary workspaces (a workspace_root-less middleware).
-_LANGCHAIN_TEMP_PREFIX = "langchain-shell-"
 NOBODY = 65534
+# The jail's PATH: stockade's own default, not the caller's (a pyenv shim
+# or a virtualenv's bin on the host means nothing inside).
+CLEAN_PATH = "/usr/local/bin:/usr/bin:/bin"
+# Variables stockade copies from its own environment into the jail's.
+_JAIL_INHERITED = ("PATH", "LANG", "LC_ALL", "TERM")
+# `stockade run` flags the policy sets itself: (flag, its other spellings).
+# The same flag in `extra_flags` replaces the policy's.
+_POLICY_FLAGS = {
+    "--profile": (),
+    "--network": (),
+    "--memory": (),
+    "--cpus": (),
+    "--pids-limit": (),
+    "--cpu-time": (),
+}
+# Who the jail runs as: given in `extra_flags`, the workspace is left as it is.
+_OWNER_FLAGS = ("--host-uid", "--host-gid", "--uid-range")
+# Flags the policy cannot give up: the workspace is the workdir.
+_REFUSED_FLAGS = {"--workdir": "the workspace is the jail's workdir: set ShellToolMiddleware(workspace_root=...)"}
 
 
 def userns_available(binary):
@@ -49,27 +76,42 @@ def userns_available(binary):
 
 
 def owner_flags(workspace, binary):
-    """Flags that let the jail's user write `workspace`. A root caller's
-    jails map to host uid 65534: map them to the workspace's owner
-    instead, or hand LangChain's own temporary workspace to 65534 (in the
-    fallback, where each jail gets a leased uid, open it to every uid); a
-    root-owned workspace of the caller's is refused (the jail would run
-    as host root)."""
+    """Make `workspace` writable by the jail's user; return the flags that
+    say who that is. Not root: the jail writes as the caller, nothing to
+    do. Root, with user namespaces: the jail maps to the workspace's
+    owner (`--host-uid`), and a root-owned workspace (LangChain makes
+    `workspace_root` itself, and its temporary one) is first handed to
+    uid 65534, stockade's default host uid (a jail never runs as host
+    root). Root, where user namespaces are refused: each jail runs as a
+    uid leased for it, so the workspace is opened to every uid (mode
+    0777, what stockade's README asks of a writable bind there).
+
+    Only an empty directory is handed over or opened (one LangChain has
+    just made, or one the caller made for the jail): a root-owned or, in
+    the fallback, not yet opened workspace with files in it is refused
+    (ValueError), so that a workspace_root of /root or /etc is never
+    given away."""
     if os.geteuid() != 0:
         return []
     st = os.stat(workspace)
-    if st.st_uid != 0:
-        return ["--host-uid", str(st.st_uid), "--host-gid", str(st.st_gid)]
-    if Path(workspace).name.startswith(_LANGCHAIN_TEMP_PREFIX):
-        if userns_available(binary):
-            os.chown(workspace, NOBODY, NOBODY)
-        else:
-            os.chmod(workspace, 0o777)
+    fallback = not userns_available(binary)
+    if fallback and st.st_mode & 0o777 == 0o777:
         return []
-    raise ValueError(
-        "workspace %s is owned by root: a jail never runs as host root; "
-        "chown it to the user the jail should write as (e.g. 65534)" % workspace
-    )
+    if (fallback or st.st_uid == 0) and os.listdir(workspace):
+        raise ValueError(
+            "workspace %s: started by root, the jail (never host root%s) can write only a workspace "
+            "handed to it, and this one is %s and not empty; give an empty or new directory "
+            "(ShellToolMiddleware makes workspace_root when it is missing)"
+            % (workspace, "; here a uid leased per jail" if fallback else "; here uid 65534",
+               "not open to every uid" if fallback else "owned by root")
+        )
+    if fallback:
+        os.chmod(workspace, (st.st_mode & 0o7777) | 0o777)
+        return []
+    if st.st_uid == 0:
+        os.chown(workspace, NOBODY, NOBODY)
+        return []
+    return ["--host-uid", str(st.st_uid), "--host-gid", str(st.st_gid)]
 
 
 def _int(name, value):
@@ -79,22 +121,37 @@ def _int(name, value):
     return value
 
 
+def _flag_name(arg):
+    """The `--name` of a flag argument (`--name` or `--name=value`)."""
+    return arg.split("=", 1)[0] if arg.startswith("--") else None
+
+
 @dataclass
 class StockadeExecutionPolicy(BaseExecutionPolicy):
     """Run the persistent shell in a stockade jail (one jail per shell
     session; a restart is a fresh jail on the same workspace).
 
     `profile`: the jail's base profile (`shell`); `memory_bytes`, `cpus`,
-    `pids`: cgroup limits of the whole session; `network_enabled`: share
-    the host's network (off: loopback only); `binary`: the stockade
-    binary (default $STOCKADE_BIN or PATH); `extra_flags`: more
-    `stockade run` flags (e.g. ["--ro-bind", "/data"])."""
+    `pids`: cgroup limits of the whole session; `cpu_time_seconds`: the
+    shell's CPU time (`--cpu-time`, RLIMIT_CPU, as LangChain's
+    HostExecutionPolicy); `network`: `"none"` (the default: loopback
+    only, TCP refused), `"loopback"` (TCP between the jail's processes
+    over loopback; needs user namespaces) or `"host"`;
+    `network_enabled=True`: `"host"` (LangChain's Docker policy's
+    spelling); `binary`: the stockade binary (default $STOCKADE_BIN or
+    PATH); `extra_flags`: more `stockade run` flags (e.g. ["--ro-bind",
+    "/data"]); one the policy sets itself (`--network`, `--memory`,
+    `--profile`, …) replaces the policy's, `--host-uid`/`--host-gid`/
+    `--uid-range` leave the workspace's owner to the caller, `--workdir`
+    is refused."""
 
     binary: Optional[str] = None
     profile: str = "shell"
     memory_bytes: Optional[int] = None
     cpus: Optional[float] = None
     pids: Optional[int] = None
+    cpu_time_seconds: Optional[int] = None
+    network: Optional[str] = None
     network_enabled: bool = False
     extra_flags: Sequence[str] = field(default_factory=tuple)
 
@@ -122,37 +179,87 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
             _options.cpus("cpus", self.cpus)
         if self.pids is not None:
             _options.count("pids", _int("pids", self.pids))
+        if self.cpu_time_seconds is not None:
+            _options.duration("cpu_time_seconds", _int("cpu_time_seconds", self.cpu_time_seconds))
+        _options.network("network", self.network)
         _options.boolean("network_enabled", self.network_enabled)
+        if self.network_enabled and self.network not in (None, "host"):
+            raise _options.bad(
+                "network", "%r contradicts network_enabled=True (the host's network)" % (self.network,)
+            )
         self.extra_flags = tuple(_options.flags("extra_flags", self.extra_flags))
+        for i, arg in enumerate(self.extra_flags):
+            name = _flag_name(arg)
+            if name in _REFUSED_FLAGS:
+                raise _options.bad("extra_flags[%d]" % i, "%s: %s" % (arg, _REFUSED_FLAGS[name]))
+
+    def _network(self):
+        if self.network_enabled:
+            return "host"
+        return self.network or "none"
 
     def build_command(self, workspace, env, command):
         """The `stockade run` argv for `command` on `workspace`."""
         self._check()
         ws = os.path.realpath(str(workspace))
         binary = local.find_binary(self.binary)
-        argv = [binary, "run", local.flag("--profile", self.profile)]
-        argv += [local.flag("--workdir", "%s:%s" % (ws, ws))] + owner_flags(ws, binary)
-        argv += [local.flag("--network", "host" if self.network_enabled else "none")]
-        argv += local.limit_flags({"memory": self.memory_bytes, "cpus": self.cpus, "pids": self.pids})
+        given = {_flag_name(a) for a in self.extra_flags}
+        ours = [local.flag("--profile", self.profile), local.flag("--workdir", "%s:%s" % (ws, ws))]
+        if not given & set(_OWNER_FLAGS):
+            ours += owner_flags(ws, binary)
+        ours += [local.flag("--network", self._network())]
+        ours += local.limit_flags({"memory": self.memory_bytes, "cpus": self.cpus, "pids": self.pids})
+        if self.cpu_time_seconds is not None:
+            ours += [local.flag("--cpu-time", "%ds" % self.cpu_time_seconds)]
+        # A flag of extra_flags replaces the policy's own (stockade takes
+        # each of these once).
+        replaced = {name for name, aliases in _POLICY_FLAGS.items() if given & {name, *aliases}}
+        ours = [a for a in ours if _flag_name(a) not in replaced]
+        argv = [binary, "run"] + ours
         argv += local.env_flags({str(k): str(v) for k, v in dict(env).items()})
         return argv + list(self.extra_flags) + ["--"] + list(command)
 
+    @staticmethod
+    def stockade_env():
+        """The environment of the `stockade` process: the caller's (stockade
+        reads its HOME, XDG_RUNTIME_DIR, `--keep-env` names), less what
+        stockade would copy into the jail, with PATH the system's."""
+        env = {k: v for k, v in os.environ.items() if k not in _JAIL_INHERITED}
+        env["PATH"] = CLEAN_PATH
+        return env
+
     def spawn(self, *, workspace: Path, env: Mapping[str, str], command: Sequence[str]) -> "subprocess.Popen[str]":
         argv = self.build_command(workspace, env, command)
-        # stockade gives the jail a fresh environment (only the --setenv
-        # above); its own process keeps the caller's.
-        return subprocess.Popen(
+        # Started as LangChain's own policies start theirs, through
+        # `_execution._launch_subprocess` (looked up at each call, so a
+        # patch of it applies); stockade gives the jail a fresh
+        # environment (only the --setenv above, PATH and HOME).
+        launch = getattr(_execution, "_launch_subprocess", None) or _launch_subprocess
+        return launch(
             argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=str(workspace),
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-            bufsize=1,
+            env=self.stockade_env(),
+            cwd=Path(workspace),
+            preexec_fn=None,
             start_new_session=True,
         )
+
+
+def _launch_subprocess(command, *, env, cwd, preexec_fn, start_new_session):
+    """LangChain's `_launch_subprocess`, for a langchain without it."""
+    return subprocess.Popen(
+        list(command),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        bufsize=1,
+        env=env,
+        preexec_fn=preexec_fn,
+        start_new_session=start_new_session,
+    )
 
 
 __all__ = ["StockadeExecutionPolicy"]

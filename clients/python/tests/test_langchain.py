@@ -5,9 +5,11 @@ tool calls run in a real jail. Skipped when langchain is not installed
 (the `langchain` extra)."""
 
 import os
+import shutil
 import socket
 import tempfile
 import unittest
+from unittest import mock
 
 BIN = os.environ.get("STOCKADE_BIN")
 # tests/python_integrations.rs also runs the suites where user namespaces
@@ -40,7 +42,7 @@ def setUpModule():
         raise unittest.SkipTest("STOCKADE_BIN is not set: no local stockade binary to test")
 
 
-def run_shell(commands, **policy):
+def run_shell(commands, workspace_root=None, env=None, **policy):
     """Run `commands` one tool call at a time through an agent; return
     the ToolMessages, in order."""
     from stockade.langchain import StockadeExecutionPolicy
@@ -52,7 +54,8 @@ def run_shell(commands, **policy):
     model = ToolCallingFakeModel(messages=iter(script + [AIMessage(content="done")]))
     middleware = ShellToolMiddleware(
         execution_policy=StockadeExecutionPolicy(termination_timeout=1, **policy),
-        env={"GREETING": "hello"},
+        env={"GREETING": "hello"} if env is None else env,
+        workspace_root=workspace_root,
     )
     agent = create_agent(model=model, tools=[], middleware=[middleware])
     result = agent.invoke({"messages": [{"role": "user", "content": "go"}]})
@@ -132,6 +135,114 @@ class ShellThroughLangChain(unittest.TestCase):
         self.assertIn("ALLOCATED", free.content.splitlines(), "without a limit the allocation succeeds")
         (capped,) = run_shell([alloc], memory_bytes=128 << 20)
         self.assertNotIn("ALLOCATED", capped.content.splitlines(), capped.content)
+
+    def test_a_workspace_root_langchain_makes_is_written_by_the_jail(self):
+        # LangChain makes workspace_root itself (root-owned when the caller
+        # is root, a sidecar's usual user): the jail must still write it.
+        parent = tempfile.mkdtemp()
+        try:
+            os.chmod(parent, 0o755)
+            ws = os.path.join(parent, "work")
+            (made,) = run_shell(["echo data > made && cat made"], workspace_root=ws)
+            self.assertEqual(made.status, "success", made.content)
+            self.assertEqual(made.content.strip(), "data")
+            with open(os.path.join(ws, "made")) as f:
+                self.assertEqual(f.read(), "data\n")
+        finally:
+            shutil.rmtree(parent)
+
+    def test_a_root_owned_workspace_with_files_is_never_given_away(self):
+        from stockade.langchain import StockadeExecutionPolicy
+
+        if os.geteuid() != 0:
+            self.skipTest("only a root caller hands workspaces over (here the jail writes as the caller)")
+        ws = tempfile.mkdtemp()
+        try:
+            with open(os.path.join(ws, "root-file"), "w") as f:
+                f.write("x")
+            before = os.stat(ws)
+            with self.assertRaisesRegex(ValueError, "not empty"):
+                StockadeExecutionPolicy(binary=BIN).build_command(ws, {}, ["sh"])
+            after = os.stat(ws)
+            self.assertEqual((after.st_uid, after.st_gid, after.st_mode), (before.st_uid, before.st_gid, before.st_mode))
+        finally:
+            shutil.rmtree(ws)
+
+    def test_network_loopback_is_a_real_value(self):
+        tcp = ("python3 -c \"import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1); "
+               "socket.create_connection(s.getsockname()); print('TCP-OK')\"")
+        (none,) = run_shell([tcp])
+        self.assertNotIn("TCP-OK", none.content.splitlines(), "the default, none: TCP refused, even on loopback")
+        if FALLBACK:
+            self.skipTest("network loopback needs user namespaces (refused in the fallback)")
+        (loop,) = run_shell([tcp], network="loopback")
+        self.assertIn("TCP-OK", loop.content.splitlines(), loop.content)
+        # The same through extra_flags: it replaces the policy's --network.
+        (flag,) = run_shell([tcp], extra_flags=["--network", "loopback"])
+        self.assertIn("TCP-OK", flag.content.splitlines(), flag.content)
+
+    def test_network_flags_are_never_given_twice(self):
+        from stockade.langchain import StockadeExecutionPolicy
+
+        ws = os.path.realpath(tempfile.gettempdir())
+
+        def argv(**kw):
+            with mock.patch("stockade.langchain.owner_flags", return_value=[]):
+                return StockadeExecutionPolicy(binary=BIN, **kw).build_command(ws, {}, ["sh"])
+
+        def nets(a):
+            return [x for x in a[: a.index("--")] if x.split("=")[0] == "--network"]
+
+        self.assertEqual(nets(argv()), ["--network=none"])
+        self.assertEqual(nets(argv(network="loopback")), ["--network=loopback"])
+        self.assertEqual(nets(argv(network_enabled=True)), ["--network=host"])
+        self.assertEqual(nets(argv(extra_flags=["--network", "host"])), ["--network"])
+        self.assertEqual(nets(argv(network="host", extra_flags=["--network=loopback"])), ["--network=loopback"])
+        mem = argv(memory_bytes=64 << 20, extra_flags=["--memory", "32m"])
+        self.assertEqual([x for x in mem if x.startswith("--memory")], ["--memory"])
+        for bad in ({"network": "Loopback"}, {"cpu_time_seconds": 0},
+                    {"network": "none", "network_enabled": True}, {"network": "loopback", "network_enabled": True},
+                    {"extra_flags": ["--workdir", "/srv"]}, {"extra_flags": ["--workdir=/srv"]},
+                    {"cpu_time_seconds": True}, {"cpu_time_seconds": 1.5}, {"cpu_time_seconds": -1}):
+            with self.subTest(bad=bad), self.assertRaises(ValueError):
+                StockadeExecutionPolicy(binary=BIN, **bad)
+
+    def test_cpu_time_seconds_reaches_the_jail(self):
+        (limited,) = run_shell(["ulimit -t"], cpu_time_seconds=7)
+        self.assertEqual(limited.content.strip(), "7")
+        (free,) = run_shell(["ulimit -t"])
+        self.assertEqual(free.content.strip(), "unlimited")
+
+    def test_shell_starts_through_langchains_launch_subprocess(self):
+        from langchain.agents.middleware import _execution
+
+        calls = []
+        real = _execution._launch_subprocess
+
+        def recording(command, **kwargs):
+            calls.append((list(command), kwargs))
+            return real(command, **kwargs)
+
+        with mock.patch.object(_execution, "_launch_subprocess", recording):
+            (out,) = run_shell(["echo hi"])
+        self.assertEqual(out.content.strip(), "hi")
+        self.assertEqual(len(calls), 1, calls)
+        argv, kwargs = calls[0]
+        self.assertEqual(argv[:2], [BIN, "run"])
+        self.assertEqual(argv[-1], "/bin/bash")
+        self.assertTrue(kwargs["start_new_session"])
+
+    def test_the_callers_path_stays_out(self):
+        old = os.environ["PATH"]
+        os.environ["PATH"] = "/opt/pyenv-canary/shims:" + old
+        try:
+            path, which = run_shell(["echo $PATH", "command -v python3"])
+            (own,) = run_shell(["echo $PATH"], env={"PATH": "/bin:/usr/bin"})
+        finally:
+            os.environ["PATH"] = old
+        self.assertEqual(path.content.strip(), "/usr/local/bin:/usr/bin:/bin")
+        self.assertNotIn("canary", which.content)
+        self.assertEqual(own.content.strip(), "/bin:/usr/bin", "the middleware's env sets PATH")
 
     def test_bad_policy_fields(self):
         from stockade.langchain import StockadeExecutionPolicy
