@@ -2,6 +2,8 @@
 $STOCKADE_BIN, else the one installed with this package (the wheel of
 `cargo xtask wheel` carries it as a script), else `stockade` on PATH."""
 
+from __future__ import annotations
+
 import functools
 import os
 import shutil
@@ -15,16 +17,14 @@ from . import _options
 _SCRIPT_DIRS = ("bin", "Scripts")
 
 
-def locate(binary=None):
-    # type: (Optional[str]) -> Optional[str]
+def locate(binary: Optional[_options.StrPath] = None) -> Optional[str]:
     """The binary to run, or None when there is none to try."""
     binary = _options.optional_path("binary", binary)
     return binary or os.environ.get("STOCKADE_BIN") or bundled() or shutil.which("stockade")
 
 
 @functools.lru_cache(maxsize=None)
-def bundled():
-    # type: () -> Optional[str]
+def bundled() -> Optional[str]:
     """The `stockade` script installed with this very package (by its
     wheel's RECORD), or None: a package imported from a checkout, or
     installed without the binary, has none."""

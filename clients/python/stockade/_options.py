@@ -10,11 +10,14 @@ read as Rust reads it ([0-9] digits, an optional `+`, no `_`), after
 Rust's `trim` (Unicode White_Space), with ASCII-only case folding.
 """
 
+from __future__ import annotations
+
 import json
 import math
 import os
 import re
 from collections.abc import Mapping
+from typing import Any, Callable, Optional, Union, cast
 
 from .errors import InvalidOption, InvalidOptionType
 
@@ -38,42 +41,47 @@ _RUST_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0
 _UINT = re.compile(r"\+?[0-9]+\Z")
 # Rust's f64 grammar, finite numbers only (inf and NaN are refused anyway).
 _FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+# A file's content or stdin: text, or bytes.
+Content = Union[str, bytes, bytearray]
+# A host path: str, or os.PathLike of str.
+StrPath = Union[str, "os.PathLike[str]"]
+
 _SIZE_SUFFIX = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
-def bad(field, why):
+def bad(field: str, why: str) -> InvalidOption:
     return InvalidOption(0, "bad_request", "%s: %s" % (field, why), field)
 
 
-def bad_type(field, expected, value):
+def bad_type(field: str, expected: str, value: object) -> InvalidOptionType:
     return InvalidOptionType(
         0, "bad_request", "%s: expected %s, got %s %r" % (field, expected, type(value).__name__, value), field
     )
 
 
-def _lower(text):
+def _lower(text: str) -> str:
     return "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in text)
 
 
-def _trim(text):
+def _trim(text: str) -> str:
     return text.strip(_RUST_SPACE)
 
 
-def _no_nul(field, text):
+def _no_nul(field: str, text: str) -> str:
     if "\0" in text:
         raise bad(field, "contains a NUL byte")
     return text
 
 
-def _is_int(value):
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value):
+def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def text(field, value, *, empty=False):
+def text(field: str, value: Any, *, empty: bool = False) -> str:
     """A str without NUL (non-empty unless `empty`)."""
     if not isinstance(value, str):
         raise bad_type(field, "a string", value)
@@ -82,7 +90,7 @@ def text(field, value, *, empty=False):
     return _no_nul(field, value)
 
 
-def path(field, value):
+def path(field: str, value: Any) -> str:
     """A host path: str or os.PathLike of str, non-empty, without NUL."""
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
@@ -91,11 +99,11 @@ def path(field, value):
     return text(field, value)
 
 
-def optional_path(field, value):
+def optional_path(field: str, value: Any) -> Optional[str]:
     return None if value is None else path(field, value)
 
 
-def strings(field, value, item=text):
+def strings(field: str, value: Any, item: Callable[[str, Any], str] = text) -> list[str]:
     """A list or tuple of strings (never one string: it would be read
     character by character)."""
     if not isinstance(value, (list, tuple)):
@@ -103,7 +111,7 @@ def strings(field, value, item=text):
     return [item("%s[%d]" % (field, i), v) for i, v in enumerate(value)]
 
 
-def _parse_size(field, raw):
+def _parse_size(field: str, raw: str) -> None:
     """parse_size, then above 0 (parse_limit_size)."""
     t = _lower(_trim(raw))
     if t.endswith("ib"):
@@ -123,7 +131,7 @@ def _parse_size(field, raw):
         raise bad(field, "%r: must be greater than 0 (leave the limit out for none)" % raw)
 
 
-def size(field, value):
+def size(field: str, value: Any) -> str:
     """A size limit: bytes as an int, or text (`64m`); above 0. Returns
     the text for the CLI."""
     if _is_int(value):
@@ -136,7 +144,7 @@ def size(field, value):
     return value
 
 
-def count(field, value):
+def count(field: str, value: Any) -> str:
     """A count limit (processes): a whole number above 0, int or text."""
     if _is_int(value):
         if not 0 < value <= U64_MAX:
@@ -152,14 +160,14 @@ def count(field, value):
     return value
 
 
-def _float_text(field, raw, why):
+def _float_text(field: str, raw: str, why: str) -> float:
     t = _trim(raw)
     if not _FLOAT.match(t):
         raise bad(field, why)
     return float(t)
 
 
-def cpus(field, value):
+def cpus(field: str, value: Any) -> str:
     """A CPU quota: a number above 0 and at most 4096, int, float or text."""
     why = "%r is not a number of CPUs above 0 and at most 4096 (examples: 0.5, 1, 2)" % (value,)
     if _is_number(value):
@@ -175,7 +183,7 @@ def cpus(field, value):
     return value
 
 
-def _finite(field, value):
+def _finite(field: str, value: Union[int, float]) -> float:
     try:
         v = float(value)
     except OverflowError:
@@ -188,7 +196,7 @@ def _finite(field, value):
 _DURATION_UNITS = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0))
 
 
-def _duration_seconds(field, raw):
+def _duration_seconds(field: str, raw: str) -> float:
     """parse_duration: seconds, or refuse."""
     why = "%r is not a duration (examples: 500ms, 10s, 1.5s, 2m)" % raw
     t = _lower(_trim(raw))
@@ -203,7 +211,7 @@ def _duration_seconds(field, raw):
     return v * scale
 
 
-def duration(field, value, *, zero=False, unit="s"):
+def duration(field: str, value: Any, *, zero: bool = False, unit: str = "s") -> str:
     """A duration: seconds as a number, or text (`10s`, `500ms`); above 0
     unless `zero` (then 0 is kept: "never"). Returns the CLI's text (a
     number gets `unit` appended)."""
@@ -224,7 +232,7 @@ def duration(field, value, *, zero=False, unit="s"):
     return value
 
 
-def seconds(field, value, *, most=None):
+def seconds(field: str, value: Any, *, most: Optional[float] = None) -> Union[int, float]:
     """A number of seconds (int or float, not bool), finite, above 0 and
     at most `most`: a session command's timeout, a server's idle_timeout."""
     if not _is_number(value):
@@ -233,25 +241,25 @@ def seconds(field, value, *, most=None):
     if v <= 0 or (most is not None and v > most):
         limit = "" if most is None else " and at most %g" % most
         raise bad(field, "%r: must be greater than 0%s" % (value, limit))
-    return value
+    return cast("Union[int, float]", value)
 
 
-def byte_count(field, value):
+def byte_count(field: str, value: Any) -> int:
     """A whole number of bytes from 0 (a session command's max_output)."""
     if not _is_int(value):
         raise bad_type(field, "a number of bytes (int)", value)
     if not 0 <= value <= U64_MAX:
         raise bad(field, "%d: must be between 0 and %d" % (value, U64_MAX))
-    return value
+    return cast(int, value)
 
 
-def boolean(field, value):
+def boolean(field: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise bad_type(field, "True or False", value)
     return value
 
 
-def network(field, value):
+def network(field: str, value: Any) -> Optional[str]:
     """`--network`: "none", "loopback" or "host" exactly, or None (the
     profile's, which is none for the built-in profiles)."""
     if value is None:
@@ -269,7 +277,7 @@ def network(field, value):
     return value
 
 
-def profile(field, value, *, local=True):
+def profile(field: str, value: Any, *, local: bool = True) -> Optional[str]:
     """A profile: a built-in name or (locally) a .toml path; None for the
     default."""
     if value is None:
@@ -277,7 +285,7 @@ def profile(field, value, *, local=True):
     return path(field, value) if local else text(field, value)
 
 
-def env(field, value, *, server=False):
+def env(field: str, value: Any, *, server: bool = False) -> dict[str, str]:
     """{NAME: value}: names non-empty without `=` or NUL, values str
     without NUL (and UTF-8 for a server: the body is JSON)."""
     if value is None:
@@ -300,7 +308,7 @@ def env(field, value, *, server=False):
     return out
 
 
-def _utf8(field, value):
+def _utf8(field: str, value: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -308,11 +316,11 @@ def _utf8(field, value):
     return value
 
 
-def utf8_text(field, value, *, empty=False):
+def utf8_text(field: str, value: Any, *, empty: bool = False) -> str:
     return _utf8(field, text(field, value, empty=empty))
 
 
-def file_path(field, value):
+def file_path(field: str, value: Any) -> str:
     """A workdir-relative path: plain components only (check_path)."""
     if not isinstance(value, str):
         raise bad_type(field, "a relative path (str)", value)
@@ -333,7 +341,7 @@ def file_path(field, value):
     return value
 
 
-def files(field, value):
+def files(field: str, value: Any) -> dict[str, Content]:
     """{relative path: str | bytes}."""
     if value is None:
         return {}
@@ -351,11 +359,11 @@ def files(field, value):
     return out
 
 
-def _quote(p):
+def _quote(p: object) -> str:
     return json.dumps(p) if isinstance(p, str) else repr(p)
 
 
-def content(field, value):
+def content(field: str, value: Any) -> Optional[Content]:
     """stdin: str or bytes."""
     if value is None or isinstance(value, (bytes, bytearray)):
         return value
@@ -364,7 +372,7 @@ def content(field, value):
     raise bad_type(field, "str or bytes", value)
 
 
-def argv(field, value, *, server=False):
+def argv(field: str, value: Any, *, server: bool = False) -> list[str]:
     """A command: a non-empty list of strings (argv[0] non-empty), no NUL."""
     if not isinstance(value, (list, tuple)):
         raise bad_type(field, "a list of strings (not one string)", value)
@@ -380,11 +388,11 @@ def argv(field, value, *, server=False):
 
 
 # `limits`' keys and how each reads.
-RUN_LIMITS = {"memory": size, "cpus": cpus, "pids": count, "timeout": duration, "max_output": size}
+RUN_LIMITS: dict[str, Callable[[str, Any], str]] = {"memory": size, "cpus": cpus, "pids": count, "timeout": duration, "max_output": size}
 SESSION_LIMITS = ("memory", "cpus", "pids")
 
 
-def limits(field, value, keys=tuple(RUN_LIMITS), *, server=False):
+def limits(field: str, value: Any, keys: tuple[str, ...] = tuple(RUN_LIMITS), *, server: bool = False) -> dict[str, Any]:
     """{memory, cpus, pids, timeout, max_output} (a None value: left
     out). Locally: {key: CLI text}; for a server: the values as given."""
     if value is None:
@@ -403,12 +411,12 @@ def limits(field, value, keys=tuple(RUN_LIMITS), *, server=False):
     return out
 
 
-def flags(field, value):
+def flags(field: str, value: Any) -> list[str]:
     """More CLI flags: a list of strings."""
     return strings(field, value)
 
 
-def server_duration(field, value):
+def server_duration(field: str, value: Any) -> Any:
     """A duration as `serve` reads every number of a request (its
     serve::clamp): seconds (int or float) or text (`10s`), above 0 and at
     most 1e9 seconds; sent as given (the server cuts it to its ceiling)."""
@@ -416,20 +424,22 @@ def server_duration(field, value):
     return value
 
 
-def server_size(field, value):
+def server_size(field: str, value: Any) -> Any:
     """A size as `serve` reads it: bytes (int) or text (`64m`), above 0;
     sent as given (the server cuts it to its ceiling)."""
     size(field, value)
     return value
 
 
-def exec_options(command, timeout, max_output, stdin, *, server=False):
+def exec_options(
+    command: Any, timeout: Any, max_output: Any, stdin: Any, *, server: bool = False
+) -> dict[str, Any]:
     """A session command's request fields (protocol v1): `command` a
     non-empty str without NUL, `stdin` text; locally (the agent's own
     rules) `timeout` seconds above 0 and at most a day, `max_output` bytes
     from 0; through `serve` both as the server reads them
     ([`server_duration`], [`server_size`])."""
-    request = {"command": utf8_text("command", command)}
+    request: dict[str, Any] = {"command": utf8_text("command", command)}
     if timeout is not None:
         request["timeout"] = (
             server_duration("timeout", timeout) if server else seconds("timeout", timeout, most=MAX_EXEC_TIMEOUT)

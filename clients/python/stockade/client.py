@@ -1,21 +1,29 @@
 """The client: HTTP/1.1 over a unix socket or TCP, stdlib only."""
 
+from __future__ import annotations
+
 import base64
 import http.client
 import json
 import socket
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Union
 from urllib.parse import urlsplit
 
 from . import _options
+from ._options import Content
 from .errors import StockadeConnectionError, StockadeError, from_answer
+
+if TYPE_CHECKING:
+    from .remote_session import RemoteSession
 
 
 class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout=None):
+    def __init__(self, path: str, timeout: Optional[float] = None) -> None:
         super().__init__("localhost", timeout=timeout)
         self._path = path
 
-    def connect(self):
+    def connect(self) -> None:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             if self.timeout is not None:
@@ -27,16 +35,17 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = s
 
 
-def _bytes(captured):
+def _bytes(captured: Any) -> bytes:
     """Bytes of a captured stream (`{"encoding", "data"}`) or b""."""
     if not captured:
         return b""
     if captured.get("encoding") == "base64":
         return base64.b64decode(captured["data"])
-    return captured.get("data", "").encode("utf-8")
+    data: str = captured.get("data", "")
+    return data.encode("utf-8")
 
 
-def _content(value):
+def _content(value: object) -> Union[str, dict[str, str]]:
     """str -> text; bytes -> {"base64": …}."""
     if isinstance(value, (bytes, bytearray)):
         return {"base64": base64.b64encode(bytes(value)).decode("ascii")}
@@ -49,12 +58,12 @@ class Outcome:
     """How a run ended: the outcome JSON of `stockade run`, with captured
     output as bytes. `raw` is the whole answer."""
 
-    def __init__(self, raw):
+    def __init__(self, raw: dict[str, Any]) -> None:
         self.raw = raw
-        self.status = raw.get("status")
-        self.exit_code = raw.get("exit_code")
-        self.signal = raw.get("signal")
-        self.error = raw.get("error")
+        self.status: Optional[str] = raw.get("status")
+        self.exit_code: Optional[int] = raw.get("exit_code")
+        self.signal: Optional[int] = raw.get("signal")
+        self.error: Optional[str] = raw.get("error")
         self.usage = raw.get("usage", {})
         self.limits = raw.get("limits", {})
         self.layers = raw.get("layers", {})
@@ -73,34 +82,34 @@ class Outcome:
         self.denials_more = raw.get("denials_more", {})
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         """Exited on its own with code 0."""
         return self.status == "exited" and self.exit_code == 0
 
     @property
-    def stdout_text(self):
+    def stdout_text(self) -> str:
         return self.stdout.decode("utf-8", "replace")
 
     @property
-    def stderr_text(self):
+    def stderr_text(self) -> str:
         return self.stderr.decode("utf-8", "replace")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Outcome(status=%r, exit_code=%r)" % (self.status, self.exit_code)
 
 
 class Chunk:
     """A piece of output as the payload wrote it (streaming)."""
 
-    def __init__(self, stream, data):
+    def __init__(self, stream: Optional[str], data: bytes) -> None:
         self.stream = stream
         self.data = data
 
     @property
-    def text(self):
+    def text(self) -> str:
         return self.data.decode("utf-8", "replace")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Chunk(%s, %r)" % (self.stream, self.data)
 
 
@@ -108,7 +117,12 @@ class Client:
     """A `stockade serve` server: `"unix:/path/to.sock"` or
     `"http://host:port"`; `token` for its bearer token."""
 
-    def __init__(self, address="unix:/run/stockade/stockade.sock", token=None, timeout=None):
+    def __init__(
+        self,
+        address: str = "unix:/run/stockade/stockade.sock",
+        token: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> None:
         _options.text("address", address)
         if token is not None:
             _options.text("token", token)
@@ -120,7 +134,7 @@ class Client:
         self.token = token
         self.timeout = timeout
         if address.startswith("unix:") and len(address) > len("unix:"):
-            self._unix = address[len("unix:"):]
+            self._unix: Optional[str] = address[len("unix:"):]
         else:
             try:
                 u = urlsplit(address)
@@ -132,12 +146,14 @@ class Client:
             self._unix = None
             self._host, self._port = u.hostname, port or 80
 
-    def _connection(self):
+    def _connection(self) -> http.client.HTTPConnection:
         if self._unix is not None:
             return _UnixConnection(self._unix, timeout=self.timeout)
         return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
 
-    def _request(self, method, path, body=None, accept="application/json"):
+    def _request(
+        self, method: str, path: str, body: Any = None, accept: str = "application/json"
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         """Send; return (connection, response) for a 2xx, else raise."""
         headers = {"Accept": accept}
         if self.token:
@@ -170,12 +186,12 @@ class Client:
         return conn, resp
 
     @staticmethod
-    def _body(argv, code, stdin, files, env, limits, profile):
+    def _body(argv: Any, code: Any, stdin: Any, files: Any, env: Any, limits: Any, profile: Any) -> dict[str, Any]:
         """The run request, each field checked as the server reads it."""
         from .local import command
 
         argv, profile = command(argv, code, profile, server=True)
-        body = {"argv": argv}
+        body: dict[str, Any] = {"argv": argv}
         if profile is not None:
             body["profile"] = profile
         stdin = _options.content("stdin", stdin)
@@ -192,7 +208,17 @@ class Client:
             body["limits"] = limits
         return body
 
-    def run(self, argv=None, *, code=None, stdin=None, files=None, env=None, limits=None, profile=None):
+    def run(
+        self,
+        argv: Optional[Sequence[str]] = None,
+        *,
+        code: Optional[str] = None,
+        stdin: Optional[Content] = None,
+        files: Optional[Mapping[str, Content]] = None,
+        env: Optional[Mapping[str, str]] = None,
+        limits: Optional[Mapping[str, Any]] = None,
+        profile: Optional[str] = None,
+    ) -> Outcome:
         """Run `argv` (or Python `code` under the `python` profile) in a
         fresh jail; return its Outcome once it ended."""
         body = self._body(argv, code, stdin, files, env, limits, profile)
@@ -204,7 +230,17 @@ class Client:
         finally:
             conn.close()
 
-    def stream(self, argv=None, *, code=None, stdin=None, files=None, env=None, limits=None, profile=None):
+    def stream(
+        self,
+        argv: Optional[Sequence[str]] = None,
+        *,
+        code: Optional[str] = None,
+        stdin: Optional[Content] = None,
+        files: Optional[Mapping[str, Content]] = None,
+        env: Optional[Mapping[str, str]] = None,
+        limits: Optional[Mapping[str, Any]] = None,
+        profile: Optional[str] = None,
+    ) -> Iterator[Union[Chunk, Outcome]]:
         """Like run(), but yield Chunk objects as the payload writes, then
         the Outcome last. Closing the iterator early kills the jail."""
         body = self._body(argv, code, stdin, files, env, limits, profile)
@@ -229,7 +265,7 @@ class Client:
         finally:
             conn.close()
 
-    def _json(self, method, path, body=None):
+    def _json(self, method: str, path: str, body: Any = None) -> Any:
         conn, resp = self._request(method, path, body)
         try:
             return json.loads(resp.read())
@@ -238,21 +274,29 @@ class Client:
         finally:
             conn.close()
 
-    def session(self, *, profile=None, env=None, files=None, limits=None, idle_timeout=None):
+    def session(
+        self,
+        *,
+        profile: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        files: Optional[Mapping[str, Content]] = None,
+        limits: Optional[Mapping[str, Any]] = None,
+        idle_timeout: Union[int, float, str, None] = None,
+    ) -> RemoteSession:
         """Open a session on the server (one jail for many commands):
         `limits` {"memory", "cpus", "pids"}; returns a RemoteSession."""
         from .remote_session import RemoteSession, create_body
 
         return RemoteSession(self, self._json("POST", "/v1/sessions", create_body(profile, env, files, limits, idle_timeout)))
 
-    def health(self):
+    def health(self) -> Any:
         conn, resp = self._request("GET", "/healthz")
         try:
             return json.loads(resp.read())
         finally:
             conn.close()
 
-    def ready(self):
+    def ready(self) -> bool:
         """True when the server takes runs (pools warm)."""
         try:
             conn, resp = self._request("GET", "/readyz")
@@ -261,7 +305,7 @@ class Client:
         conn.close()
         return True
 
-    def metrics(self):
+    def metrics(self) -> str:
         conn, resp = self._request("GET", "/metrics", accept="text/plain")
         try:
             return resp.read().decode("utf-8")

@@ -12,6 +12,8 @@ the `deepagents` extra:
         agent = create_deep_agent(model=..., backend=sandbox)
 """
 
+from __future__ import annotations
+
 import base64
 import json
 import os
@@ -19,15 +21,17 @@ import shlex
 import stat
 import subprocess
 import threading
+from typing import Any, Literal, Optional, Union, cast
 
 from deepagents.backends.protocol import ExecuteResponse, FileDownloadResponse, FileUploadResponse
 from deepagents.backends.sandbox import BaseSandbox
 
 from . import _options
+from .client import Outcome
 from .errors import InvalidOption, SessionError
 from .local import find_binary
 from .remote_session import RemoteSession
-from .session import Session
+from .session import ExecResult, Session
 
 DEFAULT_TIMEOUT = 120
 MAX_OUTPUT = 1 << 20
@@ -46,18 +50,18 @@ _ERRORS = (
 )
 
 
-def _file_error(text):
+def _file_error(text: str) -> str:
     for needle, code in _ERRORS:
         if needle in text:
             return code
     return text.strip()[-300:] or "failed"
 
 
-def _valid(path):
+def _valid(path: object) -> object:
     return isinstance(path, str) and path and "\0" not in path and "\n" not in path
 
 
-def _output(r, timeout):
+def _output(r: ExecResult, timeout: object) -> str:
     """What Deep Agents reads of a command: its stdout, then its stderr
     as `[stderr]` lines (as LocalShellBackend gives them). Empty output
     stays empty and the exit code and truncation are left to
@@ -77,7 +81,7 @@ def _output(r, timeout):
     return output
 
 
-def _exit_code(r):
+def _exit_code(r: ExecResult) -> Optional[int]:
     """The command's exit code; 124 for a timeout, 128+N for signal N."""
     if r.status == "timeout":
         return 124
@@ -86,7 +90,7 @@ def _exit_code(r):
     return 128 + r.signal if r.signal else None
 
 
-def _userns_available(binary):
+def _userns_available(binary: str) -> bool:
     """Whether this host lets stockade make user namespaces (`stockade
     check --json`); without them each jail runs as a leased uid."""
     probe = subprocess.run([binary, "check", "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -96,7 +100,7 @@ def _userns_available(binary):
         return True
 
 
-def _hand_to_jail(workdir, binary):
+def _hand_to_jail(workdir: str, binary: str) -> None:
     """Make a root caller's `workdir` tree writable by the jail's user,
     which is never host root: handed to uid 65534 (the user a root
     caller's jail maps to), or, where user namespaces are refused and
@@ -108,7 +112,7 @@ def _hand_to_jail(workdir, binary):
         return
     userns = _userns_available(binary)
 
-    def hand(path, is_dir):
+    def hand(path: str, is_dir: bool) -> None:
         st = os.lstat(path)
         if stat.S_ISLNK(st.st_mode):
             return
@@ -139,7 +143,14 @@ class StockadeSandbox(BaseSandbox):
     namespaces are refused, opened to every uid, as each jail runs as a
     leased uid): the jail never runs as host root."""
 
-    def __init__(self, session=None, *, timeout=DEFAULT_TIMEOUT, max_output=MAX_OUTPUT, **session_args):
+    def __init__(
+        self,
+        session: Union[Session, RemoteSession, None] = None,
+        *,
+        timeout: Union[int, float] = DEFAULT_TIMEOUT,
+        max_output: int = MAX_OUTPUT,
+        **session_args: Any,
+    ) -> None:
         if session is not None and session_args:
             raise _options.bad("session", "give a session or Session arguments, not both")
         if session is not None and not isinstance(session, (Session, RemoteSession)):
@@ -151,22 +162,28 @@ class StockadeSandbox(BaseSandbox):
         self._own = session is None
         if session is None and session_args.get("workdir") is not None:
             # Checked as Session checks it, then handed to the jail's user.
-            workdir = _options.optional_path("workdir", session_args["workdir"])
+            workdir = _options.path("workdir", session_args["workdir"])
             host = workdir if os.path.exists(workdir) else workdir.split(":", 1)[0]
             if os.path.isdir(host):
                 _hand_to_jail(host, find_binary(session_args.get("binary")))
-        self._session = session if session is not None else Session(**session_args)
+        self._session: Union[Session, RemoteSession] = session if session is not None else Session(**session_args)
         self._lock = threading.Lock()
 
     @property
     def id(self) -> str:
-        return self._session.id
+        return cast(str, self._session.id)
 
     @property
-    def session(self):
+    def session(self) -> Union[Session, RemoteSession]:
         return self._session
 
-    def _run(self, command, timeout=None, max_output=None, stdin=None):
+    def _run(
+        self,
+        command: str,
+        timeout: Union[int, float, None] = None,
+        max_output: Optional[int] = None,
+        stdin: Optional[str] = None,
+    ) -> ExecResult:
         timeout = self._timeout if timeout is None else timeout
         max_output = self._max_output if max_output is None else max_output
         with self._lock:
@@ -188,7 +205,7 @@ class StockadeSandbox(BaseSandbox):
         return ExecuteResponse(output=_output(r, self._timeout if timeout is None else timeout),
                                exit_code=_exit_code(r), truncated=r.truncated)
 
-    def upload_files(self, files):
+    def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
         responses = []
         for path, content in files:
             if not _valid(path):
@@ -204,7 +221,7 @@ class StockadeSandbox(BaseSandbox):
             responses.append(FileUploadResponse(path=path, error=None if r.ok else _file_error(r.stderr_text)))
         return responses
 
-    def download_files(self, paths):
+    def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
         responses = []
         for path in paths:
             if not _valid(path):
@@ -225,16 +242,16 @@ class StockadeSandbox(BaseSandbox):
                 responses.append(FileDownloadResponse(path=path, content=base64.b64decode(r.stdout)))
         return responses
 
-    def close(self):
+    def close(self) -> Optional[Outcome]:
         """End the session if this sandbox started it; return its Outcome."""
         if self._own:
             return self._session.close()
         return None
 
-    def __enter__(self):
+    def __enter__(self) -> StockadeSandbox:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 

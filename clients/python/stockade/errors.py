@@ -1,11 +1,20 @@
 """One exception per error code of `stockade serve`."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from .client import Outcome
+
 
 class StockadeError(Exception):
     """An error answer: `status` (HTTP), `code`, `message`, and `field`
     (the request field at fault, for 400)."""
 
-    def __init__(self, status, code, message, field=None, retry_after=None):
+    def __init__(
+        self, status: int, code: str, message: str, field: Optional[str] = None, retry_after: Optional[int] = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
@@ -13,7 +22,7 @@ class StockadeError(Exception):
         self.field = field
         self.retry_after = retry_after
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "%s(%r, field=%r)" % (type(self).__name__, self.message, self.field)
 
 
@@ -79,11 +88,11 @@ class InternalError(StockadeError):
 class StockadeConnectionError(StockadeError, ConnectionError):
     """The server could not be reached, or the connection broke."""
 
-    def __init__(self, message):
+    def __init__(self, message: str) -> None:
         super().__init__(0, "connection", message)
 
 
-_BY_CODE = {
+_BY_CODE: dict[str, type[StockadeError]] = {
     "bad_request": BadRequest,
     "unauthorized": Unauthorized,
     "not_found": NotFound,
@@ -99,7 +108,7 @@ _BY_CODE = {
 }
 
 
-def from_answer(status, body, retry_after=None):
+def from_answer(status: int, body: Any, retry_after: Optional[int] = None) -> StockadeError:
     """The exception for an error answer (`body` parsed, or None)."""
     err = (body or {}).get("error") if isinstance(body, dict) else None
     if not isinstance(err, dict):
@@ -113,7 +122,7 @@ class StockadeNotFound(StockadeError):
     """The local `stockade` binary is not there (give `binary=`, set
     STOCKADE_BIN, or put it on PATH)."""
 
-    def __init__(self, message):
+    def __init__(self, message: str) -> None:
         super().__init__(0, "not_found", message)
 
 
@@ -122,7 +131,7 @@ class SetupError(StockadeError):
     flag, profile or limit, or a layer the host lacks. `outcome` is the
     run's Outcome when stockade wrote one."""
 
-    def __init__(self, message, outcome=None):
+    def __init__(self, message: str, outcome: Optional[Outcome] = None) -> None:
         super().__init__(0, "setup_error", message)
         self.outcome = outcome
 
@@ -131,7 +140,7 @@ class SessionError(StockadeError):
     """A `stockade session` answered an error event (`code`: busy,
     bad_request, …), or the session is gone."""
 
-    def __init__(self, code, message, outcome=None):
+    def __init__(self, code: str, message: str, outcome: Optional[Outcome] = None) -> None:
         super().__init__(0, code, message)
         self.outcome = outcome
 
@@ -140,5 +149,5 @@ class SessionClosed(SessionError):
     """The session ended (closed, idle timeout, or a limit ended it);
     `outcome` is the session's Outcome when it said one."""
 
-    def __init__(self, message, outcome=None):
+    def __init__(self, message: str, outcome: Optional[Outcome] = None) -> None:
         super().__init__("session_closed", message, outcome)

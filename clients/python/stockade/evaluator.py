@@ -21,11 +21,17 @@ app_params, inputs, output, correct_answer, runtime=None, templates=None,
 *, version="1", trace=None)`), for a deployment that picks its runner.
 """
 
+from __future__ import annotations
+
 import json
 import math
 import sys
+from collections.abc import Sequence
+from typing import Any, Optional, Union
 
 from . import _options, local
+from ._options import StrPath
+from .client import Outcome
 from .errors import StockadeError
 
 # Runs in the jail. The result goes on the last line of the real stdout;
@@ -105,7 +111,7 @@ except BaseException as e:
 class EvaluatorError(StockadeError):
     """The evaluator gave no score. `outcome` is the jail's Outcome."""
 
-    def __init__(self, message, outcome=None, code="evaluator_error"):
+    def __init__(self, message: str, outcome: Optional[Outcome] = None, code: str = "evaluator_error") -> None:
         super().__init__(0, code, message)
         self.outcome = outcome
 
@@ -122,7 +128,9 @@ class EvaluatorException(EvaluatorError):
     """evaluate() raised (or returned no number): `exception` is the
     exception's type name, `traceback` its traceback text."""
 
-    def __init__(self, message, outcome=None, exception=None, traceback=""):
+    def __init__(
+        self, message: str, outcome: Optional[Outcome] = None, exception: Optional[str] = None, traceback: str = ""
+    ) -> None:
         super().__init__(message, outcome, "evaluator_exception")
         self.exception = exception
         self.traceback = traceback
@@ -133,7 +141,7 @@ class Forbidden(EvaluatorException):
     from an EPERM/EACCES, or a syscall the jail kills for)."""
 
 
-def _result(out):
+def _result(out: Outcome) -> Optional[dict[str, Any]]:
     """The harness's answer: the last stdout line as JSON, or None."""
     lines = out.stdout_text.strip().splitlines()
     if not lines:
@@ -145,7 +153,7 @@ def _result(out):
     return v if isinstance(v, dict) else None
 
 
-def _verdict(out, timeout, memory):
+def _verdict(out: Outcome, timeout: object, memory: object) -> float:
     """The score of an Outcome, or raise the typed error."""
     if out.status == "timeout":
         raise Timeout("the evaluator ran past its timeout (%ss)" % timeout, out, "timeout")
@@ -170,9 +178,24 @@ def _verdict(out, timeout, memory):
 _CALLER = object()
 
 
-def evaluate(source, app_params=None, inputs=None, output=None, correct_answer=None, *,
-             outputs=None, trace=None, version=None, python=_CALLER,
-             timeout=10, memory="256m", pids=64, binary=None, profile="python", flags=()):
+def evaluate(
+    source: str,
+    app_params: Any = None,
+    inputs: Any = None,
+    output: Any = None,
+    correct_answer: Any = None,
+    *,
+    outputs: Any = None,
+    trace: Any = None,
+    version: Optional[str] = None,
+    python: Any = _CALLER,
+    timeout: Union[int, float, str] = 10,
+    memory: Union[int, str] = "256m",
+    pids: Union[int, str] = 64,
+    binary: Optional[StrPath] = None,
+    profile: StrPath = "python",
+    flags: Sequence[str] = (),
+) -> float:
     """Run `source`'s `evaluate` in a fresh jail with whichever of Agenta's
     interfaces it declares: `(app_params, inputs, output, correct_answer)`
     or `(inputs, outputs, trace)` (its parameter names decide; unknown
@@ -244,14 +267,25 @@ class StockadeRunner:
     Errors are raised, as Agenta's own runners raise them: the typed
     errors of this module (all `StockadeError`s)."""
 
-    def __init__(self, **options):
+    def __init__(self, **options: Any) -> None:
         bad = set(options) - {"timeout", "memory", "pids", "python", "binary", "profile", "flags"}
         if bad:
             raise TypeError("StockadeRunner: unknown option(s) %s" % ", ".join(sorted(bad)))
         self.options = options
 
-    def run(self, code, app_params, inputs, output, correct_answer, runtime=None, templates=None, *,
-            version="1", trace=None):
+    def run(
+        self,
+        code: str,
+        app_params: Any,
+        inputs: Any,
+        output: Any,
+        correct_answer: Any,
+        runtime: Optional[str] = None,
+        templates: Any = None,
+        *,
+        version: Union[str, int, None] = "1",
+        trace: Any = None,
+    ) -> float:
         """The score of `code`'s `evaluate` (v1 or v2, whichever it
         declares; `version` decides only when its signature does not).
         `runtime` must be "python" (or None); `templates` is unused: the

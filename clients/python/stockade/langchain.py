@@ -29,17 +29,21 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-try:
-    from langchain.agents.middleware import BaseExecutionPolicy
-except ImportError:  # langchain 1.x exports it from the shell tool's module
-    from langchain.agents.middleware.shell_tool import BaseExecutionPolicy
-
-try:  # where LangChain's own policies start their process (and its tests patch it)
+if TYPE_CHECKING:  # where langchain 1.x defines them
     from langchain.agents.middleware import _execution
-except ImportError:  # pragma: no cover - a langchain without the module
-    _execution = None
+    from langchain.agents.middleware._execution import BaseExecutionPolicy
+else:
+    try:
+        from langchain.agents.middleware import BaseExecutionPolicy
+    except ImportError:  # langchain 1.x exports it from the shell tool's module
+        from langchain.agents.middleware.shell_tool import BaseExecutionPolicy
+
+    try:  # where LangChain's own policies start their process (and its tests patch it)
+        from langchain.agents.middleware import _execution
+    except ImportError:  # pragma: no cover - a langchain without the module
+        _execution = None
 
 from . import _options, local
 
@@ -51,7 +55,7 @@ CLEAN_PATH = "/usr/local/bin:/usr/bin:/bin"
 _JAIL_INHERITED = ("PATH", "LANG", "LC_ALL", "TERM")
 # `stockade run` flags the policy sets itself: (flag, its other spellings).
 # The same flag in `extra_flags` replaces the policy's.
-_POLICY_FLAGS = {
+_POLICY_FLAGS: Dict[str, Tuple[str, ...]] = {
     "--profile": (),
     "--network": (),
     "--memory": (),
@@ -65,7 +69,7 @@ _OWNER_FLAGS = ("--host-uid", "--host-gid", "--uid-range")
 _REFUSED_FLAGS = {"--workdir": "the workspace is the jail's workdir: set ShellToolMiddleware(workspace_root=...)"}
 
 
-def userns_available(binary):
+def userns_available(binary: str) -> bool:
     """Whether this host lets stockade make user namespaces (`stockade
     check --json`); without them jails run as leased uids (the fallback)."""
     probe = subprocess.run([binary, "check", "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -75,7 +79,7 @@ def userns_available(binary):
         return True
 
 
-def owner_flags(workspace, binary):
+def owner_flags(workspace: str, binary: str) -> List[str]:
     """Make `workspace` writable by the jail's user; return the flags that
     say who that is. Not root: the jail writes as the caller, nothing to
     do. Root, with user namespaces: the jail maps to the workspace's
@@ -114,14 +118,14 @@ def owner_flags(workspace, binary):
     return ["--host-uid", str(st.st_uid), "--host-gid", str(st.st_gid)]
 
 
-def _int(name, value):
+def _int(name: str, value: Any) -> int:
     """An int field (never a bool, a float or text)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise _options.bad_type(name, "an int", value)
     return value
 
 
-def _flag_name(arg):
+def _flag_name(arg: str) -> Optional[str]:
     """The `--name` of a flag argument (`--name` or `--name=value`)."""
     return arg.split("=", 1)[0] if arg.startswith("--") else None
 
@@ -155,13 +159,13 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
     network_enabled: bool = False
     extra_flags: Sequence[str] = field(default_factory=tuple)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # LangChain's own fields first (its check reads max_output_lines).
         _options.count("max_output_lines", _int("max_output_lines", self.max_output_lines))
         super().__post_init__()
         self._check()
 
-    def _check(self):
+    def _check(self) -> None:
         """Each field as LangChain and `stockade run` read it; refused
         (InvalidOption, a ValueError; InvalidOptionType, a TypeError)
         before any shell starts."""
@@ -189,16 +193,16 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
             )
         self.extra_flags = tuple(_options.flags("extra_flags", self.extra_flags))
         for i, arg in enumerate(self.extra_flags):
-            name = _flag_name(arg)
-            if name in _REFUSED_FLAGS:
-                raise _options.bad("extra_flags[%d]" % i, "%s: %s" % (arg, _REFUSED_FLAGS[name]))
+            flag_name = _flag_name(arg)
+            if flag_name in _REFUSED_FLAGS:
+                raise _options.bad("extra_flags[%d]" % i, "%s: %s" % (arg, _REFUSED_FLAGS[flag_name]))
 
-    def _network(self):
+    def _network(self) -> str:
         if self.network_enabled:
             return "host"
         return self.network or "none"
 
-    def build_command(self, workspace, env, command):
+    def build_command(self, workspace: "Union[os.PathLike[str], str]", env: Mapping[str, object], command: Sequence[str]) -> List[str]:
         """The `stockade run` argv for `command` on `workspace`."""
         self._check()
         ws = os.path.realpath(str(workspace))
@@ -220,7 +224,7 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
         return argv + list(self.extra_flags) + ["--"] + list(command)
 
     @staticmethod
-    def stockade_env():
+    def stockade_env() -> Dict[str, str]:
         """The environment of the `stockade` process: the caller's (stockade
         reads its HOME, XDG_RUNTIME_DIR, `--keep-env` names), less what
         stockade would copy into the jail, with PATH the system's."""
@@ -234,7 +238,7 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
         # `_execution._launch_subprocess` (looked up at each call, so a
         # patch of it applies); stockade gives the jail a fresh
         # environment (only the --setenv above, PATH and HOME).
-        launch = getattr(_execution, "_launch_subprocess", None) or _launch_subprocess
+        launch: Callable[..., "subprocess.Popen[str]"] = getattr(_execution, "_launch_subprocess", None) or _launch_subprocess
         return launch(
             argv,
             env=self.stockade_env(),
@@ -244,7 +248,14 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
         )
 
 
-def _launch_subprocess(command, *, env, cwd, preexec_fn, start_new_session):
+def _launch_subprocess(
+    command: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    preexec_fn: Optional[Callable[[], None]],
+    start_new_session: bool,
+) -> "subprocess.Popen[str]":
     """LangChain's `_launch_subprocess`, for a langchain without it."""
     return subprocess.Popen(
         list(command),

@@ -2,13 +2,18 @@
 request shape as `Client.run` (argv or code, profile, stdin, files, env,
 limits), turned into `stockade run` flags."""
 
+from __future__ import annotations
+
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 from . import _binary, _options
+from ._options import Content, StrPath
 from .client import Outcome
 from .errors import SetupError, StockadeNotFound
 
@@ -22,7 +27,7 @@ LIMIT_FLAGS = {
 }
 
 
-def find_binary(binary=None):
+def find_binary(binary: Optional[StrPath] = None) -> str:
     """The stockade binary: `binary`, else $STOCKADE_BIN, else the one
     installed with the package (its wheel's), else on PATH."""
     path = _binary.locate(binary)
@@ -34,13 +39,13 @@ def find_binary(binary=None):
     return path
 
 
-def flag(name, value):
+def flag(name: str, value: object) -> str:
     """`--name=value`: one argument, so a value that starts with `-` is
     still the flag's value."""
     return "%s=%s" % (name, value)
 
 
-def limit_flags(limits, keys=tuple(LIMIT_FLAGS), field="limits"):
+def limit_flags(limits: Optional[Mapping[str, Any]], keys: tuple[str, ...] = tuple(LIMIT_FLAGS), field: str = "limits") -> list[str]:
     """`limits` (memory, cpus, pids, timeout, max_output) as flags; a
     number for timeout is seconds, for memory/max_output bytes. Checked
     as `stockade run` reads them (InvalidOption naming `limits.KEY`)."""
@@ -48,11 +53,11 @@ def limit_flags(limits, keys=tuple(LIMIT_FLAGS), field="limits"):
     return [flag(LIMIT_FLAGS[key], text) for key, text in checked.items()]
 
 
-def env_flags(env, field="env"):
+def env_flags(env: Optional[Mapping[str, str]], field: str = "env") -> list[str]:
     return [flag("--setenv", "%s=%s" % kv) for kv in _options.env(field, env).items()]
 
 
-def write_files(root, files):
+def write_files(root: str, files: Optional[Mapping[str, Content]]) -> None:
     """Write `files` ({relative path: str|bytes}) under `root`, open to
     every uid (the jail's user may be 65534 or a leased uid)."""
     for path, content in _options.files("files", files).items():
@@ -71,7 +76,7 @@ def write_files(root, files):
         os.chmod(target, 0o666)
 
 
-def scratch_dir(tag):
+def scratch_dir(tag: str) -> tuple[str, str]:
     """A fresh host directory the jail's user can write (0777 inside a
     0711 parent made by tempfile: entered by its random name only)."""
     top = tempfile.mkdtemp(prefix="stockade-%s-" % tag)
@@ -82,14 +87,14 @@ def scratch_dir(tag):
     return top, work
 
 
-def _stdin_bytes(stdin):
+def _stdin_bytes(stdin: Optional[Content]) -> Optional[bytes]:
     stdin = _options.content("stdin", stdin)
     if isinstance(stdin, str):
         return stdin.encode("utf-8")
     return None if stdin is None else bytes(stdin)
 
 
-def _read_outcome(path, proc):
+def _read_outcome(path: str, proc: subprocess.CompletedProcess[bytes]) -> Outcome:
     try:
         with open(path, "rb") as f:
             raw = json.loads(f.read())
@@ -100,11 +105,11 @@ def _read_outcome(path, proc):
         raise SetupError("stockade run exited %d without an outcome: %s" % (proc.returncode, err[-2000:]))
     outcome = Outcome(raw)
     if outcome.status == "setup_error" and proc.returncode == 125:
-        raise SetupError(outcome.error or err.splitlines()[-1:] or "setup error", outcome)
+        raise SetupError(outcome.error or (err.splitlines() or ["setup error"])[-1], outcome)
     return outcome
 
 
-def command(argv, code, profile, server=False):
+def command(argv: Any, code: Any, profile: Any, server: bool = False) -> tuple[list[str], Optional[str]]:
     """(argv, profile) of a run given `argv` or Python `code` (the
     `python` profile unless `profile` says another)."""
     if (argv is None) == (code is None):
@@ -116,8 +121,18 @@ def command(argv, code, profile, server=False):
     return _options.argv("argv", argv, server=server), profile
 
 
-def run(argv=None, *, code=None, profile=None, stdin=None, files=None, limits=None, env=None,
-        binary=None, flags=()):
+def run(
+    argv: Optional[Sequence[str]] = None,
+    *,
+    code: Optional[str] = None,
+    profile: Optional[StrPath] = None,
+    stdin: Optional[Content] = None,
+    files: Optional[Mapping[str, Content]] = None,
+    limits: Optional[Mapping[str, Any]] = None,
+    env: Optional[Mapping[str, str]] = None,
+    binary: Optional[StrPath] = None,
+    flags: Sequence[str] = (),
+) -> Outcome:
     """Run `argv` (or Python `code` under the `python` profile) in a fresh
     jail of the local `stockade`, with `files` in its workdir; return the
     Outcome (stdout/stderr captured). `flags` are more `stockade run`

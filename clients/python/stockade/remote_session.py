@@ -2,13 +2,21 @@
 /v1/sessions/{id}/exec`, `DELETE /v1/sessions/{id}`): the HTTP twin of
 `stockade.Session`, made by `Client.session(...)`."""
 
+from __future__ import annotations
+
 import http.client
 import json
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 from . import _options
 from .client import Outcome, _content
 from .errors import StockadeConnectionError, from_answer
 from .session import ExecResult, _Gather
+
+if TYPE_CHECKING:
+    from ._options import Content
+    from .client import Chunk, Client
 
 
 class RemoteSession:
@@ -17,30 +25,44 @@ class RemoteSession:
     command. `info` is the server's answer to the creation (profile,
     limits in force, idle_timeout, …)."""
 
-    def __init__(self, client, info):
+    def __init__(self, client: Client, info: dict[str, Any]) -> None:
         self._client = client
         self.info = info
-        self.id = info["id"]
-        self.workdir = info.get("workdir")
-        self.outcome = None
-        self.end_reason = None
+        self.id: str = info["id"]
+        self.workdir: Optional[str] = info.get("workdir")
+        self.outcome: Optional[Outcome] = None
+        self.end_reason: Optional[str] = None
 
-    def _path(self, tail=""):
+    def _path(self, tail: str = "") -> str:
         return "/v1/sessions/%s%s" % (self.id, tail)
 
     @staticmethod
-    def _exec_body(command, timeout, max_output, stdin):
+    def _exec_body(command: Any, timeout: Any, max_output: Any, stdin: Any) -> dict[str, Any]:
         # Read as the server reads them; it cuts them to its own maximum.
         return _options.exec_options(command, timeout, max_output, stdin, server=True)
 
-    def exec(self, command, *, timeout=None, max_output=None, stdin=None):
+    def exec(
+        self,
+        command: str,
+        *,
+        timeout: Union[int, float, str, None] = None,
+        max_output: Union[int, str, None] = None,
+        stdin: Optional[str] = None,
+    ) -> ExecResult:
         """Run `command`; return its ExecResult once it ended."""
         body = self._exec_body(command, timeout, max_output, stdin)
         raw = self._client._json("POST", self._path("/exec"), body)
         out, err = raw.get("stdout", "").encode("utf-8"), raw.get("stderr", "").encode("utf-8")
         return ExecResult(raw, out, err, (out + err).decode("utf-8", "replace"))
 
-    def stream(self, command, *, timeout=None, max_output=None, stdin=None):
+    def stream(
+        self,
+        command: str,
+        *,
+        timeout: Union[int, float, str, None] = None,
+        max_output: Union[int, str, None] = None,
+        stdin: Optional[str] = None,
+    ) -> Iterator[Union[Chunk, ExecResult]]:
         """Yield Chunk objects as `command` writes, then its ExecResult."""
         body = self._exec_body(command, timeout, max_output, stdin)
         conn, resp = self._client._request("POST", self._path("/exec"), body, accept="application/x-ndjson")
@@ -65,7 +87,7 @@ class RemoteSession:
         finally:
             conn.close()
 
-    def close(self):
+    def close(self) -> Outcome:
         """End the session; return its Outcome (`end_reason` says why)."""
         if self.outcome is None:
             end = self._client._json("DELETE", self._path())
@@ -73,22 +95,28 @@ class RemoteSession:
             self.outcome = Outcome(end.get("outcome") or {})
         return self.outcome
 
-    def __enter__(self):
+    def __enter__(self) -> RemoteSession:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "RemoteSession(id=%r)" % self.id
 
 
-def create_body(profile, env, files, limits, idle_timeout):
+def create_body(
+    profile: Optional[str],
+    env: Optional[Mapping[str, str]],
+    files: Optional[Mapping[str, Content]],
+    limits: Optional[Mapping[str, Any]],
+    idle_timeout: Union[int, float, str, None],
+) -> dict[str, Any]:
     """`POST /v1/sessions`'s body, each field checked as the server reads
     it: `limits` memory, cpus, pids; `idle_timeout` seconds above 0 (the
     server cuts it to its own)."""
-    body = {}
+    body: dict[str, Any] = {}
     profile = _options.profile("profile", profile, local=False)
     if profile is not None:
         body["profile"] = profile

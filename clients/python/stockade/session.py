@@ -13,13 +13,18 @@ variables carry over. The framing is the session agent's, so nothing a
 command prints can forge the end of its output.
 """
 
+from __future__ import annotations
+
 import base64
 import itertools
 import json
 import subprocess
 import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import IO, Any, Literal, Optional, Union, cast
 
 from . import _options, local
+from ._options import StrPath
 from .client import Chunk, Outcome
 from .errors import SessionClosed, SessionError, SetupError
 
@@ -30,12 +35,12 @@ class ExecResult:
     `output` (both, in the order written, as text), `truncated`,
     `duration_ms`; `raw` is the exit event."""
 
-    def __init__(self, raw, stdout, stderr, output):
+    def __init__(self, raw: dict[str, Any], stdout: bytes, stderr: bytes, output: str) -> None:
         self.raw = raw
-        self.id = raw.get("id")
-        self.status = raw.get("status")
-        self.exit_code = raw.get("code")
-        self.signal = raw.get("signal")
+        self.id: Optional[str] = raw.get("id")
+        self.status: Optional[str] = raw.get("status")
+        self.exit_code: Optional[int] = raw.get("code")
+        self.signal: Optional[int] = raw.get("signal")
         self.truncated = bool(raw.get("truncated"))
         self.duration_ms = raw.get("duration_ms")
         self.stdout = stdout
@@ -43,22 +48,33 @@ class ExecResult:
         self.output = output
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return self.status == "exited" and self.exit_code == 0
 
     @property
-    def stdout_text(self):
+    def stdout_text(self) -> str:
         return self.stdout.decode("utf-8", "replace")
 
     @property
-    def stderr_text(self):
+    def stderr_text(self) -> str:
         return self.stderr.decode("utf-8", "replace")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "ExecResult(status=%r, exit_code=%r)" % (self.status, self.exit_code)
 
 
-def session_flags(profile, memory, cpus, pids, network, workdir, binds, ro_binds, env, idle_timeout):
+def session_flags(
+    profile: Any,
+    memory: Any,
+    cpus: Any,
+    pids: Any,
+    network: Any,
+    workdir: Any,
+    binds: Any,
+    ro_binds: Any,
+    env: Any,
+    idle_timeout: Any,
+) -> list[str]:
     """`stockade session`'s flags for these options, each checked as the
     CLI reads it (InvalidOption / InvalidOptionType naming the keyword):
     nothing is passed on that the CLI would read another way."""
@@ -83,22 +99,30 @@ def session_flags(profile, memory, cpus, pids, network, workdir, binds, ro_binds
     return flags
 
 
+def _pipe(f: Optional[IO[bytes]]) -> IO[bytes]:
+    """One of the session process's pipes (all three are made PIPE)."""
+    assert f is not None
+    return f
+
+
 class _Gather:
     """One command's events as the caller sees them: each `output` event
     as a Chunk (its bytes kept per stream and in order), the `exit` event
     as the ExecResult of all of them. Shared with `RemoteSession`."""
 
-    def __init__(self):
-        self.out, self.err, self.both = [], [], []
+    def __init__(self) -> None:
+        self.out: list[bytes] = []
+        self.err: list[bytes] = []
+        self.both: list[bytes] = []
 
-    def output(self, event):
+    def output(self, event: dict[str, Any]) -> Chunk:
         data = event.get("data")
         raw = base64.b64decode(event["data_b64"]) if data is None else data.encode("utf-8")
         (self.out if event.get("stream") == "stdout" else self.err).append(raw)
         self.both.append(raw)
         return Chunk(event.get("stream"), raw)
 
-    def result(self, event):
+    def result(self, event: dict[str, Any]) -> ExecResult:
         text = b"".join(self.both).decode("utf-8", "replace")
         return ExecResult(event, b"".join(self.out), b"".join(self.err), text)
 
@@ -114,58 +138,74 @@ class Session:
     it, before anything starts: InvalidOption (a ValueError) or
     InvalidOptionType (a TypeError) names the one at fault."""
 
-    def __init__(self, *, profile=None, memory=None, cpus=None, pids=None, network=None, workdir=None,
-                 binds=(), ro_binds=(), env=None, idle_timeout=None, binary=None, flags=()):
+    def __init__(
+        self,
+        *,
+        profile: Optional[StrPath] = None,
+        memory: Union[int, str, None] = None,
+        cpus: Union[int, float, str, None] = None,
+        pids: Union[int, str, None] = None,
+        network: Optional[str] = None,
+        workdir: Optional[StrPath] = None,
+        binds: Sequence[StrPath] = (),
+        ro_binds: Sequence[StrPath] = (),
+        env: Optional[Mapping[str, str]] = None,
+        idle_timeout: Union[int, float, str, None] = None,
+        binary: Optional[StrPath] = None,
+        flags: Sequence[str] = (),
+    ) -> None:
         argv = session_flags(profile, memory, cpus, pids, network, workdir, binds, ro_binds, env, idle_timeout)
         argv += _options.flags("flags", flags)
         argv = [local.find_binary(binary), "session"] + argv
         self._proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
         )
-        self._stderr = []
+        self._stderr: list[bytes] = []
         self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
         self._stderr_thread.start()
         self._write_lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._running = None
-        self.outcome = None
-        self.end_reason = None
+        self._running: Optional[str] = None
+        self.outcome: Optional[Outcome] = None
+        self.end_reason: Optional[str] = None
         ready = self._next_event()
         if ready is None or ready.get("event") != "ready":
             self._proc.kill()
             self._proc.wait()
             self._stderr_thread.join()
             raise SetupError("stockade session did not start: %s" % self._stderr_text()[-2000:])
-        self.id = ready.get("session")
-        self.workdir = ready.get("workdir")
+        self.id: Optional[str] = ready.get("session")
+        self.workdir: Optional[str] = ready.get("workdir")
 
-    def _drain_stderr(self):
-        for line in self._proc.stderr:
+    def _drain_stderr(self) -> None:
+        for line in _pipe(self._proc.stderr):
             self._stderr.append(line)
 
-    def _stderr_text(self):
+    def _stderr_text(self) -> str:
         return b"".join(self._stderr).decode("utf-8", "replace").strip()
 
-    def _next_event(self):
+    def _next_event(self) -> Optional[dict[str, Any]]:
         """The next event, or None at EOF (the session is gone)."""
-        line = self._proc.stdout.readline()
+        line = _pipe(self._proc.stdout).readline()
         if not line:
             return None
         try:
-            return json.loads(line)
+            event: dict[str, Any] = json.loads(line)
+            return event
         except ValueError:
             raise SessionError("protocol", "not a JSON event: %r" % line[:200])
 
-    def _send(self, request):
+    def _send(self, request: dict[str, Any]) -> None:
         data = (json.dumps(request) + "\n").encode("utf-8")
         with self._write_lock:
             try:
-                self._proc.stdin.write(data)
-                self._proc.stdin.flush()
+                stdin = _pipe(self._proc.stdin)
+                stdin.write(data)
+                stdin.flush()
             except (BrokenPipeError, OSError, ValueError):
                 raise self._gone()
 
-    def _gone(self):
+    def _gone(self) -> SessionClosed:
         """The session ended: read what is left (the end event) and say so."""
         while self.outcome is None:
             try:
@@ -179,11 +219,12 @@ class Session:
         why = self.outcome.status if self.outcome else self._stderr_text()[-500:] or "stdout closed"
         return SessionClosed("the session has ended (%s)" % why, self.outcome)
 
-    def _ended(self, event):
-        self.outcome = Outcome(event.get("outcome") or {})
+    def _ended(self, event: dict[str, Any]) -> Outcome:
+        self.outcome = outcome = Outcome(event.get("outcome") or {})
         self.end_reason = event.get("reason")
+        return outcome
 
-    def wait(self):
+    def wait(self) -> Optional[Outcome]:
         """Block until the session ends by itself (idle timeout, a limit)
         and return its Outcome; `end_reason` says why."""
         if self._running is not None:
@@ -191,7 +232,14 @@ class Session:
         self._gone()
         return self.outcome
 
-    def stream(self, command, *, timeout=None, max_output=None, stdin=None):
+    def stream(
+        self,
+        command: str,
+        *,
+        timeout: Union[int, float, None] = None,
+        max_output: Optional[int] = None,
+        stdin: Optional[str] = None,
+    ) -> Iterator[Union[Chunk, ExecResult]]:
         """Run `command`; yield Chunk objects as it writes, then its
         ExecResult last."""
         fields = _options.exec_options(command, timeout, max_output, stdin)
@@ -206,7 +254,7 @@ class Session:
         finally:
             self._running = None
 
-    def _events(self, cid):
+    def _events(self, cid: str) -> Iterator[Union[Chunk, ExecResult]]:
         gather = _Gather()
         while True:
             event = self._next_event()
@@ -214,8 +262,8 @@ class Session:
                 raise self._gone()
             kind = event.get("event")
             if kind == "end":
-                self._ended(event)
-                raise SessionClosed("the session ended during the command (%s)" % self.outcome.status, self.outcome)
+                outcome = self._ended(event)
+                raise SessionClosed("the session ended during the command (%s)" % outcome.status, outcome)
             if event.get("id") != cid and not (kind == "error" and event.get("id") is None):
                 continue
             if kind == "output":
@@ -227,48 +275,56 @@ class Session:
                 e = event.get("error") or {}
                 raise SessionError(e.get("code", "error"), e.get("message", ""))
 
-    def exec(self, command, *, timeout=None, max_output=None, stdin=None):
+    def exec(
+        self,
+        command: str,
+        *,
+        timeout: Union[int, float, None] = None,
+        max_output: Optional[int] = None,
+        stdin: Optional[str] = None,
+    ) -> ExecResult:
         """Run `command` (shell syntax) in the session; return its
         ExecResult once it ended. `timeout` seconds (the session's default
         60), `max_output` bytes kept, `stdin` text."""
         result = None
         for event in self.stream(command, timeout=timeout, max_output=max_output, stdin=stdin):
             result = event
-        return result
+        # The last event is the ExecResult (or stream raised).
+        return cast(ExecResult, result)
 
-    def interrupt(self):
+    def interrupt(self) -> None:
         """SIGINT to the running command's process group (SIGKILL after a
         grace); the session lives on. Safe from another thread."""
         cid = self._running
         if cid is not None:
             self._send({"op": "interrupt", "id": cid})
 
-    def close(self):
+    def close(self) -> Optional[Outcome]:
         """End the session (a running command is killed); return its
         Outcome."""
         if self._proc.poll() is None and self.outcome is None:
             try:
                 self._send({"op": "close"})
-                self._proc.stdin.close()
+                _pipe(self._proc.stdin).close()
             except SessionClosed:
                 pass
             self._gone()
         self._proc.wait()
         self._stderr_thread.join()
         for f in (self._proc.stdout, self._proc.stderr):
-            f.close()
+            _pipe(f).close()
         return self.outcome
 
     @property
-    def alive(self):
+    def alive(self) -> bool:
         return self._proc.poll() is None and self.outcome is None
 
-    def __enter__(self):
+    def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Session(id=%r, workdir=%r)" % (self.id, self.workdir)
