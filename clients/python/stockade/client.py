@@ -7,15 +7,18 @@ import http.client
 import json
 import socket
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import Any, Optional, Union
 from urllib.parse import urlsplit
 
 from . import _options
 from ._options import Content
+from ._results import Chunk as Chunk
+from ._results import Outcome as Outcome
+from ._results import _bytes as _bytes
+from ._results import _content as _content
 from .errors import StockadeConnectionError, StockadeError, from_answer
-
-if TYPE_CHECKING:
-    from .remote_session import RemoteSession
+from .local import command
+from .remote_session import RemoteSession, create_body
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -33,84 +36,6 @@ class _UnixConnection(http.client.HTTPConnection):
             s.close()
             raise
         self.sock = s
-
-
-def _bytes(captured: Any) -> bytes:
-    """Bytes of a captured stream (`{"encoding", "data"}`) or b""."""
-    if not captured:
-        return b""
-    if captured.get("encoding") == "base64":
-        return base64.b64decode(captured["data"])
-    data: str = captured.get("data", "")
-    return data.encode("utf-8")
-
-
-def _content(value: object) -> Union[str, dict[str, str]]:
-    """str -> text; bytes -> {"base64": …}."""
-    if isinstance(value, (bytes, bytearray)):
-        return {"base64": base64.b64encode(bytes(value)).decode("ascii")}
-    if isinstance(value, str):
-        return value
-    raise TypeError("expected str or bytes, got %s" % type(value).__name__)
-
-
-class Outcome:
-    """How a run ended: the outcome JSON of `stockade run`, with captured
-    output as bytes. `raw` is the whole answer."""
-
-    def __init__(self, raw: dict[str, Any]) -> None:
-        self.raw = raw
-        self.status: Optional[str] = raw.get("status")
-        self.exit_code: Optional[int] = raw.get("exit_code")
-        self.signal: Optional[int] = raw.get("signal")
-        self.error: Optional[str] = raw.get("error")
-        self.usage = raw.get("usage", {})
-        self.limits = raw.get("limits", {})
-        self.layers = raw.get("layers", {})
-        self.applied = raw.get("applied", {})
-        self.stdout = _bytes(raw.get("stdout"))
-        self.stderr = _bytes(raw.get("stderr"))
-        self.truncated = bool(
-            (raw.get("stdout") or {}).get("truncated")
-            or (raw.get("stderr") or {}).get("truncated")
-        )
-        # What was refused ({"kind": "network" | "seccomp" | "landlock" |
-        # "mask", ..., "count": N}), the kinds that could not be recorded
-        # ({kind: why}) and the refusals counted but not listed ({kind: N}).
-        self.denials = raw.get("denials", [])
-        self.denials_unrecorded = raw.get("denials_unrecorded", {})
-        self.denials_more = raw.get("denials_more", {})
-
-    @property
-    def ok(self) -> bool:
-        """Exited on its own with code 0."""
-        return self.status == "exited" and self.exit_code == 0
-
-    @property
-    def stdout_text(self) -> str:
-        return self.stdout.decode("utf-8", "replace")
-
-    @property
-    def stderr_text(self) -> str:
-        return self.stderr.decode("utf-8", "replace")
-
-    def __repr__(self) -> str:
-        return "Outcome(status=%r, exit_code=%r)" % (self.status, self.exit_code)
-
-
-class Chunk:
-    """A piece of output as the payload wrote it (streaming)."""
-
-    def __init__(self, stream: Optional[str], data: bytes) -> None:
-        self.stream = stream
-        self.data = data
-
-    @property
-    def text(self) -> str:
-        return self.data.decode("utf-8", "replace")
-
-    def __repr__(self) -> str:
-        return "Chunk(%s, %r)" % (self.stream, self.data)
 
 
 class Client:
@@ -188,8 +113,6 @@ class Client:
     @staticmethod
     def _body(argv: Any, code: Any, stdin: Any, files: Any, env: Any, limits: Any, profile: Any) -> dict[str, Any]:
         """The run request, each field checked as the server reads it."""
-        from .local import command
-
         argv, profile = command(argv, code, profile, server=True)
         body: dict[str, Any] = {"argv": argv}
         if profile is not None:
@@ -285,8 +208,6 @@ class Client:
     ) -> RemoteSession:
         """Open a session on the server (one jail for many commands):
         `limits` {"memory", "cpus", "pids"}; returns a RemoteSession."""
-        from .remote_session import RemoteSession, create_body
-
         return RemoteSession(self, self._json("POST", "/v1/sessions", create_body(profile, env, files, limits, idle_timeout)))
 
     def health(self) -> Any:

@@ -27,7 +27,7 @@ from deepagents.backends.protocol import ExecuteResponse, FileDownloadResponse, 
 from deepagents.backends.sandbox import BaseSandbox
 
 from . import _options
-from .client import Outcome
+from ._results import Outcome
 from .errors import InvalidOption, SessionError
 from .local import find_binary
 from .remote_session import RemoteSession

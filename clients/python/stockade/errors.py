@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
-    from .client import Outcome
+    from ._results import Outcome
 
 
 class StockadeError(Exception):

@@ -31,7 +31,7 @@ from typing import Any, Optional, Union
 
 from . import _options, local
 from ._options import StrPath
-from .client import Outcome
+from ._results import Outcome
 from .errors import StockadeError
 
 # Runs in the jail. The result goes on the last line of the real stdout;

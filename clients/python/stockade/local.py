@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from . import _binary, _options
 from ._options import Content, StrPath
-from .client import Outcome
+from ._results import Outcome
 from .errors import SetupError, StockadeNotFound
 
 # limits key -> `stockade run` flag (the keys of `stockade serve`'s limits).

@@ -10,13 +10,13 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 from . import _options
-from .client import Outcome, _content
+from ._results import ExecResult, Outcome, _content, _Gather
 from .errors import StockadeConnectionError, from_answer
-from .session import ExecResult, _Gather
 
 if TYPE_CHECKING:
     from ._options import Content
-    from .client import Chunk, Client
+    from ._results import Chunk
+    from .client import Client
 
 
 class RemoteSession:

@@ -15,7 +15,6 @@ command prints can forge the end of its output.
 
 from __future__ import annotations
 
-import base64
 import itertools
 import json
 import subprocess
@@ -25,42 +24,10 @@ from typing import IO, Any, Literal, Optional, Union, cast
 
 from . import _options, local
 from ._options import StrPath
-from .client import Chunk, Outcome
+from ._results import Chunk, Outcome
+from ._results import ExecResult as ExecResult
+from ._results import _Gather as _Gather
 from .errors import SessionClosed, SessionError, SetupError
-
-
-class ExecResult:
-    """How one command ended: `status` (exited, signaled, timeout,
-    interrupted), `exit_code`, `signal`, `stdout`/`stderr` (bytes),
-    `output` (both, in the order written, as text), `truncated`,
-    `duration_ms`; `raw` is the exit event."""
-
-    def __init__(self, raw: dict[str, Any], stdout: bytes, stderr: bytes, output: str) -> None:
-        self.raw = raw
-        self.id: Optional[str] = raw.get("id")
-        self.status: Optional[str] = raw.get("status")
-        self.exit_code: Optional[int] = raw.get("code")
-        self.signal: Optional[int] = raw.get("signal")
-        self.truncated = bool(raw.get("truncated"))
-        self.duration_ms = raw.get("duration_ms")
-        self.stdout = stdout
-        self.stderr = stderr
-        self.output = output
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "exited" and self.exit_code == 0
-
-    @property
-    def stdout_text(self) -> str:
-        return self.stdout.decode("utf-8", "replace")
-
-    @property
-    def stderr_text(self) -> str:
-        return self.stderr.decode("utf-8", "replace")
-
-    def __repr__(self) -> str:
-        return "ExecResult(status=%r, exit_code=%r)" % (self.status, self.exit_code)
 
 
 def session_flags(
@@ -104,27 +71,6 @@ def _pipe(f: Optional[IO[bytes]]) -> IO[bytes]:
     assert f is not None
     return f
 
-
-class _Gather:
-    """One command's events as the caller sees them: each `output` event
-    as a Chunk (its bytes kept per stream and in order), the `exit` event
-    as the ExecResult of all of them. Shared with `RemoteSession`."""
-
-    def __init__(self) -> None:
-        self.out: list[bytes] = []
-        self.err: list[bytes] = []
-        self.both: list[bytes] = []
-
-    def output(self, event: dict[str, Any]) -> Chunk:
-        data = event.get("data")
-        raw = base64.b64decode(event["data_b64"]) if data is None else data.encode("utf-8")
-        (self.out if event.get("stream") == "stdout" else self.err).append(raw)
-        self.both.append(raw)
-        return Chunk(event.get("stream"), raw)
-
-    def result(self, event: dict[str, Any]) -> ExecResult:
-        text = b"".join(self.both).decode("utf-8", "replace")
-        return ExecResult(event, b"".join(self.out), b"".join(self.err), text)
 
 class Session:
     """A `stockade session`: started here, ready when the constructor

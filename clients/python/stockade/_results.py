@@ -1,0 +1,143 @@
+"""What runs and session commands give back (`Outcome`, `Chunk`,
+`ExecResult`) and the wire helpers they share, in a module of their own:
+`client`, `local`, `session` and `remote_session` all import it, and it
+imports none of them."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Optional, Union
+
+
+def _bytes(captured: Any) -> bytes:
+    """Bytes of a captured stream (`{"encoding", "data"}`) or b""."""
+    if not captured:
+        return b""
+    if captured.get("encoding") == "base64":
+        return base64.b64decode(captured["data"])
+    data: str = captured.get("data", "")
+    return data.encode("utf-8")
+
+
+def _content(value: object) -> Union[str, dict[str, str]]:
+    """str -> text; bytes -> {"base64": …}."""
+    if isinstance(value, (bytes, bytearray)):
+        return {"base64": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, str):
+        return value
+    raise TypeError("expected str or bytes, got %s" % type(value).__name__)
+
+
+class Outcome:
+    """How a run ended: the outcome JSON of `stockade run`, with captured
+    output as bytes. `raw` is the whole answer."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+        self.status: Optional[str] = raw.get("status")
+        self.exit_code: Optional[int] = raw.get("exit_code")
+        self.signal: Optional[int] = raw.get("signal")
+        self.error: Optional[str] = raw.get("error")
+        self.usage = raw.get("usage", {})
+        self.limits = raw.get("limits", {})
+        self.layers = raw.get("layers", {})
+        self.applied = raw.get("applied", {})
+        self.stdout = _bytes(raw.get("stdout"))
+        self.stderr = _bytes(raw.get("stderr"))
+        self.truncated = bool(
+            (raw.get("stdout") or {}).get("truncated")
+            or (raw.get("stderr") or {}).get("truncated")
+        )
+        # What was refused ({"kind": "network" | "seccomp" | "landlock" |
+        # "mask", ..., "count": N}), the kinds that could not be recorded
+        # ({kind: why}) and the refusals counted but not listed ({kind: N}).
+        self.denials = raw.get("denials", [])
+        self.denials_unrecorded = raw.get("denials_unrecorded", {})
+        self.denials_more = raw.get("denials_more", {})
+
+    @property
+    def ok(self) -> bool:
+        """Exited on its own with code 0."""
+        return self.status == "exited" and self.exit_code == 0
+
+    @property
+    def stdout_text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+    def __repr__(self) -> str:
+        return "Outcome(status=%r, exit_code=%r)" % (self.status, self.exit_code)
+
+
+class Chunk:
+    """A piece of output as the payload wrote it (streaming)."""
+
+    def __init__(self, stream: Optional[str], data: bytes) -> None:
+        self.stream = stream
+        self.data = data
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", "replace")
+
+    def __repr__(self) -> str:
+        return "Chunk(%s, %r)" % (self.stream, self.data)
+
+
+class ExecResult:
+    """How one command ended: `status` (exited, signaled, timeout,
+    interrupted), `exit_code`, `signal`, `stdout`/`stderr` (bytes),
+    `output` (both, in the order written, as text), `truncated`,
+    `duration_ms`; `raw` is the exit event."""
+
+    def __init__(self, raw: dict[str, Any], stdout: bytes, stderr: bytes, output: str) -> None:
+        self.raw = raw
+        self.id: Optional[str] = raw.get("id")
+        self.status: Optional[str] = raw.get("status")
+        self.exit_code: Optional[int] = raw.get("code")
+        self.signal: Optional[int] = raw.get("signal")
+        self.truncated = bool(raw.get("truncated"))
+        self.duration_ms = raw.get("duration_ms")
+        self.stdout = stdout
+        self.stderr = stderr
+        self.output = output
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "exited" and self.exit_code == 0
+
+    @property
+    def stdout_text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+    def __repr__(self) -> str:
+        return "ExecResult(status=%r, exit_code=%r)" % (self.status, self.exit_code)
+
+
+class _Gather:
+    """One command's events as the caller sees them: each `output` event
+    as a Chunk (its bytes kept per stream and in order), the `exit` event
+    as the ExecResult of all of them. Shared with `RemoteSession`."""
+
+    def __init__(self) -> None:
+        self.out: list[bytes] = []
+        self.err: list[bytes] = []
+        self.both: list[bytes] = []
+
+    def output(self, event: dict[str, Any]) -> Chunk:
+        data = event.get("data")
+        raw = base64.b64decode(event["data_b64"]) if data is None else data.encode("utf-8")
+        (self.out if event.get("stream") == "stdout" else self.err).append(raw)
+        self.both.append(raw)
+        return Chunk(event.get("stream"), raw)
+
+    def result(self, event: dict[str, Any]) -> ExecResult:
+        text = b"".join(self.both).decode("utf-8", "replace")
+        return ExecResult(event, b"".join(self.out), b"".join(self.err), text)
