@@ -25,6 +25,7 @@ const MODULES: &[&str] = &[
     "test_session",
     "test_deepagents",
     "test_options",
+    "test_typing",
 ];
 /// Put in $HOME/.ssh/id_rsa and the environment: the suites check that no
 /// jail reads it.
@@ -102,8 +103,17 @@ fn install(py: &Path, pkg: &Path) {
         &["--force-reinstall", "--no-deps", pkg.to_str().unwrap()],
     );
     let o = if o.status.success() {
-        // Deep Agents pinned: test_deepagents is written against it.
-        pip(py, &[&with_extras, "deepagents==0.7.32"])
+        // Deep Agents pinned: test_deepagents is written against it;
+        // mypy and ruff for test_typing (clients/python/tests/typing_requirements.txt).
+        pip(
+            py,
+            &[
+                &with_extras,
+                "deepagents==0.7.32",
+                "mypy==2.4.1",
+                "ruff==0.17.6",
+            ],
+        )
     } else {
         o
     };
