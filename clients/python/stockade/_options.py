@@ -50,12 +50,12 @@ _SIZE_SUFFIX = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def bad(field: str, why: str) -> InvalidOption:
-    return InvalidOption(0, "bad_request", "%s: %s" % (field, why), field)
+    return InvalidOption("bad_request", "%s: %s" % (field, why), field)
 
 
 def bad_type(field: str, expected: str, value: object) -> InvalidOptionType:
     return InvalidOptionType(
-        0, "bad_request", "%s: expected %s, got %s %r" % (field, expected, type(value).__name__, value), field
+        "bad_request", "%s: expected %s, got %s %r" % (field, expected, type(value).__name__, value), field
     )
 
 

@@ -1,4 +1,6 @@
-"""One exception per error code of `stockade serve`."""
+"""One exception per error code of `stockade serve`; `LocalError` and its
+subclasses for what the package itself or the local `stockade` refuses
+(no server, so no HTTP status). All are `StockadeError`s."""
 
 from __future__ import annotations
 
@@ -9,11 +11,11 @@ if TYPE_CHECKING:
 
 
 class StockadeError(Exception):
-    """An error answer: `status` (HTTP), `code`, `message`, and `field`
-    (the request field at fault, for 400)."""
+    """An error answer: `status` (HTTP; None for a `LocalError`), `code`,
+    `message`, and `field` (the request field at fault, for 400)."""
 
     def __init__(
-        self, status: int, code: str, message: str, field: Optional[str] = None, retry_after: Optional[int] = None
+        self, status: Optional[int], code: str, message: str, field: Optional[str] = None, retry_after: Optional[int] = None
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -30,10 +32,22 @@ class BadRequest(StockadeError):
     """400: a bad request field; `field` names it."""
 
 
-class InvalidOption(BadRequest, ValueError):
+class LocalError(StockadeError):
+    """Raised here, not answered by a server: by the package before it
+    starts a jail or sends a request, or by the local `stockade` binary.
+    `status` is None (there is no HTTP answer); `code` says what
+    happened."""
+
+    def __init__(self, code: str, message: str, field: Optional[str] = None) -> None:
+        super().__init__(None, code, message, field)
+
+
+class InvalidOption(LocalError, BadRequest, ValueError):
     """A keyword option the package refuses before it starts a jail or
     sends a request: a value `stockade` would not take, or not with the
-    same meaning. `field` names it (`network`, `limits.memory`, `env.X`)."""
+    same meaning. `field` names it (`network`, `limits.memory`, `env.X`).
+    A `LocalError` (`status` None, `code` "bad_request"), and still a
+    `BadRequest` for callers that catch that."""
 
 
 class InvalidOptionType(InvalidOption, TypeError):
@@ -118,30 +132,30 @@ def from_answer(status: int, body: Any, retry_after: Optional[int] = None) -> St
     return cls(status, code, err.get("message", ""), err.get("field"), retry_after)
 
 
-class StockadeNotFound(StockadeError):
+class StockadeNotFound(LocalError):
     """The local `stockade` binary is not there (give `binary=`, set
     STOCKADE_BIN, or put it on PATH)."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(0, "not_found", message)
+        super().__init__("not_found", message)
 
 
-class SetupError(StockadeError):
+class SetupError(LocalError):
     """The local `stockade` could not set the jail up (exit 125): a bad
     flag, profile or limit, or a layer the host lacks. `outcome` is the
     run's Outcome when stockade wrote one."""
 
     def __init__(self, message: str, outcome: Optional[Outcome] = None) -> None:
-        super().__init__(0, "setup_error", message)
+        super().__init__("setup_error", message)
         self.outcome = outcome
 
 
-class SessionError(StockadeError):
+class SessionError(LocalError):
     """A `stockade session` answered an error event (`code`: busy,
     bad_request, …), or the session is gone."""
 
     def __init__(self, code: str, message: str, outcome: Optional[Outcome] = None) -> None:
-        super().__init__(0, code, message)
+        super().__init__(code, message)
         self.outcome = outcome
 
 

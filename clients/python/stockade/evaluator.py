@@ -32,7 +32,7 @@ from typing import Any, Optional, Union
 from . import _options, local
 from ._options import StrPath
 from ._results import Outcome
-from .errors import StockadeError
+from .errors import LocalError
 
 # Runs in the jail. The result goes on the last line of the real stdout;
 # the evaluator's own prints go to stderr.
@@ -108,11 +108,11 @@ except BaseException as e:
 """
 
 
-class EvaluatorError(StockadeError):
+class EvaluatorError(LocalError):
     """The evaluator gave no score. `outcome` is the jail's Outcome."""
 
     def __init__(self, message: str, outcome: Optional[Outcome] = None, code: str = "evaluator_error") -> None:
-        super().__init__(0, code, message)
+        super().__init__(code, message)
         self.outcome = outcome
 
 

@@ -136,9 +136,9 @@ def run(
     """Run `argv` (or Python `code` under the `python` profile) in a fresh
     jail of the local `stockade`, with `files` in its workdir; return the
     Outcome (stdout/stderr captured). `flags` are more `stockade run`
-    flags (e.g. ["--network", "host"]). Raises BadRequest for a bad
+    flags (e.g. ["--network", "host"]). Raises InvalidOption for a bad
     argument, SetupError when the jail could not be set up,
-    StockadeNotFound without a binary."""
+    StockadeNotFound without a binary (each a LocalError)."""
     argv, profile = command(argv, code, profile)
     cmd = ["run"] + ([flag("--profile", profile)] if profile is not None else [])
     cmd += limit_flags(limits) + env_flags(env) + _options.flags("flags", flags)

@@ -64,11 +64,12 @@ class Runs(unittest.TestCase):
 
 class Errors(unittest.TestCase):
     def test_bad_request_names_the_field(self):
-        # Refused by the client before it sends anything (status 0), as
-        # the server refuses it (400), both naming the field.
+        # Refused by the client before it sends anything (a LocalError: no
+        # HTTP status), as the server refuses it (400), both naming the field.
         with self.assertRaises(stockade.InvalidOption) as cm:
             client().run(["true"], profile="shell", files={"../escape": "x"})
-        self.assertEqual((cm.exception.status, cm.exception.field), (0, 'files["../escape"]'))
+        self.assertIsInstance(cm.exception, stockade.LocalError)
+        self.assertEqual((cm.exception.status, cm.exception.field), (None, 'files["../escape"]'))
         with self.assertRaises(stockade.BadRequest) as cm:
             client()._json("POST", "/v1/runs", {"argv": ["true"], "files": {"../escape": "x"}})
         self.assertEqual((cm.exception.status, cm.exception.field), (400, 'files["../escape"]'))

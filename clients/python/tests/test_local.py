@@ -86,10 +86,25 @@ class LocalRun(unittest.TestCase):
         with self.assertRaises(stockade.InvalidOption) as e:
             stockade.run(["true"], limits={"memory": "lots"})
         self.assertEqual(e.exception.field, "limits.memory")
-        with self.assertRaises(stockade.SetupError):
+        with self.assertRaises(stockade.SetupError) as e:
             stockade.run(["true"], profile="no-such-profile")
+        self.assertIsInstance(e.exception.message, str)
         with self.assertRaises(stockade.StockadeNotFound):
             stockade.run(["true"], binary="/nonexistent/stockade")
+
+    def test_local_errors_have_no_http_status(self):
+        # Refused here or by the local binary, not answered by a server:
+        # LocalErrors (and StockadeErrors), with no HTTP status.
+        for call, cls, code in (
+            (lambda: stockade.run(["true"], limits={"memory": "lots"}), stockade.InvalidOption, "bad_request"),
+            (lambda: stockade.run(["true"], profile="no-such-profile"), stockade.SetupError, "setup_error"),
+            (lambda: stockade.run(["true"], binary="/nonexistent/stockade"), stockade.StockadeNotFound, "not_found"),
+        ):
+            with self.assertRaises(cls) as e:
+                call()
+            self.assertIsInstance(e.exception, stockade.LocalError)
+            self.assertIsInstance(e.exception, stockade.StockadeError)
+            self.assertEqual((e.exception.status, e.exception.code), (None, code), e.exception)
         with self.assertRaises(ValueError):
             stockade.run(["true"], code="print(1)")
 
