@@ -6,6 +6,7 @@ imports none of them."""
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 
@@ -28,32 +29,52 @@ def _content(value: object) -> Union[str, dict[str, str]]:
     raise TypeError("expected str or bytes, got %s" % type(value).__name__)
 
 
+@dataclass(frozen=True, eq=False)
 class Outcome:
     """How a run ended: the outcome JSON of `stockade run`, with captured
-    output as bytes. `raw` is the whole answer."""
+    output as bytes. `raw` is the whole answer; the other fields are read
+    from it. Frozen: a result is what the jail reported, not a record to
+    edit (compared by identity: `raw` is a dict)."""
 
-    def __init__(self, raw: dict[str, Any]) -> None:
-        self.raw = raw
-        self.status: Optional[str] = raw.get("status")
-        self.exit_code: Optional[int] = raw.get("exit_code")
-        self.signal: Optional[int] = raw.get("signal")
-        self.error: Optional[str] = raw.get("error")
-        self.usage = raw.get("usage", {})
-        self.limits = raw.get("limits", {})
-        self.layers = raw.get("layers", {})
-        self.applied = raw.get("applied", {})
-        self.stdout = _bytes(raw.get("stdout"))
-        self.stderr = _bytes(raw.get("stderr"))
-        self.truncated = bool(
-            (raw.get("stdout") or {}).get("truncated")
-            or (raw.get("stderr") or {}).get("truncated")
+    raw: dict[str, Any]
+    status: Optional[str] = field(init=False)
+    exit_code: Optional[int] = field(init=False)
+    signal: Optional[int] = field(init=False)
+    error: Optional[str] = field(init=False)
+    usage: dict[str, Any] = field(init=False)
+    limits: dict[str, Any] = field(init=False)
+    layers: dict[str, Any] = field(init=False)
+    applied: dict[str, Any] = field(init=False)
+    stdout: bytes = field(init=False)
+    stderr: bytes = field(init=False)
+    truncated: bool = field(init=False)
+    # What was refused ({"kind": "network" | "seccomp" | "landlock" |
+    # "mask", ..., "count": N}), the kinds that could not be recorded
+    # ({kind: why}) and the refusals counted but not listed ({kind: N}).
+    denials: list[Any] = field(init=False)
+    denials_unrecorded: dict[str, Any] = field(init=False)
+    denials_more: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        raw = self.raw
+        _set(self, "status", raw.get("status"))
+        _set(self, "exit_code", raw.get("exit_code"))
+        _set(self, "signal", raw.get("signal"))
+        _set(self, "error", raw.get("error"))
+        _set(self, "usage", raw.get("usage", {}))
+        _set(self, "limits", raw.get("limits", {}))
+        _set(self, "layers", raw.get("layers", {}))
+        _set(self, "applied", raw.get("applied", {}))
+        _set(self, "stdout", _bytes(raw.get("stdout")))
+        _set(self, "stderr", _bytes(raw.get("stderr")))
+        _set(
+            self,
+            "truncated",
+            bool((raw.get("stdout") or {}).get("truncated") or (raw.get("stderr") or {}).get("truncated")),
         )
-        # What was refused ({"kind": "network" | "seccomp" | "landlock" |
-        # "mask", ..., "count": N}), the kinds that could not be recorded
-        # ({kind: why}) and the refusals counted but not listed ({kind: N}).
-        self.denials = raw.get("denials", [])
-        self.denials_unrecorded = raw.get("denials_unrecorded", {})
-        self.denials_more = raw.get("denials_more", {})
+        _set(self, "denials", raw.get("denials", []))
+        _set(self, "denials_unrecorded", raw.get("denials_unrecorded", {}))
+        _set(self, "denials_more", raw.get("denials_more", {}))
 
     @property
     def ok(self) -> bool:
@@ -72,12 +93,12 @@ class Outcome:
         return "Outcome(status=%r, exit_code=%r)" % (self.status, self.exit_code)
 
 
+@dataclass(frozen=True)
 class Chunk:
     """A piece of output as the payload wrote it (streaming)."""
 
-    def __init__(self, stream: Optional[str], data: bytes) -> None:
-        self.stream = stream
-        self.data = data
+    stream: Optional[str]
+    data: bytes
 
     @property
     def text(self) -> str:
@@ -87,23 +108,32 @@ class Chunk:
         return "Chunk(%s, %r)" % (self.stream, self.data)
 
 
+@dataclass(frozen=True, eq=False)
 class ExecResult:
     """How one command ended: `status` (exited, signaled, timeout,
     interrupted), `exit_code`, `signal`, `stdout`/`stderr` (bytes),
     `output` (both, in the order written, as text), `truncated`,
-    `duration_ms`; `raw` is the exit event."""
+    `duration_ms`; `raw` is the exit event. Frozen, as `Outcome` is."""
 
-    def __init__(self, raw: dict[str, Any], stdout: bytes, stderr: bytes, output: str) -> None:
-        self.raw = raw
-        self.id: Optional[str] = raw.get("id")
-        self.status: Optional[str] = raw.get("status")
-        self.exit_code: Optional[int] = raw.get("code")
-        self.signal: Optional[int] = raw.get("signal")
-        self.truncated = bool(raw.get("truncated"))
-        self.duration_ms = raw.get("duration_ms")
-        self.stdout = stdout
-        self.stderr = stderr
-        self.output = output
+    raw: dict[str, Any]
+    stdout: bytes
+    stderr: bytes
+    output: str
+    id: Optional[str] = field(init=False)
+    status: Optional[str] = field(init=False)
+    exit_code: Optional[int] = field(init=False)
+    signal: Optional[int] = field(init=False)
+    truncated: bool = field(init=False)
+    duration_ms: Optional[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        raw = self.raw
+        _set(self, "id", raw.get("id"))
+        _set(self, "status", raw.get("status"))
+        _set(self, "exit_code", raw.get("code"))
+        _set(self, "signal", raw.get("signal"))
+        _set(self, "truncated", bool(raw.get("truncated")))
+        _set(self, "duration_ms", raw.get("duration_ms"))
 
     @property
     def ok(self) -> bool:
@@ -119,6 +149,11 @@ class ExecResult:
 
     def __repr__(self) -> str:
         return "ExecResult(status=%r, exit_code=%r)" % (self.status, self.exit_code)
+
+
+def _set(obj: object, name: str, value: object) -> None:
+    """A derived field of a frozen result, set once while it is made."""
+    object.__setattr__(obj, name, value)
 
 
 class _Gather:

@@ -109,5 +109,30 @@ class LocalRun(unittest.TestCase):
             stockade.run(["true"], code="print(1)")
 
 
+class Results(unittest.TestCase):
+    """What runs and commands give back is a frozen dataclass: what the
+    jail reported, not a record to edit."""
+
+    def test_results_are_frozen_dataclasses(self):
+        import dataclasses
+
+        o = stockade.run(["sh", "-c", "echo hi; exit 3"], profile="shell")
+        self.assertTrue(dataclasses.is_dataclass(o))
+        self.assertEqual((o.status, o.exit_code, o.stdout), ("exited", 3, b"hi\n"))
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            o.status = "exited"
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            o.exit_code = 0
+        chunk = stockade.Chunk("stdout", b"x")
+        self.assertTrue(dataclasses.is_dataclass(chunk))
+        with self.assertRaises(dataclasses.FrozenInstanceError):
+            chunk.data = b"y"
+        with stockade.Session() as s:
+            r = s.exec("exit 4")
+            self.assertEqual(r.exit_code, 4)
+            with self.assertRaises(dataclasses.FrozenInstanceError):
+                r.exit_code = 0
+
+
 if __name__ == "__main__":
     unittest.main()
