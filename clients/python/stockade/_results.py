@@ -29,8 +29,30 @@ def _content(value: object) -> Union[str, dict[str, str]]:
     raise TypeError("expected str or bytes, got %s" % type(value).__name__)
 
 
+class _Ended:
+    """What an ended run and an ended command both answer."""
+
+    status: Optional[str]
+    exit_code: Optional[int]
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def ok(self) -> bool:
+        """Exited on its own with code 0."""
+        return self.status == "exited" and self.exit_code == 0
+
+    @property
+    def stdout_text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
 @dataclass(frozen=True, eq=False)
-class Outcome:
+class Outcome(_Ended):
     """How a run ended: the outcome JSON of `stockade run`, with captured
     output as bytes. `raw` is the whole answer; the other fields are read
     from it. Frozen: a result is what the jail reported, not a record to
@@ -76,19 +98,6 @@ class Outcome:
         _set(self, "denials_unrecorded", raw.get("denials_unrecorded", {}))
         _set(self, "denials_more", raw.get("denials_more", {}))
 
-    @property
-    def ok(self) -> bool:
-        """Exited on its own with code 0."""
-        return self.status == "exited" and self.exit_code == 0
-
-    @property
-    def stdout_text(self) -> str:
-        return self.stdout.decode("utf-8", "replace")
-
-    @property
-    def stderr_text(self) -> str:
-        return self.stderr.decode("utf-8", "replace")
-
     def __repr__(self) -> str:
         return "Outcome(status=%r, exit_code=%r)" % (self.status, self.exit_code)
 
@@ -109,7 +118,7 @@ class Chunk:
 
 
 @dataclass(frozen=True, eq=False)
-class ExecResult:
+class ExecResult(_Ended):
     """How one command ended: `status` (exited, signaled, timeout,
     interrupted), `exit_code`, `signal`, `stdout`/`stderr` (bytes),
     `output` (both, in the order written, as text), `truncated`,
@@ -134,18 +143,6 @@ class ExecResult:
         _set(self, "signal", raw.get("signal"))
         _set(self, "truncated", bool(raw.get("truncated")))
         _set(self, "duration_ms", raw.get("duration_ms"))
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "exited" and self.exit_code == 0
-
-    @property
-    def stdout_text(self) -> str:
-        return self.stdout.decode("utf-8", "replace")
-
-    @property
-    def stderr_text(self) -> str:
-        return self.stderr.decode("utf-8", "replace")
 
     def __repr__(self) -> str:
         return "ExecResult(status=%r, exit_code=%r)" % (self.status, self.exit_code)
