@@ -34,21 +34,8 @@ fn forking_with(who: Who, modules: &str, more: &[&str]) -> Server {
     ];
     args.extend_from_slice(more);
     let s = Server::start(who, &args);
-    wait_ready(&s);
+    s.wait_ready();
     s
-}
-
-/// Poll /readyz until it says 200.
-fn wait_ready(s: &Server) {
-    let deadline = Instant::now() + PATIENCE;
-    while s.call("GET", "/readyz", &[], b"").status != 200 {
-        assert!(
-            Instant::now() < deadline,
-            "never ready: {}",
-            s.log.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Root only (a run's cgroup); else a SKIPPED line and false.
@@ -577,7 +564,7 @@ fn in_the_fallback_the_pool_serves_members() {
             who,
             &["--warm", "python=1", "--warm-import", "json", "--warm-fork"],
         );
-        wait_ready(&s);
+        s.wait_ready();
         let v = s.run(&files_and_stdin()).json();
         assert_eq!(v["status"], "exited", "{v}");
         assert_eq!(v["layers"]["user_namespace"]["state"], "unavailable", "{v}");

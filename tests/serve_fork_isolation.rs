@@ -27,19 +27,6 @@ const SIZE: &str = "stockade_pool_size{profile=\"python\"}";
 const IN_FLIGHT: &str = "stockade_runs_in_flight";
 const LOOK: &str = include_str!("payloads/look_for_other_runs.py");
 
-/// Poll /readyz until it says 200.
-fn wait_ready(s: &Server) {
-    let deadline = Instant::now() + PATIENCE;
-    while s.call("GET", "/readyz", &[], b"").status != 200 {
-        assert!(
-            Instant::now() < deadline,
-            "never ready: {}",
-            s.log.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Poll /metrics until `name` says `n`.
 fn wait_metric(s: &Server, name: &str, n: u64) {
     let deadline = Instant::now() + PATIENCE;
@@ -69,7 +56,7 @@ fn looks_and_finds_nothing(who: Who) {
             "4",
         ],
     );
-    wait_ready(&s);
+    s.wait_ready();
     // As root the pool forks; as uid 65534 the server says why not.
     let forks = !s.log.lock().unwrap().contains("--warm-fork:");
     assert_eq!(forks, who == Who::Root, "{}", s.log.lock().unwrap());

@@ -27,25 +27,6 @@ fn pooled(who: Who, n: usize, more: &[&str]) -> Server {
     Server::start(who, &args)
 }
 
-/// Poll /readyz until it says 200 (the pools were full once).
-fn wait_ready(s: &Server) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let r = s.call("GET", "/readyz", &[], b"");
-        if r.status == 200 {
-            assert_eq!(r.json()["pools_warm"], true);
-            return;
-        }
-        assert_eq!(r.status, 503, "{}", r.text());
-        assert!(
-            Instant::now() < deadline,
-            "the pool never got warm; stderr:\n{}",
-            s.log.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Poll /metrics until the pool holds `n` members again (refilled).
 fn wait_full(s: &Server, n: u64) {
     let deadline = Instant::now() + PATIENCE;
@@ -69,7 +50,7 @@ fn pooled_runs_answer_as_cold_runs_do() {
     for who in common::users("pooled_runs_answer_as_cold_runs_do") {
         let w = who_name(who);
         let s = pooled(who, 2, &[]);
-        wait_ready(&s);
+        s.wait_ready();
         let v = s
             .run(&json!({
                 "profile": "python",
@@ -127,7 +108,7 @@ fn pooled_runs_do_not_see_each_other() {
     for who in common::users("pooled_runs_do_not_see_each_other") {
         let w = who_name(who);
         let s = pooled(who, 2, &[]);
-        wait_ready(&s);
+        s.wait_ready();
         let code = "import os, random, json\n\
             ns = {n: os.readlink('/proc/self/ns/' + n) for n in ['pid', 'mnt', 'net', 'ipc', 'uts']}\n\
             seen = sorted(os.listdir('/tmp')) + sorted(os.listdir('.'))\n\
@@ -156,7 +137,7 @@ fn a_pooled_run_times_out_from_its_hand_over() {
     for who in common::users("a_pooled_run_times_out_from_its_hand_over") {
         let w = who_name(who);
         let s = pooled(who, 1, &[]);
-        wait_ready(&s);
+        s.wait_ready();
         let mut r = py("import time\ntime.sleep(600)");
         r["limits"] = json!({"timeout": "1s", "max_output": 1000});
         let v = s.run(&r).json();
@@ -179,7 +160,7 @@ fn what_a_member_cannot_run_exactly_is_a_miss_and_still_right() {
     for who in common::users("what_a_member_cannot_run_exactly_is_a_miss_and_still_right") {
         let w = who_name(who);
         let s = pooled(who, 1, &[]);
-        wait_ready(&s);
+        s.wait_ready();
         let mut other_limit = py("print('small')");
         other_limit["limits"] = json!({"memory": "100m"});
         let mut hash_seed = py("print(hash('a'))");
@@ -265,7 +246,7 @@ fn readyz_waits_for_the_pools() {
     assert_eq!(v["stdout"]["data"], "1\n", "{v}");
     // A good pool: 200 once full.
     let s = pooled(Who::Root, 3, &[]);
-    wait_ready(&s);
+    s.wait_ready();
     assert_eq!(metric(&s, SIZE), 3);
 }
 
@@ -295,7 +276,7 @@ fn sigterm_leaves_no_member_behind() {
     for who in common::users("sigterm_leaves_no_member_behind") {
         let w = who_name(who);
         let mut s = pooled(who, 2, &[]);
-        wait_ready(&s);
+        s.wait_ready();
         let v = s.run(&py("print('one')")).json();
         assert_eq!(v["stdout"]["data"], "one\n", "{w}: {v}");
         wait_full(&s, 2);
@@ -327,7 +308,7 @@ fn sigterm_leaves_no_member_behind() {
 #[test]
 fn draining_lets_the_idle_members_go() {
     let mut s = pooled(Who::Root, 2, &["--profiles", "python,shell"]);
-    wait_ready(&s);
+    s.wait_ready();
     let mut a = serve_util::Lines::open(
         s.connect(),
         &serde_json::json!({"profile": "shell", "argv": ["sh", "-c", "echo started; sleep 600"], "limits": {"timeout": "60s"}}),
@@ -354,7 +335,7 @@ fn draining_lets_the_idle_members_go() {
 #[test]
 fn a_member_that_died_while_parked_is_not_used() {
     let s = pooled(Who::Root, 1, &[]);
-    wait_ready(&s);
+    s.wait_ready();
     let procs = descendants(s.pid());
     let boot = procs
         .iter()
@@ -469,7 +450,7 @@ fn pooled_runs_in_the_fallback() {
             who,
             &["--warm", "python=1", "--warm-import", "json"],
         );
-        wait_ready(&s);
+        s.wait_ready();
         let v = s.run(&files_and_stdin()).json();
         assert_eq!(v["status"], "exited", "{w}: {v}");
         assert_eq!(

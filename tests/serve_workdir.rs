@@ -135,9 +135,7 @@ fn a_session_or_a_warm_member_that_fills_its_workdir_ends_as_disk_limit() {
         assert_eq!(r.status, 410, "{who:?}: {}", r.text());
         assert!(r.text().contains("disk_limit"), "{who:?}: {}", r.text());
         // A warm member (python=1 is filled before /readyz says ready).
-        while s.call("GET", "/readyz", &[], b"").status != 200 {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        s.wait_ready();
         let code = "open('big', 'wb').write(bytes(64 << 20))";
         let r = s.run(
             &json!({"profile": "python", "argv": ["python3", "-c", code],
@@ -146,6 +144,9 @@ fn a_session_or_a_warm_member_that_fills_its_workdir_ends_as_disk_limit() {
         assert_eq!(r.status, 200, "{who:?}: {}", r.text());
         let v = r.json();
         assert_eq!(v["status"], "disk_limit", "{who:?}: {v}");
+        // It was the warm member's run, not a cold one.
+        let hits = serve_util::metric(&s, "stockade_pool_hits_total{profile=\"python\"}");
+        assert_eq!(hits, 1, "{who:?}");
         assert!(s.leftovers().is_empty(), "{who:?}: {:?}", s.leftovers());
     }
 }

@@ -252,7 +252,7 @@ impl Pool {
             .all(|p| p.filled.load(Ordering::SeqCst))
     }
 
-    /// Stop building; kill the members left and remove their workdirs.
+    /// Stop building; kill the members left.
     pub fn shutdown(&self) {
         self.inner.stop.store(true, Ordering::SeqCst);
         self.inner.wake.notify_all();

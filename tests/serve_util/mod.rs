@@ -166,6 +166,26 @@ impl Server {
         self.child.id()
     }
 
+    /// Poll /readyz until it says 200 (the pools were full once); until
+    /// then it must say 503.
+    pub fn wait_ready(&self) {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        loop {
+            let r = self.call("GET", "/readyz", &[], b"");
+            if r.status == 200 {
+                assert_eq!(r.json()["pools_warm"], true);
+                return;
+            }
+            assert_eq!(r.status, 503, "{}", r.text());
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the pool never got warm; stderr:\n{}",
+                self.log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGKILL the server (alone) and reap it.
     pub fn kill_hard(&mut self) {
         let _ = self.child.kill();
