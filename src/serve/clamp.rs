@@ -17,54 +17,20 @@ use serde_json::Value;
 use super::error::ApiError;
 use crate::policy::units;
 
-/// What kind of amount a field holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Bytes: `4096`, `"64m"`.
-    Size,
-    /// A whole number above 0.
-    Count,
-    /// CPUs, fractions allowed.
-    Cpus,
-    /// Seconds as a number, or a duration with a unit.
-    Duration,
-}
+/// How a field's text is read: the command line's own parsers.
+pub type Parse<T> = fn(&str) -> Result<T, units::UnitError>;
+/// Bytes: `4096`, `"64m"`, above 0.
+pub const SIZE: Parse<u64> = units::parse_limit_size;
+/// A whole number above 0.
+pub const COUNT: Parse<u64> = units::parse_count;
+/// CPUs, fractions allowed.
+pub const CPUS: Parse<f64> = units::parse_cpus;
+/// Seconds as a number, or a duration with a unit, above 0.
+pub const DURATION: Parse<Duration> = units::parse_limit_duration;
 
-/// An amount read from a request.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Amount {
-    Bytes(u64),
-    Count(u64),
-    Cpus(f64),
-    Time(Duration),
-}
-
-impl Amount {
-    pub fn bytes(self) -> u64 {
-        match self {
-            Amount::Bytes(n) | Amount::Count(n) => n,
-            _ => unreachable!("not a size"),
-        }
-    }
-
-    pub fn cpus(self) -> f64 {
-        match self {
-            Amount::Cpus(c) => c,
-            _ => unreachable!("not a CPU amount"),
-        }
-    }
-
-    pub fn time(self) -> Duration {
-        match self {
-            Amount::Time(d) => d,
-            _ => unreachable!("not a duration"),
-        }
-    }
-}
-
-/// Read `v` (the field named `field`) as `kind`: `None` when absent or
+/// Read `v` (the field named `field`) with `parse`: `None` when absent or
 /// `null`, else the amount or a 400 naming the field.
-pub fn read(field: &str, kind: Kind, v: Option<&Value>) -> Result<Option<Amount>, ApiError> {
+pub fn read<T>(field: &str, parse: Parse<T>, v: Option<&Value>) -> Result<Option<T>, ApiError> {
     let text = match v {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Number(n)) => n.to_string(),
@@ -74,13 +40,9 @@ pub fn read(field: &str, kind: Kind, v: Option<&Value>) -> Result<Option<Amount>
         Some(Value::String(s)) => s.clone(),
         Some(_) => return Err(ApiError::field(field, "must be a number or a string")),
     };
-    let bad = |e: units::UnitError| ApiError::field(field, e.to_string());
-    Ok(Some(match kind {
-        Kind::Size => Amount::Bytes(units::parse_limit_size(&text).map_err(bad)?),
-        Kind::Count => Amount::Count(units::parse_count(&text).map_err(bad)?),
-        Kind::Cpus => Amount::Cpus(units::parse_cpus(&text).map_err(bad)?),
-        Kind::Duration => Amount::Time(units::parse_limit_duration(&text).map_err(bad)?),
-    }))
+    parse(&text)
+        .map(Some)
+        .map_err(|e| ApiError::field(field, e.to_string()))
 }
 
 /// What applies: the amount asked for, else `default` (when given), else
@@ -100,85 +62,93 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// `None`: refused (400 naming the field); `Some(None)`: the default;
+    /// `Some(Some(x))`: read as `x`.
+    type Want<T> = Option<Option<T>>;
+
+    fn check<T: PartialEq + std::fmt::Debug>(parse: Parse<T>, cases: Vec<(Value, Want<T>)>) {
+        for (v, want) in cases {
+            match (want, read("limits.x", parse, Some(&v))) {
+                (Some(a), Ok(b)) if a == b => {}
+                (None, Err(e)) => {
+                    assert_eq!(e.status, 400, "{v}");
+                    assert_eq!(e.field.as_deref(), Some("limits.x"), "{v}");
+                }
+                (want, got) => panic!("{v}: want {want:?}, got {got:?}"),
+            }
+        }
+    }
+
     /// Every kind × every JSON type: read, refused (400 naming the
     /// field) or the default.
     #[test]
     fn every_kind_against_every_json_type() {
-        enum Want {
-            Default,
-            Refused,
-            Read(Amount),
-        }
-        use Amount::*;
-        use Want::*;
         let big = json!(18446744073709551615u64);
         let past_u64 = serde_json::from_str::<Value>("18446744073709551616").unwrap();
-        let cases: Vec<(Kind, Value, Want)> = vec![
-            (Kind::Size, Value::Null, Default),
-            (Kind::Size, json!(true), Refused),
-            (Kind::Size, json!([1]), Refused),
-            (Kind::Size, json!({"a": 1}), Refused),
-            (Kind::Size, json!(""), Refused),
-            (Kind::Size, json!("1\u{0}"), Refused),
-            (Kind::Size, json!(0), Refused),
-            (Kind::Size, json!(-1), Refused),
-            (Kind::Size, json!(1.5), Refused),
-            (Kind::Size, json!(1e300), Refused),
-            (Kind::Size, past_u64.clone(), Refused),
-            (Kind::Size, big.clone(), Read(Bytes(u64::MAX))),
-            (Kind::Size, json!(4096), Read(Bytes(4096))),
-            (Kind::Size, json!("64m"), Read(Bytes(64 << 20))),
-            (Kind::Size, json!("-64m"), Refused),
-            (Kind::Count, Value::Null, Default),
-            (Kind::Count, json!(false), Refused),
-            (Kind::Count, json!(0), Refused),
-            (Kind::Count, json!(-3), Refused),
-            (Kind::Count, json!(2.5), Refused),
-            (Kind::Count, json!("12"), Read(Count(12))),
-            (Kind::Count, json!("12k"), Refused),
-            (Kind::Count, big.clone(), Read(Count(u64::MAX))),
-            (Kind::Count, past_u64.clone(), Refused),
-            (Kind::Cpus, Value::Null, Default),
-            (Kind::Cpus, json!(true), Refused),
-            (Kind::Cpus, json!(0), Refused),
-            (Kind::Cpus, json!(-0.5), Refused),
-            (Kind::Cpus, json!(0.5), Read(Cpus(0.5))),
-            (Kind::Cpus, json!("2"), Read(Cpus(2.0))),
-            (Kind::Cpus, json!(1e300), Refused),
-            (Kind::Cpus, json!("nan"), Refused),
-            (Kind::Cpus, json!("inf"), Refused),
-            (Kind::Duration, Value::Null, Default),
-            (Kind::Duration, json!([]), Refused),
-            (Kind::Duration, json!(0), Refused),
-            (Kind::Duration, json!(-1), Refused),
-            (Kind::Duration, json!(1e300), Refused),
-            (Kind::Duration, json!("nan"), Refused),
-            (Kind::Duration, json!("inf"), Refused),
-            (
-                Kind::Duration,
-                json!(2.5),
-                Read(Time(Duration::from_millis(2500))),
-            ),
-            (
-                Kind::Duration,
-                json!("500ms"),
-                Read(Time(Duration::from_millis(500))),
-            ),
-            (Kind::Duration, big, Refused),
-        ];
-        for (kind, v, want) in cases {
-            let got = read("limits.x", kind, Some(&v));
-            match (want, got) {
-                (Default, Ok(None)) => {}
-                (Read(a), Ok(Some(b))) if a == b => {}
-                (Refused, Err(e)) => {
-                    assert_eq!(e.status, 400, "{kind:?} {v}");
-                    assert_eq!(e.field.as_deref(), Some("limits.x"), "{kind:?} {v}");
-                }
-                (_, got) => panic!("{kind:?} {v}: {got:?}"),
-            }
-        }
-        assert_eq!(read("x", Kind::Size, None).unwrap(), None);
+        check(
+            SIZE,
+            vec![
+                (Value::Null, Some(None)),
+                (json!(true), None),
+                (json!([1]), None),
+                (json!({"a": 1}), None),
+                (json!(""), None),
+                (json!("1\u{0}"), None),
+                (json!(0), None),
+                (json!(-1), None),
+                (json!(1.5), None),
+                (json!(1e300), None),
+                (past_u64.clone(), None),
+                (big.clone(), Some(Some(u64::MAX))),
+                (json!(4096), Some(Some(4096))),
+                (json!("64m"), Some(Some(64 << 20))),
+                (json!("-64m"), None),
+            ],
+        );
+        check(
+            COUNT,
+            vec![
+                (Value::Null, Some(None)),
+                (json!(false), None),
+                (json!(0), None),
+                (json!(-3), None),
+                (json!(2.5), None),
+                (json!("12"), Some(Some(12))),
+                (json!("12k"), None),
+                (big.clone(), Some(Some(u64::MAX))),
+                (past_u64, None),
+            ],
+        );
+        check(
+            CPUS,
+            vec![
+                (Value::Null, Some(None)),
+                (json!(true), None),
+                (json!(0), None),
+                (json!(-0.5), None),
+                (json!(0.5), Some(Some(0.5))),
+                (json!("2"), Some(Some(2.0))),
+                (json!(1e300), None),
+                (json!("nan"), None),
+                (json!("inf"), None),
+            ],
+        );
+        check(
+            DURATION,
+            vec![
+                (Value::Null, Some(None)),
+                (json!([]), None),
+                (json!(0), None),
+                (json!(-1), None),
+                (json!(1e300), None),
+                (json!("nan"), None),
+                (json!("inf"), None),
+                (json!(2.5), Some(Some(Duration::from_millis(2500)))),
+                (json!("500ms"), Some(Some(Duration::from_millis(500)))),
+                (big, None),
+            ],
+        );
+        assert_eq!(read("x", SIZE, None).unwrap(), None);
     }
 
     #[test]

@@ -274,7 +274,7 @@ fn env(v: Option<&Value>) -> Result<Vec<(String, String)>, ApiError> {
 }
 
 fn limits(v: Option<&Value>) -> Result<Requested, ApiError> {
-    use super::clamp::{read, Kind};
+    use super::clamp::{read, COUNT, CPUS, DURATION, SIZE};
     let obj: &Map<String, Value> = match v {
         None | Some(Value::Null) => return Ok(Requested::default()),
         Some(Value::Object(o)) => o,
@@ -286,13 +286,13 @@ fn limits(v: Option<&Value>) -> Result<Requested, ApiError> {
             "unknown limit (memory, cpus, pids, timeout, max_output)",
         ));
     }
-    let get = |k: &str, kind| read(&format!("limits.{k}"), kind, obj.get(k));
+    let field = |k: &str| format!("limits.{k}");
     Ok(Requested {
-        memory: get("memory", Kind::Size)?.map(|a| a.bytes()),
-        cpus: get("cpus", Kind::Cpus)?.map(|a| a.cpus()),
-        pids: get("pids", Kind::Count)?.map(|a| a.bytes()),
-        timeout: get("timeout", Kind::Duration)?.map(|a| a.time()),
-        max_output: get("max_output", Kind::Size)?.map(|a| a.bytes()),
+        memory: read(&field("memory"), SIZE, obj.get("memory"))?,
+        cpus: read(&field("cpus"), CPUS, obj.get("cpus"))?,
+        pids: read(&field("pids"), COUNT, obj.get("pids"))?,
+        timeout: read(&field("timeout"), DURATION, obj.get("timeout"))?,
+        max_output: read(&field("max_output"), SIZE, obj.get("max_output"))?,
     })
 }
 

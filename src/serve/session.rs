@@ -377,10 +377,9 @@ pub fn parse_create(body: &[u8], state: &State) -> Result<Create, ApiError> {
     };
     let idle = super::clamp::read(
         "idle_timeout",
-        super::clamp::Kind::Duration,
+        super::clamp::DURATION,
         obj.remove("idle_timeout").as_ref(),
-    )?
-    .map(|a| a.time());
+    )?;
     let (idle, _) = super::clamp::clamp(idle, None, state.max.session_idle);
     if let Some(k) = obj
         .keys()
@@ -420,12 +419,12 @@ pub fn exec_line(body: &[u8], state: &State, id: &str) -> Result<Value, ApiError
     }
     // Read and clamped here, whatever the JSON type: the agent gets a
     // number within the operator's ceilings, never a null or a string.
-    use super::clamp::{clamp, read, Kind};
-    let t = read("timeout", Kind::Duration, obj.get("timeout"))?.map(|a| a.time());
+    use super::clamp::{clamp, read, DURATION, SIZE};
+    let t = read("timeout", DURATION, obj.get("timeout"))?;
     let default_t = Duration::from_secs_f64(crate::session::proto::DEFAULT_TIMEOUT);
     let (t, _) = clamp(t, Some(default_t), state.max.timeout);
     obj.insert("timeout".into(), json!(t.as_secs_f64()));
-    let m = read("max_output", Kind::Size, obj.get("max_output"))?.map(|a| a.bytes());
+    let m = read("max_output", SIZE, obj.get("max_output"))?;
     let (m, _) = clamp(m, None, state.max.max_output);
     obj.insert("max_output".into(), json!(m));
     obj.insert("op".into(), json!("exec"));
