@@ -16,3 +16,4 @@ pub mod rlimits;
 pub mod rootfs;
 pub mod seed;
 pub mod unix_agent;
+pub mod zygote;

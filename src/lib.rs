@@ -21,9 +21,10 @@ mod serve;
 mod session;
 pub mod spawner;
 mod supervise;
-#[allow(unsafe_code)]
-mod sys;
 mod zygote;
+
+/// The kernel-facing calls (the `stockade-sys` crate), named `sys` as before.
+use stockade_sys as sys;
 
 pub use api::{Child, Error, Jail, Killer, Output, Stdio};
 pub use outcome::{Outcome, Status};

@@ -3,7 +3,8 @@
 //! namespace), which forks a child per run; the child makes its own pid,
 //! mount, net, ipc, uts and cgroup namespaces, drops every capability and
 //! enforces the jail's Landlock ruleset and seccomp program on itself
-//! before it reads its program (see `serve/zygote.py`). This side: start
+//! before it reads its program, with stockade's own code: the library
+//! `jail::zygote` hands the zygote (stockade-sys's `forked` steps). This side: start
 //! the zygote, ask it for a child with the run's stdio, put the child in a
 //! run cgroup of its own, pump and cap its output, keep its deadline, kill
 //! it (its pid namespace dies with it), and make its outcome.
@@ -75,7 +76,7 @@ pub type StartError = String;
 
 impl ForkServer {
     /// Start the zygote of `template` running `bootstrap` (python3 -c
-    /// BOOTSTRAP SOCK_FD MODULES RECIPE), and wait until it is ready.
+    /// BOOTSTRAP SOCK_FD MODULES), and wait until it is ready.
     pub fn start(
         template: &Policy,
         bootstrap: &str,
@@ -90,19 +91,12 @@ impl ForkServer {
         p.limits.max_output = None;
         p.capture = false;
         p.keep_fds = vec![theirs.as_raw_fd()];
-        let recipe = serde_json::json!({
-            "tmp_size": p.tmp_size,
-            "uid": p.uid,
-            "gid": p.gid,
-            "workdir": p.workdir.inner,
-        });
         p.argv = vec![
             "python3".into(),
             "-c".into(),
             bootstrap.into(),
             theirs.as_raw_fd().to_string().into(),
             modules.into(),
-            recipe.to_string().into(),
         ];
         let child = Jail::new(p)
             .stdin(Stdio::null())

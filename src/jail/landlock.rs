@@ -219,19 +219,18 @@ pub fn apply(
     Ok(asked.verdict(&st.ruleset, added, root_listable))
 }
 
-/// [`apply`]'s ruleset for a fork server's children, as text: each child
-/// mounts its own /tmp, workdir, /dev/shm and /dev/pts, and a Landlock
-/// rule on a mount point is not seen beneath what is mounted over it, so
-/// each child makes the ruleset itself, after its mounts, from this: a
-/// line `A FS NET SCOPES` (the handled rights and scopes, as the kernel's
-/// bits, only those the running kernel knows), then `R ACCESS PATH` per
-/// rule. The record says what enforcing it gives, as [`apply`]'s does
+/// [`apply`]'s ruleset for a fork server's children, as the kernel takes
+/// it: each child mounts its own /tmp, workdir, /dev/shm and /dev/pts, and
+/// a Landlock rule on a mount point is not seen beneath what is mounted
+/// over it, so each child makes the ruleset itself, after its mounts
+/// (`sys::forked`), from this: the handled rights and scopes as the
+/// kernel's bits (only those the running kernel knows) and each rule. The record says what enforcing it gives, as [`apply`]'s does
 /// (the ruleset is made here too, to check every rule, then let go).
 pub fn prepare(
     rules: &[(PathBuf, Grant)],
     deny_tcp: bool,
     mounts: Option<&[PathBuf]>,
-) -> Result<(String, LandlockApplied), JailError> {
+) -> Result<(sys::forked::Ruleset, LandlockApplied), JailError> {
     let asked = Asked::new(deny_tcp);
     let created = ruleset(&asked.wanted)?;
     let abi = asked.kernel.max(BASELINE);
@@ -245,31 +244,26 @@ pub fn prepare(
         Some(_) => RulesetStatus::FullyEnforced,
     };
     let have = asked.have;
-    let mut text = format!(
-        "A {} {} {}\n",
-        have.fs.bits(),
-        have.net.bits(),
-        have.scopes.bits()
-    );
-    // A path with a newline cannot be a line: left out of the children's
-    // ruleset (less granted, never more).
-    for (path, access) in added
+    // A path with a newline stays out of the children's ruleset too (less
+    // granted, never more), as it did when the ruleset was text.
+    let mut rules: Vec<(u64, PathBuf)> = added
         .rules
         .iter()
         .filter(|(p, _)| !p.to_string_lossy().contains('\n'))
-    {
-        text.push_str(&format!(
-            "R {} {}\n",
-            (*access & have.fs).bits(),
-            path.display()
-        ));
-    }
+        .map(|(path, access)| ((*access & have.fs).bits(), path.to_path_buf()))
+        .collect();
     if root_listable {
         let list = BitFlags::from(AccessFs::ReadDir) & have.fs;
-        text.push_str(&format!("R {} /\n", list.bits()));
+        rules.push((list.bits(), PathBuf::from("/")));
     }
+    let ruleset = sys::forked::Ruleset {
+        fs: have.fs.bits(),
+        net: have.net.bits(),
+        scoped: have.scopes.bits(),
+        rules,
+    };
     let record = asked.verdict(&st, added, root_listable);
-    Ok((text, record))
+    Ok((ruleset, record))
 }
 
 /// What the layer asks of the running kernel.

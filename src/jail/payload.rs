@@ -8,7 +8,7 @@
 use std::os::fd::AsRawFd;
 
 use super::error::{JailError, Step};
-use super::proto::{self, CapsLeft, Enforced, LayerRecord, OrFail, Report, Reporter};
+use super::proto::{CapsLeft, Enforced, LayerRecord, OrFail, Report, Reporter};
 use super::{caps, filter, landlock, rlimits, unix_agent};
 use crate::plan::Plan;
 use crate::policy::Layer;
@@ -52,7 +52,7 @@ pub fn main(
         assert_userns_disabled().or_fail(report);
     }
     if plan.zygote {
-        zygote_handoff(plan, envp, hello, report)
+        super::zygote::handoff(plan, envp, hello, report)
     }
     // The layers' records, written in one go before seccomp.
     let mut layers = vec![drop_capabilities(plan).or_fail(report)];
@@ -111,124 +111,12 @@ pub struct FromInit<'a> {
     pub mqueue: Option<landlock::MqueueRoot<'a>>,
 }
 
-/// A fork server's zygote keeps these capabilities in the jail's user
-/// namespace (bits: `CAP_SETPCAP`, `CAP_NET_ADMIN`, `CAP_SYS_ADMIN`):
-/// each child it forks makes its own namespaces and mounts, brings its
-/// `lo` up and empties its bounding set with them, then drops them all.
-pub const ZYGOTE_CAPS: u64 = (1 << 8) | (1 << 12) | (1 << 21);
-
-/// The variable that tells the zygote the number of the hand-off fd, a
-/// pipe it reads to its end once: the Landlock ruleset its children make
-/// and enforce (`landlock::prepare`'s lines `A …` and `R …`), the records
-/// of the layers each child applies (the report pipe's encoding, `L…`),
-/// and `B` with stockade's seccomp program as hex (the `struct
-/// sock_filter` array's bytes), when there is one.
-pub const ZYGOTE_ENV: &str = "STOCKADE_ZYGOTE_FD";
-
-/// The most a hand-off may hold: it is written into a pipe (64 KiB) before
-/// the command reads it.
-const HANDOFF_MAX: usize = 60 << 10;
-
-/// A fork server's zygote (`Plan::zygote`): the payload's steps up to
-/// execve, with three capabilities kept, Landlock's ruleset and
-/// stockade's seccomp program written down instead of enforced, handed
-/// to the command ([`ZYGOTE_ENV`]); no other fd but 0, 1, 2, the kept
-/// ones and the hand-off survives. Never returns.
-fn zygote_handoff(
-    plan: &Plan,
-    envp: &[std::ffi::CString],
-    hello: Option<i32>,
-    report: Reporter,
-) -> ! {
-    if !plan.bpf_filters.is_empty() || plan.block_fd.is_some() {
-        report.fail(JailError::Refused {
-            step: "zygote",
-            path: String::new(),
-            why: "a zygote takes no filter or block fd of the caller's".into(),
-        });
-    }
-    let caps = drop_capabilities_but(ZYGOTE_CAPS, false, None).or_fail(report);
-    sys::set_no_new_privs()
-        .step("no_new_privs", "")
-        .or_fail(report);
-    let learning = plan
-        .seccomp
-        .as_ref()
-        .is_some_and(|f| f.action == crate::policy::SeccompAction::Learn);
-    if plan.egress.is_some() || learning {
-        report.fail(JailError::Refused {
-            step: "zygote",
-            path: String::new(),
-            why: "a zygote's children have no egress proxy and no seccomp listener".into(),
-        });
-    }
-    let mut handoff = Vec::new();
-    if plan.landlock {
-        let mounts = Some(plan.mount_points.as_slice());
-        let required = plan.require.contains(&Layer::Landlock);
-        let record = match landlock::prepare(&plan.landlock_rules, plan.landlock_deny_tcp, mounts) {
-            Ok((rules, r)) if !required || r.status == Enforced::Fully => {
-                handoff.extend(rules.into_bytes());
-                LayerRecord::Landlock(r)
-            }
-            Ok((_, r)) => report.fail(JailError::LandlockWeak(Box::new(r))),
-            Err(e) if required => report.fail(e),
-            Err(e) => LayerRecord::LandlockUnavailable { why: e.to_string() },
-        };
-        handoff.extend(proto::encode(&Report::Layer(record)));
-    }
-    if let Some(f) = &plan.seccomp {
-        handoff.extend(proto::encode(&Report::Layer(filter::record(f))));
-        handoff.push(b'B');
-        for i in f.program(false) {
-            let mut b = Vec::with_capacity(8);
-            b.extend(i.code.to_ne_bytes());
-            b.extend([i.jt, i.jf]);
-            b.extend(i.k.to_ne_bytes());
-            for x in b {
-                handoff.extend(format!("{x:02x}").into_bytes());
-            }
-        }
-        handoff.push(b'\n');
-    }
-    // Written whole before anyone reads it: within a pipe's buffer.
-    if handoff.len() > HANDOFF_MAX {
-        report.fail(JailError::Refused {
-            step: "zygote",
-            path: String::new(),
-            why: format!(
-                "the hand-off is {} bytes, more than {HANDOFF_MAX}",
-                handoff.len()
-            ),
-        });
-    }
-    let (r, w) = sys::pipe().step("zygote", "").or_fail(report);
-    sys::write_all(w.as_raw_fd(), &handoff)
-        .step("zygote", "")
-        .or_fail(report);
-    drop(w);
-    let mut keep = plan.keep_fds.clone();
-    keep.push(r.as_raw_fd());
-    // The hand-off stays open across execve; the command learns its
-    // number from the environment.
-    sys::cloexec_all_but(&keep)
-        .and_then(|_| sys::set_cloexec(r.as_raw_fd(), false))
-        .step("close fds", "")
-        .or_fail(report);
-    let fd = format!("{ZYGOTE_ENV}={}", r.as_raw_fd());
-    let mut envp = envp.to_vec();
-    envp.extend(std::ffi::CString::new(fd));
-    report.send(&caps);
-    say_hello(hello, report);
-    exec(plan, &envp, report)
-}
-
 /// Tell the supervisor our pid, and wait until it has told it where the
 /// policy asks (`supervise::childpid`): one byte written on `hello` (the
 /// kernel attaches our pid, in the supervisor's numbering), one read back,
 /// so the pid is out before the command starts. The socket is
 /// close-on-exec. No answer: the supervisor is gone, so is the run.
-fn say_hello(hello: Option<i32>, report: Reporter) {
+pub(super) fn say_hello(hello: Option<i32>, report: Reporter) {
     let Some(fd) = hello else { return };
     let mut b = [0u8; 1];
     let answered = sys::write_all(fd, b"P").and_then(|_| sys::read(fd, &mut b));
@@ -302,7 +190,7 @@ fn drop_capabilities(plan: &Plan) -> Result<Report, JailError> {
 
 /// Every capability but `keep` (kept as uid 0 keeps them with `as_root`),
 /// the bounding set `bounding` (else `keep`), and its record.
-fn drop_capabilities_but(
+pub(super) fn drop_capabilities_but(
     keep: u64,
     as_root: bool,
     bounding: Option<u64>,
@@ -368,7 +256,7 @@ fn start_connect_agent(plan: &Plan) -> Result<(), JailError> {
 
 /// execve each candidate in turn; when none runs, report the first error
 /// that is not "not there" and exit 126 (127 when nothing was found).
-fn exec(plan: &Plan, envp: &[std::ffi::CString], report: Reporter) -> ! {
+pub(super) fn exec(plan: &Plan, envp: &[std::ffi::CString], report: Reporter) -> ! {
     let mut first_err: Option<(Errno, &std::ffi::CStr)> = None;
     for cand in &plan.exec_candidates {
         let e = sys::execve(cand, &plan.argv, envp);

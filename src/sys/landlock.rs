@@ -137,3 +137,93 @@ pub fn restrict_before_exec(
     // system call, allocating nothing and taking no lock.
     unsafe { cmd.pre_exec(hook) };
 }
+
+/// `LANDLOCK_RULE_PATH_BENEATH`.
+const RULE_PATH_BENEATH: libc::c_int = 1;
+
+/// `struct landlock_path_beneath_attr` (packed, as the kernel reads it).
+#[repr(C, packed)]
+struct PathBeneath {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// A ruleset handling `fs` and `net` access rights (the kernel's bits) and
+/// scoping `scoped`, as the kernel's `landlock_create_ruleset` makes it:
+/// every bit must be one the running kernel knows (`EINVAL` otherwise).
+pub fn ruleset(fs: u64, net: u64, scoped: u64) -> SysResult<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let attr = RulesetAttr {
+        handled_access_fs: fs,
+        handled_access_net: net,
+        scoped,
+    };
+    // The kernel reads only as much of the struct as the ABI it is: the
+    // size of its oldest struct when nothing past `handled_access_fs` is
+    // asked, so that kernels before ABI 4 accept it.
+    let size = match (net, scoped) {
+        (0, 0) => std::mem::size_of::<u64>(),
+        (_, 0) => 2 * std::mem::size_of::<u64>(),
+        _ => std::mem::size_of::<RulesetAttr>(),
+    };
+    // SAFETY: attr is a live, initialised struct at least `size` long; the
+    // kernel only reads it.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const RulesetAttr,
+            size,
+            0 as libc::c_ulong,
+        )
+    };
+    if r < 0 {
+        return err(
+            "landlock_create_ruleset",
+            format!("fs {fs:#x}, net {net:#x}, scoped {scoped:#x}"),
+            last_errno(),
+        );
+    }
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(r as i32) })
+}
+
+/// Grant `access` (the kernel's fs bits) beneath the file or directory
+/// `parent` (an O_PATH fd) in `ruleset`. `shown` names it in the error.
+pub fn add_path_rule(
+    ruleset: &std::os::fd::OwnedFd,
+    access: u64,
+    parent: &std::os::fd::OwnedFd,
+    shown: &std::path::Path,
+) -> SysResult<()> {
+    use std::os::fd::AsRawFd;
+    let attr = PathBeneath {
+        allowed_access: access,
+        parent_fd: parent.as_raw_fd(),
+    };
+    // SAFETY: attr is a live, initialised struct of the layout the rule
+    // type names; the kernel only reads it.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            RULE_PATH_BENEATH,
+            &attr as *const PathBeneath,
+            0 as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        return err("landlock_add_rule", shown.display(), last_errno());
+    }
+    Ok(())
+}
+
+/// A rule's path as `O_PATH | O_NOFOLLOW`: a rule is anchored on the mount
+/// point itself, never on whatever a symlink there points to.
+pub fn open_rule(path: &std::path::Path) -> SysResult<std::os::fd::OwnedFd> {
+    nix::fcntl::open(
+        path,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .or_else(|e| err("open", path.display(), e))
+}

@@ -81,6 +81,33 @@ fn in_helper(userns: Option<&OwnedFd>, listen: Option<u16>) -> SysResult<(RawFd,
     }
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
         .or_else(|e| err("unshare", "CLONE_NEWNET", e))?;
+    let sock = loopback_up()?;
+    // SAFETY: SIOCGSKNSFD takes no argument and returns a new fd
+    // (close-on-exec) or -1.
+    let fd = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGSKNSFD as _) };
+    if fd < 0 {
+        return err("ioctl", "SIOCGSKNSFD", last_errno());
+    }
+    // SAFETY: a fresh fd from the kernel, ours alone.
+    let ns = unsafe { OwnedFd::from_raw_fd(fd) };
+    let listener = match listen {
+        Some(port) => {
+            let at = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            let l = std::net::TcpListener::bind(at).map_err(|e| SysError {
+                call: "bind",
+                arg: format!("{at} (egress proxy)"),
+                errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+            })?;
+            Some(OwnedFd::from(l))
+        }
+        None => None,
+    };
+    Ok((std::os::fd::IntoRawFd::into_raw_fd(ns), listener))
+}
+
+/// Bring the caller's network namespace's `lo` up (a new namespace's is
+/// down); the socket used, which is in that namespace.
+pub fn loopback_up() -> SysResult<OwnedFd> {
     // SAFETY: socket() with constant arguments.
     let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if s < 0 {
@@ -103,25 +130,5 @@ fn in_helper(userns: Option<&OwnedFd>, listen: Option<u16>) -> SysResult<(RawFd,
             return err("ioctl", "lo, SIOCSIFFLAGS", last_errno());
         }
     }
-    // SAFETY: SIOCGSKNSFD takes no argument and returns a new fd
-    // (close-on-exec) or -1.
-    let fd = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGSKNSFD as _) };
-    if fd < 0 {
-        return err("ioctl", "SIOCGSKNSFD", last_errno());
-    }
-    // SAFETY: a fresh fd from the kernel, ours alone.
-    let ns = unsafe { OwnedFd::from_raw_fd(fd) };
-    let listener = match listen {
-        Some(port) => {
-            let at = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-            let l = std::net::TcpListener::bind(at).map_err(|e| SysError {
-                call: "bind",
-                arg: format!("{at} (egress proxy)"),
-                errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-            })?;
-            Some(OwnedFd::from(l))
-        }
-        None => None,
-    };
-    Ok((std::os::fd::IntoRawFd::into_raw_fd(ns), listener))
+    Ok(sock)
 }

@@ -37,6 +37,8 @@ pub mod cgroup;
 #[allow(unsafe_code)]
 pub mod fdpass;
 #[allow(unsafe_code)]
+pub mod forked;
+#[allow(unsafe_code)]
 pub mod landlock;
 #[allow(unsafe_code)]
 pub mod netns;

@@ -1,0 +1,512 @@
+//! A fork server's child: the steps that confine it, in the payload's
+//! order, run by the child itself inside the zygote's interpreter. The
+//! zygote loads this crate as a shared library (`src/confine`, carried
+//! inside the stockade binary and handed over as a memfd), so the child
+//! runs the same calls as every other launcher's jail, from the same code.
+//!
+//! The zygote's jail (stockade's payload step, `jail::zygote`) writes the
+//! [`Recipe`] of its children on the hand-off pipe; [`Zygote::prepare`]
+//! reads it once. Per run: [`Zygote::before_fork`] (the next child's pid
+//! namespace), the interpreter's own fork, [`Zygote::after_fork`] in the
+//! zygote (its children's pid namespace is its own again), and
+//! [`Zygote::confine`] in the child: its stdio, a session of its own, new
+//! mount, network, IPC, UTS and cgroup namespaces, its /proc, /tmp,
+//! workdir, /dev/shm, /dev/pts and /dev/mqueue, `lo` up, every capability
+//! dropped, no_new_privs, the Landlock ruleset made (after the mounts: a
+//! rule on a mount point is not seen beneath a mount over it) and
+//! enforced, every other fd closed, the seccomp program installed.
+
+use std::ffi::OsStr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use super::{Errno, SysError, SysResult};
+
+/// What each child of a zygote applies, as its jail decided it.
+#[derive(Clone, Default)]
+pub struct Recipe {
+    /// The size of each tmpfs the child mounts (/tmp, the workdir,
+    /// /dev/shm), bytes.
+    pub tmp_size: u64,
+    /// The workdir's owner.
+    pub uid: u32,
+    pub gid: u32,
+    /// The workdir, a fresh tmpfs per child; the child's cwd.
+    pub workdir: PathBuf,
+    /// The Landlock ruleset each child makes and enforces; None: none.
+    pub landlock: Option<Ruleset>,
+    /// stockade's seccomp program, installed last; empty: none.
+    pub seccomp: Vec<libc::sock_filter>,
+    /// The records of the layers each child applies (the report pipe's
+    /// encoding), passed on to the server as they are.
+    pub layers: Vec<u8>,
+}
+
+/// A Landlock ruleset as the kernel takes it: the handled rights and
+/// scopes (only bits the running kernel knows) and each rule.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Ruleset {
+    pub fs: u64,
+    pub net: u64,
+    pub scoped: u64,
+    /// `(access, path)`: the fs rights granted beneath each path.
+    pub rules: Vec<(u64, PathBuf)>,
+}
+
+const MAGIC: &[u8; 4] = b"SKZ1";
+
+impl Recipe {
+    /// The recipe as bytes, for the hand-off pipe.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = MAGIC.to_vec();
+        b.extend(self.tmp_size.to_le_bytes());
+        b.extend(self.uid.to_le_bytes());
+        b.extend(self.gid.to_le_bytes());
+        put(&mut b, self.workdir.as_os_str().as_bytes());
+        match &self.landlock {
+            None => b.push(0),
+            Some(r) => {
+                b.push(1);
+                for v in [r.fs, r.net, r.scoped] {
+                    b.extend(v.to_le_bytes());
+                }
+                b.extend((r.rules.len() as u32).to_le_bytes());
+                for (access, path) in &r.rules {
+                    b.extend(access.to_le_bytes());
+                    put(&mut b, path.as_os_str().as_bytes());
+                }
+            }
+        }
+        b.extend((self.seccomp.len() as u32).to_le_bytes());
+        for i in &self.seccomp {
+            b.extend(i.code.to_le_bytes());
+            b.extend([i.jt, i.jf]);
+            b.extend(i.k.to_le_bytes());
+        }
+        put(&mut b, &self.layers);
+        b
+    }
+
+    /// [`Recipe::encode`]'s bytes read back; None for anything else.
+    pub fn decode(bytes: &[u8]) -> Option<Recipe> {
+        let mut r = Reader(bytes);
+        if r.take(4)? != MAGIC {
+            return None;
+        }
+        let tmp_size = r.u64()?;
+        let (uid, gid) = (r.u32()?, r.u32()?);
+        let workdir = r.path()?;
+        let landlock = match r.take(1)?[0] {
+            0 => None,
+            1 => {
+                let (fs, net, scoped) = (r.u64()?, r.u64()?, r.u64()?);
+                let n = r.u32()? as usize;
+                let mut rules = Vec::with_capacity(n.min(4096));
+                for _ in 0..n {
+                    rules.push((r.u64()?, r.path()?));
+                }
+                Some(Ruleset {
+                    fs,
+                    net,
+                    scoped,
+                    rules,
+                })
+            }
+            _ => return None,
+        };
+        let n = r.u32()? as usize;
+        let mut seccomp = Vec::with_capacity(n.min(1 << 16));
+        for _ in 0..n {
+            let i = r.take(8)?;
+            seccomp.push(libc::sock_filter {
+                code: u16::from_le_bytes([i[0], i[1]]),
+                jt: i[2],
+                jf: i[3],
+                k: u32::from_le_bytes([i[4], i[5], i[6], i[7]]),
+            });
+        }
+        let layers = r.bytes()?.to_vec();
+        r.0.is_empty().then_some(Recipe {
+            tmp_size,
+            uid,
+            gid,
+            workdir,
+            landlock,
+            seccomp,
+            layers,
+        })
+    }
+}
+
+fn put(b: &mut Vec<u8>, data: &[u8]) {
+    b.extend((data.len() as u32).to_le_bytes());
+    b.extend(data);
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Some(a)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    fn path(&mut self) -> Option<PathBuf> {
+        let b = self.bytes()?;
+        (!b.contains(&0)).then(|| PathBuf::from(OsStr::from_bytes(b)))
+    }
+}
+
+/// A zygote, once it has read its children's recipe.
+pub struct Zygote {
+    recipe: Recipe,
+    /// The zygote's own pid namespace, to return to after each fork.
+    own_pidns: OwnedFd,
+}
+
+/// The most a hand-off may hold.
+pub const HANDOFF_MAX: usize = 60 << 10;
+
+impl Zygote {
+    /// Read the recipe from the hand-off pipe `fd` (to its end; closed),
+    /// and make the zygote not dumpable (its memory is every child's
+    /// template: nothing of the jail's uid may read it).
+    pub fn prepare(fd: OwnedFd) -> SysResult<Zygote> {
+        let mut bytes = Vec::new();
+        let mut buf = [0u8; 16 << 10];
+        loop {
+            let n = super::read(fd.as_raw_fd(), &mut buf)?;
+            if n == 0 {
+                break;
+            }
+            bytes.extend_from_slice(&buf[..n]);
+            if bytes.len() > HANDOFF_MAX {
+                return Err(bad("the hand-off is larger than it may be"));
+            }
+        }
+        drop(fd);
+        let recipe = Recipe::decode(&bytes).ok_or_else(|| bad("the hand-off is not a recipe"))?;
+        super::set_dumpable(false)?;
+        let own_pidns = nix::fcntl::open(
+            "/proc/self/ns/pid",
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .or_else(|e| super::err("open", "/proc/self/ns/pid", e))?;
+        Ok(Zygote { recipe, own_pidns })
+    }
+
+    /// The layers' records, for the server.
+    pub fn layers(&self) -> &[u8] {
+        &self.recipe.layers
+    }
+
+    /// Before a fork: the next child is pid 1 of a new pid namespace.
+    pub fn before_fork(&self) -> SysResult<()> {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWPID)
+            .or_else(|e| super::err("unshare", "CLONE_NEWPID", e))
+    }
+
+    /// After a fork, in the zygote: the children after this one are born
+    /// in a namespace of their own again (a new one at the next
+    /// [`Zygote::before_fork`]).
+    pub fn after_fork(&self) -> SysResult<()> {
+        super::setns_pid(self.own_pidns.as_raw_fd())
+    }
+
+    /// In the child, right after the fork: confine it (see the module's
+    /// steps). `stdio`: its stdin, stdout and stderr; `setup`: where the
+    /// child says "k" when confined. On failure the child says `e` and
+    /// the failed step there, and ends (125); it never returns then.
+    pub fn confine(&self, stdio: [RawFd; 3], setup: RawFd) {
+        match self.steps(stdio, setup) {
+            Ok(()) => {
+                let _ = super::write_all(setup, b"k");
+                // SAFETY: no value of the child's owns `setup` (an fd
+                // number the zygote's caller handed over).
+                unsafe { super::close_raw(setup) };
+            }
+            Err(e) => {
+                let _ = super::write_all(setup, format!("e{e}").as_bytes());
+                super::exit_now(125)
+            }
+        }
+    }
+
+    fn steps(&self, stdio: [RawFd; 3], setup: RawFd) -> SysResult<()> {
+        let r = &self.recipe;
+        for (i, fd) in stdio.into_iter().enumerate() {
+            // SAFETY: 0, 1 and 2 are the process's stdio, owned by no value
+            // of the interpreter's that this child will use again.
+            unsafe { super::dup2(fd, i as RawFd)? };
+        }
+        super::setsid()?;
+        use nix::sched::CloneFlags as F;
+        let flags = F::CLONE_NEWNS
+            | F::CLONE_NEWNET
+            | F::CLONE_NEWIPC
+            | F::CLONE_NEWUTS
+            | F::CLONE_NEWCGROUP;
+        nix::sched::unshare(flags)
+            .or_else(|e| super::err("unshare", "mount, net, ipc, uts, cgroup", e))?;
+        super::mount(
+            None,
+            Path::new("/"),
+            None,
+            libc::MS_REC | libc::MS_PRIVATE,
+            None,
+        )?;
+        mount_fresh(r)?;
+        super::netns::loopback_up()?;
+        super::chdir(&r.workdir)?;
+        let bounding = super::drop_all_caps()?;
+        if super::caps_left(bounding).iter().any(|&n| n != 0) {
+            return Err(bad("capabilities are left after dropping them all"));
+        }
+        // Dumpable, as a cold payload is after its execve (the zygote is
+        // not): its /proc/self files are its own.
+        super::set_dumpable(true)?;
+        super::set_no_new_privs()?;
+        if let Some(l) = &r.landlock {
+            enforce_landlock(l)?;
+        }
+        // SAFETY: the child never returns to the code that owns the fds
+        // closed here (the zygote's loop): it runs its program, whose
+        // objects own none of them, and exits.
+        unsafe { super::close_all_but(&[0, 1, 2, setup])? };
+        if !r.seccomp.is_empty() {
+            super::seccomp::install(&r.seccomp, false)?;
+        }
+        Ok(())
+    }
+}
+
+/// The child's own /proc (of its pid namespace, `subset=pid`: none of the
+/// entries that reach the kernel or the host), /tmp, workdir, /dev/shm,
+/// /dev/pts and, where the jail has one, /dev/mqueue (its new IPC
+/// namespace's queues).
+fn mount_fresh(r: &Recipe) -> SysResult<()> {
+    let (nosuid, nodev, noexec) = (libc::MS_NOSUID, libc::MS_NODEV, libc::MS_NOEXEC);
+    let size = format!("size={}", r.tmp_size);
+    let wd = format!("{size},mode=755,uid={},gid={}", r.uid, r.gid);
+    let mounts: [(&str, &Path, libc::c_ulong, String); 5] = [
+        (
+            "proc",
+            Path::new("/proc"),
+            nosuid | nodev | noexec,
+            "subset=pid".into(),
+        ),
+        (
+            "tmpfs",
+            Path::new("/tmp"),
+            nosuid | nodev,
+            format!("{size},mode=1777"),
+        ),
+        ("tmpfs", &r.workdir, nosuid | nodev, wd),
+        (
+            "tmpfs",
+            Path::new("/dev/shm"),
+            nosuid | nodev,
+            format!("{size},mode=1777"),
+        ),
+        (
+            "devpts",
+            Path::new("/dev/pts"),
+            nosuid | noexec,
+            "newinstance,ptmxmode=0666,mode=620".into(),
+        ),
+    ];
+    for (fstype, at, flags, data) in mounts {
+        super::mount(Some(fstype), at, Some(fstype), flags, Some(&data))?;
+    }
+    if Path::new("/dev/mqueue").is_dir() {
+        let at = Path::new("/dev/mqueue");
+        super::mount(
+            Some("mqueue"),
+            at,
+            Some("mqueue"),
+            nosuid | nodev | noexec,
+            None,
+        )?;
+    }
+    Ok(())
+}
+
+/// Make `l` and enforce it on the calling process. A rule whose path is
+/// gone is left out (less granted, never more).
+fn enforce_landlock(l: &Ruleset) -> SysResult<()> {
+    let rs = super::landlock::ruleset(l.fs, l.net, l.scoped)?;
+    for (access, path) in &l.rules {
+        match super::landlock::open_rule(path) {
+            Ok(fd) => super::landlock::add_path_rule(&rs, *access, &fd, path)?,
+            Err(e) if e.errno == Errno::ENOENT => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    super::landlock::restrict_self(&rs, 0)
+}
+
+fn bad(why: &str) -> SysError {
+    SysError {
+        call: "zygote",
+        arg: why.into(),
+        errno: Errno::EINVAL,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recipe_reads_back_as_it_was_written() {
+        let r = Recipe {
+            tmp_size: 64 << 20,
+            uid: 65534,
+            gid: 65534,
+            workdir: "/work".into(),
+            landlock: Some(Ruleset {
+                fs: 0xffff,
+                net: 3,
+                scoped: 2,
+                rules: vec![(7, "/usr".into()), (0x1fff, "/tmp".into())],
+            }),
+            seccomp: vec![libc::sock_filter {
+                code: 6,
+                jt: 1,
+                jf: 2,
+                k: 0x7fff0000,
+            }],
+            layers: b"L{}".to_vec(),
+        };
+        let b = r.encode();
+        let back = Recipe::decode(&b).expect("read back");
+        assert_eq!(back.landlock, r.landlock);
+        assert_eq!(
+            (back.tmp_size, back.uid, back.workdir.clone()),
+            (64 << 20, 65534, "/work".into())
+        );
+        assert_eq!(back.encode(), b);
+        for cut in 0..b.len() {
+            assert!(Recipe::decode(&b[..cut]).is_none(), "cut at {cut}");
+        }
+        let mut more = b.clone();
+        more.push(0);
+        assert!(Recipe::decode(&more).is_none(), "trailing bytes");
+        let none = Recipe {
+            landlock: None,
+            seccomp: Vec::new(),
+            ..r
+        };
+        assert_eq!(
+            Recipe::decode(&none.encode()).map(|r| r.encode()),
+            Some(none.encode())
+        );
+    }
+}
+
+/// The zygote's door to these steps, as the shared library exports it
+/// (`src/confine`): integers only, no pointer crosses it. Each returns 0,
+/// or -1 with the reason written on stderr (the server's log).
+pub mod abi {
+    use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+    use std::sync::OnceLock;
+
+    use super::Zygote;
+
+    static ZYGOTE: OnceLock<Zygote> = OnceLock::new();
+
+    fn said(what: &str, r: super::SysResult<()>) -> i32 {
+        match r {
+            Ok(()) => 0,
+            Err(e) => {
+                let _ = super::super::write_all(
+                    2,
+                    format!("stockade: zygote: {what}: {e}\n").as_bytes(),
+                );
+                -1
+            }
+        }
+    }
+
+    fn zygote() -> super::SysResult<&'static Zygote> {
+        ZYGOTE.get().ok_or_else(|| super::bad("not prepared"))
+    }
+
+    /// Read the recipe from the hand-off pipe `handoff`, whose fd this
+    /// takes (and closes).
+    #[no_mangle]
+    pub extern "C" fn stockade_zygote_prepare(handoff: RawFd) -> i32 {
+        if handoff < 0 {
+            return said("prepare", Err(super::bad("no hand-off")));
+        }
+        // SAFETY: the caller gives the fd up to us: no value of its owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(handoff) };
+        said(
+            "prepare",
+            Zygote::prepare(fd)
+                .and_then(|z| ZYGOTE.set(z).map_err(|_| super::bad("prepared twice"))),
+        )
+    }
+
+    /// Say ready on the server's socket `sock`: `R` and the layers'
+    /// records, one message.
+    #[no_mangle]
+    pub extern "C" fn stockade_zygote_ready(sock: RawFd) -> i32 {
+        said(
+            "ready",
+            zygote().and_then(|z| {
+                let mut m = b"R".to_vec();
+                m.extend_from_slice(z.layers());
+                super::super::write_all(sock, &m)
+            }),
+        )
+    }
+
+    /// [`Zygote::before_fork`].
+    #[no_mangle]
+    pub extern "C" fn stockade_zygote_before_fork() -> i32 {
+        said("before fork", zygote().and_then(|z| z.before_fork()))
+    }
+
+    /// [`Zygote::after_fork`].
+    #[no_mangle]
+    pub extern "C" fn stockade_zygote_after_fork() -> i32 {
+        said("after fork", zygote().and_then(|z| z.after_fork()))
+    }
+
+    /// [`Zygote::confine`], in the child; returns 0 once confined, else
+    /// it has ended the child (125).
+    #[no_mangle]
+    pub extern "C" fn stockade_zygote_child(
+        stdin: RawFd,
+        stdout: RawFd,
+        stderr: RawFd,
+        setup: RawFd,
+    ) -> i32 {
+        match zygote() {
+            Ok(z) => {
+                z.confine([stdin, stdout, stderr], setup);
+                0
+            }
+            Err(e) => {
+                let _ = super::super::write_all(setup, format!("e{e}").as_bytes());
+                super::super::exit_now(125)
+            }
+        }
+    }
+}
