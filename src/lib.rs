@@ -13,6 +13,7 @@ mod bwrap;
 mod cgroup;
 mod check;
 mod cli;
+mod egress;
 mod jail;
 pub mod outcome;
 mod plan;

@@ -17,7 +17,6 @@ pub mod learn;
 mod lines;
 mod masks;
 pub mod namespaces;
-mod proxy;
 mod pump;
 mod report;
 pub mod rundir;
