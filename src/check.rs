@@ -80,7 +80,7 @@ pub fn probe_all() -> Report {
     let (c3, pidfd) = probe_clone3_pidfd();
     // Every cgroup limit tried as a run would (the trial's groups are
     // removed when it is dropped).
-    let trial = crate::supervise::cgroup::prepare(&crate::supervise::cgroup::Request {
+    let trial = crate::cgroup::prepare(&crate::cgroup::Request {
         memory: Some(1 << 30),
         memory_high: Some(1 << 30),
         cpus: Some(1.0),

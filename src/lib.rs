@@ -10,8 +10,10 @@
 
 mod api;
 mod bwrap;
+mod cgroup;
 mod check;
 mod cli;
+mod egress;
 mod jail;
 pub mod outcome;
 mod plan;
@@ -43,7 +45,10 @@ pub fn cli_main(args: Vec<std::ffi::OsString>) -> i32 {
 #[doc(hidden)]
 pub mod testing {
     pub use crate::seccomp::syscalls;
-    pub use crate::supervise::cgroup;
+    /// The cgroup layer's public items (`crate::cgroup`).
+    pub mod cgroup {
+        pub use crate::cgroup::*;
+    }
 }
 
 /// Run `policy` to completion. Must be called from a single-threaded process

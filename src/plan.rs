@@ -36,8 +36,8 @@ pub use deny::Masked;
 pub use error::SetupError;
 pub use root::{Access, RootStep};
 
+use crate::cgroup::RunCgroup;
 use crate::policy::{Network, Policy};
-use crate::supervise::cgroup::RunCgroup;
 use crate::sys;
 
 /// One rlimit the payload sets (soft, hard) before anything else narrows it.

@@ -2,13 +2,11 @@
 //! maps, GO, network), pump its output, watch the deadline, forward
 //! signals, collect what the jail reports, reap it, classify how it ended,
 //! and build the Outcome. What it runs is a Plan, final when built
-//! (crate::plan); the run's cgroup is made here (`cgroup`) at the plan's
-//! request.
+//! (crate::plan), in the run's cgroup the plan holds (crate::cgroup).
 
 #![deny(unsafe_code)]
 
 mod audit;
-pub mod cgroup;
 mod channels;
 mod childpid;
 pub mod classify;
@@ -19,7 +17,6 @@ pub mod learn;
 mod lines;
 mod masks;
 pub mod namespaces;
-mod proxy;
 mod pump;
 mod report;
 pub mod rundir;

@@ -25,10 +25,11 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::cgroup;
 use crate::jail::proto::{self, Report};
 use crate::outcome::{self, LayerReport, LimitReport, Outcome, Status};
 use crate::policy::Policy;
-use crate::supervise::{cgroup, classify};
+use crate::supervise::classify;
 use crate::sys;
 use crate::{Child, Jail, Killer, Stdio};
 

@@ -1,5 +1,5 @@
 //! The cgroup module against this host's real cgroupfs (the pure logic is
-//! unit-tested against a fake one inside src/supervise/cgroup.rs; the limits
+//! unit-tested against a fake one inside src/cgroup.rs; the limits
 //! themselves are tested in the VM: `cargo xtask vm-test`).
 
 use std::fs;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::{read, status_field, Probe, ProbeError};
-use crate::supervise::cgroup;
+use crate::cgroup;
 use crate::sys;
 
 pub(super) fn probe_landlock() -> Probe {

@@ -1,6 +1,7 @@
 //! The egress allowlist's plan: the proxy's port inside the jail, the
 //! payload's proxy variables, the upstream proxy taken from the caller's
 //! environment, and the refusal where no network namespace can enforce it.
+//! The proxy that enforces it is `crate::egress`.
 
 use std::ffi::OsString;
 

@@ -15,8 +15,8 @@ use nix::sys::resource::Resource;
 use serde_json::json;
 
 use super::{rundir, Plan, Resources, Rlimit, SetupError};
+use crate::cgroup;
 use crate::policy::{Layer, Limits};
-use crate::supervise::cgroup;
 use crate::sys;
 
 /// Why a cgroup controller does not enforce a limit.

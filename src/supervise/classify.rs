@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::cgroup::Stats;
+use crate::cgroup::Stats;
 use crate::outcome::{OomKilled, Outcome, Status};
 use crate::sys::ChildEnd;
 
@@ -495,7 +495,7 @@ mod tests {
 
     fn oom_kills(n: u64) -> Stats {
         Stats {
-            memory_events: Some(crate::supervise::cgroup::MemoryEvents {
+            memory_events: Some(crate::cgroup::MemoryEvents {
                 oom: 1,
                 oom_kill: n,
                 ..Default::default()

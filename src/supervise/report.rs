@@ -5,9 +5,10 @@
 
 #![deny(unsafe_code)]
 
+use super::classify;
 use super::pump::Output;
 use super::watch::Watch;
-use super::{cgroup, classify};
+use crate::cgroup;
 use crate::jail::proto;
 use crate::outcome::{self, LayerReport, LimitReport, Outcome, Status, Violation};
 use crate::plan::limits::CgroupLayer;

@@ -15,10 +15,11 @@ use super::childpid::{ChildPid, Hello};
 use super::learn::{self, Learner};
 use super::lines::Lines;
 use super::masks::MaskWatch;
-use super::proxy::{Denials, Proxy};
 use super::pump::Output;
 use super::watch::{has_status, Watch};
-use super::{cgroup, classify, idmap, layers, namespaces, report};
+use super::{classify, idmap, layers, namespaces, report};
+use crate::cgroup;
+use crate::egress::{Denials, Proxy};
 use crate::jail::proto;
 use crate::outcome::Outcome;
 use crate::plan::{Plan, Resources, SetupError};
@@ -151,7 +152,7 @@ fn run_inner(
         let what = ChildPid::new(&plan.pid_reports, namespaces, net);
         Hello::new(sock, what, pid)
     });
-    // The egress proxy (threads from here on: see supervise::proxy).
+    // The egress proxy (threads from here on: see crate::egress).
     let proxy = start_proxy(plan, listener, lines)?;
     // 5. Wait, pumping output and watching the deadline.
     let output = Output::new(plan, ours.out, ours.err);
@@ -211,7 +212,8 @@ fn start_proxy(
     let (Some(l), Some(e)) = (listener, plan.egress.as_ref()) else {
         return Ok(None);
     };
-    Proxy::start(l, e.clone(), lines.clone())
+    let lines = lines.clone();
+    Proxy::start(l, e.clone(), move |d| lines.send(d))
         .map(Some)
         .map_err(|e| SetupError::io("network", "egress proxy", &e))
 }

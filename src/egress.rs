@@ -7,7 +7,9 @@
 //! host's network namespace. It resolves names itself, allows only the
 //! listed names and ports (`allow`), refuses loopback, private,
 //! link-local, CGNAT, multicast and metadata addresses unless listed
-//! explicitly, and records each refusal for the outcome.
+//! explicitly, and records each refusal for the outcome. What it
+//! enforces was decided before clone: the entries are `policy::egress`'s,
+//! the port and the upstream proxy `plan::egress`'s.
 //!
 //! One thread runs a single-threaded tokio runtime (names are resolved
 //! on its blocking pool); [`Proxy::finish`] (or drop) stops it and joins
@@ -26,7 +28,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 
-use super::lines::Lines;
 use crate::outcome::{Denial, MAX_DENIALS};
 use crate::plan::egress::Egress;
 use parse::{SocksRefusal, Target};
@@ -61,8 +62,8 @@ pub struct Proxy {
 struct Shared {
     egress: Egress,
     denials: Mutex<Denials>,
-    /// `--denials-fd`: each new refusal as a JSON line.
-    lines: Lines,
+    /// Told each new refusal (the supervisor's `--denials-fd` lines).
+    tell: Box<dyn Fn(&Denial) + Send + Sync>,
 }
 
 impl Shared {
@@ -95,7 +96,7 @@ impl Shared {
             reason,
             count: 1,
         };
-        self.lines.send(&denial);
+        (self.tell)(&denial);
         d.list.push(denial);
     }
 }
@@ -117,8 +118,12 @@ impl Shared {
 
 impl Proxy {
     /// Serve on `listener` (bound and listening) by `egress`'s rules.
-    /// Each new refusal also goes to `lines` as a JSON line.
-    pub fn start(listener: OwnedFd, egress: Egress, lines: Lines) -> std::io::Result<Proxy> {
+    /// Each new refusal is also given to `tell`, on the proxy's thread.
+    pub fn start(
+        listener: OwnedFd,
+        egress: Egress,
+        tell: impl Fn(&Denial) + Send + Sync + 'static,
+    ) -> std::io::Result<Proxy> {
         let l = std::net::TcpListener::from(listener);
         l.set_nonblocking(true)?;
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -129,7 +134,7 @@ impl Proxy {
         let shared = Arc::new(Shared {
             egress,
             denials: Mutex::new(Denials::default()),
-            lines,
+            tell: Box::new(tell),
         });
         let (tx, rx) = oneshot::channel();
         let s = shared.clone();
