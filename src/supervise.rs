@@ -10,7 +10,7 @@ mod audit;
 mod channels;
 mod childpid;
 pub mod classify;
-mod deadline;
+pub(crate) mod deadline;
 mod idmap;
 pub mod layers;
 pub mod learn;

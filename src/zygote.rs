@@ -30,6 +30,7 @@ use crate::jail::proto::{self, Report};
 use crate::outcome::{self, LayerReport, LimitReport, Outcome, Status};
 use crate::policy::Policy;
 use crate::supervise::classify;
+use crate::supervise::deadline::Deadline;
 use crate::sys;
 use crate::{Child, Jail, Killer, Stdio};
 
@@ -245,9 +246,11 @@ impl ForkServer {
             }
         }
         let t0 = Instant::now();
-        // The header and files; a child that died meanwhile: EPIPE, its
+        // The go (the child forks its payload in the run's cgroup), the
+        // header and files; a child that died meanwhile: EPIPE, its
         // outcome says why.
-        let _ = sys::write_all(in_w.as_raw_fd(), input);
+        let _ = sys::write_all(in_w.as_raw_fd(), &[sys::forked::GO])
+            .and_then(|_| sys::write_all(in_w.as_raw_fd(), input));
         let stdin = if stdin {
             Some(std::fs::File::from(in_w))
         } else {
@@ -266,6 +269,7 @@ impl ForkServer {
             cgroup: cg,
             t0,
             timeout: l.timeout,
+            grace: l.grace,
             max_output: l.max_output.unwrap_or(u64::MAX),
             limits,
             layers: self.layers.clone(),
@@ -350,6 +354,13 @@ impl Shared {
         // Every run waiting hears that the zygote is gone.
         self.lock().clear();
     }
+}
+
+/// The payload's wait status from what the child said on the setup pipe:
+/// `k` once confined, then its init's `x` and the status (4 bytes).
+fn payload_end(said: &[u8]) -> Option<i32> {
+    let rec = said.strip_prefix(b"k")?.strip_prefix(b"x")?;
+    Some(i32::from_le_bytes(rec.get(..4)?.try_into().ok()?))
 }
 
 /// The end of a child from the kernel's record (`waitid(2)`'s siginfo_t,
@@ -467,6 +478,7 @@ pub struct Forked {
     cgroup: Option<cgroup::RunCgroup>,
     t0: Instant,
     timeout: Option<Duration>,
+    grace: Duration,
     max_output: u64,
     limits: BTreeMap<outcome::Name, LimitReport>,
     layers: BTreeMap<outcome::Name, LayerReport>,
@@ -485,10 +497,12 @@ impl Forked {
     /// the deadline, at the output cap, or on the killer's word), then
     /// its outcome.
     pub fn wait(mut self) -> Outcome {
-        let deadline = self.timeout.map(|t| self.t0 + t);
+        // The deadline as a cold run's: SIGTERM to every process of the
+        // run (init passes it on), then SIGKILL after the grace.
+        let mut deadline = Deadline::new(self.timeout.map(|t| self.t0 + t), self.grace);
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let mut truncated = [false, false];
-        let (mut timed_out, mut capped) = (false, false);
+        let mut capped = false;
         let mut setup_said = Vec::new();
         let mut exited = false;
         let mut killed = false;
@@ -510,7 +524,7 @@ impl Forked {
             if exited && fds[..3].iter().all(|f| f.fd < 0) {
                 break;
             }
-            let wait_ms = match deadline {
+            let wait_ms = match deadline.next() {
                 Some(d) if !killed => d
                     .saturating_duration_since(Instant::now())
                     .as_millis()
@@ -518,8 +532,11 @@ impl Forked {
                 _ => -1,
             };
             let _ = sys::poll(&mut fds, wait_ms);
-            if deadline.is_some_and(|d| Instant::now() >= d) && !killed {
-                timed_out = true;
+            let now = Instant::now();
+            if deadline.term_due(now) && !killed {
+                let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGTERM);
+            }
+            if deadline.kill_due(now) && !killed {
                 killed = true;
                 let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
             }
@@ -589,7 +606,10 @@ impl Forked {
                 o.warnings.push(format!("run cgroup left behind: {e}"));
             }
         }
-        let (status_word, user_us, sys_us, maxrss_kb) = end.unwrap_or((-1, 0, 0, 0));
+        let (init_word, user_us, sys_us, maxrss_kb) = end.unwrap_or((-1, 0, 0, 0));
+        // The payload's end as its init saw it; else (init killed with
+        // the run, or the child failed before it forked) the child's own.
+        let status_word = payload_end(&setup_said).unwrap_or(init_word);
         o.usage.user_time_ms = user_us / 1000;
         o.usage.system_time_ms = sys_us / 1000;
         o.usage.peak_memory_bytes = maxrss_kb * 1024;
@@ -625,7 +645,7 @@ impl Forked {
             pids_refused: stats.as_ref().is_some_and(|s| s.pids_limit_hit()),
             memory_limit: self.memory_limit,
             output_cap_hit: capped,
-            timed_out,
+            timed_out: deadline.timed_out,
             seccomp_kill,
             ..Default::default()
         };
@@ -641,10 +661,10 @@ impl Forked {
             || (setup_said.is_empty() && ended.code == Some(125))
         {
             o.exit_code = 125;
-            o.error = Some(format!(
-                "zygote child: {}",
-                String::from_utf8_lossy(setup_said.get(1..).unwrap_or_default())
-            ));
+            // The failed step's line (init's record may follow it).
+            let said = setup_said.get(1..).unwrap_or_default();
+            let line = said.split(|&b| b == b'\n').next().unwrap_or_default();
+            o.error = Some(format!("zygote child: {}", String::from_utf8_lossy(line)));
             Status::SetupError
         } else {
             classify::classify(&observed)

@@ -158,10 +158,11 @@ fn a_forked_child_is_confined_as_a_cold_payload() {
     assert_eq!(c["caps"], json!(vec!["0000000000000000"; 5]), "{c}");
     assert_eq!(c["nnp"], "1", "{c}");
     assert_eq!(c["seccomp"], "2", "{c}");
-    assert_eq!(c["pid"], 1, "pid 1 of its own pid namespace: {c}");
+    // pid 2 of its own pid namespace, under its init: as a cold payload.
+    assert_eq!(c["pid"], 2, "{c}");
     // 0, 1, 2 and the listing's own fd: nothing of the zygote's.
     assert_eq!(c["fds"], json!([0, 1, 2, 3]), "{c}");
-    assert_eq!(c["proc"], json!(["1", "self", "thread-self"]), "{c}");
+    assert_eq!(c["proc"], json!(["1", "2", "self", "thread-self"]), "{c}");
     assert_eq!(c["uid"], 1000, "{c}");
     assert_eq!(c["write_usr"], false, "{c}");
     assert_eq!(c["write_tmp"], true, "{c}");
@@ -216,7 +217,7 @@ fn a_forked_run_reaches_neither_the_zygote_nor_a_sibling() {
         def t(name, f):\n    try:\n        r[name] = f()\n    except Exception as e:\n        r[name] = 'refused: ' + type(e).__name__\n\
         t('kill_all', lambda: os.kill(-1, signal.SIGKILL))\n\
         killed = []\n\
-        for p in range(2, 4096):\n    try:\n        os.kill(p, signal.SIGKILL); killed.append(p)\n    except OSError:\n        pass\n\
+        for p in range(3, 4096):\n    try:\n        os.kill(p, signal.SIGKILL); killed.append(p)\n    except OSError:\n        pass\n\
         r['killed'] = killed\n\
         r['proc'] = sorted(os.listdir('/proc'))\n\
         t('abstract', lambda: socket.socket(socket.AF_UNIX).connect('\\0stockade-sibling'))\n\
@@ -227,7 +228,7 @@ fn a_forked_run_reaches_neither_the_zygote_nor_a_sibling() {
         q = rt.mq_open(b'/own-q', os.O_CREAT | os.O_RDWR, 0o600, None)\n\
         r['mq_own'] = q >= 0 and rt.mq_send(q, b'x', 1, 0) == 0 and rt.mq_unlink(b'/own-q') == 0\n\
         t('ppid', lambda: os.getppid())\n\
-        t('pidfd', lambda: os.pidfd_open(2))\n\
+        t('pidfd', lambda: os.pidfd_open(3))\n\
         libc = ctypes.CDLL(None, use_errno=True)\n\
         r['keyring'] = libc.syscall(248, b'user', b'stockade-fork-test', b'x', 1, -4)\n\
         r['userns'] = libc.unshare(0x10000000)\n\
@@ -235,10 +236,11 @@ fn a_forked_run_reaches_neither_the_zygote_nor_a_sibling() {
     let v = s.run(&py(hostile)).json();
     assert_eq!(v["exit_code"], 0, "{v}");
     let r: Value = serde_json::from_str(stdout(&v)).unwrap();
-    // kill(-1): no other process in its pid namespace to signal.
+    // kill(-1): no other process in its pid namespace to signal (its
+    // init aside, as in a cold jail); no pid past its own.
     assert_eq!(r["kill_all"], "refused: ProcessLookupError", "{r}");
     assert_eq!(r["killed"], json!([]), "{r}");
-    assert_eq!(r["proc"], json!(["1", "self", "thread-self"]), "{r}");
+    assert_eq!(r["proc"], json!(["1", "2", "self", "thread-self"]), "{r}");
     assert!(
         r["abstract"].as_str().unwrap().starts_with("refused"),
         "{r}"
@@ -249,8 +251,8 @@ fn a_forked_run_reaches_neither_the_zygote_nor_a_sibling() {
     assert_eq!(r["mqueue"], json!([]), "{r}");
     assert_eq!(r["mq_own"], true, "{r}");
     assert_eq!(
-        r["ppid"], 0,
-        "its parent (the zygote) is outside its pid namespace: {r}"
+        r["ppid"], 1,
+        "its parent is its init; the zygote is outside its pid namespace: {r}"
     );
     assert!(r["pidfd"].as_str().unwrap().starts_with("refused"), "{r}");
     // The user keyring is shared by every process of one uid in one user
@@ -515,7 +517,7 @@ fn a_killed_zygote_is_replaced_and_runs_stay_right() {
         let v = s.run(&py("import os; print(os.getpid())")).json();
         assert_eq!(v["exit_code"], 0, "{v}");
         if metric(&s, HITS) > before {
-            assert_eq!(stdout(&v), "1\n", "a forked child again: {v}");
+            assert_eq!(stdout(&v), "2\n", "a forked child again: {v}");
             break;
         }
         assert!(Instant::now() < deadline, "never forked again");

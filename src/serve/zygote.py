@@ -88,19 +88,29 @@ def _zygote(sys, os):
     # host where a step fails gets no fork server, not failing runs.
     null = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
     probe_r, probe_w = os.pipe()
-    pidfd = fork([null, null, null, probe_w])
+    go_r, go_w = os.pipe()
+    os.write(go_w, b"G")  # the go a run's child gets once in its cgroup
+    os.close(go_w)
+    pidfd = fork([go_r, null, null, probe_w])
     if pidfd is None:
         os._exit(0)
     os.close(probe_w)
-    said = os.read(probe_r, 4096)
+    os.close(go_r)
+    said = b""
+    while True:
+        b = os.read(probe_r, 4096)
+        if not b:
+            break
+        said += b
     os.close(probe_r)
     os.close(null)
     end = os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
     os.close(pidfd)
-    if said != b"k" or end.si_code != os.CLD_EXITED or end.si_status != 0:
-        sock.sendall(b"F" + said[1:])
+    # "k" from the confined payload, then its init's "x" and its status (0).
+    if said != b"kx\0\0\0\0" or end.si_code != os.CLD_EXITED or end.si_status != 0:
+        sock.sendall(b"F" + said[1:].split(b"\n")[0])
         os._exit(1)
-    del said, end, pidfd, null, probe_r, probe_w
+    del said, end, pidfd, null, probe_r, probe_w, go_r, go_w
     # Every object so far out of the collector's reach: a child's
     # collections then never write to the zygote's pages (each write is a
     # page copied).

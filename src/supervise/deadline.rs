@@ -135,17 +135,17 @@ pub(super) fn restate_limits(o: &mut Outcome) {
 
 /// The deadline's state.
 #[derive(Debug, Clone)]
-pub(super) struct Deadline {
+pub(crate) struct Deadline {
     at: Option<Instant>,
     grace: Duration,
     kill_at: Option<Instant>,
     /// The deadline passed (the run's status is `timeout`).
-    pub(super) timed_out: bool,
+    pub(crate) timed_out: bool,
 }
 
 impl Deadline {
     /// A deadline at `at` (none: never), SIGKILL `grace` after it.
-    pub(super) fn new(at: Option<Instant>, grace: Duration) -> Deadline {
+    pub(crate) fn new(at: Option<Instant>, grace: Duration) -> Deadline {
         Deadline {
             at,
             grace,
@@ -160,7 +160,7 @@ impl Deadline {
     }
 
     /// True once, when `now` reaches the deadline: terminate the jail.
-    pub(super) fn term_due(&mut self, now: Instant) -> bool {
+    pub(crate) fn term_due(&mut self, now: Instant) -> bool {
         match self.at {
             Some(d) if now >= d && !self.timed_out => {
                 self.timed_out = true;
@@ -172,7 +172,7 @@ impl Deadline {
     }
 
     /// True once, when `now` reaches the end of the grace: kill the jail.
-    pub(super) fn kill_due(&mut self, now: Instant) -> bool {
+    pub(crate) fn kill_due(&mut self, now: Instant) -> bool {
         match self.kill_at {
             Some(k) if now >= k => {
                 self.kill_at = None;
@@ -183,7 +183,7 @@ impl Deadline {
     }
 
     /// When to look again: the deadline (until it passed), the grace's end.
-    pub(super) fn next(&self) -> Option<Instant> {
+    pub(crate) fn next(&self) -> Option<Instant> {
         let at = if self.timed_out { None } else { self.at };
         [at, self.kill_at].into_iter().flatten().min()
     }

@@ -21,6 +21,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+
 use super::{Errno, SysError, SysResult};
 
 /// What each child of a zygote applies, as its jail decided it.
@@ -178,6 +180,10 @@ pub struct Zygote {
     own_pidns: OwnedFd,
 }
 
+/// The byte the server writes first on a child's stdin once the child is in
+/// its run's cgroup.
+pub const GO: u8 = b'G';
+
 /// The most a hand-off may hold.
 pub const HANDOFF_MAX: usize = 60 << 10;
 
@@ -229,9 +235,12 @@ impl Zygote {
     }
 
     /// In the child, right after the fork: confine it (see the module's
-    /// steps). `stdio`: its stdin, stdout and stderr; `setup`: where the
-    /// child says "k" when confined. On failure the child says `e` and
-    /// the failed step there, and ends (125); it never returns then.
+    /// steps). The child becomes the run's init ([`init`], pid 1 of its
+    /// namespace, which never returns) and forks the payload (pid 2),
+    /// which returns here confined. `stdio`: its stdin, stdout and
+    /// stderr; `setup`: where the payload says "k" when confined and init
+    /// the payload's end. On failure the child says `e` and the failed
+    /// step there, and ends (125); it never returns then.
     pub fn confine(&self, stdio: [RawFd; 3], setup: RawFd) {
         match self.steps(stdio, setup) {
             Ok(()) => {
@@ -241,7 +250,9 @@ impl Zygote {
                 unsafe { super::close_raw(setup) };
             }
             Err(e) => {
-                let _ = super::write_all(setup, format!("e{e}").as_bytes());
+                // One line: init's record may follow it.
+                let line = format!("e{e}").replace('\n', " ");
+                let _ = super::write_all(setup, format!("{line}\n").as_bytes());
                 super::exit_now(125)
             }
         }
@@ -256,13 +267,8 @@ impl Zygote {
         }
         super::setsid()?;
         use nix::sched::CloneFlags as F;
-        let flags = F::CLONE_NEWNS
-            | F::CLONE_NEWNET
-            | F::CLONE_NEWIPC
-            | F::CLONE_NEWUTS
-            | F::CLONE_NEWCGROUP;
-        nix::sched::unshare(flags)
-            .or_else(|e| super::err("unshare", "mount, net, ipc, uts, cgroup", e))?;
+        let flags = F::CLONE_NEWNS | F::CLONE_NEWNET | F::CLONE_NEWIPC | F::CLONE_NEWUTS;
+        nix::sched::unshare(flags).or_else(|e| super::err("unshare", "mount, net, ipc, uts", e))?;
         super::mount(
             None,
             Path::new("/"),
@@ -273,12 +279,41 @@ impl Zygote {
         mount_fresh(r)?;
         super::netns::loopback_up()?;
         super::chdir(&r.workdir)?;
+        // The server's go (`G`, first on stdin) once it has put us in the
+        // run's cgroup: the payload is forked in it, and our cgroup
+        // namespace is rooted at it.
+        let mut go = [0u8; 1];
+        if super::read(0, &mut go)? != 1 || go[0] != GO {
+            return Err(bad("no go from the server"));
+        }
+        super::unshare_cgroupns()?;
+        // pid 1 stays here as the run's init; the payload is pid 2, as in
+        // every jail. Its signals blocked first: none is lost or acted on
+        // between the fork and the signalfd.
+        let mut init_sigs = SigSet::empty();
+        for s in INIT_SIGNALS {
+            init_sigs.add(s);
+        }
+        let old = init_sigs
+            .thread_swap_mask(SigmaskHow::SIG_BLOCK)
+            .or_else(|e| super::err("sigprocmask", "SIG_BLOCK", e))?;
+        let Some(payload) = super::fork_single_threaded()? else {
+            old.thread_set_mask()
+                .or_else(|e| super::err("sigprocmask", "SIG_SETMASK", e))?;
+            return self.payload_steps(setup);
+        };
+        init(payload, setup)
+    }
+
+    /// pid 2's steps, the payload's in the payload's order.
+    fn payload_steps(&self, setup: RawFd) -> SysResult<()> {
+        let r = &self.recipe;
         let bounding = super::drop_all_caps()?;
         if super::caps_left(bounding).iter().any(|&n| n != 0) {
             return Err(bad("capabilities are left after dropping them all"));
         }
-        // Dumpable, as a cold payload is after its execve (the zygote is
-        // not): its /proc/self files are its own.
+        // Dumpable, as a cold payload is after its execve (the zygote and
+        // init are not): its /proc/self files are its own.
         super::set_dumpable(true)?;
         super::set_no_new_privs()?;
         if let Some(l) = &r.landlock {
@@ -292,6 +327,69 @@ impl Zygote {
             super::seccomp::install(&r.seccomp, false)?;
         }
         Ok(())
+    }
+}
+
+/// The signals the run's init reads: a child's end, and what it passes on.
+const INIT_SIGNALS: [Signal; 5] = [
+    Signal::SIGCHLD,
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
+
+/// pid 1 of a forked run, as a jail's init: holding nothing of the run's
+/// (no stdio, no capability), it reaps every process that ends, passes
+/// on the signals it is sent (the server's, from outside the namespace,
+/// to every process of the run, as the deadline's SIGTERM reaches a cold
+/// jail's; one from inside to the payload), and once the payload has
+/// ended kills the rest, writes `x` and the payload's wait status on the
+/// setup pipe, and exits. Never returns.
+fn init(payload: i32, setup: RawFd) -> ! {
+    let sfd = match super::signalfd_for(&INIT_SIGNALS) {
+        Ok(f) => f,
+        Err(_) => {
+            let _ = super::kill(-1, libc::SIGKILL);
+            super::exit_now(125)
+        }
+    };
+    // SAFETY: init never returns to the interpreter, whose values own the
+    // fds closed here.
+    let _ = unsafe { super::close_all_but(&[setup, sfd.as_raw_fd()]) };
+    let _ = super::drop_all_caps();
+    let _ = super::set_no_new_privs();
+    loop {
+        let mut fds = [libc::pollfd {
+            fd: sfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        let _ = super::poll(&mut fds, -1);
+        while let Ok(Some(si)) = sfd.read_signal() {
+            let sig = si.ssi_signo as i32;
+            if sig == libc::SIGCHLD {
+                continue;
+            }
+            // From outside the namespace (the server) the sender's pid
+            // reads 0: every process of the run; else the payload.
+            let to = if si.ssi_pid == 0 { -1 } else { payload };
+            let _ = super::kill(to, sig);
+        }
+        let mut ended = None;
+        while let Ok(Some((pid, st))) = super::waitpid(-1, true) {
+            if pid == payload {
+                ended = Some(st);
+            }
+        }
+        if let Some(st) = ended {
+            let _ = super::kill(-1, libc::SIGKILL);
+            while super::waitpid(-1, false).is_ok() {}
+            let mut rec = vec![b'x'];
+            rec.extend(st.to_le_bytes());
+            let _ = super::write_all(setup, &rec);
+            super::exit_now(0)
+        }
     }
 }
 
@@ -504,7 +602,7 @@ pub mod abi {
                 0
             }
             Err(e) => {
-                let _ = super::super::write_all(setup, format!("e{e}").as_bytes());
+                let _ = super::super::write_all(setup, format!("e{e}\n").as_bytes());
                 super::super::exit_now(125)
             }
         }
