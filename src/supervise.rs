@@ -18,7 +18,7 @@ mod lines;
 mod masks;
 pub mod namespaces;
 mod pump;
-mod report;
+pub(crate) mod report;
 pub mod rundir;
 pub mod spawn;
 pub mod unix;

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use crate::cgroup;
 use crate::jail::proto::{self, Report};
 use crate::outcome::{self, LayerReport, LimitReport, Outcome, Status};
+use crate::plan::limits::{self, CgroupLayer};
 use crate::policy::Policy;
 use crate::supervise::classify;
 use crate::supervise::deadline::Deadline;
@@ -85,6 +86,10 @@ impl ForkServer {
         modules: &str,
     ) -> Result<ForkServer, StartError> {
         let climbed = probe_cgroups(template)?;
+        let planned = match crate::plan::Plan::build(template) {
+            Ok((plan, _resources)) => crate::supervise::layers::planned(&plan),
+            Err(e) => return Err(format!("the template's plan: {e}")),
+        };
         let (ours, theirs) =
             sys::fdpass::socketpair(libc::SOCK_SEQPACKET).map_err(|e| e.to_string())?;
         let mut p = template.clone();
@@ -136,23 +141,18 @@ impl ForkServer {
                 ));
             }
         };
-        let mut layers = BTreeMap::new();
-        for name in outcome::NAMESPACE_LAYERS {
-            let detail = if name == "user_namespace" {
-                serde_json::json!({"shared_with": "the fork server's zygote (no capability left in it)"})
-            } else {
-                serde_json::json!({"own": true})
-            };
-            layers.insert(name, LayerReport::applied(detail));
+        // The layers of the zygote's jail, which its children share (the
+        // root, rlimits, network, user namespace), as a cold jail of the
+        // template reports them; each child's own namespaces and records
+        // on top.
+        let mut layers = planned;
+        if let Some(u) = layers.get_mut("user_namespace") {
+            if let Some(d) = u.detail.as_object_mut() {
+                d.remove("created_by");
+            }
+            u.detail["shared_with"] =
+                serde_json::json!("the fork server's zygote (no capability left in it)");
         }
-        layers.insert(
-            "no_new_privs",
-            LayerReport::applied(serde_json::Value::Null),
-        );
-        layers.insert(
-            "capabilities",
-            LayerReport::applied(serde_json::json!({"effective":0,"permitted":0,"inheritable":0,"bounding":0,"ambient":0})),
-        );
         for r in proto::decode(&buf[1..n]) {
             if let Report::Layer(l) = r {
                 let mut o = Outcome::new();
@@ -201,6 +201,10 @@ impl ForkServer {
         };
         let l = &policy.limits;
         let limits = run_limits(policy, &setup);
+        let cgroup_layer = crate::supervise::report::cgroup_report(&match &setup.cgroup {
+            Some(c) => limits::cgroup_layer(c, &limits::controllers(Some(&setup))),
+            None => CgroupLayer::Skipped,
+        });
         if let Some(why) = [
             ("memory", l.memory.is_some(), &setup.memory),
             ("pids", l.pids.is_some(), &setup.pids),
@@ -272,7 +276,11 @@ impl ForkServer {
             grace: l.grace,
             max_output: l.max_output.unwrap_or(u64::MAX),
             limits,
-            layers: self.layers.clone(),
+            layers: {
+                let mut l = self.layers.clone();
+                l.insert("cgroup", cgroup_layer);
+                l
+            },
             stdin,
             memory_limit: l.memory,
         })
@@ -394,9 +402,10 @@ fn end_of(rec: &[u8]) -> Option<Msg> {
 /// decides it, from the run's own cgroup (the rlimits it would choose are
 /// the zygote's, which its children inherit).
 fn run_limits(policy: &Policy, setup: &cgroup::Setup) -> BTreeMap<outcome::Name, LimitReport> {
-    use crate::plan::limits;
     let c = limits::controllers(Some(setup));
-    let d = limits::decide(&policy.limits, &c, policy.tmp_size, &limits::TmpCap::Tmpfs);
+    let mut d = limits::decide(&policy.limits, &c, policy.tmp_size, &limits::TmpCap::Tmpfs);
+    // Why each limit climbed to the rung that holds it, as a cold run says.
+    limits::explain_climbs(&mut d.report, setup);
     d.report
         .into_iter()
         .map(|(k, r)| {

@@ -167,12 +167,7 @@ pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupE
         None => (None, None),
     };
     let layer = match &cg {
-        Some(c) => CgroupLayer::Applied {
-            path: c.path().to_path_buf(),
-            controllers: enabled(&ctl),
-            v1: c.v1_groups().iter().map(|g| g.path.clone()).collect(),
-            scope: c.systemd_unit().map(str::to_string),
-        },
+        Some(c) => cgroup_layer(c, &ctl),
         None if wants_cgroup || require_cgroup => {
             CgroupLayer::Unavailable(why.unwrap_or_else(|| "no cgroup could be created".into()))
         }
@@ -198,7 +193,7 @@ pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupE
 }
 
 /// A limit a lower cgroup rung holds says why the higher one could not.
-fn explain_climbs(report: &mut BTreeMap<&'static str, Rung>, s: &cgroup::Setup) {
+pub fn explain_climbs(report: &mut BTreeMap<&'static str, Rung>, s: &cgroup::Setup) {
     for (c, why) in &s.climbed {
         let name = match c {
             cgroup::Controller::Memory => "memory",
@@ -228,6 +223,16 @@ pub fn rungs(s: &cgroup::Setup) -> Vec<(&'static str, &'static str, Option<Strin
         .into_iter()
         .filter_map(|n| d.report.remove(n).map(|r| (n, r.enforced_by, r.why)))
         .collect()
+}
+
+/// The cgroup layer of a run held by `c`, whose controllers are `ctl`.
+pub fn cgroup_layer(c: &cgroup::RunCgroup, ctl: &Controllers) -> CgroupLayer {
+    CgroupLayer::Applied {
+        path: c.path().to_path_buf(),
+        controllers: enabled(ctl),
+        v1: c.v1_groups().iter().map(|g| g.path.clone()).collect(),
+        scope: c.systemd_unit().map(str::to_string),
+    }
 }
 
 /// Map the cgroup layer's answer to what the limits decision needs.

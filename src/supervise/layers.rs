@@ -39,6 +39,15 @@ pub(super) fn record_layers(
     }
 }
 
+/// The layers a namespaced jail of `plan` has before its payload's own
+/// records: what a fork server's children share with their zygote's jail.
+pub(crate) fn planned(plan: &Plan) -> std::collections::BTreeMap<outcome::Name, LayerReport> {
+    let mut o = Outcome::new();
+    namespace_layers(plan, &mut o, sys::CloneVia::Clone3);
+    planned_layers(plan, &mut o);
+    o.layers
+}
+
 /// The fallback: no namespaces (the caller, lib::run, fills them with the
 /// kernel's reason), no root of its own, a process tree init kills.
 fn fallback_layers(plan: &Plan, o: &mut Outcome) {

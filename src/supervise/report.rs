@@ -21,30 +21,7 @@ use crate::sys::{self, Errno};
 /// enforces.
 pub(super) fn record_limits(plan: &Plan, o: &mut Outcome) {
     let e = &plan.enforcement;
-    o.layers.insert(
-        "cgroup",
-        match &e.cgroup {
-            CgroupLayer::Applied {
-                path,
-                controllers,
-                v1,
-                scope,
-            } => {
-                let mut d = serde_json::json!({ "path": path, "controllers": controllers });
-                if !v1.is_empty() {
-                    d["v1"] = serde_json::json!(v1);
-                }
-                if let Some(s) = scope {
-                    d["systemd_scope"] = serde_json::json!(s);
-                }
-                LayerReport::applied(d)
-            }
-            CgroupLayer::Unavailable(why) => LayerReport::unavailable(why.clone()),
-            CgroupLayer::Skipped => LayerReport::skipped(
-                "no cgroup limit was asked for (--memory, --memory-high, --cpus, --pids-limit)",
-            ),
-        },
-    );
+    o.layers.insert("cgroup", cgroup_report(&e.cgroup));
     o.warnings
         .extend(e.unenforced.iter().map(|w| w.to_string()));
     o.limits = e
@@ -313,6 +290,31 @@ pub(super) fn explain(plan: &Plan, o: &mut Outcome, w: &Watch) {
             });
         }
         _ => {}
+    }
+}
+
+/// The outcome's cgroup layer, from the plan's (or a forked run's) word.
+pub(crate) fn cgroup_report(layer: &CgroupLayer) -> LayerReport {
+    match layer {
+        CgroupLayer::Applied {
+            path,
+            controllers,
+            v1,
+            scope,
+        } => {
+            let mut d = serde_json::json!({ "path": path, "controllers": controllers });
+            if !v1.is_empty() {
+                d["v1"] = serde_json::json!(v1);
+            }
+            if let Some(s) = scope {
+                d["systemd_scope"] = serde_json::json!(s);
+            }
+            LayerReport::applied(d)
+        }
+        CgroupLayer::Unavailable(why) => LayerReport::unavailable(why.clone()),
+        CgroupLayer::Skipped => LayerReport::skipped(
+            "no cgroup limit was asked for (--memory, --memory-high, --cpus, --pids-limit)",
+        ),
     }
 }
 

@@ -308,6 +308,9 @@ impl Zygote {
     /// pid 2's steps, the payload's in the payload's order.
     fn payload_steps(&self, setup: RawFd) -> SysResult<()> {
         let r = &self.recipe;
+        // A session of its own, as a cold payload's (no controlling
+        // terminal; its init's session is not its).
+        super::setsid()?;
         let bounding = super::drop_all_caps()?;
         if super::caps_left(bounding).iter().any(|&n| n != 0) {
             return Err(bad("capabilities are left after dropping them all"));
@@ -393,21 +396,25 @@ fn init(payload: i32, setup: RawFd) -> ! {
     }
 }
 
-/// The child's own /proc (of its pid namespace, `subset=pid`: none of the
-/// entries that reach the kernel or the host), /tmp, workdir, /dev/shm,
+/// The child's own /proc (of its pid namespace, masked as every jail's:
+/// `procfs::mask`), /tmp, workdir, /dev/shm,
 /// /dev/pts and, where the jail has one, /dev/mqueue (its new IPC
 /// namespace's queues).
 fn mount_fresh(r: &Recipe) -> SysResult<()> {
     let (nosuid, nodev, noexec) = (libc::MS_NOSUID, libc::MS_NODEV, libc::MS_NOEXEC);
     let size = format!("size={}", r.tmp_size);
     let wd = format!("{size},mode=755,uid={},gid={}", r.uid, r.gid);
-    let mounts: [(&str, &Path, libc::c_ulong, String); 5] = [
-        (
-            "proc",
-            Path::new("/proc"),
-            nosuid | nodev | noexec,
-            "subset=pid".into(),
-        ),
+    super::mount(
+        Some("proc"),
+        Path::new("/proc"),
+        Some("proc"),
+        super::procfs::FLAGS,
+        None,
+    )?;
+    let proc_root = open_dir(Path::new("/proc"))?;
+    let devnull = open_path(Path::new("/dev/null"))?;
+    super::procfs::mask(&proc_root, Path::new("/proc"), &devnull)?;
+    let mounts: [(&str, &Path, libc::c_ulong, String); 4] = [
         (
             "tmpfs",
             Path::new("/tmp"),
@@ -442,6 +449,24 @@ fn mount_fresh(r: &Recipe) -> SysResult<()> {
         )?;
     }
     Ok(())
+}
+
+fn open_path(p: &Path) -> SysResult<OwnedFd> {
+    nix::fcntl::open(
+        p,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .or_else(|e| super::err("open", p.display(), e))
+}
+
+fn open_dir(p: &Path) -> SysResult<OwnedFd> {
+    nix::fcntl::open(
+        p,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .or_else(|e| super::err("open", p.display(), e))
 }
 
 /// Make `l` and enforce it on the calling process. A rule whose path is

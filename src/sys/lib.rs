@@ -42,6 +42,7 @@ pub mod forked;
 pub mod landlock;
 #[allow(unsafe_code)]
 pub mod netns;
+pub mod procfs;
 #[allow(unsafe_code)]
 pub mod seccomp;
 

@@ -39,18 +39,43 @@ pub fn block_signals(sigs: &[nix::sys::signal::Signal]) -> SysResult<()> {
         .or_else(|e| err("sigprocmask", "SIG_BLOCK", e))
 }
 
-/// Unblock every signal and restore the default disposition of the ones
-/// an ignore survives execve for (handlers are reset by execve itself; the
-/// Rust runtime and the supervisor set SIGPIPE to SIG_IGN).
+/// Unblock every signal and restore the default disposition of every one
+/// (an ignore survives execve, and whoever started the caller may have
+/// ignored any: nohup's SIGHUP, the Rust runtime's SIGPIPE, a server's
+/// realtime signals; handlers are reset by execve itself). By the raw
+/// call: libc's wrapper refuses the realtime signals it keeps for itself.
 pub fn reset_signals() -> SysResult<()> {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    use nix::sys::signal::SigSet;
     SigSet::all()
         .thread_unblock()
         .or_else(|e| err("sigprocmask", "SIG_UNBLOCK", e))?;
-    let dfl = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
-    for s in [Signal::SIGPIPE, Signal::SIGXFSZ, Signal::SIGCHLD] {
-        // SAFETY: installing SIG_DFL replaces no Rust handler state.
-        unsafe { sigaction(s, &dfl) }.or_else(|e| err("sigaction", format!("{s}, SIG_DFL"), e))?;
+    // The kernel's struct sigaction, all zero: SIG_DFL, no flags, no mask
+    // (zero whatever its layout on this architecture).
+    let dfl = [0u64; 4];
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: the kernel reads an all-zero struct (SIG_DFL) from a live
+        // buffer at least as large as its struct sigaction, and writes
+        // nothing (no old action asked for).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                dfl.as_ptr(),
+                std::ptr::null_mut::<libc::c_void>(),
+                8 as libc::size_t,
+            )
+        };
+        if r < 0 {
+            let e = super::last_errno();
+            // Past the kernel's last signal.
+            if e == nix::errno::Errno::EINVAL && sig > 32 {
+                break;
+            }
+            return err("rt_sigaction", format!("{sig}, SIG_DFL"), e);
+        }
     }
     Ok(())
 }

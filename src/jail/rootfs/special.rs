@@ -7,24 +7,7 @@ use std::path::Path;
 
 use super::{Root, Step, DEVICES};
 use crate::jail::error::JailError;
-use crate::sys::{
-    self, at, Errno, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY,
-};
-
-/// /proc entries that leak host state or reach the kernel: covered by
-/// /dev/null (files) or an empty read-only tmpfs (directories).
-const PROC_MASKED_FILES: [&str; 9] = [
-    "kcore",
-    "kmsg",
-    "sysrq-trigger",
-    "timer_list",
-    "keys",
-    "latency_stats",
-    "sched_debug",
-    "kallsyms",
-    "config.gz",
-];
-const PROC_MASKED_DIRS: [&str; 5] = ["acpi", "scsi", "asound", "firmware", "bus"];
+use crate::sys::{self, at, Errno, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 
 /// Mount /proc; `Ok(Some(refusal))` when the kernel refuses a new proc
 /// mount (EPERM: the caller's /proc has masked entries, as in containers),
@@ -35,13 +18,7 @@ pub(super) fn proc(
     devnull: &OwnedFd,
 ) -> Result<Option<JailError>, JailError> {
     let d = root.dir(dst, 0o555).step("proc", dst)?;
-    match sys::mount_fs_on(
-        root.fd_of(&d),
-        "proc",
-        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-        None,
-        dst,
-    ) {
+    match sys::mount_fs_on(root.fd_of(&d), "proc", sys::procfs::FLAGS, None, dst) {
         Ok(()) => {}
         Err(e) if e.errno == Errno::EPERM || e.errno == Errno::EACCES => {
             return Ok(Some(JailError::ProcRefused(e)))
@@ -50,56 +27,7 @@ pub(super) fn proc(
     }
     root.mounted(dst);
     let d = root.dir(dst, 0o555).step("proc", dst)?;
-    let pfd = root.fd_of(&d);
-    // /proc/sys read-only: a copy of it, flagged, attached over it.
-    let sys_dir = dst.join("sys");
-    let name = OsStr::new("sys");
-    let tree = at::open_tree_clone(pfd, name, &sys_dir).step("proc", &sys_dir)?;
-    sys::mount_setattr(
-        &tree,
-        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-        true,
-        &sys_dir,
-    )
-    .step("proc", &sys_dir)?;
-    at::move_mount(&tree, pfd, name, &sys_dir).step("proc", &sys_dir)?;
-    for f in PROC_MASKED_FILES {
-        let p = dst.join(f);
-        match at::bind_onto(devnull, pfd, OsStr::new(f), &p) {
-            Ok(()) => {}
-            Err(e) if e.errno == Errno::ENOENT => {}
-            Err(e) => return Err(e).step("mask", &p),
-        }
-    }
-    // The masked directories: one empty read-only tmpfs, bound over the
-    // others (one superblock, not five).
-    let mut first: Option<OwnedFd> = None;
-    for dname in PROC_MASKED_DIRS {
-        let p = dst.join(dname);
-        let name = OsStr::new(dname);
-        match &first {
-            None => match at::open_dir(pfd, name, &p) {
-                Ok(fd) => {
-                    sys::mount_fs_on(
-                        &fd,
-                        "tmpfs",
-                        libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                        Some("size=4k,nr_inodes=1,mode=555"),
-                        &p,
-                    )
-                    .step("mask", &p)?;
-                    first = Some(at::open_dir(pfd, name, &p).step("mask", &p)?);
-                }
-                Err(e) if e.errno == Errno::ENOENT || e.errno == Errno::ENOTDIR => {}
-                Err(e) => return Err(e).step("mask", &p),
-            },
-            Some(empty) => match at::bind_onto(empty, pfd, name, &p) {
-                Ok(()) => {}
-                Err(e) if e.errno == Errno::ENOENT || e.errno == Errno::ENOTDIR => {}
-                Err(e) => return Err(e).step("mask", &p),
-            },
-        }
-    }
+    sys::procfs::mask(root.fd_of(&d), dst, devnull).step("proc", dst)?;
     Ok(None)
 }
 
