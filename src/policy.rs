@@ -469,9 +469,10 @@ pub struct Policy {
     /// inside the jail's user namespace (and `keep_caps` is ignored);
     /// Landlock's ruleset is made but not enforced and stockade's seccomp
     /// program is not installed: both are handed to the command (see
-    /// `jail::payload::zygote_handoff`), which enforces them on each child
-    /// it forks, after the child has made its own namespaces and dropped
-    /// every capability. Only the serve pool sets it.
+    /// `jail::zygote::handoff`), and each child the zygote forks enforces
+    /// them (stockade-sys's `forked` steps, which the zygote loads) after it
+    /// has made its own namespaces and dropped every capability. Only the
+    /// serve pool sets it.
     #[doc(hidden)]
     #[serde(default)]
     pub zygote: bool,
