@@ -33,7 +33,7 @@
 //! (which `--die-with-parent` kills when its parent dies).
 //! Started by host root, the jail's ids map to a host id leased for the
 //! run, never host root, and the binds are idmapped so that host root's
-//! files are the jail root's on them (`Policy::idmap_root_binds`,
+//! files are the jail root's on them (`Compat::idmap_root_binds`,
 //! `supervise::idmap`): what bwrap's payload, host root, sees on the
 //! filesystem it was given, and nothing of root's beyond it.
 //! Layers that are OFF unless asked for (`extras`: `STOCKADE_PROFILE`,
@@ -205,6 +205,7 @@ impl Ends {
                 })
                 .collect(),
             status_fds: policy
+                .compat
                 .pid_reports
                 .iter()
                 .filter(|r| !r.pretty)
