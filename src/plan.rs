@@ -33,7 +33,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use deny::Masked;
-pub use error::SetupError;
+pub use error::{step, SetupError};
 pub use root::{Access, RootStep};
 
 use crate::cgroup::RunCgroup;
