@@ -293,15 +293,13 @@ impl Jail {
     /// on first use (see [`crate::spawner::start`]).
     pub fn spawn(&mut self) -> Result<Child, Error> {
         let policy = self.checked()?.clone();
-        let own_fds = [
-            ("pid_reports", !policy.pid_reports.is_empty()),
-            ("block_fd", policy.block_fd.is_some()),
-            ("userns_block_fd", policy.userns_block_fd.is_some()),
-            ("denials_fd", policy.denials_fd.is_some()),
-        ];
-        if let Some((field, _)) = own_fds.iter().find(|(_, set)| *set) {
+        let own_fd = policy
+            .compat
+            .own_fds()
+            .or(policy.denials_fd.is_some().then_some("denials_fd"));
+        if let Some(field) = own_fd {
             return Err(PolicyError::new(
-                *field,
+                field,
                 "only for a run in the caller's process (the fds are its own)",
             )
             .into());
@@ -340,13 +338,8 @@ impl Jail {
         // numbers; the per-run supervisor joins them (the payload gets
         // only `keep_fds`).
         let mut passed = policy.keep_fds.clone();
-        let joins = [policy.join_userns, policy.join_userns2, policy.join_pidns];
-        passed.extend(
-            joins
-                .into_iter()
-                .flatten()
-                .filter(|fd| !policy.keep_fds.contains(fd)),
-        );
+        let joins = policy.compat.joins();
+        passed.extend(joins.filter(|fd| !policy.keep_fds.contains(fd)));
         let started = spawner::request(&policy, given, &passed, self.held)?;
         drop(theirs);
         let [stdin, stdout, stderr] = ours;

@@ -33,7 +33,7 @@
 //! (which `--die-with-parent` kills when its parent dies).
 //! Started by host root, the jail's ids map to a host id leased for the
 //! run, never host root, and the binds are idmapped so that host root's
-//! files are the jail root's on them (`Policy::idmap_root_binds`,
+//! files are the jail root's on them (`Compat::idmap_root_binds`,
 //! `supervise::idmap`): what bwrap's payload, host root, sees on the
 //! filesystem it was given, and nothing of root's beyond it.
 //! Layers that are OFF unless asked for (`extras`: `STOCKADE_PROFILE`,
@@ -55,6 +55,7 @@ mod fallback;
 mod help;
 mod parse;
 mod translate;
+mod words;
 
 use std::ffi::OsString;
 
@@ -165,7 +166,7 @@ pub fn main(args: &[OsString]) -> i32 {
     let o = match outcome(policy, &ops) {
         Ok(o) => o,
         Err(e) => {
-            eprint_line(&clone_error(&e).unwrap_or(e));
+            eprint_line(&e);
             return USAGE_EXIT;
         }
     };
@@ -205,6 +206,7 @@ impl Ends {
                 })
                 .collect(),
             status_fds: policy
+                .compat
                 .pid_reports
                 .iter()
                 .filter(|r| !r.pretty)
@@ -230,7 +232,7 @@ fn outcome(policy: Policy, ops: &[parse::Op]) -> Result<(Ends, crate::outcome::O
         Err(refused) => refused,
     };
     if fallback::mandatory(ops) || policy.require.contains(&crate::policy::Layer::Userns) {
-        return Err(fallback::bwrap_refusal(errno));
+        return Err(words::namespace_refused(errno));
     }
     let (fb, hidden) = fallback::policy(&policy, ops).map_err(|e| e.to_string())?;
     let mut line = format!(
@@ -247,26 +249,15 @@ fn outcome(policy: Policy, ops: &[parse::Op]) -> Result<(Ends, crate::outcome::O
 /// setup; `--json-status-fd`'s last document.
 fn exit_code(ends: Ends, o: &crate::outcome::Outcome) -> i32 {
     if o.status == Status::SetupError {
-        match o.exit_code {
-            // bwrap's own words when the command cannot be executed.
-            126 | 127 => eprint_line(&format!(
-                "execvp {}: {}",
-                ends.argv0,
-                if o.exit_code == 127 {
-                    "No such file or directory"
-                } else {
-                    "Permission denied"
-                }
-            )),
-            _ => {
-                let line = setup_error(o.error.as_deref(), &ends.cwd, &ends.chmods);
-                eprint_line(&line);
-                if line.starts_with("Setting pidns failed") {
-                    // bwrap's monitor then misses the pid its child was
-                    // to send, and says so too.
-                    eprint_line("Unexpected short read from pid socket");
-                }
-            }
+        let cx = words::Context {
+            argv0: &ends.argv0,
+            cwd: &ends.cwd,
+            chmods: &ends.chmods,
+        };
+        let said = o.setup.as_ref().and_then(|f| words::setup_failure(f, &cx));
+        let lines = said.unwrap_or_else(|| vec![o.error.clone().unwrap_or("setup failed".into())]);
+        for l in lines {
+            eprint_line(&l);
         }
         return USAGE_EXIT;
     }
@@ -276,75 +267,4 @@ fn exit_code(ends: Ends, o: &crate::outcome::Outcome) -> i32 {
         let _ = crate::sys::write_all(fd, line.as_bytes());
     }
     o.exit_code
-}
-
-/// A failed setup in bwrap's words where bwrap has them: stockade's step
-/// error ends with strerror's text after the last `: `.
-fn setup_error(
-    err: Option<&str>,
-    cwd: &std::path::Path,
-    chmods: &[(std::path::PathBuf, u32)],
-) -> String {
-    let err = err.unwrap_or("setup failed");
-    if let Some(words) = clone_error(err) {
-        return words;
-    }
-    let why = err.rsplit(": ").next().unwrap_or(err);
-    if err.starts_with("chdir: ") {
-        return format!("Can't chdir to {}: {why}", cwd.display());
-    }
-    // The rootfs refusals are worded as bwrap's already (`JailError::Refused`).
-    for phrase in [
-        "Can't mount on symlink destination ",
-        "Destination is not a ",
-        "Can't make symlink at ",
-        "Unable to open lock file ",
-        "Can't open overlay ",
-        "Can't make overlay mount on ",
-        "Unable to lock file ",
-        "creation of new user namespaces was not disabled as requested",
-        "cannot open /proc/sys/user/max_user_namespaces",
-        "sysctl user.max_user_namespaces",
-        "Joining the specified user namespace failed",
-        "Joining specified user namespace failed",
-        "Setting pidns failed",
-        "Setting userns2 failed",
-        "unable to switch to ",
-    ] {
-        if let Some(i) = err.find(phrase) {
-            return err[i..].to_string();
-        }
-    }
-    if let Some(rest) = err.strip_prefix("chmod: ") {
-        let path = rest.split(": ").next().unwrap_or_default();
-        if rest.contains(": openat2(") {
-            return format!("Can't open {path}: {why}");
-        }
-        if let Some((dst, mode)) = chmods.iter().find(|(d, _)| d.as_os_str() == path) {
-            // C's %#o: a leading 0 unless the mode is 0.
-            let m = if *mode == 0 {
-                "0".into()
-            } else {
-                format!("0{mode:o}")
-            };
-            return format!("Can't chmod {m} {}: {why}", dst.display());
-        }
-    }
-    err.to_string()
-}
-
-/// The namespaces could not be made (`create namespaces: ERRNO: …`): in
-/// bwrap's words for the same errno.
-fn clone_error(err: &str) -> Option<String> {
-    let rest = err.strip_prefix("create namespaces: ")?;
-    Some(match rest.split(':').next().unwrap_or_default() {
-        "ENOSPC" => "Creating new namespace failed: nesting depth or /proc/sys/user/max_*_namespaces exceeded (ENOSPC)".into(),
-        "EINVAL" => "Creating new namespace failed, likely because the kernel does not support user namespaces.".into(),
-        "EPERM" => "No permissions to create a new namespace, likely because the kernel does not allow non-privileged user namespaces. On e.g. debian this can be enabled with 'sysctl kernel.unprivileged_userns_clone=1'.".into(),
-        _ => {
-            let first = rest.split("; ").next().unwrap_or(rest);
-            let why = first.split_once(": ").map_or(first, |(_, w)| w);
-            format!("Creating new namespace failed: {why}")
-        }
-    })
 }

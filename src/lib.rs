@@ -85,12 +85,12 @@ pub(crate) fn run_with(policy: &Policy, control: Option<std::os::fd::RawFd>) -> 
     };
     if policy.require.contains(&policy::Layer::Userns) {
         return Outcome::setup_error(&SetupError::new(
-            "create namespaces",
+            plan::step::CREATE_NAMESPACES,
             "",
             format!(
                 "{errno}; user namespaces refused and required (--require userns): {why}. To allow them: Docker `--security-opt seccomp=unconfined` (or a seccomp profile that allows clone/unshare with CLONE_NEWUSER); Kubernetes `securityContext.seccompProfile: {{type: Unconfined}}` or a Localhost profile, an AppArmor profile with `userns,`; `hostUsers: false` helps only together with such a seccomp profile"
             ),
-        ));
+        ).with_errno(errno as i32));
     }
     run_fallback(policy, control, errno, &why)
 }

@@ -303,6 +303,37 @@ pub struct LearnedPath {
     pub access: String,
 }
 
+/// A step that failed to set the jail up or start the command, in parts
+/// (the outcome's `error` is its text): a front end words it from these
+/// (the bwrap front end, as bubblewrap does).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetupFailure {
+    /// The step (`bind`, `chdir`, `execve`, `create namespaces`, …).
+    pub step: String,
+    /// What it worked on; absent when nothing.
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub path: String,
+    /// The errno (its number) a system call gave, or that names what the
+    /// step refused.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub errno: Option<i32>,
+    /// What else the step names: a symlink's existing target, an
+    /// overlay's options, the id switched to.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub value: Option<String>,
+}
+
+impl From<&SetupError> for SetupFailure {
+    fn from(e: &SetupError) -> Self {
+        SetupFailure {
+            step: e.step().to_string(),
+            path: e.path().to_string(),
+            errno: e.errno(),
+            value: e.value().map(str::to_string),
+        }
+    }
+}
+
 /// The whole outcome of one run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Outcome {
@@ -316,6 +347,10 @@ pub struct Outcome {
     /// One line, `<step>: <path>: <reason>`, when the jail could not be set up
     /// or the command could not be executed.
     pub error: Option<String>,
+    /// That failed step in parts, where stockade knows them (absent for a
+    /// refusal before the jail, such as an invalid policy).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub setup: Option<SetupFailure>,
     pub usage: Usage,
     #[serde(deserialize_with = "static_keys")]
     pub limits: BTreeMap<Name, LimitReport>,
@@ -389,6 +424,7 @@ impl Outcome {
             exit_code: 0,
             signal: None,
             error: None,
+            setup: None,
             usage: Usage {
                 peak_memory_source: "rusage",
                 ..Default::default()
@@ -421,6 +457,7 @@ impl Outcome {
         self.exit_code = 125;
         self.signal = None;
         self.error = Some(e.to_string());
+        self.setup = Some(e.into());
     }
 
     /// Compact, one-line JSON.

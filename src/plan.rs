@@ -33,7 +33,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use deny::Masked;
-pub use error::SetupError;
+pub use error::{step, SetupError};
 pub use root::{Access, RootStep};
 
 use crate::cgroup::RunCgroup;
@@ -79,14 +79,14 @@ pub struct Plan {
     pub landlock_rules: Vec<(PathBuf, Access)>,
     pub cwd: PathBuf,
     /// Where to start when `cwd` cannot be entered, in order, each with
-    /// its environment (`PWD` set to it): `Policy::chdir_fallbacks`.
+    /// its environment (`PWD` set to it): `Compat::chdir_fallbacks`.
     pub cwd_fallbacks: Vec<(PathBuf, Vec<CString>)>,
     /// Paths to try for execve, in order.
     pub exec_candidates: Vec<CString>,
     pub argv: Vec<CString>,
     pub envp: Vec<CString>,
     pub keep_fds: Vec<i32>,
-    /// Where the supervisor tells the jail's pid (`Policy::pid_reports`).
+    /// Where the supervisor tells the jail's pid (`Compat::pid_reports`).
     pub pid_reports: Vec<crate::policy::PidReport>,
     /// The command as the user typed it, for messages.
     pub command: String,
@@ -116,35 +116,35 @@ pub struct Plan {
     pub landlock_unrecorded: Option<String>,
     /// The compiled seccomp filter, if any.
     pub seccomp: Option<crate::seccomp::Compiled>,
-    /// The caller's own BPF programs (`Policy::bpf_filters`), installed in
+    /// The caller's own BPF programs (`Compat::bpf_filters`), installed in
     /// order after `seccomp`.
     pub bpf_filters: Vec<Vec<libc::sock_filter>>,
     /// Read (one byte, or EOF) by the payload before seccomp and execve
-    /// (`Policy::block_fd`).
+    /// (`Compat::block_fd`).
     pub block_fd: Option<i32>,
     /// Where each refusal goes as a JSON line while the run goes on
     /// (`Policy::denials_fd`).
     pub denials_fd: Option<i32>,
-    /// `Policy::disable_userns` (never in the fallback: no user namespace
+    /// `Compat::disable_userns` (never in the fallback: no user namespace
     /// of the jail's own to limit).
     pub disable_userns: bool,
-    /// `Policy::assert_userns_disabled`, or `disable_userns`.
+    /// `Compat::assert_userns_disabled`, or `disable_userns`.
     pub assert_userns_disabled: bool,
-    /// Init execs the command itself (`Policy::as_pid_1`), never in the
+    /// Init execs the command itself (`Compat::as_pid_1`), never in the
     /// fallback.
     pub as_pid_1: bool,
     /// The user namespace the supervisor joins before clone
-    /// (`Policy::join_userns`); clone then makes no user namespace.
+    /// (`Compat::join_userns`); clone then makes no user namespace.
     pub join_userns: Option<i32>,
     /// The user namespace init joins once the root is built
-    /// (`Policy::join_userns2`).
+    /// (`Compat::join_userns2`).
     pub join_userns2: Option<i32>,
     /// The pid namespace the supervisor's next child is born in
-    /// (`Policy::join_pidns`); clone makes one under it only with
+    /// (`Compat::join_pidns`); clone makes one under it only with
     /// `nest_pidns`.
     pub join_pidns: Option<i32>,
     /// The supervisor waits on this fd instead of writing the id maps
-    /// (`Policy::userns_block_fd`).
+    /// (`Compat::userns_block_fd`).
     pub userns_block_fd: Option<i32>,
     /// Init is pid 1 of a pid namespace of the jail's own (false in the
     /// fallback, and in a joined pid namespace without `nest_pidns`):
@@ -152,11 +152,11 @@ pub struct Plan {
     pub own_pidns: bool,
     /// Which ids init takes after GO (see [`BecomeUser`]).
     pub become_user: BecomeUser,
-    /// Capabilities the payload keeps (`Policy::keep_caps`), and how
-    /// (`Policy::caps_as_root`).
+    /// Capabilities the payload keeps (`Compat::keep_caps`), and how
+    /// (`Compat::caps_as_root`).
     pub keep_caps: u64,
     pub caps_as_root: bool,
-    /// `Policy::bounding_caps`.
+    /// `Compat::bounding_caps`.
     pub bounding_caps: Option<u64>,
     /// The payload is a fork server's zygote (`Policy::zygote`), never in
     /// the fallback.
@@ -168,7 +168,7 @@ pub struct Plan {
     /// ends the run as `disk_limit` (`Workdir::full_ends_run`): init
     /// watches it as it samples the jail's peaks.
     pub workdir_cap: Option<(PathBuf, u64)>,
-    /// Read-locked by init once the root is built (`Policy::lock_files`).
+    /// Read-locked by init once the root is built (`Compat::lock_files`).
     pub lock_files: Vec<PathBuf>,
     /// Layers that must be applied.
     pub require: Vec<crate::policy::Layer>,
@@ -199,7 +199,7 @@ pub struct Plan {
     pub fallback: bool,
     /// Fallback started by root: the payload becomes this uid/gid.
     pub fallback_ids: Option<(u32, u32)>,
-    /// Started by host root with `Policy::idmap_root_binds`: the host uid
+    /// Started by host root with `Compat::idmap_root_binds`: the host uid
     /// and gid (a leased id, which the jail's ids map to) that files of
     /// host uid and gid 0 show as on the binds, idmapped by the supervisor
     /// (`supervise::idmap`).
@@ -259,7 +259,7 @@ pub enum BecomeUser {
     /// None: the ids stay the caller's (the fallback; the caller's own
     /// maps, `userns_block_fd`, give them their meaning).
     Keep,
-    /// In a joined user namespace (`Policy::join_userns`): the ids asked
+    /// In a joined user namespace (`Compat::join_userns`): the ids asked
     /// for (bwrap's `--uid`/`--gid`, as that namespace maps them); else
     /// the caller's, as bwrap keeps them, except host root: where that
     /// namespace does not map the caller's uid 0 (or gid 0), the jail
@@ -312,8 +312,8 @@ impl Outer {
 /// made by clone (setting one up costs about as much as the rest of the
 /// clone): the supervisor makes it while init builds the root (sys::netns),
 /// and init joins it. None in the fallback.
-/// A joined user namespace (`Policy::join_userns`) replaces the new one;
-/// a joined pid namespace (`Policy::join_pidns`) the new one, unless
+/// A joined user namespace (`Compat::join_userns`) replaces the new one;
+/// a joined pid namespace (`Compat::join_pidns`) the new one, unless
 /// `nest_pidns` makes one under it.
 fn clone_flags(p: &Policy, fallback: bool) -> u64 {
     if fallback {
@@ -321,10 +321,10 @@ fn clone_flags(p: &Policy, fallback: bool) -> u64 {
     }
     let mut flags =
         libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWCGROUP;
-    if p.join_userns.is_none() {
+    if p.compat.join_userns.is_none() {
         flags |= libc::CLONE_NEWUSER;
     }
-    if p.join_pidns.is_none() || p.nest_pidns {
+    if p.compat.join_pidns.is_none() || p.compat.nest_pidns {
         flags |= libc::CLONE_NEWPID;
     }
     flags as u64
@@ -332,10 +332,10 @@ fn clone_flags(p: &Policy, fallback: bool) -> u64 {
 
 /// Which ids init takes after GO (see [`BecomeUser`]).
 fn become_user(p: &Policy, fallback: bool) -> BecomeUser {
-    if fallback || p.userns_block_fd.is_some() {
+    if fallback || p.compat.userns_block_fd.is_some() {
         return BecomeUser::Keep;
     }
-    if p.join_userns.is_none() {
+    if p.compat.join_userns.is_none() {
         return BecomeUser::Policy;
     }
     // bwrap's `--uid`/`--gid`: ids other than the caller's own.
@@ -432,14 +432,14 @@ fn cstr(origin: &str, b: &[u8]) -> Result<CString, SetupError> {
         .map_err(|_| SetupError::new(origin, String::from_utf8_lossy(b), "contains a NUL byte"))
 }
 
-/// Each of `Policy::chdir_fallbacks` with the environment execve gets
+/// Each of `Compat::chdir_fallbacks` with the environment execve gets
 /// there: `env` with `PWD` set to it.
 fn cwd_fallbacks(
     p: &Policy,
     env: &[(std::ffi::OsString, std::ffi::OsString)],
 ) -> Result<Vec<(PathBuf, Vec<CString>)>, SetupError> {
     let mut out = Vec::new();
-    for dir in &p.chdir_fallbacks {
+    for dir in &p.compat.chdir_fallbacks {
         let mut e = env.to_vec();
         crate::policy::set_env(&mut e, "PWD".into(), dir.clone().into_os_string());
         out.push((dir.clone(), Exec::of(p, &e)?.envp));
@@ -485,7 +485,7 @@ impl Exec {
             on_path(cmd, path)?
         };
         let mut argv = argv;
-        if let Some(a0) = &p.argv0 {
+        if let Some(a0) = &p.compat.argv0 {
             argv[0] = cstr("argv0", a0.as_bytes())?;
         }
         Ok(Exec {
@@ -668,18 +668,11 @@ impl Plan {
     /// Everything but the limits' enforcement and the seccomp channel. The
     /// fallback's run directory goes into `res`.
     fn draft(p: &Policy, fallback: bool, res: &mut Resources) -> Result<Plan, SetupError> {
-        let joins = p.join_userns.or(p.join_userns2).or(p.join_pidns);
+        let c = &p.compat;
+        let joins = c.joins().next();
         // The caller's own fds: one not open here would be whatever this
         // process opens next under that number.
-        for fd in [
-            p.join_userns,
-            p.join_userns2,
-            p.join_pidns,
-            p.userns_block_fd,
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for fd in c.joins().chain(c.userns_block_fd) {
             if !sys::fd_is_open(fd) {
                 return Err(SetupError::from_errno(
                     "namespaces",
@@ -688,7 +681,7 @@ impl Plan {
                 ));
             }
         }
-        if fallback && (joins.is_some() || p.userns_block_fd.is_some()) {
+        if fallback && (joins.is_some() || c.userns_block_fd.is_some()) {
             return Err(SetupError::new(
                 "namespaces",
                 "",
@@ -713,11 +706,11 @@ impl Plan {
         // payload). Not in a user namespace the caller hands over
         // (`join_userns`) or maps itself (`userns_block_fd`): the jail's
         // ids are what that namespace maps, not a leased id.
-        let idmap_lease = match p.idmap_root_binds
+        let idmap_lease = match c.idmap_root_binds
             && !fallback
             && outer.euid == 0
-            && p.join_userns.is_none()
-            && p.userns_block_fd.is_none()
+            && c.join_userns.is_none()
+            && c.userns_block_fd.is_none()
             && sys::host_root_is_zero_here()
         {
             true => {
@@ -832,30 +825,30 @@ impl Plan {
             argv: exec.argv,
             envp: exec.envp,
             keep_fds: p.keep_fds.clone(),
-            pid_reports: p.pid_reports.clone(),
-            bpf_filters: p.bpf_filters.iter().map(|b| sock_filters(b)).collect(),
-            block_fd: p.block_fd,
+            pid_reports: c.pid_reports.clone(),
+            bpf_filters: c.bpf_filters.iter().map(|b| sock_filters(b)).collect(),
+            block_fd: c.block_fd,
             denials_fd: p.denials_fd,
-            lock_files: p.lock_files.clone(),
+            lock_files: c.lock_files.clone(),
             // Root's capabilities are kept inside the jail's user
             // namespace only: the fallback's payload, no longer root,
             // keeps none.
             keep_caps: match fallback && outer.euid == 0 {
                 true => 0,
-                false => p.keep_caps,
+                false => c.keep_caps,
             },
-            caps_as_root: p.caps_as_root,
-            bounding_caps: p.bounding_caps.filter(|_| !fallback),
+            caps_as_root: c.caps_as_root,
+            bounding_caps: c.bounding_caps.filter(|_| !fallback),
             zygote: p.zygote && !fallback,
-            as_pid_1: p.as_pid_1 && !fallback,
-            join_userns: p.join_userns,
-            join_userns2: p.join_userns2,
-            join_pidns: p.join_pidns,
-            userns_block_fd: p.userns_block_fd,
-            own_pidns: !fallback && (p.join_pidns.is_none() || p.nest_pidns),
+            as_pid_1: c.as_pid_1 && !fallback,
+            join_userns: c.join_userns,
+            join_userns2: c.join_userns2,
+            join_pidns: c.join_pidns,
+            userns_block_fd: c.userns_block_fd,
+            own_pidns: !fallback && (c.join_pidns.is_none() || c.nest_pidns),
             become_user: become_user(p, fallback),
-            disable_userns: p.disable_userns && !fallback,
-            assert_userns_disabled: p.assert_userns_disabled || p.disable_userns,
+            disable_userns: c.disable_userns && !fallback,
+            assert_userns_disabled: c.assert_userns_disabled || c.disable_userns,
             command: p.argv[0].to_string_lossy().into_owned(),
         })
     }

@@ -5,6 +5,7 @@
 
 pub use crate::seccomp::{SeccompAction, SeccompPolicy};
 
+pub mod compat;
 pub mod egress;
 mod error;
 pub mod profile;
@@ -12,6 +13,7 @@ pub mod python;
 mod system;
 pub mod units;
 
+pub use compat::{Compat, PidReport};
 pub use error::{PathError, PolicyError, Reason};
 
 pub use units::parse_uid_range;
@@ -214,18 +216,6 @@ pub fn deny_home(origin: &str, p: &Path) -> Result<PathBuf, PolicyError> {
     host_path(origin, &p)
 }
 
-/// Where the supervisor writes the jail's pid (the process that execs the
-/// command, as seen from the caller, before it does: see
-/// `supervise::childpid`; init's with `userns_block_fd`) and its
-/// namespaces' inode numbers, as bwrap writes them: `{"child-pid": N, "mnt-namespace": M, …}`,
-/// `pretty` over several lines as `--info-fd`, else on one line as the
-/// first document of `--json-status-fd`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PidReport {
-    pub fd: i32,
-    pub pretty: bool,
-}
-
 /// Resource limits. `None` means no limit of that kind.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
@@ -371,10 +361,6 @@ pub struct Policy {
     /// The command and its arguments; `argv[0]` is looked up in the jail's PATH
     /// when it has no `/`.
     pub argv: Vec<OsString>,
-    /// The command's own argv[0] when it differs from `argv[0]` (which
-    /// names what is executed), as bwrap's `--argv0`.
-    #[serde(default)]
-    pub argv0: Option<OsString>,
     /// uid and gid inside the jail.
     pub uid: u32,
     pub gid: u32,
@@ -393,11 +379,6 @@ pub struct Policy {
     pub tmp_size: u64,
     /// Directory to start in (default: the workdir).
     pub chdir: Option<PathBuf>,
-    /// Directories to start in when `chdir` cannot be entered, in order,
-    /// each with `PWD` set to it (bwrap's: the caller's directory, else
-    /// `$HOME`, else `/`). Empty: a `chdir` that fails is a setup error.
-    #[serde(default)]
-    pub chdir_fallbacks: Vec<PathBuf>,
     /// The payload's complete environment.
     pub env: Vec<(OsString, OsString)>,
     pub hostname: String,
@@ -413,60 +394,10 @@ pub struct Policy {
     pub egress_record: bool,
     /// Caller fds passed through to the payload under the same number.
     pub keep_fds: Vec<i32>,
-    /// Caller fds the supervisor tells the jail's pid once it runs, as
-    /// bwrap's `--info-fd` / `--json-status-fd` do. Only for a run in the
-    /// caller's own process (`run_here`): the fd numbers are this
-    /// process's.
-    #[serde(default)]
-    pub pid_reports: Vec<PidReport>,
     pub seccomp: SeccompPolicy,
-    /// Caller-compiled classic BPF programs (`struct sock_filter` arrays,
-    /// as bytes, a multiple of 8), installed in order as the payload's
-    /// last step before execve, after stockade's own filter (bwrap's
-    /// `--seccomp` / `--add-seccomp-fd`).
-    #[serde(default)]
-    pub bpf_filters: Vec<Vec<u8>>,
-    /// No user namespace can be created inside the jail: the jail's init
-    /// sets the jail user namespace's `user.max_user_namespaces` to 0
-    /// (bwrap's `--disable-userns`), and the payload checks it as with
-    /// `assert_userns_disabled`.
-    #[serde(default)]
-    pub disable_userns: bool,
-    /// The payload checks that it cannot create a user namespace before
-    /// its execve, and fails if it can (bwrap's `--assert-userns-disabled`).
-    #[serde(default)]
-    pub assert_userns_disabled: bool,
-    /// The command is the jail's pid 1 itself, with no init of stockade's
-    /// to reap and forward signals (bwrap's `--as-pid-1`). Ignored in the
-    /// fallback (no pid namespace).
-    #[serde(default)]
-    pub as_pid_1: bool,
-    /// Capabilities the payload keeps inside the jail's user namespace
-    /// (bit N: capability N; bwrap's `--cap-add`): every other one is
-    /// dropped. 0: none (the default).
-    #[serde(default)]
-    pub keep_caps: u64,
-    /// `keep_caps` are kept as a process of uid 0 keeps them across execve
-    /// (bounding, permitted and effective; not inheritable or ambient), as
-    /// bwrap run by root without `--cap-add` or `--cap-drop` leaves them.
-    #[serde(default)]
-    pub caps_as_root: bool,
-    /// The bounding set when it is not `keep_caps`: bwrap run by root
-    /// without `--unshare-user` leaves the caller's (it drops from it only
-    /// in a user namespace of its own).
-    #[serde(default)]
-    pub bounding_caps: Option<u64>,
-    /// Started by host root (not in a user namespace of its own): the
-    /// binds of host paths are idmapped mounts on which files of host uid
-    /// and gid 0 are the jail's uid and gid 0 (what bwrap run by root shows
-    /// its payload), while the jail's processes run as a host id leased for
-    /// the run, never host root. Mounts whose filesystem refuses an idmap
-    /// stay as they are. Ignored for any other caller and in the fallback.
-    #[serde(default)]
-    pub idmap_root_binds: bool,
     /// The payload is a fork server's zygote (`stockade serve`'s fork
     /// pool): it keeps `CAP_SYS_ADMIN`, `CAP_NET_ADMIN` and `CAP_SETPCAP`
-    /// inside the jail's user namespace (and `keep_caps` is ignored);
+    /// inside the jail's user namespace (and `compat.keep_caps` is ignored);
     /// Landlock's ruleset is made but not enforced and stockade's seccomp
     /// program is not installed: both are handed to the command (see
     /// `jail::zygote::handoff`), and each child the zygote forks enforces
@@ -476,56 +407,16 @@ pub struct Policy {
     #[doc(hidden)]
     #[serde(default)]
     pub zygote: bool,
-    /// Files (paths inside the jail) the jail's init opens and read-locks
-    /// (fcntl) once the root is built, and holds until the jail ends, as
-    /// bwrap's `--lock-file`.
-    #[serde(default)]
-    pub lock_files: Vec<PathBuf>,
-    /// A caller fd the payload reads one byte from (or EOF) before its
-    /// execve, as bwrap's `--block-fd`: the command starts only then.
-    /// Only for a run in the caller's own process (`run_here`).
-    #[serde(default)]
-    pub block_fd: Option<i32>,
-    /// A caller fd of a user namespace the jail enters instead of making
-    /// its own (bwrap's `--userns`): the process that runs the jail (the
-    /// CLI's, or the spawner's per-run supervisor) joins it for good before
-    /// clone, and every namespace the jail makes is owned by it. No id maps
-    /// are written: the jail's ids are those the namespace maps (see
-    /// `Plan::become_user`); a namespace whose root is host root is the
-    /// caller's choice. The kernel refuses a namespace the caller does not
-    /// hold CAP_SYS_ADMIN in, or an fd of another type.
-    #[serde(default)]
-    pub join_userns: Option<i32>,
-    /// A caller fd of a user namespace under the jail's that init enters
-    /// once the root is built (bwrap's `--userns2`): the payload starts in
-    /// it.
-    #[serde(default)]
-    pub join_userns2: Option<i32>,
-    /// A caller fd of a pid namespace the jail's processes are born in
-    /// (bwrap's `--pidns`), or under which the jail's own is made
-    /// (`nest_pidns`). Without `nest_pidns`, init is not its namespace's
-    /// pid 1: it kills the jail's processes as the tree of its
-    /// descendants, never with `kill(-1)`.
-    #[serde(default)]
-    pub join_pidns: Option<i32>,
-    /// With `join_pidns`: a new pid namespace under the given one (bwrap's
-    /// `--pidns` with `--unshare-pid`).
-    #[serde(default)]
-    pub nest_pidns: bool,
-    /// A caller fd the supervisor reads one byte (or EOF) from before it
-    /// lets the jail go, instead of writing the id maps (bwrap's
-    /// `--userns-block-fd`): the caller, told the pid through
-    /// `pid_reports`, writes `/proc/PID/uid_map` and `gid_map` itself. The
-    /// jail keeps the ids the caller's maps give it. Only for a run in the
-    /// caller's own process, with a `pid_reports` entry.
-    #[serde(default)]
-    pub userns_block_fd: Option<i32>,
     /// A caller fd each new refusal record (`outcome::Denial`) is written
     /// to as a JSON line while the run goes on (`--denials-fd`). Only for a run in the caller's own process
     /// (`run_here`); never passed to the payload.
     #[serde(default)]
     pub denials_fd: Option<i32>,
     pub landlock: LandlockPolicy,
+    /// What only the bwrap front end asks (bubblewrap's options beyond
+    /// stockade's own policy); nothing unless it fills it.
+    #[serde(default)]
+    pub compat: Compat,
     /// Paths hidden inside the binds.
     #[serde(default)]
     pub deny: DenyPolicy,
@@ -644,7 +535,6 @@ impl Policy {
         let workdir = PathBuf::from(DEFAULT_WORKDIR);
         Policy {
             argv,
-            argv0: None,
             uid: DEFAULT_UID,
             gid: DEFAULT_GID,
             root_host_uid: NOBODY,
@@ -662,82 +552,22 @@ impl Policy {
             },
             tmp_size: DEFAULT_TMP_SIZE,
             chdir: None,
-            chdir_fallbacks: Vec::new(),
             hostname: DEFAULT_HOSTNAME.into(),
             network: Network::None,
             allow_hosts: Vec::new(),
             egress_record: false,
             keep_fds: Vec::new(),
-            pid_reports: Vec::new(),
             seccomp: SeccompPolicy::default(),
-            bpf_filters: Vec::new(),
-            block_fd: None,
             denials_fd: None,
-            join_userns: None,
-            join_userns2: None,
-            join_pidns: None,
-            nest_pidns: false,
-            userns_block_fd: None,
-            lock_files: Vec::new(),
-            keep_caps: 0,
-            caps_as_root: false,
-            bounding_caps: None,
-            idmap_root_binds: false,
             zygote: false,
-            as_pid_1: false,
-            disable_userns: false,
-            assert_userns_disabled: false,
             landlock: LandlockPolicy::default(),
+            compat: Compat::default(),
             deny: DenyPolicy::default(),
             limits: Limits::default(),
             require: Vec::new(),
             capture: false,
             stdout_in_report: false,
         }
-    }
-
-    /// The joined namespaces and the caller's own id maps: each fd a
-    /// number, and only the combinations that have a meaning.
-    fn check_namespaces(&self) -> Result<(), PolicyError> {
-        for (field, fd) in [
-            ("join_userns", self.join_userns),
-            ("join_userns2", self.join_userns2),
-            ("join_pidns", self.join_pidns),
-            ("userns_block_fd", self.userns_block_fd),
-        ] {
-            if fd.is_some_and(|fd| fd < 0) {
-                return Err(PolicyError::new(field, "not a file descriptor"));
-            }
-        }
-        let refuse = |field, why| Err(PolicyError::new(field, why));
-        if self.userns_block_fd.is_some() && self.join_userns.is_some() {
-            return refuse(
-                "userns_block_fd",
-                "no id maps are written into a joined user namespace (join_userns)",
-            );
-        }
-        if self.userns_block_fd.is_some() && self.pid_reports.is_empty() {
-            return refuse(
-                "userns_block_fd",
-                "needs pid_reports (the caller must learn the pid to write its maps)",
-            );
-        }
-        if self.disable_userns && (self.join_userns.is_some() || self.userns_block_fd.is_some()) {
-            return refuse(
-                "disable_userns",
-                "needs a user namespace of the jail's own with stockade's id maps",
-            );
-        }
-        if self.nest_pidns && self.join_pidns.is_none() {
-            return refuse("nest_pidns", "needs join_pidns");
-        }
-        if self.as_pid_1 && self.join_pidns.is_some() && !self.nest_pidns {
-            return refuse(
-                "as_pid_1",
-                "needs a pid namespace of the jail's own (nest_pidns with join_pidns)",
-            );
-        }
-        Ok(())
     }
 
     /// Final checks that need the whole policy.
@@ -813,26 +643,9 @@ impl Policy {
                 "a bare root has no workdir to write them into",
             ));
         }
-        if self.bpf_filters.iter().any(|b| b.len() % 8 != 0) {
-            return Err(PolicyError::new(
-                "bpf_filters",
-                "Invalid seccomp data, must be multiple of 8",
-            ));
-        }
-        if self.block_fd.is_some_and(|fd| fd < 0) {
-            return Err(PolicyError::new("block_fd", "not a file descriptor"));
-        }
-        self.check_namespaces()?;
+        self.compat.validate()?;
         if self.denials_fd.is_some_and(|fd| fd < 0) {
             return Err(PolicyError::new("--denials-fd", "not a file descriptor"));
-        }
-        for r in &self.pid_reports {
-            if r.fd < 0 {
-                return Err(PolicyError::new(
-                    "pid_reports",
-                    format!("{}: not a file descriptor", r.fd),
-                ));
-            }
         }
         for fd in &self.keep_fds {
             if *fd < 3 {
@@ -843,49 +656,5 @@ impl Policy {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn joined_namespaces_only_in_combinations_that_mean_something() {
-        let base = Policy::with_defaults(vec!["true".into()]);
-        let check = |f: &dyn Fn(&mut Policy)| {
-            let mut p = base.clone();
-            f(&mut p);
-            p.validate().map_err(|e| e.to_string())
-        };
-        assert!(check(&|p| p.join_userns = Some(3)).is_ok());
-        assert!(check(&|p| {
-            p.join_pidns = Some(4);
-            p.nest_pidns = true;
-            p.as_pid_1 = true;
-        })
-        .is_ok());
-        let refused = [
-            check(&|p| p.join_pidns = Some(-1)),
-            check(&|p| {
-                p.join_userns = Some(3);
-                p.userns_block_fd = Some(4);
-            }),
-            // The caller must learn the pid to write its maps.
-            check(&|p| p.userns_block_fd = Some(4)),
-            check(&|p| {
-                p.join_userns = Some(3);
-                p.disable_userns = true;
-            }),
-            check(&|p| p.nest_pidns = true),
-            // No pid namespace of the jail's own for its command to be pid 1 of.
-            check(&|p| {
-                p.join_pidns = Some(4);
-                p.as_pid_1 = true;
-            }),
-        ];
-        for r in refused {
-            assert!(r.is_err(), "{r:?}");
-        }
     }
 }

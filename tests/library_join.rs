@@ -1,4 +1,4 @@
-//! `Policy::join_userns` through the library from a caller with threads:
+//! `Compat::join_userns` through the library from a caller with threads:
 //! the namespace's fd travels with the run to the spawner's supervisor,
 //! which joins it before clone.
 
@@ -48,7 +48,7 @@ impl Drop for Holder {
     }
 }
 
-/// `Policy::join_userns` from a caller with threads: the fd travels to the
+/// `Compat::join_userns` from a caller with threads: the fd travels to the
 /// spawner's supervisor, which joins before clone; the jail (with a network
 /// namespace of its own, made in the joined one) runs as the policy's uid
 /// as that namespace maps it, never as host root.
@@ -68,7 +68,7 @@ fn a_spawned_jail_joins_the_callers_user_namespace() {
     let ns = std::fs::File::open(format!("/proc/{}/ns/user", h.1)).unwrap();
     let link = std::fs::read_link(format!("/proc/{}/ns/user", h.1)).unwrap();
     let mut policy = Jail::profile("shell").unwrap().policy().clone();
-    policy.join_userns = Some(std::os::fd::AsRawFd::as_raw_fd(&ns));
+    policy.compat.join_userns = Some(std::os::fd::AsRawFd::as_raw_fd(&ns));
     let script = "readlink /proc/self/ns/user; id -u; cat /proc/self/uid_map; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '";
     let out = std::thread::spawn(move || {
         Jail::new(policy)

@@ -136,16 +136,6 @@ pub(super) fn mandatory(ops: &[super::parse::Op]) -> bool {
     })
 }
 
-/// bwrap's words for a refused namespace (bubblewrap.c, after clone).
-pub(super) fn bwrap_refusal(errno: crate::sys::Errno) -> String {
-    match errno {
-        crate::sys::Errno::EINVAL => "Creating new namespace failed, likely because the kernel does not support user namespaces.".into(),
-        crate::sys::Errno::EPERM => "No permissions to create a new namespace, likely because the kernel does not allow non-privileged user namespaces. On e.g. debian this can be enabled with 'sysctl kernel.unprivileged_userns_clone=1'.".into(),
-        crate::sys::Errno::ENOSPC => "Creating new namespace failed: nesting depth or /proc/sys/user/max_*_namespaces exceeded (ENOSPC)".into(),
-        e => format!("Creating new namespace failed: {}", e.desc()),
-    }
-}
-
 /// The policy of the run without namespaces, from the namespaced one
 /// (`translate`'s), and the host paths its ops made unreachable; or the
 /// first op that cannot be honoured.

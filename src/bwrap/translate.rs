@@ -55,9 +55,9 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
         // capabilities (here in the jail's user namespace), and host
         // root's files on the binds are its own (idmapped; its processes
         // stay an unprivileged host id).
-        p.keep_caps = caller_caps();
-        p.caps_as_root = true;
-        p.idmap_root_binds = true;
+        p.compat.keep_caps = caller_caps();
+        p.compat.caps_as_root = true;
+        p.compat.idmap_root_binds = true;
     }
     p.seccomp.enabled = false;
     p.landlock.disabled = true;
@@ -89,7 +89,7 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     // As bwrap, a caller other than root always gets a user namespace of
     // its own (bwrap turns `--unshare-user` on for it), and an id equal to
     // the caller's own needs none.
-    let user = ns.user || p.join_userns.is_some() || !root;
+    let user = ns.user || p.compat.join_userns.is_some() || !root;
     if ns.uid && !user && p.uid != crate::sys::getuid() {
         return Err(usage(
             "Specifying --uid requires --unshare-user or --userns",
@@ -103,21 +103,21 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
     if ns.hostname && !ns.uts {
         return Err(usage("Specifying --hostname requires --unshare-uts"));
     }
-    if p.as_pid_1 && !ns.pid {
+    if p.compat.as_pid_1 && !ns.pid {
         return Err(usage("Specifying --as-pid-1 requires --unshare-pid"));
     }
-    if p.as_pid_1 && !p.lock_files.is_empty() {
+    if p.compat.as_pid_1 && !p.compat.lock_files.is_empty() {
         return Err(usage(
             "Specifying --as-pid-1 and --lock-file is not permitted",
         ));
     }
     // With `--pidns`, `--unshare-pid` makes the jail's own under it.
-    p.nest_pidns = p.join_pidns.is_some() && ns.pid;
+    p.compat.nest_pidns = p.compat.join_pidns.is_some() && ns.pid;
     if let Some(prog) = ns.seccomp.take() {
-        p.bpf_filters.push(prog);
+        p.compat.bpf_filters.push(prog);
     }
     if root && !ns.user {
-        p.bounding_caps = Some(caller_caps());
+        p.compat.bounding_caps = Some(caller_caps());
     }
     if ns.net && !ns.share_net {
         p.network = Network::None;
@@ -126,7 +126,7 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
         // As bwrap, at the command's start: the caller's directory if it
         // can be entered inside, else `$HOME`, else `/`.
         p.chdir = Some(std::env::current_dir().unwrap_or_else(|_| "/".into()));
-        p.chdir_fallbacks = home(&p.env).into_iter().chain(["/".into()]).collect();
+        p.compat.chdir_fallbacks = home(&p.env).into_iter().chain(["/".into()]).collect();
     }
     let cwd = p.chdir.clone().unwrap_or_default();
     policy::set_env(&mut p.env, "PWD".into(), cwd.into_os_string());
@@ -136,9 +136,9 @@ pub(super) fn policy(ops: &[Op], argv: Vec<OsString>) -> Result<Policy, BwrapErr
 /// The namespace options that exclude or need each other, checked in
 /// bwrap's order with its words (before `--uid`, `--gid` and the rest).
 fn namespace_combinations(p: &Policy, ns: &Ns) -> Result<(), BwrapError> {
-    let block = p.userns_block_fd.is_some();
-    let userns = p.join_userns.is_some();
-    let info = p.pid_reports.iter().any(|r| r.pretty);
+    let block = p.compat.userns_block_fd.is_some();
+    let userns = p.compat.join_userns.is_some();
+    let info = p.compat.pid_reports.iter().any(|r| r.pretty);
     let refusals = [
         (
             block && !ns.unshare_user,
@@ -154,11 +154,11 @@ fn namespace_combinations(p: &Policy, ns: &Ns) -> Result<(), BwrapError> {
             "--userns is not compatible with --unshare-user-try",
         ),
         (
-            p.disable_userns && !ns.unshare_user,
+            p.compat.disable_userns && !ns.unshare_user,
             "--disable-userns requires --unshare-user",
         ),
         (
-            p.disable_userns && block,
+            p.compat.disable_userns && block,
             "--disable-userns is not compatible with --userns-block-fd",
         ),
     ];
@@ -176,24 +176,24 @@ fn namespace_combinations(p: &Policy, ns: &Ns) -> Result<(), BwrapError> {
 pub(super) fn namespace_fds(p: &mut Policy, inherited: &[i32]) -> Result<(), Vec<String>> {
     let open = |fd: &Option<i32>| fd.is_none_or(|fd| inherited.contains(&fd));
     let bad = "Bad file descriptor";
-    if !open(&p.join_userns) {
+    if !open(&p.compat.join_userns) {
         return Err(vec![format!(
             "Joining specified user namespace failed: {bad}"
         )]);
     }
-    if !open(&p.join_pidns) {
+    if !open(&p.compat.join_pidns) {
         return Err(vec![
             format!("Setting pidns failed: {bad}"),
             "Unexpected short read from pid socket".into(),
         ]);
     }
-    if !open(&p.join_userns2) {
+    if !open(&p.compat.join_userns2) {
         return Err(vec![format!("Setting userns2 failed: {bad}")]);
     }
-    if !open(&p.userns_block_fd) {
+    if !open(&p.compat.userns_block_fd) {
         let null = std::fs::File::open("/dev/null").map_err(|e| vec![e.to_string()])?;
         // Held until this process ends, as the caller's fd would be.
-        p.userns_block_fd = Some(std::os::fd::IntoRawFd::into_raw_fd(null));
+        p.compat.userns_block_fd = Some(std::os::fd::IntoRawFd::into_raw_fd(null));
     }
     Ok(())
 }
@@ -263,18 +263,18 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
             ns.user = true;
             ns.unshare_user_try = true;
         }
-        // The caller's namespaces (`Policy::join_userns`, …).
-        "--userns" => p.join_userns = Some(super::parse::parse_fd(&a[0])?),
-        "--userns2" => p.join_userns2 = Some(super::parse::parse_fd(&a[0])?),
-        "--pidns" => p.join_pidns = Some(super::parse::parse_fd(&a[0])?),
-        "--userns-block-fd" => p.userns_block_fd = Some(super::parse::parse_fd(&a[0])?),
+        // The caller's namespaces (`Compat::join_userns`, …).
+        "--userns" => p.compat.join_userns = Some(super::parse::parse_fd(&a[0])?),
+        "--userns2" => p.compat.join_userns2 = Some(super::parse::parse_fd(&a[0])?),
+        "--pidns" => p.compat.join_pidns = Some(super::parse::parse_fd(&a[0])?),
+        "--userns-block-fd" => p.compat.userns_block_fd = Some(super::parse::parse_fd(&a[0])?),
         "--unshare-uts" => ns.uts = true,
         "--unshare-net" => ns.net = true,
         "--unshare-pid" => ns.pid = true,
-        "--disable-userns" => p.disable_userns = true,
-        "--assert-userns-disabled" => p.assert_userns_disabled = true,
-        // The command is the jail's pid 1 (`Policy::as_pid_1`).
-        "--as-pid-1" => p.as_pid_1 = true,
+        "--disable-userns" => p.compat.disable_userns = true,
+        "--assert-userns-disabled" => p.compat.assert_userns_disabled = true,
+        // The command is the jail's pid 1 (`Compat::as_pid_1`).
+        "--as-pid-1" => p.compat.as_pid_1 = true,
         // Always new here.
         "--unshare-ipc" | "--unshare-cgroup" | "--unshare-cgroup-try" => {}
         // Always so here: a new session, every capability dropped.
@@ -289,16 +289,16 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         // own (root), as bwrap's.
         // Either makes bwrap set every set, ambient included, to the result.
         "--cap-add" => {
-            p.keep_caps |= cap_mask(&a[0])?;
-            p.caps_as_root = false;
+            p.compat.keep_caps |= cap_mask(&a[0])?;
+            p.compat.caps_as_root = false;
         }
         "--cap-drop" => {
-            p.keep_caps &= !cap_mask(&a[0])?;
-            p.caps_as_root = false;
+            p.compat.keep_caps &= !cap_mask(&a[0])?;
+            p.compat.caps_as_root = false;
         }
         // Held open by this process (and the jail's init) until the end.
-        // The payload reads it before execve (`Policy::block_fd`).
-        "--block-fd" => p.block_fd = Some(super::parse::parse_fd(&a[0])?),
+        // The payload reads it before execve (`Compat::block_fd`).
+        "--block-fd" => p.compat.block_fd = Some(super::parse::parse_fd(&a[0])?),
         "--sync-fd" => {
             super::parse::parse_fd(&a[0])?;
         }
@@ -320,17 +320,17 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         "--unsetenv" => p.env.retain(|(k, _)| *k != a[0]),
         "--info-fd" | "--json-status-fd" => {
             let pretty = op.opt == "--info-fd";
-            p.pid_reports.retain(|r| r.pretty != pretty);
-            p.pid_reports.push(PidReport {
+            p.compat.pid_reports.retain(|r| r.pretty != pretty);
+            p.compat.pid_reports.push(PidReport {
                 fd: super::parse::parse_fd(&a[0])?,
                 pretty,
             })
         }
-        "--argv0" => p.argv0 = Some(a[0].clone()),
+        "--argv0" => p.compat.argv0 = Some(a[0].clone()),
         // Read by the parser; its fd is not the command's (`passed_fds`).
         "--args" => {}
-        // Installed last before execve, in order (`Policy::bpf_filters`).
-        "--seccomp" if !p.bpf_filters.is_empty() => {
+        // Installed last before execve, in order (`Compat::bpf_filters`).
+        "--seccomp" if !p.compat.bpf_filters.is_empty() => {
             return Err(usage("--seccomp cannot be combined with --add-seccomp-fd"))
         }
         "--seccomp" => ns.seccomp = Some(seccomp_data(&a[0], pending)?),
@@ -339,12 +339,12 @@ fn apply(op: &Op, p: &mut Policy, ns: &mut Ns, pending: &mut Pending) -> Result<
         }
         "--add-seccomp-fd" => {
             let prog = seccomp_data(&a[0], pending)?;
-            p.bpf_filters.push(prog);
+            p.compat.bpf_filters.push(prog);
         }
         // Refused by the parser (`parse::label`); never here.
         "--exec-label" | "--file-label" => return Err(BwrapError::Unsupported(op.opt)),
         // Opened and read-locked inside by the jail's init, held to the end.
-        "--lock-file" => p.lock_files.push(PathBuf::from(&a[0])),
+        "--lock-file" => p.compat.lock_files.push(PathBuf::from(&a[0])),
         "--perms" if pending.perms.is_some() => {
             return Err(usage("--perms given twice for the same action"))
         }
@@ -676,11 +676,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            (p.join_userns, p.join_pidns, p.nest_pidns),
+            (
+                p.compat.join_userns,
+                p.compat.join_pidns,
+                p.compat.nest_pidns
+            ),
             (Some(5), Some(6), true)
         );
         let p = policy(&[op("--pidns", &["6"])], vec!["x".into()]).unwrap();
-        assert!(!p.nest_pidns);
+        assert!(!p.compat.nest_pidns);
         let p = policy(
             &[
                 op("--unshare-user", &[]),
@@ -690,7 +694,7 @@ mod tests {
             vec!["x".into()],
         )
         .unwrap();
-        assert_eq!(p.userns_block_fd, Some(4));
+        assert_eq!(p.compat.userns_block_fd, Some(4));
         let e = |ops: &[Op]| policy(ops, vec!["x".into()]).unwrap_err().to_string();
         let userns = op("--userns", &["5"]);
         let block = op("--userns-block-fd", &["4"]);

@@ -40,7 +40,7 @@ pub fn drop_all() -> SysResult<usize> {
 }
 
 /// Only `keep` (bit N: capability N) in every set, inheritable and
-/// ambient included unless `as_root` (see `Policy::caps_as_root`), and
+/// ambient included unless `as_root` (see `Compat::caps_as_root`), and
 /// only `bounding` in the bounding set.
 pub fn keep_only(keep: u64, as_root: bool, bounding: u64) -> SysResult<usize> {
     sys::keep_only_caps(keep, !as_root, bounding)

@@ -1,7 +1,9 @@
 //! The jail layer's error: which step of the child side failed, on what
-//! path, and why. Its text (`Display`) is the reason alone, exactly as the
-//! setup error record carries it after the step and the path (the
-//! supervisor prints `<step>: <path>: <reason>`).
+//! path, with which errno, and why. Its text (`Display`) is the reason
+//! alone, in stockade's words, as the setup error record carries it after
+//! the step, the path, the errno and the step's value (`JailError::setup`;
+//! the supervisor prints `<step>: <path>: <reason>`, and a front end may
+//! word the parts its own way).
 
 #![deny(unsafe_code)]
 
@@ -10,26 +12,40 @@ use std::path::{Path, PathBuf};
 use landlock::RulesetError;
 
 use super::proto::LandlockApplied;
-use crate::sys::{SysError, SysResult};
+use crate::plan::SetupError;
+use crate::sys::{Errno, SysError, SysResult};
 
 /// A step of the child side that failed (or, for [`JailError::ProcRefused`],
 /// did not happen and did not stop the jail).
 #[derive(Debug, thiserror::Error)]
 pub enum JailError {
-    /// A system call of `step` failed on `path` ("" when none).
+    /// A system call of `step` failed on `path` ("" when none); `value`:
+    /// what else the step names (see `plan::SetupError::value`).
     #[error("{err}")]
     Sys {
         step: &'static str,
         path: String,
         err: SysError,
+        value: Option<String>,
     },
-    /// `step` refused what it found at `path` (a symlink where a mount
-    /// point goes, a file where a directory does): `why`, in bubblewrap's
-    /// words, naming the path.
+    /// `step` refused at `path`, for `why` (stockade's words).
     #[error("{why}")]
     Refused {
         step: &'static str,
         path: String,
+        why: String,
+    },
+    /// What `step` found at `path` does not fit it (a symlink where a
+    /// mount point goes, a file where a directory does, something where a
+    /// symlink goes): `errno` names it (see `plan::step`), `value` is what
+    /// else the step names (the symlink's target that is there), `why`
+    /// says it.
+    #[error("{why}")]
+    Found {
+        step: &'static str,
+        path: String,
+        errno: Errno,
+        value: Option<String>,
         why: String,
     },
     /// Nothing to report: exit 125 without a record. The supervisor is gone
@@ -62,10 +78,20 @@ pub enum JailError {
 }
 
 impl JailError {
+    /// The same error, with what else its step names.
+    pub fn with_value(mut self, v: impl Into<String>) -> Self {
+        if let JailError::Sys { value, .. } | JailError::Found { value, .. } = &mut self {
+            *value = Some(v.into());
+        }
+        self
+    }
+
     /// The step, as the setup error names it.
     pub fn step(&self) -> &str {
         match self {
-            JailError::Sys { step, .. } | JailError::Refused { step, .. } => step,
+            JailError::Sys { step, .. }
+            | JailError::Refused { step, .. }
+            | JailError::Found { step, .. } => step,
             JailError::Silent(_) => "",
             JailError::ProcRefused(_) => "proc",
             _ => "landlock",
@@ -75,8 +101,33 @@ impl JailError {
     /// The path the step worked on ("" when none).
     pub fn path(&self) -> &str {
         match self {
-            JailError::Sys { path, .. } | JailError::Refused { path, .. } => path,
+            JailError::Sys { path, .. }
+            | JailError::Refused { path, .. }
+            | JailError::Found { path, .. } => path,
             _ => "",
+        }
+    }
+
+    /// The errno of the failed call, or the one naming what was refused.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            JailError::Sys { err, .. } | JailError::ProcRefused(err) => Some(err.errno),
+            JailError::Found { errno, .. } => Some(*errno),
+            _ => None,
+        }
+    }
+
+    /// The setup error this is, in parts (its text is the reason).
+    pub fn setup(&self) -> SetupError {
+        let mut e = SetupError::new(self.step(), self.path(), self.to_string());
+        if let Some(n) = self.errno() {
+            e = e.with_errno(n as i32);
+        }
+        match self {
+            JailError::Sys { value: Some(v), .. } | JailError::Found { value: Some(v), .. } => {
+                e.with_value(v.as_str())
+            }
+            _ => e,
         }
     }
 }
@@ -93,6 +144,7 @@ impl<T> Step<T> for SysResult<T> {
             step,
             path: path.as_ref().display().to_string(),
             err,
+            value: None,
         })
     }
 }
@@ -100,7 +152,6 @@ impl<T> Step<T> for SysResult<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sys::Errno;
 
     #[test]
     fn text_is_the_reason_and_step_path_travel_beside_it() {
@@ -114,6 +165,26 @@ mod tests {
         let e = e.unwrap_err();
         assert_eq!((e.step(), e.path()), ("hostname", "jail"));
         assert_eq!(e.to_string(), text);
+        let s = e.setup();
+        assert_eq!((s.errno(), s.value()), (Some(libc::EPERM), None));
+        let e = JailError::Found {
+            step: "symlink destination",
+            path: "/l".into(),
+            errno: Errno::EEXIST,
+            value: Some("/usr".into()),
+            why: "a symlink to /usr is there".into(),
+        };
+        let s = e.setup();
+        assert_eq!(
+            (s.step(), s.path(), s.errno(), s.value(), s.reason()),
+            (
+                "symlink destination",
+                "/l",
+                Some(libc::EEXIST),
+                Some("/usr"),
+                "a symlink to /usr is there"
+            )
+        );
         let e = JailError::LandlockOpenRoot(std::io::Error::from_raw_os_error(libc::ENOENT));
         assert_eq!(e.step(), "landlock");
         assert!(e

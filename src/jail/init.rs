@@ -18,8 +18,8 @@ use self::tree::Tree;
 use super::error::{JailError, Step};
 use super::proto::{self, LayerRecord, OrFail, Report, Reporter};
 use super::{caps, ipc, payload, rootfs};
-use crate::plan::{BecomeUser, Plan, RootStep};
-use crate::sys;
+use crate::plan::{step, BecomeUser, Plan, RootStep};
+use crate::sys::{self, SysError};
 use std::path::{Path, PathBuf};
 
 /// The fallback's parent death signal (see [`die_with_supervisor`]): our
@@ -103,14 +103,7 @@ pub fn main(
         // The caller's user namespace under the jail's (bwrap's
         // `--userns2`): the payload starts in it.
         sys::setns_user(fd)
-            .map_err(|e| JailError::Refused {
-                step: "join user namespace",
-                path: String::new(),
-                why: format!(
-                    "Setting userns2 failed: {}",
-                    crate::sys::strerror(&std::io::Error::from_raw_os_error(e.errno as i32))
-                ),
-            })
+            .step(step::JOIN_INNER_USERNS, "")
             .or_fail(report);
     }
     // Held (open and locked) until init exits.
@@ -185,8 +178,8 @@ fn wait_for_go(ctl: &OwnedFd) -> Result<(), JailError> {
 
 /// In a joined user namespace: the ids asked for, and in place of a host
 /// root the namespace does not map (the kernel shows it as the overflow
-/// id), the policy's (see [`BecomeUser::Joined`]). Refused in bwrap's
-/// words.
+/// id), the policy's (see [`BecomeUser::Joined`]). The error's value is
+/// the id it switched to (`step::SWITCH_USER`).
 fn joined_ids(b: BecomeUser) -> Result<(), JailError> {
     let BecomeUser::Joined {
         uid,
@@ -209,13 +202,11 @@ fn joined_ids(b: BecomeUser) -> Result<(), JailError> {
     let gid = gid
         .or(unmapped_root_group
             .filter(|_| unmapped(sys::getegid(), "/proc/sys/kernel/overflowgid")));
-    caps::become_ids(uid, gid).map_err(|(what, id, e)| JailError::Refused {
-        step: "switch to jail user",
+    caps::become_ids(uid, gid).map_err(|(what, id, err)| JailError::Sys {
+        step: step::SWITCH_USER,
         path: String::new(),
-        why: format!(
-            "unable to switch to {what} {id}: {}",
-            crate::sys::strerror(&std::io::Error::from_raw_os_error(e.errno as i32))
-        ),
+        err,
+        value: Some(format!("{what} {id}")),
     })
 }
 
@@ -303,45 +294,28 @@ fn watch_covers(plan: &Plan, ctl: &OwnedFd) {
 fn disable_userns(max: u32) -> Result<OwnedFd, JailError> {
     use std::io::Write;
     const SYSCTL: &str = "/proc/sys/user/max_user_namespaces";
-    let refused = |why: String| JailError::Refused {
-        step: "disable userns",
-        path: SYSCTL.into(),
-        why,
-    };
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .open(SYSCTL)
-        .map_err(|e| {
-            refused(format!(
-                "cannot open {SYSCTL}: {}",
-                crate::sys::strerror(&e)
-            ))
-        })?;
-    f.write_all(max.to_string().as_bytes()).map_err(|e| {
-        refused(format!(
-            "sysctl user.max_user_namespaces = {max}: {}",
-            crate::sys::strerror(&e)
-        ))
-    })?;
-    sys::open_dir_path(std::path::Path::new("/proc"))
-        .map_err(|e| refused(format!("open /proc: {e}")))
+        .map_err(|e| SysError::io("open", SYSCTL, &e))
+        .step(step::OPEN_USERNS_LIMIT, SYSCTL)?;
+    f.write_all(max.to_string().as_bytes())
+        .map_err(|e| SysError::io("write", max, &e))
+        .step(step::SET_USERNS_LIMIT, SYSCTL)
+        .map_err(|e| e.with_value(max.to_string()))?;
+    sys::open_dir_path(std::path::Path::new("/proc")).step("disable userns", "/proc")
 }
 
 /// Open and read-lock each of the plan's lock files (inside the root), as
-/// bwrap's pid 1 does; refused in bwrap's words.
+/// bwrap's pid 1 does.
 fn lock_files(plan: &Plan) -> Result<Vec<OwnedFd>, JailError> {
-    let refused = |what: &str, p: &std::path::Path, why: String| JailError::Refused {
-        step: "lock file",
-        path: p.display().to_string(),
-        why: format!("{what} {}: {why}", p.display()),
-    };
     let mut held = Vec::new();
     for p in &plan.lock_files {
         let fd: OwnedFd = std::fs::File::open(p)
-            .map_err(|e| refused("Unable to open lock file", p, crate::sys::strerror(&e)))?
+            .map_err(|e| SysError::io("open", p.display(), &e))
+            .step(step::OPEN_LOCK_FILE, p)?
             .into();
-        sys::read_lock(&fd)
-            .map_err(|e| refused("Unable to lock file", p, e.errno.desc().into()))?;
+        sys::read_lock(&fd).step(step::LOCK_FILE, p)?;
         held.push(fd);
     }
     Ok(held)

@@ -27,7 +27,7 @@ use landlock::{
     Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
-use super::error::JailError;
+use super::error::{JailError, Step};
 use super::proto::{Enforced, LandlockApplied, Skipped, Tcp};
 use crate::plan::Access as Grant;
 use crate::sys;
@@ -204,11 +204,7 @@ pub fn apply(
     let (mut created, root_listable) =
         grant_root_listing(created, asked.wanted.fs, &added, mounts)?;
     if let Some(tag) = log_tag {
-        sys::set_comm(tag).map_err(|err| JailError::Sys {
-            step: "landlock",
-            path: String::new(),
-            err,
-        })?;
+        sys::set_comm(tag).step("landlock", "")?;
         created = created
             .log_new_exec(true)
             .map_err(JailError::LandlockRestrict)?;

@@ -129,7 +129,7 @@ pub(super) fn say_hello(hello: Option<i32>, report: Reporter) {
 /// can be entered; the environment execve gets there. The error is the
 /// first directory's.
 fn enter_cwd(plan: &Plan) -> Result<&[std::ffi::CString], JailError> {
-    let first = sys::chdir(&plan.cwd).step("chdir", &plan.cwd);
+    let first = sys::chdir(&plan.cwd).step(crate::plan::step::CHDIR, &plan.cwd);
     let Err(e) = first else {
         return Ok(&plan.envp);
     };
@@ -166,9 +166,9 @@ fn assert_userns_disabled() -> Result<(), JailError> {
     match sys::unshare_userns() {
         Err(_) => Ok(()),
         Ok(()) => Err(JailError::Refused {
-            step: "assert userns disabled",
+            step: crate::plan::step::ASSERT_USERNS_DISABLED,
             path: String::new(),
-            why: "creation of new user namespaces was not disabled as requested".into(),
+            why: "a new user namespace could still be created".into(),
         }),
     }
 }

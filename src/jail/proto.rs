@@ -8,7 +8,8 @@
 //! one signal to the payload. EOF means the supervisor is gone.
 //!
 //! report (jail → supervisor), one line each:
-//! `E<step>\t<path>\t<reason>` setup failed; `X<errno>\t<path>` execve
+//! `E<step>\t<path>\t<errno>\t<value>\t<reason>` setup failed (a
+//! [`SetupError`]: errno and value empty when none); `X<errno>\t<path>` execve
 //! failed; `L<record>` a layer init or the payload applied (a
 //! [`LayerRecord`] as one line of JSON); `P<tasks>\t<vm>`
 //! sampled peaks; `U<user µs>\t<system µs>\t<maxrss KiB>` what the jail's
@@ -23,6 +24,7 @@ use std::os::fd::RawFd;
 use serde::{Deserialize, Serialize};
 
 use super::error::JailError;
+use crate::plan::SetupError;
 use crate::seccomp::SeccompAction;
 use crate::sys;
 
@@ -49,11 +51,7 @@ pub const FORWARD: u8 = b'F';
 /// A message from the jail.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
-    Setup {
-        step: String,
-        path: String,
-        reason: String,
-    },
+    Setup(SetupError),
     Exec {
         errno: i32,
         path: String,
@@ -200,9 +198,15 @@ fn clean(s: &str) -> String {
 
 pub fn encode(r: &Report) -> Vec<u8> {
     match r {
-        Report::Setup { step, path, reason } => {
-            format!("E{}\t{}\t{}\n", clean(step), clean(path), clean(reason)).into_bytes()
-        }
+        Report::Setup(e) => format!(
+            "E{}\t{}\t{}\t{}\t{}\n",
+            clean(e.step()),
+            clean(e.path()),
+            e.errno().map(|n| n.to_string()).unwrap_or_default(),
+            clean(e.value().unwrap_or_default()),
+            clean(e.reason())
+        )
+        .into_bytes(),
         Report::Exec { errno, path } => format!("X{}\t{}\n", errno, clean(path)).into_bytes(),
         Report::Status(st) => format!("S{st}\n").into_bytes(),
         Report::Peak {
@@ -237,11 +241,19 @@ pub fn decode(buf: &[u8]) -> Vec<Report> {
         let rest = &line[1..];
         let mut f = rest.split('\t');
         match kind {
-            'E' => out.push(Report::Setup {
-                step: f.next().unwrap_or("").to_string(),
-                path: f.next().unwrap_or("").to_string(),
-                reason: f.next().unwrap_or("").to_string(),
-            }),
+            'E' => {
+                let (step, path) = (f.next().unwrap_or(""), f.next().unwrap_or(""));
+                let errno = f.next().and_then(|n| n.parse().ok());
+                let value = f.next().filter(|v| !v.is_empty());
+                let mut e = SetupError::new(step, path, f.next().unwrap_or(""));
+                if let Some(n) = errno {
+                    e = e.with_errno(n);
+                }
+                if let Some(v) = value {
+                    e = e.with_value(v);
+                }
+                out.push(Report::Setup(e))
+            }
             'X' => out.push(Report::Exec {
                 errno: f.next().and_then(|e| e.parse().ok()).unwrap_or(0),
                 path: f.next().unwrap_or("").to_string(),
@@ -299,15 +311,11 @@ impl Reporter {
     }
 
     /// The one way init and the payload give up: the setup error record
-    /// (step, path, reason), unless there is no one to read it, then exit
+    /// (step, path, errno, value, reason), unless there is no one to read it, then exit
     /// 125 at once (no destructor runs: the payload shares init's memory).
     pub fn fail(self, e: JailError) -> ! {
         if !matches!(e, JailError::Silent(_)) {
-            self.send(&Report::Setup {
-                step: e.step().into(),
-                path: e.path().into(),
-                reason: e.to_string(),
-            });
+            self.send(&Report::Setup(e.setup()));
         }
         sys::exit_now(125)
     }
@@ -335,11 +343,14 @@ mod tests {
     #[test]
     fn round_trip() {
         let msgs = vec![
-            Report::Setup {
-                step: "bind".into(),
-                path: "/x\ty".into(),
-                reason: "ENOENT".into(),
-            },
+            Report::Setup(
+                SetupError::new("bind", "/x\ty", "ENOENT: No such file").with_errno(libc::ENOENT),
+            ),
+            Report::Setup(
+                SetupError::new("symlink destination", "/l", "a symlink to /usr is there")
+                    .with_errno(libc::EEXIST)
+                    .with_value("/usr"),
+            ),
             Report::Exec {
                 errno: 2,
                 path: "/bin/nope".into(),
@@ -380,15 +391,11 @@ mod tests {
         assert_eq!(back.len(), msgs.len());
         assert_eq!(
             back[0],
-            Report::Setup {
-                step: "bind".into(),
-                path: "/x y".into(),
-                reason: "ENOENT".into()
-            }
+            Report::Setup(
+                SetupError::new("bind", "/x y", "ENOENT: No such file").with_errno(libc::ENOENT)
+            )
         );
-        assert_eq!(back[1], msgs[1]);
-        assert_eq!(back[2], msgs[2]);
-        assert_eq!(back[3..], msgs[3..]);
+        assert_eq!(back[1..], msgs[1..]);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
 use super::error::JailError;
-use crate::plan::{Plan, RootStep};
+use crate::plan::{step, Plan, RootStep};
 use crate::sys::{
     self, at, Errno, SysError, SysResult, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY,
 };
@@ -38,6 +38,7 @@ fn step_error(step: &'static str, path: &Path, err: SysError) -> JailError {
         step,
         path: Path::new("/").join(path).display().to_string(),
         err,
+        value: None,
     }
 }
 
@@ -137,12 +138,11 @@ pub fn open_sources(plan: &Plan, idmapped: Vec<Option<Idmapped>>) -> Result<Sour
                         step: "bind",
                         path: src.display().to_string(),
                         err: e,
+                        value: None,
                     })
                 }
             },
-            RootStep::Overlay {
-                dst, lower, upper, ..
-            } => Some(overlay_sources(dst, lower, upper.as_ref())?),
+            RootStep::Overlay { lower, upper, .. } => Some(overlay_sources(lower, upper.as_ref())?),
             _ => None,
         });
     }
@@ -494,31 +494,30 @@ fn mqueue(root: &mut Root, dst: &Path) -> Result<(), JailError> {
 }
 
 /// An overlay's host directories, opened with the caller's credentials as
-/// the binds' sources are; refused in bwrap's words.
+/// the binds' sources are (each error's path is the host directory's).
 fn overlay_sources(
-    dst: &Path,
     lower: &[PathBuf],
     upper: Option<&(PathBuf, PathBuf)>,
 ) -> Result<Source, JailError> {
-    let open = |p: &Path, what: &str| {
-        sys::open_dir_path(p).map_err(|e| JailError::Refused {
-            step: "overlay",
-            path: Path::new("/").join(dst).display().to_string(),
-            why: format!(
-                "Can't open overlay {what} {}: {}",
-                p.display(),
-                e.errno.desc()
-            ),
+    let open = |p: &Path, step| {
+        sys::open_dir_path(p).map_err(|err| JailError::Sys {
+            step,
+            path: p.display().to_string(),
+            err,
+            value: None,
         })
     };
     let upper = match upper {
-        Some((u, w)) => Some((open(u, "source")?, open(w, "workdir")?)),
+        Some((u, w)) => Some((
+            open(u, step::OVERLAY_SOURCE)?,
+            open(w, step::OVERLAY_WORKDIR)?,
+        )),
         None => None,
     };
     let lower = lower
         .iter()
         .rev()
-        .map(|l| open(l, "source"))
+        .map(|l| open(l, step::OVERLAY_SOURCE))
         .collect::<Result<_, _>>()?;
     Ok(Source::Overlay { upper, lower })
 }
@@ -544,7 +543,6 @@ fn overlay(
     let Some(Source::Overlay { upper, lower }) = src else {
         return Ok(());
     };
-    let shown = Path::new("/").join(dst);
     let path = |fd: &OwnedFd| sys::fd_path(fd).to_string_lossy().into_owned();
     let d = root.dir(dst, 0o755).step("overlay", dst)?;
     let mut held = Vec::new();
@@ -589,15 +587,8 @@ fn overlay(
         Some(&opts),
         dst,
     )
-    .map_err(|e| JailError::Refused {
-        step: "overlay",
-        path: shown.display().to_string(),
-        why: format!(
-            "Can't make overlay mount on {} with options {opts}: {}",
-            shown.display(),
-            e.errno.desc()
-        ),
-    })?;
+    .step(step::OVERLAY_MOUNT, dst)
+    .map_err(|e| e.with_value(opts))?;
     root.mounted(dst);
     Ok(())
 }
@@ -634,8 +625,8 @@ fn attach_layers(
 
 /// chmod what is at `dst`, resolved inside the root.
 fn chmod(root: &Root, dst: &Path, mode: u32) -> Result<(), JailError> {
-    let fd = sys::open_in_root(&root.fd, dst, libc::O_PATH).step("chmod", dst)?;
-    sys::chmod_fd(&fd, mode, dst).step("chmod", dst)
+    let fd = sys::open_in_root(&root.fd, dst, libc::O_PATH).step(step::CHMOD_OPEN, dst)?;
+    sys::chmod_fd(&fd, mode, dst).step(step::CHMOD, dst)
 }
 
 /// The file just made at `dst` bind-mounted onto itself, read-only unless
@@ -729,22 +720,34 @@ fn mount_point(pfd: &OwnedFd, name: &OsStr, is_dir: bool, dst: &Path) -> Result<
         }
         Err(e) => return Err(step_error("bind", dst, e)),
     };
-    let shown = Path::new("/").join(dst);
-    let why = match mode {
-        libc::S_IFLNK => format!("Can't mount on symlink destination {}", shown.display()),
-        libc::S_IFDIR if !is_dir => format!("Destination is not a file {}", shown.display()),
-        m if is_dir && m != libc::S_IFDIR => {
-            format!("Destination is not a directory {}", shown.display())
-        }
+    let (errno, why) = match mode {
+        libc::S_IFLNK => (Errno::ELOOP, "a symlink is there (a mount would follow it)"),
+        libc::S_IFDIR if !is_dir => (
+            Errno::EISDIR,
+            "a directory is there, for a source that is not one",
+        ),
+        m if is_dir && m != libc::S_IFDIR => (
+            Errno::ENOTDIR,
+            "what is there is not a directory, for a source that is one",
+        ),
         _ => return Ok(()),
     };
-    Err(refused("bind", dst, why))
+    Err(found(step::MOUNT_POINT, dst, errno, None, why.into()))
 }
 
-fn refused(step: &'static str, path: &Path, why: String) -> JailError {
-    JailError::Refused {
+/// What `step` found at the jail path `path` does not fit it.
+fn found(
+    step: &'static str,
+    path: &Path,
+    errno: Errno,
+    value: Option<String>,
+    why: String,
+) -> JailError {
+    JailError::Found {
         step,
         path: Path::new("/").join(path).display().to_string(),
+        errno,
+        value,
         why,
     }
 }
@@ -757,21 +760,19 @@ fn symlink(dir: &OwnedFd, name: &OsStr, target: &Path, link: &Path) -> Result<()
         Err(e) if e.errno == Errno::EEXIST => e,
         Err(e) => return Err(step_error("symlink", link, e)),
     };
-    let shown = Path::new("/").join(link);
-    let why = match at::readlink(dir, name, link) {
+    let (there, why) = match at::readlink(dir, name, link) {
         Ok(t) if t == target.as_os_str() => return Ok(()),
-        Ok(t) => format!(
-            "Can't make symlink at {}: existing destination is {}",
-            shown.display(),
-            Path::new(&t).display()
-        ),
-        Err(r) if r.errno == Errno::EINVAL => format!(
-            "Can't make symlink at {}: destination exists and is not a symlink",
-            shown.display()
-        ),
+        Ok(t) => {
+            let t = Path::new(&t).display().to_string();
+            let why = format!("a symlink to {t} is there");
+            (Some(t), why)
+        }
+        Err(r) if r.errno == Errno::EINVAL => {
+            (None, "something other than a symlink is there".into())
+        }
         Err(_) => return Err(step_error("symlink", link, e)),
     };
-    Err(refused("symlink", link, why))
+    Err(found(step::SYMLINK_EXISTS, link, Errno::EEXIST, there, why))
 }
 
 /// Bind `src` over the whole root (a bind whose destination is `/`): the

@@ -59,7 +59,7 @@ pub(crate) fn session_policy(
         argv.extend(["--path".into(), p]);
     }
     base.argv = argv;
-    base.argv0 = None;
+    base.compat.argv0 = None;
     base.mounts.push(MountSpec::Bind {
         src: exe.clone(),
         dst: PathBuf::from(AGENT_DIR).join(name),

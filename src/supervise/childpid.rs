@@ -1,4 +1,4 @@
-//! The jail's pid, told where the policy asks (`Policy::pid_reports`:
+//! The jail's pid, told where the policy asks (`Compat::pid_reports`:
 //! bwrap's `--info-fd` and `--json-status-fd`), as bwrap tells it: the
 //! host pid of the process that execs the command (its user, pid, mount
 //! and other namespaces are the jail's; it is dumpable once it has exec'd,

@@ -292,7 +292,7 @@ pub(super) fn failed_first(pidfd: &OwnedFd, pid: i32, rep: &OwnedFd) -> Option<S
         buf.extend_from_slice(&chunk[..n]);
     }
     proto::decode(&buf).into_iter().find_map(|r| match r {
-        proto::Report::Setup { step, path, reason } => Some(SetupError::new(step, path, reason)),
+        proto::Report::Setup(e) => Some(e),
         _ => None,
     })
 }

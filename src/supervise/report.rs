@@ -96,9 +96,7 @@ impl Records {
         let mut r = Records::default();
         for report in decoded {
             match report {
-                proto::Report::Setup { step, path, reason } => {
-                    return Err(SetupError::new(step, path, reason));
-                }
+                proto::Report::Setup(e) => return Err(e),
                 proto::Report::Exec { errno, path } => {
                     r.exec_error = Some((Errno::from_raw(errno), path))
                 }
@@ -144,7 +142,9 @@ pub(super) fn unix_sockets(o: &mut Outcome, report: Option<serde_json::Value>) {
 pub(super) fn exec_failed(o: &mut Outcome, errno: Errno, path: String) {
     o.status = Status::SetupError;
     o.exit_code = if errno == Errno::ENOENT { 127 } else { 126 };
-    o.error = Some(SetupError::from_errno("execve", path, errno).to_string());
+    let e = SetupError::from_errno(crate::plan::step::EXECVE, path, errno);
+    o.error = Some(e.to_string());
+    o.setup = Some((&e).into());
 }
 
 /// How the payload ended: init's record of it, or init's own death (killed

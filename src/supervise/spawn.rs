@@ -22,7 +22,7 @@ use crate::cgroup;
 use crate::egress::{Denials, Proxy};
 use crate::jail::proto;
 use crate::outcome::Outcome;
-use crate::plan::{Plan, Resources, SetupError};
+use crate::plan::{step, Plan, Resources, SetupError};
 use crate::policy::Network;
 use crate::sys::{self, Cloned, Errno};
 
@@ -255,31 +255,16 @@ fn ns_inodes(plan: &Plan, pid: i32) -> Vec<(&'static str, u64)> {
 }
 
 /// The caller's user namespace (`Plan::join_userns`), then its pid
-/// namespace for our next child (`Plan::join_pidns`), failing in bwrap's
-/// words. The user namespace first: the pid namespace's owner is where we
-/// need CAP_SYS_ADMIN.
+/// namespace for our next child (`Plan::join_pidns`). The user namespace
+/// first: the pid namespace's owner is where we need CAP_SYS_ADMIN.
 fn join_namespaces(plan: &Plan) -> Result<(), SetupError> {
     if let Some(fd) = plan.join_userns {
-        sys::setns_user(fd).map_err(|e| {
-            let why = match e.errno {
-                Errno::EINVAL => "Joining the specified user namespace failed, it might not be a descendant of the current user namespace.".to_string(),
-                n => format!("Joining specified user namespace failed: {}", strerror(n)),
-            };
-            SetupError::new("join user namespace", "", why).with_errno(e.errno as i32)
-        })?;
+        sys::setns_user(fd).map_err(|e| SetupError::sys(step::JOIN_USERNS, "", &e))?;
     }
     if let Some(fd) = plan.join_pidns {
-        sys::setns_pid(fd).map_err(|e| {
-            let why = format!("Setting pidns failed: {}", strerror(e.errno));
-            SetupError::new("join pid namespace", "", why).with_errno(e.errno as i32)
-        })?;
+        sys::setns_pid(fd).map_err(|e| SetupError::sys(step::JOIN_PIDNS, "", &e))?;
     }
     Ok(())
-}
-
-/// An errno in C's strerror words (bwrap's messages quote them).
-fn strerror(e: Errno) -> String {
-    crate::sys::strerror(&std::io::Error::from_raw_os_error(e as i32))
 }
 
 /// The supervisor's end of the seccomp listener (every mode, mediation),
@@ -323,7 +308,7 @@ fn clone(plan: &Plan, cg: Option<&cgroup::RunCgroup>) -> Result<(Cloned, sys::Cl
                 why,
             })
         }
-        Err(e) => Err(SetupError::sys("create namespaces", "", &e).into()),
+        Err(e) => Err(SetupError::sys(step::CREATE_NAMESPACES, "", &e).into()),
     }
 }
 

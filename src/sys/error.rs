@@ -26,13 +26,25 @@ impl fmt::Display for SysError {
 
 impl std::error::Error for SysError {}
 
+impl SysError {
+    /// A call made through std that failed with `e` (EIO when it carries
+    /// no errno).
+    pub fn io(call: &'static str, arg: impl fmt::Display, e: &std::io::Error) -> SysError {
+        SysError {
+            call,
+            arg: arg.to_string(),
+            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+        }
+    }
+}
+
 /// `ENOENT: No such file or directory`.
 pub fn errno_text(e: Errno) -> String {
     e.to_string()
 }
 
 /// An I/O error in C's strerror words, without Rust's ` (os error N)`
-/// (bwrap's messages, and init's refusals in its words, quote them).
+/// (the bwrap front end's messages quote them).
 pub fn strerror(e: &std::io::Error) -> String {
     let s = e.to_string();
     match s.rfind(" (os error ") {
