@@ -201,7 +201,7 @@ fn resolve_profile(a: &RunArgs, w: &Workdir) -> Result<profile::Resolved, Policy
         workdir_inner: w.inner.clone(),
     };
     let spec = a.profile.as_deref().unwrap_or(profile::DEFAULT_PROFILE);
-    profile::resolve(spec, "--profile", &opts)
+    profile::resolve(spec, "--profile", &opts, &crate::policy::python::discover)
 }
 
 /// `--uid`, `--gid`, `--host-uid`, `--host-gid`, `--uid-range`.

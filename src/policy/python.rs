@@ -56,6 +56,12 @@ pub enum PythonError {
     NoExecutable { asked: PathBuf, executable: String },
 }
 
+/// How an interpreter is found: from the name or path asked, what it said
+/// about itself. Profiles are resolved with one
+/// ([`profile::resolve`](super::profile::resolve)), so that finding it is
+/// the caller's part.
+pub type Discover = dyn Fn(&Path) -> Result<Interpreter, PythonError>;
+
 /// What the interpreter said about itself.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Interpreter {
