@@ -118,7 +118,7 @@ impl Jail {
             spec,
             "profile",
             &profile::Options::default(),
-            &crate::policy::python::discover,
+            &crate::host::python::discover,
         )?;
         Ok(Jail::new(r.policy))
     }

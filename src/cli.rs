@@ -183,7 +183,7 @@ fn check_cmd(c: &args::CheckArgs) -> i32 {
         spec,
         "--profile",
         &profile::Options::default(),
-        &crate::policy::python::discover,
+        &crate::host::python::discover,
     ) {
         Ok(r) => r,
         Err(e) => {

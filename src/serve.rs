@@ -212,7 +212,7 @@ fn resolve_profiles(names: &[String]) -> Result<Vec<(String, Policy)>, String> {
             n,
             "--profiles",
             &profile::Options::default(),
-            &crate::policy::python::discover,
+            &crate::host::python::discover,
         )
         .map_err(|e| e.to_string())?;
         out.push((n.to_string(), r.policy));

@@ -117,7 +117,7 @@ impl Extras {
                 spec,
                 origin,
                 &opts,
-                &crate::policy::python::discover,
+                &crate::host::python::discover,
             )?
             .policy;
             p.landlock = r.landlock;

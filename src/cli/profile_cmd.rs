@@ -31,12 +31,7 @@ pub(super) fn profile_cmd(pc: ProfileCmd) -> i32 {
                 python,
                 workdir_inner: None,
             };
-            match profile::resolve(
-                &spec,
-                "profile show",
-                &opts,
-                &crate::policy::python::discover,
-            ) {
+            match profile::resolve(&spec, "profile show", &opts, &crate::host::python::discover) {
                 Ok(r) => {
                     print!("{}", profile::show(&r));
                     0
@@ -69,7 +64,7 @@ fn check_profile(spec: &str) -> Result<String, CliError> {
         spec,
         "profile check",
         &profile::Options::default(),
-        &crate::policy::python::discover,
+        &crate::host::python::discover,
     )?;
     let mut p = r.policy.clone();
     python_reachable(&r, &p, false)?;
