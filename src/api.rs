@@ -114,7 +114,12 @@ impl Jail {
     /// A jail from a profile: a built-in name (`minimal`, `shell`, `python`,
     /// `strict`) or a TOML file's path, with no command yet.
     pub fn profile(spec: &str) -> Result<Jail, Error> {
-        let r = profile::resolve(spec, "profile", &profile::Options::default())?;
+        let r = profile::resolve(
+            spec,
+            "profile",
+            &profile::Options::default(),
+            &crate::host::python::discover,
+        )?;
         Ok(Jail::new(r.policy))
     }
 

@@ -179,7 +179,12 @@ fn first_line(e: &clap::Error) -> String {
 /// `stockade check [--profile P] [--json]`.
 fn check_cmd(c: &args::CheckArgs) -> i32 {
     let spec = c.profile.as_deref().unwrap_or(profile::DEFAULT_PROFILE);
-    let r = match profile::resolve(spec, "--profile", &profile::Options::default()) {
+    let r = match profile::resolve(
+        spec,
+        "--profile",
+        &profile::Options::default(),
+        &crate::host::python::discover,
+    ) {
         Ok(r) => r,
         Err(e) => {
             eprint_line(&e.to_string());

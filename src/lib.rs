@@ -14,6 +14,7 @@ mod cgroup;
 mod check;
 mod cli;
 mod egress;
+mod host;
 mod jail;
 pub mod outcome;
 mod plan;

@@ -208,8 +208,13 @@ fn resolve_profiles(names: &[String]) -> Result<Vec<(String, Policy)>, String> {
         if out.iter().any(|(m, _)| m == n) {
             continue;
         }
-        let r = profile::resolve(n, "--profiles", &profile::Options::default())
-            .map_err(|e| e.to_string())?;
+        let r = profile::resolve(
+            n,
+            "--profiles",
+            &profile::Options::default(),
+            &crate::host::python::discover,
+        )
+        .map_err(|e| e.to_string())?;
         out.push((n.to_string(), r.policy));
     }
     if out.is_empty() {

@@ -113,7 +113,13 @@ impl Extras {
     pub(super) fn apply(&self, p: &mut Policy) -> Result<(), BwrapError> {
         if let Some((origin, spec)) = &self.profile {
             let opts = crate::policy::profile::Options::default();
-            let r = crate::policy::profile::resolve(spec, origin, &opts)?.policy;
+            let r = crate::policy::profile::resolve(
+                spec,
+                origin,
+                &opts,
+                &crate::host::python::discover,
+            )?
+            .policy;
             p.landlock = r.landlock;
             p.seccomp = r.seccomp;
             p.limits = r.limits;

@@ -31,7 +31,7 @@ pub(super) fn profile_cmd(pc: ProfileCmd) -> i32 {
                 python,
                 workdir_inner: None,
             };
-            match profile::resolve(&spec, "profile show", &opts) {
+            match profile::resolve(&spec, "profile show", &opts, &crate::host::python::discover) {
                 Ok(r) => {
                     print!("{}", profile::show(&r));
                     0
@@ -60,7 +60,12 @@ pub(super) fn profile_cmd(pc: ProfileCmd) -> i32 {
 /// plan: bind sources, seccomp names, ids), without a command. The chain
 /// of files applied, or the one-line error.
 fn check_profile(spec: &str) -> Result<String, CliError> {
-    let r = profile::resolve(spec, "profile check", &profile::Options::default())?;
+    let r = profile::resolve(
+        spec,
+        "profile check",
+        &profile::Options::default(),
+        &crate::host::python::discover,
+    )?;
     let mut p = r.policy.clone();
     python_reachable(&r, &p, false)?;
     p.argv = vec!["true".into()];

@@ -201,7 +201,7 @@ fn resolve_profile(a: &RunArgs, w: &Workdir) -> Result<profile::Resolved, Policy
         workdir_inner: w.inner.clone(),
     };
     let spec = a.profile.as_deref().unwrap_or(profile::DEFAULT_PROFILE);
-    profile::resolve(spec, "--profile", &opts)
+    profile::resolve(spec, "--profile", &opts, &crate::host::python::discover)
 }
 
 /// `--uid`, `--gid`, `--host-uid`, `--host-gid`, `--uid-range`.
@@ -474,12 +474,12 @@ pub(super) fn python_reachable(
         (crate::sys::geteuid(), crate::sys::getegid())
     };
     let name = if flag { "--python" } else { "python" };
-    if let Some(why) = policy::python::jail_cannot_run(i, r.system_root, ou, og) {
+    if let Some(why) = crate::host::python::jail_cannot_run(i, r.system_root, ou, og) {
         return Err(PolicyError::new(name, why));
     }
     for m in policy::python::mounts(i, r.system_root) {
         if let MountSpec::Bind { src, .. } = &m {
-            if let Some(why) = policy::python::not_readable_by(src, ou, og) {
+            if let Some(why) = crate::host::python::not_readable_by(src, ou, og) {
                 return Err(PolicyError::new(
                     name,
                     format!(

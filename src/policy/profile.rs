@@ -20,7 +20,7 @@ mod tests;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::python::{self, Interpreter};
+use super::python::{self, Discover, Interpreter};
 use super::{Policy, PolicyError};
 use context::{Ctx, Vars};
 use defaults::resolve_defaults_only;
@@ -76,20 +76,32 @@ pub struct Resolved {
 
 /// Resolve `spec` (a built-in name or a path) into a policy. `origin`
 /// names the flag that chose it, for errors about the choice itself.
-pub fn resolve(spec: &str, origin: &str, opts: &Options) -> Result<Resolved, PolicyError> {
+/// `discover` finds the interpreter when the profile (or `--python`) asks
+/// for one; it is called at most once.
+pub fn resolve(
+    spec: &str,
+    origin: &str,
+    opts: &Options,
+    discover: &Discover,
+) -> Result<Resolved, PolicyError> {
     match resolve_defaults_only(spec, opts) {
         Some(r) => Ok(r),
-        None => resolve_parsed(spec, origin, opts),
+        None => resolve_parsed(spec, origin, opts, discover),
     }
 }
 
 /// [`resolve`] through the TOML parser: the chain of files, what they
 /// decide first (the interpreter, the workdir's path), then each file
 /// applied in turn, base first.
-fn resolve_parsed(spec: &str, origin: &str, opts: &Options) -> Result<Resolved, PolicyError> {
+fn resolve_parsed(
+    spec: &str,
+    origin: &str,
+    opts: &Options,
+    discover: &Discover,
+) -> Result<Resolved, PolicyError> {
     let layers = source::chain(spec, origin)?;
     let pre = Prelude::read(&layers, opts)?;
-    let interpreter = pre.discover(opts)?;
+    let interpreter = pre.interpreter(opts, discover)?;
     let mut p = Policy::with_defaults(Vec::new());
     p.workdir.inner = pre.workdir_inner.clone();
     p.env = crate::policy::default_env(&pre.workdir_inner);
@@ -163,7 +175,11 @@ impl Prelude {
     }
 
     /// The interpreter, when the chain (or `--python`) discovers one.
-    fn discover(&self, opts: &Options) -> Result<Option<Interpreter>, PolicyError> {
+    fn interpreter(
+        &self,
+        opts: &Options,
+        discover: &Discover,
+    ) -> Result<Option<Interpreter>, PolicyError> {
         if !self.python_on {
             return Ok(None);
         }
@@ -174,7 +190,7 @@ impl Prelude {
                 .clone()
                 .unwrap_or_else(|| ("python".into(), PathBuf::from("python3"))),
         };
-        let i = python::discover(&path).map_err(|e| PolicyError::value(origin, e))?;
+        let i = discover(&path).map_err(|e| PolicyError::value(origin, e))?;
         Ok(Some(i))
     }
 }

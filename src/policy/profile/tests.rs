@@ -6,6 +6,7 @@ use super::apply::apply;
 use super::defaults::{default_lines, defaults_only, resolve_defaults_only};
 use super::source::{line_col, parse};
 use super::*;
+use crate::policy::python::PythonError;
 use crate::policy::{Layer, MountSpec, Network, SeccompAction};
 
 fn src(text: &str) -> Source {
@@ -14,6 +15,11 @@ fn src(text: &str) -> Source {
         text: text.into(),
         dir: Some("/tmp".into()),
     }
+}
+
+/// For profiles that discover no interpreter: never called.
+fn no_python(p: &std::path::Path) -> Result<Interpreter, PythonError> {
+    panic!("{}: no interpreter should be discovered", p.display())
 }
 
 fn apply_text(text: &str) -> Result<Policy, PolicyError> {
@@ -298,7 +304,7 @@ fn default_profile_skips_the_parser_and_resolves_the_same() {
             format!("{fast:?}"),
             format!(
                 "{:?}",
-                resolve_parsed(DEFAULT_PROFILE, "--profile", &opts).unwrap()
+                resolve_parsed(DEFAULT_PROFILE, "--profile", &opts, &no_python).unwrap()
             )
         );
     }
@@ -310,7 +316,7 @@ fn default_profile_skips_the_parser_and_resolves_the_same() {
     for (name, text) in BUILTIN {
         if only(text).is_some() {
             let fast = resolve_defaults_only(name, &Options::default()).unwrap();
-            let slow = resolve_parsed(name, "--profile", &Options::default()).unwrap();
+            let slow = resolve_parsed(name, "--profile", &Options::default(), &no_python).unwrap();
             assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "{name}");
         }
     }
@@ -365,7 +371,7 @@ fn errors_say_their_kind_and_keep_their_text() {
         matches!(&e, PolicyError::Field { at, field, .. } if at == "profiles/x.toml:2:10" && field == "limits.memory"),
         "{e:?}"
     );
-    let e = resolve("nope", "--profile", &Options::default()).unwrap_err();
+    let e = resolve("nope", "--profile", &Options::default(), &no_python).unwrap_err();
     assert_eq!(
         e.reason(),
         &Reason::UnknownProfile {
@@ -377,7 +383,13 @@ fn errors_say_their_kind_and_keep_their_text() {
         e.to_string(),
         "--profile: \"nope\": no such profile (built-in: minimal, shell, python, strict; or give a path to a .toml file)"
     );
-    let e = resolve("/nonexistent/x.toml", "--profile", &Options::default()).unwrap_err();
+    let e = resolve(
+        "/nonexistent/x.toml",
+        "--profile",
+        &Options::default(),
+        &no_python,
+    )
+    .unwrap_err();
     assert!(
         matches!(e.reason(), Reason::ProfileUnreadable { kind, .. } if *kind == std::io::ErrorKind::NotFound),
         "{e:?}"
@@ -473,4 +485,43 @@ fn network_loopback_is_a_mode_of_its_own() {
         let e = apply_text(text).unwrap_err().to_string();
         assert_eq!(e, want, "{text:?}");
     }
+}
+
+#[test]
+fn discovery_is_the_callers_and_said_where_it_was_asked() {
+    let found = |p: &std::path::Path| -> Result<Interpreter, PythonError> {
+        Ok(Interpreter {
+            asked: p.to_path_buf(),
+            executable: "/opt/py/bin/python3".into(),
+            version: "3.12.1".into(),
+            prefix: "/opt/py".into(),
+            base_prefix: "/opt/py".into(),
+            exec_prefix: "/opt/py".into(),
+            base_exec_prefix: "/opt/py".into(),
+            path: vec![],
+            editable: vec![],
+            libs: vec![],
+        })
+    };
+    let r = resolve("python", "--profile", &Options::default(), &found).unwrap();
+    let i = r.python.as_ref().unwrap();
+    assert_eq!(i.asked, PathBuf::from("python3"));
+    let path = r.policy.env.iter().find(|(k, _)| k == "PATH").unwrap();
+    assert!(
+        path.1.to_string_lossy().starts_with("/opt/py/bin:"),
+        "{path:?}"
+    );
+    let missing = |p: &std::path::Path| -> Result<Interpreter, PythonError> {
+        Err(PythonError::NoSuchFile {
+            asked: p.to_path_buf(),
+        })
+    };
+    let e = resolve("python", "--profile", &Options::default(), &missing).unwrap_err();
+    assert_eq!(e.to_string(), "python: python3: no such file");
+    let opts = Options {
+        python: Some("/x/python3".into()),
+        workdir_inner: None,
+    };
+    let e = resolve(DEFAULT_PROFILE, "--profile", &opts, &missing).unwrap_err();
+    assert_eq!(e.to_string(), "--python: /x/python3: no such file");
 }

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{mounts, Interpreter, SYSTEM};
+use crate::policy::python::{mounts, Interpreter, SYSTEM};
 
 /// Can a process with `uid`/`gid` search (x) or read (r) what `m` is?
 fn allowed(m: &std::fs::Metadata, uid: u32, gid: u32, bit: u32) -> bool {
@@ -20,28 +20,6 @@ fn allowed(m: &std::fs::Metadata, uid: u32, gid: u32, bit: u32) -> bool {
     } else {
         mode & bit != 0
     }
-}
-
-/// The first ancestor of `p` that `uid`/`gid` cannot traverse, with why.
-/// Supplementary groups are not considered.
-pub fn unreachable_by(p: &Path, uid: u32, gid: u32) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let mut cur = PathBuf::from("/");
-    let comps: Vec<_> = p.components().skip(1).collect();
-    for c in comps {
-        if let Ok(m) = std::fs::metadata(&cur) {
-            if !allowed(&m, uid, gid, 0o1) {
-                return Some(format!(
-                    "{} (mode {:04o}, owner uid {}) is not searchable by uid {uid}",
-                    cur.display(),
-                    m.mode() & 0o7777,
-                    m.uid()
-                ));
-            }
-        }
-        cur.push(c);
-    }
-    None
 }
 
 /// Why uid/gid cannot list and enter the directory (or read the file) `p`

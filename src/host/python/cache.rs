@@ -23,7 +23,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use super::Interpreter;
+use crate::policy::python::Interpreter;
 
 /// Bumped when the probe or this format changes.
 const FORMAT: u32 = 1;
