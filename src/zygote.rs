@@ -670,10 +670,22 @@ impl Forked {
             || (setup_said.is_empty() && ended.code == Some(125))
         {
             o.exit_code = 125;
-            // The failed step's line (init's record may follow it).
-            let said = setup_said.get(1..).unwrap_or_default();
-            let line = said.split(|&b| b == b'\n').next().unwrap_or_default();
-            o.error = Some(format!("zygote child: {}", String::from_utf8_lossy(line)));
+            // The failed step's record (init's may follow it).
+            match sys::forked::failure_of(&setup_said) {
+                Some((call, arg, errno)) => {
+                    o.error = Some(format!(
+                        "zygote child: {call}({arg}): {}",
+                        sys::errno_text(errno)
+                    ));
+                    o.setup = Some(outcome::SetupFailure {
+                        step: call,
+                        path: arg,
+                        errno: Some(errno as i32),
+                        value: None,
+                    });
+                }
+                None => o.error = Some("zygote child: it ended before it was confined".into()),
+            }
             Status::SetupError
         } else {
             classify::classify(&observed)

@@ -250,9 +250,7 @@ impl Zygote {
                 unsafe { super::close_raw(setup) };
             }
             Err(e) => {
-                // One line: init's record may follow it.
-                let line = format!("e{e}").replace('\n', " ");
-                let _ = super::write_all(setup, format!("{line}\n").as_bytes());
+                let _ = super::write_all(setup, &failure(&e));
                 super::exit_now(125)
             }
         }
@@ -483,6 +481,34 @@ fn enforce_landlock(l: &Ruleset) -> SysResult<()> {
     super::landlock::restrict_self(&rs, 0)
 }
 
+/// A failed step's record on the setup pipe, one line (init's record may
+/// follow it): `e`, the call, a tab, what it was called on, a tab, the
+/// errno's number. [`failure_of`] reads it back.
+fn failure(e: &SysError) -> Vec<u8> {
+    let clean = |s: &str| s.replace(['\t', '\n'], " ");
+    format!(
+        "e{}\t{}\t{}\n",
+        clean(e.call),
+        clean(&e.arg),
+        e.errno as i32
+    )
+    .into_bytes()
+}
+
+/// [`failure`]'s record read back: the call, what it was called on, the
+/// errno.
+pub fn failure_of(rec: &[u8]) -> Option<(String, String, Errno)> {
+    let line = rec.strip_prefix(b"e")?.split(|&b| b == b'\n').next()?;
+    let line = String::from_utf8_lossy(line);
+    let mut f = line.splitn(3, '\t');
+    let (call, arg, errno) = (f.next()?, f.next()?, f.next()?);
+    Some((
+        call.into(),
+        arg.into(),
+        Errno::from_raw(errno.parse().ok()?),
+    ))
+}
+
 fn bad(why: &str) -> SysError {
     SysError {
         call: "zygote",
@@ -524,6 +550,12 @@ mod tests {
             (64 << 20, 65534, "/work".into())
         );
         assert_eq!(back.encode(), b);
+        let e = bad("a\tb\nc");
+        let (call, arg, errno) = failure_of(&failure(&e)).expect("read back");
+        assert_eq!(
+            (call.as_str(), arg.as_str(), errno),
+            ("zygote", "a b c", Errno::EINVAL)
+        );
         for cut in 0..b.len() {
             assert!(Recipe::decode(&b[..cut]).is_none(), "cut at {cut}");
         }
@@ -627,7 +659,7 @@ pub mod abi {
                 0
             }
             Err(e) => {
-                let _ = super::super::write_all(setup, format!("e{e}\n").as_bytes());
+                let _ = super::super::write_all(setup, &super::failure(&e));
                 super::super::exit_now(125)
             }
         }
