@@ -17,7 +17,7 @@ pub mod learn;
 mod lines;
 mod masks;
 pub mod namespaces;
-mod pump;
+pub(crate) mod pump;
 pub(crate) mod report;
 pub mod rundir;
 pub mod spawn;

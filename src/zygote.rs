@@ -32,6 +32,8 @@ use crate::plan::limits::{self, CgroupLayer};
 use crate::policy::Policy;
 use crate::supervise::classify;
 use crate::supervise::deadline::Deadline;
+use crate::supervise::pump::{Output, Which};
+use crate::supervise::report;
 use crate::sys;
 use crate::{Child, Jail, Killer, Stdio};
 
@@ -265,8 +267,7 @@ impl ForkServer {
             shared: self.shared.clone(),
             reaped: false,
             pidfd,
-            out: Some(out_r),
-            err: Some(err_r),
+            output: Output::captured(out_r, err_r, l.max_output),
             setup: Some(setup_r),
             control: kill_ours,
             killer: Some(kill_theirs),
@@ -274,7 +275,6 @@ impl ForkServer {
             t0,
             timeout: l.timeout,
             grace: l.grace,
-            max_output: l.max_output.unwrap_or(u64::MAX),
             limits,
             layers: {
                 let mut l = self.layers.clone();
@@ -478,8 +478,8 @@ pub struct Forked {
     /// The zygote has reaped it.
     reaped: bool,
     pidfd: OwnedFd,
-    out: Option<OwnedFd>,
-    err: Option<OwnedFd>,
+    /// Its stdout and stderr, captured and capped together.
+    output: Output,
     setup: Option<OwnedFd>,
     /// Its other end is the [`Killer`]'s: a `K` there kills the run.
     control: OwnedFd,
@@ -488,7 +488,6 @@ pub struct Forked {
     t0: Instant,
     timeout: Option<Duration>,
     grace: Duration,
-    max_output: u64,
     limits: BTreeMap<outcome::Name, LimitReport>,
     layers: BTreeMap<outcome::Name, LayerReport>,
     memory_limit: Option<u64>,
@@ -502,35 +501,54 @@ impl Forked {
         self.killer.take().map(Killer::from_control)
     }
 
-    /// Pump and cap the output until the child has ended (killing it at
+    /// Pump and cap the output until the child has ended (ending it at
     /// the deadline, at the output cap, or on the killer's word), then
     /// its outcome.
     pub fn wait(mut self) -> Outcome {
-        // The deadline as a cold run's: SIGTERM to every process of the
-        // run (init passes it on), then SIGKILL after the grace.
+        let w = self.watch();
+        let end = match self.reap() {
+            Ok(Msg::Exited {
+                status,
+                user_us,
+                sys_us,
+                maxrss_kb,
+            }) => Some((status, user_us, sys_us, maxrss_kb)),
+            _ => None,
+        };
+        self.conclude(w, end)
+    }
+
+    /// The run's watch: its output (`supervise::pump`, as a cold run's:
+    /// captured and capped), its setup pipe, its end, its killer, and the
+    /// deadline (`supervise::deadline`: SIGTERM to every process of the
+    /// run, which its init passes on, then SIGKILL after the grace).
+    fn watch(&mut self) -> Watched {
+        let output = &mut self.output;
         let mut deadline = Deadline::new(self.timeout.map(|t| self.t0 + t), self.grace);
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        let mut truncated = [false, false];
-        let mut capped = false;
-        let mut setup_said = Vec::new();
-        let mut exited = false;
-        let mut killed = false;
-        let mut control_open = true;
-        let mut buf = [0u8; 16 << 10];
+        let mut said = Vec::new();
+        let (mut exited, mut killed, mut control_open) = (false, false, true);
+        let pidfd = &self.pidfd;
+        let end = |sig: i32, killed: &mut bool| {
+            if !*killed {
+                *killed = sig == libc::SIGKILL;
+                let _ = sys::pidfd_send_signal(pidfd, sig);
+            }
+        };
         loop {
-            let open = |f: &Option<OwnedFd>| f.as_ref().map_or(-1, |f| f.as_raw_fd());
+            let [o, e] = output.poll_fds();
+            let setup = self.setup.as_ref().map_or(-1, |f| f.as_raw_fd());
             let mut fds = [
-                pfd(open(&self.out)),
-                pfd(open(&self.err)),
-                pfd(open(&self.setup)),
-                pfd(if exited { -1 } else { self.pidfd.as_raw_fd() }),
+                pfd(o),
+                pfd(e),
+                pfd(setup),
+                pfd(if exited { -1 } else { pidfd.as_raw_fd() }),
                 pfd(if control_open {
                     self.control.as_raw_fd()
                 } else {
                     -1
                 }),
             ];
-            if exited && fds[..3].iter().all(|f| f.fd < 0) {
+            if exited && !output.open() && setup < 0 {
                 break;
             }
             let wait_ms = match deadline.next() {
@@ -542,71 +560,45 @@ impl Forked {
             };
             let _ = sys::poll(&mut fds, wait_ms);
             let now = Instant::now();
-            if deadline.term_due(now) && !killed {
-                let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGTERM);
+            if deadline.term_due(now) {
+                end(libc::SIGTERM, &mut killed);
             }
-            if deadline.kill_due(now) && !killed {
-                killed = true;
-                let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
+            if deadline.kill_due(now) {
+                end(libc::SIGKILL, &mut killed);
             }
-            for (i, slot) in [0usize, 1, 2].into_iter().zip([0usize, 1, 2]) {
-                if fds[i].revents == 0 {
-                    continue;
-                }
-                let fd = match slot {
-                    0 => &mut self.out,
-                    1 => &mut self.err,
-                    _ => &mut self.setup,
-                };
-                let Some(f) = fd.as_ref() else { continue };
-                let n = sys::read(f.as_raw_fd(), &mut buf).unwrap_or(0);
-                if n == 0 {
-                    *fd = None;
-                    continue;
-                }
-                let chunk = &buf[..n];
-                if slot == 2 {
-                    setup_said.extend_from_slice(chunk);
-                    continue;
-                }
-                let total = (out.len() + err.len()) as u64;
-                let room = self.max_output.saturating_sub(total) as usize;
-                let dst = if slot == 0 { &mut out } else { &mut err };
-                dst.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                if chunk.len() > room {
-                    truncated[slot] = true;
-                    if !killed {
-                        capped = true;
-                        killed = true;
-                        let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
-                    }
+            for (i, which) in [(0, Which::Out), (1, Which::Err)] {
+                if fds[i].revents != 0 && output.pump(which) {
+                    end(libc::SIGKILL, &mut killed);
                 }
             }
-            if fds[3].revents != 0 {
-                exited = true;
+            if fds[2].revents != 0 {
+                let mut buf = [0u8; 4096];
+                match self.setup.as_ref().map(|f| sys::read(f.as_raw_fd(), &mut buf)) {
+                    Some(Ok(n)) if n > 0 => said.extend_from_slice(&buf[..n]),
+                    _ => self.setup = None,
+                }
             }
+            exited |= fds[3].revents != 0;
             if fds[4].revents != 0 {
                 let mut b = [0u8; 1];
                 let n = sys::read(self.control.as_raw_fd(), &mut b).unwrap_or(0);
-                if n == 0 {
-                    // Every killer is gone: nothing more to hear.
-                    control_open = false;
-                }
-                if (n == 0 || b[0] == b'K') && !killed {
-                    killed = true;
-                    let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
+                // Every killer gone: nothing more to hear, and the run ends.
+                control_open = n > 0;
+                if n == 0 || b[0] == b'K' {
+                    end(libc::SIGKILL, &mut killed);
                 }
             }
         }
-        let end = match self.reap() {
-            Ok(Msg::Exited {
-                status,
-                user_us,
-                sys_us,
-                maxrss_kb,
-            }) => Some((status, user_us, sys_us, maxrss_kb)),
-            _ => None,
-        };
+        Watched {
+            said,
+            timed_out: deadline.timed_out,
+        }
+    }
+
+    /// The outcome, from what the watch saw, the child's end as the zygote
+    /// passed it on (status, user and system µs, max RSS KiB) and its run
+    /// cgroup's counters; classified as a cold run's (`supervise::classify`).
+    fn conclude(mut self, w: Watched, end: Option<(i32, u64, u64, u64)>) -> Outcome {
         let mut o = Outcome::new();
         o.usage.wall_time_ms = self.t0.elapsed().as_millis() as u64;
         let stats = self.cgroup.as_ref().map(|c| c.stats());
@@ -618,7 +610,7 @@ impl Forked {
         let (init_word, user_us, sys_us, maxrss_kb) = end.unwrap_or((-1, 0, 0, 0));
         // The payload's end as its init saw it; else (init killed with
         // the run, or the child failed before it forked) the child's own.
-        let status_word = payload_end(&setup_said).unwrap_or(init_word);
+        let status_word = payload_end(&w.said).unwrap_or(init_word);
         o.usage.user_time_ms = user_us / 1000;
         o.usage.system_time_ms = sys_us / 1000;
         o.usage.peak_memory_bytes = maxrss_kb * 1024;
@@ -635,8 +627,7 @@ impl Forked {
             }
             o.usage.peak_pids = st.pids_peak.unwrap_or(0);
         }
-        o.usage.stdout_bytes = out.len() as u64;
-        o.usage.stderr_bytes = err.len() as u64;
+        report::output(&mut o, &self.output);
         let ended = sys::ChildEnd::from_wait_status(status_word);
         o.limits = std::mem::take(&mut self.limits);
         o.layers = std::mem::take(&mut self.layers);
@@ -653,8 +644,8 @@ impl Forked {
             memory_hit: stats.as_ref().is_some_and(|s| s.memory_limit_hit()),
             pids_refused: stats.as_ref().is_some_and(|s| s.pids_limit_hit()),
             memory_limit: self.memory_limit,
-            output_cap_hit: capped,
-            timed_out: deadline.timed_out,
+            output_cap_hit: self.output.hit_cap,
+            timed_out: w.timed_out,
             seccomp_kill,
             ..Default::default()
         };
@@ -666,26 +657,9 @@ impl Forked {
             o.exit_code = 125;
             o.error = Some("zygote: the child's end is unknown (the fork server went away)".into());
             Status::SetupError
-        } else if setup_said.first() == Some(&b'e')
-            || (setup_said.is_empty() && ended.code == Some(125))
-        {
+        } else if w.said.first() == Some(&b'e') || (w.said.is_empty() && ended.code == Some(125)) {
             o.exit_code = 125;
-            // The failed step's record (init's may follow it).
-            match sys::forked::failure_of(&setup_said) {
-                Some((call, arg, errno)) => {
-                    o.error = Some(format!(
-                        "zygote child: {call}({arg}): {}",
-                        sys::errno_text(errno)
-                    ));
-                    o.setup = Some(outcome::SetupFailure {
-                        step: call,
-                        path: arg,
-                        errno: Some(errno as i32),
-                        value: None,
-                    });
-                }
-                None => o.error = Some("zygote child: it ended before it was confined".into()),
-            }
+            setup_failed(&mut o, &w.said);
             Status::SetupError
         } else {
             classify::classify(&observed)
@@ -699,9 +673,34 @@ impl Forked {
             );
         }
         classify::explain_oom(&mut o);
-        o.stdout = Some(outcome::capture(&out, truncated[0]));
-        o.stderr = Some(outcome::capture(&err, truncated[1]));
         o
+    }
+}
+
+/// What a forked run's watch saw.
+struct Watched {
+    /// What the child said on its setup pipe (`k`, or a failed step;
+    /// then its init's record of the payload's end).
+    said: Vec<u8>,
+    timed_out: bool,
+}
+
+/// The outcome's error and setup, from the child's failed step's record.
+fn setup_failed(o: &mut Outcome, said: &[u8]) {
+    match sys::forked::failure_of(said) {
+        Some((call, arg, errno)) => {
+            o.error = Some(format!(
+                "zygote child: {call}({arg}): {}",
+                sys::errno_text(errno)
+            ));
+            o.setup = Some(outcome::SetupFailure {
+                step: call,
+                path: arg,
+                errno: Some(errno as i32),
+                value: None,
+            });
+        }
+        None => o.error = Some("zygote child: it ended before it was confined".into()),
     }
 }
 

@@ -50,20 +50,20 @@ impl Stream {
 
 /// Which stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Which {
+pub(crate) enum Which {
     Out,
     Err,
 }
 
 /// The payload's stdout and stderr (when piped through us) and the cap on
 /// them together.
-pub(super) struct Output {
+pub(crate) struct Output {
     pub(super) out: Option<Stream>,
     pub(super) err: Option<Stream>,
     cap: Option<u64>,
     total: u64,
     /// The cap was passed.
-    pub(super) hit_cap: bool,
+    pub(crate) hit_cap: bool,
     /// What is kept goes in the outcome.
     pub(super) capture: bool,
     /// Where stdout is streamed when it is (None: it carries the report).
@@ -88,6 +88,21 @@ impl Output {
             hit_cap: false,
             capture: plan.capture,
             out_to,
+        }
+    }
+
+    /// Both streams captured (nothing forwarded), up to `cap` together:
+    /// a fork server's child's, whose outcome carries its output.
+    pub(crate) fn captured(out: OwnedFd, err: OwnedFd, cap: Option<u64>) -> Output {
+        let keep = cap.unwrap_or(DEFAULT_CAPTURE);
+        Output {
+            out: Some(Stream::new(out, None, keep)),
+            err: Some(Stream::new(err, None, keep)),
+            cap,
+            total: 0,
+            hit_cap: false,
+            capture: true,
+            out_to: None,
         }
     }
 
@@ -126,20 +141,20 @@ impl Output {
     }
 
     /// Whether a stream is still open.
-    pub(super) fn open(&self) -> bool {
+    pub(crate) fn open(&self) -> bool {
         [&self.out, &self.err]
             .into_iter()
             .any(|s| s.as_ref().is_some_and(|s| s.open))
     }
 
     /// The fds to poll (stdout, stderr), -1 for none.
-    pub(super) fn poll_fds(&self) -> [RawFd; 2] {
+    pub(crate) fn poll_fds(&self) -> [RawFd; 2] {
         [&self.out, &self.err].map(|s| s.as_ref().map_or(-1, Stream::poll_fd))
     }
 
     /// Read what is available on one stream; stream it, capture it, count
     /// it. True when this read passed the cap: kill the jail.
-    pub(super) fn pump(&mut self, which: Which) -> bool {
+    pub(crate) fn pump(&mut self, which: Which) -> bool {
         let mut chunk = vec![0u8; 65536];
         let s = match which {
             Which::Out => self.out.as_mut(),

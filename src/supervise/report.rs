@@ -55,7 +55,7 @@ pub(super) fn usage_of_init(o: &mut Outcome, waited: Option<&(i32, libc::rusage)
 }
 
 /// Bytes written on stdout and stderr, and (--capture) what was kept.
-pub(super) fn output(o: &mut Outcome, out: &Output) {
+pub(crate) fn output(o: &mut Outcome, out: &Output) {
     for (s, field, bytes) in [
         (&out.out, &mut o.stdout, &mut o.usage.stdout_bytes),
         (&out.err, &mut o.stderr, &mut o.usage.stderr_bytes),
