@@ -182,14 +182,30 @@ impl ForkServer {
         !self.shared.gone.load(Ordering::SeqCst)
     }
 
-    /// A child for `policy` (the template's, its timeout and output cap
-    /// the run's), handed `input` (its program header and files) on its
-    /// stdin; the caller writes the rest of stdin when `stdin`.
+    /// A child for `policy` (the template's but for its limits: its
+    /// timeout, grace and output cap, and its memory, memory_high, cpus
+    /// and pids, which make the child's run cgroup; what the zygote fixed
+    /// for every child, its rlimits and tmpfs sizes, is the template's),
+    /// handed `input` (its program header and files) on its stdin; the
+    /// caller writes the rest of stdin when `stdin`. Its output is
+    /// captured into the outcome, or (`policy.capture` off) passed on as
+    /// it comes to [`Forked::stdout`] and [`Forked::stderr`], capped
+    /// alike.
     pub fn run(&self, policy: &Policy, input: &[u8], stdin: bool) -> Result<Forked, String> {
         let e = |e: sys::SysError| e.to_string();
         let (in_r, in_w) = sys::pipe().map_err(e)?;
         let (out_r, out_w) = sys::pipe().map_err(e)?;
         let (err_r, err_w) = sys::pipe().map_err(e)?;
+        let mut sinks = [None, None];
+        let mut streams = [None, None];
+        if !policy.capture {
+            for (sink, stream) in sinks.iter_mut().zip(streams.iter_mut()) {
+                let (r, w) = sys::pipe().map_err(e)?;
+                *sink = Some(w);
+                *stream = Some(std::fs::File::from(r));
+            }
+        }
+        let [stdout, stderr] = streams;
         let (setup_r, setup_w) = sys::pipe().map_err(e)?;
         let (kill_ours, kill_theirs) = sys::fdpass::socketpair(libc::SOCK_SEQPACKET).map_err(e)?;
         let req = cgroup::Request::from(&policy.limits);
@@ -282,6 +298,10 @@ impl ForkServer {
                 l
             },
             stdin,
+            streamed: !policy.capture,
+            sinks,
+            stdout,
+            stderr,
             memory_limit: l.memory,
         })
     }
@@ -494,6 +514,13 @@ pub struct Forked {
     memory_limit: Option<u64>,
     /// The child's stdin, when the caller writes it.
     pub stdin: Option<std::fs::File>,
+    /// Its output passed on as it comes, not captured.
+    streamed: bool,
+    /// Where it is passed on (each until its reader goes away).
+    sinks: [Option<OwnedFd>; 2],
+    /// The child's stdout and stderr as they come, when streamed.
+    pub stdout: Option<std::fs::File>,
+    pub stderr: Option<std::fs::File>,
 }
 
 impl Forked {
@@ -510,6 +537,7 @@ impl Forked {
         // run (init passes it on), then SIGKILL after the grace.
         let mut deadline = Deadline::new(self.timeout.map(|t| self.t0 + t), self.grace);
         let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut sent = [0u64; 2];
         let mut truncated = [false, false];
         let mut capped = false;
         let mut setup_said = Vec::new();
@@ -562,6 +590,9 @@ impl Forked {
                 let n = sys::read(f.as_raw_fd(), &mut buf).unwrap_or(0);
                 if n == 0 {
                     *fd = None;
+                    if let Some(sink) = self.sinks.get_mut(slot) {
+                        *sink = None;
+                    }
                     continue;
                 }
                 let chunk = &buf[..n];
@@ -569,10 +600,17 @@ impl Forked {
                     setup_said.extend_from_slice(chunk);
                     continue;
                 }
-                let total = (out.len() + err.len()) as u64;
-                let room = self.max_output.saturating_sub(total) as usize;
-                let dst = if slot == 0 { &mut out } else { &mut err };
-                dst.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                let room = self.max_output.saturating_sub(sent[0] + sent[1]) as usize;
+                let pass = &chunk[..chunk.len().min(room)];
+                sent[slot] += pass.len() as u64;
+                if !self.streamed {
+                    let dst = if slot == 0 { &mut out } else { &mut err };
+                    dst.extend_from_slice(pass);
+                } else if let Some(sink) = &self.sinks[slot] {
+                    if sys::write_all(sink.as_raw_fd(), pass).is_err() {
+                        self.sinks[slot] = None;
+                    }
+                }
                 if chunk.len() > room {
                     truncated[slot] = true;
                     if !killed {
@@ -635,8 +673,8 @@ impl Forked {
             }
             o.usage.peak_pids = st.pids_peak.unwrap_or(0);
         }
-        o.usage.stdout_bytes = out.len() as u64;
-        o.usage.stderr_bytes = err.len() as u64;
+        o.usage.stdout_bytes = sent[0];
+        o.usage.stderr_bytes = sent[1];
         let ended = sys::ChildEnd::from_wait_status(status_word);
         o.limits = std::mem::take(&mut self.limits);
         o.layers = std::mem::take(&mut self.layers);
@@ -699,8 +737,10 @@ impl Forked {
             );
         }
         classify::explain_oom(&mut o);
-        o.stdout = Some(outcome::capture(&out, truncated[0]));
-        o.stderr = Some(outcome::capture(&err, truncated[1]));
+        if !self.streamed {
+            o.stdout = Some(outcome::capture(&out, truncated[0]));
+            o.stderr = Some(outcome::capture(&err, truncated[1]));
+        }
         o
     }
 }
