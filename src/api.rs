@@ -503,6 +503,58 @@ impl Child {
         self.send_start(timeout, max_output, to)
     }
 
+    /// [`Child::start_clock_output`] for a run with limits of its own:
+    /// `limits`' timeout and output cap as there, and its memory,
+    /// memory_high, cpus and pids (each one set) written into the jail's
+    /// run cgroup over the policy's before the clock starts. Returns once
+    /// they are: `Ok(true)`, the payload may be handed its program.
+    /// `Ok(false)`: the run's cgroup cannot hold one of them (no group of
+    /// the run has that controller, or the kernel refused the value, as a
+    /// cgroup v1 memory limit below what the jail already uses); the
+    /// clock is still held, and the jail is best killed. Only a jail
+    /// spawned with [`Jail::hold_clock`] whose clock has not started takes
+    /// them. A jail that has ended meanwhile: `Ok(true)`, its outcome
+    /// says how.
+    pub fn start_clock_limits(&self, limits: &policy::Limits, piped: bool) -> Result<bool, Error> {
+        use crate::supervise::OutputTo;
+        let to = if piped {
+            OutputTo::Piped
+        } else {
+            OutputTo::Captured
+        };
+        let cg = crate::cgroup::Request::from(limits);
+        let rec = crate::supervise::encode_start_limits(limits.timeout, limits.max_output, to, &cg);
+        match crate::sys::write_all(self.control.as_raw_fd(), &rec) {
+            Ok(()) => {}
+            Err(e) if e.errno == crate::sys::Errno::EPIPE => return Ok(true),
+            Err(e) => return Err(SpawnError::Os(spawner::OsFailure::of(e)).into()),
+        }
+        // The answer is one byte ahead of the outcome (JSON, `{`), which
+        // stays where it is when the jail ended instead.
+        use nix::sys::socket::{recv, MsgFlags};
+        let fd = self.control.as_raw_fd();
+        let mut b = [0u8; 1];
+        let peeked = loop {
+            match recv(fd, &mut b, MsgFlags::MSG_PEEK) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                r => break r,
+            }
+        };
+        let answer = match peeked {
+            Ok(1) => b[0],
+            // Over: its outcome (or its end) is what is left to read.
+            Ok(_) => return Ok(true),
+            Err(e) => return Err(Error::Io(e.into())),
+        };
+        match answer {
+            crate::supervise::LIMITS_SET | crate::supervise::LIMITS_REFUSED => {
+                let _ = recv(fd, &mut b, MsgFlags::empty());
+                Ok(answer == crate::supervise::LIMITS_SET)
+            }
+            _ => Ok(true),
+        }
+    }
+
     fn send_start(
         &self,
         timeout: Option<Duration>,

@@ -24,4 +24,6 @@ pub mod spawn;
 pub mod unix;
 pub mod watch;
 
-pub(crate) use deadline::{encode_start, hold, OutputTo};
+pub(crate) use deadline::{
+    encode_start, encode_start_limits, hold, OutputTo, LIMITS_REFUSED, LIMITS_SET,
+};

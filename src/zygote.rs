@@ -184,14 +184,30 @@ impl ForkServer {
         !self.shared.gone.load(Ordering::SeqCst)
     }
 
-    /// A child for `policy` (the template's, its timeout and output cap
-    /// the run's), handed `input` (its program header and files) on its
-    /// stdin; the caller writes the rest of stdin when `stdin`.
+    /// A child for `policy` (the template's but for its limits: its
+    /// timeout, grace and output cap, and its memory, memory_high, cpus
+    /// and pids, which make the child's run cgroup; what the zygote fixed
+    /// for every child, its rlimits and tmpfs sizes, is the template's),
+    /// handed `input` (its program header and files) on its stdin; the
+    /// caller writes the rest of stdin when `stdin`. Its output is
+    /// captured into the outcome, or (`policy.capture` off) passed on as
+    /// it comes to [`Forked::stdout`] and [`Forked::stderr`], capped
+    /// alike.
     pub fn run(&self, policy: &Policy, input: &[u8], stdin: bool) -> Result<Forked, String> {
         let e = |e: sys::SysError| e.to_string();
         let (in_r, in_w) = sys::pipe().map_err(e)?;
         let (out_r, out_w) = sys::pipe().map_err(e)?;
         let (err_r, err_w) = sys::pipe().map_err(e)?;
+        let mut sinks = [None, None];
+        let mut streams = [None, None];
+        if !policy.capture {
+            for (sink, stream) in sinks.iter_mut().zip(streams.iter_mut()) {
+                let (r, w) = sys::pipe().map_err(e)?;
+                *sink = Some(w);
+                *stream = Some(std::fs::File::from(r));
+            }
+        }
+        let [stdout, stderr] = streams;
         let (setup_r, setup_w) = sys::pipe().map_err(e)?;
         let (kill_ours, kill_theirs) = sys::fdpass::socketpair(libc::SOCK_SEQPACKET).map_err(e)?;
         let req = cgroup::Request::from(&policy.limits);
@@ -267,7 +283,12 @@ impl ForkServer {
             shared: self.shared.clone(),
             reaped: false,
             pidfd,
-            output: Output::captured(out_r, err_r, l.max_output),
+            output: match &sinks {
+                [Some(o), Some(e)] => {
+                    Output::streamed(out_r, err_r, l.max_output, [o.as_raw_fd(), e.as_raw_fd()])
+                }
+                _ => Output::captured(out_r, err_r, l.max_output),
+            },
             setup: Some(setup_r),
             control: kill_ours,
             killer: Some(kill_theirs),
@@ -282,6 +303,9 @@ impl ForkServer {
                 l
             },
             stdin,
+            sinks,
+            stdout,
+            stderr,
             memory_limit: l.memory,
         })
     }
@@ -493,6 +517,11 @@ pub struct Forked {
     memory_limit: Option<u64>,
     /// The child's stdin, when the caller writes it.
     pub stdin: Option<std::fs::File>,
+    /// Where it is passed on (each until its reader goes away).
+    sinks: [Option<OwnedFd>; 2],
+    /// The child's stdout and stderr as they come, when streamed.
+    pub stdout: Option<std::fs::File>,
+    pub stderr: Option<std::fs::File>,
 }
 
 impl Forked {
@@ -573,7 +602,11 @@ impl Forked {
             }
             if fds[2].revents != 0 {
                 let mut buf = [0u8; 4096];
-                match self.setup.as_ref().map(|f| sys::read(f.as_raw_fd(), &mut buf)) {
+                match self
+                    .setup
+                    .as_ref()
+                    .map(|f| sys::read(f.as_raw_fd(), &mut buf))
+                {
                     Some(Ok(n)) if n > 0 => said.extend_from_slice(&buf[..n]),
                     _ => self.setup = None,
                 }
@@ -589,6 +622,8 @@ impl Forked {
                 }
             }
         }
+        // Both streams ended: so do the streamed copies.
+        self.sinks = [None, None];
         Watched {
             said,
             timed_out: deadline.timed_out,

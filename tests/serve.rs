@@ -78,6 +78,12 @@ fn hello_world_and_what_was_applied() {
         assert_eq!(a["limits"]["memory"], 256u64 << 20, "{w}: clamped: {a}");
         assert_eq!(a["limits"]["timeout"], 30.0, "{w}: {a}");
         assert_eq!(a["clamped"], json!(["memory"]), "{w}: {a}");
+        // No pool: a cold jail, and the answer says why.
+        assert_eq!(
+            a["pool"],
+            json!({"hit": false, "reason": "no_pool"}),
+            "{w}: {a}"
+        );
         assert_eq!(v["limits"]["memory"]["limit"], 256u64 << 20, "{w}: {v}");
         assert!(s.leftovers().is_empty(), "{w}: {:?}", s.leftovers());
         // The health of the server, its own confinement included.
@@ -91,7 +97,7 @@ fn hello_world_and_what_was_applied() {
             "{w}: {m}"
         );
         assert!(
-            m.contains("stockade_pool_misses_total{profile=\"shell\"} 1"),
+            m.contains("stockade_pool_misses_total{profile=\"shell\",reason=\"no_pool\"} 1"),
             "{w}: {m}"
         );
         assert_eq!(s.call("GET", "/readyz", &[], b"").status, 200);

@@ -15,7 +15,10 @@ use std::time::{Duration, Instant};
 
 use common::Who;
 use serde_json::{json, Value};
-use serve_util::{descendants, files_and_stdin, metric, py, Server, PATIENCE};
+use serve_util::{
+    descendants, files_and_stdin, metric, misses, misses_for, pool_use, py, py_cold, Lines, Server,
+    PATIENCE,
+};
 
 const HITS: &str = "stockade_pool_hits_total{profile=\"python\"}";
 
@@ -90,7 +93,7 @@ fn forked_runs_answer_as_cold_runs_do() {
         }))
         .json();
     assert_eq!(stdout(&v), "['main.py', '-v'] True __main__\n", "{v}");
-    // The same stderr and exit code as a cold jail's (pids 100: a miss).
+    // The same stderr and exit code as a cold jail's (a miss: its argv).
     for code in [
         "def f():\n    1/0\nf()",
         "x(",
@@ -100,9 +103,8 @@ fn forked_runs_answer_as_cold_runs_do() {
         "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('127.0.0.1', 0))\ns.sendto(b'lo', s.getsockname())\nprint(s.recv(2))",
     ] {
         let fork = s.run(&py(code)).json();
-        let mut cold_req = py(code);
-        cold_req["limits"] = json!({"pids": 100});
-        let cold = s.run(&cold_req).json();
+        let cold = s.run(&py_cold(code)).json();
+        assert_eq!(pool_use(&cold), Err("argv".into()), "{cold}");
         for k in ["status", "exit_code", "stdout", "stderr"] {
             assert_eq!(fork[k], cold[k], "{code:?}: {k}: {fork} vs {cold}");
         }
@@ -111,9 +113,7 @@ fn forked_runs_answer_as_cold_runs_do() {
     // The outcome's shape is a cold run's: the same keys, limits and
     // layers named alike.
     let fork = s.run(&py("pass")).json();
-    let mut cold_req = py("pass");
-    cold_req["limits"] = json!({"pids": 100});
-    let cold = s.run(&cold_req).json();
+    let cold = s.run(&py_cold("pass")).json();
     let keys = |v: &Value, k: &str| -> Vec<String> {
         let mut ks: Vec<String> = v[k].as_object().unwrap().keys().cloned().collect();
         ks.sort();
@@ -374,6 +374,118 @@ fn a_forked_runs_limits_are_its_own() {
     assert_eq!(sib["status"], "exited", "{sib}");
     assert_eq!(stdout(&sib), "fine\n", "{sib}");
     assert_eq!(metric(&s, HITS), 5);
+}
+
+/// A request's own limits below the pool's are a hit: the child's run
+/// cgroup is made from them, and they hold (a memory hog ends
+/// `memory_limit` at 128 MiB, a fork bomb `pids_limit` at 16, each
+/// reported with the request's limit). What the zygote fixed for every
+/// child differs: a miss, with its reason in /metrics and the answer.
+#[test]
+fn a_forked_run_takes_the_requests_own_limits() {
+    if !as_root("a_forked_run_takes_the_requests_own_limits") {
+        return;
+    }
+    let s = forking(Who::Root, &[]);
+    let mut hog = py("b = []\nwhile True:\n    b.append(bytearray(8 << 20))");
+    hog["limits"] = json!({"memory": "128m", "pids": 16});
+    let v = s.run(&hog).json();
+    assert_eq!(pool_use(&v), Ok(()), "{v}");
+    assert_eq!(v["status"], "memory_limit", "{v}");
+    assert_eq!(v["limits"]["memory"]["limit"], 128u64 << 20, "{v}");
+    assert_eq!(v["limits"]["memory"]["hit"], true, "{v}");
+    assert_eq!(v["limits"]["pids"]["limit"], 16, "{v}");
+    // Under the pool's limit (the server's 512 MiB), over the run's.
+    let peak = v["usage"]["peak_memory_bytes"].as_u64().unwrap();
+    assert!(peak <= 128 << 20, "{v}");
+    let bomb = "import os, time\nn = 0\nwhile True:\n    try:\n        if os.fork() == 0:\n            time.sleep(30); os._exit(0)\n        n += 1\n    except OSError:\n        break\nprint(n)\nraise SystemExit(1)";
+    let mut r = py(bomb);
+    r["limits"] = json!({"pids": 16});
+    let v = s.run(&r).json();
+    assert_eq!(pool_use(&v), Ok(()), "{v}");
+    assert_eq!(v["status"], "pids_limit", "{v}");
+    assert_eq!(v["limits"]["pids"]["limit"], 16, "{v}");
+    // Its payload and init count: at most 14 more.
+    let forked: u64 = stdout(&v).trim().parse().unwrap();
+    assert!(forked <= 14, "{v}");
+    // The next child's limit is its own again: 64 lets it fork more.
+    let mut r = py(bomb.replace("30", "1").as_str());
+    r["limits"] = json!({"pids": 64, "timeout": "20s"});
+    let v = s.run(&r).json();
+    assert_eq!(pool_use(&v), Ok(()), "{v}");
+    let forked: u64 = stdout(&v).trim().parse().unwrap();
+    assert!(forked > 16, "{v}");
+    assert_eq!(metric(&s, HITS), 3);
+    assert_eq!(misses(&s, "python"), 0);
+    // Under /tmp's 128 MiB, which the zygote mounts for every child
+    // (the lesser of the profile's size and the workdir's, which follows
+    // the memory limit); a variable the interpreter starts with.
+    let mut r = py("print('cold')");
+    r["limits"] = json!({"memory": "100m"});
+    let v = s.run(&r).json();
+    assert_eq!(pool_use(&v), Err("limits".into()), "{v}");
+    assert_eq!(stdout(&v), "cold\n", "{v}");
+    let mut r = py("print('cold')");
+    r["env"] = json!({"PYTHONHASHSEED": "0"});
+    let v = s.run(&r).json();
+    assert_eq!(pool_use(&v), Err("env".into()), "{v}");
+    assert_eq!(misses_for(&s, "python", "limits"), 1);
+    assert_eq!(misses_for(&s, "python", "env"), 1);
+    assert_eq!(metric(&s, HITS), 3);
+}
+
+/// A streamed (ndjson) request is forked too: its output comes as lines
+/// while it runs, capped by its own max_output, and its outcome (no
+/// captured output) says it was a hit.
+#[test]
+fn a_streamed_request_is_forked_and_streams() {
+    if !as_root("a_streamed_request_is_forked_and_streams") {
+        return;
+    }
+    let s = forking(Who::Root, &[]);
+    let code = "import sys, time\nprint('out', flush=True)\ntime.sleep(0.2)\nprint('err', file=sys.stderr)";
+    let mut r = py(code);
+    r["limits"] = json!({"memory": "128m"});
+    let mut l = Lines::open(s.connect(), &r);
+    // The first line comes while the run still sleeps.
+    let first = l.next_line().expect("a line");
+    assert!(first["stdout"].is_string(), "{first}");
+    let mut out = first["stdout"].as_str().unwrap().to_string();
+    let mut err = String::new();
+    let o = loop {
+        let v = l.next_line().expect("a line before the outcome");
+        if v.get("status").is_some() {
+            break v;
+        }
+        out += v["stdout"].as_str().unwrap_or_default();
+        err += v["stderr"].as_str().unwrap_or_default();
+    };
+    assert_eq!((out.as_str(), err.as_str()), ("out\n", "err\n"), "{o}");
+    assert_eq!(o["exit_code"], 0, "{o}");
+    assert!(
+        o.get("stdout").is_none() && o.get("stderr").is_none(),
+        "{o}"
+    );
+    assert_eq!(o["usage"]["stdout_bytes"], 4, "{o}");
+    assert_eq!(o["usage"]["stderr_bytes"], 4, "{o}");
+    assert_eq!(o["applied"]["pool"], json!({"hit": true}), "{o}");
+    assert_eq!(o["limits"]["memory"]["limit"], 128u64 << 20, "{o}");
+    // Its own output cap.
+    let mut r = py("print('x' * 5000)");
+    r["limits"] = json!({"max_output": 1000});
+    let mut l = Lines::open(s.connect(), &r);
+    let mut got = 0;
+    let o = loop {
+        let v = l.next_line().expect("a line before the outcome");
+        if v.get("status").is_some() {
+            break v;
+        }
+        got += v["stdout"].as_str().unwrap_or_default().len();
+    };
+    assert_eq!(o["status"], "output_limit", "{o}");
+    assert_eq!(got, 1000, "{o}");
+    assert_eq!(metric(&s, HITS), 2);
+    assert_eq!(misses(&s, "python"), 0);
 }
 
 /// A forked run's verdicts are a cold run's (supervise::classify): a

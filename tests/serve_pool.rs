@@ -1,9 +1,11 @@
 //! `stockade serve --warm`, the real binary, as root and as uid 65534:
 //! pooled runs answer as cold ones do (stdout, exit code, files, stdin,
 //! tracebacks, the deadline), each in a jail no other run touched (its
-//! own namespaces, /tmp, workdir and random seed); requests a member
-//! cannot run exactly are misses that still answer right; /readyz waits
-//! for the pools; SIGTERM leaves nothing behind.
+//! own namespaces, /tmp, workdir and random seed); a run's own limits
+//! below the pool's are a hit where the member's run cgroup holds them,
+//! and hold; requests a member cannot run exactly are misses, with their
+//! reason in /metrics and the answer, that still answer right; /readyz
+//! waits for the pools; SIGTERM leaves nothing behind.
 
 mod common;
 mod serve_util;
@@ -12,7 +14,10 @@ use std::time::{Duration, Instant};
 
 use common::Who;
 use serde_json::{json, Value};
-use serve_util::{descendants, files_and_stdin, metric, py, who_name, Lines, Server, PATIENCE};
+use serve_util::{
+    descendants, files_and_stdin, metric, misses, misses_for, pool_use, py, py_cold, who_name,
+    Lines, Server, PATIENCE,
+};
 
 /// A server with a warm python pool of `n`.
 fn pooled(who: Who, n: usize, more: &[&str]) -> Server {
@@ -41,8 +46,6 @@ fn wait_full(s: &Server, n: u64) {
 }
 
 const HITS: &str = "stockade_pool_hits_total{profile=\"python\"}";
-const MISSES: &str = "stockade_pool_misses_total{profile=\"python\"}";
-const SHELL_MISSES: &str = "stockade_pool_misses_total{profile=\"shell\"}";
 const SIZE: &str = "stockade_pool_size{profile=\"python\"}";
 
 #[test]
@@ -83,7 +86,7 @@ fn pooled_runs_answer_as_cold_runs_do() {
         );
         assert_eq!(metric(&s, HITS), 2, "{w}");
         // An uncaught exception and a syntax error: the same stderr and
-        // exit code as in a cold jail (a miss: other pids).
+        // exit code as in a cold jail (a miss: its argv).
         for code in [
             "def f():\n    1/0\nf()",
             "x(",
@@ -91,15 +94,15 @@ fn pooled_runs_answer_as_cold_runs_do() {
         ] {
             wait_full(&s, 2);
             let warm = s.run(&py(code)).json();
-            let mut cold_req = py(code);
-            cold_req["limits"] = json!({"pids": 100});
-            let cold = s.run(&cold_req).json();
+            let cold = s.run(&py_cold(code)).json();
+            assert_eq!(pool_use(&warm), Ok(()), "{w}: {warm}");
+            assert_eq!(pool_use(&cold), Err("argv".into()), "{w}: {cold}");
             for k in ["status", "exit_code", "stdout", "stderr"] {
                 assert_eq!(warm[k], cold[k], "{w}: {code:?}: {k}: {warm} vs {cold}");
             }
         }
         assert_eq!(metric(&s, HITS), 5, "{w}");
-        assert_eq!(metric(&s, MISSES), 3, "{w}");
+        assert_eq!(misses_for(&s, "python", "argv"), 3, "{w}");
     }
 }
 
@@ -161,29 +164,110 @@ fn what_a_member_cannot_run_exactly_is_a_miss_and_still_right() {
         let w = who_name(who);
         let s = pooled(who, 1, &[]);
         s.wait_ready();
-        let mut other_limit = py("print('small')");
-        other_limit["limits"] = json!({"memory": "100m"});
+        // A memory limit under /tmp's 128 MiB: /tmp (the lesser of the
+        // profile's size and the workdir's, which follows the memory
+        // limit) is a tmpfs the member mounted at its start.
+        let mut other_tmp = py("print('small')");
+        other_tmp["limits"] = json!({"memory": "100m"});
         let mut hash_seed = py("print(hash('a'))");
         hash_seed["env"] = json!({"PYTHONHASHSEED": "0"});
         let other_argv =
             json!({"profile": "python", "argv": ["python3", "-I", "-c", "print('isolated')"]});
         let shell = json!({"profile": "shell", "argv": ["echo", "shell"]});
-        let want = ["small\n", "", "isolated\n", "shell\n"];
-        for (i, req) in [other_limit, hash_seed, other_argv, shell]
-            .iter()
-            .enumerate()
+        let want = [
+            ("small\n", "python", "limits"),
+            ("", "python", "env"),
+            ("isolated\n", "python", "argv"),
+            ("shell\n", "shell", "no_pool"),
+        ];
+        for (req, (out, profile, reason)) in
+            [other_tmp, hash_seed, other_argv, shell].iter().zip(want)
         {
             let v = s.run(req).json();
             assert_eq!(v["exit_code"], 0, "{w}: {v}");
-            if !want[i].is_empty() {
-                assert_eq!(v["stdout"]["data"], want[i], "{w}: {v}");
+            if !out.is_empty() {
+                assert_eq!(v["stdout"]["data"], out, "{w}: {v}");
             }
-            let misses = metric(&s, MISSES) + metric(&s, SHELL_MISSES);
-            assert_eq!(misses, i as u64 + 1, "{w}: {req}");
+            assert_eq!(pool_use(&v), Err(reason.into()), "{w}: {v}");
+            assert_eq!(misses_for(&s, profile, reason), 1, "{w}: {req}");
         }
-        assert_eq!(metric(&s, SHELL_MISSES), 1, "{w}: misses by profile");
+        assert_eq!(misses(&s, "python"), 3, "{w}: misses by profile");
         assert_eq!(metric(&s, HITS), 0, "{w}");
         assert_eq!(metric(&s, SIZE), 1, "{w}: the member is still there");
+    }
+}
+
+/// A run's own limits below the pool's. Where the member's run cgroup
+/// holds them (root here), a hit, and they hold for that run alone: a
+/// memory hog ends `memory_limit` at the run's 128 MiB, a fork bomb
+/// `pids_limit` at its 16, and the next member has the pool's limits.
+/// Where it cannot (uid 65534 without a delegated cgroup), a miss for
+/// `limits`, run cold with them. A limit the member's cgroup refuses (a
+/// memory limit under what the member already uses, on cgroup v1) is a
+/// miss for `limits` too, and the member is not kept.
+#[test]
+fn a_member_takes_a_runs_own_limits_and_they_hold() {
+    for who in common::users("a_member_takes_a_runs_own_limits_and_they_hold") {
+        let w = who_name(who);
+        // A workdir of its own size: /tmp's does not follow the memory
+        // limit.
+        let s = pooled(who, 1, &["--max-workdir", "64m"]);
+        s.wait_ready();
+        let served = |v: &Value| {
+            let got = pool_use(v);
+            if who == Who::Root {
+                assert_eq!(got, Ok(()), "{w}: {v}");
+            } else {
+                assert!(got == Ok(()) || got == Err("limits".into()), "{w}: {v}");
+            }
+        };
+        let mut hog = py("b = []\nwhile True:\n    b.append(bytearray(8 << 20))");
+        hog["limits"] = json!({"memory": "128m", "pids": 16});
+        let v = s.run(&hog).json();
+        served(&v);
+        assert_eq!(v["status"], "memory_limit", "{w}: {v}");
+        assert_eq!(v["limits"]["memory"]["limit"], 128u64 << 20, "{w}: {v}");
+        assert_eq!(v["limits"]["pids"]["limit"], 16, "{w}: {v}");
+        wait_full(&s, 1);
+        let mut bomb = py("import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(30); os._exit(0)");
+        bomb["limits"] = json!({"pids": 16, "timeout": "20s"});
+        let v = s.run(&bomb).json();
+        served(&v);
+        assert_eq!(v["status"], "pids_limit", "{w}: {v}");
+        wait_full(&s, 1);
+        // The pool's limits again, for a run that asks none.
+        let v = s
+            .run(&py("b = bytearray(200 << 20)\nprint(len(b) >> 20)"))
+            .json();
+        assert_eq!(pool_use(&v), Ok(()), "{w}: {v}");
+        assert_eq!(v["stdout"]["data"], "200\n", "{w}: {v}");
+        assert_eq!(
+            v["limits"]["memory"]["limit"], v["applied"]["limits"]["memory"],
+            "{w}: {v}"
+        );
+        if who != Who::Root {
+            continue;
+        }
+        assert_eq!(metric(&s, HITS), 3, "{w}");
+        assert_eq!(misses(&s, "python"), 0, "{w}");
+        // Less memory than the member holds already: cgroup v1 refuses
+        // the cut (v2 reclaims, then OOM-kills the run: memory_limit).
+        wait_full(&s, 1);
+        let mut tiny = py("print('tiny')");
+        tiny["limits"] = json!({"memory": "4m"});
+        let v = s.run(&tiny).json();
+        match pool_use(&v) {
+            Ok(()) => assert_eq!(v["status"], "memory_limit", "{w}: {v}"),
+            Err(why) => {
+                assert_eq!(why, "limits", "{w}: {v}");
+                assert_eq!(misses_for(&s, "python", "limits"), 1, "{w}");
+                s.wait_line("could not take the run's limits");
+            }
+        }
+        wait_full(&s, 1);
+        let v = s.run(&py("print('next')")).json();
+        assert_eq!(pool_use(&v), Ok(()), "{w}: {v}");
+        assert_eq!(v["stdout"]["data"], "next\n", "{w}: {v}");
     }
 }
 
@@ -214,7 +298,8 @@ fn a_member_serves_a_streamed_request_and_streams() {
         );
         assert_eq!(o["usage"]["stdout_bytes"], 4, "{w}: {o}");
         assert_eq!(metric(&s, HITS), 1, "{w}");
-        assert_eq!(metric(&s, MISSES), 0, "{w}");
+        assert_eq!(misses(&s, "python"), 0, "{w}");
+        assert_eq!(o["applied"]["pool"], json!({"hit": true}), "{w}: {o}");
         // The next member, taken by a captured request, captures and
         // streams nothing.
         wait_full(&s, 1);

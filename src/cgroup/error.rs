@@ -73,6 +73,13 @@ pub enum CgroupError {
         hierarchy: PathBuf,
         v1: Option<PathBuf>,
     },
+    /// A limit asked of a run cgroup made without its controller (a
+    /// jail built ahead of its run, asked a limit of its own).
+    #[error("no group of the run cgroup {} holds the {limit} limit", cgroup.display())]
+    NotHeld {
+        limit: &'static str,
+        cgroup: PathBuf,
+    },
     /// The base's parent does not delegate the controller to it.
     #[error(
         "the {controller} controller is not delegated to {}: missing from its \

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use super::error::{CgroupError, FileOp};
 use super::files::{holds_processes, words, write_file};
 use super::{
-    locate, parse_run_name, proc_starttime, read_stats, RealHost, RunCgroup, Stats, PARENT_NAME,
+    cpu_max, locate, parse_run_name, proc_starttime, read_stats, RealHost, Request, RunCgroup,
+    Stats, PARENT_NAME,
 };
 use crate::sys;
 
@@ -75,6 +76,63 @@ impl RunCgroup {
     pub fn place_v1(&self, pid: i32) -> Result<(), CgroupError> {
         for g in &self.v1 {
             write_file(&g.path, "cgroup.procs", &pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Write `req`'s limits (each one it asks) over those the run cgroup
+    /// was made with: a jail built ahead of its run, whose run asks for
+    /// limits of its own. Each goes where the run's cgroup holds its
+    /// controller: the unified group when it has the limit's file, else
+    /// the v1 group. Err: a limit no group of the run holds, or a value
+    /// the kernel refused (on cgroup v1, a memory limit below what the
+    /// run already uses).
+    pub fn set_limits(&self, req: &Request) -> Result<(), CgroupError> {
+        let v2 = self.v2.as_ref().map(|v| v.path.as_path());
+        let unified = |file: &str| v2.filter(|d| d.join(file).exists());
+        let v1 = |ctrl: &str, limit: &'static str| {
+            self.v1
+                .iter()
+                .find(|g| g.controllers.iter().any(|c| c == ctrl))
+                .map(|g| g.path.as_path())
+                .ok_or_else(|| CgroupError::NotHeld {
+                    limit,
+                    cgroup: self.path().to_path_buf(),
+                })
+        };
+        if let Some(m) = req.memory {
+            match unified("memory.max") {
+                Some(d) => write_file(d, "memory.max", &m.to_string())?,
+                None => super::v1::set_memory(v1("memory", "memory")?, m)?,
+            }
+        }
+        if let Some(m) = req.memory_high {
+            let d = unified("memory.high").ok_or_else(|| CgroupError::NotHeld {
+                limit: "memory_high",
+                cgroup: self.path().to_path_buf(),
+            })?;
+            write_file(d, "memory.high", &m.to_string())?;
+        }
+        if let Some(c) = req.cpus {
+            let max = cpu_max(c).ok_or_else(|| CgroupError::Write {
+                path: self.path().join("cpu.max"),
+                value: c.to_string(),
+                source: io::Error::from(ErrorKind::InvalidInput),
+            })?;
+            match unified("cpu.max") {
+                Some(d) => write_file(d, "cpu.max", &max)?,
+                None => {
+                    let quota = max.split(' ').next().unwrap_or_default();
+                    write_file(v1("cpu", "cpus")?, "cpu.cfs_quota_us", quota)?;
+                }
+            }
+        }
+        if let Some(n) = req.pids {
+            let d = match unified("pids.max") {
+                Some(d) => d,
+                None => v1("pids", "pids")?,
+            };
+            write_file(d, "pids.max", &n.to_string())?;
         }
         Ok(())
     }

@@ -752,3 +752,83 @@ fn v1_rung_refused_keeps_the_v2_reason_and_adds_its_own() {
     );
     assert_eq!(own_v1_path(V1_PROC_CGROUP, "blkio"), None);
 }
+
+#[test]
+fn a_run_cgroup_made_earlier_takes_new_limits_where_it_holds_them() {
+    // The unified hierarchy holds every controller.
+    let fs_ = FakeFs::new("relimit");
+    let top = fs_.cg("", "cpu memory pids", "1\n");
+    let place = Placement {
+        hierarchy: top.clone(),
+        base: top,
+    };
+    let made = Request {
+        memory: Some(512 << 20),
+        memory_high: None,
+        cpus: Some(1.0),
+        pids: Some(64),
+    };
+    let setup = prepare_at(&FakeHost::new(0, &[]), &place, &fs_.hier(), &made);
+    let run = setup.cgroup.expect("run cgroup");
+    let run_req = Request {
+        memory: Some(128 << 20),
+        memory_high: Some(96 << 20),
+        cpus: Some(0.25),
+        pids: Some(16),
+    };
+    run.set_limits(&run_req).unwrap();
+    let rd = |f: &str| fs::read_to_string(run.path().join(f)).unwrap();
+    assert_eq!(rd("memory.max"), (128u64 << 20).to_string());
+    assert_eq!(rd("memory.high"), (96u64 << 20).to_string());
+    assert_eq!(rd("cpu.max"), "25000 100000");
+    assert_eq!(rd("pids.max"), "16");
+    // What a request does not ask stays as made.
+    run.set_limits(&Request {
+        pids: Some(8),
+        ..Request::default()
+    })
+    .unwrap();
+    assert_eq!(rd("memory.max"), (128u64 << 20).to_string());
+    assert_eq!(rd("pids.max"), "8");
+    discard(run);
+
+    // cgroup v1 only: each limit in its controller's group; memory.high
+    // has no v1 file.
+    let fs_ = FakeFs::new("relimit-v1");
+    let h = fake_v1(&fs_);
+    let mut setup = unavailable_everywhere(&made, "no cgroup v2 hierarchy mounted");
+    let host = FakeV1Host {
+        euid: 0,
+        locked: vec![],
+    };
+    v1::climb(&host, &h, V1_PROC_CGROUP, &made, &mut setup, true);
+    let run = setup.cgroup.take().expect("a v1-only run cgroup");
+    run.set_limits(&Request {
+        memory_high: None,
+        ..run_req
+    })
+    .unwrap();
+    let groups = run.v1_groups().to_vec();
+    let read = |g: &V1Group, f: &str| fs::read_to_string(g.path.join(f)).unwrap();
+    assert_eq!(read(&groups[0], "memory.limit_in_bytes"), "134217728");
+    assert_eq!(read(&groups[0], "memory.memsw.limit_in_bytes"), "134217728");
+    assert_eq!(read(&groups[1], "cpu.cfs_quota_us"), "25000");
+    assert_eq!(read(&groups[2], "pids.max"), "16");
+    let refused = run.set_limits(&run_req).unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            CgroupError::NotHeld {
+                limit: "memory_high",
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    for g in &groups {
+        for e in fs::read_dir(&g.path).unwrap() {
+            fs::remove_file(e.unwrap().path()).unwrap();
+        }
+    }
+    run.remove().unwrap();
+}

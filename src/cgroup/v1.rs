@@ -226,6 +226,25 @@ impl Rung<'_> {
     }
 }
 
+/// A new memory limit for a group made earlier: memory.limit_in_bytes and
+/// (with swap accounting) memsw's, in the order the kernel takes them
+/// (the memory limit may never pass memsw's): a raise writes memsw's
+/// first, a cut the memory limit first. A cut below what the group uses
+/// and cannot reclaim is refused (EBUSY).
+pub(super) fn set_memory(g: &Path, bytes: u64) -> Result<(), CgroupError> {
+    let v = bytes.to_string();
+    let memsw = g.join("memory.memsw.limit_in_bytes").exists();
+    let raise = num(g, "memory.limit_in_bytes").is_some_and(|now| bytes > now);
+    if memsw && raise {
+        write_file(g, "memory.memsw.limit_in_bytes", &v)?;
+    }
+    write_file(g, "memory.limit_in_bytes", &v)?;
+    if memsw && !raise {
+        write_file(g, "memory.memsw.limit_in_bytes", &v)?;
+    }
+    Ok(())
+}
+
 /// `<our cgroup in m>/stockade`.
 fn parent_in(m: &Mount, pc: &str, ctrl: &str) -> Result<PathBuf, String> {
     let own =

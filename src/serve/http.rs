@@ -111,7 +111,7 @@ async fn run_request(state: &Arc<State>, req: Request) -> Result<Response, ApiEr
     let body = read_body(state, req).await?;
     let parsed = super::request::parse(&body, state.max.files)?;
     drop(body);
-    let (policy, applied) = run::policy_for(state, &parsed, stream)?;
+    let (policy, mut applied) = run::policy_for(state, &parsed, stream)?;
     let (admission, permit) = run::admit(state).await?;
     let mut started = run::start(Job {
         state: state.clone(),
@@ -124,6 +124,7 @@ async fn run_request(state: &Arc<State>, req: Request) -> Result<Response, ApiEr
         permit,
     })
     .await?;
+    applied.pool = Some(started.pool);
     if let (Some(f), Some(data)) = (started.stdin.take(), parsed.stdin) {
         tokio::spawn(async move {
             if let Ok(mut tx) = tokio::net::unix::pipe::Sender::from_file(f) {

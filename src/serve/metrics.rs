@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::pool::Stat;
+use super::pool::{Miss, Stat};
 
 /// Upper bounds (seconds) of the run-duration histogram's buckets.
 const BUCKETS: [f64; 12] = [
@@ -29,8 +29,8 @@ pub struct Metrics {
     pub queued: AtomicI64,
     /// Requests refused before a run, by error code.
     rejected: Mutex<BTreeMap<&'static str, u64>>,
-    /// Runs that started a cold jail, by profile.
-    pool_misses: Mutex<BTreeMap<String, u64>>,
+    /// Runs that started a cold jail, by profile and why.
+    pool_misses: Mutex<BTreeMap<(String, Miss), u64>>,
 }
 
 impl Metrics {
@@ -47,9 +47,9 @@ impl Metrics {
         h.count += 1;
     }
 
-    pub fn pool_missed(&self, profile: &str) {
+    pub fn pool_missed(&self, profile: &str, why: Miss) {
         *lock(&self.pool_misses)
-            .entry(profile.to_string())
+            .entry((profile.to_string(), why))
             .or_default() += 1;
     }
 
@@ -103,14 +103,18 @@ impl Metrics {
             self.queued.load(Ordering::Relaxed),
         );
         pool_lines(&mut o, pools);
-        let _ = writeln!(o, "# HELP stockade_pool_misses_total Runs that found no warm jail (or none that could run them as a cold jail would) and started a cold one.");
+        let _ = writeln!(o, "# HELP stockade_pool_misses_total Runs that found no warm jail (or none that could run them as a cold jail would) and started a cold one, by profile and reason (no_pool, argv, env, limits, policy, empty, fork_server_down, start_failed).");
         let _ = writeln!(o, "# TYPE stockade_pool_misses_total counter");
         let misses = lock(&self.pool_misses);
         if misses.is_empty() {
             let _ = writeln!(o, "stockade_pool_misses_total 0");
         }
-        for (p, n) in misses.iter() {
-            let _ = writeln!(o, "stockade_pool_misses_total{{profile=\"{p}\"}} {n}");
+        for ((p, why), n) in misses.iter() {
+            let _ = writeln!(
+                o,
+                "stockade_pool_misses_total{{profile=\"{p}\",reason=\"{}\"}} {n}",
+                why.name()
+            );
         }
         drop(misses);
         let _ = writeln!(

@@ -2,17 +2,25 @@
 //! [`super::warm`]: fresh jails whose interpreter has imported the
 //! `--warm-import` modules and waits for its program), kept full in the
 //! background by a few builder threads (`--warm-builders`, so refilling
-//! does not take every CPU from the runs).
+//! does not take every CPU from the runs), or with `--warm-fork` one fork
+//! server (see [`crate::zygote`]).
 //!
-//! A request takes a member only when the member can run it exactly as a
-//! cold jail would: the same profile and limits (the timeout and the
-//! output cap excepted: the clock is started with the request's, and
-//! whether the output is captured or streamed as ndjson: the clock's
-//! start says that too), `python3 -c CODE` or `python3 FILE`, and
+//! A request takes a warm jail when it can run it exactly as a cold jail
+//! would: the pool of its profile, `python3 -c CODE` or `python3 FILE`,
 //! no variable that changes how the interpreter starts (`PYTHON*`,
-//! locale, `PATH`, …). Anything else is a miss and gets a cold jail. A
-//! member serves one request, then ends with it; the pool builds another
-//! behind it. Members left at shutdown are killed.
+//! locale, `PATH`, …), the profile's policy otherwise, and limits the
+//! warm jail can give it. Those a run sets for itself: the timeout and
+//! the output cap (the supervisor's), and its run cgroup's memory,
+//! memory_high, cpus and pids: a fork server's child gets a cgroup of its
+//! own made from them; a member's supervisor writes them into the
+//! member's run cgroup before its clock starts, where that cgroup holds
+//! them (probed once per pool: [`PerRun`]). What a warm jail fixed when it
+//! started must be the pool's: the rlimits (cpu_time, max_file_size,
+//! max_open_files), /tmp's size, a member's grace and its workdir's size
+//! (or, where the run's memory cgroup bounds the workdir, at least that
+//! bound). Anything else is a miss, with its [`Miss`] reason, and gets a
+//! cold jail. A member serves one request, then ends with it; the pool
+//! builds another behind it. Members left at shutdown are killed.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -22,15 +30,98 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::warm::{self, Member};
-use crate::policy::Policy;
+use crate::policy::{Limits, Policy};
 use crate::zygote::ForkServer;
 
 /// What a request takes from a pool.
 pub enum Taken {
-    /// A warm member, all its own.
-    Member(Box<Member>),
+    /// A warm member, all its own; `limits`: the run's cgroup limits
+    /// differ from the member's, to be set at its hand-over.
+    Member { member: Box<Member>, limits: bool },
     /// The profile's fork server, to fork a child from.
     Fork(Arc<ForkServer>),
+}
+
+/// Why a request found no warm jail: the `reason` of `/metrics`'
+/// `stockade_pool_misses_total` and of the answer's `applied.pool`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Miss {
+    /// No pool for its profile (`--warm PROFILE=N` names others, or none).
+    NoPool,
+    /// Its program is not `python3 -c CODE` or `python3 FILE ARGS`.
+    Argv,
+    /// It sets a variable that changes how the interpreter starts
+    /// (`PYTHON*`, `LC_*`, `LANG`, `PATH`, `HOME`, …).
+    Env,
+    /// A limit the warm jail fixed when it started differs from the
+    /// pool's: an rlimit, a tmpfs's size, or one its run cgroup cannot
+    /// change on this host.
+    Limits,
+    /// Another setting of its policy differs from the pool's profile.
+    Policy,
+    /// Every member of the pool is taken (it is refilling).
+    Empty,
+    /// The pool's fork server is not running (starting, or replacing one
+    /// that went away).
+    ForkServerDown,
+    /// The warm jail could not start this run (the server's log says
+    /// why).
+    StartFailed,
+}
+
+impl Miss {
+    /// The name `/metrics` and `applied.pool.reason` give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Miss::NoPool => "no_pool",
+            Miss::Argv => "argv",
+            Miss::Env => "env",
+            Miss::Limits => "limits",
+            Miss::Policy => "policy",
+            Miss::Empty => "empty",
+            Miss::ForkServerDown => "fork_server_down",
+            Miss::StartFailed => "start_failed",
+        }
+    }
+}
+
+/// Which of a template's run cgroup limits a warm jail gives each run
+/// its own value of: all of them for a fork server's children (each
+/// child's cgroup is made for its run); for members, those the run
+/// cgroup holds on this host (a limit held by an rlimit, or by nothing,
+/// is fixed when the member starts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PerRun {
+    pub memory: bool,
+    pub memory_high: bool,
+    pub cpus: bool,
+    pub pids: bool,
+}
+
+impl PerRun {
+    const ALL: PerRun = PerRun {
+        memory: true,
+        memory_high: true,
+        cpus: true,
+        pids: true,
+    };
+
+    /// Probed as a member's supervisor will find it: a run cgroup for
+    /// `template`'s limits made, looked at and removed.
+    fn probe(template: &Policy) -> PerRun {
+        use crate::cgroup;
+        let setup = cgroup::prepare(&cgroup::Request::from(&template.limits));
+        let per_run = PerRun {
+            memory: setup.memory.is_cgroup(),
+            memory_high: setup.memory_high.is_cgroup(),
+            cpus: setup.cpu.is_cgroup(),
+            pids: setup.pids.is_cgroup(),
+        };
+        if let Some(c) = setup.cgroup {
+            let _ = c.remove();
+        }
+        per_run
+    }
 }
 
 /// Longest wait before building again after a member failed to start.
@@ -51,6 +142,8 @@ struct Profile {
     template: Policy,
     /// The template with what a request may change cleared.
     key: serde_json::Value,
+    /// Which run cgroup limits a member takes per run.
+    per_run: PerRun,
     target: usize,
     hits: AtomicU64,
     /// Full at least once.
@@ -93,20 +186,63 @@ impl Default for Pool {
     }
 }
 
-/// A request's policy with what a member does not fix cleared: the
-/// program, its environment, the timeout and output cap, the workdir's
-/// host directory, the kept fds, whether output is captured.
+/// A request's policy with what a warm jail does not fix cleared, and
+/// what [`limits_fit`] compares: the program, its environment, the
+/// workdir's host directory, size and files, the kept fds, whether output
+/// is captured, every limit, /tmp's size.
 fn key(p: &Policy) -> serde_json::Value {
     let mut p = p.clone();
     p.argv.clear();
     p.env.clear();
-    p.limits.timeout = None;
-    p.limits.max_output = None;
+    p.limits = Limits::default();
+    p.tmp_size = 0;
     p.workdir.host = None;
+    p.workdir.size = 0;
     p.workdir.files.clear();
     p.keep_fds.clear();
     p.capture = false;
     serde_json::to_value(&p).unwrap_or_default()
+}
+
+/// Whether a warm jail of `template` can give `run` its limits: each one
+/// it fixed when it started (the rlimits, /tmp's size; a member's grace,
+/// and its workdir's size, which may be larger where the run's memory
+/// cgroup is the smaller bound of the two) is the template's, and each
+/// run cgroup limit is the template's or one `per_run` gives each run.
+/// The timeout and the output cap are the run's in every case.
+fn limits_fit(run: &Policy, template: &Policy, per_run: PerRun, fork: bool) -> bool {
+    let (r, t) = (&run.limits, &template.limits);
+    let own = |per_run: bool, same: bool| per_run || same;
+    let fixed = r.cpu_time == t.cpu_time
+        && r.max_file_size == t.max_file_size
+        && r.max_open_files == t.max_open_files
+        && run.tmp_size == template.tmp_size;
+    // A fork server's child gets a workdir of tmp_size (the zygote's
+    // recipe) and its own deadline; a member's workdir was mounted with
+    // its jail, its grace is its supervisor's.
+    let member_fixed = fork
+        || (r.grace == t.grace
+            && match r.memory.filter(|_| per_run.memory) {
+                // The workdir's tmpfs is charged to the run's memory
+                // cgroup: a tmpfs no smaller than the limit holds as much
+                // as the limit lets it.
+                Some(m) => run.workdir.size.min(m) == template.workdir.size.min(m),
+                None => run.workdir.size == template.workdir.size,
+            });
+    fixed
+        && member_fixed
+        && own(per_run.memory, r.memory == t.memory)
+        && own(per_run.memory_high, r.memory_high == t.memory_high)
+        && own(per_run.cpus, r.cpus == t.cpus)
+        && own(per_run.pids, r.pids == t.pids)
+}
+
+/// Whether `run`'s run cgroup limits are `template`'s.
+fn same_cgroup_limits(run: &Limits, template: &Limits) -> bool {
+    run.memory == template.memory
+        && run.memory_high == template.memory_high
+        && run.cpus == template.cpus
+        && run.pids == template.pids
 }
 
 impl Pool {
@@ -124,6 +260,7 @@ impl Pool {
             .filter(|(_, _, n)| *n > 0)
             .map(|(name, template, target)| Profile {
                 key: key(&template),
+                per_run: PerRun::probe(&template),
                 name,
                 template,
                 target,
@@ -173,31 +310,48 @@ impl Pool {
         }
     }
 
-    /// A member that can run `policy` exactly as a cold jail would, and
-    /// the variables the request adds to its environment; None: a miss.
-    pub fn take(&self, policy: &Policy) -> Option<(Taken, Vec<(OsString, OsString)>)> {
-        if self.inner.profiles.is_empty() || !warm::servable_argv(&policy.argv) {
-            return None;
-        }
-        let k = key(policy);
-        let i = self.inner.profiles.iter().position(|p| p.key == k)?;
+    /// A warm jail of `profile`'s pool that can run `policy` exactly as a
+    /// cold jail would, and the variables the request adds to its
+    /// environment; else why not.
+    pub fn take(
+        &self,
+        profile: &str,
+        policy: &Policy,
+    ) -> Result<(Taken, Vec<(OsString, OsString)>), Miss> {
+        let i = self
+            .inner
+            .profiles
+            .iter()
+            .position(|p| p.name == profile)
+            .ok_or(Miss::NoPool)?;
         let prof = &self.inner.profiles[i];
-        let env = warm::env_additions(policy, &prof.template)?;
-        if self.inner.forks() {
+        if !warm::servable_argv(&policy.argv) {
+            return Err(Miss::Argv);
+        }
+        let env = warm::env_additions(policy, &prof.template).ok_or(Miss::Env)?;
+        if key(policy) != prof.key {
+            return Err(Miss::Policy);
+        }
+        let forks = self.inner.forks();
+        let per_run = if forks { PerRun::ALL } else { prof.per_run };
+        if !limits_fit(policy, &prof.template, per_run, forks) {
+            return Err(Miss::Limits);
+        }
+        if forks {
             let f = prof
                 .fork
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .clone()?;
+                .clone()
+                .ok_or(Miss::ForkServerDown)?;
             if !f.alive() {
                 self.inner.wake.notify_all();
-                return None;
+                return Err(Miss::ForkServerDown);
             }
-            prof.hits.fetch_add(1, Ordering::Relaxed);
-            return Some((Taken::Fork(f), env));
+            return Ok((Taken::Fork(f), env));
         }
         let m = loop {
-            let mut m = self.inner.lock()[i].idle.pop_front()?;
+            let mut m = self.inner.lock()[i].idle.pop_front().ok_or(Miss::Empty)?;
             self.inner.wake.notify_all();
             if !m.ended() {
                 break m;
@@ -208,14 +362,21 @@ impl Pool {
             );
             m.discard();
         };
-        prof.hits.fetch_add(1, Ordering::Relaxed);
-        Some((Taken::Member(Box::new(m)), env))
+        let limits = !same_cgroup_limits(&policy.limits, &prof.template.limits);
+        Ok((
+            Taken::Member {
+                member: Box::new(m),
+                limits,
+            },
+            env,
+        ))
     }
 
-    /// Whether each pool is a fork server (`--warm-fork`, where a cgroup
-    /// holds each run's limits).
-    pub fn forking(&self) -> bool {
-        self.inner.forks()
+    /// A run of `profile` was served warm (`/metrics`' hits).
+    pub fn hit(&self, profile: &str) {
+        if let Some(p) = self.inner.profiles.iter().find(|p| p.name == profile) {
+            p.hits.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Each pool now.
@@ -419,5 +580,123 @@ impl Inner {
             }
             slots = self.wake.wait(slots).unwrap_or_else(|e| e.into_inner());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A template as `serve` makes one: the defaults with a server's
+    /// limits.
+    fn template() -> Policy {
+        let mut p = Policy::with_defaults(vec!["python3".into()]);
+        p.limits.memory = Some(512 << 20);
+        p.limits.cpus = Some(1.0);
+        p.limits.pids = Some(64);
+        p.limits.timeout = Some(std::time::Duration::from_secs(30));
+        p.limits.max_output = Some(1 << 20);
+        p.workdir.size = 512 << 20;
+        p.tmp_size = 128 << 20;
+        p
+    }
+
+    const MEMBER_V1: PerRun = PerRun {
+        memory: true,
+        memory_high: false,
+        cpus: true,
+        pids: true,
+    };
+
+    #[test]
+    fn a_run_sets_its_own_cgroup_limits_and_clock_but_not_what_the_jail_fixed() {
+        let t = template();
+        let fits = |f: &dyn Fn(&mut Policy)| {
+            let mut r = t.clone();
+            f(&mut r);
+            assert_eq!(key(&r), key(&t), "the key ignores every limit");
+            (
+                limits_fit(&r, &t, PerRun::ALL, true),
+                limits_fit(&r, &t, MEMBER_V1, false),
+                limits_fit(&r, &t, PerRun::default(), false),
+            )
+        };
+        // Fork server, member whose cgroup holds them, member without.
+        assert_eq!(fits(&|_| {}), (true, true, true));
+        let small = |r: &mut Policy| {
+            r.limits.memory = Some(128 << 20);
+            // serve's workdir follows the memory limit.
+            r.workdir.size = 128 << 20;
+            r.limits.pids = Some(16);
+            r.limits.cpus = Some(0.5);
+        };
+        assert_eq!(fits(&small), (true, true, false));
+        assert_eq!(
+            fits(&|r| r.limits.memory_high = Some(1 << 20)),
+            (true, false, false)
+        );
+        let clock = |r: &mut Policy| {
+            r.limits.timeout = Some(std::time::Duration::from_secs(1));
+            r.limits.max_output = Some(10);
+        };
+        assert_eq!(fits(&clock), (true, true, true));
+        // A workdir smaller than the member's, not bounded by the run's
+        // memory: the member's tmpfs would hold more.
+        assert_eq!(fits(&|r| r.workdir.size = 64 << 20), (true, false, false));
+        for fixed in [
+            &(|r: &mut Policy| r.tmp_size = 64 << 20) as &dyn Fn(&mut Policy),
+            &|r| r.limits.max_open_files = Some(16),
+            &|r| r.limits.max_file_size = Some(1 << 20),
+            &|r| r.limits.cpu_time = Some(std::time::Duration::from_secs(1)),
+        ] {
+            assert_eq!(fits(fixed), (false, false, false));
+        }
+        assert_eq!(
+            fits(&|r| r.limits.grace = std::time::Duration::ZERO),
+            (true, false, false)
+        );
+    }
+
+    #[test]
+    fn what_else_a_run_changes_is_the_policy_s() {
+        let t = template();
+        let mut r = t.clone();
+        r.argv = vec!["python3".into(), "-c".into(), "pass".into()];
+        r.env.push(("ANSWER".into(), "42".into()));
+        r.capture = !t.capture;
+        assert_eq!(key(&r), key(&t));
+        r.hostname = "other".into();
+        assert_ne!(key(&r), key(&t));
+    }
+
+    #[test]
+    fn each_miss_has_a_name() {
+        let all = [
+            Miss::NoPool,
+            Miss::Argv,
+            Miss::Env,
+            Miss::Limits,
+            Miss::Policy,
+            Miss::Empty,
+            Miss::ForkServerDown,
+            Miss::StartFailed,
+        ];
+        let names: Vec<&str> = all.iter().map(|m| m.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "no_pool",
+                "argv",
+                "env",
+                "limits",
+                "policy",
+                "empty",
+                "fork_server_down",
+                "start_failed"
+            ]
+        );
+        let p = Pool::default();
+        let t = template();
+        assert!(matches!(p.take("python", &t), Err(Miss::NoPool)));
     }
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 
 use super::error::ApiError;
-use super::pool::Taken;
+use super::pool::{Miss, Taken};
 use super::request::{FileSpec, RunRequest};
 use super::workdir;
 use super::State;
@@ -30,11 +30,13 @@ pub struct Applied {
     pub max_output: u64,
     /// The limits asked for above the operator's maxima (cut to them).
     pub clamped: Vec<&'static str>,
+    /// Whether a warm jail ran it, or why none did (once it started).
+    pub pool: Option<Result<(), Miss>>,
 }
 
 impl Applied {
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "profile": self.profile,
             "limits": {
                 "memory": self.memory,
@@ -44,7 +46,13 @@ impl Applied {
                 "max_output": self.max_output,
             },
             "clamped": self.clamped,
-        })
+        });
+        match self.pool {
+            Some(Ok(())) => v["pool"] = serde_json::json!({ "hit": true }),
+            Some(Err(m)) => v["pool"] = serde_json::json!({ "hit": false, "reason": m.name() }),
+            None => {}
+        }
+        v
     }
 }
 
@@ -134,6 +142,7 @@ pub fn policy_with(
         timeout: timeout.as_secs_f64(),
         max_output,
         clamped,
+        pool: None,
     };
     Ok((p, applied))
 }
@@ -205,6 +214,8 @@ pub struct Started {
     pub stdout: Option<std::fs::File>,
     pub stderr: Option<std::fs::File>,
     pub done: oneshot::Receiver<Result<Outcome, String>>,
+    /// Whether a warm jail runs it, or why none does.
+    pub pool: Result<(), Miss>,
 }
 
 /// Everything the blocking side needs for one run.
@@ -228,7 +239,7 @@ enum Running {
 
 /// The jail for `policy`: a warm pool's member (or a fork server's
 /// child) when one can run it exactly as a cold jail would (a hit), else
-/// a cold one (a miss).
+/// a cold one (a miss, and why).
 fn launch(
     state: &State,
     mut policy: Policy,
@@ -236,34 +247,49 @@ fn launch(
     files: &[FileSpec],
     stdin: bool,
     stream: bool,
-) -> Result<Running, ApiError> {
+) -> Result<(Running, Result<(), Miss>), ApiError> {
     workdir::check_files(files)?;
-    // A fork server's child captures its output (no stream): a streamed
-    // request is a miss there.
-    let taken = if stream && state.pool.forking() {
-        None
-    } else {
-        state.pool.take(&policy)
-    };
-    match taken {
-        Some((Taken::Member(member), env)) => {
-            let c = member.hand_over(&policy, &env, files, stdin, stream)?;
-            return Ok(Running::Jail(Box::new(c)));
-        }
-        Some((Taken::Fork(server), env)) => {
-            let input = super::warm::fork_input(&policy.argv, &env, files);
-            match server.run(&policy, &input, stdin) {
-                Ok(f) => return Ok(Running::Fork(Box::new(f))),
-                // The fork server went away meanwhile (the pool starts
-                // another): this run is a cold one.
-                Err(e) => eprintln!(
-                    "stockade: serve: warning: warm pool {profile}: the fork server could not start a run: {e}"
-                ),
+    let miss = match state.pool.take(profile, &policy) {
+        Ok((Taken::Member { member, limits }, env)) => {
+            match member.hand_over(&policy, &env, files, stdin, stream, limits)? {
+                Some(c) => {
+                    state.pool.hit(profile);
+                    return Ok((Running::Jail(Box::new(c)), Ok(())));
+                }
+                // Its run cgroup could not take the run's limits (the
+                // member is gone): a cold jail.
+                None => {
+                    eprintln!(
+                        "stockade: serve: warning: warm pool {profile}: a member's run cgroup could not take the run's limits; the run is a cold one"
+                    );
+                    Miss::Limits
+                }
             }
         }
-        _ => {}
-    }
-    state.metrics.pool_missed(profile);
+        Ok((Taken::Fork(server), env)) => {
+            let input = super::warm::fork_input(&policy.argv, &env, files);
+            match server.run(&policy, &input, stdin) {
+                Ok(f) => {
+                    state.pool.hit(profile);
+                    return Ok((Running::Fork(Box::new(f)), Ok(())));
+                }
+                // The fork server went away meanwhile (the pool starts
+                // another), or could not make this run's cgroup: this run
+                // is a cold one.
+                Err(e) => {
+                    eprintln!(
+                        "stockade: serve: warning: warm pool {profile}: the fork server could not start a run: {e}"
+                    );
+                    match server.alive() {
+                        true => Miss::StartFailed,
+                        false => Miss::ForkServerDown,
+                    }
+                }
+            }
+        }
+        Err(m) => m,
+    };
+    state.metrics.pool_missed(profile, miss);
     // Written by the jail itself into its own workdir (a tmpfs of the
     // run's, or the fallback's metered run directory).
     policy.workdir.files = workdir::seed(files);
@@ -274,7 +300,7 @@ fn launch(
         .stderr(pipe(stream))
         .spawn();
     match spawned {
-        Ok(c) => Ok(Running::Jail(Box::new(c))),
+        Ok(c) => Ok((Running::Jail(Box::new(c)), Err(miss))),
         Err(crate::Error::Policy(e)) => Err(policy_error(&e)),
         Err(e) => Err(ApiError::internal(format!("starting the jail: {e}"))),
     }
@@ -313,7 +339,7 @@ fn run_blocking(job: Job, started_tx: StartedTx) {
         admission,
         permit,
     } = job;
-    let mut running = match launch(&state, policy, &profile, &files, stdin, stream) {
+    let (mut running, pool) = match launch(&state, policy, &profile, &files, stdin, stream) {
         Ok(c) => c,
         Err(e) => {
             let _ = started_tx.send(Err(e));
@@ -337,7 +363,7 @@ fn run_blocking(job: Job, started_tx: StartedTx) {
     let (done_tx, done_rx) = oneshot::channel();
     let (stdin, stdout, stderr) = match &mut running {
         Running::Jail(child) => (child.stdin.take(), child.stdout.take(), child.stderr.take()),
-        Running::Fork(f) => (f.stdin.take(), None, None),
+        Running::Fork(f) => (f.stdin.take(), f.stdout.take(), f.stderr.take()),
     };
     let started = Started {
         guard: KillGuard {
@@ -348,6 +374,7 @@ fn run_blocking(job: Job, started_tx: StartedTx) {
         stdout,
         stderr,
         done: done_rx,
+        pool,
     };
     if let Err(Ok(started)) = started_tx.send(Ok(started)) {
         // Nobody waits for it any more.

@@ -226,9 +226,12 @@ impl Member {
         let _ = self.child.wait();
     }
 
-    /// Hand the member its program: `policy` (the request's, argv and env
-    /// checked by the pool) and `files`. The started child (its stdin
-    /// taken when `stdin`, else closed).
+    /// Hand the member its program: `policy` (the request's, argv, env and
+    /// limits checked by the pool) and `files`; with `limits`, the run's
+    /// cgroup limits first, into the member's run cgroup. The started
+    /// child (its stdin taken when `stdin`, else closed); None when its
+    /// run cgroup could not take the limits (the member is killed; no
+    /// program was handed over).
     pub fn hand_over(
         self,
         policy: &Policy,
@@ -236,11 +239,23 @@ impl Member {
         files: &[FileSpec],
         stdin: bool,
         stream: bool,
-    ) -> Result<Child, ApiError> {
+        limits: bool,
+    ) -> Result<Option<Child>, ApiError> {
         let Member { mut child } = self;
-        child
-            .start_clock_output(policy.limits.timeout, policy.limits.max_output, stream)
-            .map_err(|e| ApiError::internal(format!("starting the clock: {e}")))?;
+        let clock = |e: crate::Error| ApiError::internal(format!("starting the clock: {e}"));
+        if limits {
+            if !child
+                .start_clock_limits(&policy.limits, stream)
+                .map_err(clock)?
+            {
+                Member { child }.discard();
+                return Ok(None);
+            }
+        } else {
+            child
+                .start_clock_output(policy.limits.timeout, policy.limits.max_output, stream)
+                .map_err(clock)?;
+        }
         let head = fork_input(&policy.argv, env, files);
         let mut pipe = child.stdin.take();
         if let Some(p) = pipe.as_mut() {
@@ -255,7 +270,7 @@ impl Member {
             child.stdout = None;
             child.stderr = None;
         }
-        Ok(child)
+        Ok(Some(child))
     }
 }
 

@@ -5,7 +5,9 @@
 //! A run may start with its clock held ([`hold`], for a jail built ahead
 //! of its program: a warm pool's member): no deadline runs until the
 //! caller sends [`START_CLOCK`] on its control socket, and the outcome's
-//! wall time counts from then. The hold is this process's state: a
+//! wall time counts from then; [`START_CLOCK_LIMITS`] also gives the run
+//! cgroup limits of its own, written before the clock starts, and the
+//! outcome's limits say them. The hold is this process's state: a
 //! supervisor process runs one jail.
 
 #![deny(unsafe_code)]
@@ -14,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::cgroup;
 use crate::outcome::{LimitReport, Outcome};
 
 /// The caller's record that starts a held clock: `S`, then the timeout in
@@ -24,6 +27,22 @@ use crate::outcome::{LimitReport, Outcome};
 pub(crate) const START_CLOCK: u8 = b'S';
 /// The record's length.
 pub(crate) const START_CLOCK_LEN: usize = 18;
+/// The record that also gives the run limits of its own: `L`, the
+/// [`START_CLOCK`] record's fields, then the run cgroup's memory,
+/// memory_high and pids (little-endian u64s) and cpus (an f64's bits),
+/// each `u64::MAX` for as the policy says. The supervisor writes them into
+/// the run's cgroup before it starts the clock, and answers
+/// [`LIMITS_SET`] or [`LIMITS_REFUSED`] on the control socket (the
+/// clock then stays held).
+pub(crate) const START_CLOCK_LIMITS: u8 = b'L';
+/// That record's length.
+pub(crate) const START_CLOCK_LIMITS_LEN: usize = START_CLOCK_LEN + 32;
+/// The supervisor's answer to [`START_CLOCK_LIMITS`]: written, the clock
+/// started.
+pub(crate) const LIMITS_SET: u8 = b'a';
+/// The supervisor's answer to [`START_CLOCK_LIMITS`]: the run's cgroup
+/// cannot hold one of them; the clock is still held.
+pub(crate) const LIMITS_REFUSED: u8 = b'r';
 
 /// Where a held jail's output goes once its clock starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,17 +76,46 @@ pub(crate) fn encode_start(
     b
 }
 
-/// What a [`START_CLOCK`] record asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The [`START_CLOCK_LIMITS`] record: [`encode_start`]'s, with the run
+/// cgroup's limits `cg` (each None: as the policy says).
+pub(crate) fn encode_start_limits(
+    timeout: Option<Duration>,
+    max_output: Option<u64>,
+    to: OutputTo,
+    cg: &cgroup::Request,
+) -> [u8; START_CLOCK_LIMITS_LEN] {
+    let mut b = [0u8; START_CLOCK_LIMITS_LEN];
+    b[..START_CLOCK_LEN].copy_from_slice(&encode_start(timeout, max_output, to));
+    b[0] = START_CLOCK_LIMITS;
+    let words = [
+        cg.memory,
+        cg.memory_high,
+        cg.pids,
+        cg.cpus.map(f64::to_bits),
+    ];
+    for (i, w) in words.into_iter().enumerate() {
+        let at = START_CLOCK_LEN + 8 * i;
+        b[at..at + 8].copy_from_slice(&w.unwrap_or(u64::MAX).to_le_bytes());
+    }
+    b
+}
+
+/// What a [`START_CLOCK`] (or [`START_CLOCK_LIMITS`]) record asks for.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct ClockStart {
     pub(crate) timeout: Option<Duration>,
     pub(crate) max_output: Option<u64>,
     pub(crate) output: OutputTo,
+    /// The run cgroup's limits of its own ([`START_CLOCK_LIMITS`]).
+    pub(crate) limits: Option<cgroup::Request>,
+}
+
+fn word(r: &[u8]) -> u64 {
+    u64::from_le_bytes(r.try_into().unwrap_or([0xff; 8]))
 }
 
 /// Decode a whole [`START_CLOCK`] record.
 pub(crate) fn decode_start(b: &[u8; START_CLOCK_LEN]) -> ClockStart {
-    let word = |r: &[u8]| u64::from_le_bytes(r.try_into().unwrap_or([0xff; 8]));
     let (t, m) = (word(&b[1..9]), word(&b[9..17]));
     ClockStart {
         timeout: (t != u64::MAX).then(|| Duration::from_millis(t)),
@@ -77,6 +125,26 @@ pub(crate) fn decode_start(b: &[u8; START_CLOCK_LEN]) -> ClockStart {
             b'P' => OutputTo::Piped,
             _ => OutputTo::AsSpawned,
         },
+        limits: None,
+    }
+}
+
+/// Decode a whole [`START_CLOCK_LIMITS`] record.
+pub(crate) fn decode_start_limits(b: &[u8; START_CLOCK_LIMITS_LEN]) -> ClockStart {
+    let mut head = [0u8; START_CLOCK_LEN];
+    head.copy_from_slice(&b[..START_CLOCK_LEN]);
+    let at = |i: usize| {
+        let w = word(&b[START_CLOCK_LEN + 8 * i..START_CLOCK_LEN + 8 * i + 8]);
+        (w != u64::MAX).then_some(w)
+    };
+    ClockStart {
+        limits: Some(cgroup::Request {
+            memory: at(0),
+            memory_high: at(1),
+            pids: at(2),
+            cpus: at(3).map(f64::from_bits),
+        }),
+        ..decode_start(&head)
     }
 }
 
@@ -130,6 +198,18 @@ pub(super) fn restate_limits(o: &mut Outcome) {
     }
     if let Some(m) = c.max_output {
         set("max_output", serde_json::json!(m));
+    }
+    let Some(l) = c.limits else { return };
+    // The run cgroup's own: restated where the plan reported them.
+    for (name, v) in [
+        ("memory", l.memory.map(|m| serde_json::json!(m))),
+        ("memory_high", l.memory_high.map(|m| serde_json::json!(m))),
+        ("cpus", l.cpus.map(|c| serde_json::json!(c))),
+        ("pids", l.pids.map(|p| serde_json::json!(p))),
+    ] {
+        if let (Some(v), Some(r)) = (v, o.limits.get_mut(name)) {
+            r.limit = v;
+        }
     }
 }
 
@@ -223,6 +303,27 @@ mod tests {
         assert_eq!(c.output, OutputTo::AsSpawned);
         let c = decode_start(&encode_start(None, None, OutputTo::Captured));
         assert_eq!(c.output, OutputTo::Captured);
+        assert_eq!(c.limits, None);
+    }
+
+    #[test]
+    fn the_start_record_with_limits_reads_back() {
+        let s = Duration::from_secs(3);
+        let cg = cgroup::Request {
+            memory: Some(128 << 20),
+            memory_high: None,
+            cpus: Some(0.5),
+            pids: Some(16),
+        };
+        let b = encode_start_limits(Some(s), None, OutputTo::Piped, &cg);
+        assert_eq!(b[0], START_CLOCK_LIMITS);
+        let c = decode_start_limits(&b);
+        assert_eq!((c.timeout, c.max_output), (Some(s), None));
+        assert_eq!(c.output, OutputTo::Piped);
+        assert_eq!(c.limits, Some(cg));
+        let none = cgroup::Request::default();
+        let c = decode_start_limits(&encode_start_limits(None, None, OutputTo::AsSpawned, &none));
+        assert_eq!(c.limits, Some(none));
     }
 
     #[test]

@@ -106,6 +106,21 @@ impl Output {
         }
     }
 
+    /// Both streams passed on as they come to `to` (stdout's, stderr's;
+    /// fds the caller keeps open while this pumps), nothing captured, up
+    /// to `cap` together: a fork server's child's streamed output.
+    pub(crate) fn streamed(out: OwnedFd, err: OwnedFd, cap: Option<u64>, to: [RawFd; 2]) -> Output {
+        Output {
+            out: Some(Stream::new(out, Some(to[0]), 0)),
+            err: Some(Stream::new(err, Some(to[1]), 0)),
+            cap,
+            total: 0,
+            hit_cap: false,
+            capture: false,
+            out_to: Some(to[0]),
+        }
+    }
+
     /// From now on, the output goes `to` (a held clock started): captured
     /// only, or streamed only (what was captured so far is dropped).
     pub(super) fn send_to(&mut self, to: crate::supervise::OutputTo) {

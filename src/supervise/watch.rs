@@ -202,6 +202,15 @@ impl Watch {
                     self.asked.drain(..deadline::START_CLOCK_LEN);
                     self.start_clock(deadline::decode_start(&rec));
                 }
+                deadline::START_CLOCK_LIMITS => {
+                    const LEN: usize = deadline::START_CLOCK_LIMITS_LEN;
+                    let Some(rec) = self.asked.get(..LEN) else {
+                        return; // the rest is to come
+                    };
+                    let rec: [u8; LEN] = rec.try_into().unwrap_or([0; LEN]);
+                    self.asked.drain(..LEN);
+                    self.start_clock_limits(deadline::decode_start_limits(&rec), fd);
+                }
                 _ => {
                     self.asked.remove(0);
                 }
@@ -212,6 +221,28 @@ impl Watch {
     fn asker_kills(&mut self) {
         self.control = None;
         self.kill_all();
+    }
+
+    /// The asker gave the run limits of its own with its program: into
+    /// the run's cgroup, then the clock started; the asker hears which
+    /// (`LIMITS_SET`), or that the cgroup cannot hold them
+    /// (`LIMITS_REFUSED`, the clock still held), before its program goes
+    /// to the payload.
+    fn start_clock_limits(&mut self, c: deadline::ClockStart, asker: RawFd) {
+        let set = match (&self.cg, &c.limits) {
+            (_, None) => true,
+            (Some(cg), Some(req)) if self.held.is_some() => cg.set_limits(req).is_ok(),
+            _ => false,
+        };
+        if set {
+            self.start_clock(c);
+        }
+        let answer = match set {
+            true => deadline::LIMITS_SET,
+            false => deadline::LIMITS_REFUSED,
+        };
+        // An asker gone: its end of the socket says so next.
+        let _ = sys::write_all(asker, &[answer]);
     }
 
     /// The asker handed the jail its program: the deadline counts from

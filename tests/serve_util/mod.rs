@@ -448,6 +448,41 @@ pub fn metric(s: &Server, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// `profile`'s pool misses, every reason together.
+pub fn misses(s: &Server, profile: &str) -> u64 {
+    let m = s.call("GET", "/metrics", &[], b"").text();
+    let head = format!("stockade_pool_misses_total{{profile=\"{profile}\",");
+    m.lines()
+        .filter(|l| l.starts_with(&head))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// `profile`'s pool misses for `reason`.
+pub fn misses_for(s: &Server, profile: &str, reason: &str) -> u64 {
+    metric(
+        s,
+        &format!("stockade_pool_misses_total{{profile=\"{profile}\",reason=\"{reason}\"}}"),
+    )
+}
+
+/// The answer's `applied.pool`: Ok for a hit, else the miss's reason.
+pub fn pool_use(v: &serde_json::Value) -> Result<(), String> {
+    let p = &v["applied"]["pool"];
+    match p["hit"].as_bool() {
+        Some(true) => Ok(()),
+        Some(false) => Err(p["reason"].as_str().unwrap_or_default().to_string()),
+        None => panic!("no applied.pool in {v}"),
+    }
+}
+
+/// [`py`] as a cold run beside a warm pool (a miss, `argv`): `python3 -B
+/// -c CODE`, no argv a warm jail takes, and nothing the programs of these
+/// tests see differs (they write no bytecode).
+pub fn py_cold(code: &str) -> serde_json::Value {
+    serde_json::json!({"profile": "python", "argv": ["python3", "-B", "-c", code]})
+}
+
 /// A python run given the file `a.txt` ("given") and stdin ("in"); it
 /// prints both: `given in`.
 pub fn files_and_stdin() -> serde_json::Value {
