@@ -271,7 +271,11 @@ impl ForkServer {
         // The go (the child forks its payload in the run's cgroup), the
         // header and files; a child that died meanwhile: EPIPE, its
         // outcome says why.
-        let _ = sys::write_all(in_w.as_raw_fd(), &[sys::forked::GO])
+        let go = sys::forked::Go {
+            tmp_size: policy.tmp_size,
+            workdir_size: policy.workdir.size,
+        };
+        let _ = sys::write_all(in_w.as_raw_fd(), &go.encode())
             .and_then(|_| sys::write_all(in_w.as_raw_fd(), input));
         let stdin = if stdin {
             Some(std::fs::File::from(in_w))

@@ -16,7 +16,7 @@
 //! member's run cgroup before its clock starts, where that cgroup holds
 //! them (probed once per pool: [`PerRun`]). What a warm jail fixed when it
 //! started must be the pool's: the rlimits (cpu_time, max_file_size,
-//! max_open_files), /tmp's size, a member's grace and its workdir's size
+//! max_open_files), a member's /tmp size, grace and workdir size
 //! (or, where the run's memory cgroup bounds the workdir, at least that
 //! bound). Anything else is a miss, with its [`Miss`] reason, and gets a
 //! cold jail. A member serves one request, then ends with it; the pool
@@ -213,13 +213,13 @@ fn key(p: &Policy) -> serde_json::Value {
 fn limits_fit(run: &Policy, template: &Policy, per_run: PerRun, fork: bool) -> bool {
     let (r, t) = (&run.limits, &template.limits);
     let own = |per_run: bool, same: bool| per_run || same;
+    // A fork server's child mounts its /tmp and workdir at the run's sizes
+    // (its go) and keeps its own deadline; a member's were mounted with
+    // its jail, its grace is its supervisor's.
     let fixed = r.cpu_time == t.cpu_time
         && r.max_file_size == t.max_file_size
         && r.max_open_files == t.max_open_files
-        && run.tmp_size == template.tmp_size;
-    // A fork server's child gets a workdir of tmp_size (the zygote's
-    // recipe) and its own deadline; a member's workdir was mounted with
-    // its jail, its grace is its supervisor's.
+        && (fork || run.tmp_size == template.tmp_size);
     let member_fixed = fork
         || (r.grace == t.grace
             && match r.memory.filter(|_| per_run.memory) {
@@ -643,9 +643,10 @@ mod tests {
         // A workdir smaller than the member's, not bounded by the run's
         // memory: the member's tmpfs would hold more.
         assert_eq!(fits(&|r| r.workdir.size = 64 << 20), (true, false, false));
+        // /tmp's size: a forked child's own, a member's fixed.
+        assert_eq!(fits(&|r| r.tmp_size = 64 << 20), (true, false, false));
         for fixed in [
-            &(|r: &mut Policy| r.tmp_size = 64 << 20) as &dyn Fn(&mut Policy),
-            &|r| r.limits.max_open_files = Some(16),
+            &(|r: &mut Policy| r.limits.max_open_files = Some(16)) as &dyn Fn(&mut Policy),
             &|r| r.limits.max_file_size = Some(1 << 20),
             &|r| r.limits.cpu_time = Some(std::time::Duration::from_secs(1)),
         ] {

@@ -89,7 +89,9 @@ def _zygote(sys, os):
     null = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
     probe_r, probe_w = os.pipe()
     go_r, go_w = os.pipe()
-    os.write(go_w, b"G")  # the go a run's child gets once in its cgroup
+    # The go a run's child gets once in its cgroup (sys::forked::Go): its
+    # tmpfs sizes, here the recipe's.
+    os.write(go_w, b"G" + bytes(16))
     os.close(go_w)
     pidfd = fork([go_r, null, null, probe_w])
     if pidfd is None:

@@ -180,9 +180,47 @@ pub struct Zygote {
     own_pidns: OwnedFd,
 }
 
-/// The byte the server writes first on a child's stdin once the child is in
-/// its run's cgroup.
-pub const GO: u8 = b'G';
+/// What the server writes first on a child's stdin once the child is in its
+/// run's cgroup: `G`, then the run's /tmp (and /dev/shm) size and its
+/// workdir's size, each a little-endian u64 (0: the recipe's size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Go {
+    pub tmp_size: u64,
+    pub workdir_size: u64,
+}
+
+impl Go {
+    pub const LEN: usize = 17;
+
+    pub fn encode(&self) -> [u8; Go::LEN] {
+        let mut b = [0u8; Go::LEN];
+        b[0] = b'G';
+        b[1..9].copy_from_slice(&self.tmp_size.to_le_bytes());
+        b[9..17].copy_from_slice(&self.workdir_size.to_le_bytes());
+        b
+    }
+
+    /// Read one from `fd`, exactly its length (what follows is the
+    /// payload's).
+    fn read(fd: RawFd) -> SysResult<Go> {
+        let mut b = [0u8; Go::LEN];
+        let mut got = 0;
+        while got < Go::LEN {
+            match super::read(fd, &mut b[got..])? {
+                0 => return Err(bad("no go from the server")),
+                n => got += n,
+            }
+        }
+        if b[0] != b'G' {
+            return Err(bad("no go from the server"));
+        }
+        let word = |r: &[u8]| u64::from_le_bytes(r.try_into().unwrap_or_default());
+        Ok(Go {
+            tmp_size: word(&b[1..9]),
+            workdir_size: word(&b[9..17]),
+        })
+    }
+}
 
 /// The most a hand-off may hold.
 pub const HANDOFF_MAX: usize = 60 << 10;
@@ -274,16 +312,14 @@ impl Zygote {
             libc::MS_REC | libc::MS_PRIVATE,
             None,
         )?;
-        mount_fresh(r)?;
+        // The server's go (first on stdin) once it has put us in the run's
+        // cgroup, with the run's tmpfs sizes: what is mounted from now on
+        // and the payload are in it, and our cgroup namespace is rooted
+        // at it.
+        let go = Go::read(0)?;
+        mount_fresh(r, &go)?;
         super::netns::loopback_up()?;
         super::chdir(&r.workdir)?;
-        // The server's go (`G`, first on stdin) once it has put us in the
-        // run's cgroup: the payload is forked in it, and our cgroup
-        // namespace is rooted at it.
-        let mut go = [0u8; 1];
-        if super::read(0, &mut go)? != 1 || go[0] != GO {
-            return Err(bad("no go from the server"));
-        }
         super::unshare_cgroupns()?;
         // pid 1 stays here as the run's init; the payload is pid 2, as in
         // every jail. Its signals blocked first: none is lost or acted on
@@ -398,10 +434,16 @@ fn init(payload: i32, setup: RawFd) -> ! {
 /// `procfs::mask`), /tmp, workdir, /dev/shm,
 /// /dev/pts and, where the jail has one, /dev/mqueue (its new IPC
 /// namespace's queues).
-fn mount_fresh(r: &Recipe) -> SysResult<()> {
+fn mount_fresh(r: &Recipe, go: &Go) -> SysResult<()> {
     let (nosuid, nodev, noexec) = (libc::MS_NOSUID, libc::MS_NODEV, libc::MS_NOEXEC);
-    let size = format!("size={}", r.tmp_size);
-    let wd = format!("{size},mode=755,uid={},gid={}", r.uid, r.gid);
+    let or_recipe = |n: u64| if n > 0 { n } else { r.tmp_size };
+    let size = format!("size={}", or_recipe(go.tmp_size));
+    let wd = format!(
+        "size={},mode=755,uid={},gid={}",
+        or_recipe(go.workdir_size),
+        r.uid,
+        r.gid
+    );
     super::mount(
         Some("proc"),
         Path::new("/proc"),
