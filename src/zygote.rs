@@ -346,7 +346,11 @@ impl Shared {
         if self.gone.load(Ordering::SeqCst) {
             return Err("the zygote went away".into());
         }
-        sys::fdpass::send_with_fds(self.sock.as_raw_fd(), &[op], fds).map_err(|e| e.to_string())?;
+        sys::fdpass::send_with_fds(self.sock.as_raw_fd(), &[op], fds).map_err(|e| {
+            // The zygote is gone (EPIPE): nothing more can be asked of it.
+            self.gone.store(true, Ordering::SeqCst);
+            e.to_string()
+        })?;
         w.push_back(tx);
         Ok(rx)
     }

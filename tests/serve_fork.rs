@@ -717,3 +717,82 @@ fn walk(dir: &std::path::Path, depth: usize) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// `--warm python=2 --warm-fork` on a host of two CPUs or more: two
+/// zygotes, taken in turn (no one zygote's forks serialise every run);
+/// with one of them killed, the other serves warm until it is replaced.
+#[test]
+fn a_pool_of_two_fork_servers_takes_them_in_turn() {
+    if !as_root("a_pool_of_two_fork_servers_takes_them_in_turn") {
+        return;
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        common::skip(
+            "a_pool_of_two_fork_servers_takes_them_in_turn",
+            "one CPU: a pool gets one fork server",
+        );
+        return;
+    }
+    let s = Server::start(
+        Who::Root,
+        &["--warm", "python=2", "--warm-import", "json", "--warm-fork"],
+    );
+    s.wait_ready();
+    let zygotes = || -> Vec<u32> {
+        descendants(s.pid())
+            .into_iter()
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("_zygote(_sys, _os)"))
+            })
+            .collect()
+    };
+    // Both fork servers up (the pool's size in fork mode).
+    let deadline = Instant::now() + PATIENCE;
+    while metric(&s, "stockade_pool_size{profile=\"python\"}") < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no second fork server: {}",
+            s.log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(zygotes().len(), 2);
+    // Two runs at once: one child under each zygote.
+    let runs: Vec<_> = (0..2)
+        .map(|_| {
+            let sock = s.sock.clone();
+            std::thread::spawn(move || {
+                let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+                let body = py("import time\ntime.sleep(2)\nprint('slept')");
+                serve_util::send(
+                    &mut c,
+                    "POST",
+                    "/v1/runs",
+                    &[],
+                    &serde_json::to_vec(&body).unwrap(),
+                )
+            })
+        })
+        .collect();
+    let both = zygotes();
+    let deadline = Instant::now() + PATIENCE;
+    while !both.iter().all(|z| !descendants(*z).is_empty()) {
+        assert!(Instant::now() < deadline, "not a child under each zygote");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for r in runs {
+        let v = r.join().unwrap().json();
+        assert_eq!(stdout(&v), "slept\n", "{v}");
+        assert_eq!(pool_use(&v), Ok(()), "{v}");
+    }
+    assert_eq!(metric(&s, HITS), 2);
+    let before = zygotes();
+    kill_process(before[0]);
+    // The other one serves, warm, meanwhile.
+    for _ in 0..3 {
+        let v = s.run(&py("print('on')")).json();
+        assert_eq!(stdout(&v), "on\n", "{v}");
+        assert_eq!(pool_use(&v), Ok(()), "{v}");
+    }
+}

@@ -102,7 +102,7 @@ pub struct WarmArgs {
     /// Warm jails built at once, over every pool [default: half the CPUs, at least 1]
     #[arg(long, value_name = "N")]
     pub warm_builders: Option<usize>,
-    /// Serve each warm pool from a fork server: one interpreter per profile that has imported --warm-import, forking a child per request into namespaces, a root, Landlock and seccomp of its own (PROFILE=N's N is then ignored)
+    /// Serve each warm pool from a fork server: one interpreter per profile that has imported --warm-import, forking a child per request into namespaces, a root, Landlock and seccomp of its own (PROFILE=N's N is then the number of fork servers, at most one per CPU, taken in turn)
     #[arg(long)]
     pub warm_fork: bool,
 }

@@ -148,8 +148,35 @@ struct Profile {
     hits: AtomicU64,
     /// Full at least once.
     filled: AtomicBool,
-    /// The fork server, in fork mode (`--warm-fork`), once started.
-    fork: Mutex<Option<Arc<ForkServer>>>,
+    /// Fork mode (`--warm-fork`): its fork servers (N of `PROFILE=N`, at
+    /// most one per CPU), each once started. Runs take them in turn, so
+    /// that no one zygote's forks serialise every run.
+    forks: Mutex<Vec<Option<Arc<ForkServer>>>>,
+    /// Whose turn it is.
+    turn: std::sync::atomic::AtomicUsize,
+}
+
+impl Profile {
+    fn lock_forks(&self) -> MutexGuard<'_, Vec<Option<Arc<ForkServer>>>> {
+        self.forks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The next fork server whose zygote is alive, in turn.
+    fn next_fork(&self) -> Option<Arc<ForkServer>> {
+        let forks = self.lock_forks();
+        let n = forks.len().max(1);
+        let first = self.turn.fetch_add(1, Ordering::Relaxed);
+        (0..n)
+            .filter_map(|i| forks.get((first + i) % n)?.as_ref())
+            .find(|f| f.alive())
+            .cloned()
+    }
+}
+
+/// How many fork servers a pool of `target` gets: at most one per CPU.
+fn zygotes(target: usize) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    target.clamp(1, cpus.max(1))
 }
 
 /// Members parked and being built, per profile (in `Inner::profiles`'
@@ -167,7 +194,7 @@ struct Inner {
     wake: Condvar,
     stop: AtomicBool,
     modules: String,
-    /// Fork mode: each pool is one fork server.
+    /// Fork mode: each pool is fork servers.
     forking: bool,
     /// Fork mode failed to start (three times in a row): the pools are
     /// members from then on.
@@ -266,7 +293,8 @@ impl Pool {
                 target,
                 hits: AtomicU64::new(0),
                 filled: AtomicBool::new(false),
-                fork: Mutex::new(None),
+                forks: Mutex::new(vec![None; zygotes(target)]),
+                turn: std::sync::atomic::AtomicUsize::new(0),
             })
             .collect();
         // A fork server holds each run's memory and pids in a cgroup of
@@ -338,16 +366,10 @@ impl Pool {
             return Err(Miss::Limits);
         }
         if forks {
-            let f = prof
-                .fork
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone()
-                .ok_or(Miss::ForkServerDown)?;
-            if !f.alive() {
+            let Some(f) = prof.next_fork() else {
                 self.inner.wake.notify_all();
                 return Err(Miss::ForkServerDown);
-            }
+            };
             return Ok((Taken::Fork(f), env));
         }
         let m = loop {
@@ -388,17 +410,21 @@ impl Pool {
             .zip(slots.iter())
             .map(|(p, s)| Stat {
                 profile: p.name.clone(),
+                // Fork mode: the fork servers up, of how many.
                 size: if self.inner.forks() {
-                    let f = p.fork.lock().unwrap_or_else(|e| e.into_inner());
-                    if f.as_ref().is_some_and(|f| f.alive()) {
-                        p.target
-                    } else {
-                        0
-                    }
+                    p.lock_forks()
+                        .iter()
+                        .flatten()
+                        .filter(|f| f.alive())
+                        .count()
                 } else {
                     s.idle.len()
                 },
-                target: p.target,
+                target: if self.inner.forks() {
+                    p.lock_forks().len()
+                } else {
+                    p.target
+                },
                 hits: p.hits.load(Ordering::Relaxed),
             })
             .collect()
@@ -432,8 +458,8 @@ impl Pool {
             m.discard();
         }
         for p in &self.inner.profiles {
-            let f = p.fork.lock().unwrap_or_else(|e| e.into_inner()).take();
-            if let Some(f) = f {
+            let forks: Vec<_> = p.lock_forks().iter_mut().filter_map(Option::take).collect();
+            for f in forks {
                 f.shutdown();
             }
         }
@@ -501,23 +527,18 @@ impl Inner {
         let bootstrap = super::warm::fork_bootstrap();
         while !self.stop.load(Ordering::SeqCst) {
             let mut started_all = true;
-            for p in &self.profiles {
-                let up = p
-                    .fork
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .as_ref()
-                    .is_some_and(|f| f.alive());
+            for (p, slot) in self
+                .profiles
+                .iter()
+                .flat_map(|p| (0..p.lock_forks().len()).map(move |i| (p, i)))
+            {
+                let up = p.lock_forks()[slot].as_ref().is_some_and(|f| f.alive());
                 if up {
                     continue;
                 }
                 match ForkServer::start(&p.template, &bootstrap, &self.modules) {
                     Ok(f) => {
-                        let old = p
-                            .fork
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .replace(Arc::new(f));
+                        let old = p.lock_forks()[slot].replace(Arc::new(f));
                         if let Some(old) = old {
                             old.shutdown();
                         }

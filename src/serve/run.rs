@@ -249,45 +249,54 @@ fn launch(
     stream: bool,
 ) -> Result<(Running, Result<(), Miss>), ApiError> {
     workdir::check_files(files)?;
-    let miss = match state.pool.take(profile, &policy) {
-        Ok((Taken::Member { member, limits }, env)) => {
-            match member.hand_over(&policy, &env, files, stdin, stream, limits)? {
-                Some(c) => {
-                    state.pool.hit(profile);
-                    return Ok((Running::Jail(Box::new(c)), Ok(())));
-                }
-                // Its run cgroup could not take the run's limits (the
-                // member is gone): a cold jail.
-                None => {
-                    eprintln!(
-                        "stockade: serve: warning: warm pool {profile}: a member's run cgroup could not take the run's limits; the run is a cold one"
-                    );
-                    Miss::Limits
-                }
-            }
-        }
-        Ok((Taken::Fork(server), env)) => {
-            let input = super::warm::fork_input(&policy.argv, &env, files);
-            match server.run(&policy, &input, stdin) {
-                Ok(f) => {
-                    state.pool.hit(profile);
-                    return Ok((Running::Fork(Box::new(f)), Ok(())));
-                }
-                // The fork server went away meanwhile (the pool starts
-                // another), or could not make this run's cgroup: this run
-                // is a cold one.
-                Err(e) => {
-                    eprintln!(
-                        "stockade: serve: warning: warm pool {profile}: the fork server could not start a run: {e}"
-                    );
-                    match server.alive() {
-                        true => Miss::StartFailed,
-                        false => Miss::ForkServerDown,
+    // A fork server found gone as it was asked (its zygote killed): once
+    // more, from the pool's next one.
+    let mut again = true;
+    let miss = loop {
+        break match state.pool.take(profile, &policy) {
+            Ok((Taken::Member { member, limits }, env)) => {
+                match member.hand_over(&policy, &env, files, stdin, stream, limits)? {
+                    Some(c) => {
+                        state.pool.hit(profile);
+                        return Ok((Running::Jail(Box::new(c)), Ok(())));
+                    }
+                    // Its run cgroup could not take the run's limits (the
+                    // member is gone): a cold jail.
+                    None => {
+                        eprintln!(
+                            "stockade: serve: warning: warm pool {profile}: a member's run cgroup could not take the run's limits; the run is a cold one"
+                        );
+                        Miss::Limits
                     }
                 }
             }
-        }
-        Err(m) => m,
+            Ok((Taken::Fork(server), env)) => {
+                let input = super::warm::fork_input(&policy.argv, &env, files);
+                match server.run(&policy, &input, stdin) {
+                    Ok(f) => {
+                        state.pool.hit(profile);
+                        return Ok((Running::Fork(Box::new(f)), Ok(())));
+                    }
+                    // The fork server went away meanwhile (the pool starts
+                    // another), or could not make this run's cgroup: this run
+                    // is a cold one.
+                    Err(e) => {
+                        eprintln!(
+                            "stockade: serve: warning: warm pool {profile}: the fork server could not start a run: {e}"
+                        );
+                        match server.alive() {
+                            true => Miss::StartFailed,
+                            false if again => {
+                                again = false;
+                                continue;
+                            }
+                            false => Miss::ForkServerDown,
+                        }
+                    }
+                }
+            }
+            Err(m) => m,
+        };
     };
     state.metrics.pool_missed(profile, miss);
     // Written by the jail itself into its own workdir (a tmpfs of the
