@@ -42,16 +42,8 @@ const READY_WITHIN_MS: i32 = 60_000;
 
 /// What the zygote said of one run.
 enum Msg {
-    Forked {
-        pidfd: OwnedFd,
-    },
+    Forked { pidfd: OwnedFd },
     Failed(String),
-    Exited {
-        status: i32,
-        user_us: u64,
-        sys_us: u64,
-        maxrss_kb: u64,
-    },
 }
 
 struct Shared {
@@ -285,7 +277,7 @@ impl ForkServer {
         };
         Ok(Forked {
             shared: self.shared.clone(),
-            reaped: false,
+            ended: false,
             pidfd,
             output: match &sinks {
                 [Some(o), Some(e)] => {
@@ -331,6 +323,10 @@ impl Drop for ForkServer {
 }
 
 impl Shared {
+    fn alive(&self) -> bool {
+        !self.gone.load(Ordering::SeqCst)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<mpsc::Sender<Msg>>> {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -355,15 +351,12 @@ impl Shared {
         Ok(rx)
     }
 
-    /// Kill the child of `pidfd`, wait for its end and have the zygote
-    /// reap it (a run that ends without its outcome).
+    /// Kill the child of `pidfd` and wait for its end (a run that ends
+    /// without its outcome; the zygote's kernel reaps it).
     fn end(&self, pidfd: &OwnedFd) {
         let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
         let mut fds = [pfd(pidfd.as_raw_fd())];
         let _ = sys::poll(&mut fds, -1);
-        if let Ok(rx) = self.ask(b'W', &[pidfd.as_raw_fd()]) {
-            let _ = rx.recv();
-        }
     }
 
     /// Hand each of the zygote's answers to the run that waits for it.
@@ -380,8 +373,6 @@ impl Shared {
                     pidfd: fds.remove(0),
                 },
                 Some(b'E') => Msg::Failed(String::from_utf8_lossy(body).into_owned()),
-                Some(b'X') => end_of(body)
-                    .unwrap_or_else(|| Msg::Failed("an end of a child it cannot read".into())),
                 // Gone, or an answer out of step: no later one can be
                 // placed.
                 _ => break,
@@ -396,38 +387,10 @@ impl Shared {
     }
 }
 
-/// The payload's wait status from what the child said on the setup pipe:
-/// `k` once confined, then its init's `x` and the status (4 bytes).
-fn payload_end(said: &[u8]) -> Option<i32> {
-    let rec = said.strip_prefix(b"k")?.strip_prefix(b"x")?;
-    Some(i32::from_le_bytes(rec.get(..4)?.try_into().ok()?))
-}
-
-/// The end of a child from the kernel's record (`waitid(2)`'s siginfo_t,
-/// then its struct rusage), as the zygote passed it on.
-fn end_of(rec: &[u8]) -> Option<Msg> {
-    const SIGINFO: usize = 128;
-    if rec.len() < SIGINFO + 144 {
-        return None;
-    }
-    let i32_at = |i: usize| i32::from_ne_bytes(rec[i..i + 4].try_into().unwrap_or_default());
-    let i64_at = |i: usize| i64::from_ne_bytes(rec[i..i + 8].try_into().unwrap_or_default());
-    // si_code at 8, si_status at 24 (x86_64 and aarch64 alike); as a
-    // wait(2) status word.
-    let (code, st) = (i32_at(8), i32_at(24));
-    let status = match code {
-        libc::CLD_EXITED => (st & 0xff) << 8,
-        libc::CLD_KILLED => st & 0x7f,
-        libc::CLD_DUMPED => (st & 0x7f) | 0x80,
-        _ => return None,
-    };
-    let us = |at: usize| (i64_at(at).max(0) as u64) * 1_000_000 + i64_at(at + 8).max(0) as u64;
-    Some(Msg::Exited {
-        status,
-        user_us: us(SIGINFO),
-        sys_us: us(SIGINFO + 16),
-        maxrss_kb: i64_at(SIGINFO + 32).max(0) as u64,
-    })
+/// The payload's end from what the child said on the setup pipe: `k` once
+/// confined, then its init's record ([`sys::forked::End`]).
+fn payload_end(said: &[u8]) -> Option<sys::forked::End> {
+    sys::forked::End::decode(said.strip_prefix(b"k")?)
 }
 
 /// Every limit of a child's run and what holds it: as a cold run's plan
@@ -507,8 +470,8 @@ fn pid_of(pidfd: &OwnedFd) -> Option<i32> {
 /// One forked run.
 pub struct Forked {
     shared: Arc<Shared>,
-    /// The zygote has reaped it.
-    reaped: bool,
+    /// It has ended.
+    ended: bool,
     pidfd: OwnedFd,
     /// Its stdout and stderr, captured and capped together.
     output: Output,
@@ -543,16 +506,9 @@ impl Forked {
     /// its outcome.
     pub fn wait(mut self) -> Outcome {
         let w = self.watch();
-        let end = match self.reap() {
-            Ok(Msg::Exited {
-                status,
-                user_us,
-                sys_us,
-                maxrss_kb,
-            }) => Some((status, user_us, sys_us, maxrss_kb)),
-            _ => None,
-        };
-        self.conclude(w, end)
+        // Ended (its pidfd said so); the zygote's kernel has reaped it.
+        self.ended = true;
+        self.conclude(w)
     }
 
     /// The run's watch: its output (`supervise::pump`, as a cold run's:
@@ -635,13 +591,14 @@ impl Forked {
         Watched {
             said,
             timed_out: deadline.timed_out,
+            killed,
         }
     }
 
     /// The outcome, from what the watch saw, the child's end as the zygote
     /// passed it on (status, user and system µs, max RSS KiB) and its run
     /// cgroup's counters; classified as a cold run's (`supervise::classify`).
-    fn conclude(mut self, w: Watched, end: Option<(i32, u64, u64, u64)>) -> Outcome {
+    fn conclude(mut self, w: Watched) -> Outcome {
         let mut o = Outcome::new();
         o.usage.wall_time_ms = self.t0.elapsed().as_millis() as u64;
         let stats = self.cgroup.as_ref().map(|c| c.stats());
@@ -650,13 +607,20 @@ impl Forked {
                 o.warnings.push(format!("run cgroup left behind: {e}"));
             }
         }
-        let (init_word, user_us, sys_us, maxrss_kb) = end.unwrap_or((-1, 0, 0, 0));
-        // The payload's end as its init saw it; else (init killed with
-        // the run, or the child failed before it forked) the child's own.
-        let status_word = payload_end(&w.said).unwrap_or(init_word);
-        o.usage.user_time_ms = user_us / 1000;
-        o.usage.system_time_ms = sys_us / 1000;
-        o.usage.peak_memory_bytes = maxrss_kb * 1024;
+        // The payload's end as its init saw it. Without it: a child that
+        // failed a step (125), or one killed whole (its pid 1 with it: by
+        // us, by the OOM killer, or with the zygote's jail).
+        let end = payload_end(&w.said);
+        let status_word = match end {
+            Some(e) => e.status,
+            None if w.said.first() == Some(&b'e') => 125 << 8,
+            None => libc::SIGKILL,
+        };
+        if let Some(e) = end {
+            o.usage.user_time_ms = e.user_us / 1000;
+            o.usage.system_time_ms = e.sys_us / 1000;
+            o.usage.peak_memory_bytes = e.maxrss_kb * 1024;
+        }
         if let Some(st) = &stats {
             if let Some(p) = st.memory_peak {
                 o.usage.peak_memory_bytes = p;
@@ -696,11 +660,11 @@ impl Forked {
             .code
             .unwrap_or_else(|| 128 + ended.signal.unwrap_or(0));
         o.signal = ended.signal;
-        o.status = if end.is_none() {
+        o.status = if end.is_none() && !w.killed && !self.shared.alive() {
             o.exit_code = 125;
             o.error = Some("zygote: the child's end is unknown (the fork server went away)".into());
             Status::SetupError
-        } else if w.said.first() == Some(&b'e') || (w.said.is_empty() && ended.code == Some(125)) {
+        } else if w.said.first() == Some(&b'e') {
             o.exit_code = 125;
             setup_failed(&mut o, &w.said);
             Status::SetupError
@@ -726,6 +690,8 @@ struct Watched {
     /// then its init's record of the payload's end).
     said: Vec<u8>,
     timed_out: bool,
+    /// We sent it SIGKILL (deadline's end, output cap, killer).
+    killed: bool,
 }
 
 /// The outcome's error and setup, from the child's failed step's record.
@@ -747,22 +713,11 @@ fn setup_failed(o: &mut Outcome, said: &[u8]) {
     }
 }
 
-impl Forked {
-    /// Ask the zygote to reap the child, which has ended, and its answer.
-    fn reap(&mut self) -> Result<Msg, mpsc::RecvError> {
-        self.reaped = true;
-        match self.shared.ask(b'W', &[self.pidfd.as_raw_fd()]) {
-            Ok(rx) => rx.recv(),
-            Err(_) => Err(mpsc::RecvError),
-        }
-    }
-}
-
 impl Drop for Forked {
     fn drop(&mut self) {
         // A run dropped before its end is killed (its pid namespace dies
-        // with its pid 1), and reaped; its cgroup goes with the RunCgroup.
-        if !self.reaped {
+        // with its pid 1); its cgroup goes with the RunCgroup.
+        if !self.ended {
             self.shared.end(&self.pidfd);
         }
     }
@@ -773,54 +728,5 @@ fn pfd(fd: RawFd) -> libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A record as waitid(2) writes it: siginfo_t (code at 8, status at
-    /// 24), then struct rusage (user and system time, maxrss).
-    fn record(code: i32, status: i32) -> Vec<u8> {
-        let mut r = vec![0u8; 128 + 144];
-        r[0..4].copy_from_slice(&libc::SIGCHLD.to_ne_bytes());
-        r[8..12].copy_from_slice(&code.to_ne_bytes());
-        r[24..28].copy_from_slice(&status.to_ne_bytes());
-        for (at, v) in [
-            (128, 2i64),
-            (136, 500_000),
-            (144, 0),
-            (152, 1_000),
-            (160, 4096),
-        ] {
-            r[at..at + 8].copy_from_slice(&v.to_ne_bytes());
-        }
-        r
-    }
-
-    #[test]
-    fn a_childs_end_reads_as_a_wait_status_and_its_usage() {
-        let Some(Msg::Exited {
-            status,
-            user_us,
-            sys_us,
-            maxrss_kb,
-        }) = end_of(&record(libc::CLD_EXITED, 37))
-        else {
-            panic!("no end");
-        };
-        assert_eq!(sys::ChildEnd::from_wait_status(status).code, Some(37));
-        assert_eq!((user_us, sys_us, maxrss_kb), (2_500_000, 1_000, 4096));
-        for (code, dumped) in [(libc::CLD_KILLED, false), (libc::CLD_DUMPED, true)] {
-            let Some(Msg::Exited { status, .. }) = end_of(&record(code, libc::SIGSYS)) else {
-                panic!("no end");
-            };
-            let end = sys::ChildEnd::from_wait_status(status);
-            assert_eq!(end.signal, Some(libc::SIGSYS));
-            assert_eq!(status & 0x80 != 0, dumped);
-        }
-        assert!(end_of(&record(0, 0)).is_none(), "not an end");
-        assert!(end_of(&[0u8; 100]).is_none(), "too short");
     }
 }

@@ -13,14 +13,14 @@
 #
 # The zygote imports MODULES, then serves the server on SOCK_FD: for each
 # run, three fds (the child's stdin, stdout and stderr) and a fourth,
-# the setup pipe; later the child's pidfd, to reap it. It never reads a
+# the setup pipe. It never reads a
 # request's program, stdin or files: those go to the child, after the
 # fork, on its stdin; and it keeps no record of runs. The child, confined,
 # says "k" on the setup pipe (or the failed step, and ends 125), reads its
 # program as warm.py does, and runs it, from a frame of its own: it returns
-# out of the zygote's, which hold nothing of other runs. The zygote reaps
-# it when the server asks and passes the kernel's record of its end
-# (status, rusage) on.
+# out of the zygote's, which hold nothing of other runs. Its init (pid 1 of
+# its namespace) writes the payload's end and usage on the setup pipe; the
+# kernel reaps the child (the zygote ignores SIGCHLD once ready).
 
 
 def _zygote(sys, os):
@@ -44,19 +44,6 @@ def _zygote(sys, os):
     for m in filter(None, sys.argv[2].split(",")):
         __import__(m)
 
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def check(what, r):
-        if r < 0:
-            e = ctypes.get_errno()
-            raise OSError(e, "%s: %s" % (what, os.strerror(e)))
-
-    # A child's end as the kernel writes it (waitid(2): siginfo_t, then
-    # struct rusage), for the server; zeroed once sent.
-    SYS_waitid = {"x86_64": 247, "aarch64": 95, "riscv64": 95}[os.uname().machine]
-    P_PIDFD, WEXITED = 3, 4
-    rec = (ctypes.c_char * (128 + 144))()
-    ru = ctypes.byref(rec, 128)
     sock = socket.socket(fileno=sock_fd)
     sock.set_inheritable(False)
 
@@ -108,8 +95,9 @@ def _zygote(sys, os):
     os.close(null)
     end = os.waitid(os.P_PIDFD, pidfd, os.WEXITED)
     os.close(pidfd)
-    # "k" from the confined payload, then its init's "x" and its status (0).
-    if said != b"kx\0\0\0\0" or end.si_code != os.CLD_EXITED or end.si_status != 0:
+    # "k" from the confined payload, then its init's record of its end
+    # (sys::forked::End: "x", the wait status 0, its usage).
+    if said[:6] != b"kx\0\0\0\0" or len(said) != 30 or end.si_code != os.CLD_EXITED or end.si_status != 0:
         sock.sendall(b"F" + said[1:].split(b"\n")[0])
         os._exit(1)
     del said, end, pidfd, null, probe_r, probe_w, go_r, go_w
@@ -120,20 +108,20 @@ def _zygote(sys, os):
 
     gc.collect()
     gc.freeze()
+    # Children are reaped by the kernel (their ends reach the server from
+    # their init, on the setup pipe): nothing of them is left to wait for.
+    import signal
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     # "R" and the records of the layers each child applies.
     if lib.stockade_zygote_ready(sock_fd) != 0:
         os._exit(1)
     # The requests, one at a time, each answered in turn (the server
     # knows which request an answer is for by its order): "F" with a
     # run's stdin, stdout, stderr and setup pipe: fork a child, answer "P"
-    # with its pidfd; "W" with a child's pidfd once it has ended: reap it,
-    # answer "X" with the kernel's record of its end (siginfo_t, then
-    # struct rusage) as the kernel wrote it; "E" and why, when either
-    # failed. The zygote keeps nothing of a run: no table of children,
-    # pids or counters; the record passes through one buffer (`rec`),
-    # zeroed once sent and never read into a Python object. A child
-    # returns from here (the frames and all they held gone with them) to
-    # run its program.
+    # with its pidfd, or "E" and why. The zygote keeps nothing of a run:
+    # no table of children, pids or counters. A child returns from here
+    # (the frames and all they held gone with them) to run its program.
     req = bytearray(8)
     anc = socket.CMSG_SPACE(4 * 4)
     while True:
@@ -153,12 +141,6 @@ def _zygote(sys, os):
                 if pidfd is None:
                     break  # the child, confined: out of the loop
                 socket.send_fds(sock, [b"P"], [pidfd])
-            elif op == ord("W") and len(fds) == 1:
-                try:
-                    check("waitid", libc.syscall(SYS_waitid, P_PIDFD, fds[0], rec, WEXITED, ru))
-                    sock.sendmsg([b"X", rec])
-                finally:
-                    ctypes.memset(rec, 0, ctypes.sizeof(rec))
             else:
                 raise OSError(0, "unknown request %r with %d fds" % (op, len(fds)))
         except OSError as e:

@@ -331,6 +331,10 @@ impl Zygote {
         let old = init_sigs
             .thread_swap_mask(SigmaskHow::SIG_BLOCK)
             .or_else(|e| super::err("sigprocmask", "SIG_BLOCK", e))?;
+        // SIGCHLD back to its default (the zygote ignores it, so that the
+        // kernel reaps its children): init waits for the payload, which
+        // finds it as a cold payload does.
+        super::default_sigchld();
         let Some(payload) = super::fork_single_threaded()? else {
             old.thread_set_mask()
                 .or_else(|e| super::err("sigprocmask", "SIG_SETMASK", e))?;
@@ -375,6 +379,55 @@ const INIT_SIGNALS: [Signal; 5] = [
     Signal::SIGHUP,
     Signal::SIGQUIT,
 ];
+
+/// The payload's end as its init writes it on the setup pipe: `x`, its
+/// wait status, then what the run used (every process init reaped: user
+/// and system µs, the largest RSS in KiB), little-endian.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct End {
+    pub status: i32,
+    pub user_us: u64,
+    pub sys_us: u64,
+    pub maxrss_kb: u64,
+}
+
+impl End {
+    pub const LEN: usize = 29;
+
+    /// `status`, with what init's reaped children used.
+    fn of(status: i32) -> End {
+        let ru = super::rusage_children();
+        let us = |t: libc::timeval| (t.tv_sec.max(0) as u64) * 1_000_000 + t.tv_usec.max(0) as u64;
+        End {
+            status,
+            user_us: us(ru.ru_utime),
+            sys_us: us(ru.ru_stime),
+            maxrss_kb: ru.ru_maxrss.max(0) as u64,
+        }
+    }
+
+    pub fn encode(&self) -> [u8; End::LEN] {
+        let mut b = [0u8; End::LEN];
+        b[0] = b'x';
+        b[1..5].copy_from_slice(&self.status.to_le_bytes());
+        b[5..13].copy_from_slice(&self.user_us.to_le_bytes());
+        b[13..21].copy_from_slice(&self.sys_us.to_le_bytes());
+        b[21..29].copy_from_slice(&self.maxrss_kb.to_le_bytes());
+        b
+    }
+
+    /// The record at the start of `b`, if whole.
+    pub fn decode(b: &[u8]) -> Option<End> {
+        let b = b.get(..End::LEN).filter(|b| b[0] == b'x')?;
+        let w = |r: &[u8]| u64::from_le_bytes(r.try_into().unwrap_or_default());
+        Some(End {
+            status: i32::from_le_bytes(b[1..5].try_into().ok()?),
+            user_us: w(&b[5..13]),
+            sys_us: w(&b[13..21]),
+            maxrss_kb: w(&b[21..29]),
+        })
+    }
+}
 
 /// pid 1 of a forked run, as a jail's init: holding nothing of the run's
 /// (no stdio, no capability), it reaps every process that ends, passes
@@ -422,9 +475,7 @@ fn init(payload: i32, setup: RawFd) -> ! {
         if let Some(st) = ended {
             let _ = super::kill(-1, libc::SIGKILL);
             while super::waitpid(-1, false).is_ok() {}
-            let mut rec = vec![b'x'];
-            rec.extend(st.to_le_bytes());
-            let _ = super::write_all(setup, &rec);
+            let _ = super::write_all(setup, &End::of(st).encode());
             super::exit_now(0)
         }
     }
@@ -592,6 +643,14 @@ mod tests {
             (64 << 20, 65534, "/work".into())
         );
         assert_eq!(back.encode(), b);
+        let end = End {
+            status: 9,
+            user_us: 1,
+            sys_us: 2,
+            maxrss_kb: 3,
+        };
+        assert_eq!(End::decode(&end.encode()), Some(end));
+        assert_eq!(End::decode(&end.encode()[..End::LEN - 1]), None);
         let e = bad("a\tb\nc");
         let (call, arg, errno) = failure_of(&failure(&e)).expect("read back");
         assert_eq!(

@@ -245,3 +245,12 @@ pub fn ns_tid(tid: u32) -> Option<i64> {
         .parse()
         .ok()
 }
+
+/// getrusage(RUSAGE_CHILDREN): what the caller's reaped children used.
+pub fn rusage_children() -> libc::rusage {
+    // SAFETY: rusage is plain old data; zeroed is valid.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid out-pointer for the call.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    ru
+}
