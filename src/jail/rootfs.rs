@@ -117,9 +117,9 @@ fn copy_of(fd: &OwnedFd, budget: &mut u64) -> Option<Source> {
 /// Every bind's source, opened; `idmapped`: the trees the supervisor made
 /// (see `supervise::idmap`), attached instead of clones of our own.
 pub fn open_sources(plan: &Plan, idmapped: Vec<Option<Idmapped>>) -> Result<Sources, JailError> {
-    let mut binds = Vec::with_capacity(plan.steps.len());
+    let mut binds = Vec::with_capacity(plan.root.steps.len());
     let mut budget = COPY_TOTAL;
-    for s in &plan.steps {
+    for s in &plan.root.steps {
         binds.push(match s {
             RootStep::Bind {
                 src,
@@ -129,7 +129,7 @@ pub fn open_sources(plan: &Plan, idmapped: Vec<Option<Idmapped>>) -> Result<Sour
             } => match sys::open_path_nofollow(src) {
                 // A bare root (bwrap's) is built exactly as asked: a
                 // read-only bind is a read-only mount there, never a copy.
-                Ok(fd) if *writable || plan.root_writable => Some(Source::Mount(fd)),
+                Ok(fd) if *writable || plan.root.writable => Some(Source::Mount(fd)),
                 Ok(fd) => match copy_of(&fd, &mut budget) {
                     Some(copy) => Some(copy),
                     None => Some(Source::Mount(fd)),
@@ -150,6 +150,7 @@ pub fn open_sources(plan: &Plan, idmapped: Vec<Option<Idmapped>>) -> Result<Sour
     }
     let mut devices = Vec::new();
     if plan
+        .root
         .steps
         .iter()
         .any(|s| matches!(s, RootStep::Dev { .. } | RootStep::Proc { .. }))
@@ -260,7 +261,7 @@ impl Root {
     }
 }
 
-/// Build the root on a tmpfs at `plan.base` and pivot into it. Runs in init,
+/// Build the root on a tmpfs at `plan.root.base` and pivot into it. Runs in init,
 /// in the new mount namespace, with capabilities in the new user namespace.
 pub fn build(plan: &Plan, mut src: Sources) -> Result<(Notes, Held), JailError> {
     // Nothing we mount may propagate back to the host.
@@ -273,14 +274,14 @@ pub fn build(plan: &Plan, mut src: Sources) -> Result<(Notes, Held), JailError> 
     )
     .step("make / private", Path::new(""))?;
     let mut trees = clone_trees(plan, &mut src)?;
-    let mut root = new_root(&plan.base)?;
+    let mut root = new_root(&plan.root.base)?;
     // Modes below are meant as written.
     let umask = at::umask(0);
     let mut made = cover::Made::default();
     let notes = apply_steps(plan, &mut root, &src, &mut trees, &mut made)?;
-    cover::finish(&made, &plan.base)?;
+    cover::finish(&made, &plan.root.base)?;
     at::umask(umask);
-    let chrooted = seal_and_pivot(&root, &plan.base, plan.root_writable)?;
+    let chrooted = seal_and_pivot(&root, &plan.root.base, plan.root.writable)?;
     Ok((
         Notes { chrooted, ..notes },
         Held {
@@ -291,12 +292,12 @@ pub fn build(plan: &Plan, mut src: Sources) -> Result<(Notes, Held), JailError> 
 }
 
 /// Clone every bind's mount tree before the new root exists: a source
-/// that holds plan.base (`--bind /tmp`, `--ro-bind /:/host`) must show
+/// that holds plan.root.base (`--bind /tmp`, `--ro-bind /:/host`) must show
 /// the host's tree, not the jail's root being built on it. A tree the
 /// supervisor idmapped is taken as it is.
 fn clone_trees(plan: &Plan, src: &mut Sources) -> Result<Vec<Option<OwnedFd>>, JailError> {
-    let mut trees = Vec::with_capacity(plan.steps.len());
-    for (i, step) in plan.steps.iter().enumerate() {
+    let mut trees = Vec::with_capacity(plan.root.steps.len());
+    for (i, step) in plan.root.steps.iter().enumerate() {
         // The top of an idmapped tree; the mounts beneath it stay in
         // `src.idmapped` for `attach_beneath`.
         let given = src.idmapped.get_mut(i);
@@ -351,12 +352,12 @@ fn apply_steps(
     made: &mut cover::Made,
 ) -> Result<Notes, JailError> {
     let mut notes = Notes::default();
-    for (i, step) in plan.steps.iter().enumerate() {
+    for (i, step) in plan.root.steps.iter().enumerate() {
         match step {
             RootStep::Bind { dst, .. } => match (&src.binds[i], trees[i].take()) {
                 (Some(Source::Mount(fd)), Some(tree)) => {
                     match dst.as_os_str().is_empty() {
-                        true => bind_root(root, fd, tree, &plan.base)?,
+                        true => bind_root(root, fd, tree, &plan.root.base)?,
                         false => bind(root, fd, tree, dst)?,
                     }
                     if let Some(Some(Idmapped::Bind(beneath))) = src.idmapped.get(i) {
@@ -410,7 +411,7 @@ fn apply_steps(
                 }
             }
             RootStep::Dev { dst, shm, mqueue } => {
-                dev(root, dst, shm, *mqueue, &src.devices, plan.root_writable)?
+                dev(root, dst, shm, *mqueue, &src.devices, plan.root.writable)?
             }
             RootStep::Mqueue { dst } => mqueue(root, dst)?,
             RootStep::Cover { dst, dir, id } => cover::cover(root, made, dst, *dir, *id)?,
