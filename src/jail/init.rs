@@ -18,7 +18,7 @@ use self::tree::Tree;
 use super::error::{JailError, Step};
 use super::proto::{self, LayerRecord, OrFail, Report, Reporter};
 use super::{caps, ipc, payload, rootfs};
-use crate::plan::{step, BecomeUser, Plan, RootStep};
+use crate::plan::{step, BecomeUser, Namespaces, Plan, RootStep};
 use crate::sys::{self, SysError};
 use std::path::{Path, PathBuf};
 
@@ -44,18 +44,20 @@ pub fn main(
     take_stdio(stdio, report);
     // Open the bind sources while the supervisor writes the id maps: the
     // host checks them against our unchanged host credentials either way.
-    let sources = (!plan.fallback).then(|| rootfs::open_sources(plan, trees).or_fail(report));
+    let ns = plan.mode.namespaces();
+    let sources = ns.map(|ns| (ns, rootfs::open_sources(plan, trees).or_fail(report)));
     wait_for_go(&ctl).or_fail(report);
-    match plan.become_user {
-        BecomeUser::Policy => caps::become_jail_user(plan.inner_uid, plan.inner_gid)
+    let id = &plan.identity;
+    match id.become_user {
+        BecomeUser::Policy => caps::become_jail_user(id.uid, id.gid)
             .step("switch to jail user", "")
             .or_fail(report),
         BecomeUser::Keep => {}
-        BecomeUser::Joined { .. } => joined_ids(plan.become_user).or_fail(report),
+        BecomeUser::Joined { .. } => joined_ids(id.become_user).or_fail(report),
     }
-    die_with_supervisor(!plan.own_pidns, &ctl).or_fail(report);
+    die_with_supervisor(!plan.mode.own_pidns(), &ctl).or_fail(report);
     // Before the root is built: the helper writes through the host's /proc.
-    let ipc_bounded = !plan.fallback && !plan.ipc_sysctls.is_empty() && {
+    let ipc_bounded = ns.is_some() && !plan.limits.ipc_sysctls.is_empty() && {
         let got = ipc::bound(plan);
         if let Err(why) = &got {
             let why = why.clone();
@@ -63,13 +65,13 @@ pub fn main(
         }
         got.is_ok()
     };
-    let host_proc = match plan.disable_userns {
+    let host_proc = match ns.is_some_and(|ns| ns.disable_userns) {
         true => Some(disable_userns(1 + u32::from(ipc_bounded)).or_fail(report)),
         false => None,
     };
     let proc_raw = host_proc.as_ref().map(|f| f.as_raw_fd());
     let held = match sources {
-        Some(sources) => Some(enter_root(plan, &ctl, sources, report)),
+        Some((ns, sources)) => Some(enter_root(plan, ns, &ctl, sources, report)),
         // No pid namespace: orphans of the payload must still come back to
         // us so the whole tree can be found and killed.
         None => {
@@ -82,8 +84,8 @@ pub fn main(
     // While init still holds CAP_SYS_ADMIN over the jail's IPC namespace
     // (before --userns2), in it (after ipc::bound): held until the
     // payload has made its Landlock rule on it, then closed.
-    let mqueue = plan
-        .landlock_mqueue
+    let mqueue = plan.layers.landlock.as_ref().is_some_and(|l| l.mqueue);
+    let mqueue = mqueue
         .then(|| sys::fs_detached("mqueue").map_err(|e| format!("no detached mount of it: {e}")));
     let lock = payload::FromInit {
         log: audit_verdict(plan, &ctl).or_fail(report),
@@ -91,7 +93,7 @@ pub fn main(
             .as_ref()
             .map(|m| m.as_ref().map(|fd| fd.as_fd()).map_err(String::as_str)),
     };
-    if !plan.fallback && !plan.own_pidns {
+    if ns.is_some_and(|ns| !ns.own_pidns) {
         // A joined pid namespace, not ours: kill(-1) there would reach
         // processes that are not the jail's; the jail is our descendants,
         // and orphans must come back to us to be found.
@@ -99,7 +101,7 @@ pub fn main(
             .step("child subreaper", "")
             .or_fail(report);
     }
-    if let Some(fd) = plan.join_userns2 {
+    if let Some(fd) = ns.and_then(|ns| ns.join_userns2) {
         // The caller's user namespace under the jail's (bwrap's
         // `--userns2`): the payload starts in it.
         sys::setns_user(fd)
@@ -112,14 +114,14 @@ pub fn main(
     sys::set_dumpable(false)
         .step("dumpable", "")
         .or_fail(report);
-    if plan.as_pid_1 {
+    if ns.is_some_and(|ns| ns.as_pid_1) {
         // The command is pid 1: init's own steps end here, and the
         // supervisor takes init's exit as the command's.
         drop(held);
         let hello = hello.as_ref().map(|h| h.as_raw_fd());
         match payload::main(plan, report, proc_raw, lock, hello) {}
     }
-    let sfd = signal_fd(!plan.own_pidns, report);
+    let sfd = signal_fd(!plan.mode.own_pidns(), report);
     let hello_raw = hello.as_ref().map(|h| h.as_raw_fd());
     let child = start_payload(plan, &sfd, &ctl, proc_raw, lock, hello_raw, report);
     // The payload has said hello (and exec'd): ours is of no more use,
@@ -150,11 +152,11 @@ fn take_stdio(stdio: Option<(OwnedFd, OwnedFd)>, report: Reporter) {
 
 /// Wait until the supervisor has written the id maps (GO), re-rooting the
 /// cgroup namespace when it says so.
-/// The supervisor's verdict on Landlock's records (`Plan::landlock_log_tag`):
+/// The supervisor's verdict on Landlock's records (`Landlock::log_tag`):
 /// whether the payload asks for its denials to be logged. False without
 /// a tag (nothing asked).
 fn audit_verdict(plan: &Plan, ctl: &OwnedFd) -> Result<bool, JailError> {
-    if plan.landlock_log_tag.is_none() {
+    if plan.layers.log_tag().is_none() {
         return Ok(false);
     }
     let mut b = [0u8; 1];
@@ -240,6 +242,7 @@ fn die_with_supervisor(fallback: bool, ctl: &OwnedFd) -> Result<(), JailError> {
 /// [`rootfs::Held`].
 fn enter_root(
     plan: &Plan,
+    ns: &Namespaces,
     ctl: &OwnedFd,
     sources: rootfs::Sources,
     report: Reporter,
@@ -252,10 +255,10 @@ fn enter_root(
         let why = refused.to_string();
         report.send(&Report::Layer(LayerRecord::ProcUnavailable { why }));
     }
-    sys::sethostname(&plan.hostname)
-        .step("hostname", &plan.hostname)
+    sys::sethostname(&plan.root.hostname)
+        .step("hostname", &plan.root.hostname)
         .or_fail(report);
-    if plan.new_netns {
+    if ns.new_netns {
         join_network(ctl, report);
     }
     watch_covers(plan, ctl);
@@ -268,6 +271,7 @@ fn enter_root(
 /// the masks still hold, and the supervisor says they are unwatched.
 fn watch_covers(plan: &Plan, ctl: &OwnedFd) {
     let covers: Vec<PathBuf> = plan
+        .root
         .steps
         .iter()
         .filter_map(|s| match s {
@@ -310,7 +314,7 @@ fn disable_userns(max: u32) -> Result<OwnedFd, JailError> {
 /// bwrap's pid 1 does.
 fn lock_files(plan: &Plan) -> Result<Vec<OwnedFd>, JailError> {
     let mut held = Vec::new();
-    for p in &plan.lock_files {
+    for p in &plan.root.lock_files {
         let fd: OwnedFd = std::fs::File::open(p)
             .map_err(|e| SysError::io("open", p.display(), &e))
             .step(step::OPEN_LOCK_FILE, p)?
@@ -385,13 +389,14 @@ fn start_payload(
 fn wait_for_payload(plan: &Plan, child: i32, sfd: &SignalFd, ctl: &OwnedFd) -> (Option<i32>, Peak) {
     // The payload leads a session of its own (setsid, done before the
     // spawn returned): its process group, unless something left it.
-    let group = (!plan.own_pidns && sys::getpgid(child) == Ok(child)).then_some(child);
-    let own_uid = plan.uid_lease.as_ref().map(|l| l.id);
-    let tree = Tree::new(plan.own_pidns, own_uid, group);
-    let mut waiter = Waiter::new(child, sfd, ctl.as_raw_fd(), plan.sample_ms, &tree);
+    let own_pidns = plan.mode.own_pidns();
+    let group = (!own_pidns && sys::getpgid(child) == Ok(child)).then_some(child);
+    let own_uid = plan.identity.lease.as_ref().map(|l| l.id);
+    let tree = Tree::new(own_pidns, own_uid, group);
+    let mut waiter = Waiter::new(child, sfd, ctl.as_raw_fd(), plan.limits.sample_ms, &tree);
     // The workdir whose filling ends the run: watched from here, inside
     // the jail, where its tmpfs is.
-    if let Some((dir, _)) = plan.workdir_cap.as_ref().filter(|_| tree.contained) {
+    if let Some((dir, _)) = plan.limits.workdir_cap.as_ref().filter(|_| tree.contained) {
         waiter.workdir = sys::open_dir_path(dir).ok();
     }
     let status = waiter.run();
@@ -431,11 +436,11 @@ fn finish(status: i32, peak: &Peak, report: Reporter) -> ! {
 /// run directory (and detach its tmpfs, which is on the host's mount
 /// table).
 fn abandon(plan: &Plan, report: Reporter) -> ! {
-    if let Some(d) = &plan.run_dir {
-        if plan.run_dir_tmpfs {
-            let _ = sys::umount_detach(d);
+    if let Some(f) = plan.mode.fallback() {
+        if f.run_dir_tmpfs {
+            let _ = sys::umount_detach(&f.run_dir);
         }
-        let _ = std::fs::remove_dir_all(d);
+        let _ = std::fs::remove_dir_all(&f.run_dir);
     }
     report.fail(JailError::Silent("the supervisor is gone"))
 }

@@ -27,7 +27,7 @@ use crate::sys;
 /// The helper's pid in the jail (below the smallest pid_max, 301).
 const HELPER_PID: i32 = 300;
 
-/// Join an IPC namespace bounded by `plan.ipc_sysctls`. Err: why it could
+/// Join an IPC namespace bounded by `plan.limits.ipc_sysctls`. Err: why it could
 /// not be made (the payload then keeps the jail's own, unbounded).
 pub fn bound(plan: &Plan) -> Result<(), String> {
     let (ours, theirs) =
@@ -68,7 +68,7 @@ pub fn bound(plan: &Plan) -> Result<(), String> {
 fn helper(plan: &Plan, sock: &OwnedFd) -> Result<(), String> {
     let proc = sys::open_dir_path(Path::new("/proc")).map_err(|e| e.to_string())?;
     let p = proc.as_raw_fd();
-    let (uid, gid) = (plan.inner_uid, plan.inner_gid);
+    let (uid, gid) = (plan.identity.uid, plan.identity.gid);
     // The credential change to the jail's uid left us undumpable, which
     // makes our /proc files root's: our own maps could not be written.
     sys::set_dumpable(true)
@@ -78,7 +78,7 @@ fn helper(plan: &Plan, sock: &OwnedFd) -> Result<(), String> {
         .and_then(|_| sys::write_beneath(p, "self/gid_map", format!("0 {gid} 1").as_bytes()))
         .and_then(|_| sys::unshare_ipcns())
         .map_err(|e| e.to_string())?;
-    for (path, value) in &plan.ipc_sysctls {
+    for (path, value) in &plan.limits.ipc_sysctls {
         sys::write_beneath(p, &format!("sys/{path}"), value.as_bytes())
             .map_err(|e| format!("sysctl {} = {value}: {e}", path.replace('/', ".")))?;
     }

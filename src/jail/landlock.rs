@@ -469,7 +469,7 @@ fn add_rules(
 }
 
 /// The root of the IPC namespace's mqueue filesystem, mounted nowhere
-/// (`Plan::landlock_mqueue`, opened by init), or why it could not be.
+/// (`Landlock::mqueue`, opened by init), or why it could not be.
 pub type MqueueRoot<'a> = Result<std::os::fd::BorrowedFd<'a>, &'a str>;
 
 /// How the rule on [`MqueueRoot`] is named where it is left out

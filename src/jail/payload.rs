@@ -10,7 +10,7 @@ use std::os::fd::AsRawFd;
 use super::error::{JailError, Step};
 use super::proto::{CapsLeft, Enforced, LayerRecord, OrFail, Report, Reporter};
 use super::{caps, filter, landlock, rlimits, unix_agent};
-use crate::plan::Plan;
+use crate::plan::{Landlock, Plan};
 use crate::policy::Layer;
 use crate::sys::{self, Errno};
 
@@ -34,24 +34,24 @@ pub fn main(
     sys::setsid().step("setsid", "").or_fail(report);
     let envp = enter_cwd(plan).or_fail(report);
     // Fallback started by root: nothing of the payload stays root.
-    if let Some(ids) = plan.fallback_ids {
+    if let Some(ids) = plan.mode.fallback().and_then(|f| f.ids) {
         leave_root(ids).or_fail(report);
     }
     // As the payload's own user, before its rlimits (the workdir's size
     // bounds them).
-    if let Some((dir, files)) = &plan.seed {
+    if let Some((dir, files)) = &plan.exec.seed {
         super::seed::write(dir, files).or_fail(report);
     }
-    rlimits::apply(&plan.rlimits)
+    rlimits::apply(&plan.limits.rlimits)
         .step("rlimits", "")
         .or_fail(report);
     if let Some(proc) = host_proc {
         nest_userns(plan, proc).or_fail(report);
     }
-    if plan.assert_userns_disabled {
+    if plan.layers.assert_userns_disabled {
         assert_userns_disabled().or_fail(report);
     }
-    if plan.zygote {
+    if plan.exec.zygote {
         super::zygote::handoff(plan, envp, hello, report)
     }
     // The layers' records, written in one go before seccomp.
@@ -59,18 +59,18 @@ pub fn main(
     sys::set_no_new_privs()
         .step("no_new_privs", "")
         .or_fail(report);
-    if plan.landlock {
-        layers.push(apply_landlock(plan, lock).or_fail(report));
+    if let Some(l) = &plan.layers.landlock {
+        layers.push(apply_landlock(plan, l, lock).or_fail(report));
     }
     start_connect_agent(plan).or_fail(report);
     // Only 0, 1, 2 and the kept fds survive execve; the report pipe is
     // close-on-exec and still usable until then.
-    sys::cloexec_all_but(&plan.keep_fds)
+    sys::cloexec_all_but(&plan.channels.keep_fds)
         .step("close fds", "")
         .or_fail(report);
     // seccomp last: nothing after it but execve (and nothing is freed:
     // `layers` lives on, unused, until then).
-    if let Some(f) = &plan.seccomp {
+    if let Some(f) = &plan.layers.seccomp {
         layers.push(Report::Layer(filter::record(f)));
     }
     report.send_all(&layers);
@@ -78,21 +78,21 @@ pub fn main(
     // before --block-fd, as bwrap tells the pid before its child waits.
     say_hello(hello, report);
     // bwrap's --block-fd: the command waits for data (or EOF) on the fd.
-    if let Some(fd) = plan.block_fd {
+    if let Some(fd) = plan.channels.block_fd {
         sys::read(fd, &mut [0u8; 1])
             .step("block fd", "")
             .or_fail(report);
     }
-    if let Some(f) = &plan.seccomp {
+    if let Some(f) = &plan.layers.seccomp {
         // In learning and kill mode this also sends the listener to the
-        // supervisor over plan.seccomp_channel.
-        filter::install_with(f, plan.seccomp_channel)
+        // supervisor over plan.channels.seccomp.
+        filter::install_with(f, plan.channels.seccomp)
             .step("seccomp", "")
             .or_fail(report);
     }
     // The caller's own programs (bwrap's --seccomp), after stockade's.
     // With prctl, as bwrap: an earlier program may allow prctl only.
-    for prog in &plan.bpf_filters {
+    for prog in &plan.layers.bpf_filters {
         sys::seccomp::install_prctl(prog)
             .step("seccomp", "")
             .or_fail(report);
@@ -104,10 +104,10 @@ pub fn main(
 #[derive(Clone, Copy)]
 pub struct FromInit<'a> {
     /// The supervisor's verdict: the payload asks for its denials to be
-    /// logged (`Plan::landlock_log_tag`).
+    /// logged (`Landlock::log_tag`).
     pub log: bool,
     /// Init's detached mount of the IPC namespace's mqueue, for the rule
-    /// on it (`Plan::landlock_mqueue`), or why there is none.
+    /// on it (`Landlock::mqueue`), or why there is none.
     pub mqueue: Option<landlock::MqueueRoot<'a>>,
 }
 
@@ -129,11 +129,12 @@ pub(super) fn say_hello(hello: Option<i32>, report: Reporter) {
 /// can be entered; the environment execve gets there. The error is the
 /// first directory's.
 fn enter_cwd(plan: &Plan) -> Result<&[std::ffi::CString], JailError> {
-    let first = sys::chdir(&plan.cwd).step(crate::plan::step::CHDIR, &plan.cwd);
+    let x = &plan.exec;
+    let first = sys::chdir(&x.cwd).step(crate::plan::step::CHDIR, &x.cwd);
     let Err(e) = first else {
-        return Ok(&plan.envp);
+        return Ok(&x.envp);
     };
-    for (dir, envp) in &plan.cwd_fallbacks {
+    for (dir, envp) in &x.cwd_fallbacks {
         if sys::chdir(dir).is_ok() {
             return Ok(envp);
         }
@@ -148,7 +149,7 @@ fn enter_cwd(plan: &Plan) -> Result<&[std::ffi::CString], JailError> {
 /// for those writes, then not again (the memory is still init's, which no
 /// one in the jail may read; no other process is in the jail yet).
 fn nest_userns(plan: &Plan, proc: i32) -> Result<(), JailError> {
-    let (uid, gid) = (plan.inner_uid, plan.inner_gid);
+    let (uid, gid) = (plan.identity.uid, plan.identity.gid);
     let written = sys::unshare_userns()
         .and_then(|_| sys::set_dumpable(true))
         .and_then(|_| sys::write_beneath(proc, "self/setgroups", b"deny"))
@@ -185,7 +186,8 @@ fn leave_root((uid, gid): (u32, u32)) -> Result<(), JailError> {
 /// Empty every capability set but the plan's kept ones (bwrap's
 /// `--cap-add`); the record says what is left.
 fn drop_capabilities(plan: &Plan) -> Result<Report, JailError> {
-    drop_capabilities_but(plan.keep_caps, plan.caps_as_root, plan.bounding_caps)
+    let id = &plan.identity;
+    drop_capabilities_but(id.keep_caps, id.caps_as_root, id.bounding_caps)
 }
 
 /// Every capability but `keep` (kept as uid 0 keeps them with `as_root`),
@@ -213,20 +215,14 @@ pub(super) fn drop_capabilities_but(
 /// Landlock, and its record. Less than full enforcement (or none) is a
 /// failure when the policy requires the layer.
 /// With `log`, the payload's denials are logged for the supervisor (see
-/// `Plan::landlock_log_tag`).
-fn apply_landlock(plan: &Plan, lock: FromInit) -> Result<Report, JailError> {
-    let required = plan.require.contains(&Layer::Landlock);
-    let mounts = (!plan.fallback).then_some(plan.mount_points.as_slice());
-    let proxy = plan.egress.as_ref().map(|e| e.port);
-    let tag = plan.landlock_log_tag.as_deref().filter(|_| lock.log);
-    let record = match landlock::apply(
-        &plan.landlock_rules,
-        plan.landlock_deny_tcp,
-        proxy,
-        mounts,
-        tag,
-        lock.mqueue,
-    ) {
+/// `Landlock::log_tag`).
+fn apply_landlock(plan: &Plan, l: &Landlock, lock: FromInit) -> Result<Report, JailError> {
+    let required = plan.layers.require.contains(&Layer::Landlock);
+    let ns = plan.mode.namespaces();
+    let mounts = ns.is_some().then_some(plan.root.mount_points.as_slice());
+    let proxy = ns.and_then(|ns| ns.egress.as_ref()).map(|e| e.port);
+    let tag = l.log_tag.as_deref().filter(|_| lock.log);
+    let record = match landlock::apply(&l.rules, l.deny_tcp, proxy, mounts, tag, lock.mqueue) {
         Ok(r) if required && r.status != Enforced::Fully => {
             return Err(JailError::LandlockWeak(Box::new(r)))
         }
@@ -240,7 +236,10 @@ fn apply_landlock(plan: &Plan, lock: FromInit) -> Result<Report, JailError> {
 /// Fallback: start the connect agent (see unix_agent) in the payload's
 /// Landlock domain, before seccomp; the supervisor gets its socket.
 fn start_connect_agent(plan: &Plan) -> Result<(), JailError> {
-    let (Some(f), Some(ch)) = (&plan.seccomp, plan.seccomp_channel) else {
+    let Some(fallback) = plan.mode.fallback() else {
+        return Ok(());
+    };
+    let (Some(f), Some(ch)) = (&plan.layers.seccomp, plan.channels.seccomp) else {
         return Ok(());
     };
     if f.mediated.is_none() {
@@ -248,7 +247,7 @@ fn start_connect_agent(plan: &Plan) -> Result<(), JailError> {
     }
     sys::fdpass::socketpair(libc::SOCK_SEQPACKET)
         .and_then(|(ours, theirs)| {
-            unix_agent::start(theirs.as_raw_fd(), &plan.unix_roots)?;
+            unix_agent::start(theirs.as_raw_fd(), &fallback.unix_roots)?;
             sys::fdpass::send_fd_with(ch, ours.as_raw_fd(), b"U")
         })
         .step("unix socket agent", "")
@@ -258,8 +257,8 @@ fn start_connect_agent(plan: &Plan) -> Result<(), JailError> {
 /// that is not "not there" and exit 126 (127 when nothing was found).
 pub(super) fn exec(plan: &Plan, envp: &[std::ffi::CString], report: Reporter) -> ! {
     let mut first_err: Option<(Errno, &std::ffi::CStr)> = None;
-    for cand in &plan.exec_candidates {
-        let e = sys::execve(cand, &plan.argv, envp);
+    for cand in &plan.exec.candidates {
+        let e = sys::execve(cand, &plan.exec.argv, envp);
         match e {
             Errno::ENOENT | Errno::ENOTDIR => {}
             _ => {
@@ -271,7 +270,7 @@ pub(super) fn exec(plan: &Plan, envp: &[std::ffi::CString], report: Reporter) ->
     }
     let (errno, path) = match first_err {
         Some((e, p)) => (e, p.to_string_lossy().into_owned()),
-        None => (Errno::ENOENT, plan.command.clone()),
+        None => (Errno::ENOENT, plan.exec.command.clone()),
     };
     report.send(&Report::Exec {
         errno: errno as i32,

@@ -38,7 +38,7 @@ pub const NETNS: u8 = b'N';
 /// (with the number of covers watched, a u32), see `supervise::masks`.
 pub const MASKS: u8 = b'M';
 /// supervisor → init, after GO (and the network namespace) when the plan
-/// has a `landlock_log_tag`: the payload asks for its Landlock denials to
+/// has a `Landlock::log_tag`: the payload asks for its Landlock denials to
 /// be logged (`AUDIT_LOG`) or not (`AUDIT_NO_LOG`).
 pub const AUDIT_LOG: u8 = b'A';
 pub const AUDIT_NO_LOG: u8 = b'a';
@@ -58,7 +58,7 @@ pub enum Report {
     },
     Status(i32),
     /// Peaks init sampled: tasks alive at once, largest VmPeak of a process;
-    /// whether the workdir's tmpfs was found full (`Plan::workdir_cap`:
+    /// whether the workdir's tmpfs was found full (`Limits::workdir_cap`:
     /// init killed the jail).
     Peak {
         tasks: u64,

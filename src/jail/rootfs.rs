@@ -18,6 +18,8 @@ const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
 mod cover;
 pub use cover::watch as watch_covers;
+mod overlay;
+use overlay::{overlay, overlay_sources};
 mod special;
 use special::{dev, proc};
 
@@ -115,9 +117,9 @@ fn copy_of(fd: &OwnedFd, budget: &mut u64) -> Option<Source> {
 /// Every bind's source, opened; `idmapped`: the trees the supervisor made
 /// (see `supervise::idmap`), attached instead of clones of our own.
 pub fn open_sources(plan: &Plan, idmapped: Vec<Option<Idmapped>>) -> Result<Sources, JailError> {
-    let mut binds = Vec::with_capacity(plan.steps.len());
+    let mut binds = Vec::with_capacity(plan.root.steps.len());
     let mut budget = COPY_TOTAL;
-    for s in &plan.steps {
+    for s in &plan.root.steps {
         binds.push(match s {
             RootStep::Bind {
                 src,
@@ -127,7 +129,7 @@ pub fn open_sources(plan: &Plan, idmapped: Vec<Option<Idmapped>>) -> Result<Sour
             } => match sys::open_path_nofollow(src) {
                 // A bare root (bwrap's) is built exactly as asked: a
                 // read-only bind is a read-only mount there, never a copy.
-                Ok(fd) if *writable || plan.root_writable => Some(Source::Mount(fd)),
+                Ok(fd) if *writable || plan.root.writable => Some(Source::Mount(fd)),
                 Ok(fd) => match copy_of(&fd, &mut budget) {
                     Some(copy) => Some(copy),
                     None => Some(Source::Mount(fd)),
@@ -148,6 +150,7 @@ pub fn open_sources(plan: &Plan, idmapped: Vec<Option<Idmapped>>) -> Result<Sour
     }
     let mut devices = Vec::new();
     if plan
+        .root
         .steps
         .iter()
         .any(|s| matches!(s, RootStep::Dev { .. } | RootStep::Proc { .. }))
@@ -258,7 +261,7 @@ impl Root {
     }
 }
 
-/// Build the root on a tmpfs at `plan.base` and pivot into it. Runs in init,
+/// Build the root on a tmpfs at `plan.root.base` and pivot into it. Runs in init,
 /// in the new mount namespace, with capabilities in the new user namespace.
 pub fn build(plan: &Plan, mut src: Sources) -> Result<(Notes, Held), JailError> {
     // Nothing we mount may propagate back to the host.
@@ -271,14 +274,14 @@ pub fn build(plan: &Plan, mut src: Sources) -> Result<(Notes, Held), JailError> 
     )
     .step("make / private", Path::new(""))?;
     let mut trees = clone_trees(plan, &mut src)?;
-    let mut root = new_root(&plan.base)?;
+    let mut root = new_root(&plan.root.base)?;
     // Modes below are meant as written.
     let umask = at::umask(0);
     let mut made = cover::Made::default();
     let notes = apply_steps(plan, &mut root, &src, &mut trees, &mut made)?;
-    cover::finish(&made, &plan.base)?;
+    cover::finish(&made, &plan.root.base)?;
     at::umask(umask);
-    let chrooted = seal_and_pivot(&root, &plan.base, plan.root_writable)?;
+    let chrooted = seal_and_pivot(&root, &plan.root.base, plan.root.writable)?;
     Ok((
         Notes { chrooted, ..notes },
         Held {
@@ -289,12 +292,12 @@ pub fn build(plan: &Plan, mut src: Sources) -> Result<(Notes, Held), JailError> 
 }
 
 /// Clone every bind's mount tree before the new root exists: a source
-/// that holds plan.base (`--bind /tmp`, `--ro-bind /:/host`) must show
+/// that holds plan.root.base (`--bind /tmp`, `--ro-bind /:/host`) must show
 /// the host's tree, not the jail's root being built on it. A tree the
 /// supervisor idmapped is taken as it is.
 fn clone_trees(plan: &Plan, src: &mut Sources) -> Result<Vec<Option<OwnedFd>>, JailError> {
-    let mut trees = Vec::with_capacity(plan.steps.len());
-    for (i, step) in plan.steps.iter().enumerate() {
+    let mut trees = Vec::with_capacity(plan.root.steps.len());
+    for (i, step) in plan.root.steps.iter().enumerate() {
         // The top of an idmapped tree; the mounts beneath it stay in
         // `src.idmapped` for `attach_beneath`.
         let given = src.idmapped.get_mut(i);
@@ -349,12 +352,12 @@ fn apply_steps(
     made: &mut cover::Made,
 ) -> Result<Notes, JailError> {
     let mut notes = Notes::default();
-    for (i, step) in plan.steps.iter().enumerate() {
+    for (i, step) in plan.root.steps.iter().enumerate() {
         match step {
             RootStep::Bind { dst, .. } => match (&src.binds[i], trees[i].take()) {
                 (Some(Source::Mount(fd)), Some(tree)) => {
                     match dst.as_os_str().is_empty() {
-                        true => bind_root(root, fd, tree, &plan.base)?,
+                        true => bind_root(root, fd, tree, &plan.root.base)?,
                         false => bind(root, fd, tree, dst)?,
                     }
                     if let Some(Some(Idmapped::Bind(beneath))) = src.idmapped.get(i) {
@@ -408,7 +411,7 @@ fn apply_steps(
                 }
             }
             RootStep::Dev { dst, shm, mqueue } => {
-                dev(root, dst, shm, *mqueue, &src.devices, plan.root_writable)?
+                dev(root, dst, shm, *mqueue, &src.devices, plan.root.writable)?
             }
             RootStep::Mqueue { dst } => mqueue(root, dst)?,
             RootStep::Cover { dst, dir, id } => cover::cover(root, made, dst, *dir, *id)?,
@@ -491,136 +494,6 @@ fn mqueue(root: &mut Root, dst: &Path) -> Result<(), JailError> {
     sys::mount_fs_on(root.fd_of(&d), "mqueue", 0, None, dst).step("mqueue", dst)?;
     root.mounted(dst);
     Ok(())
-}
-
-/// An overlay's host directories, opened with the caller's credentials as
-/// the binds' sources are (each error's path is the host directory's).
-fn overlay_sources(
-    lower: &[PathBuf],
-    upper: Option<&(PathBuf, PathBuf)>,
-) -> Result<Source, JailError> {
-    let open = |p: &Path, step| {
-        sys::open_dir_path(p).map_err(|err| JailError::Sys {
-            step,
-            path: p.display().to_string(),
-            err,
-            value: None,
-        })
-    };
-    let upper = match upper {
-        Some((u, w)) => Some((
-            open(u, step::OVERLAY_SOURCE)?,
-            open(w, step::OVERLAY_WORKDIR)?,
-        )),
-        None => None,
-    };
-    let lower = lower
-        .iter()
-        .rev()
-        .map(|l| open(l, step::OVERLAY_SOURCE))
-        .collect::<Result<_, _>>()?;
-    Ok(Source::Overlay { upper, lower })
-}
-
-/// An overlay's idmapped layers (see [`Idmapped::Overlay`]).
-type GivenLayers<'a> = (&'a Option<(OwnedFd, PathBuf, PathBuf)>, &'a Vec<OwnedFd>);
-
-/// An overlayfs at `dst` of the opened host directories `src`, written to
-/// its upper directory, or to a tmpfs of its own (`tmp`), or read-only;
-/// named to overlayfs by their fds, as bwrap does, so no path needs
-/// escaping. The tmpfs is mounted on `dst` itself and the overlay over it:
-/// out of the payload's sight, and always ours to write. `given`: the
-/// layers as the supervisor idmapped them, attached in that tmpfs (beneath
-/// the overlay: the kernel takes a layer from our own mount namespace
-/// only) and used instead of `src`'s.
-fn overlay(
-    root: &mut Root,
-    dst: &Path,
-    src: Option<&Source>,
-    tmp: bool,
-    given: Option<GivenLayers>,
-) -> Result<(), JailError> {
-    let Some(Source::Overlay { upper, lower }) = src else {
-        return Ok(());
-    };
-    let path = |fd: &OwnedFd| sys::fd_path(fd).to_string_lossy().into_owned();
-    let d = root.dir(dst, 0o755).step("overlay", dst)?;
-    let mut held = Vec::new();
-    let mut scratch = None;
-    if tmp || given.is_some() {
-        sys::mount_fs_on(
-            root.fd_of(&d),
-            "tmpfs",
-            libc::MS_NOSUID | libc::MS_NODEV,
-            Some("mode=755"),
-            dst,
-        )
-        .step("overlay", dst)?;
-        root.mounted(dst);
-        scratch = Some(sys::open_in_root(&root.fd, dst, libc::O_PATH).step("overlay", dst)?);
-    }
-    if let (true, Some(t)) = (tmp, &scratch) {
-        for name in ["upper", "work"] {
-            at::mkdir(t, OsStr::new(name), 0o755, dst).step("overlay", dst)?;
-            held.push(at::open_dir(t, OsStr::new(name), dst).step("overlay", dst)?);
-        }
-    }
-    let mut layers = None;
-    if let (Some(given), Some(t)) = (given, &scratch) {
-        layers = Some(attach_layers(t, dst, given)?);
-    }
-    let (upper, lower) = match &layers {
-        Some((u, l)) => (u.as_ref().map(|(u, w)| (u, w)), l),
-        None => (upper.as_ref().map(|(u, w)| (u, w)), lower),
-    };
-    let mut opts = match (upper, held.as_slice()) {
-        (Some((u, w)), _) | (None, [u, w]) => format!("upperdir={},workdir={},", path(u), path(w)),
-        _ => String::new(),
-    };
-    let names: Vec<String> = lower.iter().map(path).collect();
-    opts.push_str(&format!("lowerdir={},userxattr", names.join(":")));
-    let d = root.dir(dst, 0o755).step("overlay", dst)?;
-    sys::mount_fs_on(
-        root.fd_of(&d),
-        "overlay",
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some(&opts),
-        dst,
-    )
-    .step(step::OVERLAY_MOUNT, dst)
-    .map_err(|e| e.with_value(opts))?;
-    root.mounted(dst);
-    Ok(())
-}
-
-/// An overlay's idmapped layers attached in its scratch tmpfs `t` (at
-/// `dst`): the upper and work directories, the lower ones, opened.
-#[allow(clippy::type_complexity)]
-fn attach_layers(
-    t: &OwnedFd,
-    dst: &Path,
-    (upper, lower): GivenLayers,
-) -> Result<(Option<(OwnedFd, OwnedFd)>, Vec<OwnedFd>), JailError> {
-    let attach = |name: &str, tree: &OwnedFd| -> Result<OwnedFd, JailError> {
-        let name = OsStr::new(name);
-        at::mkdir(t, name, 0o700, dst).step("overlay", dst)?;
-        at::move_mount(tree, t, name, dst).step("overlay", dst)?;
-        at::open_dir(t, name, dst).step("overlay", dst)
-    };
-    let upper = match upper {
-        Some((tree, u, w)) => {
-            let c = attach("c", tree)?;
-            let open = |rel: &Path| sys::open_path_beneath(&c, rel).step("overlay", dst);
-            Some((open(u)?, open(w)?))
-        }
-        None => None,
-    };
-    let lower = lower
-        .iter()
-        .enumerate()
-        .map(|(i, tree)| attach(&format!("l{i}"), tree))
-        .collect::<Result<_, _>>()?;
-    Ok((upper, lower))
 }
 
 /// chmod what is at `dst`, resolved inside the root.

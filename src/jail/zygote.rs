@@ -1,4 +1,4 @@
-//! A fork server's zygote (`Plan::zygote`): the payload's steps up to
+//! A fork server's zygote (`Exec::zygote`): the payload's steps up to
 //! execve with three capabilities kept, and what its children apply handed
 //! over instead of enforced. Each child confines itself with stockade-sys's
 //! `forked` steps, loaded into the zygote's interpreter as a shared library
@@ -41,7 +41,7 @@ pub const LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libstockade
 /// hand-off pipe and [`LIBRARY`] into a memfd; no other fd but 0, 1, 2,
 /// the kept ones and those two survives execve. Never returns.
 pub fn handoff(plan: &Plan, envp: &[std::ffi::CString], hello: Option<i32>, report: Reporter) -> ! {
-    if !plan.bpf_filters.is_empty() || plan.block_fd.is_some() {
+    if !plan.layers.bpf_filters.is_empty() || plan.channels.block_fd.is_some() {
         report.fail(refused(
             "a zygote takes no filter or block fd of the caller's".into(),
         ));
@@ -51,10 +51,12 @@ pub fn handoff(plan: &Plan, envp: &[std::ffi::CString], hello: Option<i32>, repo
         .step("no_new_privs", "")
         .or_fail(report);
     let learning = plan
+        .layers
         .seccomp
         .as_ref()
         .is_some_and(|f| f.action == crate::policy::SeccompAction::Learn);
-    if plan.egress.is_some() || learning {
+    let egress = plan.mode.namespaces().is_some_and(|ns| ns.egress.is_some());
+    if egress || learning {
         report.fail(refused(
             "a zygote's children have no egress proxy and no seccomp listener".into(),
         ));
@@ -76,7 +78,7 @@ pub fn handoff(plan: &Plan, envp: &[std::ffi::CString], hello: Option<i32>, repo
     let lib = sys::memfd_with("stockade-confine", LIBRARY)
         .step("zygote", "confinement library")
         .or_fail(report);
-    let mut keep = plan.keep_fds.clone();
+    let mut keep = plan.channels.keep_fds.clone();
     keep.extend([r.as_raw_fd(), lib.as_raw_fd()]);
     // The hand-off and the library stay open across execve; the command
     // learns their numbers from the environment.
@@ -98,10 +100,10 @@ pub fn handoff(plan: &Plan, envp: &[std::ffi::CString], hello: Option<i32>, repo
 fn recipe(plan: &Plan, report: Reporter) -> forked::Recipe {
     let mut layers = Vec::new();
     let mut ruleset = None;
-    if plan.landlock {
-        let mounts = Some(plan.mount_points.as_slice());
-        let required = plan.require.contains(&Layer::Landlock);
-        let record = match landlock::prepare(&plan.landlock_rules, plan.landlock_deny_tcp, mounts) {
+    if let Some(l) = &plan.layers.landlock {
+        let mounts = Some(plan.root.mount_points.as_slice());
+        let required = plan.layers.require.contains(&Layer::Landlock);
+        let record = match landlock::prepare(&l.rules, l.deny_tcp, mounts) {
             Ok((rules, r)) if !required || r.status == Enforced::Fully => {
                 ruleset = Some(rules);
                 LayerRecord::Landlock(r)
@@ -112,16 +114,17 @@ fn recipe(plan: &Plan, report: Reporter) -> forked::Recipe {
         };
         layers.extend(proto::encode(&Report::Layer(record)));
     }
-    if let Some(f) = &plan.seccomp {
+    if let Some(f) = &plan.layers.seccomp {
         layers.extend(proto::encode(&Report::Layer(filter::record(f))));
     }
     forked::Recipe {
-        tmp_size: plan.tmp_size,
-        uid: plan.inner_uid,
-        gid: plan.inner_gid,
-        workdir: plan.cwd.clone(),
+        tmp_size: plan.limits.tmp_size,
+        uid: plan.identity.uid,
+        gid: plan.identity.gid,
+        workdir: plan.exec.cwd.clone(),
         landlock: ruleset,
         seccomp: plan
+            .layers
             .seccomp
             .as_ref()
             .map(|f| f.program(false))

@@ -27,7 +27,7 @@ mod walk;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-pub(super) use split::split;
+use split::split;
 
 use super::root::RootStep;
 use super::SetupError;
@@ -185,10 +185,44 @@ fn check_unfound_links(
     Ok(())
 }
 
+/// Hide the denied paths: with namespaces, a cover step for each jail
+/// path that shows one, appended to `steps`, the Landlock `rules` kept;
+/// in the fallback (`host_rules`, the rules on host paths), no steps, and
+/// those rules split around them. The rules, and what was masked.
+pub(super) fn hide(
+    p: &Policy,
+    denied: &[Denied],
+    steps: &mut Vec<RootStep>,
+    rules: Vec<(PathBuf, super::Access)>,
+    host_rules: Option<Vec<(PathBuf, super::Access)>>,
+) -> Result<Split, SetupError> {
+    let Some(host_rules) = host_rules else {
+        let (covers, masked) = covers(denied, steps);
+        steps.extend(covers);
+        return Ok((rules, masked));
+    };
+    steps.clear();
+    if denied.is_empty() {
+        return Ok((host_rules, Vec::new()));
+    }
+    if p.landlock.disabled {
+        return Err(SetupError::new(
+            "--deny",
+            "",
+            "without namespaces only Landlock can hide a path, and it is disabled (--no-landlock)",
+        ));
+    }
+    let max = match p.deny.max_entries {
+        0 => crate::policy::DENY_MAX_ENTRIES,
+        n => n,
+    };
+    split(host_rules, denied, max)
+}
+
 /// The cover steps (appended after every other step) and what they mask:
 /// each jail path where a bind shows a denied path, unless a later mount
 /// hides that path anyway.
-pub(super) fn covers(denied: &[Denied], steps: &[RootStep]) -> (Vec<RootStep>, Vec<Masked>) {
+fn covers(denied: &[Denied], steps: &[RootStep]) -> (Vec<RootStep>, Vec<Masked>) {
     let mut out: Vec<RootStep> = Vec::new();
     let mut masked = Vec::new();
     let mut seen = std::collections::HashSet::new();

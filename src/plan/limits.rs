@@ -14,10 +14,66 @@ use std::path::PathBuf;
 use nix::sys::resource::Resource;
 use serde_json::json;
 
-use super::{rundir, Plan, Resources, Rlimit, SetupError};
+use super::{rundir, Mode, Plan, Resources, SetupError};
 use crate::cgroup;
-use crate::policy::{Layer, Limits};
+use crate::policy::{Layer, Limits as Asked, Policy};
 use crate::sys;
+
+/// The run's limits: those asked for, how each is held, and what the jail
+/// does for them (the payload's rlimits, init's sampling and watch, the
+/// tmpfs and IPC bounds).
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// The limits asked for.
+    pub asked: Asked,
+    /// How each limit is enforced (decided once the run's cgroup and the
+    /// run directory's cap are known).
+    pub enforcement: Enforcement,
+    /// rlimits the payload sets (those limits no cgroup controller holds).
+    pub rlimits: Vec<Rlimit>,
+    /// How often init samples the jail's task count and memory (ms; -1: only
+    /// when a child exits): often when a limit is an rlimit whose verdict
+    /// needs the samples.
+    pub sample_ms: i32,
+    /// /tmp's size cap (the fallback's run directory's), for the outcome.
+    pub tmp_size: u64,
+    /// Under the rlimit rung: the limits init writes in the jail's IPC
+    /// namespace (path under /proc/sys, value), see `limits::ipc_share`.
+    pub ipc_sysctls: Vec<(&'static str, String)>,
+    /// The workdir tmpfs (inside the jail) and its size, when filling it
+    /// ends the run as `disk_limit` (`Workdir::full_ends_run`): init
+    /// watches it as it samples the jail's peaks. Never in the fallback.
+    pub workdir_cap: Option<(PathBuf, u64)>,
+}
+
+/// One rlimit the payload sets (soft, hard) before anything else narrows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rlimit {
+    pub resource: nix::sys::resource::Resource,
+    pub name: &'static str,
+    pub soft: u64,
+    pub hard: u64,
+}
+
+impl Limits {
+    /// The limits `p` asks for, before [`enforce`] decides how they are held.
+    pub(super) fn asked(p: &Policy, fallback: bool) -> Limits {
+        let workdir_cap = (p.workdir.full_ends_run
+            && p.workdir.host.is_none()
+            && !fallback
+            && p.base != crate::policy::BaseRoot::Bare)
+            .then(|| (p.workdir.inner.clone(), p.workdir.size));
+        Limits {
+            asked: p.limits.clone(),
+            enforcement: Enforcement::default(),
+            rlimits: Vec::new(),
+            sample_ms: 100,
+            tmp_size: p.tmp_size,
+            ipc_sysctls: Vec::new(),
+            workdir_cap,
+        }
+    }
+}
 
 /// Why a cgroup controller does not enforce a limit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -94,7 +150,7 @@ pub enum CgroupLayer {
 }
 
 /// What the plan decided about the limits, besides the payload's rlimits
-/// (`Plan::rlimits`).
+/// (`Limits::rlimits`).
 #[derive(Debug, Clone)]
 pub struct Enforcement {
     /// Every limit's rung, for the outcome's `limits`.
@@ -131,22 +187,22 @@ impl Default for Enforcement {
 /// enforced: the plan's rlimits, sampling and enforcement; the cgroup goes
 /// into `res`.
 pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupError> {
-    let l = &plan.limits;
+    let l = &plan.limits.asked;
     let wants_cgroup =
         l.memory.is_some() || l.memory_high.is_some() || l.cpus.is_some() || l.pids.is_some();
-    let require_cgroup = plan.require.contains(&Layer::Cgroup);
+    let require_cgroup = plan.layers.require.contains(&Layer::Cgroup);
     let setup = (wants_cgroup || require_cgroup).then(|| {
         cgroup::cleanup_stale();
         cgroup::prepare(&cgroup::Request::from(l))
     });
     let ctl = controllers(setup.as_ref());
-    let asked_tmp = plan.tmp_size;
-    let share = match (plan.limits.memory, &ctl.memory) {
+    let asked_tmp = plan.limits.tmp_size;
+    let share = match (plan.limits.asked.memory, &ctl.memory) {
         (Some(m), Err(_)) => Some((m, tmpfs_share::share(m, plan, res.run_dir.is_some()))),
         _ => None,
     };
     let tmp = run_dir_cap(plan, res);
-    let mut d = decide(&plan.limits, &ctl, plan.tmp_size, &tmp);
+    let mut d = decide(&plan.limits.asked, &ctl, plan.limits.tmp_size, &tmp);
     if let Some((m, s)) = &share {
         d.shared(*m, s, asked_tmp);
     }
@@ -175,12 +231,12 @@ pub(super) fn enforce(plan: &mut Plan, res: &mut Resources) -> Result<(), SetupE
     };
     res.cgroup = cg;
     if d.memory_by_rlimit || d.pids_by_rlimit {
-        plan.sample_ms = 10;
+        plan.limits.sample_ms = 10;
     }
     let mut report = d.report;
-    nproc_whose(&mut report, plan.fallback, plan.fallback_ids);
-    plan.rlimits = d.rlimits;
-    plan.enforcement = Enforcement {
+    nproc_whose(&mut report, plan.mode.fallback().map(|f| f.ids));
+    plan.limits.rlimits = d.rlimits;
+    plan.limits.enforcement = Enforcement {
         report,
         unenforced: d.unenforced,
         rlimit_as: share.map(|(_, s)| s.rlimit_as),
@@ -210,12 +266,12 @@ pub fn explain_climbs(report: &mut BTreeMap<&'static str, Rung>, s: &cgroup::Set
 /// the cgroup layer's answer to a request for all of them, as a run would
 /// decide it: (limit, enforced_by, why). For `stockade check`.
 pub fn rungs(s: &cgroup::Setup) -> Vec<(&'static str, &'static str, Option<String>)> {
-    let l = Limits {
+    let l = Asked {
         memory: Some(1 << 30),
         memory_high: Some(1 << 30),
         cpus: Some(1.0),
         pids: Some(1024),
-        ..Limits::default()
+        ..Asked::default()
     };
     let mut d = decide(&l, &controllers(Some(s)), 1 << 20, &TmpCap::Tmpfs);
     explain_climbs(&mut d.report, s);
@@ -283,15 +339,15 @@ fn enabled(c: &Controllers) -> Vec<&'static str> {
 /// The fallback's run directory: a tmpfs of its own where one can be
 /// mounted, else metered (supervise::rundir).
 fn run_dir_cap(plan: &mut Plan, res: &mut Resources) -> TmpCap {
-    let Some(dir) = res.run_dir.as_mut() else {
+    let (Some(dir), Mode::Fallback(f)) = (res.run_dir.as_mut(), &mut plan.mode) else {
         return TmpCap::Tmpfs;
     };
     if sys::geteuid() == 0 {
         rundir::cleanup_stale();
     }
-    match dir.mount_tmpfs(plan.tmp_size, plan.fallback_ids) {
+    match dir.mount_tmpfs(plan.limits.tmp_size, f.ids) {
         Ok(()) => {
-            plan.run_dir_tmpfs = true;
+            f.run_dir_tmpfs = true;
             TmpCap::Tmpfs
         }
         Err(why) => TmpCap::Metered(format!(
@@ -301,17 +357,18 @@ fn run_dir_cap(plan: &mut Plan, res: &mut Resources) -> TmpCap {
 }
 
 /// Without a user namespace RLIMIT_NPROC counts the host uid's processes,
-/// wherever they run: say whose.
-fn nproc_whose(report: &mut BTreeMap<&'static str, Rung>, fallback: bool, ids: Option<(u32, u32)>) {
+/// wherever they run: say whose. `fallback`: the fallback's leased ids
+/// (`Some(None)`: it leased none); None with namespaces.
+fn nproc_whose(report: &mut BTreeMap<&'static str, Rung>, fallback: Option<Option<(u32, u32)>>) {
     let Some(r) = report.get_mut("pids") else {
         return;
     };
-    let whose = match (fallback, ids) {
-        (false, _) => None,
-        (true, Some((uid, _))) => Some(format!(
+    let whose = match fallback {
+        None => None,
+        Some(Some((uid, _))) => Some(format!(
             "RLIMIT_NPROC counts the processes of host uid {uid}, this jail's own (leased from --uid-range)"
         )),
-        (true, None) => Some(format!(
+        Some(None) => Some(format!(
             "RLIMIT_NPROC counts every process of host uid {} (no user namespace): the limit is shared with the caller's other processes",
             sys::getuid()
         )),
@@ -344,7 +401,7 @@ fn rung(limit: serde_json::Value, enforced_by: &'static str, why: Option<String>
 }
 
 /// Decide how to enforce `l` given the cgroup controllers at hand.
-pub fn decide(l: &Limits, c: &Controllers, tmp_size: u64, tmp: &TmpCap) -> Decision {
+pub fn decide(l: &Asked, c: &Controllers, tmp_size: u64, tmp: &TmpCap) -> Decision {
     let mut d = Decision::default();
     d.core_and_tmp(tmp_size, tmp);
     d.memory(l, c);
@@ -376,7 +433,7 @@ impl Decision {
 
     /// `--memory` (RLIMIT_AS without the controller) and `--memory-high`
     /// (nothing without it).
-    fn memory(&mut self, l: &Limits, c: &Controllers) {
+    fn memory(&mut self, l: &Asked, c: &Controllers) {
         if let Some(m) = l.memory {
             let r = match &c.memory {
                 Ok(by) => rung(json!(m), by, None),
@@ -433,7 +490,7 @@ impl Decision {
     }
 
     /// `--cpus`: the cpu controller or nothing.
-    fn cpus(&mut self, l: &Limits, c: &Controllers) {
+    fn cpus(&mut self, l: &Asked, c: &Controllers) {
         if let Some(cpus) = l.cpus {
             let r = self.controller_only("--cpus", json!(cpus), &c.cpu);
             self.report.insert("cpus", r);
@@ -460,7 +517,7 @@ impl Decision {
     /// `--pids-limit` (RLIMIT_NPROC without the controller: counted per
     /// uid inside the jail's own user namespace, where init and the payload
     /// are the only users of the jail uid) and `--cpu-time`.
-    fn pids(&mut self, l: &Limits, c: &Controllers) {
+    fn pids(&mut self, l: &Asked, c: &Controllers) {
         if let Some(p) = l.pids {
             let r = match &c.pids {
                 Ok(by) => rung(json!(p), by, None),
@@ -485,7 +542,7 @@ impl Decision {
 
     /// RLIMIT_FSIZE (`--max-file-size`, and the metered run directory's
     /// cap on one file) and RLIMIT_NOFILE.
-    fn files(&mut self, l: &Limits, tmp_size: u64, tmp: &TmpCap) {
+    fn files(&mut self, l: &Asked, tmp_size: u64, tmp: &TmpCap) {
         let metered = matches!(tmp, TmpCap::Metered(_));
         let fsize = match (l.max_file_size, metered) {
             (Some(f), true) => Some(f.min(tmp_size)),
@@ -510,7 +567,7 @@ impl Decision {
     }
 
     /// What the supervisor enforces: the deadline, its grace, the output cap.
-    fn supervisor(&mut self, l: &Limits) {
+    fn supervisor(&mut self, l: &Asked) {
         if let Some(t) = l.timeout {
             self.report
                 .insert("timeout", rung(json!(t.as_secs_f64()), "supervisor", None));
@@ -543,7 +600,7 @@ mod tests {
 
     #[test]
     fn without_controllers_memory_and_pids_fall_back_to_rlimits() {
-        let l = Limits {
+        let l = Asked {
             memory: Some(256 << 20),
             pids: Some(64),
             cpus: Some(0.5),
@@ -577,7 +634,7 @@ mod tests {
             cpu: Ok("cgroup"),
             pids: Ok("cgroup_v1"),
         };
-        let l = Limits {
+        let l = Asked {
             memory: Some(1 << 30),
             pids: Some(10),
             cpus: Some(1.0),
@@ -602,24 +659,24 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let metered = TmpCap::Metered("not root".into());
-        let d = decide(&Limits::default(), &none("x"), 8 << 20, &metered);
+        let d = decide(&Asked::default(), &none("x"), 8 << 20, &metered);
         assert_eq!(fsize(&d), vec![(8 << 20, 8 << 20)]);
         assert_eq!(d.report["tmp_size"].enforced_by, "rlimit_fsize+supervisor");
         assert_eq!(d.report["tmp_size"].why.as_deref(), Some("not root"));
-        let l = Limits {
+        let l = Asked {
             max_file_size: Some(1 << 20),
             ..Default::default()
         };
         let d = decide(&l, &none("x"), 8 << 20, &metered);
         assert_eq!(fsize(&d), vec![(1 << 20, 1 << 20)]);
-        let d = decide(&Limits::default(), &none("x"), 8 << 20, &TmpCap::Tmpfs);
+        let d = decide(&Asked::default(), &none("x"), 8 << 20, &TmpCap::Tmpfs);
         assert!(fsize(&d).is_empty());
         assert_eq!(d.report["tmp_size"].enforced_by, "tmpfs");
     }
 
     #[test]
     fn always_core_zero_and_cpu_time_rounds_up() {
-        let l = Limits {
+        let l = Asked {
             cpu_time: Some(Duration::from_millis(1500)),
             ..Default::default()
         };
@@ -636,7 +693,7 @@ mod tests {
 
     #[test]
     fn the_unenforced_warnings_name_the_flag_and_why() {
-        let l = Limits {
+        let l = Asked {
             memory_high: Some(1 << 20),
             cpus: Some(2.0),
             ..Default::default()
@@ -666,15 +723,15 @@ mod tests {
             m
         };
         let mut r = with(Some("no pids controller"));
-        nproc_whose(&mut r, false, None);
+        nproc_whose(&mut r, None);
         assert_eq!(r["pids"].why.as_deref(), Some("no pids controller"));
-        nproc_whose(&mut r, true, Some((70000, 70000)));
+        nproc_whose(&mut r, Some(Some((70000, 70000))));
         assert_eq!(
             r["pids"].why.as_deref(),
             Some("no pids controller; RLIMIT_NPROC counts the processes of host uid 70000, this jail's own (leased from --uid-range)")
         );
         let mut r = with(None);
-        nproc_whose(&mut r, true, None);
+        nproc_whose(&mut r, Some(None));
         assert!(r["pids"]
             .why
             .as_deref()

@@ -102,8 +102,70 @@ pub enum Access {
     List,
 }
 
+/// The jail's own root, as init builds it.
+#[derive(Debug, Clone)]
+pub struct Root {
+    /// Host directory (in the jail's private mount namespace) where the new
+    /// root tmpfs is assembled before pivot_root.
+    pub base: PathBuf,
+    /// Empty in the fallback, which has no root of its own.
+    pub steps: Vec<RootStep>,
+    /// The root's own tmpfs stays writable (a bare root, as bwrap's), not
+    /// sealed read-only.
+    pub writable: bool,
+    /// Where the root build mounts something (absolute jail paths; the
+    /// masks inside /proc and /dev's own mounts lie beneath these). Empty
+    /// in the fallback.
+    pub mount_points: Vec<PathBuf>,
+    /// The denied paths hidden (`Policy::deny`: covered, or in the
+    /// fallback left out of Landlock's rules), for the outcome.
+    pub masked: Vec<super::Masked>,
+    pub hostname: String,
+    /// Read-locked by init once the root is built (`Compat::lock_files`).
+    pub lock_files: Vec<PathBuf>,
+}
+
+impl Root {
+    /// The root of `p` with its final `steps` (covers included), and what
+    /// they and the Landlock rules hide.
+    pub(super) fn of(
+        p: &Policy,
+        steps: Vec<RootStep>,
+        masked: Vec<super::Masked>,
+    ) -> Result<Root, SetupError> {
+        Ok(Root {
+            base: assembly_dir()?,
+            mount_points: mount_points(&steps),
+            steps,
+            writable: p.base == crate::policy::BaseRoot::Bare,
+            masked,
+            hostname: p.hostname.clone(),
+            lock_files: p.compat.lock_files.clone(),
+        })
+    }
+}
+
+/// The host directory the new root is assembled on.
+fn assembly_dir() -> Result<PathBuf, SetupError> {
+    ["/tmp", "/run", "/mnt", "/var/tmp"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|d| {
+            std::fs::symlink_metadata(d)
+                .map(|m| m.is_dir())
+                .unwrap_or(false)
+        })
+        .ok_or_else(|| {
+            SetupError::new(
+                "new root",
+                "/tmp",
+                "no directory to assemble the new root on (/tmp, /run, /mnt, /var/tmp all missing)",
+            )
+        })
+}
+
 /// The root's steps and the Landlock rules they grant (jail paths).
-pub(super) struct Root {
+pub(super) struct Laid {
     pub steps: Vec<RootStep>,
     pub rules: Vec<(PathBuf, Access)>,
 }
@@ -137,9 +199,9 @@ pub(super) fn specs(p: &Policy) -> Vec<MountSpec> {
 }
 
 /// The policy's mounts as root steps, bind sources resolved on the host.
-pub(super) fn plan(p: &Policy) -> Result<Root, SetupError> {
+pub(super) fn plan(p: &Policy) -> Result<Laid, SetupError> {
     let specs = specs(p);
-    let mut root = Root {
+    let mut root = Laid {
         steps: Vec::with_capacity(specs.len()),
         rules: Vec::new(),
     };
@@ -153,7 +215,7 @@ pub(super) fn plan(p: &Policy) -> Result<Root, SetupError> {
     Ok(root)
 }
 
-impl Root {
+impl Laid {
     /// One mount: its step and what Landlock grants beneath it (an optional
     /// bind whose source is missing adds neither).
     fn add(
@@ -304,7 +366,7 @@ fn made(s: &MountSpec, rules: &mut Vec<(PathBuf, Access)>, dev_mqueue: bool) -> 
             }
         }
         MountSpec::Bind { .. } | MountSpec::DevBind { .. } => {
-            unreachable!("binds are resolved in Root::add")
+            unreachable!("binds are resolved in Laid::add")
         }
     }
 }

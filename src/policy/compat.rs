@@ -87,7 +87,7 @@ pub struct Compat {
     /// CLI's, or the spawner's per-run supervisor) joins it for good before
     /// clone, and every namespace the jail makes is owned by it. No id maps
     /// are written: the jail's ids are those the namespace maps (see
-    /// `Plan::become_user`); a namespace whose root is host root is the
+    /// `Identity::become_user`); a namespace whose root is host root is the
     /// caller's choice. The kernel refuses a namespace the caller does not
     /// hold CAP_SYS_ADMIN in, or an fd of another type.
     pub join_userns: Option<i32>,

@@ -7,7 +7,7 @@
 //! details (`AUDIT_LANDLOCK_DOMAIN status=allocated … pid= exe= comm=`)
 //! with its first logged denial, the name (`comm`) being the one its
 //! creator had when it called `landlock_restrict_self`. The payload takes
-//! a random name of the plan's (`Plan::landlock_log_tag`) just before it
+//! a random name of the plan's (`Landlock::log_tag`) just before it
 //! does, so a creation record with that name is this run's domain and no
 //! other: the other jails on the host, their nested domains and the
 //! payload's own nested domains each have another id. Each denial record

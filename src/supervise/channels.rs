@@ -51,7 +51,7 @@ impl Channels {
             .map_err(|e| SetupError::sys("socketpair", "", &e))?;
         let pipe = || sys::pipe().map_err(|e| SetupError::sys("pipe", "", &e));
         let rep = pipe()?;
-        let (out, err) = if plan.pipe_output {
+        let (out, err) = if plan.channels.pipe_output {
             (Some(pipe()?), Some(pipe()?))
         } else {
             (None, None)

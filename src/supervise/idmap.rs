@@ -1,4 +1,4 @@
-//! The binds of a jail started by host root with `Plan::idmap` (bwrap run
+//! The binds of a jail started by host root with `Identity::idmap` (bwrap run
 //! by root): their mount trees are cloned here, in the host's mount
 //! namespace and before clone, and idmapped so that files of host uid and
 //! gid 0 belong to the leased id the jail's ids map to: inside, host
@@ -31,17 +31,18 @@ use crate::plan::{Plan, RootStep};
 use crate::sys::{self, TreeAttrs, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 
 /// One entry per plan step: the idmapped trees of a bind or the layers of
-/// an overlay, None for any other step (and for one left to init). Empty without `Plan::idmap`.
+/// an overlay, None for any other step (and for one left to init). Empty without `Identity::idmap`.
 /// The caller must be single-threaded (the user namespace's helper is a
 /// fork).
 /// The second value: a warning for the outcome when no bind could be
 /// idmapped because the idmap's user namespace could not be made (the
 /// binds are then plain: host root's files show as the overflow id).
 pub(super) fn trees(plan: &Plan) -> (Vec<Option<Idmapped>>, Option<String>) {
-    let Some((uid, gid)) = plan.idmap else {
+    let Some((uid, gid)) = plan.identity.idmap else {
         return (Vec::new(), None);
     };
     let binds = plan
+        .root
         .steps
         .iter()
         .any(|s| matches!(s, RootStep::Bind { .. } | RootStep::Overlay { .. }));
@@ -61,6 +62,7 @@ pub(super) fn trees(plan: &Plan) -> (Vec<Option<Idmapped>>, Option<String>) {
     };
     let mut mounts = None;
     let trees = plan
+        .root
         .steps
         .iter()
         .map(|s| match s {

@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::jail::landlock::MQUEUE_RULE;
 use crate::jail::proto::{self, Enforced, LayerRecord};
 use crate::outcome::{self, LayerReport, LayerState, Outcome};
-use crate::plan::{Plan, SetupError};
+use crate::plan::{Fallback, Mode, Namespaces, Plan, SetupError};
 use crate::policy::Network;
 use crate::{seccomp, sys};
 
@@ -24,16 +24,15 @@ pub(super) fn record_layers(
     via: sys::CloneVia,
     payload: Vec<LayerRecord>,
 ) {
-    if plan.fallback {
-        fallback_layers(plan, o);
-    } else {
-        namespace_layers(plan, o, via);
+    match &plan.mode {
+        Mode::Fallback(f) => fallback_layers(f, o),
+        Mode::Namespaced(ns) => namespace_layers(plan, ns, o, via),
     }
     planned_layers(plan, o);
     for record in payload {
         record_payload_layer(o, record);
     }
-    if plan.fallback {
+    if let Mode::Fallback(_) = plan.mode {
         let proc = fallback_proc(plan, o);
         o.layers.insert("proc", proc);
     }
@@ -43,14 +42,16 @@ pub(super) fn record_layers(
 /// records: what a fork server's children share with their zygote's jail.
 pub(crate) fn planned(plan: &Plan) -> std::collections::BTreeMap<outcome::Name, LayerReport> {
     let mut o = Outcome::new();
-    namespace_layers(plan, &mut o, sys::CloneVia::Clone3);
+    if let Mode::Namespaced(ns) = &plan.mode {
+        namespace_layers(plan, ns, &mut o, sys::CloneVia::Clone3);
+    }
     planned_layers(plan, &mut o);
     o.layers
 }
 
 /// The fallback: no namespaces (the caller, lib::run, fills them with the
 /// kernel's reason), no root of its own, a process tree init kills.
-fn fallback_layers(plan: &Plan, o: &mut Outcome) {
+fn fallback_layers(f: &Fallback, o: &mut Outcome) {
     o.layers.insert(
         "rootfs",
         LayerReport::unavailable(
@@ -60,24 +61,24 @@ fn fallback_layers(plan: &Plan, o: &mut Outcome) {
     o.layers.insert(
         "process_tree",
         LayerReport::applied(json!({
-            "kill": "every descendant of a subreaper init", "setsid": true, "run_dir": plan.run_dir
+            "kill": "every descendant of a subreaper init", "setsid": true, "run_dir": f.run_dir
         })),
     );
 }
 
 /// The full jail: every namespace, and the root on a tmpfs.
-fn namespace_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia) {
+fn namespace_layers(plan: &Plan, ns: &Namespaces, o: &mut Outcome, via: sys::CloneVia) {
     let entry = match via {
         sys::CloneVia::Clone3 => "clone3",
         sys::CloneVia::Clone3IntoCgroup => "clone3+CLONE_INTO_CGROUP",
         sys::CloneVia::Clone => "clone",
     };
-    let user = match (plan.join_userns, plan.userns_block_fd) {
+    let user = match (ns.join_userns, ns.userns_block_fd) {
         // The caller's: its maps are its own.
         (Some(fd), _) => json!({ "joined": format!("the caller's fd {fd}") }),
         (None, Some(_)) => json!({ "id_maps": "written by the caller", "created_by": entry }),
         (None, None) => json!({
-            "uid_map": plan.uid_map.trim(), "gid_map": plan.gid_map.trim(),
+            "uid_map": plan.identity.uid_map.trim(), "gid_map": plan.identity.gid_map.trim(),
             "setgroups": "deny", "created_by": entry
         }),
     };
@@ -88,8 +89,8 @@ fn namespace_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia) {
         .into_iter()
         .filter(|n| !matches!(*n, "user_namespace" | "net_namespace"))
     {
-        let detail = match (name, plan.join_pidns) {
-            ("pid_namespace", Some(fd)) if plan.own_pidns => {
+        let detail = match (name, ns.join_pidns) {
+            ("pid_namespace", Some(fd)) if ns.own_pidns => {
                 json!({ "under": format!("the caller's fd {fd}") })
             }
             ("pid_namespace", Some(fd)) => json!({ "joined": format!("the caller's fd {fd}") }),
@@ -99,8 +100,8 @@ fn namespace_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia) {
     }
     o.layers.insert(
         "net_namespace",
-        match plan.network {
-            Network::None => match &plan.egress {
+        match plan.layers.network {
+            Network::None => match &ns.egress {
                 None => LayerReport::applied(json!({ "network": "none", "interfaces": ["lo"] })),
                 Some(e) => LayerReport::applied(egress_detail(e)),
             },
@@ -115,7 +116,7 @@ fn namespace_layers(plan: &Plan, o: &mut Outcome, via: sys::CloneVia) {
     o.layers.insert(
         "rootfs",
         LayerReport::applied(
-            json!({ "root": "tmpfs", "pivot_root": true, "entries": plan.steps.len() }),
+            json!({ "root": "tmpfs", "pivot_root": true, "entries": plan.root.steps.len() }),
         ),
     );
 }
@@ -145,6 +146,7 @@ fn planned_layers(plan: &Plan, o: &mut Outcome) {
         LayerReport::applied(serde_json::Value::Null),
     );
     let rl: serde_json::Map<String, serde_json::Value> = plan
+        .limits
         .rlimits
         .iter()
         .map(|r| (r.name.to_string(), json!(r.soft)))
@@ -153,13 +155,13 @@ fn planned_layers(plan: &Plan, o: &mut Outcome) {
         "rlimits",
         LayerReport::applied(serde_json::Value::Object(rl)),
     );
-    if !plan.landlock {
+    if plan.layers.landlock.is_none() {
         o.layers.insert(
             "landlock",
             LayerReport::skipped("disabled by the policy (--no-landlock)"),
         );
     }
-    if plan.seccomp.is_none() {
+    if plan.layers.seccomp.is_none() {
         o.layers.insert(
             "seccomp",
             LayerReport::skipped("disabled by the policy (--no-seccomp)"),
@@ -176,9 +178,8 @@ fn fallback_proc(plan: &Plan, o: &Outcome) -> LayerReport {
         .get("landlock")
         .is_some_and(|l| l.state == outcome::LayerState::Applied);
     let proc = std::path::Path::new("/proc");
-    let granted = plan
-        .landlock_rules
-        .iter()
+    let granted = (plan.layers.landlock.iter())
+        .flat_map(|l| &l.rules)
         .find(|(p, _)| proc.starts_with(p) || p.starts_with(proc));
     let (why, readable) = match granted {
         _ if !landlock_on => (

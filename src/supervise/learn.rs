@@ -4,7 +4,7 @@
 //! jail) and errno mode (answer each refused syscall with EPERM and record
 //! it as a denial: per syscall and thread, with a count).
 //!
-//! Lifecycle: the plan opens the socket pair (`Plan::seccomp_channel`, in
+//! Lifecycle: the plan opens the socket pair (`Channels::seccomp`, in
 //! `plan::Resources::seccomp`); [`Learner::for_compiled`] takes both ends
 //! before clone. The child keeps its end open and the payload sends the
 //! listener over it right after installing its filter

@@ -59,6 +59,7 @@ impl MaskWatch {
     /// For a plan with covers (None without).
     pub fn for_plan(plan: &Plan, lines: Lines) -> Option<MaskWatch> {
         let paths: Vec<String> = plan
+            .root
             .steps
             .iter()
             .filter_map(|s| match s {

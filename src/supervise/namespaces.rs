@@ -18,8 +18,8 @@ pub fn write_id_maps(pid: i32, plan: &Plan) -> Result<(), IdMapError> {
     let base = proc_dir(pid);
     for (file, content) in [
         ("setgroups", "deny\n"),
-        ("uid_map", plan.uid_map.as_str()),
-        ("gid_map", plan.gid_map.as_str()),
+        ("uid_map", plan.identity.uid_map.as_str()),
+        ("gid_map", plan.identity.gid_map.as_str()),
     ] {
         let path = format!("{base}/{file}");
         std::fs::write(&path, content).map_err(|source| IdMapError { path, source })?;

@@ -73,20 +73,24 @@ pub(crate) struct Output {
 impl Output {
     /// The read ends of the pipes, as the plan wants them streamed and kept.
     pub(super) fn new(plan: &Plan, out: Option<OwnedFd>, err: Option<OwnedFd>) -> Output {
-        let keep = if plan.capture {
-            plan.limits.max_output.unwrap_or(DEFAULT_CAPTURE)
+        let keep = if plan.channels.capture {
+            plan.limits.asked.max_output.unwrap_or(DEFAULT_CAPTURE)
         } else {
             0
         };
         // stdout carrying the report: the payload's stdout only goes in it.
-        let out_to = if plan.stdout_in_report { None } else { Some(1) };
+        let out_to = if plan.channels.stdout_in_report {
+            None
+        } else {
+            Some(1)
+        };
         Output {
             out: out.map(|fd| Stream::new(fd, out_to, keep)),
             err: err.map(|fd| Stream::new(fd, Some(2), keep)),
-            cap: plan.limits.max_output,
+            cap: plan.limits.asked.max_output,
             total: 0,
             hit_cap: false,
-            capture: plan.capture,
+            capture: plan.channels.capture,
             out_to,
         }
     }

@@ -20,7 +20,7 @@ use crate::sys::{self, Errno};
 /// limit's rung; a warning (in the outcome) for each limit nothing
 /// enforces.
 pub(super) fn record_limits(plan: &Plan, o: &mut Outcome) {
-    let e = &plan.enforcement;
+    let e = &plan.limits.enforcement;
     o.layers.insert("cgroup", cgroup_report(&e.cgroup));
     o.warnings
         .extend(e.unenforced.iter().map(|w| w.to_string()));
@@ -223,32 +223,34 @@ pub(super) fn observed(
     allocation_refused: bool,
     o: &Outcome,
 ) -> classify::Observed {
+    let (l, asked) = (&plan.limits, &plan.limits.asked);
     classify::Observed {
         signal: end.signal,
         code: end.code,
         memory_hit: cg_stats.is_some_and(|s| s.memory_limit_hit()),
         pids_refused: cg_stats.is_some_and(|s| s.pids_limit_hit()),
         // Under the rlimit rung the inference compares with RLIMIT_AS.
-        memory_limit: match plan.enforcement.memory_by_rlimit {
-            true => plan.enforcement.rlimit_as.or(plan.limits.memory),
-            false => plan.limits.memory,
+        memory_limit: match l.enforcement.memory_by_rlimit {
+            true => l.enforcement.rlimit_as.or(asked.memory),
+            false => asked.memory,
         },
-        memory_by_rlimit: plan.enforcement.memory_by_rlimit,
+        memory_by_rlimit: l.enforcement.memory_by_rlimit,
         peak_vm,
         allocation_refused,
-        pids_limit: plan.limits.pids,
-        pids_by_rlimit: plan.enforcement.pids_by_rlimit,
+        pids_limit: asked.pids,
+        pids_by_rlimit: l.enforcement.pids_by_rlimit,
         peak_pids: o.usage.peak_pids,
         metered: w.meter.is_some(),
         disk_over: w.disk_hit,
-        file_size_below_tmp: plan.limits.max_file_size.is_some_and(|f| f < plan.tmp_size),
+        file_size_below_tmp: asked.max_file_size.is_some_and(|f| f < l.tmp_size),
         output_cap_hit: w.output.hit_cap,
         timed_out: w.deadline.timed_out,
         seccomp_kill: plan
+            .layers
             .seccomp
             .as_ref()
             .is_some_and(|s| s.action == SeccompAction::Kill),
-        cpu_time_limit: plan.limits.cpu_time,
+        cpu_time_limit: asked.cpu_time,
         cpu_ms: o.usage.user_time_ms + o.usage.system_time_ms,
     }
 }
@@ -259,7 +261,7 @@ pub(super) fn observed(
 pub(super) fn explain(plan: &Plan, o: &mut Outcome, w: &Watch) {
     match o.status {
         Status::DiskLimit => {
-            if let (None, Some((dir, size))) = (&w.meter, &plan.workdir_cap) {
+            if let (None, Some((dir, size))) = (&w.meter, &plan.limits.workdir_cap) {
                 o.detail = Some(format!(
                     "the workdir {} reached its size ({size} bytes){}",
                     dir.display(),
@@ -273,7 +275,7 @@ pub(super) fn explain(plan: &Plan, o: &mut Outcome, w: &Watch) {
             if let Some(m) = &w.meter {
                 o.detail = Some(format!(
                     "the run directory reached --tmp-size ({} bytes; {} seen{}): jail killed",
-                    plan.tmp_size,
+                    plan.limits.tmp_size,
                     m.peak,
                     if m.last.hidden {
                         ", and something the meter could not read"

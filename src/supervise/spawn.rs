@@ -22,7 +22,7 @@ use crate::cgroup;
 use crate::egress::{Denials, Proxy};
 use crate::jail::proto;
 use crate::outcome::Outcome;
-use crate::plan::{step, Plan, Resources, SetupError};
+use crate::plan::{step, Namespaces, Plan, Resources, SetupError};
 use crate::policy::Network;
 use crate::sys::{self, Cloned, Errno};
 
@@ -54,18 +54,19 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
     reap_earlier();
     let start = Instant::now();
     let mut o = Outcome::new();
-    o.masked = plan.masked.clone();
+    o.masked = plan.root.masked.clone();
     let Resources {
         cgroup,
         seccomp,
         run_dir,
         audit,
     } = res;
-    if let Some(why) = &plan.landlock_unrecorded {
+    let landlock = plan.layers.landlock.as_ref();
+    if let Some(why) = landlock.and_then(|l| l.unrecorded.as_ref()) {
         o.denials_unrecorded.insert("landlock".into(), why.clone());
     }
-    let lines = Lines::to(plan.denials_fd);
-    let audit = match (audit, &plan.landlock_log_tag) {
+    let lines = Lines::to(plan.channels.denials_fd);
+    let audit = match (audit, plan.layers.log_tag()) {
         (Some(fd), Some(tag)) => Some(AuditLog::new(fd, tag, lines.clone())),
         _ => None,
     };
@@ -130,11 +131,12 @@ fn run_inner(
     let namespaces = ns_inodes(plan, pid);
     // 4. Into the cgroup (when clone3 could not put it there), id maps,
     //    GO, then the network namespace, made while init builds the root.
-    let told = plan.userns_block_fd.is_some() && !plan.pid_reports.is_empty();
-    if told {
+    let ns = plan.mode.namespaces();
+    let maps_told = ns.is_some_and(|ns| ns.userns_block_fd.is_some());
+    if maps_told && !plan.channels.pid_reports.is_empty() {
         // The caller writes the id maps: it learns the pid first, init's,
         // the jail's only process so far.
-        ChildPid::new(&plan.pid_reports, namespaces.clone(), None).tell(pid);
+        ChildPid::new(&plan.channels.pid_reports, namespaces.clone(), None).tell(pid);
     }
     let (net, listener, audit_ok) = match release(plan, cg.as_mut(), via, pid, &pidfd, &ours.ctl) {
         Ok(r) => r,
@@ -149,7 +151,7 @@ fn run_inner(
     // Else the payload's pid, told when it says hello (see
     // supervise::childpid).
     let hello = ours.hello.map(|sock| {
-        let what = ChildPid::new(&plan.pid_reports, namespaces, net);
+        let what = ChildPid::new(&plan.channels.pid_reports, namespaces, net);
         Hello::new(sock, what, pid)
     });
     // The egress proxy (threads from here on: see crate::egress).
@@ -172,7 +174,7 @@ fn run_inner(
     }
     w.meter_last();
     if let Some(p) = proxy {
-        let record = plan.egress.as_ref().is_some_and(|e| e.record);
+        let record = egress(plan).is_some_and(|e| e.record);
         record_denials(p.finish(), record, o);
     }
     let decoded = proto::decode(&reports);
@@ -209,7 +211,7 @@ fn start_proxy(
     listener: Option<OwnedFd>,
     lines: &Lines,
 ) -> Result<Option<Proxy>, SetupError> {
-    let (Some(l), Some(e)) = (listener, plan.egress.as_ref()) else {
+    let (Some(l), Some(e)) = (listener, egress(plan)) else {
         return Ok(None);
     };
     let lines = lines.clone();
@@ -241,7 +243,7 @@ fn record_denials(d: Denials, record: bool, o: &mut Outcome) {
 /// and has our credentials (after GO it may be gone, or not ours to read).
 fn ns_inodes(plan: &Plan, pid: i32) -> Vec<(&'static str, u64)> {
     use std::os::unix::fs::MetadataExt;
-    if plan.pid_reports.is_empty() {
+    if plan.channels.pid_reports.is_empty() {
         return Vec::new();
     }
     let dir = super::namespaces::proc_dir(pid);
@@ -254,14 +256,18 @@ fn ns_inodes(plan: &Plan, pid: i32) -> Vec<(&'static str, u64)> {
         .collect()
 }
 
-/// The caller's user namespace (`Plan::join_userns`), then its pid
-/// namespace for our next child (`Plan::join_pidns`). The user namespace
-/// first: the pid namespace's owner is where we need CAP_SYS_ADMIN.
+/// The caller's user namespace (`Namespaces::join_userns`), then its pid
+/// namespace for our next child (`Namespaces::join_pidns`). The user
+/// namespace first: the pid namespace's owner is where we need
+/// CAP_SYS_ADMIN.
 fn join_namespaces(plan: &Plan) -> Result<(), SetupError> {
-    if let Some(fd) = plan.join_userns {
+    let Some(ns) = plan.mode.namespaces() else {
+        return Ok(());
+    };
+    if let Some(fd) = ns.join_userns {
         sys::setns_user(fd).map_err(|e| SetupError::sys(step::JOIN_USERNS, "", &e))?;
     }
-    if let Some(fd) = plan.join_pidns {
+    if let Some(fd) = ns.join_pidns {
         sys::setns_pid(fd).map_err(|e| SetupError::sys(step::JOIN_PIDNS, "", &e))?;
     }
     Ok(())
@@ -270,9 +276,10 @@ fn join_namespaces(plan: &Plan) -> Result<(), SetupError> {
 /// The supervisor's end of the seccomp listener (every mode, mediation),
 /// over the plan's socket pair.
 fn listener(plan: &Plan, sockets: Option<(OwnedFd, OwnedFd)>, lines: &Lines) -> Option<Learner> {
-    let c = plan.seccomp.as_ref()?;
+    let c = plan.layers.seccomp.as_ref()?;
     let sockets = sockets?;
-    let mut l = Learner::for_compiled(c, sockets, plan.fallback_ids, plan.network == Network::Host);
+    let ids = plan.mode.fallback().and_then(|f| f.ids);
+    let mut l = Learner::for_compiled(c, sockets, ids, plan.layers.network == Network::Host);
     l.send_lines_to(lines.clone());
     Some(l)
 }
@@ -284,19 +291,24 @@ fn clone(plan: &Plan, cg: Option<&cgroup::RunCgroup>) -> Result<(Cloned, sys::Cl
     let into = cg.and_then(|c| c.dir_fd());
     // A new pid namespace under a joined one: through an intermediate
     // born in the joined one (see `sys::clone_jail_nested`).
-    let nested = plan.join_pidns.is_some() && plan.clone_flags & libc::CLONE_NEWPID as u64 != 0;
+    let flags = plan.mode.clone_flags();
+    let joined_pidns = plan
+        .mode
+        .namespaces()
+        .is_some_and(|ns| ns.join_pidns.is_some());
+    let nested = joined_pidns && flags & libc::CLONE_NEWPID as u64 != 0;
     let clone_jail = match nested {
         true => sys::clone_jail_nested,
         false => sys::clone_jail,
     };
-    let mut attempt = clone_jail(plan.clone_flags, into);
+    let mut attempt = clone_jail(flags, into);
     if into.is_some() && attempt.as_ref().is_err_and(|e| e.call == "clone3") {
-        attempt = clone_jail(plan.clone_flags, None);
+        attempt = clone_jail(flags, None);
     }
     match attempt {
         Ok(c) => Ok(c),
         Err(e)
-            if plan.clone_flags != 0
+            if flags != 0
                 && matches!(
                     e.errno,
                     Errno::EPERM | Errno::ENOSPC | Errno::EACCES | Errno::EINVAL
@@ -326,7 +338,7 @@ fn reap_init(
     w: &Watch,
     decoded: &[proto::Report],
 ) -> Result<Option<(i32, libc::rusage)>, SetupError> {
-    if w.init_done || w.cg.is_some() || !has_status(decoded) || !plan.own_pidns {
+    if w.init_done || w.cg.is_some() || !has_status(decoded) || !plan.mode.own_pidns() {
         let waited = sys::wait4(pid).map_err(|e| SetupError::sys("wait", "", &e))?;
         Ok(Some(waited))
     } else {
@@ -480,7 +492,8 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
             "seccomp: refused syscalls were not recorded (another seccomp filter of this process tree has the one listener it may have; the kernel refused them alone)".into(),
         );
     }
-    let end = report::payload_end(records.status, waited.as_ref(), plan.as_pid_1)?;
+    let as_pid_1 = plan.mode.namespaces().is_some_and(|ns| ns.as_pid_1);
+    let end = report::payload_end(records.status, waited.as_ref(), as_pid_1)?;
     report::set_end(o, end);
     if let Some(v) = violation {
         report::violation(o, v);
@@ -539,8 +552,46 @@ fn release(
         c.place_v1(pid)
             .map_err(|e| SetupError::new("cgroup", "", e.to_string()))?;
     }
-    match plan.userns_block_fd {
-        _ if plan.clone_flags & libc::CLONE_NEWUSER as u64 == 0 => {}
+    let (ns, flags) = (plan.mode.namespaces(), plan.mode.clone_flags());
+    if let Some(ns) = ns.filter(|_| flags & libc::CLONE_NEWUSER as u64 != 0) {
+        id_maps(plan, ns, pid)?;
+    }
+    // Before GO, while init still has our credentials (see userns_of). In
+    // a joined user namespace, the jail's is the one we are in already.
+    let userns = match ns.filter(|ns| ns.new_netns).map(|ns| ns.join_userns) {
+        Some(None) => Some(Some(
+            sys::netns::userns_of(pidfd, pid).map_err(|e| SetupError::sys("network", "lo", &e))?,
+        )),
+        Some(Some(_)) => Some(None),
+        None => None,
+    };
+    sys::ignore_sigpipe();
+    let go = if (moved_after_clone || in_v1) && flags & libc::CLONE_NEWCGROUP as u64 != 0 {
+        proto::GO_REROOT_CGROUP
+    } else {
+        proto::GO
+    };
+    sys::write_all(ctl.as_raw_fd(), &[go]).map_err(|e| SetupError::sys("start jail", "", &e))?;
+    let Some(userns) = userns else {
+        return Ok((None, None, audit_verdict(plan, ctl)?));
+    };
+    let port = egress(plan).map(|e| e.port);
+    let (ns, listener) = sys::netns::create_in(userns.as_ref(), port)
+        .map_err(|e| SetupError::sys("network", "lo", &e))?;
+    sys::fdpass::send_fd(ctl.as_raw_fd(), ns.as_raw_fd(), proto::NETNS)
+        .map_err(|e| SetupError::sys("network", "lo", &e))?;
+    // Only `--info-fd` asks (no extra syscall on a run's path otherwise).
+    let inode = match plan.channels.pid_reports.is_empty() {
+        true => None,
+        false => ns_inode(&ns),
+    };
+    Ok((inode, listener, audit_verdict(plan, ctl)?))
+}
+
+/// The jail's user namespace's id maps: ours, or (`userns_block_fd`) the
+/// caller's, written once it reads the pid.
+fn id_maps(plan: &Plan, ns: &Namespaces, pid: i32) -> Result<(), SetupError> {
+    match ns.userns_block_fd {
         None => namespaces::write_id_maps(pid, plan)
             .map_err(|e| SetupError::io("id map", e.path, &e.source))?,
         // The caller writes the maps (told the pid), then writes to the fd
@@ -550,47 +601,22 @@ fn release(
             let _ = sys::read(fd, &mut b);
         }
     }
-    // Before GO, while init still has our credentials (see userns_of). In
-    // a joined user namespace, the jail's is the one we are in already.
-    let userns = match (plan.new_netns, plan.join_userns) {
-        (true, None) => Some(Some(
-            sys::netns::userns_of(pidfd, pid).map_err(|e| SetupError::sys("network", "lo", &e))?,
-        )),
-        (true, Some(_)) => Some(None),
-        (false, _) => None,
-    };
-    sys::ignore_sigpipe();
-    let go = if (moved_after_clone || in_v1) && plan.clone_flags & libc::CLONE_NEWCGROUP as u64 != 0
-    {
-        proto::GO_REROOT_CGROUP
-    } else {
-        proto::GO
-    };
-    sys::write_all(ctl.as_raw_fd(), &[go]).map_err(|e| SetupError::sys("start jail", "", &e))?;
-    let Some(userns) = userns else {
-        return Ok((None, None, audit_verdict(plan, ctl)?));
-    };
-    let port = plan.egress.as_ref().map(|e| e.port);
-    let (ns, listener) = sys::netns::create_in(userns.as_ref(), port)
-        .map_err(|e| SetupError::sys("network", "lo", &e))?;
-    sys::fdpass::send_fd(ctl.as_raw_fd(), ns.as_raw_fd(), proto::NETNS)
-        .map_err(|e| SetupError::sys("network", "lo", &e))?;
-    // Only `--info-fd` asks (no extra syscall on a run's path otherwise).
-    let inode = match plan.pid_reports.is_empty() {
-        true => None,
-        false => ns_inode(&ns),
-    };
-    Ok((inode, listener, audit_verdict(plan, ctl)?))
+    Ok(())
+}
+
+/// The egress allowlist's proxy, when the jail has one (namespaced only).
+fn egress(plan: &Plan) -> Option<&crate::plan::egress::Egress> {
+    plan.mode.namespaces().and_then(|ns| ns.egress.as_ref())
 }
 
 /// When the supervisor can read Landlock's audit records
-/// (`Plan::landlock_log_tag`): ask the kernel's audit settings now, while
+/// (`Landlock::log_tag`): ask the kernel's audit settings now, while
 /// init builds the root (the query costs a kernel thread, some hundred
 /// microseconds), and tell init whether the payload asks for its denials
 /// to be logged. Ok when it does (or nothing was to be asked), else why
 /// not.
 fn audit_verdict(plan: &Plan, ctl: &OwnedFd) -> Result<Result<(), String>, SetupError> {
-    if plan.landlock_log_tag.is_none() {
+    if plan.layers.log_tag().is_none() {
         return Ok(Ok(()));
     }
     let verdict = crate::plan::audit_verdict();

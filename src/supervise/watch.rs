@@ -135,26 +135,29 @@ impl Watch {
         control: Option<RawFd>,
         start: Instant,
     ) -> Watch {
-        let meter = match (&plan.enforcement.tmp, &plan.run_dir) {
-            (TmpCap::Metered(_), Some(d)) => Some(rundir::Meter::new(d.clone(), plan.tmp_size)),
+        let l = &plan.limits;
+        let meter = match (&l.enforcement.tmp, plan.mode.fallback()) {
+            (TmpCap::Metered(_), Some(f)) => {
+                Some(rundir::Meter::new(f.run_dir.clone(), l.tmp_size))
+            }
             _ => None,
         };
-        let held = deadline::held().then_some(plan.limits.timeout);
+        let held = deadline::held().then_some(l.asked.timeout);
         let at = match held {
             Some(_) => None,
-            None => plan.limits.timeout.map(|t| start + t),
+            None => l.asked.timeout.map(|t| start + t),
         };
         Watch {
             pidfd,
             ctl,
-            deadline: Deadline::new(at, plan.limits.grace),
+            deadline: Deadline::new(at, l.asked.grace),
             output,
             learner,
             violation: None,
             cg,
             init_done: false,
             control,
-            fallback: plan.fallback,
+            fallback: plan.mode.fallback().is_some(),
             meter,
             disk_hit: false,
             held,

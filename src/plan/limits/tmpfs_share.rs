@@ -89,7 +89,8 @@ pub fn fit(sizes: &[u64], budget: u64) -> Vec<u64> {
 /// the new sizes into the plan.
 pub(in crate::plan) fn share(memory: u64, plan: &mut Plan, run_dir: bool) -> Share {
     let mut slots: Vec<(String, u64)> = Vec::new();
-    for step in &plan.steps {
+    let fallback = plan.mode.fallback().is_some();
+    for step in &plan.root.steps {
         match step {
             RootStep::Tmpfs { dst, data } => slots.push((jail_path(dst), tmpfs_size(data))),
             RootStep::Dev { dst, shm, .. } => {
@@ -98,28 +99,28 @@ pub(in crate::plan) fn share(memory: u64, plan: &mut Plan, run_dir: bool) -> Sha
             _ => {}
         }
     }
-    if plan.fallback && run_dir {
-        slots.push(("the run directory".into(), plan.tmp_size));
+    if fallback && run_dir {
+        slots.push(("the run directory".into(), plan.limits.tmp_size));
     }
     let sizes: Vec<u64> = slots.iter().map(|(_, s)| *s).collect();
     let fitted = fit(&sizes, memory / 4);
     let shrunk = sizes.iter().zip(&fitted).any(|(a, b)| a != b);
     let mut it = fitted.iter();
-    for step in &mut plan.steps {
+    for step in &mut plan.root.steps {
         match step {
             RootStep::Tmpfs { dst, data } => {
                 let s = *it.next().unwrap_or(&0);
                 *data = with_tmpfs_size(data, s);
                 if dst == Path::new("tmp") {
-                    plan.tmp_size = s;
+                    plan.limits.tmp_size = s;
                 }
             }
             RootStep::Dev { shm, .. } => *shm = with_tmpfs_size(shm, *it.next().unwrap_or(&0)),
             _ => {}
         }
     }
-    if let (true, true, Some(s)) = (plan.fallback, run_dir, it.next()) {
-        plan.tmp_size = *s;
+    if let (true, true, Some(s)) = (fallback, run_dir, it.next()) {
+        plan.limits.tmp_size = *s;
     }
     let mounts: Vec<(String, u64)> = slots
         .into_iter()
@@ -129,8 +130,8 @@ pub(in crate::plan) fn share(memory: u64, plan: &mut Plan, run_dir: bool) -> Sha
     let total: u64 = mounts.iter().map(|(_, s)| s).sum();
     let mq_hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MSGQUEUE)
         .map_or(0, |(_, hard)| hard);
-    let ipc = (!plan.fallback).then(|| IpcBounds::for_budget(ipc_share::budget(memory), mq_hard));
-    plan.ipc_sysctls = ipc.as_ref().map(|b| b.sysctls()).unwrap_or_default();
+    let ipc = (!fallback).then(|| IpcBounds::for_budget(ipc_share::budget(memory), mq_hard));
+    plan.limits.ipc_sysctls = ipc.as_ref().map(|b| b.sysctls()).unwrap_or_default();
     let ipc_total = ipc.as_ref().map_or(0, IpcBounds::total);
     Share {
         rlimit_as: memory
