@@ -312,14 +312,17 @@ impl Zygote {
             libc::MS_REC | libc::MS_PRIVATE,
             None,
         )?;
-        // The server's go (first on stdin) once it has put us in the run's
-        // cgroup, with the run's tmpfs sizes: what is mounted from now on
-        // and the payload are in it, and our cgroup namespace is rooted
-        // at it.
-        let go = Go::read(0)?;
-        mount_fresh(r, &go)?;
+        // Mounted while the server puts us in the run's cgroup (at the
+        // recipe's sizes: a tmpfs is charged for what is written in it,
+        // not for its mount).
+        mount_fresh(r)?;
         super::netns::loopback_up()?;
         super::chdir(&r.workdir)?;
+        // The server's go (first on stdin) once we are in the run's cgroup,
+        // with the run's tmpfs sizes: the payload is forked in it, and our
+        // cgroup namespace is rooted at it.
+        let go = Go::read(0)?;
+        resize(r, &go)?;
         super::unshare_cgroupns()?;
         // pid 1 stays here as the run's init; the payload is pid 2, as in
         // every jail. Its signals blocked first: none is lost or acted on
@@ -335,7 +338,9 @@ impl Zygote {
         // kernel reaps its children): init waits for the payload, which
         // finds it as a cold payload does.
         super::default_sigchld();
-        let Some(payload) = super::fork_single_threaded()? else {
+        // SAFETY: the interpreter's fork made this process with one
+        // thread, and it has started none since.
+        let Some(payload) = (unsafe { super::fork() })? else {
             old.thread_set_mask()
                 .or_else(|e| super::err("sigprocmask", "SIG_SETMASK", e))?;
             return self.payload_steps(setup);
@@ -485,16 +490,10 @@ fn init(payload: i32, setup: RawFd) -> ! {
 /// `procfs::mask`), /tmp, workdir, /dev/shm,
 /// /dev/pts and, where the jail has one, /dev/mqueue (its new IPC
 /// namespace's queues).
-fn mount_fresh(r: &Recipe, go: &Go) -> SysResult<()> {
+fn mount_fresh(r: &Recipe) -> SysResult<()> {
     let (nosuid, nodev, noexec) = (libc::MS_NOSUID, libc::MS_NODEV, libc::MS_NOEXEC);
-    let or_recipe = |n: u64| if n > 0 { n } else { r.tmp_size };
-    let size = format!("size={}", or_recipe(go.tmp_size));
-    let wd = format!(
-        "size={},mode=755,uid={},gid={}",
-        or_recipe(go.workdir_size),
-        r.uid,
-        r.gid
-    );
+    let size = format!("size={}", r.tmp_size);
+    let wd = format!("{size},mode=755,uid={},gid={}", r.uid, r.gid);
     super::mount(
         Some("proc"),
         Path::new("/proc"),
@@ -538,6 +537,26 @@ fn mount_fresh(r: &Recipe, go: &Go) -> SysResult<()> {
             nosuid | nodev | noexec,
             None,
         )?;
+    }
+    Ok(())
+}
+
+/// The run's own tmpfs sizes where its go names them (remounted: nothing
+/// is in them yet).
+fn resize(r: &Recipe, go: &Go) -> SysResult<()> {
+    let flags = libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV;
+    let mut at: Vec<(&Path, u64)> = Vec::new();
+    if go.tmp_size > 0 && go.tmp_size != r.tmp_size {
+        at.extend([
+            (Path::new("/tmp"), go.tmp_size),
+            (Path::new("/dev/shm"), go.tmp_size),
+        ]);
+    }
+    if go.workdir_size > 0 && go.workdir_size != r.tmp_size {
+        at.push((&r.workdir, go.workdir_size));
+    }
+    for (p, size) in at {
+        super::mount(None, p, None, flags, Some(&format!("size={size}")))?;
     }
     Ok(())
 }
