@@ -176,6 +176,8 @@ impl<'a> Reader<'a> {
 /// A zygote, once it has read its children's recipe.
 pub struct Zygote {
     recipe: Recipe,
+    /// The /proc entries each child masks: those this kernel has.
+    masked: (Vec<&'static str>, Vec<&'static str>),
     /// The zygote's own pid namespace, to return to after each fork.
     own_pidns: OwnedFd,
 }
@@ -251,7 +253,12 @@ impl Zygote {
             nix::sys::stat::Mode::empty(),
         )
         .or_else(|e| super::err("open", "/proc/self/ns/pid", e))?;
-        Ok(Zygote { recipe, own_pidns })
+        let masked = super::procfs::present(Path::new("/proc"));
+        Ok(Zygote {
+            recipe,
+            masked,
+            own_pidns,
+        })
     }
 
     /// The layers' records, for the server.
@@ -315,7 +322,7 @@ impl Zygote {
         // Mounted while the server puts us in the run's cgroup (at the
         // recipe's sizes: a tmpfs is charged for what is written in it,
         // not for its mount).
-        mount_fresh(r)?;
+        mount_fresh(r, &self.masked)?;
         super::netns::loopback_up()?;
         super::chdir(&r.workdir)?;
         // The server's go (first on stdin) once we are in the run's cgroup,
@@ -490,7 +497,7 @@ fn init(payload: i32, setup: RawFd) -> ! {
 /// `procfs::mask`), /tmp, workdir, /dev/shm,
 /// /dev/pts and, where the jail has one, /dev/mqueue (its new IPC
 /// namespace's queues).
-fn mount_fresh(r: &Recipe) -> SysResult<()> {
+fn mount_fresh(r: &Recipe, masked: &(Vec<&str>, Vec<&str>)) -> SysResult<()> {
     let (nosuid, nodev, noexec) = (libc::MS_NOSUID, libc::MS_NODEV, libc::MS_NOEXEC);
     let size = format!("size={}", r.tmp_size);
     let wd = format!("{size},mode=755,uid={},gid={}", r.uid, r.gid);
@@ -503,7 +510,13 @@ fn mount_fresh(r: &Recipe) -> SysResult<()> {
     )?;
     let proc_root = open_dir(Path::new("/proc"))?;
     let devnull = open_path(Path::new("/dev/null"))?;
-    super::procfs::mask(&proc_root, Path::new("/proc"), &devnull)?;
+    super::procfs::mask_these(
+        &proc_root,
+        Path::new("/proc"),
+        &devnull,
+        &masked.0,
+        &masked.1,
+    )?;
     let mounts: [(&str, &Path, libc::c_ulong, String); 4] = [
         (
             "tmpfs",

@@ -34,6 +34,28 @@ pub const FLAGS: libc::c_ulong = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOE
 /// by one empty read-only tmpfs (one superblock, bound over the others).
 /// An entry this kernel lacks is left alone.
 pub fn mask(pfd: &OwnedFd, dst: &Path, devnull: &OwnedFd) -> SysResult<()> {
+    mask_these(pfd, dst, devnull, &MASKED_FILES, &MASKED_DIRS)
+}
+
+/// Of [`MASKED_FILES`] and [`MASKED_DIRS`], those the proc filesystem at
+/// `proc` shows (the running kernel's: one look serves every later
+/// [`mask_these`] of a fork server's children).
+pub fn present(proc: &Path) -> (Vec<&'static str>, Vec<&'static str>) {
+    let here = |n: &&str| proc.join(n).symlink_metadata().is_ok();
+    (
+        MASKED_FILES.iter().copied().filter(here).collect(),
+        MASKED_DIRS.iter().copied().filter(here).collect(),
+    )
+}
+
+/// [`mask`] of `files` and `dirs` only.
+pub fn mask_these(
+    pfd: &OwnedFd,
+    dst: &Path,
+    devnull: &OwnedFd,
+    files: &[&str],
+    dirs: &[&str],
+) -> SysResult<()> {
     let sys_dir = dst.join("sys");
     let name = OsStr::new("sys");
     let tree = at::open_tree_clone(pfd, name, &sys_dir)?;
@@ -44,7 +66,7 @@ pub fn mask(pfd: &OwnedFd, dst: &Path, devnull: &OwnedFd) -> SysResult<()> {
         &sys_dir,
     )?;
     at::move_mount(&tree, pfd, name, &sys_dir)?;
-    for f in MASKED_FILES {
+    for &f in files {
         match at::bind_onto(devnull, pfd, OsStr::new(f), &dst.join(f)) {
             Err(e) if e.errno != Errno::ENOENT => return Err(e),
             _ => {}
@@ -52,7 +74,7 @@ pub fn mask(pfd: &OwnedFd, dst: &Path, devnull: &OwnedFd) -> SysResult<()> {
     }
     let absent = |e: &super::SysError| e.errno == Errno::ENOENT || e.errno == Errno::ENOTDIR;
     let mut first: Option<OwnedFd> = None;
-    for dname in MASKED_DIRS {
+    for &dname in dirs {
         let p = dst.join(dname);
         let name = OsStr::new(dname);
         let done = match &first {
