@@ -379,8 +379,9 @@ fn a_forked_runs_limits_are_its_own() {
 /// A request's own limits below the pool's are a hit: the child's run
 /// cgroup is made from them, and they hold (a memory hog ends
 /// `memory_limit` at 128 MiB, a fork bomb `pids_limit` at 16, each
-/// reported with the request's limit). What the zygote fixed for every
-/// child differs: a miss, with its reason in /metrics and the answer.
+/// reported with the request's limit), and its /tmp and workdir are of
+/// its own size. A variable the interpreter starts with: a miss, with
+/// its reason in /metrics and the answer.
 #[test]
 fn a_forked_run_takes_the_requests_own_limits() {
     if !as_root("a_forked_run_takes_the_requests_own_limits") {
@@ -450,16 +451,8 @@ fn a_streamed_request_is_forked_and_streams() {
     // The first line comes while the run still sleeps.
     let first = l.next_line().expect("a line");
     assert!(first["stdout"].is_string(), "{first}");
-    let mut out = first["stdout"].as_str().unwrap().to_string();
-    let mut err = String::new();
-    let o = loop {
-        let v = l.next_line().expect("a line before the outcome");
-        if v.get("status").is_some() {
-            break v;
-        }
-        out += v["stdout"].as_str().unwrap_or_default();
-        err += v["stderr"].as_str().unwrap_or_default();
-    };
+    let (rest, err, o) = l.output_then_outcome();
+    let out = format!("{}{rest}", first["stdout"].as_str().unwrap());
     assert_eq!((out.as_str(), err.as_str()), ("out\n", "err\n"), "{o}");
     assert_eq!(o["exit_code"], 0, "{o}");
     assert!(

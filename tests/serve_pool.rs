@@ -279,15 +279,7 @@ fn a_member_serves_a_streamed_request_and_streams() {
         wait_full(&s, 1);
         let code = "import sys; print('out', flush=True); print('err', file=sys.stderr)";
         let mut l = Lines::open(s.connect(), &py(code));
-        let (mut out, mut err) = (String::new(), String::new());
-        let o = loop {
-            let v = l.next_line().expect("a line before the outcome");
-            if v.get("status").is_some() {
-                break v;
-            }
-            out += v["stdout"].as_str().unwrap_or_default();
-            err += v["stderr"].as_str().unwrap_or_default();
-        };
+        let (out, err, o) = l.output_then_outcome();
         assert_eq!((out.as_str(), err.as_str()), ("out\n", "err\n"), "{w}: {o}");
         assert_eq!(o["exit_code"], 0, "{w}: {o}");
         // As a cold streamed run: the output went to the stream, not

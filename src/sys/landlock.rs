@@ -52,31 +52,7 @@ struct RulesetAttr {
 /// or network access. Errors: `EINVAL` below ABI 6 (no scopes), `ENOSYS`
 /// or `EOPNOTSUPP` without Landlock.
 pub fn scope_only_ruleset(scoped: u64) -> SysResult<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    let attr = RulesetAttr {
-        handled_access_fs: 0,
-        handled_access_net: 0,
-        scoped,
-    };
-    // SAFETY: attr is a live, initialised struct of the size passed; the
-    // kernel only reads it.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            &attr as *const RulesetAttr,
-            std::mem::size_of::<RulesetAttr>(),
-            0 as libc::c_ulong,
-        )
-    };
-    if r < 0 {
-        return err(
-            "landlock_create_ruleset",
-            format!("scoped {scoped:#x}"),
-            last_errno(),
-        );
-    }
-    // SAFETY: the kernel returned a new fd that nothing else owns.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(r as i32) })
+    ruleset(0, 0, scoped)
 }
 
 /// `LANDLOCK_RESTRICT_SELF_LOG_SAME_EXEC_OFF` (ABI 7): the new domain's

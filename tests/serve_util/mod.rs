@@ -410,6 +410,20 @@ impl<S: Read> Lines<S> {
         }
     }
 
+    /// The stdout and stderr chunks (text) until the outcome line, and
+    /// that line.
+    pub fn output_then_outcome(&mut self) -> (String, String, serde_json::Value) {
+        let (mut out, mut err) = (String::new(), String::new());
+        loop {
+            let v = self.next_line().expect("a line before the outcome");
+            if v.get("status").is_some() {
+                return (out, err, v);
+            }
+            out += v["stdout"].as_str().unwrap_or_default();
+            err += v["stderr"].as_str().unwrap_or_default();
+        }
+    }
+
     pub fn into_inner(self) -> S {
         self.r.into_inner()
     }
