@@ -17,8 +17,9 @@
 //! # Ok::<(), stockade::Error>(())
 //! ```
 //!
-//! Every front end (the CLI, and the HTTP server, the bwrap command line and
-//! sessions as they come) builds a [`Policy`] and runs it through here.
+//! The CLI, the HTTP server and sessions build a [`Policy`] and run it
+//! through here; the bwrap front end calls the run functions under it
+//! (`run_namespaced`, `run_fallback`) itself, to choose between them.
 
 #![deny(unsafe_code)]
 

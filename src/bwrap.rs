@@ -2,7 +2,8 @@
 //! for bubblewrap 0.12's command line. It only translates: `parse` reads
 //! bwrap's argv into setup ops in command-line order, `translate` turns
 //! them into a [`Policy`], and the run is the library's own
-//! (`Jail::new(policy).run_here()`, as `stockade run` does); errors are
+//! (`crate::run_namespaced`, and `crate::run_fallback` where user
+//! namespaces are refused, as `stockade run` runs them); errors are
 //! worded as bwrap words them, after `bwrap: `, with bwrap's exit code 1.
 //!
 //! bwrap's semantics, not stockade's defaults:

@@ -1,5 +1,5 @@
 //! How a run ended, what it used, and which layers were applied: the JSON
-//! outcome (schema in schema/outcome.schema.json).
+//! outcome (schema in src/outcome.schema.json).
 
 #![deny(unsafe_code)]
 

@@ -17,8 +17,9 @@
 //! agent that stops answering cannot stretch a command to the session's
 //! lifetime.
 //!
-//! `agent` is the loop, `command` one running command, `guard` the seccomp
-//! filter that keeps commands' signals off the agent, `sweep` the kill of
+//! `agent` is the loop, `command` one running command, `guard` what keeps
+//! commands' signals off the agent (a Landlock domain scoped for signals;
+//! a seccomp filter below Landlock ABI 6), `sweep` the kill of
 //! what a command left, `state` the shell's report of its state, `proto`
 //! the wire format, `policy` the jail a session runs in.
 

@@ -11,10 +11,10 @@
 //!
 //! The zygote never sees a run's program, stdin or files: they are written
 //! to the child's stdin after the fork. Nor does it keep any record of
-//! runs: this side keeps each child's pidfd and asks the zygote to reap
-//! it once it has ended; the zygote answers each request in turn, so an
-//! answer is known by its order (no run number crosses the socket), and
-//! passes on the kernel's record of the child's end without reading it.
+//! runs: this side keeps each child's pidfd; the zygote answers each
+//! request in turn, so an answer is known by its order (no run number
+//! crosses the socket), and lets the kernel reap its children; the run's
+//! init writes the payload's end and usage on the setup pipe.
 
 #![deny(unsafe_code)]
 
@@ -332,8 +332,7 @@ impl Shared {
     }
 
     /// Ask the zygote `op` ("F": fork a child with these stdin, stdout,
-    /// stderr and setup pipe; "W": reap the child of this pidfd); its
-    /// answer comes on the receiver.
+    /// stderr and setup pipe); its answer comes on the receiver.
     fn ask(&self, op: u8, fds: &[RawFd]) -> Result<mpsc::Receiver<Msg>, String> {
         let (tx, rx) = mpsc::channel();
         // The request and its place in the queue together: answers come

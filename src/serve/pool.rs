@@ -2,8 +2,8 @@
 //! [`super::warm`]: fresh jails whose interpreter has imported the
 //! `--warm-import` modules and waits for its program), kept full in the
 //! background by a few builder threads (`--warm-builders`, so refilling
-//! does not take every CPU from the runs), or with `--warm-fork` one fork
-//! server (see [`crate::zygote`]).
+//! does not take every CPU from the runs), or with `--warm-fork` N fork
+//! servers taken in turn, at most one per CPU (see [`crate::zygote`]).
 //!
 //! A request takes a warm jail when it can run it exactly as a cold jail
 //! would: the pool of its profile, `python3 -c CODE` or `python3 FILE`,
@@ -38,7 +38,7 @@ pub enum Taken {
     /// A warm member, all its own; `limits`: the run's cgroup limits
     /// differ from the member's, to be set at its hand-over.
     Member { member: Box<Member>, limits: bool },
-    /// The profile's fork server, to fork a child from.
+    /// One of the profile's fork servers, to fork a child from.
     Fork(Arc<ForkServer>),
 }
 
