@@ -461,7 +461,22 @@ fn init(payload: i32, setup: RawFd) -> ! {
     let _ = unsafe { super::close_all_but(&[setup, sfd.as_raw_fd()]) };
     let _ = super::drop_all_caps();
     let _ = super::set_no_new_privs();
+    // Reap first, then wait: a payload that ended before the signalfd was
+    // made left no SIGCHLD to read (setting SIGCHLD's disposition to
+    // SIG_DFL discards one pending), so each turn looks before it sleeps.
     loop {
+        let mut ended = None;
+        while let Ok(Some((pid, st))) = super::waitpid(-1, true) {
+            if pid == payload {
+                ended = Some(st);
+            }
+        }
+        if let Some(st) = ended {
+            let _ = super::kill(-1, libc::SIGKILL);
+            while super::waitpid(-1, false).is_ok() {}
+            let _ = super::write_all(setup, &End::of(st).encode());
+            super::exit_now(0)
+        }
         let mut fds = [libc::pollfd {
             fd: sfd.as_raw_fd(),
             events: libc::POLLIN,
@@ -477,18 +492,6 @@ fn init(payload: i32, setup: RawFd) -> ! {
             // reads 0: every process of the run; else the payload.
             let to = if si.ssi_pid == 0 { -1 } else { payload };
             let _ = super::kill(to, sig);
-        }
-        let mut ended = None;
-        while let Ok(Some((pid, st))) = super::waitpid(-1, true) {
-            if pid == payload {
-                ended = Some(st);
-            }
-        }
-        if let Some(st) = ended {
-            let _ = super::kill(-1, libc::SIGKILL);
-            while super::waitpid(-1, false).is_ok() {}
-            let _ = super::write_all(setup, &End::of(st).encode());
-            super::exit_now(0)
         }
     }
 }
