@@ -768,10 +768,19 @@ fn a_pool_of_two_fork_servers_takes_them_in_turn() {
             })
         })
         .collect();
+    // Each zygote seen with a child (each child sleeps 2 s; not
+    // necessarily both at the same moment).
     let both = zygotes();
+    let mut seen = [false, false];
     let deadline = Instant::now() + PATIENCE;
-    while !both.iter().all(|z| !descendants(*z).is_empty()) {
-        assert!(Instant::now() < deadline, "not a child under each zygote");
+    while !seen.iter().all(|s| *s) {
+        for (z, s) in both.iter().zip(seen.iter_mut()) {
+            *s |= !descendants(*z).is_empty();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not a child under each zygote: {seen:?}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     for r in runs {
