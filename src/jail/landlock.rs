@@ -19,7 +19,6 @@
 #![deny(unsafe_code)]
 
 use std::fs::File;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -129,10 +128,9 @@ fn enforcement(s: &RulesetStatus) -> Enforced {
 /// `O_PATH | O_NOFOLLOW`: a rule is anchored on the mount point itself,
 /// never on whatever a symlink there points to.
 fn open_rule_path(p: &Path) -> std::io::Result<File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(p)
+    sys::landlock::open_rule(p)
+        .map(File::from)
+        .map_err(|e| std::io::Error::from_raw_os_error(e.errno as i32))
 }
 
 /// Whether every mount point other than `/` is at or beneath one of
