@@ -62,8 +62,8 @@ pub fn compile(p: &SeccompPolicy) -> Result<Compiled, SeccompError> {
 }
 
 /// [`compile`], with the allocation meter of the rlimit rung when
-/// `rlimit_as` is given: an `mmap` or `mremap` asking for a tenth of
-/// RLIMIT_AS or more goes to the supervisor's listener, which tells
+/// `rlimit_as` is given: an `mmap` or `mremap` asking for
+/// [`meter_threshold`] or more goes to the supervisor's listener, which tells
 /// whether it was more than the limit had left and lets it continue
 /// (the kernel then refuses it, or not). Smaller ones never fail unless
 /// the process is already past nine tenths of the limit, which the
@@ -95,10 +95,13 @@ pub fn compile_metered(
     })
 }
 
-/// The smallest allocation the meter hears of: a tenth of RLIMIT_AS (one
-/// page at least).
+/// The smallest allocation the meter hears of: a tenth of RLIMIT_AS, and
+/// never more than 1 MiB (one page at least). The allocation that fails
+/// at the limit is often a small one (glibc asks the kernel for 1 MiB
+/// and more at a time, an interpreter's arenas are 1 MiB); hearing those
+/// makes the verdict a record, not a guess from sampled peaks.
 pub fn meter_threshold(rlimit_as: u64) -> u64 {
-    (rlimit_as / 10).max(4096)
+    (rlimit_as / 10).min(1 << 20).max(4096)
 }
 
 /// The syscalls the meter hears of, with the argument that says how much

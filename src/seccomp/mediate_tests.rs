@@ -159,8 +159,8 @@ fn learning_paths_sends_path_syscalls_to_the_listener() {
     );
 }
 
-/// The rlimit rung's allocation meter: an `mmap` of a tenth of RLIMIT_AS
-/// or more (its length, all 64 bits of it) and an `mremap` to such a new
+/// The rlimit rung's allocation meter: an `mmap` of `meter_threshold` (a
+/// tenth of RLIMIT_AS, 1 MiB at most) or more (its length, all 64 bits of it) and an `mremap` to such a new
 /// length go to the listener; smaller ones, and everything without the
 /// meter or without a listener, are allowed as before.
 #[test]
@@ -168,6 +168,8 @@ fn the_allocation_meter_sends_large_mappings_to_the_listener_only() {
     let nr = |n: &str| syscalls::number(n).unwrap();
     let limit = 100 << 20;
     let t = meter_threshold(limit);
+    assert_eq!(t, 1 << 20, "a tenth of 100 MiB is past the 1 MiB cap");
+    assert_eq!(meter_threshold(5 << 20), (5 << 20) / 10);
     let c = compile_metered(&SeccompPolicy::default(), Some(limit)).unwrap();
     assert_eq!(c.meter, Some(limit));
     let notify = libc::SECCOMP_RET_USER_NOTIF;

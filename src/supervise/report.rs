@@ -235,7 +235,12 @@ pub(super) fn observed(
             false => asked.memory,
         },
         memory_by_rlimit: l.enforcement.memory_by_rlimit,
-        peak_vm,
+        // init samples VmPeak every few milliseconds and a process's
+        // VmPeak is gone with its memory at exit, so the last sample may
+        // be short of the peak; the kernel's high-water mark of resident
+        // memory (maxrss, exact at exit) is a floor of the address space
+        // it reached.
+        peak_vm: peak_vm.max(o.usage.peak_memory_bytes),
         allocation_refused,
         pids_limit: asked.pids,
         pids_by_rlimit: l.enforcement.pids_by_rlimit,
