@@ -101,7 +101,7 @@ pub fn compile_metered(
 /// and more at a time, an interpreter's arenas are 1 MiB); hearing those
 /// makes the verdict a record, not a guess from sampled peaks.
 pub fn meter_threshold(rlimit_as: u64) -> u64 {
-    (rlimit_as / 10).min(1 << 20).max(4096)
+    (rlimit_as / 10).clamp(4096, 1 << 20)
 }
 
 /// The syscalls the meter hears of, with the argument that says how much
