@@ -44,6 +44,7 @@
 
 mod error;
 mod files;
+mod janitor;
 mod prepare;
 mod probe;
 mod run;
@@ -58,6 +59,7 @@ use std::path::PathBuf;
 use crate::policy::Limits;
 
 pub use error::*;
+pub use janitor::{remove_after_exit, settle};
 pub use prepare::*;
 pub use probe::*;
 pub use run::*;

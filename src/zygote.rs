@@ -601,10 +601,10 @@ impl Forked {
         let mut o = Outcome::new();
         o.usage.wall_time_ms = self.t0.elapsed().as_millis() as u64;
         let stats = self.cgroup.as_ref().map(|c| c.stats());
+        // The child's init sent the payload's end before it exits: its
+        // cgroup goes once it has (not in this answer's time).
         if let Some(c) = self.cgroup.take() {
-            if let Err(e) = c.remove() {
-                o.warnings.push(format!("run cgroup left behind: {e}"));
-            }
+            cgroup::remove_after_exit(c, self.pidfd.try_clone().ok());
         }
         // The payload's end as its init saw it. Without it: a child that
         // failed a step (125), or one killed whole (its pid 1 with it: by

@@ -172,6 +172,19 @@ impl RunCgroup {
         self.remove_all(Duration::from_secs(2))
     }
 
+    /// Remove it if it can go at once (nothing left in it): whether it
+    /// is gone. Never waits (see `janitor`).
+    pub fn try_remove(&mut self) -> bool {
+        let gone = self.remove_all(Duration::ZERO).is_ok();
+        self.removed |= gone;
+        gone
+    }
+
+    /// Stop owning it: dropping it no longer removes it.
+    pub fn forget(&mut self) {
+        self.removed = true;
+    }
+
     fn dirs(&self) -> impl Iterator<Item = &Path> {
         let v2 = self.v2.as_ref().map(|v| v.path.as_path());
         v2.into_iter()

@@ -162,6 +162,9 @@ pub async fn serve(bound: Bound, state: Arc<State>, drain: Duration) -> i32 {
     if let Some(path) = path {
         let _ = std::fs::remove_file(&path);
     }
+    // The last runs' cgroups, removed off their requests' path: before
+    // this process (and the janitor thread) is gone.
+    crate::cgroup::settle(Duration::from_secs(5));
     eprintln!("stockade: serve: stopped");
     0
 }
