@@ -15,13 +15,25 @@ pub fn request(
     path: &str,
     body: Option<&str>,
 ) -> Result<(u16, String), String> {
+    request_accepting(sock, method, path, body, "application/json")
+}
+
+/// [`request`] with an `Accept` header (`application/x-ndjson`: the
+/// streamed answer).
+pub fn request_accepting(
+    sock: &Path,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    accept: &str,
+) -> Result<(u16, String), String> {
     let mut s =
         UnixStream::connect(sock).map_err(|e| format!("connect {}: {e}", sock.display()))?;
     s.set_read_timeout(Some(Duration::from_secs(180)))
         .map_err(|e| e.to_string())?;
     let body = body.unwrap_or("");
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: stockade\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: stockade\r\nContent-Type: application/json\r\nAccept: {accept}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes())
@@ -72,12 +84,24 @@ fn short(s: &str) -> String {
     s.chars().take(200).collect()
 }
 
-/// The body of `POST /v1/runs` for the evaluator.
-pub fn run_body() -> String {
+/// The limits an evaluator service sends with each request (below
+/// serve's ceilings, none of them its defaults): `stockade run`'s row uses
+/// the same as flags (`super::run_argv`).
+pub const LIMITS: &str =
+    r#"{"memory":"128m","pids":64,"cpus":1,"timeout":"10s","max_output":"64k"}"#;
+
+/// The body of `POST /v1/runs` for the evaluator, with [`LIMITS`] or
+/// with none (serve's defaults).
+pub fn run_body(limits: bool) -> String {
     format!(
-        "{{\"profile\":\"python\",\"argv\":[\"python3\",\"-c\",{}],\"stdin\":{}}}",
+        "{{\"profile\":\"python\",\"argv\":[\"python3\",\"-c\",{}],\"stdin\":{}{}}}",
         quote(super::EVALUATOR),
-        quote(super::INPUT)
+        quote(super::INPUT),
+        if limits {
+            format!(",\"limits\":{LIMITS}")
+        } else {
+            String::new()
+        }
     )
 }
 
@@ -105,12 +129,40 @@ pub fn not_scored(status: u16, body: &str) -> Option<String> {
         Ok(v) => v,
         Err(e) => return Some(format!("not JSON ({e}): {}", short(body))),
     };
-    let exited = v.get("status").and_then(|s| s.as_str()) == Some("exited");
-    let code = v.get("exit_code").and_then(|c| c.as_f64());
     let out = v
         .at(&["stdout", "data"])
         .and_then(|d| d.as_str())
         .unwrap_or("");
+    scored(&v, out, body)
+}
+
+/// Why a streamed (ndjson) answer is not the evaluator's score: its
+/// `{"stdout": …}` lines hold it, its last line is the outcome.
+pub fn not_scored_streamed(status: u16, body: &str) -> Option<String> {
+    if status != 200 {
+        return Some(format!("HTTP {status}: {}", short(body)));
+    }
+    let mut out = String::new();
+    let mut last = None;
+    for line in body.lines().filter(|l| !l.trim().is_empty()) {
+        let v = match json::parse(line) {
+            Ok(v) => v,
+            Err(e) => return Some(format!("a line not JSON ({e}): {}", short(line))),
+        };
+        match v.get("stdout").and_then(|d| d.as_str()) {
+            Some(d) => out.push_str(d),
+            None => last = Some(v),
+        }
+    }
+    match last {
+        Some(v) => scored(&v, &out, body),
+        None => Some(format!("no outcome line: {}", short(body))),
+    }
+}
+
+fn scored(outcome: &json::Value, out: &str, body: &str) -> Option<String> {
+    let exited = outcome.get("status").and_then(|s| s.as_str()) == Some("exited");
+    let code = outcome.get("exit_code").and_then(|c| c.as_f64());
     if exited && code == Some(0.0) && out.contains(super::EXPECTED) {
         None
     } else {

@@ -20,7 +20,10 @@ pub struct Server {
     sock: PathBuf,
     workdirs: PathBuf,
     log: PathBuf,
+    /// The evaluator request with the limits a service sends (what every
+    /// row times and loads unless it says otherwise), and without.
     body: String,
+    plain: String,
     start: Snapshot,
     /// Its cgroup v1 cpuacct group (root only), holding the server and
     /// everything it starts: the CPU time of the whole tree.
@@ -57,7 +60,9 @@ fn remove_tree(dir: &Path) -> std::io::Result<()> {
 }
 
 /// The fork server's flags, when this binary's `serve` takes them.
-pub fn fork_flags(stockade: &Path) -> Result<Vec<String>, String> {
+/// `zygotes`: the fork server's zygotes (`--warm python=N`), each forking
+/// in turn.
+pub fn fork_flags(stockade: &Path, zygotes: usize) -> Result<Vec<String>, String> {
     let mut f = warm_flags(stockade)?;
     let out = Command::new(stockade)
         .args(["serve", "--help"])
@@ -66,7 +71,7 @@ pub fn fork_flags(stockade: &Path) -> Result<Vec<String>, String> {
     if !String::from_utf8_lossy(&out.stdout).contains("--warm-fork") {
         return Err("this binary's `serve` has no --warm-fork flag".into());
     }
-    f[1] = "python=1".into();
+    f[1] = format!("python={zygotes}");
     f.push("--warm-fork".into());
     // A forked run waits more than it computes (on the zygote, on
     // wakeups between server, zygote and child): with one run per CPU
@@ -168,7 +173,8 @@ impl Server {
             sock,
             workdirs,
             log,
-            body: client::run_body(),
+            body: client::run_body(true),
+            plain: client::run_body(false),
             start: Snapshot::default(),
             cpuacct,
         };
@@ -206,14 +212,54 @@ impl Server {
         Snapshot::take(self.child.id(), &self.workdirs)
     }
 
-    /// One evaluator request, answered with a score: its latency.
+    /// One evaluator request with limits, answered with a score: its
+    /// latency.
     pub fn time_one(&self) -> Result<Duration, String> {
+        self.time(&self.body, false)
+    }
+
+    /// The same without limits (serve's defaults).
+    pub fn time_plain(&self) -> Result<Duration, String> {
+        self.time(&self.plain, false)
+    }
+
+    /// The request with limits, answered as ndjson lines.
+    pub fn time_streamed(&self) -> Result<Duration, String> {
+        self.time(&self.body, true)
+    }
+
+    fn time(&self, body: &str, streamed: bool) -> Result<Duration, String> {
         let t = Instant::now();
-        let (status, body) = client::request(&self.sock, "POST", "/v1/runs", Some(&self.body))?;
+        let accept = match streamed {
+            true => "application/x-ndjson",
+            false => "application/json",
+        };
+        let (status, answer) =
+            client::request_accepting(&self.sock, "POST", "/v1/runs", Some(body), accept)?;
         let d = t.elapsed();
-        match client::not_scored(status, &body) {
+        let why = match streamed {
+            true => client::not_scored_streamed(status, &answer),
+            false => client::not_scored(status, &answer),
+        };
+        match why {
             None => Ok(d),
             Some(why) => Err(why),
+        }
+    }
+
+    /// The pool's hits and misses so far, as `/metrics` counts them (its
+    /// `stockade_pool_hits_total` and `stockade_pool_misses_total` lines).
+    pub fn pool_counts(&self) -> Vec<String> {
+        match client::request(&self.sock, "GET", "/metrics", None) {
+            Ok((200, text)) => text
+                .lines()
+                .filter(|l| {
+                    l.starts_with("stockade_pool_hits_total")
+                        || l.starts_with("stockade_pool_misses_total")
+                })
+                .map(String::from)
+                .collect(),
+            r => vec![format!("GET /metrics: {r:?}")],
         }
     }
 
