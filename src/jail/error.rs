@@ -7,9 +7,7 @@
 
 #![deny(unsafe_code)]
 
-use std::path::{Path, PathBuf};
-
-use landlock::RulesetError;
+use std::path::Path;
 
 use super::proto::LandlockApplied;
 use crate::plan::SetupError;
@@ -53,20 +51,11 @@ pub enum JailError {
     /// take the supervisor's output pipes as its stdout and stderr.
     #[error("{0}")]
     Silent(&'static str),
-    #[error("landlock handle fs access: {0}")]
-    LandlockHandleFs(RulesetError),
-    #[error("landlock handle net access: {0}")]
-    LandlockHandleNet(RulesetError),
-    #[error("landlock scope: {0}")]
-    LandlockScope(RulesetError),
-    #[error("landlock_create_ruleset: {0}")]
-    LandlockCreate(RulesetError),
-    #[error("landlock_add_rule({}): {err}", path.display())]
-    LandlockAddRule { path: PathBuf, err: RulesetError },
+    /// `/` could not be opened for the Landlock rule that lets it be
+    /// listed. (The kernel's refusals of the layer's calls are
+    /// [`JailError::Sys`] of step "landlock".)
     #[error("landlock rule for /: open: {0}")]
     LandlockOpenRoot(std::io::Error),
-    #[error("landlock_restrict_self: {0}")]
-    LandlockRestrict(RulesetError),
     /// Landlock is required (`--require landlock`) and the kernel enforced
     /// less than the policy: the status and the layer's whole detail.
     #[error("required but {}: {}", .0.status.name(), .0.to_json())]

@@ -15,16 +15,18 @@
 //! and listing, never creating or removing anything ([`Grant::Device`]). A
 //! rule whose path is not a directory grants only the file rights among
 //! those. Nothing else in the jail is reachable through the filesystem.
+//!
+//! The `landlock` crate only names the rights here ([`decide`] works out
+//! with it what to ask for); every call to the kernel goes through
+//! `sys::landlock`, the same functions a fork server's child enforces its
+//! ruleset with (`sys::forked`).
 
 #![deny(unsafe_code)]
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use landlock::{
-    Access as _, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
-    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
-};
+use landlock::{Access as _, AccessFs, AccessNet, BitFlags, Scope, ABI};
 
 use super::error::{JailError, Step};
 use super::proto::{Enforced, LandlockApplied, Skipped, Tcp};
@@ -117,14 +119,6 @@ fn grant_file(g: Grant, fs: BitFlags<AccessFs>, abi: ABI) -> BitFlags<AccessFs> 
     grant_dir(g, fs) & AccessFs::from_file(abi)
 }
 
-fn enforcement(s: &RulesetStatus) -> Enforced {
-    match s {
-        RulesetStatus::FullyEnforced => Enforced::Fully,
-        RulesetStatus::PartiallyEnforced => Enforced::Partially,
-        RulesetStatus::NotEnforced => Enforced::Not,
-    }
-}
-
 /// `O_PATH | O_NOFOLLOW`: a rule is anchored on the mount point itself,
 /// never on whatever a symlink there points to.
 fn open_rule_path(p: &Path) -> std::io::Result<File> {
@@ -168,20 +162,24 @@ fn every_mount_granted(granted: &[&Path], absent: &[&Path], mounts: Option<&[Pat
 /// kernel enforced and the detail names every right that the policy wanted
 /// and the kernel could not provide. A rule path that cannot be opened is
 /// left out (so less is granted, never more) and listed under `skipped`.
+/// A kernel without Landlock enforces nothing: the status says so, and
+/// `why` says why the ABI could not be read.
 ///
-/// Errors (the kernel refused a step; nothing is enforced): creating the
-/// ruleset, adding a rule, or `landlock_restrict_self`.
+/// Errors (the kernel refused a step; nothing is enforced): opening `/`
+/// for its listing rule, creating the ruleset, adding a rule, or
+/// `landlock_restrict_self`.
 ///
 /// `mounts`: every mount point of the jail's own root (absolute), when it
 /// has one; None reads them from /proc/self/mountinfo. `mqueue`: the root
 /// of the IPC namespace's mqueue filesystem, when the plan asks for a rule
-/// there (see [`add_mqueue_rule`]), or why init could not open it. `log_tag`: the
-/// supervisor reads the kernel's audit records: name this process so
-/// (the domain's creation record carries the name, which is how the
-/// supervisor tells this run's domain from others') and ask the kernel
-/// to log denials after execve too (`LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON`,
-/// ABI 7; asked for only then, so that no run fills the host's audit log
-/// with records nobody reads).
+/// there (see [`Decided::add_mqueue_rule`]), or why init could not open
+/// it. `log_tag`: the supervisor reads the kernel's audit records: name
+/// this process so (the domain's creation record carries the name, which
+/// is how the supervisor tells this run's domain from others') and ask the
+/// kernel to log denials after execve too
+/// ([`sys::landlock::RESTRICT_SELF_LOG_NEW_EXEC_ON`], ABI 7; asked for only
+/// then, so that no run fills the host's audit log with records nobody
+/// reads).
 pub fn apply(
     rules: &[(PathBuf, Grant)],
     deny_tcp: bool,
@@ -191,26 +189,29 @@ pub fn apply(
     mqueue: Option<MqueueRoot>,
 ) -> Result<LandlockApplied, JailError> {
     let mut asked = Asked::new(deny_tcp);
-    let created = ruleset(&asked.wanted)?;
-    let created = allow_connect(created, &asked.wanted, connect_port)?;
     asked.proxy_only = connect_port.is_some();
-    let abi = asked.kernel.max(BASELINE);
-    let (mut created, mut added) = add_rules(created, rules, asked.wanted.fs, abi)?;
-    if let Some(mq) = mqueue {
-        add_mqueue_rule(&mut created, &mut added, mq, asked.wanted.fs);
+    let mut decided = decide(asked, rules, mounts)?;
+    if decided.asked.kernel == ABI::Unsupported {
+        return Ok(decided.verdict());
     }
-    let (mut created, root_listable) =
-        grant_root_listing(created, asked.wanted.fs, &added, mounts)?;
+    let ruleset = decided.ruleset()?;
+    let connect = BitFlags::from(AccessNet::ConnectTcp);
+    if let Some(p) = connect_port.filter(|_| decided.asked.have.net.contains(connect)) {
+        sys::landlock::add_port_rule(&ruleset, connect.bits(), p)
+            .step("landlock", format!("tcp connect port {p}"))?;
+    }
+    if let Some(mq) = mqueue {
+        decided.add_mqueue_rule(&ruleset, mq);
+    }
+    let mut flags = 0;
     if let Some(tag) = log_tag {
         sys::set_comm(tag).step("landlock", "")?;
-        created = created
-            .log_new_exec(true)
-            .map_err(JailError::LandlockRestrict)?;
+        if decided.asked.kernel >= ABI::V7 {
+            flags |= sys::landlock::RESTRICT_SELF_LOG_NEW_EXEC_ON;
+        }
     }
-    let st = created
-        .restrict_self()
-        .map_err(JailError::LandlockRestrict)?;
-    Ok(asked.verdict(&st.ruleset, added, root_listable))
+    sys::landlock::restrict_self(&ruleset, flags).step("landlock", "")?;
+    Ok(decided.verdict())
 }
 
 /// [`apply`]'s ruleset for a fork server's children, as the kernel takes
@@ -218,46 +219,24 @@ pub fn apply(
 /// a Landlock rule on a mount point is not seen beneath what is mounted
 /// over it, so each child makes the ruleset itself, after its mounts
 /// (`sys::forked`), from this: the handled rights and scopes as the
-/// kernel's bits (only those the running kernel knows) and each rule. The record says what enforcing it gives, as [`apply`]'s does
-/// (the ruleset is made here too, to check every rule, then let go).
+/// kernel's bits (only those the running kernel knows) and each rule, by
+/// path. The record says what enforcing it gives, as [`apply`]'s does. The
+/// ruleset is made here too, with the calls each child makes, to have the
+/// kernel check every rule before any child depends on it, then let go.
+///
+/// None, with a `not_enforced` record, when the kernel has no Landlock:
+/// the children could not make the ruleset, and enforce none.
 pub fn prepare(
     rules: &[(PathBuf, Grant)],
     deny_tcp: bool,
     mounts: Option<&[PathBuf]>,
-) -> Result<(sys::forked::Ruleset, LandlockApplied), JailError> {
-    let asked = Asked::new(deny_tcp);
-    let created = ruleset(&asked.wanted)?;
-    let abi = asked.kernel.max(BASELINE);
-    let (created, added) = add_rules(created, rules, asked.wanted.fs, abi)?;
-    let (created, root_listable) = grant_root_listing(created, asked.wanted.fs, &added, mounts)?;
-    let fd: Option<std::os::fd::OwnedFd> = created.into();
-    let st = match &fd {
-        None => RulesetStatus::NotEnforced,
-        Some(_) if asked.kernel == ABI::Unsupported => RulesetStatus::NotEnforced,
-        Some(_) if !asked.missing.is_empty() => RulesetStatus::PartiallyEnforced,
-        Some(_) => RulesetStatus::FullyEnforced,
-    };
-    let have = asked.have;
-    // A path with a newline stays out of the children's ruleset too (less
-    // granted, never more), as it did when the ruleset was text.
-    let mut rules: Vec<(u64, PathBuf)> = added
-        .rules
-        .iter()
-        .filter(|(p, _)| !p.to_string_lossy().contains('\n'))
-        .map(|(path, access)| ((*access & have.fs).bits(), path.to_path_buf()))
-        .collect();
-    if root_listable {
-        let list = BitFlags::from(AccessFs::ReadDir) & have.fs;
-        rules.push((list.bits(), PathBuf::from("/")));
+) -> Result<(Option<sys::forked::Ruleset>, LandlockApplied), JailError> {
+    let decided = decide(Asked::new(deny_tcp), rules, mounts)?;
+    if decided.asked.kernel == ABI::Unsupported {
+        return Ok((None, decided.verdict()));
     }
-    let ruleset = sys::forked::Ruleset {
-        fs: have.fs.bits(),
-        net: have.net.bits(),
-        scoped: have.scopes.bits(),
-        rules,
-    };
-    let record = asked.verdict(&st, added, root_listable);
-    Ok((ruleset, record))
+    drop(decided.ruleset()?);
+    Ok((Some(decided.forked()), decided.verdict()))
 }
 
 /// What the layer asks of the running kernel.
@@ -278,8 +257,14 @@ struct Asked {
 }
 
 impl Asked {
+    /// What to ask of the running kernel.
     fn new(deny_tcp: bool) -> Asked {
-        let (abi, kernel, why) = match sys::landlock::abi_version() {
+        Asked::of(sys::landlock::abi_version(), deny_tcp)
+    }
+
+    /// What to ask of a kernel whose ABI query answered `version`.
+    fn of(version: sys::SysResult<i32>, deny_tcp: bool) -> Asked {
+        let (abi, kernel, why) = match version {
             Ok(v) => (v, ABI::from(v), None),
             Err(e) => (0, ABI::Unsupported, Some(e.to_string())),
         };
@@ -298,26 +283,210 @@ impl Asked {
         }
     }
 
-    /// The layer's record, from the kernel's verdict on the ruleset.
-    fn verdict(self, st: &RulesetStatus, added: Added, root_listable: bool) -> LandlockApplied {
-        // The crate's verdict, made stricter by our own accounting: a right
-        // the policy wanted and the kernel lacks is never "fully" enforced.
-        let status = match st {
-            RulesetStatus::FullyEnforced if !self.missing.is_empty() => Enforced::Partially,
-            s => enforcement(s),
+    /// What enforcing `have` gives: nothing without Landlock, less than
+    /// the policy when a wanted right is missing.
+    fn status(&self) -> Enforced {
+        if self.kernel == ABI::Unsupported {
+            Enforced::Not
+        } else if !self.missing.is_empty() {
+            Enforced::Partially
+        } else {
+            Enforced::Fully
+        }
+    }
+}
+
+/// What [`decide`] made of the rules: the ruleset each launcher has the
+/// kernel make, before anything is asked of the kernel but the ABI and
+/// the rule paths' opens.
+struct Decided<'a> {
+    asked: Asked,
+    /// Each rule kept: never one that grants nothing the kernel handles.
+    rules: Vec<Rule<'a>>,
+    /// Filesystem rules in the ruleset (the mqueue rule counts too).
+    fs_rules: usize,
+    /// Rule paths left out, and why.
+    skipped: Vec<Skipped>,
+    /// `/`, opened, when listing it is granted (see [`decide`]).
+    root: Option<File>,
+}
+
+/// A rule of the ruleset: its path, opened (the rule is anchored on this
+/// inode), and the rights it grants, as the kernel handles them.
+struct Rule<'a> {
+    path: &'a Path,
+    fd: File,
+    access: BitFlags<AccessFs>,
+}
+
+/// The ruleset for `rules`, as `asked` can have it enforced: one rule per
+/// path, anchored on the path itself and granting the handled rights of
+/// its grant (only file rights on what is not a directory). A path that
+/// cannot be opened is left out and listed in `skipped` (less granted,
+/// never more). Listing `/` (and the directories stockade created on the
+/// root tmpfs, such as /etc) is granted only when every mount in the jail
+/// lies at or beneath a granted path (see [`every_mount_granted`];
+/// `mounts` as for [`apply`]): ReadDir on `/` reaches every directory
+/// below it, so with a mount left out of the ruleset (--landlock-exclude)
+/// it would reveal the names inside that mount. Errors: `/` cannot be
+/// opened.
+fn decide<'a>(
+    asked: Asked,
+    rules: &'a [(PathBuf, Grant)],
+    mounts: Option<&[PathBuf]>,
+) -> Result<Decided<'a>, JailError> {
+    let abi = asked.kernel.max(BASELINE);
+    let (fs, have) = (asked.wanted.fs, asked.have.fs);
+    let mut decided = Decided {
+        asked,
+        rules: Vec::with_capacity(rules.len()),
+        fs_rules: 0,
+        skipped: Vec::new(),
+        root: None,
+    };
+    // The paths granted something, and those that do not exist (an
+    // optional bind whose source was missing, so no mount is there
+    // either).
+    let mut granted = Vec::with_capacity(rules.len());
+    let mut absent = Vec::new();
+    for (path, g) in rules {
+        let (fd, is_dir) = match open_rule(path) {
+            Ok(opened) => opened,
+            Err((why, missing)) => {
+                if missing {
+                    absent.push(path.as_path());
+                }
+                decided.skipped.push(Skipped {
+                    path: path.display().to_string(),
+                    why,
+                });
+                continue;
+            }
         };
+        let access = have
+            & if is_dir {
+                grant_dir(*g, fs)
+            } else {
+                grant_file(*g, fs, abi)
+            };
+        if access.is_empty() {
+            continue;
+        }
+        decided.rules.push(Rule { path, fd, access });
+        decided.fs_rules += 1;
+        // A listing-only rule (the fallback's way around a denied path)
+        // does not make a mount beneath it granted: `/` stays unlistable
+        // rather than reveal a denied directory's names.
+        if *g != Grant::List {
+            granted.push(path.as_path());
+        }
+    }
+    if !decided.root_access().is_empty() && every_mount_granted(&granted, &absent, mounts) {
+        let root = open_rule_path(Path::new("/")).map_err(JailError::LandlockOpenRoot)?;
+        decided.root = Some(root);
+    }
+    Ok(decided)
+}
+
+impl Decided<'_> {
+    /// What the rule on `/` grants: listing, where the kernel handles it.
+    fn root_access(&self) -> BitFlags<AccessFs> {
+        BitFlags::from(AccessFs::ReadDir) & self.asked.have.fs
+    }
+
+    /// The ruleset made by the kernel: the handled rights and scopes, each
+    /// rule and `/`'s listing, with the calls a fork server's child makes.
+    fn ruleset(&self) -> Result<std::os::fd::OwnedFd, JailError> {
+        let have = &self.asked.have;
+        let ruleset = sys::landlock::ruleset(have.fs.bits(), have.net.bits(), have.scopes.bits())
+            .step("landlock", "")?;
+        for r in &self.rules {
+            sys::landlock::add_path_rule(&ruleset, r.access.bits(), &r.fd, r.path)
+                .step("landlock", r.path)?;
+        }
+        if let Some(root) = &self.root {
+            let root_path = Path::new("/");
+            sys::landlock::add_path_rule(&ruleset, self.root_access().bits(), root, root_path)
+                .step("landlock", root_path)?;
+        }
+        Ok(ruleset)
+    }
+
+    /// Add what a rule on /dev/mqueue grants ([`Grant::ReadWrite`]) on the
+    /// root of the IPC namespace's mqueue filesystem, where the jail
+    /// mounts none. `mq_open` resolves its queue on the namespace's
+    /// internal mqueue mount, which has no parent: Landlock's walk up from
+    /// the queue finds no rule but one on that root inode (the filesystem
+    /// is one per IPC namespace, so the rule made through another mount of
+    /// it is found there). Where init could not open it, or the kernel
+    /// refuses the rule, it is left out and listed in `skipped`: `mq_open`
+    /// is then refused (EACCES), as without it; the run goes on.
+    fn add_mqueue_rule(&mut self, ruleset: &std::os::fd::OwnedFd, mqueue: MqueueRoot) {
+        let access = grant_dir(Grant::ReadWrite, self.asked.have.fs);
+        let why = match mqueue {
+            Ok(_) if access.is_empty() => return,
+            Ok(fd) => {
+                match sys::landlock::add_path_rule(
+                    ruleset,
+                    access.bits(),
+                    &fd,
+                    MQUEUE_RULE.as_ref(),
+                ) {
+                    Ok(()) => {
+                        self.fs_rules += 1;
+                        return;
+                    }
+                    Err(e) => e.to_string(),
+                }
+            }
+            Err(why) => why.to_string(),
+        };
+        self.skipped.push(Skipped {
+            path: MQUEUE_RULE.into(),
+            why,
+        });
+    }
+
+    /// The ruleset as a fork server's child makes it: by path, since each
+    /// child reopens every path after its own mounts. A path with a
+    /// newline stays out (less granted, never more), as it did when the
+    /// ruleset was text.
+    fn forked(&self) -> sys::forked::Ruleset {
+        let have = &self.asked.have;
+        let mut rules: Vec<(u64, PathBuf)> = self
+            .rules
+            .iter()
+            .filter(|r| !r.path.to_string_lossy().contains('\n'))
+            .map(|r| (r.access.bits(), r.path.to_path_buf()))
+            .collect();
+        if self.root.is_some() {
+            rules.push((self.root_access().bits(), PathBuf::from("/")));
+        }
+        sys::forked::Ruleset {
+            fs: have.fs.bits(),
+            net: have.net.bits(),
+            scoped: have.scopes.bits(),
+            rules,
+        }
+    }
+
+    /// The layer's record of enforcing this ruleset.
+    fn verdict(self) -> LandlockApplied {
+        let asked = self.asked;
+        let status = asked.status();
         let enforced = status != Enforced::Not;
-        let tcp = if !self.deny_tcp {
+        let tcp = if !asked.deny_tcp {
             Tcp::Allowed
-        } else if enforced && self.have.net == self.wanted.net && self.proxy_only {
+        } else if enforced && asked.have.net == asked.wanted.net && asked.proxy_only {
             Tcp::ProxyOnly
-        } else if enforced && self.have.net == self.wanted.net {
+        } else if enforced && asked.have.net == asked.wanted.net {
             Tcp::Denied
         } else {
             Tcp::Unavailable
         };
         let scopes: Vec<String> = if enforced {
-            self.have
+            asked
+                .have
                 .scopes
                 .iter()
                 .map(|s| snake(&format!("{s:?}")))
@@ -327,143 +496,16 @@ impl Asked {
         };
         LandlockApplied {
             status,
-            abi: self.abi,
-            fs_rules: if enforced { added.fs_rules } else { 0 },
+            abi: asked.abi,
+            fs_rules: if enforced { self.fs_rules } else { 0 },
             tcp,
-            root_listable: enforced && root_listable,
+            root_listable: enforced && self.root.is_some(),
             scopes,
-            missing: self.missing,
-            skipped: added.skipped,
-            why: self.why,
+            missing: asked.missing,
+            skipped: self.skipped,
+            why: asked.why,
         }
     }
-}
-
-/// Listing `/` (and the directories stockade created on the root tmpfs,
-/// such as /etc) is granted only when every mount in the jail lies at or
-/// beneath a granted path. ReadDir on `/` reaches every directory below
-/// it, so with a mount left out of the ruleset (--landlock-exclude) it
-/// would reveal the names inside that mount: then `/` stays unlistable.
-/// Returns whether `/` is listable.
-fn grant_root_listing(
-    created: RulesetCreated,
-    fs: BitFlags<AccessFs>,
-    added: &Added,
-    mounts: Option<&[PathBuf]>,
-) -> Result<(RulesetCreated, bool), JailError> {
-    let list = BitFlags::from(AccessFs::ReadDir) & fs;
-    if list.is_empty() || !every_mount_granted(&added.granted, &added.absent, mounts) {
-        return Ok((created, false));
-    }
-    let f = open_rule_path(Path::new("/")).map_err(JailError::LandlockOpenRoot)?;
-    let created =
-        created
-            .add_rule(PathBeneath::new(f, list))
-            .map_err(|err| JailError::LandlockAddRule {
-                path: "/".into(),
-                err,
-            })?;
-    Ok((created, true))
-}
-
-/// A ruleset that handles everything `wanted` names.
-fn ruleset(wanted: &Wanted) -> Result<RulesetCreated, JailError> {
-    let mut rs = Ruleset::default()
-        .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(wanted.fs)
-        .map_err(JailError::LandlockHandleFs)?;
-    if !wanted.net.is_empty() {
-        rs = rs
-            .handle_access(wanted.net)
-            .map_err(JailError::LandlockHandleNet)?;
-    }
-    rs = rs.scope(wanted.scopes).map_err(JailError::LandlockScope)?;
-    rs.create().map_err(JailError::LandlockCreate)
-}
-
-/// Allow TCP connect to `port` (when given and the ruleset handles TCP).
-fn allow_connect(
-    created: RulesetCreated,
-    wanted: &Wanted,
-    port: Option<u16>,
-) -> Result<RulesetCreated, JailError> {
-    match port {
-        Some(p) if wanted.net.contains(AccessNet::ConnectTcp) => created
-            .add_rule(NetPort::new(p, AccessNet::ConnectTcp))
-            .map_err(|err| JailError::LandlockAddRule {
-                path: format!("tcp connect port {p}").into(),
-                err,
-            }),
-        _ => Ok(created),
-    }
-}
-
-/// What [`add_rules`] put in the ruleset, and what it left out.
-struct Added<'a> {
-    /// Each rule added: its path and the rights it grants.
-    rules: Vec<(&'a Path, BitFlags<AccessFs>)>,
-    fs_rules: usize,
-    skipped: Vec<Skipped>,
-    /// The paths granted something.
-    granted: Vec<&'a Path>,
-    /// Rule paths that do not exist: an optional bind whose source was
-    /// missing, so no mount is there either.
-    absent: Vec<&'a Path>,
-}
-
-/// One rule per path of `rules` (out of `fs`, the handled rights; `abi`
-/// decides which are file rights), anchored on the path itself.
-fn add_rules(
-    mut created: RulesetCreated,
-    rules: &[(PathBuf, Grant)],
-    fs: BitFlags<AccessFs>,
-    abi: ABI,
-) -> Result<(RulesetCreated, Added<'_>), JailError> {
-    let mut added = Added {
-        rules: Vec::new(),
-        fs_rules: 0,
-        skipped: Vec::new(),
-        granted: Vec::with_capacity(rules.len()),
-        absent: Vec::new(),
-    };
-    for (path, g) in rules {
-        let (f, is_dir) = match open_rule(path) {
-            Ok(opened) => opened,
-            Err((why, absent)) => {
-                if absent {
-                    added.absent.push(path);
-                }
-                added.skipped.push(Skipped {
-                    path: path.display().to_string(),
-                    why,
-                });
-                continue;
-            }
-        };
-        let access = if is_dir {
-            grant_dir(*g, fs)
-        } else {
-            grant_file(*g, fs, abi)
-        };
-        if access.is_empty() {
-            continue;
-        }
-        created = created
-            .add_rule(PathBeneath::new(f, access))
-            .map_err(|err| JailError::LandlockAddRule {
-                path: path.clone(),
-                err,
-            })?;
-        added.fs_rules += 1;
-        added.rules.push((path.as_path(), access));
-        // A listing-only rule (the fallback's way around a denied path)
-        // does not make a mount beneath it granted: `/` stays unlistable
-        // rather than reveal a denied directory's names.
-        if *g != Grant::List {
-            added.granted.push(path.as_path());
-        }
-    }
-    Ok((created, added))
 }
 
 /// The root of the IPC namespace's mqueue filesystem, mounted nowhere
@@ -473,39 +515,6 @@ pub type MqueueRoot<'a> = Result<std::os::fd::BorrowedFd<'a>, &'a str>;
 /// How the rule on [`MqueueRoot`] is named where it is left out
 /// (`skipped`): no path of the jail reaches it.
 pub const MQUEUE_RULE: &str = "mqueue (the IPC namespace's own)";
-
-/// What a rule on /dev/mqueue grants ([`Grant::ReadWrite`]), on the root
-/// of the IPC namespace's mqueue filesystem where the jail mounts none.
-/// `mq_open` resolves its queue on the namespace's internal mqueue mount,
-/// which has no parent: Landlock's walk up from the queue finds no rule
-/// but one on that root inode (the filesystem is one per IPC namespace,
-/// so the rule made through another mount of it is found there). Where
-/// init could not open it, or the kernel refuses the rule, it is left out
-/// and listed in `skipped`: `mq_open` is then refused (EACCES), as
-/// without it; the run goes on.
-fn add_mqueue_rule(
-    created: &mut RulesetCreated,
-    added: &mut Added,
-    mqueue: MqueueRoot,
-    fs: BitFlags<AccessFs>,
-) {
-    let access = grant_dir(Grant::ReadWrite, fs);
-    let why = match mqueue {
-        Ok(_) if access.is_empty() => return,
-        Ok(fd) => match created.add_rule(PathBeneath::new(fd, access)) {
-            Ok(_) => {
-                added.fs_rules += 1;
-                return;
-            }
-            Err(e) => e.to_string(),
-        },
-        Err(why) => why.to_string(),
-    };
-    added.skipped.push(Skipped {
-        path: MQUEUE_RULE.into(),
-        why,
-    });
-}
 
 /// A rule path opened, and whether it is a directory; or why it is left
 /// out, and whether that is because it does not exist.
@@ -615,6 +624,157 @@ mod tests {
             grant_file(Grant::ReadExec, fs, ABI::V7),
             AccessFs::Execute | AccessFs::ReadFile
         );
+    }
+
+    /// A fresh directory of this test's own, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Scratch {
+            let d = std::env::temp_dir()
+                .join(format!("stockade-landlock-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).expect("scratch directory");
+            Scratch(d)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn abi7() -> Asked {
+        Asked::of(Ok(7), true)
+    }
+
+    #[test]
+    fn decide_leaves_out_a_missing_path_and_counts_it_absent() {
+        let d = Scratch::new("absent");
+        let gone = d.0.join("gone");
+        let rules = vec![
+            (d.0.clone(), Grant::ReadWrite),
+            (gone.clone(), Grant::ReadExec),
+        ];
+        let mounts = [d.0.clone(), gone.clone()];
+        let decided = decide(abi7(), &rules, Some(&mounts)).expect("decided");
+        assert_eq!(decided.rules.len(), 1);
+        assert_eq!(decided.rules[0].path, d.0.as_path());
+        assert_eq!(decided.skipped.len(), 1);
+        assert_eq!(decided.skipped[0].path, gone.display().to_string());
+        assert!(
+            decided.skipped[0].why.contains("No such file"),
+            "{:?}",
+            decided.skipped
+        );
+        // The missing bind has no mount either: `/` stays listable.
+        assert!(decided.root.is_some());
+        let rec = decided.verdict();
+        assert_eq!(
+            (rec.status, rec.fs_rules, rec.root_listable),
+            (Enforced::Fully, 1, true)
+        );
+    }
+
+    #[test]
+    fn decide_gives_a_file_only_file_rights() {
+        let d = Scratch::new("file");
+        let f = d.0.join("f");
+        std::fs::write(&f, b"x").expect("file");
+        let rules = vec![
+            (f.clone(), Grant::ReadWrite),
+            (d.0.clone(), Grant::ReadExec),
+        ];
+        let decided = decide(abi7(), &rules, Some(&[])).expect("decided");
+        assert_eq!(decided.rules[0].access, AccessFs::from_file(ABI::V7));
+        assert_eq!(
+            decided.rules[1].access,
+            AccessFs::Execute | AccessFs::ReadFile | AccessFs::ReadDir
+        );
+        // Listing alone on a file grants nothing: the rule is left out,
+        // and not as skipped.
+        let listed = vec![(f, Grant::List)];
+        let decided = decide(abi7(), &listed, Some(&[])).expect("decided");
+        assert!(decided.rules.is_empty() && decided.skipped.is_empty());
+    }
+
+    #[test]
+    fn decide_refuses_root_listing_with_a_mount_outside_the_grants() {
+        let d = Scratch::new("outside");
+        let rules = vec![(d.0.clone(), Grant::ReadExec)];
+        let outside = [d.0.clone(), PathBuf::from("/elsewhere")];
+        let decided = decide(abi7(), &rules, Some(&outside)).expect("decided");
+        assert!(decided.root.is_none());
+        assert!(!decided.verdict().root_listable);
+        // A listing-only rule does not make the mount beneath it granted.
+        let listed = vec![(d.0.clone(), Grant::List)];
+        let decided = decide(abi7(), &listed, Some(std::slice::from_ref(&d.0))).expect("decided");
+        assert!(decided.root.is_none());
+        let inside = [d.0.clone()];
+        let decided = decide(abi7(), &rules, Some(&inside)).expect("decided");
+        assert!(decided.root.is_some());
+    }
+
+    #[test]
+    fn decide_masks_rights_with_what_the_kernel_has() {
+        let d = Scratch::new("masked");
+        let rules = vec![(d.0.clone(), Grant::ReadWrite)];
+        let decided = decide(Asked::of(Ok(3), true), &rules, Some(&[])).expect("decided");
+        assert_eq!(decided.rules[0].access, AccessFs::from_all(ABI::V3));
+        let r = decided.forked();
+        assert_eq!((r.net, r.scoped), (0, 0));
+        assert_eq!(r.fs, AccessFs::from_all(ABI::V3).bits());
+        let rec = decided.verdict();
+        assert_eq!(
+            (rec.status, rec.tcp),
+            (Enforced::Partially, Tcp::Unavailable)
+        );
+    }
+
+    #[test]
+    fn without_landlock_nothing_is_granted_and_the_record_says_why() {
+        let d = Scratch::new("nolandlock");
+        let rules = vec![
+            (d.0.clone(), Grant::ReadWrite),
+            (d.0.join("gone"), Grant::ReadExec),
+        ];
+        let enosys = sys::SysError {
+            call: "landlock_create_ruleset",
+            arg: String::new(),
+            errno: sys::Errno::ENOSYS,
+        };
+        let decided = decide(Asked::of(Err(enosys), true), &rules, Some(&[])).expect("decided");
+        assert!(decided.rules.is_empty() && decided.root.is_none());
+        let rec = decided.verdict();
+        assert_eq!((rec.status, rec.abi, rec.fs_rules), (Enforced::Not, 0, 0));
+        assert_eq!(rec.skipped.len(), 1);
+        assert!(
+            rec.why.as_deref().unwrap_or("").contains("ENOSYS"),
+            "{rec:?}"
+        );
+        assert!(rec.missing.contains(&"fs:read_file".to_string()));
+    }
+
+    #[test]
+    fn forked_ruleset_lists_paths_and_leaves_out_a_newline() {
+        let d = Scratch::new("forked");
+        let odd = d.0.join("a\nb");
+        std::fs::create_dir(&odd).expect("odd directory");
+        let rules = vec![(d.0.clone(), Grant::ReadExec), (odd, Grant::ReadWrite)];
+        let decided = decide(abi7(), &rules, Some(std::slice::from_ref(&d.0))).expect("decided");
+        let r = decided.forked();
+        let read_exec = AccessFs::Execute | AccessFs::ReadFile | AccessFs::ReadDir;
+        assert_eq!(
+            r.rules,
+            [
+                (read_exec.bits(), d.0.clone()),
+                (BitFlags::from(AccessFs::ReadDir).bits(), PathBuf::from("/")),
+            ]
+        );
+        assert_eq!(r.fs, AccessFs::from_all(ABI::V7).bits());
+        assert_eq!(r.net, AccessNet::from_all(ABI::V7).bits());
+        assert_eq!(r.scoped, Scope::from_all(ABI::V7).bits());
     }
 
     #[test]

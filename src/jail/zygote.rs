@@ -105,7 +105,7 @@ fn recipe(plan: &Plan, report: Reporter) -> forked::Recipe {
         let required = plan.layers.require.contains(&Layer::Landlock);
         let record = match landlock::prepare(&l.rules, l.deny_tcp, mounts) {
             Ok((rules, r)) if !required || r.status == Enforced::Fully => {
-                ruleset = Some(rules);
+                ruleset = rules;
                 LayerRecord::Landlock(r)
             }
             Ok((_, r)) => report.fail(JailError::LandlockWeak(Box::new(r))),

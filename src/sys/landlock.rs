@@ -1,8 +1,10 @@
 //! Raw kernel calls for the landlock layer (the only unsafe code for it).
 //!
-//! The ruleset itself is built with the `landlock` crate; the one thing it
-//! does not expose before enforcement is the running kernel's ABI version,
-//! which the layer needs to decide what it asks for and to report it.
+//! Every Landlock call of stockade goes through here, whoever enforces the
+//! ruleset: a cold jail's payload (`jail::landlock::apply`), a fork
+//! server's child (`forked`) and a session's guard. The `landlock` crate
+//! only names the rights (`jail::landlock` decides with it what to ask
+//! for); this file is what asks the kernel.
 
 use super::{err, last_errno, SysResult};
 
@@ -59,6 +61,12 @@ pub fn scope_only_ruleset(scoped: u64) -> SysResult<std::os::fd::OwnedFd> {
 /// refusals of the calling program (before it executes another) are not
 /// logged to audit.
 pub const RESTRICT_SELF_LOG_SAME_EXEC_OFF: u32 = 1 << 0;
+
+/// `LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON` (ABI 7): the new domain's
+/// refusals are logged to audit after the calling program executes
+/// another too (by default they are not: a sandboxer's payload would go
+/// unrecorded).
+pub const RESTRICT_SELF_LOG_NEW_EXEC_ON: u32 = 1 << 1;
 
 /// Put the calling thread, and every process it starts from now on, in a
 /// new Landlock domain of `ruleset`, nested in its own
@@ -124,6 +132,16 @@ struct PathBeneath {
     parent_fd: i32,
 }
 
+/// `LANDLOCK_RULE_NET_PORT` (ABI 4).
+const RULE_NET_PORT: libc::c_int = 2;
+
+/// `struct landlock_net_port_attr` (packed, as the kernel reads it).
+#[repr(C, packed)]
+struct NetPort {
+    allowed_access: u64,
+    port: u64,
+}
+
 /// A ruleset handling `fs` and `net` access rights (the kernel's bits) and
 /// scoping `scoped`, as the kernel's `landlock_create_ruleset` makes it:
 /// every bit must be one the running kernel knows (`EINVAL` otherwise).
@@ -164,17 +182,18 @@ pub fn ruleset(fs: u64, net: u64, scoped: u64) -> SysResult<std::os::fd::OwnedFd
 }
 
 /// Grant `access` (the kernel's fs bits) beneath the file or directory
-/// `parent` (an O_PATH fd) in `ruleset`. `shown` names it in the error.
+/// `parent` (an O_PATH fd, or any fd of the inode) in `ruleset`. `shown`
+/// names it in the error.
 pub fn add_path_rule(
     ruleset: &std::os::fd::OwnedFd,
     access: u64,
-    parent: &std::os::fd::OwnedFd,
+    parent: &impl std::os::fd::AsFd,
     shown: &std::path::Path,
 ) -> SysResult<()> {
     use std::os::fd::AsRawFd;
     let attr = PathBeneath {
         allowed_access: access,
-        parent_fd: parent.as_raw_fd(),
+        parent_fd: parent.as_fd().as_raw_fd(),
     };
     // SAFETY: attr is a live, initialised struct of the layout the rule
     // type names; the kernel only reads it.
@@ -189,6 +208,36 @@ pub fn add_path_rule(
     };
     if r < 0 {
         return err("landlock_add_rule", shown.display(), last_errno());
+    }
+    Ok(())
+}
+
+/// Grant `access` (the kernel's net bits: `LANDLOCK_ACCESS_NET_*`) to TCP
+/// `port` in `ruleset`. Errors: `EINVAL` when `ruleset` does not handle
+/// every bit of `access` (or handles no net right at all, below ABI 4).
+pub fn add_port_rule(ruleset: &std::os::fd::OwnedFd, access: u64, port: u16) -> SysResult<()> {
+    use std::os::fd::AsRawFd;
+    let attr = NetPort {
+        allowed_access: access,
+        port: u64::from(port),
+    };
+    // SAFETY: attr is a live, initialised struct of the layout the rule
+    // type names; the kernel only reads it.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            RULE_NET_PORT,
+            &attr as *const NetPort,
+            0 as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        return err(
+            "landlock_add_rule",
+            format!("tcp port {port}, access {access:#x}"),
+            last_errno(),
+        );
     }
     Ok(())
 }
