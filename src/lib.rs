@@ -23,6 +23,7 @@ mod seccomp;
 mod serve;
 mod session;
 pub mod spawner;
+mod stages;
 mod supervise;
 mod zygote;
 

@@ -125,7 +125,30 @@ impl Metrics {
         for (c, n) in lock(&self.rejected).iter() {
             let _ = writeln!(o, "stockade_rejected_total{{code=\"{c}\"}} {n}");
         }
+        stage_lines(&mut o);
         o
+    }
+}
+
+/// Where warm runs' time went, by stage (see `crate::stages`).
+fn stage_lines(o: &mut String) {
+    let totals = crate::stages::totals();
+    for (name, help, kind) in [
+        (
+            "stockade_stage_seconds_total",
+            "Wall time of warm runs' stages, summed over runs (fork_cgroup_make, fork_zygote and fork_cgroup_move for a child forked ahead of its request, fork_limits, fork_run, fork_conclude, member_limits).",
+            0,
+        ),
+        ("stockade_stage_runs_total", "Runs that went through each stage.", 1),
+    ] {
+        let _ = writeln!(o, "# HELP {name} {help}");
+        let _ = writeln!(o, "# TYPE {name} counter");
+        for (stage, secs, n) in &totals {
+            let _ = match kind {
+                0 => writeln!(o, "{name}{{stage=\"{stage}\"}} {secs:.6}"),
+                _ => writeln!(o, "{name}{{stage=\"{stage}\"}} {n}"),
+            };
+        }
     }
 }
 

@@ -244,10 +244,12 @@ impl Member {
         let Member { mut child } = self;
         let clock = |e: crate::Error| ApiError::internal(format!("starting the clock: {e}"));
         if limits {
-            if !child
+            let t = std::time::Instant::now();
+            let set = child
                 .start_clock_limits(&policy.limits, stream)
-                .map_err(clock)?
-            {
+                .map_err(clock)?;
+            crate::stages::lap(crate::stages::Stage::MemberLimits, t);
+            if !set {
                 Member { child }.discard();
                 return Ok(None);
             }

@@ -146,10 +146,28 @@ struct Load {
     cpu_ns: Option<u64>,
     /// CPU time of the whole host during the load (/proc/stat), ms.
     host_cpu_ms: Option<f64>,
+    /// The server's stages during the load: name, seconds, runs.
+    stages: Vec<(String, f64, u64)>,
     leaks: leaks::Report,
 }
 
 impl Load {
+    /// A row that holds only stages.
+    fn stages_only(name: &str, stages: Vec<(String, f64, u64)>) -> Load {
+        Load {
+            name: name.into(),
+            runs: 0,
+            ok: 0,
+            queue_full: 0,
+            first_failure: None,
+            wall: Duration::ZERO,
+            cpu_ns: None,
+            host_cpu_ms: None,
+            stages,
+            leaks: leaks::Report::default(),
+        }
+    }
+
     /// Host CPU per run, ms.
     fn host_ms(&self) -> Option<f64> {
         self.host_cpu_ms
@@ -238,6 +256,8 @@ fn run(opts: &Options) -> Result<(), String> {
         rows.len()
     );
     let warm_ref = warm.as_ref().ok();
+    let warm_servers = || [warm_ref, fork_ref].into_iter().flatten();
+    let before: Vec<Vec<(String, f64, u64)>> = warm_servers().map(|s| s.stages()).collect();
     for round in 0..opts.latency {
         for k in 0..rows.len() {
             // Rotate the starting case each round: drift lands on all alike.
@@ -268,6 +288,11 @@ fn run(opts: &Options) -> Result<(), String> {
         }
     }
 
+    // The warm servers' stages while one request ran at a time.
+    let sequential: Vec<Load> = warm_servers()
+        .zip(&before)
+        .map(|(s, b)| Load::stages_only(&s.name, server::delta(b, &s.stages())))
+        .collect();
     let mut loads = Vec::new();
     let which = [
         ("cold", Some(&cold)),
@@ -300,10 +325,40 @@ fn run(opts: &Options) -> Result<(), String> {
         floor::measure(&python, FLOOR_MODULES, FLOOR_RUNS, mode, &dir)
     });
     let mut out = render(opts, &notes, &rows, &loads);
+    render_stages(
+        &mut out,
+        &sequential,
+        "the latency rounds, one request at a time",
+    );
     render_counts(&mut out, &counts);
     render_floor(&mut out, &floors, &loads);
     print!("{out}");
     Ok(())
+}
+
+/// Each warm server's stages during its load: wall ms per run, and the
+/// runs/s a stage that runs in turn (one zygote's fork) would cap
+/// throughput at, per instance of it.
+fn render_stages(o: &mut String, loads: &[Load], during: &str) {
+    let with: Vec<&Load> = loads.iter().filter(|l| !l.stages.is_empty()).collect();
+    if with.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\n## stages of the warm runs during {during} (the server's /metrics: wall time per run)"
+    );
+    for l in with {
+        let _ = writeln!(o, "{}:", l.name);
+        for (name, secs, runs) in &l.stages {
+            let ms = secs * 1e3 / *runs as f64;
+            let _ = writeln!(
+                o,
+                "  {name:<18} {ms:>8.3} ms/run over {runs} runs (in turn, one instance caps at {:.0}/s)",
+                1e3 / ms.max(1e-9)
+            );
+        }
+    }
 }
 
 fn render_counts(o: &mut String, counts: &[(String, Vec<String>)]) {
@@ -671,6 +726,7 @@ fn render_load(o: &mut String, loads: &[Load]) {
         o,
         "CPU ms/run: the server's whole tree (server, spawner, jails, zygote, children) in its cgroup v1 cpuacct group (root only), kernel work in kworkers (e.g. network namespace teardown) not counted; CPU-bound/s: the CPUs of this host divided by it"
     );
+    render_stages(o, loads, "the loads, requests overlapping");
     let _ = writeln!(o, "\n## after the load (before → after)");
     for l in loads {
         let _ = writeln!(o, "{}: {}", l.name, l.leaks.line());

@@ -181,6 +181,9 @@ impl Server {
         s.wait_until("/healthz", Duration::from_secs(30))?;
         if pooled {
             s.wait_until("/readyz", Duration::from_secs(180))?;
+            // Every member (every zygote) up: what the load leaves is
+            // then compared with a full pool.
+            s.wait_full(Duration::from_secs(180));
         }
         s.time_one().map_err(|e| s.failed(&e))?;
         s.start = s.snapshot();
@@ -205,6 +208,26 @@ impl Server {
                 }
                 _ => std::thread::sleep(Duration::from_millis(50)),
             }
+        }
+    }
+
+    /// Wait until the pool holds its target (`stockade_pool_size` and
+    /// `stockade_pool_target` of /metrics), at most `limit`.
+    fn wait_full(&self, limit: Duration) {
+        let t = Instant::now();
+        let read = |text: &str, name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        };
+        while t.elapsed() < limit {
+            if let Ok((200, m)) = client::request(&self.sock, "GET", "/metrics", None) {
+                let size = read(&m, "stockade_pool_size{");
+                if size.is_some() && size == read(&m, "stockade_pool_target{") {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
@@ -247,6 +270,27 @@ impl Server {
         }
     }
 
+    /// Each stage's seconds and runs so far (`stockade_stage_*_total`).
+    pub fn stages(&self) -> Vec<(String, f64, u64)> {
+        let Ok((200, text)) = client::request(&self.sock, "GET", "/metrics", None) else {
+            return Vec::new();
+        };
+        let value = |name: &str, stage: &str| {
+            let head = format!("{name}{{stage=\"{stage}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&head)?.trim().parse::<f64>().ok())
+        };
+        text.lines()
+            .filter_map(|l| l.strip_prefix("stockade_stage_runs_total{stage=\""))
+            .filter_map(|l| l.split_once('"').map(|(s, _)| s.to_string()))
+            .map(|stage| {
+                let secs = value("stockade_stage_seconds_total", &stage).unwrap_or(0.0);
+                let runs = value("stockade_stage_runs_total", &stage).unwrap_or(0.0) as u64;
+                (stage, secs, runs)
+            })
+            .collect()
+    }
+
     /// The pool's hits and misses so far, as `/metrics` counts them (its
     /// `stockade_pool_hits_total` and `stockade_pool_misses_total` lines).
     pub fn pool_counts(&self) -> Vec<String> {
@@ -271,6 +315,7 @@ impl Server {
         let queue_full = AtomicUsize::new(0);
         let first: Mutex<Option<String>> = Mutex::new(None);
         let cpu0 = self.cpu_ns();
+        let stages0 = self.stages();
         let host0 = host_busy_ms();
         let t = Instant::now();
         std::thread::scope(|sc| {
@@ -301,6 +346,7 @@ impl Server {
             }
         });
         let wall = t.elapsed();
+        let stages = delta(&stages0, &self.stages());
         let host = match (host0, host_busy_ms()) {
             (Some(a), Some(b)) => Some(b - a),
             _ => None,
@@ -310,6 +356,7 @@ impl Server {
             _ => None,
         };
         Load {
+            stages,
             cpu_ns: cpu,
             host_cpu_ms: host,
             name: self.name.clone(),
@@ -384,6 +431,24 @@ impl Server {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// The stages' seconds and runs from `before` to `after`, those that ran.
+pub fn delta(
+    before: &[(String, f64, u64)],
+    after: &[(String, f64, u64)],
+) -> Vec<(String, f64, u64)> {
+    after
+        .iter()
+        .map(|(name, secs, runs)| {
+            let (s0, r0) = before
+                .iter()
+                .find(|(n, _, _)| n == name)
+                .map_or((0.0, 0), |(_, s, r)| (*s, *r));
+            (name.clone(), secs - s0, runs.saturating_sub(r0))
+        })
+        .filter(|(_, _, runs)| *runs > 0)
+        .collect()
 }
 
 /// CPU time the whole host has used since boot, every CPU, ms: /proc/stat's
