@@ -30,6 +30,7 @@ use crate::jail::proto::{self, Report};
 use crate::outcome::{self, LayerReport, LimitReport, Outcome, Status};
 use crate::plan::limits::{self, CgroupLayer};
 use crate::policy::Policy;
+use crate::stages::{self, Stage};
 use crate::supervise::classify;
 use crate::supervise::deadline::Deadline;
 use crate::supervise::pump::{Output, Which};
@@ -47,6 +48,8 @@ enum Msg {
 }
 
 struct Shared {
+    /// The zygote's pidfd, when it sent one: readable once it has ended.
+    zygote: Option<OwnedFd>,
     sock: OwnedFd,
     /// Who waits for each answer, in the order of the requests.
     waiting: Mutex<VecDeque<mpsc::Sender<Msg>>>,
@@ -60,12 +63,38 @@ pub struct ForkServer {
     shared: Arc<Shared>,
     /// The layers each child applies, as the outcome says them.
     layers: BTreeMap<outcome::Name, LayerReport>,
+    maker: Arc<Maker>,
+    /// The child forked ahead of the next request, and whether one is on
+    /// its way (see [`ForkServer::ahead`]).
+    next: Arc<Mutex<Option<Ahead>>>,
+    refilling: Arc<AtomicBool>,
+}
+
+/// What forks a child and puts it in its run cgroup.
+struct Maker {
+    shared: Arc<Shared>,
     /// The host's cgroup hierarchies and our own cgroup, read once.
     host: Option<(cgroup::Hierarchies, String)>,
     /// Where the unified hierarchy held none of the template's limits and
     /// cgroup v1 held them (a hybrid host): why, per controller; each
     /// child then gets its v1 groups only (see [`cgroup::prepare_v1_in`]).
     climbed: Option<Vec<(cgroup::Controller, String)>>,
+    /// The template's limits: a child forked ahead has them until its
+    /// request's are written.
+    template: cgroup::Request,
+}
+
+/// A child forked and in its run cgroup, waiting for its go (its pipes'
+/// other ends are its stdin, stdout, stderr and setup pipe).
+struct Ahead {
+    pidfd: OwnedFd,
+    in_w: OwnedFd,
+    out_r: OwnedFd,
+    err_r: OwnedFd,
+    setup_r: OwnedFd,
+    cgroup: Option<cgroup::RunCgroup>,
+    /// What holds each limit (the cgroup itself is `cgroup`).
+    setup: cgroup::Setup,
 }
 
 /// Why a fork server did not start.
@@ -114,8 +143,8 @@ impl ForkServer {
             _ => Ok((0, Vec::new())),
         };
         let mut child = child;
-        let n = match ready {
-            Ok((n, _)) if n > 0 && buf[0] == b'R' => n,
+        let (n, zygote_pidfd) = match ready {
+            Ok((n, mut fds)) if n > 0 && buf[0] == b'R' => (n, fds.pop()),
             Ok((n, _)) if n > 0 && buf[0] == b'F' => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -156,24 +185,33 @@ impl ForkServer {
             }
         }
         let shared = Arc::new(Shared {
+            zygote: zygote_pidfd,
             sock: ours,
             waiting: Mutex::new(VecDeque::new()),
             gone: AtomicBool::new(false),
         });
         let reader = shared.clone();
         std::thread::spawn(move || reader.read_loop());
-        Ok(ForkServer {
+        let server = ForkServer {
             zygote: Mutex::new(Some(child)),
-            shared,
+            shared: shared.clone(),
             layers,
-            host: cgroup::read_host().ok(),
-            climbed,
-        })
+            maker: Arc::new(Maker {
+                shared,
+                host: cgroup::read_host().ok(),
+                climbed,
+                template: cgroup::Request::from(&template.limits),
+            }),
+            next: Arc::new(Mutex::new(None)),
+            refilling: Arc::new(AtomicBool::new(false)),
+        };
+        server.refill();
+        Ok(server)
     }
 
     /// Whether the zygote can still fork.
     pub fn alive(&self) -> bool {
-        !self.shared.gone.load(Ordering::SeqCst)
+        self.shared.alive()
     }
 
     /// A child for `policy` (the template's but for its limits: its
@@ -187,9 +225,6 @@ impl ForkServer {
     /// alike.
     pub fn run(&self, policy: &Policy, input: &[u8], stdin: bool) -> Result<Forked, String> {
         let e = |e: sys::SysError| e.to_string();
-        let (in_r, in_w) = sys::pipe().map_err(e)?;
-        let (out_r, out_w) = sys::pipe().map_err(e)?;
-        let (err_r, err_w) = sys::pipe().map_err(e)?;
         let mut sinks = [None, None];
         let mut streams = [None, None];
         if !policy.capture {
@@ -200,24 +235,185 @@ impl ForkServer {
             }
         }
         let [stdout, stderr] = streams;
-        let (setup_r, setup_w) = sys::pipe().map_err(e)?;
         let (kill_ours, kill_theirs) = sys::fdpass::socketpair(libc::SOCK_SEQPACKET).map_err(e)?;
         let req = cgroup::Request::from(&policy.limits);
-        let mut setup = match (&self.host, &self.climbed) {
-            (Some((h, pc)), Some(climbed)) => cgroup::prepare_v1_in(&req, h, pc, climbed)
-                .unwrap_or_else(|| cgroup::prepare_in(&req, h, pc)),
-            (Some((h, pc)), None) => cgroup::prepare_in(&req, h, pc),
-            (None, _) => cgroup::prepare(&req),
-        };
+        let Ahead {
+            pidfd,
+            in_w,
+            out_r,
+            err_r,
+            setup_r,
+            cgroup: cg,
+            setup,
+        } = self.ahead(&req)?;
         let l = &policy.limits;
         let limits = run_limits(policy, &setup);
-        let cgroup_layer = crate::supervise::report::cgroup_report(&match &setup.cgroup {
+        let cgroup_layer = crate::supervise::report::cgroup_report(&match &cg {
             Some(c) => limits::cgroup_layer(c, &limits::controllers(Some(&setup))),
             None => CgroupLayer::Skipped,
         });
+        let t0 = Instant::now();
+        // The go (the child forks its payload in the run's cgroup), the
+        // header and files; a child that died meanwhile: EPIPE, its
+        // outcome says why.
+        let go = sys::forked::Go {
+            tmp_size: policy.tmp_size,
+            workdir_size: policy.workdir.size,
+        };
+        let _ = sys::write_all(in_w.as_raw_fd(), &go.encode());
+        // Its first word (confined, or the step that failed) before the
+        // run is handed over: a child forked ahead whose zygote went away
+        // meanwhile (killed with the zygote's jail) ends without one, and
+        // the run is started elsewhere instead.
+        // And its zygote still there: a zygote that ended before now has
+        // its jail kill this child too, however far it got.
+        let said = match first_word(&setup_r).filter(|_| self.shared.alive()) {
+            Some(w) => w,
+            None => {
+                let _ = sys::pidfd_send_signal(&pidfd, libc::SIGKILL);
+                if let Some(c) = cg {
+                    cgroup::remove_after_exit(c, Some(pidfd));
+                }
+                return Err(
+                    "the child forked ahead ended before it was confined (its zygote went away?)"
+                        .into(),
+                );
+            }
+        };
+        let _ = sys::write_all(in_w.as_raw_fd(), input);
+        let stdin = if stdin {
+            Some(std::fs::File::from(in_w))
+        } else {
+            drop(in_w);
+            None
+        };
+        Ok(Forked {
+            shared: self.shared.clone(),
+            ended: false,
+            pidfd,
+            output: match &sinks {
+                [Some(o), Some(e)] => {
+                    Output::streamed(out_r, err_r, l.max_output, [o.as_raw_fd(), e.as_raw_fd()])
+                }
+                _ => Output::captured(out_r, err_r, l.max_output),
+            },
+            setup: Some(setup_r),
+            said,
+            control: kill_ours,
+            killer: Some(kill_theirs),
+            cgroup: cg,
+            t0,
+            timeout: l.timeout,
+            grace: l.grace,
+            limits,
+            layers: {
+                let mut l = self.layers.clone();
+                l.insert("cgroup", cgroup_layer);
+                l
+            },
+            stdin,
+            sinks,
+            stdout,
+            stderr,
+            memory_limit: l.memory,
+        })
+    }
+
+    /// A child for a run with `req`'s limits, in its run cgroup and
+    /// waiting for its go: the one forked ahead, with `req`'s limits
+    /// written into its cgroup, when there is one and it is alive and
+    /// its cgroup takes them; else one forked now. Either way the next
+    /// is forked ahead, off this run's path: moving a process into a
+    /// cgroup waits for an RCU grace period when the host's last move was
+    /// a while ago (about 15 ms on a 2-CPU VM, more on larger hosts).
+    fn ahead(&self, req: &cgroup::Request) -> Result<Ahead, String> {
+        let taken = self.next.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let ready = taken.and_then(|a| {
+            let t = Instant::now();
+            let fits = a.alive() && a.takes(req);
+            stages::lap(Stage::ForkLimits, t);
+            match fits {
+                true => Some(a),
+                false => {
+                    a.discard();
+                    None
+                }
+            }
+        });
+        let a = match ready {
+            Some(a) => a,
+            None => self.maker.make(req)?,
+        };
+        self.refill();
+        Ok(a)
+    }
+
+    /// Fork the next child ahead (in a thread of its own), unless one is
+    /// there or on its way.
+    fn refill(&self) {
+        if !self.shared.alive() || self.refilling.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (maker, next, refilling) = (
+            self.maker.clone(),
+            self.next.clone(),
+            self.refilling.clone(),
+        );
+        let spawned = std::thread::Builder::new()
+            .name("stockade-fork-ahead".into())
+            .spawn(move || {
+                if let Ok(a) = maker.make(&maker.template) {
+                    let old = next.lock().unwrap_or_else(|e| e.into_inner()).replace(a);
+                    if let Some(old) = old {
+                        old.discard();
+                    }
+                }
+                refilling.store(false, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            self.refilling.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Kill the zygote (its jail's init kills every child left) and wait.
+    pub fn shutdown(&self) {
+        let child = self.zygote.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut c) = child {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let next = self.next.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(a) = next {
+            a.discard();
+        }
+    }
+}
+
+impl Drop for ForkServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Maker {
+    /// Fork a child for `req`'s limits: its run cgroup made, the zygote
+    /// asked, the child moved into the cgroup.
+    fn make(&self, req: &cgroup::Request) -> Result<Ahead, String> {
+        let started = Instant::now();
+        let e = |e: sys::SysError| e.to_string();
+        let (in_r, in_w) = sys::pipe().map_err(e)?;
+        let (out_r, out_w) = sys::pipe().map_err(e)?;
+        let (err_r, err_w) = sys::pipe().map_err(e)?;
+        let (setup_r, setup_w) = sys::pipe().map_err(e)?;
+        let mut setup = match (&self.host, &self.climbed) {
+            (Some((h, pc)), Some(climbed)) => cgroup::prepare_v1_in(req, h, pc, climbed)
+                .unwrap_or_else(|| cgroup::prepare_in(req, h, pc)),
+            (Some((h, pc)), None) => cgroup::prepare_in(req, h, pc),
+            (None, _) => cgroup::prepare(req),
+        };
         if let Some(why) = [
-            ("memory", l.memory.is_some(), &setup.memory),
-            ("pids", l.pids.is_some(), &setup.pids),
+            ("memory", req.memory.is_some(), &setup.memory),
+            ("pids", req.pids.is_some(), &setup.pids),
         ]
         .into_iter()
         .find(|(_, asked, e)| *asked && !e.is_cgroup())
@@ -225,6 +421,7 @@ impl ForkServer {
         {
             return Err(why);
         }
+        let asked = stages::lap(Stage::ForkCgroupMake, started);
         let fds = [
             in_r.as_raw_fd(),
             out_w.as_raw_fd(),
@@ -238,6 +435,7 @@ impl ForkServer {
             Ok(Msg::Failed(why)) => return Err(format!("the zygote could not fork: {why}")),
             _ => return Err("the zygote went away".into()),
         };
+        let forked = stages::lap(Stage::ForkZygote, asked);
         let Some(host_pid) = pid_of(&pidfd) else {
             self.shared.end(&pidfd);
             return Err("the child's pid is unknown".into());
@@ -259,72 +457,80 @@ impl ForkServer {
                 return Err(format!("moving the child into its cgroup: {why}"));
             }
         }
-        let t0 = Instant::now();
-        // The go (the child forks its payload in the run's cgroup), the
-        // header and files; a child that died meanwhile: EPIPE, its
-        // outcome says why.
-        let go = sys::forked::Go {
-            tmp_size: policy.tmp_size,
-            workdir_size: policy.workdir.size,
-        };
-        let _ = sys::write_all(in_w.as_raw_fd(), &go.encode())
-            .and_then(|_| sys::write_all(in_w.as_raw_fd(), input));
-        let stdin = if stdin {
-            Some(std::fs::File::from(in_w))
-        } else {
-            drop(in_w);
-            None
-        };
-        Ok(Forked {
-            shared: self.shared.clone(),
-            ended: false,
+        stages::lap(Stage::ForkCgroupMove, forked);
+        Ok(Ahead {
             pidfd,
-            output: match &sinks {
-                [Some(o), Some(e)] => {
-                    Output::streamed(out_r, err_r, l.max_output, [o.as_raw_fd(), e.as_raw_fd()])
-                }
-                _ => Output::captured(out_r, err_r, l.max_output),
-            },
-            setup: Some(setup_r),
-            control: kill_ours,
-            killer: Some(kill_theirs),
+            in_w,
+            out_r,
+            err_r,
+            setup_r,
             cgroup: cg,
-            t0,
-            timeout: l.timeout,
-            grace: l.grace,
-            limits,
-            layers: {
-                let mut l = self.layers.clone();
-                l.insert("cgroup", cgroup_layer);
-                l
-            },
-            stdin,
-            sinks,
-            stdout,
-            stderr,
-            memory_limit: l.memory,
+            setup,
         })
     }
+}
 
-    /// Kill the zygote (its jail's init kills every child left) and wait.
-    pub fn shutdown(&self) {
-        let child = self.zygote.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(mut c) = child {
-            let _ = c.kill();
-            let _ = c.wait();
+impl Ahead {
+    /// Its child has not ended (a zygote that went away took it along).
+    fn alive(&self) -> bool {
+        let mut fds = [pfd(self.pidfd.as_raw_fd())];
+        matches!(sys::poll(&mut fds, 0), Ok(0))
+    }
+
+    /// Whether its cgroup holds exactly the limits `req` asks for, each
+    /// as a cgroup limit, and took `req`'s values.
+    fn takes(&self, req: &cgroup::Request) -> bool {
+        let s = &self.setup;
+        let same = [
+            (req.memory.is_some(), &s.memory),
+            (req.memory_high.is_some(), &s.memory_high),
+            (req.cpus.is_some(), &s.cpu),
+            (req.pids.is_some(), &s.pids),
+        ]
+        .iter()
+        .all(|(asked, e)| match asked {
+            true => e.is_cgroup(),
+            false => matches!(e, cgroup::Enforced::NotRequested),
+        });
+        same && self
+            .cgroup
+            .as_ref()
+            .is_none_or(|c| c.set_limits(req).is_ok())
+    }
+
+    /// Let it go: the child is killed, its cgroup removed once it has
+    /// exited (off this path).
+    fn discard(self) {
+        let _ = sys::pidfd_send_signal(&self.pidfd, libc::SIGKILL);
+        if let Some(c) = self.cgroup {
+            cgroup::remove_after_exit(c, Some(self.pidfd));
         }
     }
 }
 
-impl Drop for ForkServer {
-    fn drop(&mut self) {
-        self.shutdown();
-    }
-}
-
 impl Shared {
+    /// The zygote has not gone away: not seen gone, its process not
+    /// ended (its pidfd: a child forked ahead, which the zygote's jail
+    /// kills once the zygote has ended, is seen dead only after), and its
+    /// socket not closed (read_loop may not have heard it yet).
     fn alive(&self) -> bool {
-        !self.gone.load(Ordering::SeqCst)
+        if self.gone.load(Ordering::SeqCst) {
+            return false;
+        }
+        if let Some(z) = &self.zygote {
+            let mut fds = [pfd(z.as_raw_fd())];
+            if matches!(sys::poll(&mut fds, 0), Ok(1)) {
+                return false;
+            }
+        }
+        let mut fds = [libc::pollfd {
+            fd: self.sock.as_raw_fd(),
+            events: libc::POLLRDHUP,
+            revents: 0,
+        }];
+        let closed = matches!(sys::poll(&mut fds, 0), Ok(1))
+            && fds[0].revents & (libc::POLLHUP | libc::POLLRDHUP) != 0;
+        !closed
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<mpsc::Sender<Msg>>> {
@@ -383,6 +589,27 @@ impl Shared {
         self.gone.store(true, Ordering::SeqCst);
         // Every run waiting hears that the zygote is gone.
         self.lock().clear();
+    }
+}
+
+/// How long a child may take from its go to its first word.
+const CONFINED_WITHIN_MS: i32 = 30_000;
+
+/// A child's first word on its setup pipe (what one read gives once it
+/// is readable), or None when it ended without one or said nothing in
+/// [`CONFINED_WITHIN_MS`].
+fn first_word(setup: &OwnedFd) -> Option<Vec<u8>> {
+    let mut fds = [pfd(setup.as_raw_fd())];
+    if !matches!(sys::poll(&mut fds, CONFINED_WITHIN_MS), Ok(1)) {
+        return None;
+    }
+    let mut buf = vec![0u8; 4096];
+    match sys::read(setup.as_raw_fd(), &mut buf) {
+        Ok(n) if n > 0 => {
+            buf.truncate(n);
+            Some(buf)
+        }
+        _ => None,
     }
 }
 
@@ -475,6 +702,8 @@ pub struct Forked {
     /// Its stdout and stderr, captured and capped together.
     output: Output,
     setup: Option<OwnedFd>,
+    /// What it said there before the run was handed over.
+    said: Vec<u8>,
     /// Its other end is the [`Killer`]'s: a `K` there kills the run.
     control: OwnedFd,
     killer: Option<OwnedFd>,
@@ -517,7 +746,7 @@ impl Forked {
     fn watch(&mut self) -> Watched {
         let output = &mut self.output;
         let mut deadline = Deadline::new(self.timeout.map(|t| self.t0 + t), self.grace);
-        let mut said = Vec::new();
+        let mut said = std::mem::take(&mut self.said);
         let (mut exited, mut killed, mut control_open) = (false, false, true);
         let pidfd = &self.pidfd;
         let end = |sig: i32, killed: &mut bool| {
@@ -598,6 +827,13 @@ impl Forked {
     /// passed it on (status, user and system µs, max RSS KiB) and its run
     /// cgroup's counters; classified as a cold run's (`supervise::classify`).
     fn conclude(mut self, w: Watched) -> Outcome {
+        let concluding = stages::lap(Stage::ForkRun, self.t0);
+        let o = self.outcome(w);
+        stages::lap(Stage::ForkConclude, concluding);
+        o
+    }
+
+    fn outcome(&mut self, w: Watched) -> Outcome {
         let mut o = Outcome::new();
         o.usage.wall_time_ms = self.t0.elapsed().as_millis() as u64;
         let stats = self.cgroup.as_ref().map(|c| c.stats());

@@ -755,7 +755,9 @@ pub mod abi {
     }
 
     /// Say ready on the server's socket `sock`: `R` and the layers'
-    /// records, one message.
+    /// records, one message, with a pidfd of the zygote (where the kernel
+    /// gives one): the server tells from it that the zygote has ended
+    /// before anything else it held goes.
     #[no_mangle]
     pub extern "C" fn stockade_zygote_ready(sock: RawFd) -> i32 {
         said(
@@ -763,7 +765,14 @@ pub mod abi {
             zygote().and_then(|z| {
                 let mut m = b"R".to_vec();
                 m.extend_from_slice(z.layers());
-                super::super::write_all(sock, &m)
+                match super::super::pidfd_self() {
+                    Ok(me) => super::super::fdpass::send_with_fds(
+                        sock,
+                        &m,
+                        &[std::os::fd::AsRawFd::as_raw_fd(&me)],
+                    ),
+                    Err(_) => super::super::write_all(sock, &m),
+                }
             }),
         )
     }

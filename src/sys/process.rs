@@ -113,6 +113,19 @@ pub fn kill(pid: i32, sig: i32) -> SysResult<()> {
     Ok(())
 }
 
+/// A pidfd of the calling process.
+pub fn pidfd_self() -> SysResult<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open of our own pid with no flags; it returns a new fd
+    // or -1.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+    if r < 0 {
+        return err("pidfd_open", "self", last_errno());
+    }
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(r as i32) })
+}
+
 pub fn pidfd_send_signal(pidfd: &OwnedFd, sig: i32) -> SysResult<()> {
     // SAFETY: pidfd_send_signal with a valid pidfd, a signal number, a null
     // siginfo and no flags.
