@@ -734,7 +734,8 @@ impl Forked {
     /// its outcome.
     pub fn wait(mut self) -> Outcome {
         let w = self.watch();
-        // Ended (its pidfd said so); the zygote's kernel has reaped it.
+        // Ended (its pidfd said so, or its init's last record and its
+        // files' closing); the zygote's kernel reaps it.
         self.ended = true;
         self.conclude(w)
     }
@@ -769,7 +770,13 @@ impl Forked {
                     -1
                 }),
             ];
-            if exited && !output.open() && setup < 0 {
+            // Its init's record of the payload's end, the output and the
+            // setup pipe closed: the run is over (init closed its files on
+            // its way out; what is left of its exit, the namespaces' and
+            // mounts' teardown, is not this answer's to wait for: the
+            // cgroup goes once the pidfd says so, see conclude).
+            let recorded = exited || payload_end(&said).is_some();
+            if recorded && !output.open() && setup < 0 {
                 break;
             }
             let wait_ms = match deadline.next() {
