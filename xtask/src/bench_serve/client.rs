@@ -185,11 +185,25 @@ mod tests {
 
     #[test]
     fn the_body_is_json_with_the_program_and_input() {
-        let v = json::parse(&run_body()).unwrap();
+        let v = json::parse(&run_body(false)).unwrap();
         assert_eq!(v.get("profile").and_then(|p| p.as_str()), Some("python"));
         assert_eq!(
             v.get("stdin").and_then(|p| p.as_str()),
             Some(super::super::INPUT)
         );
+        assert!(v.get("limits").is_none());
+        let v = json::parse(&run_body(true)).unwrap();
+        let limits = v.get("limits").expect("the limits a service sends");
+        assert_eq!(limits.get("memory").and_then(|m| m.as_str()), Some("128m"));
+    }
+
+    #[test]
+    fn a_streamed_answer_is_scored_from_its_lines() {
+        let lines =
+            "{\"stdout\":\"{\\\"score\\\": 0.5}\\n\"}\n{\"status\":\"exited\",\"exit_code\":0}\n";
+        assert_eq!(not_scored_streamed(200, lines), None);
+        let failed = "{\"stdout\":\"\"}\n{\"status\":\"exited\",\"exit_code\":1}\n";
+        assert!(not_scored_streamed(200, failed).is_some());
+        assert!(not_scored_streamed(200, "{\"stdout\":\"x\"}\n").is_some());
     }
 }
