@@ -382,6 +382,12 @@ impl ForkServer {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // A child being forked ahead: its fork fails with the zygote gone
+        // (its cgroup removed then), or it is there to let go of.
+        let t = Instant::now();
+        while self.refilling.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let next = self.next.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(a) = next {
             a.discard();

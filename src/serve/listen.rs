@@ -109,6 +109,11 @@ pub async fn serve(bound: Bound, state: Arc<State>, drain: Duration) -> i32 {
         (Err(e), _) | (_, Err(e)) => return super::fail(format_args!("signals: {e}")),
     };
     let st = state.clone();
+    // The pool's shutdown (its zygotes and the children forked ahead,
+    // their cgroups handed to the janitor), awaited before this process
+    // ends.
+    let shutting: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>> = Arc::default();
+    let shut = shutting.clone();
     let stop = async move {
         tokio::select! {
             _ = term.recv() => {}
@@ -119,7 +124,8 @@ pub async fn serve(bound: Bound, state: Arc<State>, drain: Duration) -> i32 {
         // No run will take a warm member now: stop building them, and let
         // the idle ones go.
         let pool = st.clone();
-        tokio::task::spawn_blocking(move || pool.pool.shutdown());
+        let h = tokio::task::spawn_blocking(move || pool.pool.shutdown());
+        *shut.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
         let killer = st.clone();
         tokio::spawn(async move {
             tokio::time::sleep(drain).await;
@@ -161,6 +167,10 @@ pub async fn serve(bound: Bound, state: Arc<State>, drain: Duration) -> i32 {
     super::accept::serve(l, app, limits, stop).await;
     if let Some(path) = path {
         let _ = std::fs::remove_file(&path);
+    }
+    let h = shutting.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(h) = h {
+        let _ = tokio::time::timeout(Duration::from_secs(15), h).await;
     }
     // The last runs' cgroups, removed off their requests' path: before
     // this process (and the janitor thread) is gone.
