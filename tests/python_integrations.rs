@@ -311,24 +311,28 @@ fn python_package_suites() {
         &pkg,
     );
     let py = venv().join("bin/python");
-    install(&py, &pkg);
-    let mut failed = Vec::new();
-    let users = common::users("python_package_suites");
-    for &who in &users {
-        run_readme_examples(&py, who);
-    }
     // The upstream LangChain suite's venv, which every run shares: made
-    // (or found made) once, before they start; where it cannot be, its
-    // tests say SKIPPED in each run.
-    let o = Command::new(&py)
+    // (or found made) once, before the runs start, and while the package
+    // is installed into the suite's venv (two downloads at once); where
+    // it cannot be made, its tests say SKIPPED in each run.
+    let upstream = Command::new(&py)
         .args([
             "-c",
             "import unittest, test_langchain_upstream as t\ntry:\n    t.prepare()\nexcept unittest.SkipTest as e:\n    print('not made:', e)",
         ])
         .current_dir(pkg.join("tests"))
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    install(&py, &pkg);
+    let o = upstream.wait_with_output().unwrap();
     eprintln!("--- the upstream LangChain venv\n{}", out(&o));
+    let mut failed = Vec::new();
+    let users = common::users("python_package_suites");
+    for &who in &users {
+        run_readme_examples(&py, who);
+    }
     // Each user's suites, with and without user namespaces, at once: each
     // run has a home, a results file and jails of its own.
     let runs: Vec<(Who, bool)> = users
