@@ -63,6 +63,10 @@ class Outcome(_Ended):
     exit_code: Optional[int] = field(init=False)
     signal: Optional[int] = field(init=False)
     error: Optional[str] = field(init=False)
+    # The failed setup step in parts ({"step", "path", "errno", "value"},
+    # each where stockade knows it), beside `error`'s one line; None when
+    # no step failed or the run was refused before the jail.
+    setup: Optional[dict[str, Any]] = field(init=False)
     usage: dict[str, Any] = field(init=False)
     limits: dict[str, Any] = field(init=False)
     layers: dict[str, Any] = field(init=False)
@@ -83,6 +87,7 @@ class Outcome(_Ended):
         _set(self, "exit_code", raw.get("exit_code"))
         _set(self, "signal", raw.get("signal"))
         _set(self, "error", raw.get("error"))
+        _set(self, "setup", raw.get("setup"))
         _set(self, "usage", raw.get("usage", {}))
         _set(self, "limits", raw.get("limits", {}))
         _set(self, "layers", raw.get("layers", {}))

@@ -89,6 +89,14 @@ class LocalRun(unittest.TestCase):
         with self.assertRaises(stockade.SetupError) as e:
             stockade.run(["true"], profile="no-such-profile")
         self.assertIsInstance(e.exception.message, str)
+        # A step that failed in the jail comes in parts too.
+        with self.assertRaises(stockade.SetupError) as e:
+            stockade.run(["true"], flags=["--ro-bind", "/nonexistent-stockade-src"])
+        self.assertIsNotNone(e.exception.outcome)
+        self.assertEqual(
+            e.exception.outcome.setup,
+            {"step": "bind", "path": "/nonexistent-stockade-src", "errno": 2},
+        )
         with self.assertRaises(stockade.StockadeNotFound):
             stockade.run(["true"], binary="/nonexistent/stockade")
 
