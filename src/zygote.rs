@@ -316,6 +316,7 @@ impl ForkServer {
             stdout,
             stderr,
             memory_limit: l.memory,
+            workdir_size: policy.workdir.size,
         })
     }
 
@@ -720,6 +721,8 @@ pub struct Forked {
     limits: BTreeMap<outcome::Name, LimitReport>,
     layers: BTreeMap<outcome::Name, LayerReport>,
     memory_limit: Option<u64>,
+    /// The size of its workdir's tmpfs.
+    workdir_size: u64,
     /// The child's stdin, when the caller writes it.
     pub stdin: Option<std::fs::File>,
     /// Where it is passed on (each until its reader goes away).
@@ -899,6 +902,7 @@ impl Forked {
             memory_hit: stats.as_ref().is_some_and(|s| s.memory_limit_hit()),
             pids_refused: stats.as_ref().is_some_and(|s| s.pids_limit_hit()),
             memory_limit: self.memory_limit,
+            disk_over: end.is_some_and(|e| e.workdir_full),
             output_cap_hit: self.output.hit_cap,
             timed_out: w.timed_out,
             seccomp_kill,
@@ -926,6 +930,17 @@ impl Forked {
             o.warnings.push(
                 "seccomp: refused syscalls were not recorded (a fork server's child has no listener; the kernel refused them alone)".into(),
             );
+        }
+        if o.status == Status::DiskLimit {
+            o.detail = Some(format!(
+                "the workdir reached its size ({} bytes){}",
+                self.workdir_size,
+                if o.signal == Some(libc::SIGKILL) {
+                    ": run killed"
+                } else {
+                    ""
+                }
+            ));
         }
         classify::explain_oom(&mut o);
         o

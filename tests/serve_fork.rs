@@ -451,6 +451,39 @@ fn a_forked_run_takes_the_requests_own_limits() {
     }
 }
 
+/// A forked run that fills its workdir (the child's own tmpfs, of
+/// `--max-workdir`) ends as `disk_limit`, as a cold run does: killed when
+/// its init finds it full, or found full when the payload ended on its
+/// own (ENOSPC); the next run's workdir is empty and its own.
+#[test]
+fn a_forked_run_that_fills_its_workdir_ends_as_disk_limit() {
+    if !as_root("a_forked_run_that_fills_its_workdir_ends_as_disk_limit") {
+        return;
+    }
+    let s = forking(Who::Root, &["--max-workdir", "8m", "--max-timeout", "20s"]);
+    let fill = "import time\ntry:\n    with open('big', 'wb') as f:\n        for i in range(64):\n            f.write(bytes(1 << 20))\n            f.flush()\nexcept OSError:\n    pass\n";
+    // Writes past the cap and stays: killed once init finds it full.
+    let v = s.run(&py(&format!("{fill}time.sleep(30)"))).json();
+    assert_eq!(pool_use(&v), Ok(()), "{v}");
+    assert_eq!(v["status"], "disk_limit", "{v}");
+    assert_eq!(v["signal"], 9, "{v}");
+    assert!(v["usage"]["wall_time_ms"].as_u64().unwrap() < 20_000, "{v}");
+    // Ends on its own with the workdir full.
+    let v = s.run(&py(&format!("{fill}print('done')"))).json();
+    assert_eq!(pool_use(&v), Ok(()), "{v}");
+    assert_eq!(v["status"], "disk_limit", "{v}");
+    assert_eq!(stdout(&v), "done\n", "{v}");
+    // A run that writes less is not.
+    let v = s
+        .run(&py(
+            "import os\nprint(os.listdir('.'))\nopen('small', 'wb').write(bytes(1 << 20))",
+        ))
+        .json();
+    assert_eq!(pool_use(&v), Ok(()), "{v}");
+    assert_eq!(v["status"], "exited", "{v}");
+    assert_eq!(stdout(&v), "[]\n", "{v}");
+}
+
 /// A streamed (ndjson) request is forked too: its output comes as lines
 /// while it runs, capped by its own max_output, and its outcome (no
 /// captured output) says it was a hit.

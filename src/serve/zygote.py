@@ -103,7 +103,7 @@ def _zygote(sys, os):
     os.close(pidfd)
     # "k" from the confined payload, then its init's record of its end
     # (sys::forked::End: "x", the wait status 0, its usage).
-    if said[:6] != b"kx\0\0\0\0" or len(said) != 30 or end.si_code != os.CLD_EXITED or end.si_status != 0:
+    if said[:6] != b"kx\0\0\0\0" or len(said) != 31 or end.si_code != os.CLD_EXITED or end.si_status != 0:
         sock.sendall(b"F" + said[1:].split(b"\n")[0])
         os._exit(1)
     del said, end, pidfd, null, probe_r, probe_w, go_r, go_w

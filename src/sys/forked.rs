@@ -401,13 +401,17 @@ pub struct End {
     pub user_us: u64,
     pub sys_us: u64,
     pub maxrss_kb: u64,
+    /// The workdir's tmpfs was found full (no block or no inode left):
+    /// init then killed the run, or the payload ended on its own with it
+    /// full (the run's `disk_limit`, as a cold jail's init finds it).
+    pub workdir_full: bool,
 }
 
 impl End {
-    pub const LEN: usize = 29;
+    pub const LEN: usize = 30;
 
     /// `status`, with what init's reaped children used.
-    fn of(status: i32) -> End {
+    fn of(status: i32, workdir_full: bool) -> End {
         let ru = super::rusage_children();
         let us = |t: libc::timeval| (t.tv_sec.max(0) as u64) * 1_000_000 + t.tv_usec.max(0) as u64;
         End {
@@ -415,6 +419,7 @@ impl End {
             user_us: us(ru.ru_utime),
             sys_us: us(ru.ru_stime),
             maxrss_kb: ru.ru_maxrss.max(0) as u64,
+            workdir_full,
         }
     }
 
@@ -425,6 +430,7 @@ impl End {
         b[5..13].copy_from_slice(&self.user_us.to_le_bytes());
         b[13..21].copy_from_slice(&self.sys_us.to_le_bytes());
         b[21..29].copy_from_slice(&self.maxrss_kb.to_le_bytes());
+        b[29] = u8::from(self.workdir_full);
         b
     }
 
@@ -437,6 +443,7 @@ impl End {
             user_us: w(&b[5..13]),
             sys_us: w(&b[13..21]),
             maxrss_kb: w(&b[21..29]),
+            workdir_full: b[29] == 1,
         })
     }
 }
@@ -464,6 +471,9 @@ fn init(payload: i32, setup: RawFd) -> ! {
     // Reap first, then wait: a payload that ended before the signalfd was
     // made left no SIGCHLD to read (setting SIGCHLD's disposition to
     // SIG_DFL discards one pending), so each turn looks before it sleeps.
+    // The workdir (init's cwd, the run's own tmpfs) is looked at on each
+    // turn and at least every WORKDIR_LOOK_MS: full, the run is killed.
+    let mut full = false;
     loop {
         let mut ended = None;
         while let Ok(Some((pid, st))) = super::waitpid(-1, true) {
@@ -471,18 +481,22 @@ fn init(payload: i32, setup: RawFd) -> ! {
                 ended = Some(st);
             }
         }
+        full = full || workdir_full();
         if let Some(st) = ended {
             let _ = super::kill(-1, libc::SIGKILL);
             while super::waitpid(-1, false).is_ok() {}
-            let _ = super::write_all(setup, &End::of(st).encode());
+            let _ = super::write_all(setup, &End::of(st, full).encode());
             super::exit_now(0)
+        }
+        if full {
+            let _ = super::kill(-1, libc::SIGKILL);
         }
         let mut fds = [libc::pollfd {
             fd: sfd.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         }];
-        let _ = super::poll(&mut fds, -1);
+        let _ = super::poll(&mut fds, WORKDIR_LOOK_MS);
         while let Ok(Some(si)) = sfd.read_signal() {
             let sig = si.ssi_signo as i32;
             if sig == libc::SIGCHLD {
@@ -494,6 +508,16 @@ fn init(payload: i32, setup: RawFd) -> ! {
             let _ = super::kill(to, sig);
         }
     }
+}
+
+/// How often a forked run's init looks at its workdir while nothing else
+/// wakes it.
+const WORKDIR_LOOK_MS: i32 = 100;
+
+/// Whether the workdir (the cwd) has no block or no inode left.
+fn workdir_full() -> bool {
+    nix::sys::statvfs::statvfs(".")
+        .is_ok_and(|s| s.blocks_available() == 0 || s.files_available() == 0)
 }
 
 /// The child's own /proc (of its pid namespace, masked as every jail's:
@@ -683,6 +707,7 @@ mod tests {
             user_us: 1,
             sys_us: 2,
             maxrss_kb: 3,
+            workdir_full: true,
         };
         assert_eq!(End::decode(&end.encode()), Some(end));
         assert_eq!(End::decode(&end.encode()[..End::LEN - 1]), None);
