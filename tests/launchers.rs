@@ -63,14 +63,19 @@ fn stdout(v: &Value) -> &str {
 /// A server for each launcher of a python run: cold (no pool), warm
 /// member, fork server.
 fn servers() -> [(&'static str, Server); 3] {
+    servers_with(&[])
+}
+
+/// [`servers`], each started with `more` flags.
+fn servers_with(more: &[&str]) -> [(&'static str, Server); 3] {
     let modules = ["--warm-import", "json,socket,ctypes,resource"];
     let warm = ["--warm", "python=1"];
-    let cold = Server::start(Who::Root, &[]);
-    let member = Server::start(Who::Root, &[&warm[..], &modules[..]].concat());
+    let cold = Server::start(Who::Root, more);
+    let member = Server::start(Who::Root, &[&warm[..], &modules[..], more].concat());
     member.wait_ready();
     let fork = Server::start(
         Who::Root,
-        &[&warm[..], &modules[..], &["--warm-fork"][..]].concat(),
+        &[&warm[..], &modules[..], &["--warm-fork"][..], more].concat(),
     );
     fork.wait_ready();
     [("cold", cold), ("warm", member), ("forked", fork)]
@@ -272,5 +277,24 @@ fn every_launcher_ends_a_deadline_alike() {
             (&json!(128 + libc::SIGTERM), &json!(libc::SIGTERM)),
             "{launcher}: {v}"
         );
+    }
+}
+
+/// A run that fills its workdir (`--max-workdir 8m`) and stays ends as
+/// `disk_limit`, killed, by every launcher.
+#[test]
+fn every_launcher_ends_a_full_workdir_alike() {
+    if !common::is_root() {
+        common::skip(
+            "every_launcher_ends_a_full_workdir_alike",
+            "not root: no cgroup holds a forked run's limits, so no fork server",
+        );
+        return;
+    }
+    let fill = "import time\ntry:\n    with open('big', 'wb') as f:\n        for i in range(64):\n            f.write(bytes(1 << 20))\n            f.flush()\nexcept OSError as e:\n    print(e.strerror, flush=True)\ntime.sleep(30)";
+    for (launcher, s) in servers_with(&["--max-workdir", "8m"]) {
+        let v = run_as(launcher, &s, &py(fill));
+        assert_eq!(v["status"], "disk_limit", "{launcher}: {v}");
+        assert_eq!(v["signal"], libc::SIGKILL, "{launcher}: {v}");
     }
 }

@@ -467,7 +467,6 @@ fn a_forked_run_that_fills_its_workdir_ends_as_disk_limit() {
     assert_eq!(pool_use(&v), Ok(()), "{v}");
     assert_eq!(v["status"], "disk_limit", "{v}");
     assert_eq!(v["signal"], 9, "{v}");
-    assert!(v["usage"]["wall_time_ms"].as_u64().unwrap() < 20_000, "{v}");
     // Ends on its own with the workdir full.
     let v = s.run(&py(&format!("{fill}print('done')"))).json();
     assert_eq!(pool_use(&v), Ok(()), "{v}");
