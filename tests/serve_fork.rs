@@ -65,6 +65,21 @@ fn stdout(v: &Value) -> &str {
     v["stdout"]["data"].as_str().unwrap_or_default()
 }
 
+/// `body` run on `s` from a thread of its own (its answer when joined).
+fn run_aside(s: &Server, body: Value) -> std::thread::JoinHandle<serve_util::Resp> {
+    let sock = s.sock.clone();
+    std::thread::spawn(move || {
+        let c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        serve_util::send(
+            c,
+            "POST",
+            "/v1/runs",
+            &[],
+            &serde_json::to_vec(&body).unwrap(),
+        )
+    })
+}
+
 #[test]
 fn forked_runs_answer_as_cold_runs_do() {
     if !as_root("forked_runs_answer_as_cold_runs_do") {
@@ -206,19 +221,7 @@ fn a_forked_run_reaches_neither_the_zygote_nor_a_sibling() {
         print('whole')";
     let mut sib_req = py(sibling);
     sib_req["limits"] = json!({"timeout": "30s"});
-    let sib = {
-        let sock = s.sock.clone();
-        std::thread::spawn(move || {
-            let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
-            serve_util::send(
-                &mut c,
-                "POST",
-                "/v1/runs",
-                &[],
-                &serde_json::to_vec(&sib_req).unwrap(),
-            )
-        })
-    };
+    let sib = run_aside(&s, sib_req);
     // Give the sibling time to be running (what the hostile run checks
     // does not depend on it: it finds nothing either way, and the
     // sibling's own answer proves it was running meanwhile).
@@ -348,20 +351,10 @@ fn a_forked_runs_limits_are_its_own() {
     let v = s.run(&r).json();
     assert_eq!(v["status"], "output_limit", "{v}");
     assert_eq!(v["stdout"]["truncated"], true, "{v}");
-    let sibling = {
-        let sock = s.sock.clone();
-        std::thread::spawn(move || {
-            let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
-            let body = py("import time, os\ntime.sleep(2)\npid = os.fork()\nos._exit(0) if pid == 0 else os.waitpid(pid, 0)\nprint('fine')");
-            serve_util::send(
-                &mut c,
-                "POST",
-                "/v1/runs",
-                &[],
-                &serde_json::to_vec(&body).unwrap(),
-            )
-        })
-    };
+    let sibling = run_aside(
+        &s,
+        py("import time, os\ntime.sleep(2)\npid = os.fork()\nos._exit(0) if pid == 0 else os.waitpid(pid, 0)\nprint('fine')"),
+    );
     let bomb = "import os, time\nn = 0\nwhile True:\n    try:\n        if os.fork() == 0:\n            time.sleep(30); os._exit(0)\n        n += 1\n    except OSError:\n        break\nprint(n)\nraise SystemExit(1)";
     let v = s.run(&py(bomb)).json();
     assert_eq!(v["status"], "pids_limit", "{v}");
@@ -820,20 +813,7 @@ fn a_pool_of_two_fork_servers_takes_them_in_turn() {
     assert_eq!(zygotes().len(), 2);
     // Two runs at once: one child under each zygote.
     let runs: Vec<_> = (0..2)
-        .map(|_| {
-            let sock = s.sock.clone();
-            std::thread::spawn(move || {
-                let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
-                let body = py("import time\ntime.sleep(2)\nprint('slept')");
-                serve_util::send(
-                    &mut c,
-                    "POST",
-                    "/v1/runs",
-                    &[],
-                    &serde_json::to_vec(&body).unwrap(),
-                )
-            })
-        })
+        .map(|_| run_aside(&s, py("import time\ntime.sleep(2)\nprint('slept')")))
         .collect();
     // Each zygote seen with a run (each sleeps 2 s; not necessarily both
     // at the same moment): a child that forked its init and payload. The
