@@ -35,7 +35,7 @@ pub enum Stage {
 }
 
 impl Stage {
-    const ALL: [Stage; 7] = [
+    const ALL: [Stage; COUNT] = [
         Stage::ForkCgroupMake,
         Stage::ForkZygote,
         Stage::ForkCgroupMove,
@@ -59,8 +59,11 @@ impl Stage {
     }
 }
 
-static NANOS: [AtomicU64; 7] = [const { AtomicU64::new(0) }; 7];
-static COUNTS: [AtomicU64; 7] = [const { AtomicU64::new(0) }; 7];
+/// How many stages there are.
+const COUNT: usize = 7;
+
+static NANOS: [AtomicU64; COUNT] = [const { AtomicU64::new(0) }; COUNT];
+static COUNTS: [AtomicU64; COUNT] = [const { AtomicU64::new(0) }; COUNT];
 
 /// Count `d` of `stage`.
 pub fn record(stage: Stage, d: Duration) {

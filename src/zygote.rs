@@ -606,9 +606,16 @@ const CONFINED_WITHIN_MS: i32 = 30_000;
 /// is readable), or None when it ended without one or said nothing in
 /// [`CONFINED_WITHIN_MS`].
 fn first_word(setup: &OwnedFd) -> Option<Vec<u8>> {
-    let mut fds = [pfd(setup.as_raw_fd())];
-    if !matches!(sys::poll(&mut fds, CONFINED_WITHIN_MS), Ok(1)) {
-        return None;
+    let until = Instant::now() + Duration::from_millis(CONFINED_WITHIN_MS as u64);
+    loop {
+        let left = until.saturating_duration_since(Instant::now()).as_millis() as i32;
+        let mut fds = [pfd(setup.as_raw_fd())];
+        match sys::poll(&mut fds, left) {
+            Ok(1) => break,
+            // A signal (sys::poll says 0 then too): wait out the rest.
+            Ok(_) if left > 0 => continue,
+            _ => return None,
+        }
     }
     let mut buf = vec![0u8; 4096];
     match sys::read(setup.as_raw_fd(), &mut buf) {
