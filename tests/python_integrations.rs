@@ -161,17 +161,21 @@ fn home(s: &Scratch, label: &str, who: Who) -> PathBuf {
     home
 }
 
-/// Run the modules as `who` (in the fallback when `fallback`); return the
+/// The module whose tests (LangChain's own) time their commands against
+/// wall-clock deadlines: run alone, never beside the other runs.
+const TIMED: &str = "test_langchain_upstream";
+
+/// Run `modules` as `who` (in the fallback when `fallback`); return the
 /// result lines (test, result, detail).
 fn run_suite(
     s: &Scratch,
     py: &Path,
     tests: &Path,
-    who: Who,
-    fallback: bool,
+    (who, fallback): (Who, bool),
+    modules: &[&str],
 ) -> Vec<serde_json::Value> {
     let label = format!("{who:?}{}", if fallback { "-fallback" } else { "" });
-    let results = s.join(&format!("results-{label}.jsonl"));
+    let results = s.join(&format!("results-{label}-{}.jsonl", modules.len()));
     let mut c = if fallback {
         let mut c = Command::new(common::c_payload("chk_nouserns"));
         c.arg(py);
@@ -181,7 +185,7 @@ fn run_suite(
     };
     c.arg(tests.join("run_suite.py"))
         .arg(&results)
-        .args(MODULES)
+        .args(modules)
         .current_dir(tests)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -333,22 +337,45 @@ fn python_package_suites() {
     for &who in &users {
         run_readme_examples(&py, who);
     }
-    // Each user's suites, with and without user namespaces, at once: each
-    // run has a home, a results file and jails of its own.
+    // Root's suites with and without user namespaces at once (each run
+    // has a home, a results file and jails of its own; the fallback's
+    // jails run as leased uids), then uid 65534's, one at a time: its
+    // jails' pids limit is RLIMIT_NPROC, which counts every process of
+    // that uid on the host (root's jails run as 65534 too), so two such
+    // runs at once would refuse each other's forks (EAGAIN, seen). Then
+    // LangChain's own tests, one run at a time: they time their commands.
     let runs: Vec<(Who, bool)> = users
         .iter()
         .flat_map(|&who| [(who, false), (who, true)])
         .collect();
-    let results: Vec<Vec<serde_json::Value>> = std::thread::scope(|sc| {
-        let handles: Vec<_> = runs
-            .iter()
-            .map(|&(who, fallback)| {
-                let (s, py, tests) = (&s, &py, pkg.join("tests"));
-                sc.spawn(move || run_suite(s, py, &tests, who, fallback))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let tests = pkg.join("tests");
+    let untimed: Vec<&str> = MODULES.iter().copied().filter(|m| *m != TIMED).collect();
+    let mut results: Vec<Vec<serde_json::Value>> = Vec::new();
+    for &who in &users {
+        let mine = [(who, false), (who, true)];
+        if who == Who::Root {
+            results.extend(std::thread::scope(|sc| {
+                let handles: Vec<_> = mine
+                    .iter()
+                    .map(|&run| {
+                        let (s, py, tests, untimed) = (&s, &py, &tests, &untimed);
+                        sc.spawn(move || run_suite(s, py, tests, run, untimed))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap())
+                    .collect::<Vec<_>>()
+            }));
+        } else {
+            for run in mine {
+                results.push(run_suite(&s, &py, &tests, run, &untimed));
+            }
+        }
+    }
+    for (&run, r) in runs.iter().zip(results.iter_mut()) {
+        r.extend(run_suite(&s, &py, &tests, run, &[TIMED]));
+    }
     for ((who, fallback), results) in runs.iter().zip(&results) {
         let label = format!("{who:?}{}", if *fallback { "-fallback" } else { "" });
         tally(results, &label, &mut failed);
