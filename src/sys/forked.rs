@@ -28,7 +28,7 @@ mod init;
 mod recipe;
 mod steps;
 
-pub use failure::failure_of;
+pub use failure::{failure_of, Failure};
 pub use init::End;
 pub use recipe::{Go, Recipe, Ruleset, HANDOFF_MAX};
 pub use steps::Zygote;

@@ -5,7 +5,7 @@
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::OnceLock;
 
-use super::failure::{bad, failure};
+use super::failure::{bad, failure, Failed};
 use super::Zygote;
 
 static ZYGOTE: OnceLock<Zygote> = OnceLock::new();
@@ -87,7 +87,12 @@ pub extern "C" fn stockade_zygote_child(
             0
         }
         Err(e) => {
-            let _ = crate::write_all(setup, &failure(&e));
+            let f = Failed {
+                step: "zygote",
+                path: String::new(),
+                err: e,
+            };
+            let _ = crate::write_all(setup, &failure(&f));
             crate::exit_now(125)
         }
     }

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use nix::sys::signal::{SigSet, SigmaskHow};
 
-use super::failure::{bad, failure};
+use super::failure::{bad, failure, Failed, Step};
 use super::init::{init, INIT_SIGNALS};
 use super::recipe::{Go, Recipe, Ruleset, HANDOFF_MAX};
 use crate::{Errno, SysResult};
@@ -81,7 +81,8 @@ impl Zygote {
     /// which returns here confined. `stdio`: its stdin, stdout and
     /// stderr; `setup`: where the payload says "k" when confined and init
     /// the payload's end. On failure the child says `e` and the failed
-    /// step there, and ends (125); it never returns then.
+    /// step there (named as a cold jail names it, `failure`), and ends
+    /// (125); it never returns then.
     pub fn confine(&self, stdio: [RawFd; 3], setup: RawFd) {
         match self.steps(stdio, setup) {
             Ok(()) => {
@@ -97,36 +98,39 @@ impl Zygote {
         }
     }
 
-    fn steps(&self, stdio: [RawFd; 3], setup: RawFd) -> SysResult<()> {
+    fn steps(&self, stdio: [RawFd; 3], setup: RawFd) -> Result<(), Failed> {
         let r = &self.recipe;
         for (i, fd) in stdio.into_iter().enumerate() {
             // SAFETY: 0, 1 and 2 are the process's stdio, owned by no value
             // of the interpreter's that this child will use again.
-            unsafe { crate::dup2(fd, i as RawFd)? };
+            unsafe { crate::dup2(fd, i as RawFd) }.step("stdio", "")?;
         }
-        crate::setsid()?;
+        crate::setsid().step("setsid", "")?;
         use nix::sched::CloneFlags as F;
         let flags = F::CLONE_NEWNS | F::CLONE_NEWNET | F::CLONE_NEWIPC | F::CLONE_NEWUTS;
-        nix::sched::unshare(flags).or_else(|e| crate::err("unshare", "mount, net, ipc, uts", e))?;
+        nix::sched::unshare(flags)
+            .or_else(|e| crate::err("unshare", "mount, net, ipc, uts", e))
+            .step("create namespaces", "")?;
         crate::mount(
             None,
             Path::new("/"),
             None,
             libc::MS_REC | libc::MS_PRIVATE,
             None,
-        )?;
+        )
+        .step("make / private", "")?;
         // Mounted while the server puts us in the run's cgroup (at the
         // recipe's sizes: a tmpfs is charged for what is written in it,
         // not for its mount).
         mount_fresh(r, &self.masked)?;
-        crate::netns::loopback_up()?;
-        crate::chdir(&r.workdir)?;
+        crate::netns::loopback_up().step("network", "lo")?;
+        crate::chdir(&r.workdir).step("chdir", r.workdir.display())?;
         // The server's go (first on stdin) once we are in the run's cgroup,
         // with the run's tmpfs sizes: the payload is forked in it, and our
         // cgroup namespace is rooted at it.
-        let go = Go::read(0)?;
+        let go = Go::read(0).step("go", "")?;
         resize(r, &go)?;
-        crate::unshare_cgroupns()?;
+        crate::unshare_cgroupns().step("cgroup namespace", "")?;
         // pid 1 stays here as the run's init; the payload is pid 2, as in
         // every jail. Its signals blocked first: none is lost or acted on
         // between the fork and the signalfd.
@@ -136,44 +140,47 @@ impl Zygote {
         }
         let old = init_sigs
             .thread_swap_mask(SigmaskHow::SIG_BLOCK)
-            .or_else(|e| crate::err("sigprocmask", "SIG_BLOCK", e))?;
+            .or_else(|e| crate::err("sigprocmask", "SIG_BLOCK", e))
+            .step("signalfd", "")?;
         // SIGCHLD back to its default (the zygote ignores it, so that the
         // kernel reaps its children): init waits for the payload, which
         // finds it as a cold payload does.
         crate::default_sigchld();
         // SAFETY: the interpreter's fork made this process with one
         // thread, and it has started none since.
-        let Some(payload) = (unsafe { crate::fork() })? else {
+        let Some(payload) = (unsafe { crate::fork() }).step("start payload", "")? else {
             old.thread_set_mask()
-                .or_else(|e| crate::err("sigprocmask", "SIG_SETMASK", e))?;
+                .or_else(|e| crate::err("sigprocmask", "SIG_SETMASK", e))
+                .step("signals", "")?;
             return self.payload_steps(setup);
         };
         init(payload, setup)
     }
 
     /// pid 2's steps, the payload's in the payload's order.
-    fn payload_steps(&self, setup: RawFd) -> SysResult<()> {
+    fn payload_steps(&self, setup: RawFd) -> Result<(), Failed> {
         let r = &self.recipe;
         // A session of its own, as a cold payload's (no controlling
         // terminal; its init's session is not its).
-        crate::setsid()?;
-        let bounding = crate::drop_all_caps()?;
+        crate::setsid().step("setsid", "")?;
+        let bounding = crate::drop_all_caps().step("drop capabilities", "")?;
         if crate::caps_left(bounding).iter().any(|&n| n != 0) {
-            return Err(bad("capabilities are left after dropping them all"));
+            return Err(bad("capabilities are left after dropping them all"))
+                .step("drop capabilities", "");
         }
         // Dumpable, as a cold payload is after its execve (the zygote and
         // init are not): its /proc/self files are its own.
-        crate::set_dumpable(true)?;
-        crate::set_no_new_privs()?;
+        crate::set_dumpable(true).step("dumpable", "")?;
+        crate::set_no_new_privs().step("no_new_privs", "")?;
         if let Some(l) = &r.landlock {
             enforce_landlock(l)?;
         }
         // SAFETY: the child never returns to the code that owns the fds
         // closed here (the zygote's loop): it runs its program, whose
         // objects own none of them, and exits.
-        unsafe { crate::close_all_but(&[0, 1, 2, setup])? };
+        unsafe { crate::close_all_but(&[0, 1, 2, setup]) }.step("close fds", "")?;
         if !r.seccomp.is_empty() {
-            crate::seccomp::install(&r.seccomp, false)?;
+            crate::seccomp::install(&r.seccomp, false).step("seccomp", "")?;
         }
         Ok(())
     }
@@ -182,82 +189,85 @@ impl Zygote {
 /// The child's own /proc (of its pid namespace, masked as every jail's:
 /// `procfs::mask`), /tmp, workdir, /dev/shm,
 /// /dev/pts and, where the jail has one, /dev/mqueue (its new IPC
-/// namespace's queues).
-fn mount_fresh(r: &Recipe, masked: &(Vec<&str>, Vec<&str>)) -> SysResult<()> {
+/// namespace's queues). Each failure is the cold root's step for it.
+fn mount_fresh(r: &Recipe, masked: &(Vec<&str>, Vec<&str>)) -> Result<(), Failed> {
     let (nosuid, nodev, noexec) = (libc::MS_NOSUID, libc::MS_NODEV, libc::MS_NOEXEC);
     let size = format!("size={}", r.tmp_size);
     let wd = format!("{size},mode=755,uid={},gid={}", r.uid, r.gid);
-    crate::mount(
-        Some("proc"),
-        Path::new("/proc"),
-        Some("proc"),
-        crate::procfs::FLAGS,
-        None,
-    )?;
-    let proc_root = open_dir(Path::new("/proc"))?;
-    let devnull = open_path(Path::new("/dev/null"))?;
-    crate::procfs::mask_these(
-        &proc_root,
-        Path::new("/proc"),
-        &devnull,
-        &masked.0,
-        &masked.1,
-    )?;
-    let mounts: [(&str, &Path, libc::c_ulong, String); 4] = [
+    let proc = Path::new("/proc");
+    crate::mount(Some("proc"), proc, Some("proc"), crate::procfs::FLAGS, None)
+        .step("proc", rel(proc))?;
+    let proc_root = open_dir(proc).step("proc", rel(proc))?;
+    let null = Path::new("/dev/null");
+    let devnull = open_path(null).step("open device", null.display())?;
+    crate::procfs::mask_these(&proc_root, proc, &devnull, &masked.0, &masked.1)
+        .step("proc", rel(proc))?;
+    // (the cold root's step, the filesystem, where, flags, options)
+    let mounts: [(&str, &str, &Path, libc::c_ulong, String); 4] = [
         (
+            "tmpfs",
             "tmpfs",
             Path::new("/tmp"),
             nosuid | nodev,
             format!("{size},mode=1777"),
         ),
-        ("tmpfs", &r.workdir, nosuid | nodev, wd),
+        ("tmpfs", "tmpfs", &r.workdir, nosuid | nodev, wd),
         (
+            "dev",
             "tmpfs",
             Path::new("/dev/shm"),
             nosuid | nodev,
             format!("{size},mode=1777"),
         ),
         (
+            "dev",
             "devpts",
             Path::new("/dev/pts"),
             nosuid | noexec,
             "newinstance,ptmxmode=0666,mode=620".into(),
         ),
     ];
-    for (fstype, at, flags, data) in mounts {
-        crate::mount(Some(fstype), at, Some(fstype), flags, Some(&data))?;
+    for (step, fstype, at, flags, data) in mounts {
+        crate::mount(Some(fstype), at, Some(fstype), flags, Some(&data)).step(step, rel(at))?;
     }
-    if Path::new("/dev/mqueue").is_dir() {
-        let at = Path::new("/dev/mqueue");
+    let mq = Path::new("/dev/mqueue");
+    if mq.is_dir() {
         crate::mount(
             Some("mqueue"),
-            at,
+            mq,
             Some("mqueue"),
             nosuid | nodev | noexec,
             None,
-        )?;
+        )
+        .step("dev", rel(mq))?;
     }
     Ok(())
 }
 
 /// The run's own tmpfs sizes where its go names them (remounted: nothing
 /// is in them yet).
-fn resize(r: &Recipe, go: &Go) -> SysResult<()> {
+fn resize(r: &Recipe, go: &Go) -> Result<(), Failed> {
     let flags = libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV;
-    let mut at: Vec<(&Path, u64)> = Vec::new();
+    // (the cold root's step, where, the size)
+    let mut at: Vec<(&str, &Path, u64)> = Vec::new();
     if go.tmp_size > 0 && go.tmp_size != r.tmp_size {
         at.extend([
-            (Path::new("/tmp"), go.tmp_size),
-            (Path::new("/dev/shm"), go.tmp_size),
+            ("tmpfs", Path::new("/tmp"), go.tmp_size),
+            ("dev", Path::new("/dev/shm"), go.tmp_size),
         ]);
     }
     if go.workdir_size > 0 && go.workdir_size != r.tmp_size {
-        at.push((&r.workdir, go.workdir_size));
+        at.push(("tmpfs", &r.workdir, go.workdir_size));
     }
-    for (p, size) in at {
-        crate::mount(None, p, None, flags, Some(&format!("size={size}")))?;
+    for (step, p, size) in at {
+        crate::mount(None, p, None, flags, Some(&format!("size={size}"))).step(step, rel(p))?;
     }
     Ok(())
+}
+
+/// A jail path as a cold root's step names it: without its leading `/`.
+fn rel(p: &Path) -> std::path::Display<'_> {
+    p.strip_prefix("/").unwrap_or(p).display()
 }
 
 fn open_path(p: &Path) -> SysResult<OwnedFd> {
@@ -280,14 +290,15 @@ fn open_dir(p: &Path) -> SysResult<OwnedFd> {
 
 /// Make `l` and enforce it on the calling process. A rule whose path is
 /// gone is left out (less granted, never more).
-fn enforce_landlock(l: &Ruleset) -> SysResult<()> {
-    let rs = crate::landlock::ruleset(l.fs, l.net, l.scoped)?;
+fn enforce_landlock(l: &Ruleset) -> Result<(), Failed> {
+    let rs = crate::landlock::ruleset(l.fs, l.net, l.scoped).step("landlock", "")?;
     for (access, path) in &l.rules {
         match crate::landlock::open_rule(path) {
-            Ok(fd) => crate::landlock::add_path_rule(&rs, *access, &fd, path)?,
+            Ok(fd) => crate::landlock::add_path_rule(&rs, *access, &fd, path)
+                .step("landlock", path.display())?,
             Err(e) if e.errno == Errno::ENOENT => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err(e).step("landlock", path.display()),
         }
     }
-    crate::landlock::restrict_self(&rs, 0)
+    crate::landlock::restrict_self(&rs, 0).step("landlock", "")
 }
