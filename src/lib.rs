@@ -16,6 +16,7 @@ mod cli;
 mod egress;
 mod host;
 mod jail;
+mod observe;
 pub mod outcome;
 mod plan;
 pub mod policy;

@@ -248,7 +248,7 @@ pub enum Denial {
     /// An access to a masked path (`--deny`, `--deny-glob`) that could be
     /// seen: `path` the jail path covered, `access` `open` (the cover, an
     /// empty file or directory, was opened: to be read or listed), and
-    /// how many times (at least: see `supervise::masks`). What touches a
+    /// how many times (at least: see `observe::masks`). What touches a
     /// cover without opening it (a stat, an open for writing the
     /// read-only cover refuses first) is not seen.
     Mask {

@@ -58,7 +58,7 @@ pub struct Compiled {
     mismatch_at: Vec<usize>,
     /// The syscall number the filter sends to the supervisor's listener
     /// although the allowlist allows it (`connect` in the fallback: see
-    /// supervise::unix).
+    /// observe::unix).
     pub mediated: Option<i32>,
     /// Learning mode with `learn_paths`: the path-taking syscalls the
     /// allowlist allows, sent to the listener so that it records their

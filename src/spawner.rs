@@ -30,7 +30,7 @@
 //!
 //! A run asked for as `run-held` starts with its clock held: no deadline
 //! until the caller writes the start record on the control socket
-//! ([`crate::Child::start_clock`]; see `supervise::deadline`).
+//! ([`crate::Child::start_clock`]; see `observe::deadline`).
 
 #![deny(unsafe_code)]
 

@@ -6,24 +6,18 @@
 
 #![deny(unsafe_code)]
 
-mod audit;
 mod channels;
 mod childpid;
 pub mod classify;
-pub(crate) mod deadline;
+pub(crate) mod engine;
 mod idmap;
 pub mod layers;
-pub mod learn;
-mod lines;
-mod masks;
 pub mod namespaces;
-pub(crate) mod pump;
 pub(crate) mod report;
 pub mod rundir;
 pub mod spawn;
-pub mod unix;
 pub mod watch;
 
-pub(crate) use deadline::{
+pub(crate) use crate::observe::deadline::{
     encode_start, encode_start_limits, hold, OutputTo, LIMITS_REFUSED, LIMITS_SET,
 };

@@ -3,7 +3,7 @@
 //!
 //! - seccomp: learning mode (everything outside the allowlist runs and is
 //!   recorded), and the path-taking syscalls sent to the listener too,
-//!   which records their paths (`supervise::learn::paths`);
+//!   which records their paths (`observe::learn::paths`);
 //! - the filesystem: Landlock has no report-only mode, so the jail is the
 //!   base profile's, plus [`LEARN_TREES`] of the host bound read-only. A
 //!   write there fails (EROFS), and nothing the command writes reaches the

@@ -35,7 +35,7 @@ pub const GO_REROOT_CGROUP: u8 = b'R';
 /// The network namespace's fd, sent after GO (when the plan makes one).
 pub const NETNS: u8 = b'N';
 /// init → supervisor, on the control socket: the covers' inotify watch
-/// (with the number of covers watched, a u32), see `supervise::masks`.
+/// (with the number of covers watched, a u32), see `observe::masks`.
 pub const MASKS: u8 = b'M';
 /// supervisor → init, after GO (and the network namespace) when the plan
 /// has a `Landlock::log_tag`: the payload asks for its Landlock denials to

@@ -1,6 +1,6 @@
 //! The syscalls that name a path, and where: learning mode sends them to
 //! the supervisor's listener, which reads the path and records whether it
-//! was looked at, read or written (`supervise::learn`).
+//! was looked at, read or written (`observe::learn`).
 
 /// What a syscall does to the paths it names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -24,7 +24,7 @@ pub struct SeccompPolicy {
     /// socket() only for AF_UNIX: set for the fallback without a network
     /// namespace, where Landlock can deny TCP but not UDP.
     pub unix_sockets_only: bool,
-    /// The fallback's unix-socket mediation (see supervise::unix): connect()
+    /// The fallback's unix-socket mediation (see observe::unix): connect()
     /// goes to the supervisor, and AF_UNIX datagram sockets are refused.
     pub mediate_unix: bool,
     /// The payload shares the host's IPC namespace (the fallback): the

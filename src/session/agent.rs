@@ -244,7 +244,7 @@ impl Agent {
 
     fn next_deadline(&self) -> Option<Instant> {
         match &self.running {
-            Some(r) => Some(r.deadline),
+            Some(r) => r.next(),
             None => self.idle.map(|i| self.last + i),
         }
     }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use super::guard::Isolation;
 use super::proto::{self, ExitStatus};
 use super::state::{self, State};
+use crate::observe::deadline::Deadline;
 use crate::sys;
 
 /// What the agent's loop receives.
@@ -42,12 +43,13 @@ pub(crate) struct Running {
     pub(crate) seq: u64,
     pub(crate) pgid: i32,
     started: Instant,
-    /// The command's deadline, then (once signalled) its SIGKILL.
-    pub(crate) deadline: Instant,
+    /// The command's deadline: SIGTERM at its timeout, SIGKILL after the
+    /// grace (`observe::deadline`, as every run's).
+    deadline: Deadline,
+    /// After its SIGKILL: when to stop waiting for its streams.
+    give_up: Option<Instant>,
     /// Why it was signalled (timeout, interrupt), if it was.
     pub(crate) ending: Option<ExitStatus>,
-    /// SIGKILL has been sent.
-    killed: bool,
     max_output: u64,
     kept: u64,
     truncated: bool,
@@ -120,9 +122,9 @@ impl Running {
             seq,
             pgid: pid,
             started: Instant::now(),
-            deadline: Instant::now() + timeout,
+            deadline: Deadline::new(Some(Instant::now() + timeout), GRACE),
+            give_up: None,
             ending: None,
-            killed: false,
             max_output: e.max_output.unwrap_or(proto::DEFAULT_MAX_OUTPUT),
             kept: 0,
             truncated: false,
@@ -146,21 +148,33 @@ impl Running {
     pub(crate) fn stop(&mut self, sig: i32, why: ExitStatus) {
         self.ending.get_or_insert(why);
         let _ = sys::kill(-self.pgid, sig);
-        self.deadline = Instant::now() + GRACE;
+        self.deadline.cut_short(Instant::now());
     }
 
-    /// The deadline passed: time out, or SIGKILL after the grace. Once the
-    /// shell has ended, true: finish without waiting for the streams.
+    /// When to look at it again: its deadline or grace, or the end of the
+    /// wait for its streams after SIGKILL.
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.deadline.next().or(self.give_up)
+    }
+
+    /// A time from [`Running::next`] came: SIGTERM at the deadline (a
+    /// timeout), SIGKILL after the grace. Once the shell has ended, true:
+    /// finish without waiting for the streams.
     pub(crate) fn deadline_passed(&mut self) -> bool {
         if self.status.is_some() {
             return true;
         }
-        if self.ending.is_none() {
-            self.stop(libc::SIGTERM, ExitStatus::Timeout);
-        } else if !self.killed {
-            self.killed = true;
+        let now = Instant::now();
+        if self.deadline.term_due(now) {
+            self.ending.get_or_insert(ExitStatus::Timeout);
+            let _ = sys::kill(-self.pgid, libc::SIGTERM);
+        }
+        if self.deadline.kill_due(now) {
             let _ = sys::kill(-self.pgid, libc::SIGKILL);
-            self.deadline = Instant::now() + GRACE;
+            self.give_up = Some(now + GRACE);
+        } else if self.give_up.is_some_and(|g| now >= g) {
+            // Nothing more to time: its end comes from its waiter.
+            self.give_up = None;
         }
         false
     }

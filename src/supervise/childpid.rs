@@ -118,3 +118,15 @@ impl Hello {
         }
     }
 }
+
+impl crate::observe::Observer for Hello {
+    fn fds(&self, _gone: bool) -> [RawFd; 2] {
+        [self.fd(), -1]
+    }
+
+    fn on_ready(&mut self, _fd: Option<RawFd>, _asks: &mut Vec<crate::observe::Ask>) {
+        if !self.done {
+            self.on_ready();
+        }
+    }
+}

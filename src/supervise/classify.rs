@@ -32,7 +32,7 @@ pub struct Observed {
     pub peak_vm: u64,
     /// The supervisor saw a process of the jail ask for more address
     /// space at once than RLIMIT_AS had left it (see
-    /// `supervise::learn`'s allocation meter): the rlimit refused it.
+    /// `observe::learn`'s allocation meter): the rlimit refused it.
     pub allocation_refused: bool,
     /// `--pids-limit`, and whether RLIMIT_NPROC enforced it.
     pub pids_limit: Option<u64>,

@@ -6,10 +6,10 @@
 #![deny(unsafe_code)]
 
 use super::classify;
-use super::pump::Output;
 use super::watch::Watch;
 use crate::cgroup;
 use crate::jail::proto;
+use crate::observe::pump::Output;
 use crate::outcome::{self, LayerReport, LimitReport, Outcome, Status, Violation};
 use crate::plan::limits::CgroupLayer;
 use crate::plan::{Plan, SetupError};

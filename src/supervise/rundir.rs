@@ -157,6 +157,8 @@ pub struct Meter {
     pub last: Usage,
     /// Most bytes seen.
     pub peak: u64,
+    /// A walk found the directory past the cap (the watch killed the jail).
+    pub hit: bool,
 }
 
 /// Shortest time between two walks; a walk that takes longer than a
@@ -172,12 +174,8 @@ impl Meter {
             interval: PERIOD,
             last: Usage::default(),
             peak: 0,
+            hit: false,
         }
-    }
-
-    /// When the next walk is due.
-    pub fn due(&self) -> Instant {
-        self.next
     }
 
     /// Walk now; true when the directory holds more than the cap (or hides
@@ -200,6 +198,25 @@ impl Meter {
     /// The last walk found more than the cap, or something hidden.
     pub fn over(&self) -> bool {
         self.last.bytes > self.cap || self.last.hidden
+    }
+}
+
+/// As the watch's observer: walked when due while the jail runs; past
+/// the cap, the jail is killed (once).
+impl crate::observe::Observer for Meter {
+    fn fds(&self, _gone: bool) -> [i32; 2] {
+        [-1, -1]
+    }
+
+    fn due(&self, gone: bool) -> Option<Instant> {
+        (!gone && !self.hit).then_some(self.next)
+    }
+
+    fn on_ready(&mut self, _fd: Option<i32>, asks: &mut Vec<crate::observe::Ask>) {
+        if self.check() {
+            self.hit = true;
+            asks.push(crate::observe::Ask::Kill);
+        }
     }
 }
 

@@ -9,18 +9,18 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
-use super::audit::AuditLog;
 use super::channels::Channels;
 use super::childpid::{ChildPid, Hello};
-use super::learn::{self, Learner};
-use super::lines::Lines;
-use super::masks::MaskWatch;
-use super::pump::Output;
 use super::watch::{has_status, Watch};
 use super::{classify, idmap, layers, namespaces, report};
 use crate::cgroup;
 use crate::egress::{Denials, Proxy};
 use crate::jail::proto;
+use crate::observe::audit::AuditLog;
+use crate::observe::learn::{self, Learner};
+use crate::observe::lines::Lines;
+use crate::observe::masks::MaskWatch;
+use crate::observe::pump::Output;
 use crate::outcome::Outcome;
 use crate::plan::{step, Namespaces, Plan, Resources, SetupError};
 use crate::policy::Network;
@@ -82,9 +82,9 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
         o.warnings.push(w);
     }
     // A held clock counts from when the caller started it.
-    let from = super::deadline::started_at().unwrap_or(start);
+    let from = crate::observe::deadline::started_at().unwrap_or(start);
     o.usage.wall_time_ms = from.elapsed().as_millis() as u64;
-    super::deadline::restate_limits(&mut o);
+    crate::observe::deadline::restate_limits(&mut o);
     Spawned::Ran(Box::new(o))
 }
 
@@ -166,7 +166,7 @@ fn run_inner(
             o.denials_unrecorded.insert("landlock".into(), why);
         }
     }
-    w.masks = MaskWatch::for_plan(plan, lines.clone());
+    w.masks = MaskWatch::for_plan(plan, lines.clone(), w.ctl.as_raw_fd());
     w.hello = hello;
     let reports = w.wait(&ours.rep, &ours.sfd);
     if let Some(h) = w.hello.take() {
@@ -366,7 +366,7 @@ fn remove_cgroup(c: cgroup::RunCgroup, o: &mut Outcome) -> cgroup::Stats {
 /// one was due (refusals unrecorded), and whether an allocation larger
 /// than RLIMIT_AS had left was seen (the allocation meter).
 fn finish_listener(w: &mut Watch, o: &mut Outcome) -> Listened {
-    let violation = w.violation.clone();
+    let violation = w.learner.as_ref().and_then(|l| l.killed_for());
     let mut unix_report = None;
     let mut unheard = false;
     let mut allocation_refused = false;

@@ -117,7 +117,7 @@ pub(super) fn finish(made: &Made, base: &Path) -> Result<(), JailError> {
 /// Watch every cover (in the plan's order; after pivot_root, by its jail
 /// path) for opens and reads, on one inotify instance whose watch
 /// descriptors are 1, 2, … in that order: the supervisor maps them back
-/// (`supervise::masks`). Returns the instance and how many covers are
+/// (`observe::masks`). Returns the instance and how many covers are
 /// watched (the first N; a watch refused, say for lack of inotify
 /// watches, ends the list). None when there are no covers.
 pub fn watch(covers: &[&Path]) -> Option<(std::os::fd::OwnedFd, u32)> {

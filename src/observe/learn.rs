@@ -33,7 +33,7 @@ pub enum Mode {
     /// kills the jail (see [`Learner::violation`]).
     Kill,
     /// Answer EPERM and record the denial (and mediate the fallback's
-    /// connect: see supervise::unix).
+    /// connect: see observe::unix).
     Errno,
 }
 
@@ -91,6 +91,8 @@ pub struct Learner {
     seen: Vec<i64>,
     seen_set: BTreeSet<i64>,
     violation: Option<i64>,
+    /// The watch was asked to kill the jail for the violation.
+    killed_for: bool,
     /// Errno mode: each (syscall, host tid) refused, in the order first
     /// refused, with the jail's tid and a count; at most MAX_DENIALS.
     denied: Vec<Refused>,
@@ -156,6 +158,7 @@ impl Learner {
             seen: Vec::new(),
             seen_set: BTreeSet::new(),
             violation: None,
+            killed_for: false,
             denied: Vec::new(),
             more: 0,
             heard_from: false,
@@ -411,6 +414,36 @@ fn refused(
     };
     lines.send(&r.denial());
     denied.push(r);
+}
+
+/// As the watch's observer: its socket (until the listener comes), then
+/// the listener, and the connect agent; in kill mode, the first refused
+/// syscall asks for the jail's end (once).
+impl super::Observer for Learner {
+    fn fds(&self, _gone: bool) -> [RawFd; 2] {
+        let v = Learner::fds(self);
+        [
+            v.first().copied().unwrap_or(-1),
+            v.get(1).copied().unwrap_or(-1),
+        ]
+    }
+
+    fn on_ready(&mut self, fd: Option<RawFd>, asks: &mut Vec<super::Ask>) {
+        if let Some(fd) = fd {
+            Learner::on_ready(self, fd);
+        }
+        if !self.killed_for && self.violation.is_some() {
+            self.killed_for = true;
+            asks.push(super::Ask::Kill);
+        }
+    }
+}
+
+impl Learner {
+    /// Kill mode: the refused syscall the jail was killed for.
+    pub fn killed_for(&self) -> Option<(i64, String)> {
+        self.violation().filter(|_| self.killed_for)
+    }
 }
 
 #[cfg(test)]

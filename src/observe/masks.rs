@@ -53,11 +53,13 @@ pub struct MaskWatch {
     more: u64,
     overflowed: bool,
     lines: Lines,
+    /// The supervisor's end of the control socket, where init's watch comes.
+    ctl: RawFd,
 }
 
 impl MaskWatch {
     /// For a plan with covers (None without).
-    pub fn for_plan(plan: &Plan, lines: Lines) -> Option<MaskWatch> {
+    pub fn for_plan(plan: &Plan, lines: Lines, ctl: RawFd) -> Option<MaskWatch> {
         let paths: Vec<String> = plan
             .root
             .steps
@@ -81,12 +83,8 @@ impl MaskWatch {
             more: 0,
             overflowed: false,
             lines,
+            ctl,
         })
-    }
-
-    /// Still waiting for init's watch on the control socket.
-    pub fn waiting(&self) -> bool {
-        self.waiting
     }
 
     /// The control socket is readable: take the watch.
@@ -207,4 +205,21 @@ fn events(buf: &[u8]) -> Vec<(i32, u32)> {
         at += 16 + len as usize;
     }
     out
+}
+
+/// As the watch's observer: the control socket while init's watch is to
+/// come, then the inotify fd.
+impl super::Observer for MaskWatch {
+    fn fds(&self, _gone: bool) -> [RawFd; 2] {
+        let ctl = if self.waiting { self.ctl } else { -1 };
+        [ctl, self.fd().unwrap_or(-1)]
+    }
+
+    fn on_ready(&mut self, fd: Option<RawFd>, _asks: &mut Vec<super::Ask>) {
+        match fd {
+            Some(fd) if fd == self.ctl && self.waiting => self.on_ctl(fd),
+            Some(_) => MaskWatch::on_ready(self),
+            None => {}
+        }
+    }
 }

@@ -308,6 +308,17 @@ fn unhex(s: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes?).into_owned())
 }
 
+/// As the watch's observer: the audit socket's records, read as they come.
+impl super::Observer for AuditLog {
+    fn fds(&self, _gone: bool) -> [RawFd; 2] {
+        [self.fd().unwrap_or(-1), -1]
+    }
+
+    fn on_ready(&mut self, _fd: Option<RawFd>, _asks: &mut Vec<super::Ask>) {
+        AuditLog::on_ready(self);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,19 +13,19 @@ use crate::sys::{self, Errno};
 const DEFAULT_CAPTURE: u64 = 16 << 20;
 
 /// One output stream of the payload.
-pub(super) struct Stream {
-    pub(super) fd: OwnedFd,
-    pub(super) open: bool,
+pub(crate) struct Stream {
+    pub(crate) fd: OwnedFd,
+    pub(crate) open: bool,
     /// Where to stream it (our stdout or stderr); None: capture only.
-    pub(super) forward: Option<RawFd>,
-    pub(super) captured: Vec<u8>,
-    pub(super) keep: u64,
-    pub(super) truncated: bool,
-    pub(super) bytes: u64,
+    pub(crate) forward: Option<RawFd>,
+    pub(crate) captured: Vec<u8>,
+    pub(crate) keep: u64,
+    pub(crate) truncated: bool,
+    pub(crate) bytes: u64,
 }
 
 impl Stream {
-    pub(super) fn new(fd: OwnedFd, forward: Option<RawFd>, keep: u64) -> Stream {
+    pub(crate) fn new(fd: OwnedFd, forward: Option<RawFd>, keep: u64) -> Stream {
         let _ = sys::set_nonblocking(fd.as_raw_fd());
         Stream {
             fd,
@@ -58,21 +58,21 @@ pub(crate) enum Which {
 /// The payload's stdout and stderr (when piped through us) and the cap on
 /// them together.
 pub(crate) struct Output {
-    pub(super) out: Option<Stream>,
-    pub(super) err: Option<Stream>,
+    pub(crate) out: Option<Stream>,
+    pub(crate) err: Option<Stream>,
     cap: Option<u64>,
     total: u64,
     /// The cap was passed.
     pub(crate) hit_cap: bool,
     /// What is kept goes in the outcome.
-    pub(super) capture: bool,
+    pub(crate) capture: bool,
     /// Where stdout is streamed when it is (None: it carries the report).
     out_to: Option<RawFd>,
 }
 
 impl Output {
     /// The read ends of the pipes, as the plan wants them streamed and kept.
-    pub(super) fn new(plan: &Plan, out: Option<OwnedFd>, err: Option<OwnedFd>) -> Output {
+    pub(crate) fn new(plan: &Plan, out: Option<OwnedFd>, err: Option<OwnedFd>) -> Output {
         let keep = if plan.channels.capture {
             plan.limits.asked.max_output.unwrap_or(DEFAULT_CAPTURE)
         } else {
@@ -127,8 +127,8 @@ impl Output {
 
     /// From now on, the output goes `to` (a held clock started): captured
     /// only, or streamed only (what was captured so far is dropped).
-    pub(super) fn send_to(&mut self, to: crate::supervise::OutputTo) {
-        use crate::supervise::OutputTo;
+    pub(crate) fn send_to(&mut self, to: super::deadline::OutputTo) {
+        use super::deadline::OutputTo;
         let (capture, keep) = match to {
             OutputTo::AsSpawned => return,
             OutputTo::Captured => (true, self.cap.unwrap_or(DEFAULT_CAPTURE)),
@@ -150,7 +150,7 @@ impl Output {
 
     /// A new cap (a held clock started with one): what is kept of each
     /// stream follows it when output is captured.
-    pub(super) fn set_cap(&mut self, cap: u64) {
+    pub(crate) fn set_cap(&mut self, cap: u64) {
         self.cap = Some(cap);
         for s in [&mut self.out, &mut self.err].into_iter().flatten() {
             if s.keep > 0 {

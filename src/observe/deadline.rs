@@ -157,17 +157,17 @@ pub(crate) fn hold() {
 }
 
 /// Whether the clock is held (until [`clock_started`]).
-pub(super) fn held() -> bool {
+pub(crate) fn held() -> bool {
     HELD.load(Ordering::SeqCst)
 }
 
 /// The caller started the held clock now, with `c`.
-pub(super) fn clock_started(now: Instant, c: ClockStart) {
+pub(crate) fn clock_started(now: Instant, c: ClockStart) {
     *STARTED.lock().unwrap_or_else(|e| e.into_inner()) = Some((now, c));
 }
 
 /// When the held clock was started (None: not held, or never started).
-pub(super) fn started_at() -> Option<Instant> {
+pub(crate) fn started_at() -> Option<Instant> {
     STARTED
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -176,7 +176,7 @@ pub(super) fn started_at() -> Option<Instant> {
 
 /// The outcome's limits say what the clock's start asked for (a timeout
 /// or output cap other than the policy's).
-pub(super) fn restate_limits(o: &mut Outcome) {
+pub(crate) fn restate_limits(o: &mut Outcome) {
     let Some((_, c)) = *STARTED.lock().unwrap_or_else(|e| e.into_inner()) else {
         return;
     };
@@ -235,8 +235,17 @@ impl Deadline {
     }
 
     /// Set the deadline now (a held clock started): at `at`, none if None.
-    pub(super) fn start(&mut self, at: Option<Instant>) {
+    pub(crate) fn start(&mut self, at: Option<Instant>) {
         self.at = at;
+    }
+
+    /// Ended early (an interrupt was passed on at `now`): no deadline
+    /// from here, SIGKILL after the grace unless one is due already.
+    pub(crate) fn cut_short(&mut self, now: Instant) {
+        self.at = None;
+        if !self.timed_out && self.kill_at.is_none() {
+            self.kill_at = Some(now + self.grace);
+        }
     }
 
     /// True once, when `now` reaches the deadline: terminate the jail.
