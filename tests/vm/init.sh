@@ -24,6 +24,8 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 hostname vmtest
+# tests.sh talks to `stockade serve` over TCP on lo (busybox wget).
+ip link set lo up
 exec </dev/null
 
 C=/sys/fs/cgroup
