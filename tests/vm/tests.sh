@@ -17,6 +17,11 @@
 #   output_limit                             --max-output (status output_limit)
 #   stale_cgroup_removed_after_crash         cleanup_stale() at start
 #   no_leftover_*                            RunCgroup::remove after every run
+#   python_profile_runs                      python discovery, the VM's python3 stdlib
+#   fork_*                                   stockade serve --warm-fork: the zygote
+#                                            (the VM's python3 and its stdlib), a run
+#                                            cgroup per forked child from the request's
+#                                            own limits, /metrics' pool and stage counters
 
 who=$1
 case $who in
@@ -205,6 +210,17 @@ fi
 # the server's included, and those limits hold; nothing is left behind.
 # The fork server: src/zygote.rs, src/serve/zygote.py.
 if [ -x /usr/bin/python3 ]; then
+    started=$(cut -d. -f1 /proc/uptime)
+    # The python profile, cold: its interpreter found (src/host/python.rs)
+    # and run with its stdlib, a zip, and ctypes (lib-dynload, libffi).
+    out=$(st run --profile python -- python3 -c 'import ctypes, json, sys
+print(json.dumps(sys.path[1]), ctypes.sizeof(ctypes.c_void_p))' 2>&1)
+    if echo "$out" | grep -q '^"/usr/lib/python3[0-9]*\.zip" 8$'; then
+        pass python_profile_runs
+    else
+        fail python_profile_runs "$out"
+    fi
+
     case $who in
     root) port=8701 ;;
     *) port=8702 ;;
@@ -226,6 +242,11 @@ if [ -x /usr/bin/python3 ]; then
     # stage_runs STAGE: runs that went through a warm run's stage
     stage_runs() { metric "stockade_stage_runs_total{stage=\"$1\"}"; }
     hit() { echo "$1" | grep -q '"pool":{"hit":true}'; }
+    # brief JSON: what a FAIL line needs of an answer, not its layers (one
+    # pattern: busybox grep -o prints the matches of the last -e alone)
+    brief() {
+        echo "$1" | grep -o -E '"(status|exit_code|signal)":("[a-z_]*"|[0-9a-z]*)|"pool":\{[^}]*\}|"(memory|pids|timeout)":\{[^}]*\}|"(stdout|stderr)":\{"data":"[^"]*"|"error":"[^"]*"' | tr '\n' ' '
+    }
     # runs_left: the server's run cgroups, each with how many processes it holds
     runs_left() { for d in $P/run-*; do [ -d "$d" ] && echo "${d##*/}:$(wc -l <$d/cgroup.procs)"; done | tr '\n' ' '; }
 
@@ -253,7 +274,7 @@ if [ -x /usr/bin/python3 ]; then
         [ "$(stage_runs fork_run)" = 1 ]; then
         pass fork_run_answers
     else
-        fail fork_run_answers "fork_run=$(stage_runs fork_run): $out"
+        fail fork_run_answers "fork_run=$(stage_runs fork_run): $(brief "$out")"
     fi
 
     # Its own limits (below the server's 512m and 256): still a hit; the
@@ -263,7 +284,7 @@ if [ -x /usr/bin/python3 ]; then
         limit_has memory '"hit":true' "$out" && limit_has pids '"limit":16' "$out"; then
         pass fork_memory_limit_own
     else
-        fail fork_memory_limit_own "$out"
+        fail fork_memory_limit_own "$(brief "$out")"
     fi
 
     # A fork bomb held by its own pids limit of 16: its init and payload
@@ -274,11 +295,11 @@ if [ -x /usr/bin/python3 ]; then
         limit_has pids '"hit":true' "$out" && [ -n "$n" ] && [ "$n" -le 14 ]; then
         pass "fork_pids_limit_own ($n forks)"
     else
-        fail fork_pids_limit_own "forks=$n: $out"
+        fail fork_pids_limit_own "forks=$n: $(brief "$out")"
     fi
 
     out=$(api /v1/runs '{"profile":"python","argv":["python3","-c","import time\ntime.sleep(600)"],"limits":{"timeout":"2s"}}')
-    if status_is "$out" timeout && hit "$out"; then pass fork_timeout; else fail fork_timeout "$out"; fi
+    if status_is "$out" timeout && hit "$out"; then pass fork_timeout; else fail fork_timeout "$(brief "$out")"; fi
 
     # Warm, not cold: every run a hit and forked, no miss.
     hits=$(metric 'stockade_pool_hits_total{profile="python"}')
@@ -287,7 +308,7 @@ if [ -x /usr/bin/python3 ]; then
     if [ "$hits" = 4 ] && [ "$misses" = 0 ] && [ "$forked" = 4 ]; then
         pass fork_runs_all_warm
     else
-        fail fork_runs_all_warm "hits=$hits misses=$misses fork_run=$forked: $(api /metrics | grep -e pool_ -e stage_runs)"
+        fail fork_runs_all_warm "hits=$hits misses=$misses fork_run=$forked: $(api /metrics | grep -e '^stockade_pool_' -e '^stockade_stage_runs')"
     fi
 
     # After the runs: the zygote's cgroup and the child forked ahead's,
@@ -317,6 +338,7 @@ if [ -x /usr/bin/python3 ]; then
     else
         fail fork_no_run_cgroup_left_after_serve "exit $rc; left: $left; python3: $(pidof python3); $(tail -n 5 $T/serve.log)"
     fi
+    echo "VMTEST INFO $who: the python tests took $(($(cut -d. -f1 /proc/uptime) - started)) s"
 else
     echo "VMTEST INFO $who: no python3 in the VM (the host had none): the fork server not tested"
 fi
