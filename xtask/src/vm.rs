@@ -3,9 +3,11 @@
 //! The host's cgroups are hybrid and its v2 hierarchy has no memory, cpu or
 //! pids controller, so the cgroup layer is tested in a VM: Debian's kernel
 //! (downloaded, unpacked, never installed), busybox, a static stockade,
-//! static C payloads, the host's python3 and perl with their libraries, and
-//! an /init. The first boot mounts a pure v2 hierarchy and runs
-//! tests/vm/tests.sh as root and as a user with a delegated subtree; the
+//! static C payloads, the host's python3 (with its standard library, for
+//! `stockade serve`'s python profile and fork server) and perl with their
+//! libraries, and an /init. The first boot mounts a pure v2 hierarchy and
+//! runs tests/vm/tests.sh (cold runs' cgroup limits, and the fork server's
+//! forked runs) as root and as a user with a delegated subtree; the
 //! second (`stockade_vm=v1` on the kernel command line) mounts the memory,
 //! pids and cpu,cpuacct controllers as cgroup v1 hierarchies, with no
 //! cgroup2 at all, and runs tests/vm/v1.sh as root. Each boot prints
