@@ -41,7 +41,7 @@ pub use identity::{BecomeUser, Identity};
 pub use layers::{audit_verdict, Landlock, Layers};
 pub use limits::{Limits, Rlimit};
 pub use mode::{Fallback, Mode, Namespaces};
-pub use root::{Access, Root, RootStep};
+pub use root::{Access, Root, RootStep, Upper};
 
 use crate::cgroup::RunCgroup;
 use crate::policy::{Network, Policy};
@@ -204,6 +204,9 @@ fn refuse(p: &Policy, fallback: bool) -> Result<(), SetupError> {
                 sys::Errno::EBADF,
             ));
         }
+    }
+    if fallback {
+        root::refuse_in_fallback(p)?;
     }
     if fallback && (joins.is_some() || c.userns_block_fd.is_some()) {
         return Err(SetupError::new(
