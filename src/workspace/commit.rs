@@ -24,7 +24,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use super::cursor::Cursor;
-use super::walk::{perm, type_name, Entry};
+use super::walk::{open_upper_file, perm, type_name, Entry};
 use super::Layer;
 use crate::outcome::{ChangeKind, Committed, RefusedChange};
 use crate::policy::Workspaces;
@@ -244,11 +244,15 @@ impl Commit {
         let content = match new.kind() {
             libc::S_IFREG => {
                 let u = at.upper.dir(parent).map_err(|err| err.to_string())?;
-                let (fd, st) = tree::open_file(u, name, &e.rel).map_err(|err| err.to_string())?;
+                let st = tree::lstat(u, name, &e.rel).map_err(|err| err.to_string())?;
                 if st.size > self.max_file {
                     return Err("grew past the cap on a committed file".into());
                 }
-                Content::File(fd)
+                match open_upper_file(u, name, &e.rel, &st, sys::geteuid()) {
+                    Ok(Some(fd)) => Content::File(fd),
+                    Ok(None) => return Err("the upper layer's file cannot be read".into()),
+                    Err(err) => return Err(err.to_string()),
+                }
             }
             _ => {
                 let target = match &e.target {

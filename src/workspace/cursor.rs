@@ -26,7 +26,8 @@ impl<'a> Cursor<'a> {
 
     /// The directory `rel` (relative to the top; plain names), each step
     /// opened without following a symlink: ELOOP where one is a symlink,
-    /// ENOTDIR where one is not a directory.
+    /// ENOTDIR where one is something else but a directory (the error's
+    /// `arg` is the path to it).
     pub fn dir(&mut self, rel: &Path) -> SysResult<&OwnedFd> {
         let mut names = Vec::new();
         for c in rel.components() {
@@ -52,7 +53,14 @@ impl<'a> Cursor<'a> {
         for n in &names[same..] {
             at.push(n);
             let parent = self.open.last().map(|(_, fd)| fd).unwrap_or(self.top);
-            let fd = tree::open_dir(parent, n, &at)?;
+            let fd = tree::open_dir(parent, n, &at).map_err(|mut e| {
+                // O_NOFOLLOW|O_DIRECTORY answers ENOTDIR for a symlink.
+                let link = tree::lstat(parent, n, &at).is_ok_and(|s| s.kind() == libc::S_IFLNK);
+                if e.errno == Errno::ENOTDIR && link {
+                    e.errno = Errno::ELOOP;
+                }
+                e
+            })?;
             self.open.push((n.clone(), fd));
         }
         Ok(self.open.last().map(|(_, fd)| fd).unwrap_or(self.top))

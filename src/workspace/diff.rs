@@ -11,10 +11,13 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use super::cursor::Cursor;
-use super::walk::{perm, Entry};
+use super::walk::{open_upper_file, perm, Entry};
 use super::Layer;
 use crate::outcome::ChangeKind;
 use crate::sys::tree;
+
+/// An owner no file has: a host file is read as it is.
+const NOBODY_OWNS: u32 = u32::MAX;
 
 /// The largest file diffed as text.
 const MAX_TEXT: u64 = 8 << 20;
@@ -49,14 +52,14 @@ pub fn write(out: &mut Vec<u8>, l: &Layer, entries: &[Entry], max_file: u64) {
             (_, Some(k)) => old
                 .dir(parent)
                 .ok()
-                .and_then(|d| side(d, file, k, max, &e.rel)),
+                .and_then(|d| side(d, file, k, max, &e.rel, NOBODY_OWNS)),
         };
         let after = match new_kind {
             Some(libc::S_IFDIR) | None => None,
             Some(k) => new
                 .dir(parent)
                 .ok()
-                .and_then(|d| side(d, file, k, max, &e.rel)),
+                .and_then(|d| side(d, file, k, max, &e.rel, crate::sys::geteuid())),
         };
         let gone = matches!(e.kind, ChangeKind::Deleted | ChangeKind::TypeChanged);
         if gone && old_kind == Some(libc::S_IFDIR) {
@@ -82,8 +85,17 @@ pub fn write(out: &mut Vec<u8>, l: &Layer, entries: &[Entry], max_file: u64) {
 }
 
 /// What of `name` in `dir` (of type `kind`) a diff shows; None for what
-/// git does not show (a directory, a device).
-fn side(dir: &OwnedFd, name: &OsStr, kind: u32, max: u64, shown: &Path) -> Option<Side> {
+/// git does not show (a directory, a device). `owner`: the upper layer's
+/// file we own is read even at mode 000 (see `open_upper_file`); a host
+/// file is never touched.
+fn side(
+    dir: &OwnedFd,
+    name: &OsStr,
+    kind: u32,
+    max: u64,
+    shown: &Path,
+    owner: u32,
+) -> Option<Side> {
     match kind {
         libc::S_IFLNK => {
             let t = tree::readlink(dir, name, shown).ok()?;
@@ -93,7 +105,8 @@ fn side(dir: &OwnedFd, name: &OsStr, kind: u32, max: u64, shown: &Path) -> Optio
             })
         }
         libc::S_IFREG => {
-            let (fd, st) = tree::open_file(dir, name, shown).ok()?;
+            let st = tree::lstat(dir, name, shown).ok()?;
+            let fd = open_upper_file(dir, name, shown, &st, owner).ok()??;
             let mode = match perm(st.mode) & 0o100 {
                 0 => 0o100644,
                 _ => 0o100755,
@@ -151,7 +164,7 @@ fn deleted_tree(
         let path = format!("{prefix}{}", child.to_string_lossy());
         if st.kind() == libc::S_IFDIR {
             deleted_tree(out, &d, &child, &format!("{path}/"), max, n, depth + 1);
-        } else if let Some(s) = side(&d, &child, st.kind(), max, shown) {
+        } else if let Some(s) = side(&d, &child, st.kind(), max, shown, NOBODY_OWNS) {
             *n += 1;
             file_diff(out, &path, Some(&s), None);
         }

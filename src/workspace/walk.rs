@@ -214,10 +214,18 @@ impl Walker {
                     let ld = l.map(|l| tree::open_dir(l, name, &path)).transpose()?;
                     self.dir(&ud, ld.as_ref(), opaque, &path, depth + 1)?;
                 }
-                Some(_) => {
+                // A directory made where the lower layer had something
+                // else is opaque (overlayfs makes it over a whiteout).
+                Some(_) if opaque => {
                     self.push(path.clone(), ChangeKind::TypeChanged, Some(st), old);
                     self.dir(&ud, None, false, &path, depth + 1)?;
                 }
+                // One that is not was a directory when the jail ran: the
+                // host has put something else there since (a later
+                // commit). What lies beneath goes there, or (a symlink, a
+                // file on the host path) is refused: never the host's
+                // entry replaced for a directory the payload did not make.
+                Some(_) => self.dir(&ud, None, false, &path, depth + 1)?,
             }
             if let Some(mode) = restore {
                 let _ = tree::fchmod(&ud, mode, &path);
@@ -314,9 +322,7 @@ impl Walker {
         Ok(Some(h.finalize().into()))
     }
 
-    /// The upper file `name`, open for reading; one we own but cannot
-    /// read (mode 000) is made readable for the open and set back. None
-    /// when it cannot be read.
+    /// The upper file `name`, open for reading (see [`open_upper_file`]).
     fn open_file(
         &self,
         u: &OwnedFd,
@@ -324,18 +330,7 @@ impl Walker {
         path: &Path,
         st: &Stat,
     ) -> SysResult<Option<OwnedFd>> {
-        match tree::open_file(u, name, path) {
-            Ok((fd, _)) => Ok(Some(fd)),
-            Err(e) if e.errno == Errno::EACCES && st.uid == self.owner => {
-                let p = tree::open_path(u, name, path)?;
-                sys::chmod_fd(&p, perm(st.mode) | 0o400, path)?;
-                let got = tree::open_file(u, name, path).ok().map(|(fd, _)| fd);
-                let _ = sys::chmod_fd(&p, perm(st.mode), path);
-                Ok(got)
-            }
-            Err(e) if e.errno == Errno::EACCES => Ok(None),
-            Err(e) => Err(e),
-        }
+        open_upper_file(u, name, path, st, self.owner)
     }
 
     /// The upper directory `name`, open for reading; one we own but cannot
@@ -363,6 +358,30 @@ impl Walker {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+/// The upper file `name` (of stat `st`), open for reading; one `owner`
+/// (our uid) owns but cannot read (mode 000) is made readable for the
+/// open and set back. None when it cannot be read.
+pub(super) fn open_upper_file(
+    u: &OwnedFd,
+    name: &OsStr,
+    path: &Path,
+    st: &Stat,
+    owner: u32,
+) -> SysResult<Option<OwnedFd>> {
+    match tree::open_file(u, name, path) {
+        Ok((fd, _)) => Ok(Some(fd)),
+        Err(e) if e.errno == Errno::EACCES && st.uid == owner => {
+            let p = tree::open_path(u, name, path)?;
+            sys::chmod_fd(&p, perm(st.mode) | 0o400, path)?;
+            let got = tree::open_file(u, name, path).ok().map(|(fd, _)| fd);
+            let _ = sys::chmod_fd(&p, perm(st.mode), path);
+            Ok(got)
+        }
+        Err(e) if e.errno == Errno::EACCES => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
