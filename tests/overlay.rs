@@ -191,6 +191,38 @@ fn an_overlay_takes_every_edit_and_the_host_directory_stays_as_it_was() {
 }
 
 #[test]
+fn root_s_overlay_of_a_directory_it_owns_is_the_jail_user_s_to_change() {
+    if !common::is_root() {
+        common::skip("overlay root-owned", "not root");
+        return;
+    }
+    let s = Scratch::new("ov-rootown");
+    let host = s.join("host");
+    std::fs::create_dir_all(host.join("sub")).unwrap();
+    std::fs::write(host.join("a"), "root\n").unwrap();
+    std::fs::set_permissions(host.join("a"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let script = "cd /work/p && stat -c '%U %a' a && echo more >> a && echo n > sub/n";
+    let o = run_sh(
+        Who::Root,
+        &["--overlay", &overlay_flag(&host), "--commit"],
+        script,
+    );
+    let r = common::last_valid_json(&o);
+    assert_eq!(r["exit_code"], 0, "{r}");
+    assert_eq!(r["stdout"]["data"], "sandbox 600\n", "{r}");
+    assert_eq!(r["commit"]["applied_count"], 2, "{r}");
+    assert_eq!(std::fs::read(host.join("a")).unwrap(), b"root\nmore\n");
+    for f in ["a", "sub/n"] {
+        let m = std::fs::metadata(host.join(f)).unwrap();
+        assert_eq!(
+            (m.uid(), m.gid()),
+            (0, 0),
+            "{f} keeps (or takes) root's ownership"
+        );
+    }
+}
+
+#[test]
 fn commit_applies_every_change_and_only_after_exit_0_unless_always() {
     for who in common::users("overlay commit") {
         let s = Scratch::new("ov-commit");

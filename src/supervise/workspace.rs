@@ -30,7 +30,7 @@ pub(super) fn prepare(plan: &Plan) -> Result<(), SetupError> {
         .map(|w| (w.host.clone(), w.inner.clone()))
         .collect();
     let owner = match sys::geteuid() {
-        0 => mapped(&plan.identity.uid_map).zip(mapped(&plan.identity.gid_map)),
+        0 => jail_host_ids(plan),
         _ => None,
     };
     record::prepare(dir, &list, owner)
@@ -47,9 +47,11 @@ pub(super) fn unprepare(plan: &Plan) {
     }
 }
 
-/// The host id the first line of an id map (`inner outer count`) maps to.
-fn mapped(map: &str) -> Option<u32> {
-    map.split_whitespace().nth(1)?.parse().ok()
+/// The host uid and gid the jail's user maps to (the first line of each
+/// id map, `inner outer count`).
+pub(super) fn jail_host_ids(plan: &Plan) -> Option<(u32, u32)> {
+    let outer = |map: &str| map.split_whitespace().nth(1)?.parse().ok();
+    outer(&plan.identity.uid_map).zip(outer(&plan.identity.gid_map))
 }
 
 /// After the run: the changes, their diff, their commit. `handed`: our
