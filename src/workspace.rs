@@ -145,3 +145,127 @@ fn change(inner: &Path, e: &Entry) -> Change {
             .map(|s| format!("{:04o}", walk::perm(s.mode))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::ChangeKind;
+    use std::os::unix::fs::symlink;
+
+    /// An upper layer and a host directory of plain files (no whiteouts:
+    /// those need overlayfs; tests/overlay.rs has them).
+    struct Trees {
+        top: PathBuf,
+    }
+
+    impl Trees {
+        fn new(tag: &str) -> Trees {
+            let top =
+                std::env::temp_dir().join(format!("stockade-ws-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&top);
+            for d in ["upper/sub", "upper/planted", "host/sub", "outside"] {
+                std::fs::create_dir_all(top.join(d)).unwrap();
+            }
+            Trees { top }
+        }
+
+        fn write(&self, p: &str, text: &str) {
+            std::fs::write(self.top.join(p), text).unwrap();
+        }
+
+        fn layer(&self) -> Layer {
+            let open = |p: &str| crate::sys::open_dir_path(&self.top.join(p)).unwrap();
+            Layer {
+                upper: open("upper"),
+                host: open("host"),
+                host_path: self.top.join("host"),
+                inner: PathBuf::from("/w"),
+            }
+        }
+    }
+
+    impl Drop for Trees {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.top);
+        }
+    }
+
+    #[test]
+    fn changes_are_read_and_committed_never_through_a_host_symlink() {
+        let t = Trees::new("commit");
+        t.write("host/sub/x", "old\n");
+        t.write("host/same", "same\n");
+        t.write("upper/sub/x", "new\n");
+        t.write("upper/same", "same\n");
+        t.write("upper/added", "added\n");
+        t.write("upper/planted/f", "f\n");
+        symlink("/etc/passwd", t.top.join("upper/link")).unwrap();
+        // The host has a symlink where the upper layer has a directory
+        // that was one when the jail ran (not opaque).
+        symlink(t.top.join("outside"), t.top.join("host/planted")).unwrap();
+        let layers = [t.layer()];
+        let policy = Workspaces::default();
+        let review = Review::of(&layers, &policy);
+        let (changes, more) = review.changes(&layers, 100);
+        assert!(!more);
+        let got: Vec<(&str, ChangeKind)> =
+            changes.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+        assert_eq!(
+            got,
+            [
+                ("/w/added", ChangeKind::Added),
+                ("/w/link", ChangeKind::Added),
+                ("/w/planted/f", ChangeKind::Added),
+                ("/w/sub/x", ChangeKind::Modified),
+            ]
+        );
+        assert_eq!(changes[1].target.as_deref(), Some("/etc/passwd"));
+        assert_eq!(
+            changes[0].sha256.as_deref(),
+            Some("3428719b7688c78a0cc8ba4b9e80b4e464c815fbccfd4b20695a15ffcefc22af")
+        );
+        let done = review.commit(&layers, &policy);
+        assert_eq!(done.applied, ["/w/added", "/w/link", "/w/sub/x"]);
+        assert_eq!(done.refused.len(), 1);
+        assert_eq!(done.refused[0].path, "/w/planted/f");
+        assert!(
+            done.refused[0]
+                .reason
+                .contains("a symlink on the host path"),
+            "{:?}",
+            done.refused
+        );
+        assert_eq!(std::fs::read_dir(t.top.join("outside")).unwrap().count(), 0);
+        assert_eq!(std::fs::read(t.top.join("host/sub/x")).unwrap(), b"new\n");
+        assert_eq!(
+            std::fs::read_link(t.top.join("host/link")).unwrap(),
+            Path::new("/etc/passwd")
+        );
+        // Nothing of ours is left beside the files.
+        let names: Vec<_> = std::fs::read_dir(t.top.join("host"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(
+            names.iter().all(|n| !n.starts_with(".stockade")),
+            "{names:?}"
+        );
+    }
+
+    #[test]
+    fn the_listing_is_capped_and_says_so() {
+        let t = Trees::new("cap");
+        for i in 0..5 {
+            t.write(&format!("upper/f{i}"), "x");
+        }
+        let layers = [t.layer()];
+        let review = Review::of(&layers, &Workspaces::default());
+        let (changes, more) = review.changes(&layers, 3);
+        assert_eq!(changes.len(), 3);
+        assert!(more);
+        assert_eq!(
+            changes[0].sha256.as_deref(),
+            Some("2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881")
+        );
+    }
+}

@@ -734,3 +734,48 @@ fn bad_overlay_flags_are_refused_in_one_line() {
     );
     assert_eq!(stderr(&o).lines().count(), 1);
 }
+
+#[test]
+fn the_library_s_jail_takes_an_overlay_and_commits_it() {
+    use stockade::outcome::ChangeKind;
+    // This process has threads: its jails start from the binary.
+    std::env::set_var("STOCKADE_BIN", common::binary());
+    let s = Scratch::new("ov-lib");
+    let host = project(&s);
+    let out = stockade::Jail::profile("shell")
+        .unwrap()
+        .overlay(&host, "/work/p")
+        .commit(stockade::policy::Commit::Success)
+        .args([
+            "/bin/sh",
+            "-c",
+            "echo lib >> /work/p/a.txt && rm /work/p/b.txt",
+        ])
+        .stdout(stockade::Stdio::piped())
+        .output()
+        .unwrap();
+    let o = out.outcome;
+    assert_eq!(o.status, stockade::Status::Exited, "{o:?}");
+    let changes = o.changes.clone().unwrap();
+    let kinds: Vec<(&str, ChangeKind)> =
+        changes.iter().map(|c| (c.path.as_str(), c.kind)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("/work/p/a.txt", ChangeKind::Modified),
+            ("/work/p/b.txt", ChangeKind::Deleted)
+        ]
+    );
+    let commit = o.commit.unwrap();
+    assert_eq!(commit.applied, ["/work/p/a.txt", "/work/p/b.txt"]);
+    assert_eq!(std::fs::read(host.join("a.txt")).unwrap(), b"alpha\nlib\n");
+    assert!(!host.join("b.txt").exists());
+    // A bad overlay is the builder's error when the jail starts.
+    let e = stockade::Jail::profile("shell")
+        .unwrap()
+        .overlay("/nonexistent-ov", "/work/p")
+        .arg("true")
+        .output()
+        .unwrap_err();
+    assert_eq!(e.to_string(), "overlay: /nonexistent-ov: no such directory");
+}
