@@ -74,7 +74,11 @@ pub(super) const RUN_ABOUT: &str = "Run a command in a new jail.\n\n\
 Without --profile the `shell` profile is used: the host's /usr, /bin, /lib* and a few /etc files \
 read-only, a fresh /proc, a minimal /dev, a writable /tmp and workdir (/work), no network but \
 loopback, the default seccomp allowlist and Landlock. Flags override the profile's fields. \
-Built-in profiles: minimal, shell, python, strict (`stockade profile list`).";
+Built-in profiles: minimal, shell, python, strict (`stockade profile list`).\n\n\
+--overlay HOST_DIR:INNER shows a host directory copy-on-write: the jail may change anything \
+there, HOST_DIR is not written while it runs, and the outcome lists the changes (`changes`); \
+--commit applies them after exit 0, --overlay-upper DIR keeps them for `stockade overlay \
+commit DIR`.";
 
 pub(super) const SESSION_ABOUT: &str =
     "Keep one jail up and run commands in it, one at a time.\n\n\
