@@ -85,6 +85,7 @@ ln a.txt hard
 rm -r gone
 rm -r d; mkdir d; echo new > d/new
 touch same.txt; chmod 644 same.txt
+mkdir locked; echo l > locked/f; chmod 000 locked
 sha256sum a.txt renamed.txt hard d/new";
 
 /// The changes `EDITS` makes: (path, kind, type).
@@ -98,6 +99,8 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("/work/p/hard", "added", "file"),
     ("/work/p/keep.txt", "deleted", "file"),
     ("/work/p/link", "modified", "symlink"),
+    ("/work/p/locked", "added", "dir"),
+    ("/work/p/locked/f", "added", "file"),
     ("/work/p/mode.sh", "mode_changed", "file"),
     ("/work/p/renamed.txt", "added", "file"),
     ("/work/p/sym", "added", "symlink"),
@@ -269,6 +272,8 @@ fn commit_applies_every_change_and_only_after_exit_0_unless_always() {
                 "d/new",
                 "hard",
                 "link",
+                "locked",
+                "locked/f",
                 "mode.sh",
                 "renamed.txt",
                 "same.txt",
@@ -280,6 +285,7 @@ fn commit_applies_every_change_and_only_after_exit_0_unless_always() {
         assert_eq!(now["hard"].2, b"alpha\nmore\n");
         assert_eq!(now["renamed.txt"].2, b"kept\n");
         assert_eq!(now["mode.sh"].1, 0o755);
+        assert_eq!((now["locked"].1, &now["locked/f"].2[..]), (0, &b"l\n"[..]));
         assert_eq!(now["link"], ('l', 0o777, b"b.txt".to_vec()));
         assert_eq!(now["sym"], ('l', 0o777, b"a.txt".to_vec()));
         for f in ["a.txt", "hard", "renamed.txt", "d/new"] {

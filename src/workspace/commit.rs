@@ -72,7 +72,7 @@ impl Commit {
         };
         let mut at = At {
             host: Cursor::new(&l.host),
-            upper: Cursor::new(&l.upper),
+            upper: Cursor::upper(&l.upper),
             top,
             modes: Vec::new(),
         };

@@ -35,7 +35,7 @@ struct Side {
 /// Append the diff of `entries` (one overlay's, parents first) to `out`.
 pub fn write(out: &mut Vec<u8>, l: &Layer, entries: &[Entry], max_file: u64) {
     let mut old = Cursor::new(&l.host);
-    let mut new = Cursor::new(&l.upper);
+    let mut new = Cursor::upper(&l.upper);
     let max = max_file.min(MAX_TEXT);
     for e in entries {
         let name = super::jail_path(&l.inner, &e.rel);

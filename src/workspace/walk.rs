@@ -334,7 +334,8 @@ impl Walker {
     }
 
     /// The upper directory `name`, open for reading; one we own but cannot
-    /// read or search is made so, its mode returned to set back after.
+    /// read or search is made so for the walk, its mode returned to set
+    /// back after.
     fn open_dir(
         &self,
         u: &OwnedFd,
@@ -343,17 +344,17 @@ impl Walker {
         st: &Stat,
     ) -> SysResult<(OwnedFd, Option<u32>)> {
         match tree::open_dir(u, name, path) {
-            Ok(fd) if perm(st.mode) & 0o700 == 0o700 || st.uid != self.owner => Ok((fd, None)),
+            Ok(fd) if perm(st.mode) & 0o500 == 0o500 || st.uid != self.owner => Ok((fd, None)),
             Ok(fd) => {
-                // Readable (we are root, or it is r-x) but maybe not
-                // writable or searchable for us: entries need search.
+                // Readable (by root, say) but not searchable by us, its
+                // owner: its entries need search.
                 let p = tree::open_path(u, name, path)?;
-                sys::chmod_fd(&p, perm(st.mode) | 0o700, path)?;
+                sys::chmod_fd(&p, perm(st.mode) | 0o500, path)?;
                 Ok((fd, Some(perm(st.mode))))
             }
             Err(e) if e.errno == Errno::EACCES && st.uid == self.owner => {
                 let p = tree::open_path(u, name, path)?;
-                sys::chmod_fd(&p, perm(st.mode) | 0o700, path)?;
+                sys::chmod_fd(&p, perm(st.mode) | 0o500, path)?;
                 Ok((tree::open_dir(u, name, path)?, Some(perm(st.mode))))
             }
             Err(e) => Err(e),
