@@ -115,13 +115,27 @@ pub(super) fn conclude(plan: &Plan, handed: Option<OwnedFd>, o: &mut Outcome) {
         (_, Some(why)) => Some(skipped(format!("nothing committed: {why}"))),
         (Commit::Success, _) if o.status != Status::Exited || o.exit_code != 0 => {
             Some(skipped(format!(
-                "nothing committed: the payload did not exit 0 ({}, exit code {}); --commit always commits whatever the end",
+                "nothing committed: the payload did not exit 0 ({}, exit code {}); --commit=always commits whatever the end",
                 status_name(o.status),
                 o.exit_code
             )))
         }
         _ => Some(review.commit(&layers, &ws.policy)),
     };
+    // Said where a command line shows it, as well as in the outcome.
+    match &o.commit {
+        Some(c) if c.skipped.is_some() => {
+            o.warnings.push(format!("--commit: {}", c.skipped.as_deref().unwrap_or_default()))
+        }
+        Some(c) if !c.refused.is_empty() => o.warnings.push(format!(
+            "--commit: {} changes applied, {} refused (the outcome's commit.refused says why), the first: {}: {}",
+            c.applied_count,
+            c.refused.len(),
+            c.refused[0].path,
+            c.refused[0].reason
+        )),
+        _ => {}
+    }
 }
 
 fn skipped(why: String) -> Committed {
