@@ -30,7 +30,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::outcome::Outcome;
-use crate::policy::{self, profile, Layer, MountSpec, Network, Policy, PolicyError};
+use crate::policy::{self, profile, Commit, Layer, MountSpec, Network, Policy, PolicyError};
 use crate::spawner::{self, SpawnError};
 
 /// What can go wrong before a jail runs. How a jail that ran ended (setup
@@ -224,6 +224,30 @@ impl Jail {
     pub fn bind(&mut self, src: impl AsRef<Path>, dst: impl AsRef<Path>) -> &mut Jail {
         let r = bind(src.as_ref(), dst.as_ref(), true).map(|m| self.policy.mounts.push(m));
         self.keep(r)
+    }
+
+    /// Show the host directory `src` at `dst` copy-on-write, as
+    /// `--overlay SRC:DST` does: the jail may change anything there, `src`
+    /// is not written while it runs, and the outcome lists the changes
+    /// ([`Outcome::changes`]); [`Jail::commit`] applies them.
+    pub fn overlay(&mut self, src: impl AsRef<Path>, dst: impl AsRef<Path>) -> &mut Jail {
+        let r = (|| {
+            let src = policy::host_path("overlay", src.as_ref())?;
+            policy::host_exists(&src, true).map_err(|e| PolicyError::value("overlay", e))?;
+            let dst = policy::jail_path("overlay", dst.as_ref())?;
+            Ok(MountSpec::Workspace { src, dst })
+        })()
+        .map(|m| self.policy.mounts.push(m));
+        self.keep(r)
+    }
+
+    /// When the overlays' changes are applied to their host directories
+    /// (`--commit`): after the payload exits 0 ([`Commit::Success`]), or
+    /// whatever its end ([`Commit::Always`]); the outcome says what was
+    /// applied and refused ([`Outcome::commit`]).
+    pub fn commit(&mut self, when: Commit) -> &mut Jail {
+        self.policy.workspace.commit = when;
+        self
     }
 
     /// The jail's network: [`Network::None`] (the default), [`Network::Loopback`]

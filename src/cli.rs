@@ -11,6 +11,7 @@ mod args;
 mod docs;
 mod fast;
 mod learn;
+mod overlay;
 mod profile_cmd;
 mod report;
 mod run;
@@ -106,6 +107,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
             session::session_cmd(&a, &sub.map(args::mount_flags).unwrap_or_default())
         }
         Cmd::Profile(pc) => profile_cmd::profile_cmd(pc),
+        Cmd::Overlay(oc) => overlay::overlay_cmd(oc),
         Cmd::Completions { shell } => docs::completions(shell),
         Cmd::Check(c) => check_cmd(&c),
         Cmd::Serve(a) => crate::serve::main(*a),

@@ -26,6 +26,7 @@ mod session;
 pub mod spawner;
 mod stages;
 mod supervise;
+mod workspace;
 mod zygote;
 
 /// The kernel-facing calls (the `stockade-sys` crate), named `sys` as before.

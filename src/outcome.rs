@@ -303,6 +303,88 @@ pub struct LearnedPath {
     pub access: String,
 }
 
+/// One path an overlay's payload changed (`--overlay`), as its upper
+/// layer says after the run, compared with the host directory under it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// The path inside the jail (names that are not UTF-8 are shown with
+    /// U+FFFD; the commit works on the real bytes).
+    pub path: String,
+    pub kind: ChangeKind,
+    /// What is there now (`file`, `dir`, `symlink`, `fifo`, `socket`,
+    /// `device`); for a deletion, what was there.
+    #[serde(rename = "type", deserialize_with = "static_str")]
+    pub file_type: Name,
+    /// A file's size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// A file's new content's SHA-256 (hex); absent for a file larger
+    /// than the cap (`Workspaces::max_file`) or one stockade could not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// A symlink's target, as data (never followed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// The permission bits now (`0644`), but for symlinks and deletions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+/// How a path changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// Not in the host directory; new (a directory's content is listed
+    /// beneath it).
+    Added,
+    /// A file's content or a symlink's target changed (its mode may have
+    /// too).
+    Modified,
+    /// Gone (a directory with everything beneath it).
+    Deleted,
+    /// Something of another type in its place (a file where a directory
+    /// was: the directory is gone with its content).
+    TypeChanged,
+    /// Only the permission bits changed.
+    ModeChanged,
+}
+
+impl ChangeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Added => "added",
+            ChangeKind::Modified => "modified",
+            ChangeKind::Deleted => "deleted",
+            ChangeKind::TypeChanged => "type_changed",
+            ChangeKind::ModeChanged => "mode_changed",
+        }
+    }
+}
+
+/// What a commit of the overlays' changes to their host directories did
+/// (`--commit`, `stockade overlay commit`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Committed {
+    /// The jail paths applied, in the order applied (at most the outcome's
+    /// cap on changes; `applied_count` counts them all).
+    pub applied: Vec<String>,
+    pub applied_count: u64,
+    /// Those not applied, each with why (a symlink or a non-directory on
+    /// the host path, a file the host has since, one too large, …).
+    pub refused: Vec<RefusedChange>,
+    /// Why nothing was committed, when nothing was (the payload's exit,
+    /// an upper layer not seen whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// One change a commit did not apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedChange {
+    pub path: String,
+    pub reason: String,
+}
+
 /// A step that failed to set the jail up or start the command, in parts
 /// (the outcome's `error` is its text): a front end words it from these
 /// (the bwrap front end, as bubblewrap does).
@@ -410,6 +492,19 @@ pub struct Outcome {
     /// absent when nothing was denied.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub masked: Vec<crate::plan::Masked>,
+    /// What the payload changed in its overlays (`--overlay`), path by
+    /// path, sorted; absent without overlays, or when the upper layers
+    /// could not be read (a warning says why).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub changes: Option<Vec<Change>>,
+    /// More changes than `changes` lists (`Workspaces::max_changes`), or an
+    /// upper layer not read whole (too many entries, too deep).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub changes_truncated: bool,
+    /// The commit of those changes to the host directories (`--commit`);
+    /// absent when none was asked.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub commit: Option<Committed>,
 }
 
 /// The most denial records an outcome keeps of each kind.
@@ -443,6 +538,9 @@ impl Outcome {
             denial_lines_dropped: 0,
             warnings: Vec::new(),
             masked: Vec::new(),
+            changes: None,
+            changes_truncated: false,
+            commit: None,
         }
     }
 

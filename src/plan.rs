@@ -42,7 +42,7 @@ pub use layers::{audit_verdict, Landlock, Layers};
 pub use limits::{Limits, Rlimit};
 use mode::Kind;
 pub use mode::{Fallback, Mode, Namespaces};
-pub use root::{Access, Root, RootStep};
+pub use root::{Access, Root, RootStep, Upper};
 
 use crate::cgroup::RunCgroup;
 use crate::policy::{Network, Policy};
@@ -209,6 +209,7 @@ fn refuse(p: &Policy, kind: Kind) -> Result<(), SetupError> {
     if kind == Kind::Namespaced {
         return Ok(());
     }
+    root::refuse_in_fallback(p)?;
     if joins.is_some() || c.userns_block_fd.is_some() {
         return Err(SetupError::new(
             "namespaces",

@@ -12,11 +12,13 @@ pub mod profile;
 pub mod python;
 mod system;
 pub mod units;
+pub mod workspace;
 
 pub use compat::{Compat, PidReport};
 pub use error::{PathError, PolicyError, Reason};
 
 pub use units::parse_uid_range;
+pub use workspace::{Commit, Workspaces};
 
 pub use system::{default_env, default_mounts, set_env};
 
@@ -87,6 +89,13 @@ pub enum MountSpec {
         upper: Option<(PathBuf, PathBuf)>,
         tmp: bool,
     },
+    /// A copy-on-write view of the host directory `src` at `dst`
+    /// (`--overlay SRC:DST`): the jail may change anything there, the
+    /// changes go to an upper layer of the run's own (see
+    /// [`Policy::workspace`]) and `src` is never written while the jail
+    /// runs; the outcome lists them (`changes`), and they are applied to
+    /// `src` only when the policy says so (`Workspaces::commit`).
+    Workspace { src: PathBuf, dst: PathBuf },
     /// Change the mode of what an earlier entry put at `dst` (bwrap's
     /// `--chmod`; symlinks followed inside the jail's root).
     Chmod { dst: PathBuf, mode: u32 },
@@ -116,7 +125,8 @@ impl MountSpec {
             | MountSpec::RemountRo { dst }
             | MountSpec::Chmod { dst, .. }
             | MountSpec::Mqueue { dst }
-            | MountSpec::Overlay { dst, .. } => dst,
+            | MountSpec::Overlay { dst, .. }
+            | MountSpec::Workspace { dst, .. } => dst,
             MountSpec::Symlink { link, .. } => link,
         }
     }
@@ -420,6 +430,9 @@ pub struct Policy {
     /// Paths hidden inside the binds.
     #[serde(default)]
     pub deny: DenyPolicy,
+    /// What becomes of the overlays' changes ([`MountSpec::Workspace`]).
+    #[serde(default)]
+    pub workspace: Workspaces,
     pub limits: Limits,
     /// Layers that must be applied or the run fails.
     pub require: Vec<Layer>,
@@ -563,6 +576,7 @@ impl Policy {
             landlock: LandlockPolicy::default(),
             compat: Compat::default(),
             deny: DenyPolicy::default(),
+            workspace: Workspaces::default(),
             limits: Limits::default(),
             require: Vec::new(),
             capture: false,
@@ -644,6 +658,7 @@ impl Policy {
             ));
         }
         self.compat.validate()?;
+        workspace::check(self)?;
         if self.denials_fd.is_some_and(|fd| fd < 0) {
             return Err(PolicyError::new("--denials-fd", "not a file descriptor"));
         }

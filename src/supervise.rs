@@ -17,6 +17,7 @@ pub(crate) mod report;
 pub mod rundir;
 pub mod spawn;
 pub mod watch;
+mod workspace;
 
 pub(crate) use crate::observe::deadline::{
     encode_start, encode_start_limits, hold, OutputTo, LIMITS_REFUSED, LIMITS_SET,

@@ -107,6 +107,12 @@ impl ForkServer {
         bootstrap: &str,
         modules: &str,
     ) -> Result<ForkServer, ForkError> {
+        // Its children share its jail's mounts: one overlay for every run.
+        if !crate::policy::workspace::overlays(template).is_empty() {
+            return Err(ForkError::Template(
+                "an overlay (--overlay) would be every forked run's: not in a fork server's template",
+            ));
+        }
         let climbed = probe_cgroups(template)?;
         let planned = match crate::plan::Plan::build(template) {
             Ok((plan, _resources)) => crate::supervise::layers::planned(&plan),

@@ -234,7 +234,7 @@ fn zone(m: &MountSpec, zones: &mut Zones, hidden: &mut Vec<String>) -> Result<()
                 "the host has no such symlink",
             ))
         }
-        MountSpec::Overlay { dst, .. } => {
+        MountSpec::Overlay { dst, .. } | MountSpec::Workspace { dst, .. } => {
             return Err(refuse(
                 &format!("--overlay {}", dst.display()),
                 "an overlay cannot be mounted",

@@ -40,6 +40,9 @@ pub(super) enum Cmd {
     /// List, show or check profiles.
     #[command(subcommand)]
     Profile(ProfileCmd),
+    /// List, commit or discard the overlays' upper layers a run kept (--overlay-upper DIR).
+    #[command(subcommand)]
+    Overlay(OverlayCmd),
     /// Say which layers this host can enforce, and why not.
     Check(CheckArgs),
     /// Serve runs over HTTP/JSON (unix socket or TCP with a token), each in a fresh jail.
@@ -71,7 +74,11 @@ pub(super) const RUN_ABOUT: &str = "Run a command in a new jail.\n\n\
 Without --profile the `shell` profile is used: the host's /usr, /bin, /lib* and a few /etc files \
 read-only, a fresh /proc, a minimal /dev, a writable /tmp and workdir (/work), no network but \
 loopback, the default seccomp allowlist and Landlock. Flags override the profile's fields. \
-Built-in profiles: minimal, shell, python, strict (`stockade profile list`).";
+Built-in profiles: minimal, shell, python, strict (`stockade profile list`).\n\n\
+--overlay HOST_DIR:INNER shows a host directory copy-on-write: the jail may change anything \
+there, HOST_DIR is not written while it runs, and the outcome lists the changes (`changes`); \
+--commit applies them after exit 0, --overlay-upper DIR keeps them for `stockade overlay \
+commit DIR`.";
 
 pub(super) const SESSION_ABOUT: &str =
     "Keep one jail up and run commands in it, one at a time.\n\n\
@@ -173,6 +180,35 @@ pub(super) enum ProfileCmd {
     },
 }
 
+#[derive(Subcommand, Debug)]
+pub(super) enum OverlayCmd {
+    /// Print the changes (JSON on stdout, as a run's outcome lists them).
+    Changes {
+        /// The directory a run kept its upper layers in (--overlay-upper)
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// Also write them to FILE as a unified diff (git's format)
+        #[arg(long, value_name = "FILE")]
+        diff: Option<PathBuf>,
+    },
+    /// Apply the changes to their host directories, then drop the layers (kept when a change is refused; exit 1).
+    #[command(
+        long_about = "Apply the changes to their host directories, then drop the layers.\n\n\
+Each file is replaced atomically; nothing is written through a symlink or outside the host \
+directory (a change whose path crosses one is refused). What was applied and refused is printed \
+as JSON on stdout; when something was refused the layers stay, and the exit code is 1."
+    )]
+    Commit {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+    /// Drop the layers without applying them.
+    Discard {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+}
+
 #[derive(Args, Debug)]
 pub(super) struct CheckArgs {
     /// Exit 1 unless every layer this profile requires is available [default: shell]
@@ -202,6 +238,20 @@ pub(super) enum SeccompActionArg {
 }
 
 impl FastScalar for NetArg {
+    fn read(v: &str) -> Option<Self> {
+        ValueEnum::from_str(v, false).ok()
+    }
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub(super) enum CommitArg {
+    /// After the command exits 0 (the default)
+    Success,
+    /// After the command ends, however it ends
+    Always,
+}
+
+impl FastScalar for CommitArg {
     fn read(v: &str) -> Option<Self> {
         ValueEnum::from_str(v, false).ok()
     }
@@ -241,6 +291,18 @@ run_args! {
             /// Create a symlink LINK -> TARGET inside the jail
             #[arg(long, value_name = "TARGET:LINK")]
             symlink: Vec<String>,
+            /// Show a host directory at INNER copy-on-write: the jail may change anything there, HOST_DIR is not written; the outcome lists the changes
+            #[arg(long, value_name = "HOST_DIR:INNER")]
+            overlay: Vec<String>,
+            /// Keep the overlays' upper layers in DIR (missing or empty) for `stockade overlay commit|discard DIR` [default: a tmpfs of the jail's, discarded]
+            #[arg(long, value_name = "DIR")]
+            overlay_upper: Option<PathBuf>,
+            /// Apply the overlays' changes to their host directories after the command exits 0 (or, with `always`, however it ends)
+            #[arg(long, value_enum, value_name = "WHEN")]
+            commit: Option<Option<CommitArg>>,
+            /// Write the overlays' changes to FILE as a unified diff (git's format; binary files noted)
+            #[arg(long, value_name = "FILE")]
+            changes_diff: Option<PathBuf>,
             /// Set an environment variable in the jail
             #[arg(long, value_name = "NAME=VALUE")]
             setenv: Vec<String>,
@@ -369,14 +431,16 @@ pub(super) enum MountFlag {
     Bind,
     Tmpfs,
     Symlink,
+    Overlay,
 }
 
 impl MountFlag {
-    pub(super) const ALL: [MountFlag; 4] = [
+    pub(super) const ALL: [MountFlag; 5] = [
         MountFlag::RoBind,
         MountFlag::Bind,
         MountFlag::Tmpfs,
         MountFlag::Symlink,
+        MountFlag::Overlay,
     ];
 
     /// The clap argument id.
@@ -386,6 +450,7 @@ impl MountFlag {
             MountFlag::Bind => "bind",
             MountFlag::Tmpfs => "tmpfs",
             MountFlag::Symlink => "symlink",
+            MountFlag::Overlay => "overlay",
         }
     }
 }
@@ -397,7 +462,11 @@ pub(super) type MountFlags = Vec<(usize, MountFlag, String)>;
 pub(super) fn mount_flags(m: &ArgMatches) -> MountFlags {
     let mut out = Vec::new();
     for f in MountFlag::ALL {
-        let (Some(vals), Some(idx)) = (m.get_many::<String>(f.id()), m.indices_of(f.id())) else {
+        // `ok()`: a subcommand without the flag (session has no --overlay).
+        let Some(vals) = m.try_get_many::<String>(f.id()).ok().flatten() else {
+            continue;
+        };
+        let Some(idx) = m.indices_of(f.id()) else {
             continue;
         };
         for (v, i) in vals.zip(idx) {

@@ -29,6 +29,9 @@ pub(super) enum Takes {
     One,
     /// One value; may repeat.
     Many,
+    /// A switch, or one value given with `=` (`--commit`, `--commit=always`);
+    /// once at most. A value after it as a word of its own is left to clap.
+    Optional,
 }
 
 /// A field type of a `run` flag, as clap's derive reads it: `bool` is a
@@ -65,6 +68,17 @@ impl<T: FastScalar> FastValue for Vec<T> {
     const TAKES: Takes = Takes::Many;
     fn set(&mut self, v: &str) -> Option<()> {
         self.push(T::read(v)?);
+        Some(())
+    }
+}
+
+impl<T: FastScalar> FastValue for Option<Option<T>> {
+    const TAKES: Takes = Takes::Optional;
+    fn set(&mut self, v: &str) -> Option<()> {
+        *self = Some(match v {
+            "" => None,
+            v => Some(T::read(v)?),
+        });
         Some(())
     }
 }
@@ -182,6 +196,14 @@ pub(super) fn parse_run(args: &[OsString]) -> Option<(RunArgs, MountFlags)> {
         let v = match (takes, inline) {
             (Takes::Switch, Some(_)) => return None,
             (Takes::Switch, None) => "",
+            (Takes::Optional, Some("")) => return None,
+            (Takes::Optional, Some(v)) => v,
+            // clap takes the next word as its value unless it is a flag
+            // (or `--`): leave that to clap.
+            (Takes::Optional, None) => match args.get(i + 1).and_then(|a| a.to_str()) {
+                Some(next) if !next.starts_with('-') => return None,
+                _ => "",
+            },
             (_, Some(v)) => v,
             (_, None) => {
                 i += 1;
@@ -190,7 +212,8 @@ pub(super) fn parse_run(args: &[OsString]) -> Option<(RunArgs, MountFlags)> {
         };
         // clap refuses an empty path and reads `-x` as a flag; leave both
         // (and their messages) to it. A lone `-` is a value (`--report -`).
-        if takes != Takes::Switch && (v.is_empty() || (v.starts_with('-') && v != "-")) {
+        let valued = !matches!((takes, v), (Takes::Switch, _) | (Takes::Optional, ""));
+        if valued && (v.is_empty() || (v.starts_with('-') && v != "-")) {
             return None;
         }
         a.fast_set(field, v)?;
@@ -224,6 +247,11 @@ pub(super) fn dashdash_before_command(args: &[OsString]) -> bool {
         };
         match flag(name).map(|k| RunArgs::FLAGS[k].1) {
             Some(Takes::Switch) => i += 1,
+            Some(Takes::Optional) if inline => i += 1,
+            Some(Takes::Optional) => match args.get(i + 1).and_then(|a| a.to_str()) {
+                Some(next) if !next.starts_with('-') => i += 2,
+                _ => i += 1,
+            },
             Some(_) if inline => i += 1,
             Some(_) => i += 2,
             None => return false,

@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::args::{MountFlag, NetArg, RunArgs, SeccompActionArg};
+use super::args::{CommitArg, MountFlag, NetArg, RunArgs, SeccompActionArg};
 use super::eprint_line;
 use super::report::{refuse, ReportTo};
 use crate::policy::{
@@ -73,7 +73,8 @@ fn symlink_spec(v: &str) -> Result<MountSpec, PolicyError> {
 }
 
 /// Filesystem flags in the order they were given (they apply in that order).
-/// Values are checked flag by flag (--ro-bind, --bind, --tmpfs, --symlink),
+/// Values are checked flag by flag (--ro-bind, --bind, --tmpfs, --symlink,
+/// --overlay),
 /// so the first error reported does not depend on the order given.
 fn ordered_mounts(flags: &[(usize, MountFlag, String)]) -> Result<Vec<MountSpec>, PolicyError> {
     let mut items: Vec<(usize, MountSpec)> = Vec::new();
@@ -84,6 +85,7 @@ fn ordered_mounts(flags: &[(usize, MountFlag, String)]) -> Result<Vec<MountSpec>
                 MountFlag::Bind => bind_spec("--bind", v, true)?,
                 MountFlag::Tmpfs => tmpfs_spec(v)?,
                 MountFlag::Symlink => symlink_spec(v)?,
+                MountFlag::Overlay => policy::workspace::parse_overlay(v)?,
             };
             items.push((*i, spec));
         }
@@ -242,6 +244,7 @@ fn filesystem(
         }?;
     }
     p.mounts.extend(ordered_mounts(mounts)?);
+    overlays(a, p)?;
     if let Some(h) = &a.hostname {
         p.hostname = h.clone();
     }
@@ -255,6 +258,28 @@ fn filesystem(
         None => {}
     }
     allow_hosts(a, p)
+}
+
+/// `--overlay-upper`, `--commit`, `--changes-diff` (the overlays
+/// themselves are mount flags, in order with the others).
+fn overlays(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
+    let w = &mut p.workspace;
+    if let Some(d) = &a.overlay_upper {
+        w.keep = Some(policy::workspace::parse_upper(d)?);
+    }
+    if let Some(when) = a.commit {
+        w.commit = match when {
+            None | Some(CommitArg::Success) => policy::Commit::Success,
+            Some(CommitArg::Always) => policy::Commit::Always,
+        };
+    }
+    if let Some(f) = &a.changes_diff {
+        let f = policy::host_path("--changes-diff", f)?;
+        let parent = f.parent().unwrap_or(std::path::Path::new("/"));
+        policy::host_exists(parent, true).map_err(|e| PolicyError::value("--changes-diff", e))?;
+        w.diff = Some(f);
+    }
+    Ok(())
 }
 
 /// `--allow-host`, each on top of the profile's `network.allow`.

@@ -30,7 +30,9 @@ const SUPERVISOR_GONE: Signal = Signal::SIGUSR1;
 /// replaces stdout and stderr (the supervisor's capped pipes); `trees`,
 /// the binds' mount trees the supervisor idmapped (one per plan step, or
 /// none: see `supervise::idmap`), attached instead of clones of our own;
-/// `hello`, the payload's hello socket (see `payload::say_hello`).
+/// `hello`, the payload's hello socket (see `payload::say_hello`);
+/// `uppers`, where the overlays' upper directories go (see
+/// [`hand_uppers`]).
 pub fn main(
     plan: &Plan,
     ctl: OwnedFd,
@@ -38,6 +40,7 @@ pub fn main(
     stdio: Option<(OwnedFd, OwnedFd)>,
     trees: Vec<Option<rootfs::Idmapped>>,
     hello: Option<OwnedFd>,
+    uppers: Option<OwnedFd>,
 ) -> ! {
     let report = Reporter::new(rep.as_raw_fd());
     sys::scrub_cmdline(b"stockade-init");
@@ -71,7 +74,7 @@ pub fn main(
     };
     let proc_raw = host_proc.as_ref().map(|f| f.as_raw_fd());
     let held = match sources {
-        Some((ns, sources)) => Some(enter_root(plan, ns, &ctl, sources, report)),
+        Some((ns, sources)) => Some(enter_root(plan, ns, &ctl, sources, uppers, report)),
         // No pid namespace: orphans of the payload must still come back to
         // us so the whole tree can be found and killed.
         None => {
@@ -245,9 +248,11 @@ fn enter_root(
     ns: &Namespaces,
     ctl: &OwnedFd,
     sources: rootfs::Sources,
+    uppers: Option<OwnedFd>,
     report: Reporter,
 ) -> rootfs::Held {
-    let (notes, held) = rootfs::build(plan, sources).or_fail(report);
+    let (mut notes, held) = rootfs::build(plan, sources).or_fail(report);
+    hand_uppers(uppers, std::mem::take(&mut notes.uppers));
     if notes.chrooted {
         report.send(&Report::Layer(LayerRecord::Chroot));
     }
@@ -263,6 +268,19 @@ fn enter_root(
     }
     watch_covers(plan, ctl);
     held
+}
+
+/// The overlays' upper directories (on their tmpfs, which an open fd
+/// keeps after the jail's mount namespace is gone) to the supervisor, in
+/// one message on their own socket: one byte per fd, the overlay's index.
+/// It reads them after the run (`supervise::workspace`), to list and
+/// commit the changes. Best effort: without them the supervisor says the
+/// changes are unknown and commits nothing.
+fn hand_uppers(sock: Option<OwnedFd>, uppers: Vec<(usize, OwnedFd)>) {
+    let Some(sock) = sock else { return };
+    let index: Vec<u8> = uppers.iter().map(|(i, _)| *i as u8).collect();
+    let fds: Vec<i32> = uppers.iter().map(|(_, fd)| fd.as_raw_fd()).collect();
+    let _ = sys::fdpass::send_with_fds(sock.as_raw_fd(), &index, &fds);
 }
 
 /// Watch the covers over denied paths for opens and reads (see

@@ -176,6 +176,10 @@ pub struct Notes {
     /// pivot_root was refused (a runtime's seccomp profile): the root was
     /// moved over / and chrooted into instead.
     pub chrooted: bool,
+    /// The upper directories of the policy's overlays on their tmpfs
+    /// (`O_PATH`), with each overlay's index (`RootStep::Overlay`'s
+    /// `workspace`): for the supervisor.
+    pub uppers: Vec<(usize, OwnedFd)>,
 }
 
 /// The new root while it is built: its fd and a cache of O_PATH fds of the
@@ -415,12 +419,21 @@ fn apply_steps(
             }
             RootStep::Mqueue { dst } => mqueue(root, dst)?,
             RootStep::Cover { dst, dir, id } => cover::cover(root, made, dst, *dir, *id)?,
-            RootStep::Overlay { dst, tmp, .. } => {
+            RootStep::Overlay {
+                dst,
+                tmp,
+                workspace,
+                ..
+            } => {
                 let given = match src.idmapped.get(i) {
                     Some(Some(Idmapped::Overlay { upper, lower })) => Some((upper, lower)),
                     _ => None,
                 };
-                overlay(root, dst, src.binds[i].as_ref(), *tmp, given)?
+                let bind = src.binds[i].as_ref();
+                let upper = overlay(root, dst, bind, tmp.as_deref(), workspace.is_some(), given)?;
+                if let (Some(n), Some(fd)) = (workspace, upper) {
+                    notes.uppers.push((*n, fd));
+                }
             }
             RootStep::Chmod { dst, mode } => chmod(root, dst, *mode)?,
             RootStep::RemountRo { dst } => {

@@ -132,12 +132,15 @@ fn with_mount_aliases(mut denied: Vec<Denied>) -> Vec<Denied> {
 }
 
 /// The trees (or single files) the caller bound (the workdir, the
-/// policy's own binds), canonical, none beneath another: what globs are
+/// policy's own binds and overlays), canonical, none beneath another: what globs are
 /// matched in and hard links are looked for in.
 fn walk_roots(p: &Policy) -> Vec<PathBuf> {
     let mut srcs: Vec<&Path> = p.workdir.host.iter().map(PathBuf::as_path).collect();
     for m in &p.mounts {
-        if let MountSpec::Bind { src, .. } | MountSpec::DevBind { src, .. } = m {
+        if let MountSpec::Bind { src, .. }
+        | MountSpec::DevBind { src, .. }
+        | MountSpec::Workspace { src, .. } = m
+        {
             srcs.push(src);
         }
     }
@@ -228,8 +231,17 @@ fn covers(denied: &[Denied], steps: &[RootStep]) -> (Vec<RootStep>, Vec<Masked>)
     let mut seen = std::collections::HashSet::new();
     for d in denied {
         for (i, s) in steps.iter().enumerate() {
-            let RootStep::Bind { src, dst, .. } = s else {
-                continue;
+            // A bind, or an overlay (`--overlay`) of one host directory:
+            // what it shows of its source, the cover hides.
+            let (src, dst, overlay) = match s {
+                RootStep::Bind { src, dst, .. } => (src, dst, false),
+                RootStep::Overlay {
+                    lower,
+                    dst,
+                    workspace: Some(_),
+                    ..
+                } if lower.len() == 1 => (&lower[0], dst, true),
+                _ => continue,
             };
             let (jail, dir) = if d.host == *src {
                 (dst.clone(), d.dir)
@@ -247,7 +259,10 @@ fn covers(denied: &[Denied], steps: &[RootStep]) -> (Vec<RootStep>, Vec<Masked>)
             masked.push(d.masked(Path::new("/").join(&jail), "cover"));
             // A cover on the bind's own destination hides the whole bind,
             // which the jail checked shows what it opened (or copied).
-            let id = match src.starts_with(&d.host) {
+            // Through an overlay the lower layer shows a st_dev of
+            // overlayfs's own (and a directory its own st_ino): not
+            // compared (the kind still is).
+            let id = match src.starts_with(&d.host) || overlay {
                 true => None,
                 false => std::fs::symlink_metadata(&d.host)
                     .ok()
@@ -266,7 +281,8 @@ fn shadowed(jail: &Path, later: &[RootStep]) -> bool {
         | RootStep::Tmpfs { dst, .. }
         | RootStep::Proc { dst }
         | RootStep::Dev { dst, .. }
-        | RootStep::Mqueue { dst } => jail.starts_with(dst),
+        | RootStep::Mqueue { dst }
+        | RootStep::Overlay { dst, .. } => jail.starts_with(dst),
         _ => false,
     })
 }

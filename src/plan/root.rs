@@ -12,6 +12,10 @@ use super::SetupError;
 use crate::policy::{MountSpec, Policy};
 use crate::sys;
 
+mod workspace;
+pub(super) use workspace::refuse_in_fallback;
+pub use workspace::{Upper, Workspaces};
+
 /// One filesystem step of the jail's root, with host paths resolved and jail
 /// paths relative to the new root.
 #[derive(Debug, Clone)]
@@ -60,12 +64,18 @@ pub enum RootStep {
     Mqueue {
         dst: PathBuf,
     },
-    /// An overlayfs (`MountSpec::Overlay`; host paths).
+    /// An overlayfs (`MountSpec::Overlay`, `MountSpec::Workspace`; host
+    /// paths): written to `upper` (its upper and work directories), or to
+    /// a tmpfs of its own mounted at `dst` first (`tmp`, the tmpfs's
+    /// data), or read-only.
     Overlay {
         dst: PathBuf,
         lower: Vec<PathBuf>,
         upper: Option<(PathBuf, PathBuf)>,
-        tmp: bool,
+        tmp: Option<String>,
+        /// The policy's Nth overlay (`--overlay`): a tmpfs upper layer's fd
+        /// goes to the supervisor (see [`Upper::Handed`]).
+        workspace: Option<usize>,
     },
     /// The mode of what is at `dst` changed.
     Chmod {
@@ -120,6 +130,9 @@ pub struct Root {
     /// The denied paths hidden (`Policy::deny`: covered, or in the
     /// fallback left out of Landlock's rules), for the outcome.
     pub masked: Vec<super::Masked>,
+    /// The overlays (`--overlay`), whose changes the supervisor lists and
+    /// may commit after the run.
+    pub workspaces: Workspaces,
     pub hostname: String,
     /// Read-locked by init once the root is built (`Compat::lock_files`).
     pub lock_files: Vec<PathBuf>,
@@ -136,6 +149,7 @@ impl Root {
         Ok(Root {
             base: assembly_dir()?,
             mount_points: mount_points(&steps),
+            workspaces: workspace::of(p, &steps),
             steps,
             writable: p.base == crate::policy::BaseRoot::Bare,
             masked,
@@ -210,7 +224,7 @@ pub(super) fn plan(p: &Policy) -> Result<Laid, SetupError> {
     // has what bwrap's has.
     let mqueue = p.base != crate::policy::BaseRoot::Bare;
     for s in &specs {
-        root.add(s, &mut sources, mqueue)?;
+        root.add(p, s, &mut sources, mqueue)?;
     }
     Ok(root)
 }
@@ -220,6 +234,7 @@ impl Laid {
     /// bind whose source is missing adds neither).
     fn add(
         &mut self,
+        p: &Policy,
         s: &MountSpec,
         sources: &mut Sources,
         dev_mqueue: bool,
@@ -248,6 +263,25 @@ impl Laid {
                     optional: *optional,
                     devices: false,
                 }
+            }
+            MountSpec::Workspace { src, dst } => {
+                let Some(src) = sources.resolve(src, false)? else {
+                    return Ok(());
+                };
+                let index = self
+                    .steps
+                    .iter()
+                    .filter(|s| {
+                        matches!(
+                            s,
+                            RootStep::Overlay {
+                                workspace: Some(_),
+                                ..
+                            }
+                        )
+                    })
+                    .count();
+                workspace::step(p, index, src, dst, rules)
             }
             MountSpec::DevBind { src, dst, optional } => {
                 let Some(src) = sources.resolve(src, *optional)? else {
@@ -336,7 +370,8 @@ fn made(s: &MountSpec, rules: &mut Vec<(PathBuf, Access)>, dev_mqueue: bool) -> 
                 dst: rel(dst),
                 lower: lower.clone(),
                 upper: upper.clone(),
-                tmp: *tmp,
+                tmp: tmp.then(|| "mode=755".to_string()),
+                workspace: None,
             }
         }
         MountSpec::Chmod { dst, mode } => RootStep::Chmod {
@@ -365,8 +400,8 @@ fn made(s: &MountSpec, rules: &mut Vec<(PathBuf, Access)>, dev_mqueue: bool) -> 
                 mqueue: dev_mqueue,
             }
         }
-        MountSpec::Bind { .. } | MountSpec::DevBind { .. } => {
-            unreachable!("binds are resolved in Laid::add")
+        MountSpec::Bind { .. } | MountSpec::DevBind { .. } | MountSpec::Workspace { .. } => {
+            unreachable!("binds and overlays are resolved in Laid::add")
         }
     }
 }

@@ -2,7 +2,8 @@
 //! the control socket (GO, forwarded signals, kill; the network namespace's
 //! fd), the report pipe (the jail's records), the output pipes, and the
 //! signalfd of the signals the supervisor forwards; the payload's hello
-//! socket (`supervise::childpid`). After clone each side
+//! socket (`supervise::childpid`); the overlays' socket (init hands their
+//! upper directories over it: `supervise::workspace`). After clone each side
 //! keeps its own ends.
 
 #![deny(unsafe_code)]
@@ -30,6 +31,10 @@ pub(super) struct Channels {
     /// The payload's hello socket (`supervise::childpid`): (the jail's
     /// end, ours, with SO_PASSCRED), when the plan has one.
     hello: Option<(OwnedFd, OwnedFd)>,
+    /// Where init hands the overlays' upper directories (on their tmpfs)
+    /// once the root is built (`supervise::workspace`): (init's end,
+    /// ours), when the plan has such overlays.
+    uppers: Option<(OwnedFd, OwnedFd)>,
 }
 
 /// The supervisor's ends, after clone.
@@ -40,6 +45,7 @@ pub(super) struct Ours {
     pub(super) err: Option<OwnedFd>,
     pub(super) sfd: SignalFd,
     pub(super) hello: Option<OwnedFd>,
+    pub(super) uppers: Option<OwnedFd>,
 }
 
 impl Channels {
@@ -73,6 +79,19 @@ impl Channels {
             }
             false => None,
         };
+        let handed = plan
+            .root
+            .workspaces
+            .list
+            .iter()
+            .any(|w| w.upper == crate::plan::Upper::Handed);
+        let uppers = match handed {
+            true => Some(
+                sys::fdpass::socketpair(libc::SOCK_SEQPACKET)
+                    .map_err(|e| SetupError::sys("socketpair", "", &e))?,
+            ),
+            false => None,
+        };
         Ok(Channels {
             ctl,
             rep,
@@ -80,6 +99,7 @@ impl Channels {
             err,
             sfd,
             hello,
+            uppers,
         })
     }
 
@@ -93,11 +113,13 @@ impl Channels {
             err,
             sfd,
             hello,
+            uppers,
         } = self;
         drop(sfd);
         drop(ctl_wr);
         drop(rep_rd);
         let hello = hello.map(|(jail, _ours)| jail);
+        let uppers = uppers.map(|(jail, _ours)| jail);
         let stdio = match (out, err) {
             (Some((r1, w1)), Some((r2, w2))) => {
                 drop(r1);
@@ -106,7 +128,7 @@ impl Channels {
             }
             _ => None,
         };
-        jail::init::main(plan, ctl_rd, rep_wr, stdio, trees, hello)
+        jail::init::main(plan, ctl_rd, rep_wr, stdio, trees, hello, uppers)
     }
 
     /// In the supervisor: close init's ends (so their end is seen when
@@ -119,6 +141,7 @@ impl Channels {
             err,
             sfd,
             hello,
+            uppers,
         } = self;
         drop(ctl_rd);
         drop(rep_wr);
@@ -129,6 +152,7 @@ impl Channels {
             err: err.map(|(r, _w)| r),
             sfd,
             hello: hello.map(|(_jail, ours)| ours),
+            uppers: uppers.map(|(_jail, ours)| ours),
         }
     }
 }

@@ -11,6 +11,11 @@
 //! trees as inherited fds and attaches them where it would have attached
 //! its own clones (`jail::rootfs`).
 //!
+//! The policy's overlays (`--overlay`) run by host root, too (without
+//! `Identity::idmap`): each host directory's owner is mapped to the host
+//! id the jail's user maps to, so that the jail may change in its overlay
+//! what that owner may (see [`workspaces`]).
+//!
 //! Per mount: a tree whose mounts all take an idmap gets it at once, as
 //! one detached tree. One that holds filesystems that refuse an idmap
 //! (proc, sysfs, cgroup, devtmpfs, a FUSE mount, a mount already
@@ -39,7 +44,7 @@ use crate::sys::{self, TreeAttrs, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATT
 /// binds are then plain: host root's files show as the overflow id).
 pub(super) fn trees(plan: &Plan) -> (Vec<Option<Idmapped>>, Option<String>) {
     let Some((uid, gid)) = plan.identity.idmap else {
-        return (Vec::new(), None);
+        return workspaces(plan);
     };
     let binds = plan
         .root
@@ -88,6 +93,81 @@ pub(super) fn trees(plan: &Plan) -> (Vec<Option<Idmapped>>, Option<String>) {
         })
         .collect();
     (trees, None)
+}
+
+/// The policy's overlays (`--overlay HOST_DIR:INNER`) when host root runs
+/// them: each host directory's lower layer idmapped so that its owner's
+/// files (and its group's) show as the jail's user's (and group's), which
+/// may then change them in the overlay as their owner would (the host
+/// directory itself is never written). Not where its owner is the jail's
+/// host id already, nor in a user namespace of the caller's. None for a
+/// layer that takes no idmap (its filesystem refuses one): it is used as
+/// it is, and the warning says so.
+fn workspaces(plan: &Plan) -> (Vec<Option<Idmapped>>, Option<String>) {
+    use std::os::unix::fs::MetadataExt;
+    let any = plan.root.steps.iter().any(|s| {
+        matches!(
+            s,
+            RootStep::Overlay {
+                workspace: Some(_),
+                ..
+            }
+        )
+    });
+    let jail = super::workspace::jail_host_ids(plan);
+    let (true, 0, true, Some((ju, jg))) =
+        (any, sys::geteuid(), sys::host_root_is_zero_here(), jail)
+    else {
+        return (Vec::new(), None);
+    };
+    let mut refused = None;
+    let trees = plan
+        .root
+        .steps
+        .iter()
+        .map(|s| {
+            let RootStep::Overlay {
+                dst,
+                lower,
+                workspace: Some(_),
+                ..
+            } = s
+            else {
+                return None;
+            };
+            let src = lower.first()?;
+            let m = std::fs::metadata(src).ok()?;
+            if (m.uid(), m.gid()) == (ju, jg) {
+                return None;
+            }
+            let userns = sys::userns_with_maps(
+                &format!("{} {ju} 1\n", m.uid()),
+                &format!("{} {jg} 1\n", m.gid()),
+            );
+            let got = userns.ok().and_then(|userns| {
+                let b = Bind {
+                    dst,
+                    writable: false,
+                    devices: false,
+                    userns: &userns,
+                };
+                let fd = sys::open_path_nofollow(src).ok()?;
+                let tree = b.clone(&fd, false)?;
+                b.idmap(&tree, false).then_some(tree)
+            });
+            if got.is_none() {
+                refused.get_or_insert(format!(
+                    "--overlay {}: its owner's files could not be shown as the jail user's (the filesystem takes no idmapped mount): the jail may change only what its own host id may",
+                    src.display()
+                ));
+            }
+            Some(Idmapped::Overlay {
+                upper: None,
+                lower: vec![got?],
+            })
+        })
+        .collect();
+    (trees, refused)
 }
 
 /// An overlay's layers, idmapped (each layer is one mount to overlayfs):

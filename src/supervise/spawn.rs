@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::channels::Channels;
 use super::childpid::{ChildPid, Hello};
 use super::watch::{has_status, Watch};
-use super::{classify, idmap, layers, namespaces, report};
+use super::{classify, idmap, layers, namespaces, report, workspace};
 use crate::cgroup;
 use crate::egress::{Denials, Proxy};
 use crate::jail::proto;
@@ -75,7 +75,10 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
     match got {
         Ok(()) => {}
         Err(RunError::Setup(e)) => o.set_setup_error(&e),
-        Err(RunError::Refused { errno, why }) => return Spawned::Refused { errno, why },
+        Err(RunError::Refused { errno, why }) => {
+            workspace::unprepare(plan);
+            return Spawned::Refused { errno, why };
+        }
     }
     // The run directory goes (its tmpfs detached) before the clock stops.
     if let Some(w) = run_dir.and_then(|d| d.remove()) {
@@ -102,8 +105,9 @@ fn run_inner(
     // 1. What the plan decided of the limits.
     report::record_limits(plan, o);
     // 2. Channels: control socket, report pipe, output pipes, signals;
-    //    the seccomp listener's socket.
+    //    the seccomp listener's socket; the overlays' kept layers.
     let channels = Channels::open(plan)?;
+    workspace::prepare(plan)?;
     let mut learner = listener(plan, seccomp, lines);
     // Init scrubs its copy of our command line (see sys::scrub_cmdline).
     sys::record_argv_range_from_proc();
@@ -198,6 +202,8 @@ fn run_inner(
         watch: w,
     };
     conclude(plan, o, ended)?;
+    // 8. The overlays' changes: listed, diffed, committed.
+    workspace::conclude(plan, ours.uppers, o);
     // A jail that failed before its root was built had no covers to watch.
     if let (Some(why), false) = (unwatched, o.status == crate::outcome::Status::SetupError) {
         o.denials_unrecorded.insert("mask".into(), why);

@@ -20,7 +20,9 @@
 //! - `mount`: mount, open_tree, mount_setattr, pivot_root, mountinfo paths;
 //! - `ns`: unshare, setns, hostname;
 //! - and the per-layer modules below, named by path: `at` (calls relative
-//!   to a directory fd), `cgroup`, `fdpass`, `landlock`, `netns`, `seccomp`.
+//!   to a directory fd), `cgroup`, `fdpass`, `landlock`, `netns`, `seccomp`,
+//!   `tree` (a directory tree nobody trusts: an overlay's upper layer, the
+//!   host directory its changes are committed to).
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -45,6 +47,8 @@ pub mod netns;
 pub mod procfs;
 #[allow(unsafe_code)]
 pub mod seccomp;
+#[allow(unsafe_code)]
+pub mod tree;
 
 #[allow(unsafe_code)]
 mod attrs;

@@ -17,6 +17,8 @@ pub enum ForkError {
     },
     /// The template's plan could not be made.
     Plan(crate::plan::SetupError),
+    /// The template asks what no fork server can give its children.
+    Template(&'static str),
     /// The zygote's jail could not be started.
     Spawn(crate::Error),
     /// The zygote's first child could not be confined (its words).
@@ -48,6 +50,7 @@ impl fmt::Display for ForkError {
                 write!(f, "no cgroup holds a run's {limit} limit here ({held_by})")
             }
             ForkError::Plan(e) => write!(f, "the template's plan: {e}"),
+            ForkError::Template(why) => f.write_str(why),
             ForkError::Spawn(e) => write!(f, "{e}"),
             ForkError::FirstChild(w) => write!(f, "its first child could not be confined: {w}"),
             ForkError::NotReady {

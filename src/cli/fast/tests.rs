@@ -92,6 +92,35 @@ fn fast_parser_reads_what_clap_reads_or_leaves_it_to_clap() {
         &[
             "s",
             "run",
+            "--overlay",
+            "/a:/w/a",
+            "--commit",
+            "--",
+            "ls",
+            "--",
+        ],
+        &["s", "run", "--commit=always", "--overlay=/a:/b", "--", "ls"],
+        &["s", "run", "--commit", "always", "--", "ls"],
+        &["s", "run", "--commit", "ls", "-l"],
+        &["s", "run", "--commit", "--capture", "ls"],
+        &["s", "run", "--commit=", "--", "ls"],
+        &["s", "run", "--commit=never", "--", "ls"],
+        &["s", "run", "--commit", "--commit", "--", "ls"],
+        &[
+            "s",
+            "run",
+            "--bind",
+            "/a",
+            "--overlay",
+            "/b:/c",
+            "--ro-bind",
+            "/d",
+            "--",
+            "ls",
+        ],
+        &[
+            "s",
+            "run",
             "--uid",
             "0",
             "--gid=+7",
@@ -285,6 +314,8 @@ fn a_literal_dashdash_after_the_command_is_refused_by_both_parsers() {
         ),
         (&["s", "run", "/bin/echo", "a", "b"], false),
         (&["s", "run", "/bin/echo", "--x"], false),
+        (&["s", "run", "--commit", "--", "x", "--"], false),
+        (&["s", "run", "--commit=always", "--", "x", "--"], false),
     ] {
         let args = argv(c);
         let by_clap = clap_args(&args);
@@ -373,9 +404,11 @@ fn the_flag_table_is_what_clap_derives_from_the_same_fields() {
             .get_arguments()
             .find(|a| a.get_id() == *field)
             .expect("flag");
+        let optional = a.get_num_args().is_some_and(|n| n.min_values() == 0);
         let want = match a.get_action() {
             clap::ArgAction::SetTrue => Takes::Switch,
             clap::ArgAction::Append => Takes::Many,
+            _ if optional => Takes::Optional,
             _ => Takes::One,
         };
         assert_eq!(want, *takes, "--{field}");

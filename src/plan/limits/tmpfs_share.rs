@@ -1,7 +1,8 @@
 //! Under the rlimit rung, `--memory` is shared between the address space
 //! and the jail's tmpfs mounts: tmpfs pages belong to no process, so
 //! RLIMIT_AS alone would let a payload hold its limit in memory *plus*
-//! every tmpfs it can write (/tmp, /dev/shm, the workdir, `--tmpfs`).
+//! every tmpfs it can write (/tmp, /dev/shm, the workdir, `--tmpfs`, an
+//! overlay's upper layer).
 //! At most a quarter of `--memory` goes to the tmpfs mounts (shrunk in
 //! proportion when they ask for more; a tmpfs without a size counts as
 //! asking for all of it), RLIMIT_AS gets the rest: what a payload can hold
@@ -97,6 +98,9 @@ pub(in crate::plan) fn share(memory: u64, plan: &mut Plan, run_dir: bool) -> Sha
             RootStep::Dev { dst, shm, .. } => {
                 slots.push((jail_path(&dst.join("shm")), tmpfs_size(shm)))
             }
+            RootStep::Overlay {
+                dst, tmp: Some(t), ..
+            } => slots.push((jail_path(dst), tmpfs_size(t))),
             _ => {}
         }
     }
@@ -117,6 +121,9 @@ pub(in crate::plan) fn share(memory: u64, plan: &mut Plan, run_dir: bool) -> Sha
                 }
             }
             RootStep::Dev { shm, .. } => *shm = with_tmpfs_size(shm, *it.next().unwrap_or(&0)),
+            RootStep::Overlay { tmp: Some(t), .. } => {
+                *t = with_tmpfs_size(t, *it.next().unwrap_or(&0))
+            }
             _ => {}
         }
     }

@@ -157,6 +157,9 @@ fn mount_line(m: &MountSpec) -> Option<String> {
         MountSpec::RemountRo { dst } => format!("  remount-ro  {}", dst.display()),
         MountSpec::Mqueue { dst } => format!("  mqueue {}", dst.display()),
         MountSpec::Overlay { dst, .. } => format!("  overlay {}", dst.display()),
+        MountSpec::Workspace { src, dst } => {
+            format!("  cow  {:<31} <- {}", dst.display(), src.display())
+        }
         MountSpec::Chmod { dst, mode } => format!("  chmod  {} {mode:o}", dst.display()),
         MountSpec::Proc { dst } => format!("  proc {}", dst.display()),
         MountSpec::Dev { dst } => format!("  dev  {}", dst.display()),
