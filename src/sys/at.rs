@@ -181,23 +181,10 @@ pub fn stat(dir: &OwnedFd, name: &OsStr, shown: &Path) -> SysResult<(u64, u64, u
 
 /// [`stat`] and st_nlink.
 pub fn stat_links(dir: &OwnedFd, name: &OsStr, shown: &Path) -> SysResult<(u64, u64, u32, u64)> {
-    let c = cname(name);
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: `c` is NUL-terminated, `st` is a writable stat buffer the
-    // kernel fills on success.
-    let r = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            st.as_mut_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
+    let st = match super::tree::lstat_raw(dir, &cname(name)) {
+        Ok(st) => st,
+        Err(e) => return err("stat", format_args!("/{}", shown.display()), e),
     };
-    if r < 0 {
-        return err("stat", format_args!("/{}", shown.display()), last_errno());
-    }
-    // SAFETY: fstatat returned 0, so the buffer is initialised.
-    let st = unsafe { st.assume_init() };
     // st_nlink is u32 on some architectures (aarch64).
     #[allow(clippy::unnecessary_cast)]
     let nlink = st.st_nlink as u64;

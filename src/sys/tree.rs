@@ -54,23 +54,30 @@ impl Stat {
 
 /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`.
 pub fn lstat(dir: &OwnedFd, name: &OsStr, shown: &Path) -> SysResult<Stat> {
-    let c = cname(name);
+    match lstat_raw(dir, &cname(name)) {
+        Ok(st) => Ok(Stat::of(&st)),
+        Err(e) => err("fstatat", shown.display(), e),
+    }
+}
+
+/// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`, the kernel's stat buffer.
+pub(crate) fn lstat_raw(dir: &OwnedFd, name: &std::ffi::CStr) -> Result<libc::stat, Errno> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: `c` is NUL-terminated, `st` is a writable stat buffer the
+    // SAFETY: `name` is NUL-terminated, `st` is a writable stat buffer the
     // kernel fills on success.
     let r = unsafe {
         libc::fstatat(
             dir.as_raw_fd(),
-            c.as_ptr(),
+            name.as_ptr(),
             st.as_mut_ptr(),
             libc::AT_SYMLINK_NOFOLLOW,
         )
     };
     if r < 0 {
-        return err("fstatat", shown.display(), last_errno());
+        return Err(last_errno());
     }
     // SAFETY: fstatat returned 0: the buffer is initialised.
-    Ok(Stat::of(unsafe { &st.assume_init() }))
+    Ok(unsafe { st.assume_init() })
 }
 
 /// `fstat(fd)`.
@@ -252,16 +259,31 @@ pub fn rename(
     how: Rename,
     shown: &Path,
 ) -> SysResult<()> {
-    use nix::fcntl::RenameFlags;
+    // nix has renameat2 for glibc only; the static build is musl's.
+    const RENAME_NOREPLACE: libc::c_uint = 1;
+    const RENAME_EXCHANGE: libc::c_uint = 2;
     let flags = match how {
-        Rename::NoReplace => RenameFlags::RENAME_NOREPLACE,
-        Rename::Exchange => RenameFlags::RENAME_EXCHANGE,
+        Rename::NoReplace => RENAME_NOREPLACE,
+        Rename::Exchange => RENAME_EXCHANGE,
     };
-    nix::fcntl::renameat2(from_dir, from, to_dir, to, flags).map_err(|e| SysError {
-        call: "renameat2",
-        arg: shown.display().to_string(),
-        errno: e,
-    })
+    let (f, t) = (cname(from), cname(to));
+    // SAFETY: both names are NUL-terminated and outlive the call; the
+    // directory fds are open (borrowed); renameat2 touches no memory of
+    // ours but the two names.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            from_dir.as_raw_fd(),
+            f.as_ptr(),
+            to_dir.as_raw_fd(),
+            t.as_ptr(),
+            flags,
+        )
+    };
+    if r < 0 {
+        return err("renameat2", shown.display(), last_errno());
+    }
+    Ok(())
 }
 
 /// `unlinkat(dir, name)`, with `AT_REMOVEDIR` for a directory.
