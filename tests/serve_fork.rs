@@ -699,6 +699,18 @@ fn kill_process(pid: u32) {
         .status()
         .unwrap();
     assert!(st.success());
+    // kill(1) returns once the signal is sent: until the process is dead,
+    // a request may still be handed to it (and end with it, as a run in
+    // flight does). Dead: a zombie, or reaped.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(st) if !st.contains(") Z ") => {}
+            _ => return,
+        }
+        assert!(Instant::now() < deadline, "process {pid} outlived SIGKILL");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Without a cgroup for each run's memory and pids (uid 65534 here), the
