@@ -40,6 +40,7 @@ pub use exec::Exec;
 pub use identity::{BecomeUser, Identity};
 pub use layers::{audit_verdict, Landlock, Layers};
 pub use limits::{Limits, Rlimit};
+use mode::Kind;
 pub use mode::{Fallback, Mode, Namespaces};
 pub use root::{Access, Root, RootStep, Upper};
 
@@ -102,26 +103,26 @@ impl Plan {
     /// string the child will need, makes the run's cgroup when a cgroup
     /// limit is asked for, and decides how each limit is enforced.
     pub fn build(p: &Policy) -> Result<(Plan, Resources), SetupError> {
-        Plan::for_run(p, false)
+        Plan::for_run(p, Kind::Namespaced)
     }
 
     /// The plan for a host where user namespaces are refused: no namespaces,
     /// no new root; Landlock rules name host paths (the binds' sources), and a
     /// private per-run directory is the only writable place.
     pub fn build_fallback(p: &Policy) -> Result<(Plan, Resources), SetupError> {
-        Plan::for_run(p, true)
+        Plan::for_run(p, Kind::Fallback)
     }
 
     /// What [`Plan::build`] checks (bind sources, ids, names, the seccomp
     /// program), without acquiring anything: no cgroup, no mount, no
     /// socket.
     pub fn validate(p: &Policy) -> Result<(), SetupError> {
-        Plan::draft(p, false, &mut Resources::default()).map(drop)
+        Plan::draft(p, Kind::Namespaced, &mut Resources::default()).map(drop)
     }
 
-    fn for_run(p: &Policy, fallback: bool) -> Result<(Plan, Resources), SetupError> {
+    fn for_run(p: &Policy, kind: Kind) -> Result<(Plan, Resources), SetupError> {
         let mut res = Resources::default();
-        let mut plan = Plan::draft(p, fallback, &mut res)?;
+        let mut plan = Plan::draft(p, kind, &mut res)?;
         limits::enforce(&mut plan, &mut res)?;
         // Under the rlimit rung the supervisor hears of large allocations,
         // to tell one RLIMIT_AS refused (see supervise::classify).
@@ -135,7 +136,7 @@ impl Plan {
             false => None,
         };
         if rlimit_as.is_some() && plan.layers.seccomp.is_some() {
-            plan.layers.seccomp = layers::seccomp(p, fallback, rlimit_as)?;
+            plan.layers.seccomp = layers::seccomp(p, kind, rlimit_as)?;
         }
         plan.channels
             .open_seccomp(plan.layers.seccomp.as_ref(), &mut res)?;
@@ -147,15 +148,16 @@ impl Plan {
 
     /// Everything but the limits' enforcement, the seccomp channel and
     /// the audit socket. The fallback's run directory goes into `res`.
-    fn draft(p: &Policy, fallback: bool, res: &mut Resources) -> Result<Plan, SetupError> {
-        refuse(p, fallback)?;
-        let mapped = identity::Mapped::of(p, fallback)?;
+    fn draft(p: &Policy, kind: Kind, res: &mut Resources) -> Result<Plan, SetupError> {
+        refuse(p, kind)?;
+        let mapped = identity::Mapped::of(p, kind)?;
         let root::Laid { mut steps, rules } = root::plan(p)?;
         let denied = deny::expand(p, &steps)?;
         let mut env = p.env.clone();
         let mut cwd = p.chdir.clone().unwrap_or_else(|| p.workdir.inner.clone());
-        let mut place = match fallback {
-            true => Some(mode::Place::make(
+        let mut place = match kind {
+            Kind::Namespaced => None,
+            Kind::Fallback => Some(mode::Place::make(
                 p,
                 mapped.euid,
                 &steps,
@@ -163,25 +165,24 @@ impl Plan {
                 &mut cwd,
                 res,
             )?),
-            false => None,
         };
         let host_rules = place.as_mut().map(|f| std::mem::take(&mut f.rules));
         let (rules, masked) = deny::hide(p, &denied, &mut steps, rules, host_rules)?;
         let root = Root::of(p, steps, masked)?;
-        let egress = egress::plan(p, fallback, &mut env)?;
+        let egress = egress::plan(p, kind, &mut env)?;
         let work = place.as_ref().map(|f| f.work.as_path());
-        let exec = Exec::of(p, &env, cwd, work, fallback)?;
-        let (layers, unix_roots) = Layers::of(p, fallback, rules, &root)?;
+        let exec = Exec::of(p, &env, cwd, work, kind)?;
+        let (layers, unix_roots) = Layers::of(p, kind, rules, &root)?;
         let lease = place.as_ref().and_then(|f| f.lease.clone());
         Ok(Plan {
             mode: match place {
                 Some(f) => f.into_mode(unix_roots),
                 None => Mode::Namespaced(Namespaces::of(p, egress)),
             },
-            identity: mapped.identity(p, fallback, lease),
+            identity: mapped.identity(p, kind, lease),
             root,
             exec,
-            limits: Limits::asked(p, fallback),
+            limits: Limits::asked(p, kind),
             layers,
             channels: Channels::of(p),
         })
@@ -191,7 +192,7 @@ impl Plan {
 /// What no plan can be made of: a caller's fd that is not open, and in
 /// the fallback what needs namespaces (a joined one, the caller's own id
 /// maps, `--network loopback`).
-fn refuse(p: &Policy, fallback: bool) -> Result<(), SetupError> {
+fn refuse(p: &Policy, kind: Kind) -> Result<(), SetupError> {
     let c = &p.compat;
     let joins = c.joins().next();
     // The caller's own fds: one not open here would be whatever this
@@ -205,17 +206,18 @@ fn refuse(p: &Policy, fallback: bool) -> Result<(), SetupError> {
             ));
         }
     }
-    if fallback {
-        root::refuse_in_fallback(p)?;
+    if kind == Kind::Namespaced {
+        return Ok(());
     }
-    if fallback && (joins.is_some() || c.userns_block_fd.is_some()) {
+    root::refuse_in_fallback(p)?;
+    if joins.is_some() || c.userns_block_fd.is_some() {
         return Err(SetupError::new(
             "namespaces",
             "",
             "a joined namespace or the caller's own id maps need namespaces, which are refused here",
         ));
     }
-    if fallback && p.network == Network::Loopback {
+    if p.network == Network::Loopback {
         // No silent downgrade: without a network namespace of the
         // jail's own, TCP on loopback is the host's loopback.
         return Err(SetupError::new(

@@ -35,7 +35,9 @@ use crate::stages::{self, Stage};
 use crate::sys;
 use crate::{Child, Jail, Stdio};
 
+mod error;
 mod forked;
+pub use error::ForkError;
 pub use forked::Forked;
 
 /// How long the zygote may take to import and confine its first child.
@@ -97,9 +99,6 @@ struct Ahead {
     setup: cgroup::Setup,
 }
 
-/// Why a fork server did not start.
-pub type StartError = String;
-
 impl ForkServer {
     /// Start the zygote of `template` running `bootstrap` (python3 -c
     /// BOOTSTRAP SOCK_FD MODULES), and wait until it is ready.
@@ -107,18 +106,17 @@ impl ForkServer {
         template: &Policy,
         bootstrap: &str,
         modules: &str,
-    ) -> Result<ForkServer, StartError> {
+    ) -> Result<ForkServer, ForkError> {
         // Its children share its jail's mounts: one overlay for every run.
         if !crate::policy::workspace::overlays(template).is_empty() {
-            return Err("an overlay (--overlay) would be every forked run's: not in a fork server's template".into());
+            return Err(ForkError::Overlay);
         }
         let climbed = probe_cgroups(template)?;
         let planned = match crate::plan::Plan::build(template) {
             Ok((plan, _resources)) => crate::supervise::layers::planned(&plan),
-            Err(e) => return Err(format!("the template's plan: {e}")),
+            Err(e) => return Err(ForkError::Plan(e)),
         };
-        let (ours, theirs) =
-            sys::fdpass::socketpair(libc::SOCK_SEQPACKET).map_err(|e| e.to_string())?;
+        let (ours, theirs) = sys::fdpass::socketpair(libc::SOCK_SEQPACKET)?;
         let mut p = template.clone();
         p.zygote = true;
         p.limits.timeout = None;
@@ -138,7 +136,7 @@ impl ForkServer {
             // Its own words (a traceback) go to the server's log.
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| e.to_string())?;
+            .map_err(ForkError::Spawn)?;
         drop(theirs);
         let mut buf = vec![0u8; 1 << 16];
         let mut fds = [pfd(ours.as_raw_fd())];
@@ -152,20 +150,18 @@ impl ForkServer {
             Ok((n, _)) if n > 0 && buf[0] == b'F' => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "its first child could not be confined: {}",
-                    String::from_utf8_lossy(&buf[1..n])
+                return Err(ForkError::FirstChild(
+                    String::from_utf8_lossy(&buf[1..n]).into_owned(),
                 ));
             }
             _ => {
                 let _ = child.kill();
-                let o = child.wait().map_err(|e| e.to_string())?;
-                return Err(format!(
-                    "the zygote was not ready: status {:?}, exit code {}{}",
-                    o.status,
-                    o.exit_code,
-                    o.error.map(|e| format!(": {e}")).unwrap_or_default()
-                ));
+                let o = child.wait().map_err(ForkError::Spawn)?;
+                return Err(ForkError::NotReady {
+                    status: o.status,
+                    exit_code: o.exit_code,
+                    error: o.error,
+                });
             }
         };
         // The layers of the zygote's jail, which its children share (the
@@ -227,19 +223,18 @@ impl ForkServer {
     /// captured into the outcome, or (`policy.capture` off) passed on as
     /// it comes to [`Forked::stdout`] and [`Forked::stderr`], capped
     /// alike.
-    pub fn run(&self, policy: &Policy, input: &[u8], stdin: bool) -> Result<Forked, String> {
-        let e = |e: sys::SysError| e.to_string();
+    pub fn run(&self, policy: &Policy, input: &[u8], stdin: bool) -> Result<Forked, ForkError> {
         let mut sinks = [None, None];
         let mut streams = [None, None];
         if !policy.capture {
             for (sink, stream) in sinks.iter_mut().zip(streams.iter_mut()) {
-                let (r, w) = sys::pipe().map_err(e)?;
+                let (r, w) = sys::pipe()?;
                 *sink = Some(w);
                 *stream = Some(std::fs::File::from(r));
             }
         }
         let [stdout, stderr] = streams;
-        let (kill_ours, kill_theirs) = sys::fdpass::socketpair(libc::SOCK_SEQPACKET).map_err(e)?;
+        let (kill_ours, kill_theirs) = sys::fdpass::socketpair(libc::SOCK_SEQPACKET)?;
         let req = cgroup::Request::from(&policy.limits);
         let Ahead {
             pidfd,
@@ -278,10 +273,7 @@ impl ForkServer {
                 if let Some(c) = cg {
                     cgroup::remove_after_exit(c, Some(pidfd));
                 }
-                return Err(
-                    "the child forked ahead ended before it was confined (its zygote went away?)"
-                        .into(),
-                );
+                return Err(ForkError::ChildEnded);
             }
         };
         let _ = sys::write_all(in_w.as_raw_fd(), input);
@@ -331,7 +323,7 @@ impl ForkServer {
     /// is forked ahead, off this run's path: moving a process into a
     /// cgroup waits for an RCU grace period when the host's last move was
     /// a while ago (about 15 ms on a 2-CPU VM, more on larger hosts).
-    fn ahead(&self, req: &cgroup::Request) -> Result<Ahead, String> {
+    fn ahead(&self, req: &cgroup::Request) -> Result<Ahead, ForkError> {
         let taken = self.next.lock().unwrap_or_else(|e| e.into_inner()).take();
         let ready = taken.and_then(|a| {
             let t = Instant::now();
@@ -409,27 +401,19 @@ impl Drop for ForkServer {
 impl Maker {
     /// Fork a child for `req`'s limits: its run cgroup made, the zygote
     /// asked, the child moved into the cgroup.
-    fn make(&self, req: &cgroup::Request) -> Result<Ahead, String> {
+    fn make(&self, req: &cgroup::Request) -> Result<Ahead, ForkError> {
         let started = Instant::now();
-        let e = |e: sys::SysError| e.to_string();
-        let (in_r, in_w) = sys::pipe().map_err(e)?;
-        let (out_r, out_w) = sys::pipe().map_err(e)?;
-        let (err_r, err_w) = sys::pipe().map_err(e)?;
-        let (setup_r, setup_w) = sys::pipe().map_err(e)?;
+        let (in_r, in_w) = sys::pipe()?;
+        let (out_r, out_w) = sys::pipe()?;
+        let (err_r, err_w) = sys::pipe()?;
+        let (setup_r, setup_w) = sys::pipe()?;
         let mut setup = match (&self.host, &self.climbed) {
             (Some((h, pc)), Some(climbed)) => cgroup::prepare_v1_in(req, h, pc, climbed)
                 .unwrap_or_else(|| cgroup::prepare_in(req, h, pc)),
             (Some((h, pc)), None) => cgroup::prepare_in(req, h, pc),
             (None, _) => cgroup::prepare(req),
         };
-        if let Some(why) = [
-            ("memory", req.memory.is_some(), &setup.memory),
-            ("pids", req.pids.is_some(), &setup.pids),
-        ]
-        .into_iter()
-        .find(|(_, asked, e)| *asked && !e.is_cgroup())
-        .map(|(n, _, e)| format!("no cgroup holds the run's {n} limit ({e:?})"))
-        {
+        if let Some(why) = unheld(req, &setup) {
             return Err(why);
         }
         let asked = stages::lap(Stage::ForkCgroupMake, started);
@@ -443,13 +427,13 @@ impl Maker {
         drop((in_r, out_w, err_w, setup_w));
         let pidfd = match rx.recv() {
             Ok(Msg::Forked { pidfd }) => pidfd,
-            Ok(Msg::Failed(why)) => return Err(format!("the zygote could not fork: {why}")),
-            _ => return Err("the zygote went away".into()),
+            Ok(Msg::Failed(why)) => return Err(ForkError::Refused(why)),
+            _ => return Err(ForkError::Gone),
         };
         let forked = stages::lap(Stage::ForkZygote, asked);
         let Some(host_pid) = pid_of(&pidfd) else {
             self.shared.end(&pidfd);
-            return Err("the child's pid is unknown".into());
+            return Err(ForkError::ChildPid);
         };
         let mut cg = setup.cgroup.take();
         if let Some(c) = cg.as_mut() {
@@ -465,7 +449,7 @@ impl Maker {
                 });
             if let Err(why) = placed {
                 self.shared.end(&pidfd);
-                return Err(format!("moving the child into its cgroup: {why}"));
+                return Err(ForkError::Move(why));
             }
         }
         stages::lap(Stage::ForkCgroupMove, forked);
@@ -550,18 +534,18 @@ impl Shared {
 
     /// Ask the zygote `op` ("F": fork a child with these stdin, stdout,
     /// stderr and setup pipe); its answer comes on the receiver.
-    fn ask(&self, op: u8, fds: &[RawFd]) -> Result<mpsc::Receiver<Msg>, String> {
+    fn ask(&self, op: u8, fds: &[RawFd]) -> Result<mpsc::Receiver<Msg>, ForkError> {
         let (tx, rx) = mpsc::channel();
         // The request and its place in the queue together: answers come
         // in the order of the requests.
         let mut w = self.lock();
         if self.gone.load(Ordering::SeqCst) {
-            return Err("the zygote went away".into());
+            return Err(ForkError::Gone);
         }
         sys::fdpass::send_with_fds(self.sock.as_raw_fd(), &[op], fds).map_err(|e| {
             // The zygote is gone (EPIPE): nothing more can be asked of it.
             self.gone.store(true, Ordering::SeqCst);
-            e.to_string()
+            ForkError::Sys(e)
         })?;
         w.push_back(tx);
         Ok(rx)
@@ -666,23 +650,19 @@ fn run_limits(policy: &Policy, setup: &cgroup::Setup) -> BTreeMap<outcome::Name,
 /// Why a fork server cannot hold `template`'s limits per run: each child
 /// gets a cgroup of its own for memory and pids (rlimits would be shared
 /// with every other child of the zygote, or not per run).
-pub fn cannot_hold(template: &Policy) -> Option<String> {
+pub fn cannot_hold(template: &Policy) -> Option<ForkError> {
     probe_cgroups(template).err()
 }
 
 /// [`cannot_hold`]'s answer as an error; else, when the unified hierarchy
 /// held none of `template`'s limits and cgroup v1 held some (a hybrid
 /// host), why each climbed.
-fn probe_cgroups(template: &Policy) -> Result<Option<Vec<(cgroup::Controller, String)>>, String> {
-    let l = &template.limits;
-    let mut setup = cgroup::prepare(&cgroup::Request::from(l));
-    let why = [
-        ("memory", l.memory.is_some(), &setup.memory),
-        ("pids", l.pids.is_some(), &setup.pids),
-    ]
-    .into_iter()
-    .find(|(_, asked, e)| *asked && !e.is_cgroup())
-    .map(|(name, _, e)| format!("no cgroup holds a run's {name} limit here ({e:?})"));
+fn probe_cgroups(
+    template: &Policy,
+) -> Result<Option<Vec<(cgroup::Controller, String)>>, ForkError> {
+    let req = cgroup::Request::from(&template.limits);
+    let mut setup = cgroup::prepare(&req);
+    let why = unheld(&req, &setup);
     let v2_held = [&setup.memory, &setup.memory_high, &setup.cpu, &setup.pids]
         .into_iter()
         .any(|e| {
@@ -717,4 +697,19 @@ fn pfd(fd: RawFd) -> libc::pollfd {
         events: libc::POLLIN,
         revents: 0,
     }
+}
+
+/// The first of `req`'s memory and pids limits that no cgroup of `setup`
+/// holds (a child's are its own cgroup's, never the zygote's rlimits).
+fn unheld(req: &cgroup::Request, setup: &cgroup::Setup) -> Option<ForkError> {
+    [
+        ("memory", req.memory.is_some(), &setup.memory),
+        ("pids", req.pids.is_some(), &setup.pids),
+    ]
+    .into_iter()
+    .find(|(_, asked, e)| *asked && !e.is_cgroup())
+    .map(|(limit, _, e)| ForkError::Unheld {
+        limit,
+        held_by: format!("{e:?}"),
+    })
 }

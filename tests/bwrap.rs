@@ -1,13 +1,18 @@
 //! `stockade bwrap`: the same command lines under the real bwrap (where it
 //! runs here) and under stockade, as root and as uid 65534, with the same
 //! stdout, stderr and exit code.
+//!
+//! Most tests are tables of [`Case`]s, one per theme, each run by
+//! [`check`]: a command line under both, then what stockade's run must
+//! show besides (its [`Want`]s). A failure names the case and the user.
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use common::{expect_code, is_root, stderr, stdout, users, Who, NOBODY};
+use Want::*;
 
 /// The reference bwrap: `$STOCKADE_REAL_BWRAP`, else bubblewrap 0.12 as
 /// `cargo xtask bwrap-test` builds it from Debian's source, else the
@@ -46,29 +51,41 @@ const ROOT: &[&str] = &[
     "/tmp",
 ];
 
+/// A script that prints the capability sets of /proc/self/status on one
+/// line (inheritable, permitted, effective, bounding, ambient).
+const CAPS: &str = "grep Cap /proc/self/status | cut -f2 | tr '\\n' ' '";
+
+/// Whether the real bwrap can make a sandbox here as `who` (user
+/// namespaces, a proc mount); asked once per user.
+fn real_runs(who: Who) -> bool {
+    static RUNS: [std::sync::OnceLock<bool>; 2] =
+        [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    *RUNS[who as usize].get_or_init(|| {
+        if !Path::new(real_path()).exists() {
+            return false;
+        }
+        let mut probe = Command::new(real_path());
+        common::start_as(&mut probe, who);
+        let st = probe.args(ROOT).arg("true").stderr(Stdio::null()).status();
+        st.is_ok_and(|s| s.success())
+    })
+}
+
 /// The real bwrap started as `who` the way `common::stockade` starts
 /// stockade (clean environment, cwd /); None when it cannot run here.
 fn real(who: Who) -> Option<Command> {
-    use std::os::unix::process::CommandExt;
-    if !Path::new(real_path()).exists() {
-        return None;
-    }
-    let c = common::host_command(who, real_path());
-    // Can it make a sandbox at all here (user namespaces, a proc mount)?
-    let probe = {
-        let mut p = Command::new(real_path());
-        if who == Who::Nobody && is_root() {
-            p.uid(NOBODY).gid(NOBODY);
-        }
-        p.args(ROOT).arg("true").stderr(Stdio::null()).status()
-    };
-    probe.ok().filter(|s| s.success()).map(|_| c)
+    real_runs(who).then(|| common::host_command(who, real_path()))
 }
 
 fn ours(who: Who) -> Command {
     let mut c = common::stockade(who);
     c.arg("bwrap");
     c
+}
+
+/// `stockade bwrap`, as the first words of a command line.
+fn ours_bin() -> [&'static str; 2] {
+    [common::binary().to_str().unwrap(), "bwrap"]
 }
 
 fn with_args(mut c: Command, args: &[&str], stdin: Option<&Path>) -> Output {
@@ -79,13 +96,156 @@ fn with_args(mut c: Command, args: &[&str], stdin: Option<&Path>) -> Output {
     c.output().expect("start")
 }
 
-/// Run `args` under both; assert the same observable result; return ours.
-fn same_in(who: Who, args: &[&str], stdin: Option<&Path>) -> Output {
-    let o = with_args(ours(who), args, stdin);
-    match real(who) {
-        Some(r) => {
-            let r = with_args(r, args, stdin);
-            let what = format!("{who:?} {args:?}");
+fn root_and(rest: &[&str]) -> Vec<String> {
+    ROOT.iter().chain(rest).map(|s| s.to_string()).collect()
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// What stockade's run of a [`Case`] must show, besides being the same as
+/// the real bwrap's.
+#[derive(Clone, Copy, Debug)]
+enum Want<'a> {
+    /// This exit code.
+    Code(i32),
+    /// This stdout, whole.
+    Stdout(&'a str),
+    StdoutStarts(&'a str),
+    StdoutEnds(&'a str),
+    StdoutHas(&'a str),
+    StdoutLacks(&'a str),
+    /// This stderr, whole.
+    Stderr(&'a str),
+    StderrHas(&'a str),
+    /// Refused as bwrap refuses: exit 1 and the one line `bwrap: {0}`.
+    Refused(&'a str),
+}
+
+impl Want<'_> {
+    /// Panics, naming `what`, unless `o` shows it.
+    fn check(&self, o: &Output, what: &str) {
+        let (out, err) = (stdout(o), stderr(o));
+        let holds = match *self {
+            Code(c) => o.status.code() == Some(c),
+            Stdout(s) => out == s,
+            StdoutStarts(s) => out.starts_with(s),
+            StdoutEnds(s) => out.ends_with(s),
+            StdoutHas(s) => out.contains(s),
+            StdoutLacks(s) => !out.contains(s),
+            Stderr(s) => err == s,
+            StderrHas(s) => err.contains(s),
+            Refused(e) => o.status.code() == Some(1) && err == format!("bwrap: {e}\n"),
+        };
+        assert!(
+            holds,
+            "{what}: wanted {self:?}, got {}\n--- stdout\n{out:?}\n--- stderr\n{err:?}",
+            o.status
+        );
+    }
+}
+
+/// What a case's command has open besides stdout and stderr.
+#[derive(Clone, Debug)]
+enum Fds {
+    /// Nothing more: stdin from /dev/null.
+    Null,
+    /// This file on stdin.
+    Stdin(PathBuf),
+    /// Fds 3 and 4 on these, opened by the shell that starts the command
+    /// ([`fds_command`]).
+    Two(PathBuf, PathBuf),
+}
+
+/// One command line, run under stockade and under the real bwrap, and
+/// what stockade's run must show.
+struct Case<'a> {
+    /// Named when the case fails.
+    what: &'a str,
+    args: Vec<String>,
+    fds: Fds,
+    /// A change to both commands before they start (their directory,
+    /// their environment).
+    with: fn(&mut Command),
+    want: Vec<Want<'a>>,
+}
+
+impl<'a> Case<'a> {
+    /// `words` (split at whitespace) after [`ROOT`].
+    fn root(what: &'a str, words: &str, want: &[Want<'a>]) -> Case<'a> {
+        let mut case = Case::bare(what, words, want);
+        case.args.splice(0..0, ROOT.iter().map(|s| s.to_string()));
+        case
+    }
+
+    /// `words` (split at whitespace) alone.
+    fn bare(what: &'a str, words: &str, want: &[Want<'a>]) -> Case<'a> {
+        Case {
+            what,
+            args: Vec::new(),
+            fds: Fds::Null,
+            with: |_| {},
+            want: want.to_vec(),
+        }
+        .words(words)
+    }
+
+    /// With more `words` (split at whitespace) after its own.
+    fn words(mut self, words: &str) -> Case<'a> {
+        self.args.extend(words.split_whitespace().map(String::from));
+        self
+    }
+
+    /// With one more argument, as it is (a script, a word with spaces).
+    fn arg(mut self, arg: &str) -> Case<'a> {
+        self.args.push(arg.to_string());
+        self
+    }
+
+    /// With `f` on stdin.
+    fn stdin(self, f: impl AsRef<Path>) -> Case<'a> {
+        let fds = Fds::Stdin(f.as_ref().to_path_buf());
+        Case { fds, ..self }
+    }
+
+    /// With fds 3 and 4 on `f3` and `f4`.
+    fn fds(self, f3: impl AsRef<Path>, f4: impl AsRef<Path>) -> Case<'a> {
+        let fds = Fds::Two(f3.as_ref().to_path_buf(), f4.as_ref().to_path_buf());
+        Case { fds, ..self }
+    }
+
+    /// With both commands changed by `f` before they start.
+    fn with(self, f: fn(&mut Command)) -> Case<'a> {
+        Case { with: f, ..self }
+    }
+
+    /// Its command line started as `who` by stockade, or by the real bwrap.
+    fn start(&self, who: Who, real: bool) -> Output {
+        let args = strs(&self.args);
+        let mut c = match (&self.fds, real) {
+            (Fds::Two(f3, f4), true) => fds_command(who, &[real_path()], &args, f3, f4),
+            (Fds::Two(f3, f4), false) => fds_command(who, &ours_bin(), &args, f3, f4),
+            (_, true) => common::host_command(who, real_path()),
+            (_, false) => ours(who),
+        };
+        match &self.fds {
+            Fds::Null => c.args(&args),
+            Fds::Stdin(f) => c.args(&args).stdin(std::fs::File::open(f).unwrap()),
+            Fds::Two(..) => &mut c,
+        };
+        (self.with)(&mut c);
+        c.output().expect("start")
+    }
+
+    /// Runs it as `who` under stockade and, where it runs here, under the
+    /// real bwrap: the same stdout, stderr and exit code. Returns
+    /// stockade's run.
+    fn same(&self, who: Who) -> Output {
+        let o = self.start(who, false);
+        if real_runs(who) {
+            let r = self.start(who, true);
+            let what = format!("{who:?} {}: {:?}", self.what, self.args);
             assert_eq!(
                 stdout(&o),
                 stdout(&r),
@@ -95,189 +255,137 @@ fn same_in(who: Who, args: &[&str], stdin: Option<&Path>) -> Output {
             );
             assert_eq!(stderr(&o), stderr(&r), "stderr: {what}");
             assert_eq!(o.status.code(), r.status.code(), "exit code: {what}");
+        } else {
+            common::skip("bwrap", "the real bwrap cannot run here: stockade alone");
         }
-        None => common::skip("bwrap", "the real bwrap cannot run here: stockade alone"),
+        o
     }
-    o
 }
 
-fn same(who: Who, args: &[&str]) -> Output {
-    same_in(who, args, None)
-}
-
-/// `args` refused by both alike: exit 1 and the one line `bwrap: {err}`.
-fn same_refusal(who: Who, args: &[&str], err: &str) {
-    let o = same(who, args);
-    expect_code(&o, 1, err);
-    assert_eq!(stderr(&o), format!("bwrap: {err}\n"));
-}
-
-fn root_and(rest: &[&str]) -> Vec<String> {
-    ROOT.iter().chain(rest).map(|s| s.to_string()).collect()
-}
-
-fn same_root(who: Who, rest: &[&str]) -> Output {
-    let v = root_and(rest);
-    let a: Vec<&str> = v.iter().map(String::as_str).collect();
-    same(who, &a)
+/// Each case as `who`: the same under both ([`Case::same`]), then each of
+/// its [`Want`]s of stockade's run, in order.
+fn check(who: Who, cases: &[Case]) {
+    for case in cases {
+        let o = case.same(who);
+        let what = format!("{who:?} {}", case.what);
+        for want in &case.want {
+            want.check(&o, &what);
+        }
+    }
 }
 
 #[test]
 fn a_minimal_root_and_the_exit_code() {
-    for who in users("bwrap_minimal_root") {
-        let o = same_root(
-            who,
+    let cases = [
+        Case::root(
+            "exit 3",
+            "-- sh -c",
             &[
-                "--",
-                "sh",
-                "-c",
-                "echo hi; ls /; pwd; id -u; echo $HOME; exit 3",
+                Code(3),
+                StdoutStarts("hi\nbin\ndev\nlib\nlib64\nproc\ntmp\nusr\n/\n"),
             ],
-        );
-        expect_code(&o, 3, "exit 3");
-        assert!(stdout(&o).starts_with("hi\nbin\ndev\nlib\nlib64\nproc\ntmp\nusr\n/\n"));
-        let o = same_root(who, &["sh", "-c", "kill -9 $$"]);
-        expect_code(&o, 137, "killed");
+        )
+        .arg("echo hi; ls /; pwd; id -u; echo $HOME; exit 3"),
+        Case::root("killed", "sh -c", &[Code(137)]).arg("kill -9 $$"),
+    ];
+    for who in users("bwrap_minimal_root") {
+        check(who, &cases);
     }
 }
 
 #[test]
 fn mounts_keep_the_command_line_order() {
-    for who in users("bwrap_order") {
+    let null = "echo x > /dev/null && echo ok";
+    let cases = [
         // A bind over an earlier tmpfs shows the bind...
-        let o = same_root(
-            who,
-            &[
-                "--tmpfs",
-                "/x",
-                "--ro-bind",
-                "/usr/share",
-                "/x",
-                "ls",
-                "/x/doc",
-            ],
-        );
-        expect_code(&o, 0, "bind over tmpfs");
+        Case::root(
+            "bind over tmpfs",
+            "--tmpfs /x --ro-bind /usr/share /x ls /x/doc",
+            &[Code(0)],
+        ),
         // ...a tmpfs over an earlier bind hides it.
-        let o = same_root(
-            who,
-            &[
-                "--ro-bind",
-                "/usr/share",
-                "/x",
-                "--tmpfs",
-                "/x",
-                "ls",
-                "-A",
-                "/x",
-            ],
-        );
-        assert_eq!(stdout(&o), "");
-        // A symlink and a dir, then a bind of the whole host root over all.
-        same_root(who, &["--dir", "/d/e", "sh", "-c", "ls -d /d/e"]);
+        Case::root(
+            "tmpfs over bind",
+            "--ro-bind /usr/share /x --tmpfs /x ls -A /x",
+            &[Stdout("")],
+        ),
+        // A directory and its missing parent.
+        Case::root("--dir /d/e", "--dir /d/e sh -c", &[]).arg("ls -d /d/e"),
         // The root itself stays writable, as bwrap's tmpfs root.
-        let o = same_root(
-            who,
-            &[
-                "--dir",
-                "/d",
-                "sh",
-                "-c",
-                "touch /d/x && mkdir /y && stat -c '%a %u' / /d",
-            ],
-        );
-        expect_code(&o, 0, "a writable root");
-        let o = same_root(
-            who,
-            &[
-                "--cap-drop",
-                "cap_sys_admin",
-                "--cap-drop",
-                "all",
-                "--sync-fd",
-                "1",
-                "true",
-            ],
-        );
-        expect_code(&o, 0, "--cap-drop, --sync-fd");
-        let o = same(
-            who,
-            &["--ro-bind", "/", "/", "sh", "-c", "ls -d /etc; touch /x"],
-        );
-        assert!(
-            stderr(&o).contains("Read-only file system"),
-            "{}",
-            stderr(&o)
-        );
+        Case::root("a writable root", "--dir /d sh -c", &[Code(0)])
+            .arg("touch /d/x && mkdir /y && stat -c '%a %u' / /d"),
+        Case::root(
+            "--cap-drop, --sync-fd",
+            "--cap-drop cap_sys_admin --cap-drop all --sync-fd 1 true",
+            &[Code(0)],
+        ),
+        Case::bare(
+            "--ro-bind / /",
+            "--ro-bind / / sh -c",
+            &[StderrHas("Read-only file system")],
+        )
+        .arg("ls -d /etc; touch /x"),
         // Devices: only a --dev-bind leaves them usable.
-        let null = "echo x > /dev/null && echo ok";
-        let o = same(who, &["--ro-bind", "/", "/", "sh", "-c", null]);
-        expect_code(&o, 2, "nodev");
-        let o = same(
-            who,
-            &[
-                "--ro-bind",
-                "/",
-                "/",
-                "--dev-bind",
-                "/dev",
-                "/dev",
-                "sh",
-                "-c",
-                null,
-            ],
-        );
-        assert_eq!(stdout(&o), "ok\n");
+        Case::bare("nodev", "--ro-bind / / sh -c", &[Code(2)]).arg(null),
+        Case::bare(
+            "--dev-bind /dev",
+            "--ro-bind / / --dev-bind /dev /dev sh -c",
+            &[Stdout("ok\n")],
+        )
+        .arg(null),
         // --remount-ro in its place: after the tmpfs, before what follows.
-        let o = same_root(
-            who,
-            &[
-                "--remount-ro",
-                "/tmp",
-                "--tmpfs",
-                "/dev/shm",
-                "sh",
-                "-c",
-                "touch /dev/shm/a && touch /tmp/x",
-            ],
-        );
-        expect_code(&o, 1, "--remount-ro");
-        let o = same(
-            who,
-            &[
-                "--bind",
-                "/",
-                "/",
-                "--remount-ro",
-                "/",
-                "sh",
-                "-c",
-                "touch /x",
-            ],
-        );
-        expect_code(&o, 1, "--remount-ro /");
+        Case::root(
+            "--remount-ro",
+            "--remount-ro /tmp --tmpfs /dev/shm sh -c",
+            &[Code(1)],
+        )
+        .arg("touch /dev/shm/a && touch /tmp/x"),
+        Case::bare(
+            "--remount-ro /",
+            "--bind / / --remount-ro / sh -c",
+            &[Code(1)],
+        )
+        .arg("touch /x"),
+    ];
+    for who in users("bwrap_order") {
+        check(who, &cases);
     }
 }
 
 #[test]
 fn environment_chdir_and_hostname() {
+    let cases = [
+        Case::root(
+            "--clearenv --setenv",
+            "--clearenv --setenv A",
+            &[Stdout("A=b c\nPWD=/\n")],
+        )
+        .arg("b c")
+        .words("/usr/bin/env"),
+        Case::root(
+            "--setenv --unsetenv",
+            "--setenv B 1 --unsetenv LANG /usr/bin/env",
+            &[StdoutHas("B=1\n"), StdoutLacks("LANG")],
+        ),
+        Case::root(
+            "--chdir",
+            "--chdir /usr/share sh -c",
+            &[Stdout("/usr/share\n/usr/share\n")],
+        )
+        .arg("pwd; echo $PWD"),
+        Case::root(
+            "--hostname",
+            "--unshare-uts --hostname jailed hostname",
+            &[Stdout("jailed\n")],
+        ),
+        Case::root(
+            "--uid --gid",
+            "--unshare-user --uid 5 --gid 6 id",
+            &[Stdout("uid=5 gid=6 groups=6\n")],
+        ),
+    ];
     for who in users("bwrap_env") {
-        let o = same_root(who, &["--clearenv", "--setenv", "A", "b c", "/usr/bin/env"]);
-        assert_eq!(stdout(&o), "A=b c\nPWD=/\n");
-        let o = same_root(
-            who,
-            &["--setenv", "B", "1", "--unsetenv", "LANG", "/usr/bin/env"],
-        );
-        assert!(stdout(&o).contains("B=1\n") && !stdout(&o).contains("LANG"));
-        let o = same_root(
-            who,
-            &["--chdir", "/usr/share", "sh", "-c", "pwd; echo $PWD"],
-        );
-        assert_eq!(stdout(&o), "/usr/share\n/usr/share\n");
-        let o = same_root(who, &["--unshare-uts", "--hostname", "jailed", "hostname"]);
-        assert_eq!(stdout(&o), "jailed\n");
-        let o = same_root(who, &["--unshare-user", "--uid", "5", "--gid", "6", "id"]);
-        assert_eq!(stdout(&o), "uid=5 gid=6 groups=6\n");
+        check(who, &cases);
     }
 }
 
@@ -287,76 +395,103 @@ fn environment_chdir_and_hostname() {
 /// its own, which needs none).
 #[test]
 fn uid_and_gid_without_unshare_user_as_bwrap() {
-    let ids = ["sh", "-c", "id -u; id -g"];
+    let ids = "id -u; id -g";
     for who in users("bwrap_uid_without_unshare_user") {
-        let o = same_root(who, &[&["--uid", "5", "--gid", "6"][..], &ids].concat());
-        match who {
-            Who::Nobody => assert_eq!(stdout(&o), "5\n6\n"),
-            Who::Root => expect_code(&o, 1, "--uid 5 as root"),
-        }
-        let o = same_root(who, &[&["--uid", "0"][..], &ids].concat());
-        expect_code(&o, 0, "--uid 0");
-        let mine = match who {
-            Who::Nobody => "65534",
-            Who::Root => "0",
+        let (five, mine) = match who {
+            Who::Nobody => (Stdout("5\n6\n"), "65534"),
+            Who::Root => (Code(1), "0"),
         };
-        let o = same_root(who, &[&["--uid", mine, "--gid", mine][..], &ids].concat());
-        assert_eq!(stdout(&o), format!("{mine}\n{mine}\n"));
+        let both_mine = format!("{mine}\n{mine}\n");
+        let cases = [
+            Case::root("--uid 5 --gid 6", "--uid 5 --gid 6 sh -c", &[five]).arg(ids),
+            Case::root("--uid 0", "--uid 0 sh -c", &[Code(0)]).arg(ids),
+            Case::root(
+                "the caller's own ids",
+                &format!("--uid {mine} --gid {mine} sh -c"),
+                &[Stdout(&both_mine)],
+            )
+            .arg(ids),
+        ];
+        check(who, &cases);
     }
 }
 
 #[test]
 fn unshare_net_leaves_only_lo() {
     let ifaces = "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '";
-    for who in users("bwrap_net") {
-        let o = same_root(who, &["--unshare-net", "sh", "-c", ifaces]);
-        assert_eq!(stdout(&o), "lo\n");
-        let o = same_root(who, &["--unshare-all", "sh", "-c", ifaces]);
-        assert_eq!(stdout(&o), "lo\n");
+    let cases = [
+        Case::root("--unshare-net", "--unshare-net sh -c", &[Stdout("lo\n")]).arg(ifaces),
+        Case::root("--unshare-all", "--unshare-all sh -c", &[Stdout("lo\n")]).arg(ifaces),
         // --share-net keeps the host's.
-        same_root(who, &["--unshare-all", "--share-net", "sh", "-c", ifaces]);
+        Case::root("--share-net", "--unshare-all --share-net sh -c", &[]).arg(ifaces),
+    ];
+    for who in users("bwrap_net") {
+        check(who, &cases);
     }
 }
 
 #[test]
 fn usage_errors_in_bwraps_words() {
+    let cases = [
+        Case::bare("unknown", "--bogus", &[Refused("Unknown option --bogus")]),
+        Case::bare(
+            "--bind /",
+            "--bind /",
+            &[Refused("--bind takes two arguments")],
+        ),
+        Case::bare(
+            "--chdir",
+            "--chdir",
+            &[Refused("--chdir takes one argument")],
+        ),
+        Case::bare(
+            "--tmpfs",
+            "--tmpfs",
+            &[Refused("--tmpfs takes an argument")],
+        ),
+        Case::bare(
+            "--size 0",
+            "--size 0 --tmpfs /t true",
+            &[Refused("--size takes a non-zero number of bytes")],
+        ),
+        Case::bare("--uid x", "--uid x true", &[Refused("Invalid uid: x")]),
+        Case::bare(
+            "--cap-drop sys_admin",
+            "--cap-drop sys_admin true",
+            &[Refused("unknown cap: sys_admin")],
+        ),
+        Case::bare(
+            "--sync-fd x",
+            "--sync-fd x true",
+            &[Refused("Invalid fd: x")],
+        ),
+        Case::bare(
+            "--hostname alone",
+            "--ro-bind / / --hostname h true",
+            &[Refused("Specifying --hostname requires --unshare-uts")],
+        ),
+        Case::bare(
+            "missing source",
+            "--ro-bind /nonexistent /x true",
+            &[Refused(
+                "Can't find source path /nonexistent: No such file or directory",
+            )],
+        ),
+        Case::bare(
+            "missing --chdir",
+            "--ro-bind / / --chdir /nonexistent true",
+            &[Refused(
+                "Can't chdir to /nonexistent: No such file or directory",
+            )],
+        ),
+        Case::bare(
+            "missing command",
+            "--ro-bind / / /nonexistent",
+            &[Refused("execvp /nonexistent: No such file or directory")],
+        ),
+    ];
     for who in users("bwrap_errors") {
-        for (args, err) in [
-            (&["--bogus"][..], "bwrap: Unknown option --bogus\n"),
-            (&["--bind", "/"][..], "bwrap: --bind takes two arguments\n"),
-            (&["--chdir"][..], "bwrap: --chdir takes one argument\n"),
-            (&["--tmpfs"][..], "bwrap: --tmpfs takes an argument\n"),
-            (
-                &["--size", "0", "--tmpfs", "/t", "true"][..],
-                "bwrap: --size takes a non-zero number of bytes\n",
-            ),
-            (&["--uid", "x", "true"][..], "bwrap: Invalid uid: x\n"),
-            (
-                &["--cap-drop", "sys_admin", "true"][..],
-                "bwrap: unknown cap: sys_admin\n",
-            ),
-            (&["--sync-fd", "x", "true"][..], "bwrap: Invalid fd: x\n"),
-            (
-                &["--ro-bind", "/", "/", "--hostname", "h", "true"][..],
-                "bwrap: Specifying --hostname requires --unshare-uts\n",
-            ),
-            (
-                &["--ro-bind", "/nonexistent", "/x", "true"][..],
-                "bwrap: Can't find source path /nonexistent: No such file or directory\n",
-            ),
-            (
-                &["--ro-bind", "/", "/", "--chdir", "/nonexistent", "true"][..],
-                "bwrap: Can't chdir to /nonexistent: No such file or directory\n",
-            ),
-            (
-                &["--ro-bind", "/", "/", "/nonexistent"][..],
-                "bwrap: execvp /nonexistent: No such file or directory\n",
-            ),
-        ] {
-            let o = same(who, args);
-            expect_code(&o, 1, err);
-            assert_eq!(stderr(&o), err);
-        }
+        check(who, &cases);
         // No command: the usage, on stderr (its option list is our own).
         let o = with_args(ours(who), &["--ro-bind", "/", "/"], None);
         expect_code(&o, 1, "no command");
@@ -384,18 +519,28 @@ fn args_from_an_fd() {
         data.push(0);
     }
     std::fs::write(&f, data).unwrap();
-    for who in users("bwrap_args") {
+    let len = std::fs::metadata(&f).unwrap().len();
+    let copied = format!("640 {len}\n{}\n", len + 2);
+    let cases = [
         // Options only: what follows a non-option in the file is ignored.
-        let o = same_in(who, &["--args", "0", "sh", "-c", "echo $A"], Some(&f));
-        assert_eq!(stdout(&o), "from file\n");
-        expect_code(&o, 0, "--args");
+        Case::bare(
+            "--args",
+            "--args 0 sh -c",
+            &[Stdout("from file\n"), Code(0)],
+        )
+        .arg("echo $A")
+        .stdin(&f),
         // --file copies an fd's content into a file of the sandbox.
-        let v = root_and(&["--perms", "0640", "--file", "0", "/tmp/f", "sh", "-c"]);
-        let mut a: Vec<&str> = v.iter().map(String::as_str).collect();
-        a.push("stat -c '%a %s' /tmp/f; echo x >> /tmp/f && wc -c < /tmp/f");
-        let o = same_in(who, &a, Some(&f));
-        let len = std::fs::metadata(&f).unwrap().len();
-        assert_eq!(stdout(&o), format!("640 {len}\n{}\n", len + 2));
+        Case::root(
+            "--file",
+            "--perms 0640 --file 0 /tmp/f sh -c",
+            &[Stdout(&copied)],
+        )
+        .arg("stat -c '%a %s' /tmp/f; echo x >> /tmp/f && wc -c < /tmp/f")
+        .stdin(&f),
+    ];
+    for who in users("bwrap_args") {
+        check(who, &cases);
     }
 }
 
@@ -429,11 +574,7 @@ fn argv0_and_die_with_parent() {
         );
         let mut c = Command::new("/bin/sh");
         c.args(["-c", &script]);
-        if who == Who::Nobody && is_root() {
-            use std::os::unix::process::CommandExt;
-            c.uid(NOBODY).gid(NOBODY);
-        }
-        let o = c.output().unwrap();
+        let o = common::start_as(&mut c, who).output().unwrap();
         let pid: u32 = stdout(&o).trim().parse().unwrap();
         // Polled until it is gone; the bound (well under the sleep) only
         // ends a broken run.
@@ -537,14 +678,19 @@ fn no_mkdir_filter() -> Vec<u8> {
     b
 }
 
-/// `bin [pre…] args…` started through sh as `who` with fd 3 and 4 open on
-/// `f3` and `f4`, as the other tests start bwrap.
-fn with_fds(who: Who, bin: &[&str], args: &[&str], f3: &Path, f4: &Path) -> Output {
+/// `bin [pre…] args…` to start through sh as `who` with fd 3 and 4 open
+/// on `f3` and `f4`, as the other tests start bwrap.
+fn fds_command(who: Who, bin: &[&str], args: &[&str], f3: &Path, f4: &Path) -> Command {
     let mut c = common::host_command(who, "/bin/sh");
     c.args(["-c", "exec \"$@\" 3<\"$F3\" 4<\"$F4\"", "sh"]);
     c.args(bin).args(args);
     c.env("F3", f3).env("F4", f4);
-    c.output().expect("start")
+    c
+}
+
+/// [`fds_command`], run.
+fn with_fds(who: Who, bin: &[&str], args: &[&str], f3: &Path, f4: &Path) -> Output {
+    fds_command(who, bin, args, f3, f4).output().expect("start")
 }
 
 #[test]
@@ -553,47 +699,38 @@ fn seccomp_programs_from_fds() {
     let (prog, odd) = (s.join("prog"), s.join("odd"));
     std::fs::write(&prog, no_mkdir_filter()).unwrap();
     std::fs::write(&odd, [0u8; 7]).unwrap();
-    let ours_bin = common::binary();
-    let ours_bin = ours_bin.to_str().unwrap();
     let script = "mkdir /tmp/x 2>/dev/null; echo $?; ls -d /proc/self/fd/3 2>/dev/null; echo ok";
-    for who in users("bwrap_seccomp") {
+    let both = "--add-seccomp-fd 3 --add-seccomp-fd 4 sh -c";
+    let cases = [
         // --seccomp alone: the payload's mkdir fails, the rest works, and
         // the program's fd is not passed on.
-        let o = same_in(
-            who,
-            &root_and(&["--seccomp", "0", "sh", "-c", script])
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>(),
-            Some(&prog),
-        );
-        assert_eq!(stdout(&o), "1\nok\n");
+        Case::root("--seccomp", "--seccomp 0 sh -c", &[Stdout("1\nok\n")])
+            .arg(script)
+            .stdin(&prog),
         // Two stacked programs (the same one twice), and the refusals.
-        let cases: [(&[&str], &str, i32); 4] = [
-            (
-                &["--add-seccomp-fd", "3", "--add-seccomp-fd", "4"],
-                "1\nok\n",
-                0,
-            ),
-            (&["--seccomp", "3", "--add-seccomp-fd", "4"], "", 1),
-            (&["--add-seccomp-fd", "3", "--seccomp", "4"], "", 1),
-            (&["--add-seccomp-fd", "3", "--add-seccomp-fd", "4"], "", 1),
-        ];
-        for (i, (opts, out, code)) in cases.into_iter().enumerate() {
-            let f4 = if i == 3 { &odd } else { &prog };
-            let v = root_and(opts);
-            let mut a: Vec<&str> = v.iter().map(String::as_str).collect();
-            a.extend(["sh", "-c", script]);
-            let o = with_fds(who, &[ours_bin, "bwrap"], &a, &prog, f4);
-            expect_code(&o, code, &format!("{opts:?}"));
-            assert_eq!(stdout(&o), out, "{opts:?}: {}", stderr(&o));
-            if real(who).is_some() {
-                let r = with_fds(who, &[real_path()], &a, &prog, f4);
-                assert_eq!(stderr(&o), stderr(&r), "{opts:?}");
-                assert_eq!(stdout(&o), stdout(&r), "{opts:?}");
-                assert_eq!(o.status.code(), r.status.code(), "{opts:?}");
-            }
-        }
+        Case::root("two programs", both, &[Code(0), Stdout("1\nok\n")])
+            .arg(script)
+            .fds(&prog, &prog),
+        Case::root(
+            "--seccomp, then --add-seccomp-fd",
+            "--seccomp 3 --add-seccomp-fd 4 sh -c",
+            &[Code(1), Stdout("")],
+        )
+        .arg(script)
+        .fds(&prog, &prog),
+        Case::root(
+            "--add-seccomp-fd, then --seccomp",
+            "--add-seccomp-fd 3 --seccomp 4 sh -c",
+            &[Code(1), Stdout("")],
+        )
+        .arg(script)
+        .fds(&prog, &prog),
+        Case::root("a program of 7 bytes", both, &[Code(1), Stdout("")])
+            .arg(script)
+            .fds(&prog, &odd),
+    ];
+    for who in users("bwrap_seccomp") {
+        check(who, &cases);
     }
 }
 
@@ -665,134 +802,82 @@ fn bind_data_and_ro_bind_data() {
     let (a3, a4) = (s.join("a3"), s.join("a4"));
     std::fs::write(&a3, "three\n").unwrap();
     std::fs::write(&a4, "four\n").unwrap();
-    let ours_bin = common::binary();
-    let ours_bin = ours_bin.to_str().unwrap();
     let script = "stat -c '%a %s' /etc/x /y; cat /etc/x /y; \
                   (echo a >> /etc/x) 2>/dev/null || echo refused; echo b >> /y; echo $?; cat /y; \
                   grep -E ' /(etc/x|y) ' /proc/self/mountinfo | cut -d' ' -f5,6";
-    let v = root_and(&[
-        "--ro-bind-data",
-        "3",
-        "/etc/x",
-        "--perms",
-        "0640",
-        "--bind-data",
-        "4",
-        "/y",
-        "sh",
-        "-c",
-        script,
-    ]);
-    let a: Vec<&str> = v.iter().map(String::as_str).collect();
+    let data = Case::root(
+        "--ro-bind-data, --bind-data",
+        "--ro-bind-data 3 /etc/x --perms 0640 --bind-data 4 /y sh -c",
+        &[
+            Code(0),
+            StdoutStarts("600 6\n640 5\nthree\nfour\nrefused\n0\nfour\nb\n"),
+        ],
+    )
+    .arg(script)
+    .fds(&a3, &a4);
     for who in users("bwrap_data") {
-        let o = with_fds(who, &[ours_bin, "bwrap"], &a, &a3, &a4);
-        expect_code(&o, 0, "--bind-data");
-        assert!(
-            stdout(&o).starts_with("600 6\n640 5\nthree\nfour\nrefused\n0\nfour\nb\n"),
-            "{}{}",
-            stdout(&o),
-            stderr(&o)
-        );
-        if real(who).is_some() {
-            let r = with_fds(who, &[real_path()], &a, &a3, &a4);
-            assert_eq!(stdout(&o), stdout(&r));
-            assert_eq!(stderr(&o), stderr(&r));
-        }
+        check(who, std::slice::from_ref(&data));
     }
 }
 
 #[test]
 fn perms_before_dir() {
     // Missing parents get the same mode; an existing directory keeps its own.
+    let perms = Case::root(
+        "--perms --dir",
+        "--perms 0777 --dir /d --perms 0700 --dir /e/f --dir /g --perms 0711 --dir /tmp sh -c",
+        &[
+            Code(0),
+            Stdout("777 /d\n700 /e\n700 /e/f\n755 /g\n755 /tmp\n"),
+        ],
+    )
+    .arg("stat -c '%a %n' /d /e /e/f /g /tmp");
     for who in users("bwrap_perms_dir") {
-        let o = same_root(
-            who,
-            &[
-                "--perms",
-                "0777",
-                "--dir",
-                "/d",
-                "--perms",
-                "0700",
-                "--dir",
-                "/e/f",
-                "--dir",
-                "/g",
-                "--perms",
-                "0711",
-                "--dir",
-                "/tmp",
-                "sh",
-                "-c",
-                "stat -c '%a %n' /d /e /e/f /g /tmp",
-            ],
-        );
-        expect_code(&o, 0, "--perms --dir");
-        assert_eq!(stdout(&o), "777 /d\n700 /e\n700 /e/f\n755 /g\n755 /tmp\n");
+        check(who, std::slice::from_ref(&perms));
     }
 }
 
 #[test]
 fn chmod_after_the_op_that_made_the_path() {
+    let cases = [
+        Case::root(
+            "--chmod",
+            "--dir /g --chmod 0701 /g --chmod 1777 /tmp sh -c",
+            &[Code(0), Stdout("701 /g\n1777 /tmp\n")],
+        )
+        .arg("stat -c '%a %n' /g /tmp"),
+        Case::root("--chmod 9", "--chmod 9 /g true", &[Code(1)]),
+        Case::root(
+            "--chmod of nothing",
+            "--chmod 0755 /nonexistent true",
+            &[Code(1)],
+        ),
+        Case::root("--chmod 7777 /usr", "--chmod 7777 /usr true", &[Code(1)]),
+    ];
     for who in users("bwrap_chmod") {
-        let o = same_root(
-            who,
-            &[
-                "--dir",
-                "/g",
-                "--chmod",
-                "0701",
-                "/g",
-                "--chmod",
-                "1777",
-                "/tmp",
-                "sh",
-                "-c",
-                "stat -c '%a %n' /g /tmp",
-            ],
-        );
-        expect_code(&o, 0, "--chmod");
-        assert_eq!(stdout(&o), "701 /g\n1777 /tmp\n");
-        for bad in [
-            &["--chmod", "9", "/g", "true"][..],
-            &["--chmod", "0755", "/nonexistent", "true"][..],
-            &["--chmod", "7777", "/usr", "true"][..],
-        ] {
-            let o = same_root(who, bad);
-            expect_code(&o, 1, &format!("{bad:?}"));
-        }
+        check(who, &cases);
     }
 }
 
 #[test]
 fn mqueue() {
-    for who in users("bwrap_mqueue") {
+    let cases = [
         // Under --dev too: bwrap's /dev stays writable for later ops.
-        let o = same_root(
-            who,
-            &[
-                "--unshare-ipc",
-                "--mqueue",
-                "/dev/mqueue",
-                "sh",
-                "-c",
-                "stat -c %a /dev/mqueue; readlink /dev/core",
-            ],
-        );
-        assert_eq!(stdout(&o), "1777\n/proc/kcore\n");
-        let o = same_root(
-            who,
-            &[
-                "--unshare-ipc",
-                "--mqueue",
-                "/mq",
-                "sh",
-                "-c",
-                "grep ' /mq ' /proc/self/mountinfo | cut -d' ' -f5,6,9-; stat -c %a /mq",
-            ],
-        );
-        expect_code(&o, 0, "--mqueue");
-        assert_eq!(stdout(&o), "/mq rw,relatime mqueue rw\n1777\n");
+        Case::root(
+            "--mqueue under --dev",
+            "--unshare-ipc --mqueue /dev/mqueue sh -c",
+            &[Stdout("1777\n/proc/kcore\n")],
+        )
+        .arg("stat -c %a /dev/mqueue; readlink /dev/core"),
+        Case::root(
+            "--mqueue",
+            "--unshare-ipc --mqueue /mq sh -c",
+            &[Code(0), Stdout("/mq rw,relatime mqueue rw\n1777\n")],
+        )
+        .arg("grep ' /mq ' /proc/self/mountinfo | cut -d' ' -f5,6,9-; stat -c %a /mq"),
+    ];
+    for who in users("bwrap_mqueue") {
+        check(who, &cases);
     }
 }
 
@@ -800,65 +885,32 @@ fn mqueue() {
 fn bind_fd_and_ro_bind_fd() {
     let s = common::Scratch::new("bwrap-bind-fd").world_writable();
     std::fs::write(s.join("in"), "inside\n").unwrap();
-    let d = s.path().to_str().unwrap();
-    let ours_bin = common::binary();
-    let ours_bin = ours_bin.to_str().unwrap();
-    let script = "cat /r/in /w/in; (echo x > /r/new) 2>/dev/null || echo ro; \
-                  echo y > /w/new && cat /w/new; rm /w/new";
-    let v = root_and(&[
-        "--ro-bind-fd",
-        "3",
-        "/r",
-        "--bind-fd",
-        "4",
-        "/w",
-        "sh",
-        "-c",
-        script,
-    ]);
-    let a: Vec<&str> = v.iter().map(String::as_str).collect();
-    let bad = root_and(&["--bind-fd", "9", "/m", "true"]);
-    let bad: Vec<&str> = bad.iter().map(String::as_str).collect();
+    let d = s.path();
+    // sh opens the directory on fd 3 and 4 (a read of a directory opens
+    // it all the same).
+    let cases = [
+        Case::root(
+            "--bind-fd",
+            "--ro-bind-fd 3 /r --bind-fd 4 /w sh -c",
+            &[Code(0), Stdout("inside\ninside\nro\ny\n")],
+        )
+        .arg(
+            "cat /r/in /w/in; (echo x > /r/new) 2>/dev/null || echo ro; \
+             echo y > /w/new && cat /w/new; rm /w/new",
+        )
+        .fds(d, d),
+        Case::root(
+            "--bind-fd 9",
+            "--bind-fd 9 /m true",
+            &[Refused(
+                "Can't find source path /proc/self/fd/9: No such file or directory",
+            )],
+        )
+        .fds(d, d),
+    ];
     for who in users("bwrap_bind_fd") {
-        // sh opens the directory on fd 3 and 4 (a read of a directory
-        // opens it all the same).
-        let o = with_fds(who, &[ours_bin, "bwrap"], &a, Path::new(d), Path::new(d));
-        expect_code(&o, 0, "--bind-fd");
-        assert_eq!(stdout(&o), "inside\ninside\nro\ny\n", "{}", stderr(&o));
-        let e = with_fds(who, &[ours_bin, "bwrap"], &bad, Path::new(d), Path::new(d));
-        expect_code(&e, 1, "--bind-fd 9");
-        assert_eq!(
-            stderr(&e),
-            "bwrap: Can't find source path /proc/self/fd/9: No such file or directory\n"
-        );
-        if real(who).is_some() {
-            let r = with_fds(who, &[real_path()], &a, Path::new(d), Path::new(d));
-            assert_eq!(stdout(&o), stdout(&r));
-            assert_eq!(stderr(&o), stderr(&r));
-            let r = with_fds(who, &[real_path()], &bad, Path::new(d), Path::new(d));
-            assert_eq!(stderr(&e), stderr(&r));
-        }
+        check(who, &cases);
     }
-}
-
-/// Run `args` under both, each command first changed by `f`; assert the
-/// same observable result; return ours.
-fn same_with(who: Who, args: &[&str], f: impl Fn(&mut Command)) -> Output {
-    let mut c = ours(who);
-    f(&mut c);
-    let o = with_args(c, args, None);
-    match real(who) {
-        Some(mut r) => {
-            f(&mut r);
-            let r = with_args(r, args, None);
-            let what = format!("{who:?} {args:?}");
-            assert_eq!(stdout(&o), stdout(&r), "stdout: {what}\n{}", stderr(&o));
-            assert_eq!(stderr(&o), stderr(&r), "stderr: {what}");
-            assert_eq!(o.status.code(), r.status.code(), "exit code: {what}");
-        }
-        None => common::skip("bwrap", "the real bwrap cannot run here: stockade alone"),
-    }
-    o
 }
 
 #[test]
@@ -867,13 +919,9 @@ fn the_callers_fds_pass_through_but_not_those_options_use() {
     let (a3, a4) = (s.join("a3"), s.join("a4"));
     std::fs::write(&a3, "three\n").unwrap();
     std::fs::write(&a4, "four\n").unwrap();
-    let ours_bin = common::binary();
-    let ours_bin = ours_bin.to_str().unwrap();
     // fd 3 is the command's; fd 4 is --file's (bwrap closes it).
     let list = "ls /proc/self/fd | tr '\\n' ' '";
     let script = format!("cat <&3; {{ cat <&4; }} 2>/dev/null || echo no-4; cat /x; {list}");
-    let v = root_and(&["--file", "4", "/x", "sh", "-c", &script]);
-    let a: Vec<&str> = v.iter().map(String::as_str).collect();
     for who in users("bwrap_fds") {
         // The same numbers as without a sandbox, whatever else this test
         // process was given by its own caller.
@@ -884,62 +932,52 @@ fn the_callers_fds_pass_through_but_not_those_options_use() {
             &a3,
             &a4,
         );
-        let o = with_fds(who, &[ours_bin, "bwrap"], &a, &a3, &a4);
-        expect_code(&o, 0, "fd passthrough");
-        assert_eq!(
-            stdout(&o),
-            format!("three\nno-4\nfour\n{}", stdout(&direct)),
-            "{}",
-            stderr(&o)
-        );
-        match real(who) {
-            Some(_) => {
-                let r = with_fds(who, &[real_path()], &a, &a3, &a4);
-                assert_eq!(stdout(&o), stdout(&r));
-                assert_eq!(stderr(&o), stderr(&r));
-            }
-            None => common::skip("bwrap_fds", "the real bwrap cannot run here"),
-        }
+        let want = format!("three\nno-4\nfour\n{}", stdout(&direct));
+        let case = Case::root(
+            "fd passthrough",
+            "--file 4 /x sh -c",
+            &[Code(0), Stdout(&want)],
+        )
+        .arg(&script)
+        .fds(&a3, &a4);
+        check(who, &[case]);
     }
 }
 
 #[test]
 fn without_chdir_the_callers_directory_else_home_else_root() {
-    let pwd = ["sh", "-c", "pwd; echo $PWD"];
-    for who in users("bwrap_cwd") {
+    let cases = [
         // The caller's directory, where the sandbox has it.
-        let o = same_with(
-            who,
-            &root_and(&pwd)
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>(),
-            |c| {
-                c.current_dir("/usr/share");
-            },
-        );
-        assert_eq!(stdout(&o), "/usr/share\n/usr/share\n");
+        Case::root(
+            "the caller's directory",
+            "sh -c",
+            &[Stdout("/usr/share\n/usr/share\n")],
+        )
+        .arg("pwd; echo $PWD")
+        .with(|c| {
+            c.current_dir("/usr/share");
+        }),
         // Not inside (no /etc here): $HOME...
-        let args = root_and(&pwd);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = same_with(who, &args, |c| {
-            c.current_dir("/etc").env("HOME", "/usr/lib");
-        });
-        assert_eq!(stdout(&o), "/usr/lib\n/usr/lib\n");
+        Case::root("$HOME", "sh -c", &[Stdout("/usr/lib\n/usr/lib\n")])
+            .arg("pwd; echo $PWD")
+            .with(|c| {
+                c.current_dir("/etc").env("HOME", "/usr/lib");
+            }),
         // ...else /.
-        let o = same_with(who, &args, |c| {
-            c.current_dir("/etc").env("HOME", "/nonexistent");
-        });
-        assert_eq!(stdout(&o), "/\n/\n");
+        Case::root("/", "sh -c", &[Stdout("/\n/\n")])
+            .arg("pwd; echo $PWD")
+            .with(|c| {
+                c.current_dir("/etc").env("HOME", "/nonexistent");
+            }),
         // An explicit --chdir that cannot be entered fails, as bwrap's.
-        let bad = root_and(&["--chdir", "/etc", "true"]);
-        let bad: Vec<&str> = bad.iter().map(String::as_str).collect();
-        let o = same_with(who, &bad, |_| {});
-        expect_code(&o, 1, "--chdir /etc");
-        assert_eq!(
-            stderr(&o),
-            "bwrap: Can't chdir to /etc: No such file or directory\n"
-        );
+        Case::root(
+            "--chdir /etc",
+            "--chdir /etc true",
+            &[Refused("Can't chdir to /etc: No such file or directory")],
+        ),
+    ];
+    for who in users("bwrap_cwd") {
+        check(who, &cases);
     }
 }
 
@@ -950,69 +988,65 @@ fn what_is_in_the_way_is_refused_in_bwraps_words() {
     std::fs::write(&f, "hello\n").unwrap();
     std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
     let f = f.to_str().unwrap();
-    for who in users("bwrap_dest") {
-        for (rest, err) in [
-            (
-                &["--symlink", "/usr", "/tmp/l", "--symlink", "/etc", "/tmp/l"][..],
-                "bwrap: Can't make symlink at /tmp/l: existing destination is /usr\n",
-            ),
-            (
-                &["--dir", "/tmp/d", "--symlink", "/usr", "/tmp/d"][..],
-                "bwrap: Can't make symlink at /tmp/d: destination exists and is not a symlink\n",
-            ),
-            (
-                &["--symlink", "/usr", "/tmp/l", "--ro-bind", "/usr", "/tmp/l"][..],
-                "bwrap: Can't mount on symlink destination /tmp/l\n",
-            ),
-            (
-                &["--symlink", "d", "/tmp/l", "--ro-bind", f, "/tmp/l"][..],
-                "bwrap: Can't mount on symlink destination /tmp/l\n",
-            ),
-            (
-                &["--dir", "/tmp/d", "--ro-bind", f, "/tmp/d"][..],
-                "bwrap: Destination is not a file /tmp/d\n",
-            ),
-            (
-                &["--ro-bind", f, "/tmp/f", "--ro-bind", "/usr", "/tmp/f"][..],
-                "bwrap: Destination is not a directory /tmp/f\n",
-            ),
-            (
-                &["--chmod", "0755", "/nonexistent"][..],
-                "bwrap: Can't open /nonexistent: No such file or directory\n",
-            ),
-        ] {
-            let v = root_and(rest);
-            let mut a: Vec<&str> = v.iter().map(String::as_str).collect();
-            a.push("true");
-            let o = same(who, &a);
-            expect_code(&o, 1, err);
-            assert_eq!(stderr(&o), err);
-        }
+    let cases = [
+        Case::root(
+            "a second symlink",
+            "--symlink /usr /tmp/l --symlink /etc /tmp/l true",
+            &[Refused(
+                "Can't make symlink at /tmp/l: existing destination is /usr",
+            )],
+        ),
+        Case::root(
+            "a symlink on a directory",
+            "--dir /tmp/d --symlink /usr /tmp/d true",
+            &[Refused(
+                "Can't make symlink at /tmp/d: destination exists and is not a symlink",
+            )],
+        ),
+        Case::root(
+            "a bind on a symlink",
+            "--symlink /usr /tmp/l --ro-bind /usr /tmp/l true",
+            &[Refused("Can't mount on symlink destination /tmp/l")],
+        ),
+        Case::root(
+            "a file bind on a dangling symlink",
+            &format!("--symlink d /tmp/l --ro-bind {f} /tmp/l true"),
+            &[Refused("Can't mount on symlink destination /tmp/l")],
+        ),
+        Case::root(
+            "a file bind on a directory",
+            &format!("--dir /tmp/d --ro-bind {f} /tmp/d true"),
+            &[Refused("Destination is not a file /tmp/d")],
+        ),
+        Case::root(
+            "a directory bind on a file",
+            &format!("--ro-bind {f} /tmp/f --ro-bind /usr /tmp/f true"),
+            &[Refused("Destination is not a directory /tmp/f")],
+        ),
+        Case::root(
+            "--chmod of nothing",
+            "--chmod 0755 /nonexistent true",
+            &[Refused(
+                "Can't open /nonexistent: No such file or directory",
+            )],
+        ),
         // The same symlink again is fine; a file bound onto a device node
         // too; a read-only file bind is a read-only mount (not a copy).
-        let o = same_root(
-            who,
-            &[
-                "--symlink",
-                "/usr",
-                "/tmp/l",
-                "--symlink",
-                "/usr",
-                "/tmp/l",
-                "--dev-bind",
-                f,
-                "/dev/null",
-                "--ro-bind",
-                f,
-                "/tmp/f",
-                "sh",
-                "-c",
-                "readlink /tmp/l; cat /dev/null; (echo x >> /tmp/f) 2>&1 | sed 's/.*: //'; \
-                 grep -c ' /tmp/f ro,' /proc/self/mountinfo",
-            ],
-        );
-        expect_code(&o, 0, "symlink again, file on a device, ro file");
-        assert_eq!(stdout(&o), "/usr\nhello\nRead-only file system\n1\n");
+        Case::root(
+            "symlink again, file on a device, ro file",
+            &format!(
+                "--symlink /usr /tmp/l --symlink /usr /tmp/l --dev-bind {f} /dev/null \
+                 --ro-bind {f} /tmp/f sh -c"
+            ),
+            &[Code(0), Stdout("/usr\nhello\nRead-only file system\n1\n")],
+        )
+        .arg(
+            "readlink /tmp/l; cat /dev/null; (echo x >> /tmp/f) 2>&1 | sed 's/.*: //'; \
+             grep -c ' /tmp/f ro,' /proc/self/mountinfo",
+        ),
+    ];
+    for who in users("bwrap_dest") {
+        check(who, &cases);
     }
 }
 
@@ -1027,32 +1061,30 @@ fn lock_file_is_held_while_the_sandbox_runs() {
     let try_lock = format!(
         "import fcntl\nf = open('{lock}', 'a')\ntry:\n    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n    print('free')\nexcept OSError as e:\n    print('held', e.errno)"
     );
+    let held = format!("held {}\n", libc_eagain());
+    let cases = [
+        Case::bare(
+            "no --lock-file",
+            "--bind / / python3 -c",
+            &[Stdout("free\n")],
+        )
+        .arg(&try_lock),
+        Case::bare(
+            "--lock-file",
+            &format!("--bind / / --lock-file {lock} python3 -c"),
+            &[Stdout(&held)],
+        )
+        .arg(&try_lock),
+        Case::bare(
+            "--lock-file /nonexistent",
+            "--bind / / --lock-file /nonexistent true",
+            &[Refused(
+                "Unable to open lock file /nonexistent: No such file or directory",
+            )],
+        ),
+    ];
     for who in users("bwrap_lock_file") {
-        let o = same(who, &["--bind", "/", "/", "python3", "-c", &try_lock]);
-        assert_eq!(stdout(&o), "free\n");
-        let o = same(
-            who,
-            &[
-                "--bind",
-                "/",
-                "/",
-                "--lock-file",
-                lock,
-                "python3",
-                "-c",
-                &try_lock,
-            ],
-        );
-        assert_eq!(stdout(&o), format!("held {}\n", libc_eagain()));
-        let o = same(
-            who,
-            &["--bind", "/", "/", "--lock-file", "/nonexistent", "true"],
-        );
-        expect_code(&o, 1, "--lock-file /nonexistent");
-        assert_eq!(
-            stderr(&o),
-            "bwrap: Unable to open lock file /nonexistent: No such file or directory\n"
-        );
+        check(who, &cases);
     }
 }
 
@@ -1066,228 +1098,161 @@ fn repeated_options_warn_and_labels_are_refused_without_selinux() {
     if Path::new("/sys/fs/selinux/enforce").exists() {
         return common::skip("bwrap_labels", "SELinux is enabled here");
     }
-    for who in users("bwrap_labels") {
-        let o = same(
-            who,
+    let cases = [
+        Case::bare(
+            "--chdir twice",
+            "--level-prefix --chdir / --chdir / --ro-bind / / true",
             &[
-                "--level-prefix",
-                "--chdir",
-                "/",
-                "--chdir",
-                "/",
-                "--ro-bind",
-                "/",
-                "/",
-                "true",
+                Code(0),
+                Stderr("<4>bwrap: Only the last --chdir option will take effect\n"),
             ],
-        );
-        expect_code(&o, 0, "--chdir twice");
-        assert_eq!(
-            stderr(&o),
-            "<4>bwrap: Only the last --chdir option will take effect\n"
-        );
-        for opt in ["--exec-label", "--file-label"] {
-            let o = same(who, &["--ro-bind", "/", "/", opt, "x", "true"]);
-            expect_code(&o, 1, opt);
-            assert_eq!(stderr(&o), "bwrap: labeling not supported on this system\n");
-        }
+        ),
+        Case::bare(
+            "--exec-label",
+            "--ro-bind / / --exec-label x true",
+            &[Refused("labeling not supported on this system")],
+        ),
+        Case::bare(
+            "--file-label",
+            "--ro-bind / / --file-label x true",
+            &[Refused("labeling not supported on this system")],
+        ),
+    ];
+    for who in users("bwrap_labels") {
+        check(who, &cases);
     }
 }
 
 #[test]
 fn cap_add_and_cap_drop_in_order_inside_the_user_namespace() {
-    let caps = "grep Cap /proc/self/status | cut -f2 | tr '\\n' ' '";
-    for who in users("bwrap_cap_add") {
+    let one = "0000000000002000 ".repeat(5);
+    let cases = [
         // From none (root's sandbox starts with all under the real bwrap:
         // --cap-drop ALL first makes the start the same).
-        let o = same_root(
-            who,
-            &[
-                "--unshare-user",
-                "--cap-drop",
-                "ALL",
-                "--cap-add",
-                "CAP_NET_RAW",
-                "--cap-add",
-                "cap_chown",
-                "--cap-drop",
-                "CAP_CHOWN",
-                "sh",
-                "-c",
-                caps,
-            ],
-        );
-        expect_code(&o, 0, "--cap-add");
-        let one = "0000000000002000 ";
-        assert_eq!(stdout(&o), one.repeat(5));
+        Case::root(
+            "--cap-add",
+            "--unshare-user --cap-drop ALL --cap-add CAP_NET_RAW --cap-add cap_chown \
+             --cap-drop CAP_CHOWN sh -c",
+            &[Code(0), Stdout(&one)],
+        )
+        .arg(CAPS),
         // Kept across a change of uid inside too (ambient), and usable.
-        let o = same_root(
-            who,
-            &[
-                "--unshare-user", "--uid", "5", "--cap-drop", "ALL", "--cap-add", "ALL",
-                "--cap-drop", "CAP_SYS_ADMIN", "sh", "-c",
-                &format!("{caps}; mount -t tmpfs none /tmp 2>/dev/null || echo no-mount; echo x > /tmp/f; chmod 0 /tmp/f; cat /tmp/f"),
-            ],
-        );
-        expect_code(&o, 0, "--cap-add ALL --cap-drop CAP_SYS_ADMIN");
-        assert!(stdout(&o).ends_with("no-mount\nx\n"), "{}", stdout(&o));
+        Case::root(
+            "--cap-add ALL --cap-drop CAP_SYS_ADMIN",
+            "--unshare-user --uid 5 --cap-drop ALL --cap-add ALL --cap-drop CAP_SYS_ADMIN sh -c",
+            &[Code(0), StdoutEnds("no-mount\nx\n")],
+        )
+        .arg(&format!(
+            "{CAPS}; mount -t tmpfs none /tmp 2>/dev/null || echo no-mount; \
+             echo x > /tmp/f; chmod 0 /tmp/f; cat /tmp/f"
+        )),
+    ];
+    for who in users("bwrap_cap_add") {
+        check(who, &cases);
     }
 }
 
 #[test]
 fn as_pid_1_the_command_is_pid_1() {
-    for who in users("bwrap_as_pid_1") {
-        let o = same_root(
-            who,
-            &[
-                "--unshare-pid",
-                "--as-pid-1",
-                "sh",
-                "-c",
-                "echo $$; cat /proc/1/comm; sh -c 'echo $PPID'; exit 3",
-            ],
-        );
-        expect_code(&o, 3, "--as-pid-1");
-        assert_eq!(stdout(&o), "1\nsh\n1\n");
-        for (rest, err) in [
-            (
-                &["--as-pid-1", "true"][..],
-                "Specifying --as-pid-1 requires --unshare-pid",
-            ),
-            (
-                &["--unshare-pid", "--as-pid-1", "--lock-file", "/usr", "true"][..],
+    let cases = [
+        Case::root(
+            "--as-pid-1",
+            "--unshare-pid --as-pid-1 sh -c",
+            &[Code(3), Stdout("1\nsh\n1\n")],
+        )
+        .arg("echo $$; cat /proc/1/comm; sh -c 'echo $PPID'; exit 3"),
+        Case::root(
+            "--as-pid-1 alone",
+            "--as-pid-1 true",
+            &[Refused("Specifying --as-pid-1 requires --unshare-pid")],
+        ),
+        Case::root(
+            "--as-pid-1 --lock-file",
+            "--unshare-pid --as-pid-1 --lock-file /usr true",
+            &[Refused(
                 "Specifying --as-pid-1 and --lock-file is not permitted",
-            ),
-        ] {
-            same_refusal(who, &strs(&root_and(rest)), err);
-        }
+            )],
+        ),
+    ];
+    for who in users("bwrap_as_pid_1") {
+        check(who, &cases);
     }
 }
 
 #[test]
 fn disable_userns_and_assert_userns_disabled() {
-    let inside = "echo 2 > /proc/sys/user/max_user_namespaces 2>/dev/null || echo kept; \
-                  unshare -U true 2>/dev/null || echo refused";
-    for who in users("bwrap_disable_userns") {
-        let o = same(
-            who,
-            &[
-                "--unshare-user",
-                "--disable-userns",
-                "--dev-bind",
-                "/",
-                "/",
-                "sh",
-                "-c",
-                inside,
-            ],
-        );
-        expect_code(&o, 0, "--disable-userns");
-        assert_eq!(stdout(&o), "kept\nrefused\n");
+    let cases = [
+        Case::bare(
+            "--disable-userns",
+            "--unshare-user --disable-userns --dev-bind / / sh -c",
+            &[Code(0), Stdout("kept\nrefused\n")],
+        )
+        .arg(
+            "echo 2 > /proc/sys/user/max_user_namespaces 2>/dev/null || echo kept; \
+             unshare -U true 2>/dev/null || echo refused",
+        ),
         // Without it, a user namespace can be made inside.
-        let o = same(
-            who,
-            &[
-                "--unshare-user",
-                "--dev-bind",
-                "/",
-                "/",
-                "unshare",
-                "-U",
-                "true",
-            ],
-        );
-        expect_code(&o, 0, "no --disable-userns");
-        for (args, err) in [
-            (
-                &["--assert-userns-disabled", "--dev-bind", "/", "/", "true"][..],
+        Case::bare(
+            "no --disable-userns",
+            "--unshare-user --dev-bind / / unshare -U true",
+            &[Code(0)],
+        ),
+        Case::bare(
+            "--assert-userns-disabled alone",
+            "--assert-userns-disabled --dev-bind / / true",
+            &[Refused(
                 "creation of new user namespaces was not disabled as requested",
-            ),
-            (
-                &["--disable-userns", "--dev-bind", "/", "/", "true"][..],
-                "--disable-userns requires --unshare-user",
-            ),
-        ] {
-            same_refusal(who, args, err);
-        }
+            )],
+        ),
+        Case::bare(
+            "--disable-userns alone",
+            "--disable-userns --dev-bind / / true",
+            &[Refused("--disable-userns requires --unshare-user")],
+        ),
         // Asserted where it holds: fine.
-        let o = same(
-            who,
-            &[
-                "--unshare-user",
-                "--disable-userns",
-                "--assert-userns-disabled",
-                "--dev-bind",
-                "/",
-                "/",
-                "true",
-            ],
-        );
-        expect_code(&o, 0, "--disable-userns --assert-userns-disabled");
+        Case::bare(
+            "--disable-userns --assert-userns-disabled",
+            "--unshare-user --disable-userns --assert-userns-disabled --dev-bind / / true",
+            &[Code(0)],
+        ),
+    ];
+    for who in users("bwrap_disable_userns") {
+        check(who, &cases);
     }
 }
 
 #[test]
 fn perms_and_size_as_bwrap_reads_them() {
-    for who in users("bwrap_perms_size") {
+    let cases = [
         // Missing parents: 0755, less what the directory denies group and others.
-        let o = same_root(
-            who,
-            &[
-                "--perms",
-                "0750",
-                "--dir",
-                "/a/b",
-                "--perms",
-                "0700",
-                "--dir",
-                "/c/d",
-                "--perms",
-                "1777",
-                "--dir",
-                "/e/f",
-                "--size",
-                "0x100000",
-                "--tmpfs",
-                "/g",
-                "sh",
-                "-c",
-                "stat -c '%a %n' /a /a/b /c /c/d /e /e/f; df -B1 --output=size /g | tail -1 | tr -d ' '",
-            ],
-        );
-        expect_code(&o, 0, "--perms --dir, --size 0x…");
-        assert_eq!(
-            stdout(&o),
-            "750 /a\n750 /a/b\n700 /c\n700 /c/d\n755 /e\n1777 /e/f\n1048576\n"
-        );
-        for (rest, err) in [
-            (
-                &["--perms", "0640", "--perms", "0640", "--tmpfs", "/a"][..],
-                "--perms given twice for the same action",
-            ),
-            (
-                &["--size", "1", "--size", "1", "--tmpfs", "/a"][..],
-                "--size given twice for the same action",
-            ),
-            (
-                &["--perms", "0640", "--proc", "/a"][..],
-                "--perms must be followed by an option that creates a file",
-            ),
-            (
-                &["--size", "4096", "--dir", "/a"][..],
-                "--size must be followed by --tmpfs",
-            ),
-            (
-                &["--size", " 1", "--tmpfs", "/a"][..],
-                "--size takes a non-zero number of bytes",
-            ),
-            (
-                &["--size", "9223372036854775809", "--tmpfs", "/a"][..],
-                "--size (for tmpfs) is limited to 9223372036854775807",
-            ),
-        ] {
-            same_refusal(who, &[rest, &["true"]].concat(), err);
-        }
+        Case::root(
+            "--perms --dir, --size 0x…",
+            "--perms 0750 --dir /a/b --perms 0700 --dir /c/d --perms 1777 --dir /e/f \
+             --size 0x100000 --tmpfs /g sh -c",
+            &[Code(0), Stdout("750 /a\n750 /a/b\n700 /c\n700 /c/d\n755 /e\n1777 /e/f\n1048576\n")],
+        )
+        .arg("stat -c '%a %n' /a /a/b /c /c/d /e /e/f; df -B1 --output=size /g | tail -1 | tr -d ' '"),
+        Case::bare("--perms twice", "--perms 0640 --perms 0640 --tmpfs /a true", &[Refused(
+            "--perms given twice for the same action",
+        )]),
+        Case::bare("--size twice", "--size 1 --size 1 --tmpfs /a true", &[Refused(
+            "--size given twice for the same action",
+        )]),
+        Case::bare("--perms --proc", "--perms 0640 --proc /a true", &[Refused(
+            "--perms must be followed by an option that creates a file",
+        )]),
+        Case::bare("--size --dir", "--size 4096 --dir /a true", &[Refused(
+            "--size must be followed by --tmpfs",
+        )]),
+        Case::bare("--size ' 1'", "--size", &[Refused("--size takes a non-zero number of bytes")])
+            .arg(" 1")
+            .words("--tmpfs /a true"),
+        Case::bare("--size past i64", "--size 9223372036854775809 --tmpfs /a true", &[Refused(
+            "--size (for tmpfs) is limited to 9223372036854775807",
+        )]),
+    ];
+    for who in users("bwrap_perms_size") {
+        check(who, &cases);
     }
 }
 
@@ -1305,12 +1270,38 @@ fn overlays_of_host_directories() {
     std::fs::write(s.join("l1/a"), "1").unwrap();
     std::fs::write(s.join("l1/b"), "2").unwrap();
     std::fs::write(s.join("l2/b"), "3").unwrap();
-    let p = |d: &str| s.join(d).to_str().unwrap().to_string();
-    let (l1, l2, up, work) = (p("l1"), p("l2"), p("up"), p("work"));
+    let (l1, l2, up, work) = (s.arg("l1"), s.arg("l2"), s.arg("up"), s.arg("work"));
     let show = "cat /o/a /o/b; echo; (printf 5 > /o/b) 2>/dev/null && cat /o/b || echo ro";
-    // The same for both runs: what it writes to the upper directory goes.
-    let upper_show = "cat /o/a /o/b; echo; printf 5 > /o/n; cat /o/n; echo; \
-                      rm /o/n; test -e /o/n || echo gone";
+    let cases = [
+        Case::root(
+            "--ro-overlay",
+            &format!("--overlay-src {l1} --overlay-src {l2} --ro-overlay /o sh -c"),
+            &[Code(0), Stdout("13\nro\n")],
+        )
+        .arg(show),
+        Case::root(
+            "--tmp-overlay",
+            &format!("--overlay-src {l1} --overlay-src {l2} --tmp-overlay /o sh -c"),
+            &[Stdout("13\n5")],
+        )
+        .arg(show),
+        // The same for both runs: what it writes to the upper directory goes.
+        Case::root(
+            "--overlay",
+            &format!("--overlay-src {l1} --overlay {up} {work} /o sh -c"),
+            &[Stdout("12\n5\ngone\n")],
+        )
+        .arg("cat /o/a /o/b; echo; printf 5 > /o/n; cat /o/n; echo; rm /o/n; test -e /o/n || echo gone"),
+        Case::bare("--overlay, no source", "--overlay /a /b /o true", &[Refused(
+            "--overlay requires at least one --overlay-src",
+        )]),
+        Case::bare("--ro-overlay, one source", "--overlay-src /usr --ro-overlay /o true", &[Refused(
+            "--ro-overlay requires at least two --overlay-src",
+        )]),
+        Case::bare("--overlay-src alone", "--overlay-src /usr --chdir / true", &[Refused(
+            "--overlay-src must be followed by another --overlay-src or one of --overlay, --tmp-overlay, or --ro-overlay",
+        )]),
+    ];
     for who in users("bwrap_overlay") {
         // Owned by whoever runs it, whose sandbox maps it: overlayfs copies
         // a file up with its owner, which must be mapped there (started by
@@ -1322,100 +1313,31 @@ fn overlays_of_host_directories() {
                 std::os::unix::fs::chown(s.join(f), Some(owner), Some(owner)).unwrap();
             }
         }
-        let o = same_root(
-            who,
-            &[
-                "--overlay-src",
-                &l1,
-                "--overlay-src",
-                &l2,
-                "--ro-overlay",
-                "/o",
-                "sh",
-                "-c",
-                show,
-            ],
-        );
-        expect_code(&o, 0, "--ro-overlay");
-        assert_eq!(stdout(&o), "13\nro\n");
-        let o = same_root(
-            who,
-            &[
-                "--overlay-src",
-                &l1,
-                "--overlay-src",
-                &l2,
-                "--tmp-overlay",
-                "/o",
-                "sh",
-                "-c",
-                show,
-            ],
-        );
-        assert_eq!(stdout(&o), "13\n5");
+        check(who, &cases);
+        // --tmp-overlay wrote to the lower directory nothing...
         assert_eq!(std::fs::read_to_string(s.join("l2/b")).unwrap(), "3");
-        let o = same_root(
-            who,
-            &[
-                "--overlay-src",
-                &l1,
-                "--overlay",
-                &up,
-                &work,
-                "/o",
-                "sh",
-                "-c",
-                upper_show,
-            ],
-        );
-        assert_eq!(stdout(&o), "12\n5\ngone\n");
-        // Written to the upper directory (and removed again there).
+        // ...--overlay wrote to the upper directory (and removed it again there).
         assert!(std::fs::read_dir(s.join("up")).unwrap().next().is_none());
-        for (rest, err) in [
-            (&["--overlay", "/a", "/b", "/o"][..], "--overlay requires at least one --overlay-src"),
-            (&["--overlay-src", "/usr", "--ro-overlay", "/o"][..], "--ro-overlay requires at least two --overlay-src"),
-            (
-                &["--overlay-src", "/usr", "--chdir", "/"][..],
-                "--overlay-src must be followed by another --overlay-src or one of --overlay, --tmp-overlay, or --ro-overlay",
-            ),
-        ] {
-            same_refusal(who, &[rest, &["true"]].concat(), err);
-        }
     }
 }
 
 #[test]
 fn rerun_through_proc_self_exe_is_bwrap_again() {
     // A sandboxed program re-running "its" bwrap as bubblewrap's tests do.
+    let cases = [
+        Case::bare(
+            "/proc/self/exe --version",
+            "--ro-bind / / --proc /proc /proc/self/exe --version",
+            &[Code(0), Stdout("bubblewrap 0.12.0\n")],
+        ),
+        Case::bare(
+            "/proc/self/exe --bogus",
+            "--ro-bind / / --proc /proc /proc/self/exe --bogus",
+            &[Refused("Unknown option --bogus")],
+        ),
+    ];
     for who in users("bwrap_reexec") {
-        let o = same(
-            who,
-            &[
-                "--ro-bind",
-                "/",
-                "/",
-                "--proc",
-                "/proc",
-                "/proc/self/exe",
-                "--version",
-            ],
-        );
-        expect_code(&o, 0, "/proc/self/exe --version");
-        assert_eq!(stdout(&o), "bubblewrap 0.12.0\n");
-        let o = same(
-            who,
-            &[
-                "--ro-bind",
-                "/",
-                "/",
-                "--proc",
-                "/proc",
-                "/proc/self/exe",
-                "--bogus",
-            ],
-        );
-        expect_code(&o, 1, "/proc/self/exe --bogus");
-        assert_eq!(stderr(&o), "bwrap: Unknown option --bogus\n");
+        check(who, &cases);
     }
 }
 
@@ -1424,30 +1346,14 @@ fn an_fd_read_by_one_option_is_gone_for_the_next() {
     let s = common::Scratch::new("bwrap-fd-twice");
     let prog = s.join("prog");
     std::fs::write(&prog, no_mkdir_filter()).unwrap();
-    let ours_bin = common::binary();
-    let ours_bin = ours_bin.to_str().unwrap();
-    let a = [
-        "--ro-bind",
-        "/",
-        "/",
-        "--add-seccomp-fd",
-        "3",
-        "--add-seccomp-fd",
-        "3",
-        "true",
-    ];
+    let twice = Case::bare(
+        "the same seccomp fd twice",
+        "--ro-bind / / --add-seccomp-fd 3 --add-seccomp-fd 3 true",
+        &[Refused("Can't read seccomp data: Bad file descriptor")],
+    )
+    .fds(&prog, &prog);
     for who in users("bwrap_fd_twice") {
-        let o = with_fds(who, &[ours_bin, "bwrap"], &a, &prog, &prog);
-        expect_code(&o, 1, "the same seccomp fd twice");
-        assert_eq!(
-            stderr(&o),
-            "bwrap: Can't read seccomp data: Bad file descriptor\n"
-        );
-        if real(who).is_some() {
-            let r = with_fds(who, &[real_path()], &a, &prog, &prog);
-            assert_eq!(stderr(&o), stderr(&r));
-            assert_eq!(o.status.code(), r.status.code());
-        }
+        check(who, std::slice::from_ref(&twice));
     }
 }
 
@@ -1462,33 +1368,16 @@ fn a_sandbox_inside_a_sandbox_with_the_outer_proc() {
         .into_iter()
         .filter(|w| *w == Who::Nobody)
     {
-        let o = same(
-            who,
-            &[
-                "--unshare-user",
-                "--bind",
-                "/",
-                "/",
-                "--bind",
-                "/proc",
-                "/proc",
-                "--",
-                "/proc/self/exe",
-                "--unshare-all",
-                "--bind",
-                "/",
-                "/",
-                "--bind",
-                "/proc",
-                "/proc",
-                "sh",
-                "-c",
-                "echo hello; id -u",
-            ],
-        );
-        expect_code(&o, 0, "nested");
         let uid = if who == Who::Nobody { NOBODY } else { 0 };
-        assert_eq!(stdout(&o), format!("hello\n{uid}\n"));
+        let hello = format!("hello\n{uid}\n");
+        let nested = Case::bare(
+            "nested",
+            "--unshare-user --bind / / --bind /proc /proc -- /proc/self/exe \
+             --unshare-all --bind / / --bind /proc /proc sh -c",
+            &[Code(0), Stdout(&hello)],
+        )
+        .arg("echo hello; id -u");
+        check(who, &[nested]);
     }
 }
 
@@ -1517,9 +1406,8 @@ fn a_root_callers_binds_show_root_files_as_the_payloads() {
     let script = "cd /w && rm -rf g sub && cat f && echo new > g && chmod 640 g && mkdir sub && \
                   stat -c '%n %u %g %a' f g sub && id -u && id -g";
     let args = root_and(&["--bind", dir, "/w", "sh", "-c", script]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     // Ours alone first: what it made is on disk, owned by host root.
-    let o = with_args(ours(Who::Root), &args, None);
+    let o = with_args(ours(Who::Root), &strs(&args), None);
     expect_code(&o, 0, "root's private directory");
     assert_eq!(
         stdout(&o),
@@ -1530,31 +1418,40 @@ fn a_root_callers_binds_show_root_files_as_the_payloads() {
         assert_eq!((m.uid(), m.gid(), m.mode()), (0, 0, mode), "{name} on disk");
     }
     assert_eq!(std::fs::read_to_string(d.join("g")).unwrap(), "new\n");
-    // And the same as the real bwrap run by root.
-    same(Who::Root, &args);
     // Its capabilities: the caller's, none inheritable or ambient, as
     // bwrap's without --cap-add or --cap-drop; with them, every set.
-    let caps = "grep Cap /proc/self/status | cut -f2 | tr '\\n' ' '";
-    let o = same_root(Who::Root, &["--unshare-pid", "sh", "-c", caps]);
-    expect_code(&o, 0, "root's capabilities");
     let mine = std::fs::read_to_string("/proc/self/status").unwrap();
     let eff = mine
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:\t"))
         .unwrap();
-    assert_eq!(
-        stdout(&o),
-        format!("0000000000000000 {eff} {eff} {eff} 0000000000000000 ")
-    );
-    let o = same_root(Who::Root, &["--cap-drop", "CAP_KILL", "sh", "-c", caps]);
-    expect_code(&o, 0, "--cap-drop as root");
+    let callers = format!("0000000000000000 {eff} {eff} {eff} 0000000000000000 ");
+    // Every set but the bounding one, which bwrap changes only in a user
+    // namespace of its own (--unshare-user).
     let left = u64::from_str_radix(eff, 16).unwrap() & !(1 << 5); // CAP_KILL
-                                                                  // Every set but the bounding one, which bwrap changes only in a user
-                                                                  // namespace of its own (--unshare-user).
-    assert_eq!(
-        stdout(&o),
-        format!("{left:016x} {left:016x} {left:016x} {eff} {left:016x} ")
-    );
+    let dropped = format!("{left:016x} {left:016x} {left:016x} {eff} {left:016x} ");
+    let cases = [
+        // And the same as the real bwrap run by root.
+        Case::root(
+            "root's private directory",
+            &format!("--bind {dir} /w sh -c"),
+            &[],
+        )
+        .arg(script),
+        Case::root(
+            "root's capabilities",
+            "--unshare-pid sh -c",
+            &[Code(0), Stdout(&callers)],
+        )
+        .arg(CAPS),
+        Case::root(
+            "--cap-drop as root",
+            "--cap-drop CAP_KILL sh -c",
+            &[Code(0), Stdout(&dropped)],
+        )
+        .arg(CAPS),
+    ];
+    check(Who::Root, &cases);
 }
 
 /// Started by root, the payload sees host root's files on its binds as its
@@ -1704,7 +1601,6 @@ impl Holder {
     /// None (and a SKIPPED line) where unshare cannot make them here.
     fn new(who: Who, nested: bool, test: &str) -> Option<Holder> {
         use std::io::BufRead;
-        use std::os::unix::process::CommandExt;
         let inner = match nested {
             true => "unshare -U -r sh -c 'echo ready; exec sleep 600' & wait",
             // A bystander besides pid 1: kill(-1) in the namespace would
@@ -1717,9 +1613,7 @@ impl Holder {
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         c.current_dir("/");
-        if who == Who::Nobody && is_root() {
-            c.uid(NOBODY).gid(NOBODY);
-        }
+        common::start_as(&mut c, who);
         let mut unshare = c.spawn().expect("unshare");
         let mut line = String::new();
         let out = unshare.stdout.take().unwrap();
@@ -1829,56 +1723,21 @@ impl Drop for Holder {
     }
 }
 
-/// `args` as `who` with fds 3 and 4 on `f3` and `f4`, under stockade and
-/// (where it runs) the real bwrap: the same stdout, stderr and exit code.
-/// Returns ours.
-fn same_fds(who: Who, args: &[&str], f3: &Path, f4: &Path) -> Output {
-    let ours_bin = common::binary().to_str().unwrap();
-    let o = with_fds(who, &[ours_bin, "bwrap"], args, f3, f4);
-    if real(who).is_some() {
-        let r = with_fds(who, &[real_path()], args, f3, f4);
-        let what = format!("{who:?} {args:?}");
-        assert_eq!(
-            stdout(&o),
-            stdout(&r),
-            "stdout: {what}\nours: {}",
-            stderr(&o)
-        );
-        assert_eq!(stderr(&o), stderr(&r), "stderr: {what}");
-        assert_eq!(o.status.code(), r.status.code(), "exit code: {what}");
-    } else {
-        common::skip("bwrap", "the real bwrap cannot run here: stockade alone");
-    }
-    o
-}
-
-fn strs(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
-}
-
 #[test]
 fn userns_the_payload_is_in_the_given_user_namespace() {
+    let script =
+        "readlink /proc/self/ns/user; cat /proc/self/uid_map /proc/self/gid_map; id -u; id -g";
     for who in users("bwrap_userns") {
         let Some(h) = Holder::new(who, false, "bwrap_userns") else {
             continue;
         };
-        let v = root_and(&[
-            "--userns",
-            "3",
-            "sh",
-            "-c",
-            "readlink /proc/self/ns/user; cat /proc/self/uid_map /proc/self/gid_map; id -u; id -g",
-        ]);
-        let o = same_fds(who, &strs(&v), &h.ns("user"), Path::new("/dev/null"));
-        expect_code(&o, 0, "--userns");
         let host = if who == Who::Nobody { NOBODY } else { 0 };
         let map = format!("{:>10} {:>10} {:>10}\n", 0, host, 1);
-        assert_eq!(
-            stdout(&o),
-            format!("{}\n{map}{map}0\n0\n", h.link("user")),
-            "{}",
-            stderr(&o)
-        );
+        let want = format!("{}\n{map}{map}0\n0\n", h.link("user"));
+        let userns = Case::root("--userns", "--userns 3 sh -c", &[Code(0), Stdout(&want)])
+            .arg(script)
+            .fds(h.ns("user"), "/dev/null");
+        check(who, &[userns]);
     }
 }
 
@@ -1889,21 +1748,11 @@ fn pidns_the_payload_is_in_the_given_pid_namespace_which_outlives_it() {
             continue;
         };
         // The payload sees the holder's sleep as pid 1, and is not pid 1.
-        let v = root_and(&[
-            "--userns",
-            "3",
-            "--pidns",
-            "4",
-            "sh",
-            "-c",
-            "readlink /proc/self/ns/pid; tr '\\0' ' ' < /proc/1/cmdline; echo; test $$ != 1 && echo not-1",
-        ]);
-        let o = same_fds(who, &strs(&v), &h.ns("user"), &h.ns("pid"));
-        expect_code(&o, 0, "--pidns");
-        assert_eq!(
-            stdout(&o),
-            format!("{}\nsleep 601 \nnot-1\n", h.link("pid"))
-        );
+        let want = format!("{}\nsleep 601 \nnot-1\n", h.link("pid"));
+        let pidns = Case::root("--pidns", "--userns 3 --pidns 4 sh -c", &[Code(0), Stdout(&want)])
+            .arg("readlink /proc/self/ns/pid; tr '\\0' ' ' < /proc/1/cmdline; echo; test $$ != 1 && echo not-1")
+            .fds(h.ns("user"), h.ns("pid"));
+        check(who, &[pidns]);
         // The jail's end kills what it left there (a process in the
         // background), never the namespace's other processes (kill(-1)
         // there would reach the holder).
@@ -1916,14 +1765,7 @@ fn pidns_the_payload_is_in_the_given_pid_namespace_which_outlives_it() {
             "-c",
             "sleep 300 & echo left",
         ]);
-        let ours_bin = common::binary().to_str().unwrap();
-        let o = with_fds(
-            who,
-            &[ours_bin, "bwrap"],
-            &strs(&v),
-            &h.ns("user"),
-            &h.ns("pid"),
-        );
+        let o = with_fds(who, &ours_bin(), &strs(&v), &h.ns("user"), &h.ns("pid"));
         expect_code(&o, 0, "--pidns, a process left behind");
         assert_eq!(stdout(&o), "left\n");
         assert!(
@@ -1960,9 +1802,8 @@ fn pidns_with_unshare_pid_nests_a_new_one_under_it() {
             "-c",
             script,
         ];
-        let ours_bin = common::binary().to_str().unwrap();
         let (user, pid) = (h.ns("user"), h.ns("pid"));
-        let mut outs = vec![with_fds(who, &[ours_bin, "bwrap"], &args, &user, &pid)];
+        let mut outs = vec![with_fds(who, &ours_bin(), &args, &user, &pid)];
         if real(who).is_some() {
             outs.push(with_fds(who, &[real_path()], &args, &user, &pid));
         }
@@ -1986,69 +1827,103 @@ fn userns2_after_setup_the_payload_is_in_the_nested_namespace() {
             continue;
         };
         let inner = std::path::PathBuf::from(format!("/proc/{}/ns/user", h.inner.unwrap()));
-        let inner_link = std::fs::read_link(&inner).unwrap();
-        let v = root_and(&[
-            "--userns",
-            "3",
+        let want = format!("{}\n0\n", std::fs::read_link(&inner).unwrap().display());
+        let userns2 = Case::root(
             "--userns2",
-            "4",
-            "sh",
-            "-c",
-            "readlink /proc/self/ns/user; id -u",
-        ]);
-        let o = same_fds(who, &strs(&v), &h.ns("user"), &inner);
-        expect_code(&o, 0, "--userns2");
-        assert_eq!(stdout(&o), format!("{}\n0\n", inner_link.display()));
+            "--userns 3 --userns2 4 sh -c",
+            &[Code(0), Stdout(&want)],
+        )
+        .arg("readlink /proc/self/ns/user; id -u")
+        .fds(h.ns("user"), &inner);
+        check(who, &[userns2]);
     }
 }
 
 #[test]
 fn namespace_fds_refused_as_bwrap_refuses_them() {
+    let not_descendant = "bwrap: Joining the specified user namespace failed, it might not be a descendant of the current user namespace.\n";
+    let no_pid = "bwrap: Unexpected short read from pid socket\n";
+    let (bad_fd, not_userns, not_permitted) = (
+        format!("bwrap: Setting pidns failed: Bad file descriptor\n{no_pid}"),
+        format!("bwrap: Setting pidns failed: Invalid argument\n{no_pid}"),
+        format!("bwrap: Setting pidns failed: Operation not permitted\n{no_pid}"),
+    );
+    /// `opts` between `--ro-bind / /` and `true`, refused with `err`.
+    fn refused<'a>(what: &'a str, opts: &str, err: &'a str) -> Case<'a> {
+        Case::bare(
+            what,
+            &format!("--ro-bind / / {opts} true"),
+            &[Code(1), Stderr(err)],
+        )
+    }
     for who in users("bwrap_ns_errors") {
         let Some(h) = Holder::new(who, false, "bwrap_ns_errors") else {
             continue;
         };
         let (user, pid) = (h.ns("user"), h.ns("pid"));
-        let null = Path::new("/dev/null");
-        let own = Path::new("/proc/self/ns/user");
-        let not_descendant = "bwrap: Joining the specified user namespace failed, it might not be a descendant of the current user namespace.\n";
-        let mut cases: Vec<(&[&str], &Path, String)> = vec![
-            (&["--userns", "3", "--unshare-user"], &user, "bwrap: --userns is not compatible with --unshare-user\n".into()),
-            (&["--userns", "3", "--unshare-all"], &user, "bwrap: --userns is not compatible with --unshare-user-try\n".into()),
-            (&["--userns-block-fd", "3"], null, "bwrap: --userns-block-fd requires --unshare-user\n".into()),
-            (&["--unshare-user", "--userns-block-fd", "3"], null, "bwrap: --userns-block-fd requires --info-fd\n".into()),
-            (
-                &["--unshare-user", "--disable-userns", "--info-fd", "4", "--userns-block-fd", "3"],
-                null,
-                "bwrap: --disable-userns is not compatible with --userns-block-fd\n".into(),
-            ),
+        let null = "/dev/null";
+        let mut cases = vec![
+            refused(
+                "--userns --unshare-user",
+                "--userns 3 --unshare-user",
+                "bwrap: --userns is not compatible with --unshare-user\n",
+            )
+            .fds(&user, null),
+            refused(
+                "--userns --unshare-all",
+                "--userns 3 --unshare-all",
+                "bwrap: --userns is not compatible with --unshare-user-try\n",
+            )
+            .fds(&user, null),
+            refused(
+                "--userns-block-fd alone",
+                "--userns-block-fd 3",
+                "bwrap: --userns-block-fd requires --unshare-user\n",
+            )
+            .fds(null, null),
+            refused(
+                "--userns-block-fd without --info-fd",
+                "--unshare-user --userns-block-fd 3",
+                "bwrap: --userns-block-fd requires --info-fd\n",
+            )
+            .fds(null, null),
+            refused(
+                "--disable-userns --userns-block-fd",
+                "--unshare-user --disable-userns --info-fd 4 --userns-block-fd 3",
+                "bwrap: --disable-userns is not compatible with --userns-block-fd\n",
+            )
+            .fds(null, null),
             // Not a namespace, a namespace of another type, our own.
-            (&["--userns", "3"], null, not_descendant.into()),
-            (&["--userns", "3"], &pid, not_descendant.into()),
-            (&["--userns", "3"], own, not_descendant.into()),
-            (&["--userns", "9"], null, "bwrap: Joining specified user namespace failed: Bad file descriptor\n".into()),
-            (&["--pidns", "9"], null, "bwrap: Setting pidns failed: Bad file descriptor\nbwrap: Unexpected short read from pid socket\n".into()),
-            (&["--pidns", "3"], &user, "bwrap: Setting pidns failed: Invalid argument\nbwrap: Unexpected short read from pid socket\n".into()),
+            refused("--userns /dev/null", "--userns 3", not_descendant).fds(null, null),
+            refused("--userns of a pid namespace", "--userns 3", not_descendant).fds(&pid, null),
+            refused("--userns of our own", "--userns 3", not_descendant)
+                .fds("/proc/self/ns/user", null),
+            refused(
+                "--userns 9",
+                "--userns 9",
+                "bwrap: Joining specified user namespace failed: Bad file descriptor\n",
+            )
+            .fds(null, null),
+            refused("--pidns 9", "--pidns 9", &bad_fd).fds(null, null),
+            refused("--pidns of a user namespace", "--pidns 3", &not_userns).fds(&user, null),
         ];
         if who == Who::Nobody {
             // A pid namespace whose owner we do not join; a second user
             // namespace that is not under ours. (Root may: bwrap makes no
             // user namespace of its own for root, stockade always does.)
-            cases.push((&["--pidns", "3"], &pid, "bwrap: Setting pidns failed: Operation not permitted\nbwrap: Unexpected short read from pid socket\n".into()));
-            cases.push((
-                &["--userns2", "3"],
-                &user,
-                "bwrap: Setting userns2 failed: Operation not permitted\n".into(),
-            ));
+            cases.push(
+                refused("--pidns of another owner", "--pidns 3", &not_permitted).fds(&pid, null),
+            );
+            cases.push(
+                refused(
+                    "--userns2 not under ours",
+                    "--userns2 3",
+                    "bwrap: Setting userns2 failed: Operation not permitted\n",
+                )
+                .fds(&user, null),
+            );
         }
-        for (opts, f3, err) in cases {
-            let mut a = vec!["--ro-bind", "/", "/"];
-            a.extend(opts);
-            a.push("true");
-            let o = same_fds(who, &a, f3, null);
-            expect_code(&o, 1, &format!("{opts:?}"));
-            assert_eq!(stderr(&o), err, "{who:?} {opts:?}");
-        }
+        check(who, &cases);
     }
 }
 
@@ -2076,10 +1951,9 @@ fn a_root_caller_in_a_namespace_without_host_root_is_not_host_root() {
         "-c",
         "id -u; touch /out/f",
     ]);
-    let ours_bin = common::binary().to_str().unwrap();
     let o = with_fds(
         Who::Root,
-        &[ours_bin, "bwrap"],
+        &ours_bin(),
         &strs(&v),
         &h.ns("user"),
         Path::new("/dev/null"),
@@ -2095,7 +1969,7 @@ fn a_root_caller_in_a_namespace_without_host_root_is_not_host_root() {
     std::fs::remove_file(s.join("f")).unwrap();
     let o = with_fds(
         Who::Root,
-        &[ours_bin, "bwrap"],
+        &ours_bin(),
         &strs(&v),
         &h.ns("user"),
         Path::new("/dev/null"),
@@ -2176,9 +2050,8 @@ fn userns_block_fd_waits_for_the_callers_own_maps() {
         "-c",
         "cat /proc/self/uid_map /proc/self/gid_map; id -u; id -g",
     ]);
-    let ours_bin = common::binary().to_str().unwrap();
     for who in users("bwrap_userns_block_fd") {
-        let o = with_own_maps(who, &[ours_bin, "bwrap"], &strs(&v), &s, 5);
+        let o = with_own_maps(who, &ours_bin(), &strs(&v), &s, 5);
         expect_code(&o, 0, "--userns-block-fd");
         let host = if who == Who::Nobody { NOBODY } else { 0 };
         let map = format!("{:>10} {:>10} {:>10}\n", 5, host, 1);
@@ -2289,7 +2162,6 @@ fn handoff(who: Who, bin: &[&str], first: &[&str], pidns: bool, s: &common::Scra
 #[test]
 fn info_child_pid_namespaces_can_be_joined_by_the_caller() {
     let s = common::Scratch::new("bwrap-child-pid").world_writable();
-    let ours_bin = common::binary().to_str().unwrap();
     let cases: [(&[&str], bool); 4] = [
         (&[], false),
         (&["--unshare-pid"], false),
@@ -2298,10 +2170,7 @@ fn info_child_pid_namespaces_can_be_joined_by_the_caller() {
     ];
     for who in users("bwrap_info_child_pid") {
         for (first, pidns) in cases {
-            let mut runs = vec![(
-                "stockade",
-                handoff(who, &[ours_bin, "bwrap"], first, pidns, &s),
-            )];
+            let mut runs = vec![("stockade", handoff(who, &ours_bin(), first, pidns, &s))];
             match real(who) {
                 Some(_) => runs.push(("bwrap", handoff(who, &[real_path()], first, pidns, &s))),
                 None => common::skip("bwrap_info_child_pid", "the real bwrap cannot run here"),

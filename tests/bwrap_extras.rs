@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::{expect_code, stderr, stdout, users, Scratch, Who};
 
@@ -21,26 +21,12 @@ enum Mode {
 
 /// `[chk_nouserns] stockade bwrap ARGS…` as `who`, with `env` added.
 fn bwrap(mode: Mode, who: Who, env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut c: Command = common::stockade(who);
-    if mode == Mode::Refused {
-        // sig_default execs its first argument: put the wrapper before stockade.
-        let bin = common::binary().to_path_buf();
-        c = Command::new(common::c_payload("sig_default"));
-        c.arg(common::c_payload("chk_nouserns")).arg(bin);
-        c.env_clear();
-        c.env("PATH", "/usr/local/bin:/usr/bin:/bin");
-        c.env("LANG", "C.UTF-8");
-        c.current_dir("/");
-        c.stdin(std::process::Stdio::null());
-        if who == Who::Nobody && common::is_root() {
-            use std::os::unix::process::CommandExt;
-            c.uid(common::NOBODY).gid(common::NOBODY);
-        }
-    }
-    c.arg("bwrap").args(args);
-    for (k, v) in env {
-        c.env(k, v);
-    }
+    let wrappers: &[&str] = match mode {
+        Mode::Jail => &[],
+        Mode::Refused => &["chk_nouserns"],
+    };
+    let mut c = common::stockade_under(wrappers, who);
+    c.arg("bwrap").args(args).envs(env.iter().copied());
     c.output().expect("start stockade bwrap")
 }
 
@@ -58,6 +44,14 @@ fn landlock(test: &str) -> bool {
         "Landlock is not enabled on this host (no Landlock ABI)",
     );
     false
+}
+
+/// The users to test as ([`users`]), none where there is no Landlock.
+fn landlocked_users(test: &str) -> Vec<Who> {
+    match landlock(test) {
+        true => users(test),
+        false => Vec::new(),
+    }
 }
 
 /// A root of the host's own system directories, each bound where it is
@@ -95,6 +89,34 @@ fn ours(o: &Output) -> Vec<String> {
         .collect()
 }
 
+/// Exit 1 and one line of stderr that starts with `start`: how stockade
+/// refuses what it cannot honour.
+fn one_line_error(o: &Output, start: &str, what: &str) {
+    expect_code(o, 1, what);
+    let e = stderr(o);
+    assert_eq!(e.lines().count(), 1, "{what}: {e}");
+    assert!(e.starts_with(start), "{what}: {e}");
+}
+
+/// A `--stockade-report` file in a directory every user may write.
+struct Report {
+    _dir: Scratch,
+    path: String,
+}
+
+impl Report {
+    fn new(tag: &str) -> Report {
+        let dir = Scratch::new(tag).world_writable();
+        let path = dir.arg("outcome.json");
+        Report { _dir: dir, path }
+    }
+
+    /// The outcome written there.
+    fn read(&self) -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(&self.path).unwrap()).unwrap()
+    }
+}
+
 /// A scratch tree every user may write: in/ (bound writable), ro/f (bound
 /// read-only), t/f (covered by a --tmpfs), secret (never bound).
 fn tree() -> Scratch {
@@ -116,12 +138,9 @@ fn tree() -> Scratch {
 
 #[test]
 fn fallback_reaches_only_the_binds() {
-    if !landlock("fallback_reaches_only_the_binds") {
-        return;
-    }
-    for who in users("fallback_reaches_only_the_binds") {
+    for who in landlocked_users("fallback_reaches_only_the_binds") {
         let s = tree();
-        let p = |x: &str| s.join(x).display().to_string();
+        let p = |x: &str| s.arg(x);
         let script = format!(
             "cat {ro}/f; echo w > {inn}/w && echo wrote-in; echo w > {ro}/w 2>/dev/null || echo ro-refused; \
              cat {secret} 2>/dev/null || echo secret-refused; cat {t}/f 2>/dev/null || echo tmpfs-refused; \
@@ -174,13 +193,10 @@ fn fallback_reaches_only_the_binds() {
 
 #[test]
 fn fallback_cuts_narrower_ops_out_of_wider_binds() {
-    if !landlock("fallback_cuts_narrower_ops_out_of_wider_binds") {
-        return;
-    }
-    for who in users("fallback_cuts_narrower_ops_out_of_wider_binds") {
+    for who in landlocked_users("fallback_cuts_narrower_ops_out_of_wider_binds") {
         let s = tree();
         let root = s.path().display().to_string();
-        let p = |x: &str| s.join(x).display().to_string();
+        let p = |x: &str| s.arg(x);
         let (ro, inn, t) = (p("ro"), p("in"), p("t"));
         // Writable as a whole, then ro/ read-only, in/ remounted
         // read-only, t/ a tmpfs: Landlock alone must not leave them as
@@ -225,9 +241,8 @@ fn fallback_cuts_narrower_ops_out_of_wider_binds() {
 #[test]
 fn fallback_refuses_what_it_cannot_build() {
     let s = tree();
-    let p = |x: &str| s.join(x).display().to_string();
-    let (inn, ro) = (p("in"), p("ro"));
-    let missing_link = p("no-such-link");
+    let (inn, ro) = (s.arg("in"), s.arg("ro"));
+    let missing_link = s.arg("no-such-link");
     let cases: Vec<(Vec<&str>, String)> = vec![
         (vec!["--bind", &inn, "/work"], format!("--bind {inn} /work")),
         (
@@ -248,13 +263,10 @@ fn fallback_refuses_what_it_cannot_build() {
     for who in users("fallback_refuses_what_it_cannot_build") {
         for (ops, what) in &cases {
             let o = bwrap(Mode::Refused, who, &[], &args(ops, &["/bin/true"]));
-            expect_code(&o, 1, &format!("{who:?} {ops:?}"));
-            let e = stderr(&o);
-            assert_eq!(e.lines().count(), 1, "{who:?} {ops:?}: {e}");
             let head = format!(
                 "bwrap: {what}: cannot be honoured without a mount namespace (user namespaces are refused here): "
             );
-            assert!(e.starts_with(&head), "{who:?} {ops:?}: {e}");
+            one_line_error(&o, &head, &format!("{who:?} {ops:?}"));
         }
         // Nothing was changed on the host.
         let mode =
@@ -303,8 +315,7 @@ fn stockade_memory_ends_a_hog_and_the_report_says_so() {
             continue;
         }
         for who in users("stockade_memory_ends_a_hog_and_the_report_says_so") {
-            let s = Scratch::new("bwfb-report").world_writable();
-            let report = s.join("outcome.json").display().to_string();
+            let report = Report::new("bwfb-report");
             let hog = "x = []\nwhile len(x) < 1024: x.append(bytearray(1 << 20))\nprint('survived', len(x))";
             let o = bwrap(
                 mode,
@@ -319,15 +330,14 @@ fn stockade_memory_ends_a_hog_and_the_report_says_so() {
                         "--stockade-memory",
                         "64m",
                         "--stockade-report",
-                        &report,
+                        &report.path,
                     ],
                     &["/usr/bin/python3", "-c", hog],
                 ),
             );
             assert_ne!(o.status.code(), Some(0), "{mode:?} {who:?}: {}", stderr(&o));
             assert!(!stdout(&o).contains("survived"));
-            let v: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+            let v = report.read();
             // With a memory controller the verdict is counted; under
             // RLIMIT_AS it is inferred from the peak init samples, which a
             // hog that dies between two samples escapes: then the run is
@@ -347,8 +357,7 @@ fn stockade_memory_ends_a_hog_and_the_report_says_so() {
 #[test]
 fn stockade_timeout_and_pids_are_reported() {
     for who in users("stockade_timeout_and_pids_are_reported") {
-        let s = Scratch::new("bwfb-timeout").world_writable();
-        let report = s.join("outcome.json").display().to_string();
+        let report = Report::new("bwfb-timeout");
         let o = bwrap(
             Mode::Jail,
             who,
@@ -360,14 +369,13 @@ fn stockade_timeout_and_pids_are_reported() {
                     "--stockade-pids",
                     "16",
                     "--stockade-report",
-                    &report,
+                    &report.path,
                 ],
                 &["/bin/sleep", "600"],
             ),
         );
         assert_ne!(o.status.code(), Some(0), "{who:?}: {}", stderr(&o));
-        let v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let v = report.read();
         assert_eq!(v["status"], "timeout", "{who:?}: {v}");
         assert_eq!(v["limits"]["pids"]["limit"], 16, "{v}");
     }
@@ -378,9 +386,6 @@ fn stockade_timeout_and_pids_are_reported() {
 /// on: only what the ops mount is reachable.
 #[test]
 fn stockade_profile_puts_landlock_on_the_binds() {
-    if !landlock("stockade_profile_puts_landlock_on_the_binds") {
-        return;
-    }
     let cmd = [
         "--dir",
         "/d",
@@ -389,7 +394,7 @@ fn stockade_profile_puts_landlock_on_the_binds() {
         "-c",
         "touch /d/x 2>/dev/null && echo wrote || echo denied",
     ];
-    for who in users("stockade_profile_puts_landlock_on_the_binds") {
+    for who in landlocked_users("stockade_profile_puts_landlock_on_the_binds") {
         let plain = bwrap(Mode::Jail, who, &[], &args(&[], &cmd));
         expect_code(&plain, 0, &format!("{who:?}"));
         assert_eq!(stdout(&plain), "wrote\n", "{who:?}: {}", stderr(&plain));
@@ -400,7 +405,7 @@ fn stockade_profile_puts_landlock_on_the_binds() {
         assert_eq!(stdout(&flag), "denied\n", "{who:?}: {}", stderr(&flag));
         // In the fallback, a host path outside the binds, profile or not.
         let s = tree();
-        let secret = s.join("secret").display().to_string();
+        let secret = s.arg("secret");
         let o = bwrap(Mode::Refused, who, &env, &args(&[], &["/bin/cat", &secret]));
         assert_ne!(o.status.code(), Some(0), "{who:?}");
         assert!(!stdout(&o).contains("secret"), "{who:?}");
@@ -453,10 +458,7 @@ fn bad_stockade_values_are_one_line_errors() {
     for who in users("bad_stockade_values_are_one_line_errors") {
         for (env, opts, start) in cases {
             let o = bwrap(Mode::Jail, who, env, &args(opts, &["/bin/true"]));
-            expect_code(&o, 1, &format!("{who:?} {opts:?}"));
-            let e = stderr(&o);
-            assert_eq!(e.lines().count(), 1, "{who:?} {opts:?}: {e}");
-            assert!(e.starts_with(start), "{who:?} {opts:?}: {e}");
+            one_line_error(&o, start, &format!("{who:?} {opts:?}"));
         }
         let missing = bwrap(Mode::Jail, who, &[], &["--stockade-memory"]);
         assert_eq!(
@@ -475,9 +477,8 @@ fn stockade_seccomp_is_off_until_asked_for() {
     for who in users("stockade_seccomp_is_off_until_asked_for") {
         let plain = bwrap(Mode::Jail, who, &[], &args(&[], &cmd));
         expect_code(&plain, 0, &format!("{who:?} without --stockade-seccomp"));
-        let s = Scratch::new("bwfb-seccomp").world_writable();
-        let report = s.join("outcome.json").display().to_string();
-        let opts = ["--stockade-seccomp", "--stockade-report", &report];
+        let report = Report::new("bwfb-seccomp");
+        let opts = ["--stockade-seccomp", "--stockade-report", &report.path];
         let on = bwrap(Mode::Jail, who, &[], &args(&opts, &cmd));
         assert_ne!(on.status.code(), Some(0), "{who:?}: {}", stderr(&on));
         assert!(
@@ -485,8 +486,7 @@ fn stockade_seccomp_is_off_until_asked_for() {
             "{who:?}: {}",
             stderr(&on)
         );
-        let v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let v = report.read();
         assert_eq!(v["layers"]["seccomp"]["state"], "applied", "{v}");
     }
 }

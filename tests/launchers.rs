@@ -298,3 +298,52 @@ fn every_launcher_ends_a_full_workdir_alike() {
         assert_eq!(v["signal"], libc::SIGKILL, "{launcher}: {v}");
     }
 }
+
+/// A run whose pids limit leaves no room for its payload (its init is
+/// the one process the limit allows) fails the same setup step, on the
+/// same path, with the same errno, whether a cold jail or a fork
+/// server's child starts it; the outcome's `error` names that step.
+#[test]
+fn every_launcher_names_a_failed_setup_step_alike() {
+    if !common::is_root() {
+        common::skip(
+            "every_launcher_names_a_failed_setup_step_alike",
+            "not root: no cgroup holds a forked run's limits, so no fork server",
+        );
+        return;
+    }
+    let cold = Server::start(Who::Root, &[]);
+    let fork = Server::start(
+        Who::Root,
+        &["--warm", "python=1", "--warm-import", "json", "--warm-fork"],
+    );
+    fork.wait_ready();
+    let mut body = py("print('never')");
+    body["limits"] = json!({"pids": 1});
+    let mut seen = Vec::new();
+    for (launcher, s) in [("cold", &cold), ("forked", &fork)] {
+        let v = run_as(launcher, s, &body);
+        assert_eq!(v["status"], "setup_error", "{launcher}: {v}");
+        assert_eq!(stdout(&v), "", "{launcher}: {v}");
+        let setup = &v["setup"];
+        let step = setup["step"].as_str().unwrap_or_default();
+        assert!(
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with(&format!("{step}: "))),
+            "{launcher}: {v}"
+        );
+        seen.push((launcher, setup.clone()));
+    }
+    let (_, cold_setup) = &seen[0];
+    assert_eq!(cold_setup["step"], "start payload", "cold: {cold_setup}");
+    assert_eq!(cold_setup["errno"], libc::EAGAIN, "cold: {cold_setup}");
+    for (launcher, setup) in &seen[1..] {
+        for part in ["step", "path", "errno"] {
+            assert_eq!(
+                setup[part], cold_setup[part],
+                "{launcher}'s setup {part} vs cold's: {setup} vs {cold_setup}"
+            );
+        }
+    }
+}

@@ -5,6 +5,7 @@
 
 use std::ffi::OsString;
 
+use super::mode::Kind;
 use super::SetupError;
 use crate::policy::egress::AllowHost;
 use crate::policy::{Network, Policy};
@@ -72,7 +73,7 @@ const UPSTREAM_VARS: [&str; 6] = [
 /// raw sockets off exactly.
 pub fn plan(
     p: &Policy,
-    fallback: bool,
+    kind: Kind,
     env: &mut Vec<(OsString, OsString)>,
 ) -> Result<Option<Egress>, SetupError> {
     if p.allow_hosts.is_empty() && !p.egress_record {
@@ -89,7 +90,7 @@ pub fn plan(
             ),
         ));
     }
-    if fallback {
+    if kind == Kind::Fallback {
         return Err(SetupError::new(
             "network",
             "--allow-host",

@@ -8,6 +8,7 @@ use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use super::mode::Kind;
 use super::SetupError;
 use crate::policy::Policy;
 
@@ -40,7 +41,7 @@ impl Exec {
         env: &[(OsString, OsString)],
         cwd: PathBuf,
         work: Option<&Path>,
-        fallback: bool,
+        kind: Kind,
     ) -> Result<Exec, SetupError> {
         let (argv, envp, candidates) = execve_args(p, env)?;
         let cwd_fallbacks = cwd_fallbacks(p, env)?;
@@ -59,7 +60,10 @@ impl Exec {
             cwd,
             cwd_fallbacks,
             seed,
-            zygote: p.zygote && !fallback,
+            zygote: match kind {
+                Kind::Namespaced => p.zygote,
+                Kind::Fallback => false,
+            },
         })
     }
 }

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use super::mode::Kind;
 use super::{uids, SetupError};
 use crate::policy::Policy;
 use crate::sys;
@@ -86,7 +87,7 @@ impl Mapped {
     /// in a user namespace the caller hands over (`join_userns`) or maps
     /// itself (`userns_block_fd`): the jail's ids are what that namespace
     /// maps, not a leased id. Never in the fallback.
-    pub(super) fn of(p: &Policy, fallback: bool) -> Result<Mapped, SetupError> {
+    pub(super) fn of(p: &Policy, kind: Kind) -> Result<Mapped, SetupError> {
         let euid = sys::geteuid();
         let egid = sys::getegid();
         let nested = !sys::host_root_is_zero_here();
@@ -106,7 +107,7 @@ impl Mapped {
         }
         let c = &p.compat;
         let idmap_lease = match c.idmap_root_binds
-            && !fallback
+            && kind == Kind::Namespaced
             && euid == 0
             && c.join_userns.is_none()
             && c.userns_block_fd.is_none()
@@ -132,25 +133,26 @@ impl Mapped {
     pub(super) fn identity(
         self,
         p: &Policy,
-        fallback: bool,
+        kind: Kind,
         fallback_lease: Option<Arc<uids::Lease>>,
     ) -> Identity {
         let c = &p.compat;
+        let (keep_caps, bounding_caps) = match kind {
+            Kind::Namespaced => (c.keep_caps, c.bounding_caps),
+            // Root's capabilities are kept inside the jail's user
+            // namespace only: the fallback's payload, no longer root,
+            // keeps none; and it has no bounding set of its own to narrow.
+            Kind::Fallback => (if self.euid == 0 { 0 } else { c.keep_caps }, None),
+        };
         Identity {
             uid: p.uid,
             gid: p.gid,
             uid_map: format!("{} {} 1\n", p.uid, self.uid),
             gid_map: format!("{} {} 1\n", p.gid, self.gid),
-            become_user: become_user(p, fallback),
-            // Root's capabilities are kept inside the jail's user
-            // namespace only: the fallback's payload, no longer root,
-            // keeps none.
-            keep_caps: match fallback && self.euid == 0 {
-                true => 0,
-                false => c.keep_caps,
-            },
+            become_user: become_user(p, kind),
+            keep_caps,
             caps_as_root: c.caps_as_root,
-            bounding_caps: c.bounding_caps.filter(|_| !fallback),
+            bounding_caps,
             idmap: self.idmap_lease.as_ref().map(|l| (l.id, l.id)),
             lease: self.idmap_lease.or(fallback_lease),
         }
@@ -158,8 +160,8 @@ impl Mapped {
 }
 
 /// Which ids init takes after GO (see [`BecomeUser`]).
-fn become_user(p: &Policy, fallback: bool) -> BecomeUser {
-    if fallback || p.compat.userns_block_fd.is_some() {
+fn become_user(p: &Policy, kind: Kind) -> BecomeUser {
+    if kind == Kind::Fallback || p.compat.userns_block_fd.is_some() {
         return BecomeUser::Keep;
     }
     if p.compat.join_userns.is_none() {

@@ -8,6 +8,7 @@ use std::ffi::CString;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
+use super::mode::Kind;
 use super::{root, Access, Resources, Root, SetupError};
 use crate::policy::{Layer, Network, Policy};
 use crate::sys;
@@ -65,28 +66,32 @@ impl Layers {
     /// fallback, where a pathname unix socket may be connected to.
     pub(super) fn of(
         p: &Policy,
-        fallback: bool,
+        kind: Kind,
         mut rules: Vec<(PathBuf, Access)>,
         root: &Root,
     ) -> Result<(Layers, Vec<PathBuf>), SetupError> {
         let mut require = p.require.clone();
-        if fallback && !root.masked.is_empty() && !require.contains(&Layer::Landlock) {
-            // Only Landlock hides them there: no silent downgrade.
-            require.push(Layer::Landlock);
-        }
         rules.retain(|(path, _)| !p.landlock.exclude.iter().any(|x| path.starts_with(x)));
-        let unix_roots = match fallback {
-            true => unix_roots(&rules),
-            false => Vec::new(),
+        let (rules, unix_roots, mqueue) = match kind {
+            Kind::Namespaced => (
+                root::coalesce_rules(rules, &root.steps, &p.landlock.exclude),
+                Vec::new(),
+                !p.zygote && !root::mounts_mqueue(&root.steps),
+            ),
+            Kind::Fallback => {
+                if !root.masked.is_empty() && !require.contains(&Layer::Landlock) {
+                    // Only Landlock hides them there: no silent downgrade.
+                    require.push(Layer::Landlock);
+                }
+                let unix_roots = unix_roots(&rules);
+                (rules, unix_roots, false)
+            }
         };
-        if !fallback {
-            rules = root::coalesce_rules(rules, &root.steps, &p.landlock.exclude);
-        }
-        let seccomp = seccomp(p, fallback, None)?;
+        let seccomp = seccomp(p, kind, None)?;
         let landlock = (!p.landlock.disabled).then(|| Landlock {
             rules,
             deny_tcp: p.network == Network::None,
-            mqueue: !fallback && !p.zygote && !root::mounts_mqueue(&root.steps),
+            mqueue,
             log_tag: None,
             unrecorded: None,
         });
@@ -155,21 +160,31 @@ fn unix_roots(rules: &[(PathBuf, Access)]) -> Vec<PathBuf> {
 /// when `rlimit_as` (the rlimit rung) holds `--memory`.
 pub(super) fn seccomp(
     p: &Policy,
-    fallback: bool,
+    kind: Kind,
     rlimit_as: Option<u64>,
 ) -> Result<Option<crate::seccomp::Compiled>, SetupError> {
     if !p.seccomp.enabled {
         return Ok(None);
     }
     let mut sp = p.seccomp.clone();
-    // Without a network namespace only Landlock stands between the
-    // payload and the network, and it knows TCP only: no inet sockets.
-    sp.unix_sockets_only |= fallback && p.network == Network::None;
-    // Nor a mount namespace to hide the host's unix sockets:
-    // connect() is mediated, no unix datagram sockets.
-    sp.mediate_unix = fallback;
-    // Nor an IPC namespace: no queue is named in the host's.
-    sp.host_ipc = fallback;
+    match kind {
+        // The jail's own network, mount and IPC namespaces hold the rest.
+        Kind::Namespaced => {
+            sp.mediate_unix = false;
+            sp.host_ipc = false;
+        }
+        Kind::Fallback => {
+            // Without a network namespace only Landlock stands between
+            // the payload and the network, and it knows TCP only: no
+            // inet sockets.
+            sp.unix_sockets_only |= p.network == Network::None;
+            // Nor a mount namespace to hide the host's unix sockets:
+            // connect() is mediated, no unix datagram sockets.
+            sp.mediate_unix = true;
+            // Nor an IPC namespace: no queue is named in the host's.
+            sp.host_ipc = true;
+        }
+    }
     crate::seccomp::compile_metered(&sp, rlimit_as)
         .map(Some)
         .map_err(|e| SetupError::new("seccomp", "", e.to_string()))

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use nix::sys::resource::Resource;
 use serde_json::json;
 
+use super::mode::Kind;
 use super::{rundir, Mode, Plan, Resources, SetupError};
 use crate::cgroup;
 use crate::policy::{Layer, Limits as Asked, Policy};
@@ -57,12 +58,16 @@ pub struct Rlimit {
 
 impl Limits {
     /// The limits `p` asks for, before [`enforce`] decides how they are held.
-    pub(super) fn asked(p: &Policy, fallback: bool) -> Limits {
-        let workdir_cap = (p.workdir.full_ends_run
-            && p.workdir.host.is_none()
-            && !fallback
-            && p.base != crate::policy::BaseRoot::Bare)
-            .then(|| (p.workdir.inner.clone(), p.workdir.size));
+    pub(super) fn asked(p: &Policy, kind: Kind) -> Limits {
+        // Only the jail's own workdir tmpfs (the fallback's run directory
+        // is metered by the supervisor).
+        let workdir_cap = match kind {
+            Kind::Namespaced => (p.workdir.full_ends_run
+                && p.workdir.host.is_none()
+                && p.base != crate::policy::BaseRoot::Bare)
+                .then(|| (p.workdir.inner.clone(), p.workdir.size)),
+            Kind::Fallback => None,
+        };
         Limits {
             asked: p.limits.clone(),
             enforcement: Enforcement::default(),

@@ -24,6 +24,17 @@ pub enum Mode {
     Fallback(Fallback),
 }
 
+/// Which mode a plan is drafted for, before the mode's own parts (its
+/// [`Namespaces`], its [`Fallback`] place) exist: each builder's
+/// decisions are made per mode on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// [`Mode::Namespaced`]: [`Plan::build`](super::Plan::build).
+    Namespaced,
+    /// [`Mode::Fallback`]: [`Plan::build_fallback`](super::Plan::build_fallback).
+    Fallback,
+}
+
 /// The namespaces of a namespaced jail.
 #[derive(Debug, Clone)]
 pub struct Namespaces {
@@ -82,6 +93,14 @@ pub struct Fallback {
 }
 
 impl Mode {
+    /// Which mode this is.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Mode::Namespaced(_) => Kind::Namespaced,
+            Mode::Fallback(_) => Kind::Fallback,
+        }
+    }
+
     /// The namespaces, unless this is the fallback.
     pub fn namespaces(&self) -> Option<&Namespaces> {
         match self {

@@ -47,6 +47,13 @@ use crate::sys;
 /// fcntl's F_SETSIG (Linux; not in the libc crate).
 const F_SETSIG: i32 = 10;
 
+/// A command's domain's `landlock_restrict_self` flags: none, the
+/// kernel's default, under which nothing the domain refuses after the
+/// command's exec is logged to audit (its refusals are the guard at work,
+/// not the jail's denials, which the jail's own domain logs where the
+/// supervisor reads them).
+const COMMAND_FLAGS: u32 = 0;
+
 /// How commands are kept off the agent.
 pub(crate) enum Isolation {
     /// A Landlock domain per command, scoped for signals (this ruleset),
@@ -81,10 +88,22 @@ impl Isolation {
 
     /// `cmd`'s child, before exec: its own session, then the domain or
     /// the filter (last).
+    ///
+    /// The domain is made by the same call as the jail's
+    /// (`sys::landlock`'s one `landlock_restrict_self`), but it is not the
+    /// jail's: the jail's is decided from the plan's rules
+    /// (`jail::landlock::decide`) and handles file and network rights,
+    /// once per jail, in its payload; this one handles no right and only
+    /// scopes signals (it takes nothing the jail's grants away), is made
+    /// by the agent once per session, and entered per command in the
+    /// command's child, nested in the agent's and so in the jail's. Its
+    /// flags are the kernel's default ([`COMMAND_FLAGS`]).
     pub(crate) fn apply(&self, cmd: &mut Command) {
         sys::setsid_before_exec(cmd);
         match self {
-            Isolation::Domain(rs) => sys::landlock::restrict_before_exec(cmd, rs.clone()),
+            Isolation::Domain(rs) => {
+                sys::landlock::restrict_before_exec(cmd, rs.clone(), COMMAND_FLAGS)
+            }
             Isolation::Guard(f) => sys::seccomp::filter_before_exec(cmd, f.clone()),
         }
     }

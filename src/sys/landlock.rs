@@ -2,9 +2,10 @@
 //!
 //! Every Landlock call of stockade goes through here, whoever enforces the
 //! ruleset: a cold jail's payload (`jail::landlock::apply`), a fork
-//! server's child (`forked`) and a session's guard. The `landlock` crate
-//! only names the rights (`jail::landlock` decides with it what to ask
-//! for); this file is what asks the kernel.
+//! server's child (`forked`) and a session's guard; every domain is made
+//! by one call, `restrict`'s. The `landlock` crate only names the rights
+//! (`jail::landlock` decides with it what to ask for); this file is what
+//! asks the kernel.
 
 use super::{err, last_errno, SysResult};
 
@@ -76,50 +77,47 @@ pub const RESTRICT_SELF_LOG_NEW_EXEC_ON: u32 = 1 << 1;
 /// the nesting limit.
 pub fn restrict_self(ruleset: &std::os::fd::OwnedFd, flags: u32) -> SysResult<()> {
     use std::os::fd::AsRawFd;
-    // SAFETY: integer arguments only (an fd the caller owns, flags).
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_restrict_self,
-            ruleset.as_raw_fd(),
-            flags as libc::c_uint,
-        )
-    };
-    if r < 0 {
-        return err(
-            "landlock_restrict_self",
-            format!("flags {flags:#x}"),
-            last_errno(),
-        );
-    }
-    Ok(())
+    restrict(ruleset.as_raw_fd(), flags)
+        .or_else(|errno| err("landlock_restrict_self", format!("flags {flags:#x}"), errno))
 }
 
-/// In `cmd`'s child, before exec: a new Landlock domain of `ruleset`
-/// (`landlock_restrict_self`), nested in the caller's. The child must
-/// have no_new_privs (every jail's payload has).
+/// In `cmd`'s child, before exec: what [`restrict_self`] does, with
+/// `flags`, there (a session's command: the child, forked from a process
+/// with threads, may only make the call, so its error is the errno alone).
+/// The child must have no_new_privs (every jail's payload has).
 pub fn restrict_before_exec(
     cmd: &mut std::process::Command,
     ruleset: std::sync::Arc<std::os::fd::OwnedFd>,
+    flags: u32,
 ) {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
     let hook = move || {
-        // SAFETY: integer arguments only (an fd we own, flags 0).
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_restrict_self,
-                ruleset.as_raw_fd(),
-                0 as libc::c_uint,
-            )
-        };
-        if r < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
+        restrict(ruleset.as_raw_fd(), flags)
+            .map_err(|errno| std::io::Error::from_raw_os_error(errno as i32))
     };
     // SAFETY: the hook runs in the forked child before exec and makes one
     // system call, allocating nothing and taking no lock.
     unsafe { cmd.pre_exec(hook) };
+}
+
+/// `landlock_restrict_self(ruleset, flags)`: the one call that makes every
+/// Landlock domain of stockade's, whoever enforces it ([`restrict_self`],
+/// [`restrict_before_exec`]). Allocates nothing and takes no lock (a
+/// forked child's pre-exec hook makes it); the errno on failure.
+fn restrict(ruleset: std::os::fd::RawFd, flags: u32) -> Result<(), super::Errno> {
+    // SAFETY: integer arguments only (an fd the caller owns, flags).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_restrict_self,
+            ruleset,
+            flags as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        return Err(last_errno());
+    }
+    Ok(())
 }
 
 /// `LANDLOCK_RULE_PATH_BENEATH`.

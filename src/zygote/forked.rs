@@ -222,17 +222,13 @@ struct Watched {
 /// The outcome's error and setup, from the child's failed step's record.
 fn setup_failed(o: &mut Outcome, said: &[u8]) {
     match sys::forked::failure_of(said) {
-        Some((call, arg, errno)) => {
-            o.error = Some(format!(
-                "zygote child: {call}({arg}): {}",
-                sys::errno_text(errno)
-            ));
-            o.setup = Some(outcome::SetupFailure {
-                step: call,
-                path: arg,
-                errno: Some(errno as i32),
-                value: None,
-            });
+        Some(f) => {
+            // The step and path as a cold jail names the same failure, the
+            // call as the reason: the same setup error as a cold run's.
+            let e = crate::plan::SetupError::new(f.step.as_str(), f.path.as_str(), f.reason())
+                .with_errno(f.errno as i32);
+            o.error = Some(e.to_string());
+            o.setup = Some((&e).into());
         }
         None => o.error = Some("zygote child: it ended before it was confined".into()),
     }

@@ -110,8 +110,27 @@ fn remove_stale_test_dirs() {
 /// (through tests/payloads/sig_default.c), however the test run itself was
 /// started (a background job ignores SIGINT and SIGQUIT, nohup SIGHUP).
 pub fn stockade(who: Who) -> Command {
+    stockade_under(&[], who)
+}
+
+/// `stockade`, started through `wrappers` (programs of tests/payloads
+/// that exec the rest of the command line under a restriction, as in
+/// [`wrapped`]), with no subcommand yet.
+pub fn stockade_under(wrappers: &[&str], who: Who) -> Command {
     let mut c = host_command(who, c_payload("sig_default"));
+    for w in wrappers {
+        c.arg(c_payload(w));
+    }
     c.arg(binary());
+    c
+}
+
+/// `c` to start as uid/gid 65534 when `who` is [`Who::Nobody`] and this
+/// process is root (else as this process's user).
+pub fn start_as(c: &mut Command, who: Who) -> &mut Command {
+    if who == Who::Nobody && is_root() {
+        c.uid(NOBODY).gid(NOBODY);
+    }
     c
 }
 
@@ -123,9 +142,7 @@ pub fn host_command(who: Who, program: impl AsRef<std::ffi::OsStr>) -> Command {
     c.env("PATH", "/usr/local/bin:/usr/bin:/bin");
     c.env("LANG", "C.UTF-8");
     c.current_dir("/");
-    if who == Who::Nobody && is_root() {
-        c.uid(NOBODY).gid(NOBODY);
-    }
+    start_as(&mut c, who);
     c.stdin(Stdio::null());
     c
 }
@@ -207,6 +224,11 @@ impl Scratch {
     pub fn join(&self, p: &str) -> PathBuf {
         self.0.join(p)
     }
+
+    /// `p` inside it, as a command-line argument.
+    pub fn arg(&self, p: &str) -> String {
+        self.0.join(p).display().to_string()
+    }
 }
 
 impl Drop for Scratch {
@@ -287,9 +309,7 @@ pub fn wrapped(wrappers: &[&str], who: Who, flags: &[&str], cmd: &[&str]) -> Com
     w.env("PATH", "/usr/local/bin:/usr/bin:/bin");
     w.current_dir("/");
     w.stdin(Stdio::null());
-    if who == Who::Nobody && is_root() {
-        w.uid(NOBODY).gid(NOBODY);
-    }
+    start_as(&mut w, who);
     w
 }
 

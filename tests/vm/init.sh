@@ -24,6 +24,8 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 hostname vmtest
+# tests.sh talks to `stockade serve` over TCP on lo (busybox wget).
+ip link set lo up
 exec </dev/null
 
 C=/sys/fs/cgroup
@@ -45,7 +47,7 @@ if grep -qw stockade_vm=v1 /proc/cmdline; then
         mkdir $C/$c
         mount -t cgroup -o $c cgroup $C/$c
     done
-    echo "VMTEST BOOT v1 kernel $(uname -r), $(nproc) cpus, hierarchies: $(grep -w cgroup /proc/mounts | cut -d' ' -f2,4 | tr '\n' ' ')"
+    echo "VMTEST BOOT v1 kernel $(uname -r), $(nproc) cpus, up $(cut -d' ' -f1 /proc/uptime) s, hierarchies: $(grep -w cgroup /proc/mounts | cut -d' ' -f2,4 | tr '\n' ' ')"
     check v1boot/no_cgroup2 sh -c '! grep -qw cgroup2 /proc/mounts'
     # A child group of each (pids.max is not in a hierarchy's root).
     for f in memory/memory.limit_in_bytes memory/memory.oom_control pids/pids.max pids/pids.events cpu,cpuacct/cpu.cfs_quota_us cpu,cpuacct/cpuacct.usage; do
@@ -61,7 +63,7 @@ if grep -qw stockade_vm=v1 /proc/cmdline; then
 fi
 
 mount -t cgroup2 -o nsdelegate cgroup2 $C
-echo "VMTEST BOOT kernel $(uname -r), $(nproc) cpus, cgroup2 controllers: $(cat $C/cgroup.controllers)"
+echo "VMTEST BOOT kernel $(uname -r), $(nproc) cpus, up $(cut -d' ' -f1 /proc/uptime) s, cgroup2 controllers: $(cat $C/cgroup.controllers)"
 
 for c in memory cpu pids; do
     check "boot/cgroup2_has_$c" grep -qw "$c" $C/cgroup.controllers

@@ -17,6 +17,11 @@
 #   output_limit                             --max-output (status output_limit)
 #   stale_cgroup_removed_after_crash         cleanup_stale() at start
 #   no_leftover_*                            RunCgroup::remove after every run
+#   python_profile_runs                      python discovery, the VM's python3 stdlib
+#   fork_*                                   stockade serve --warm-fork: the zygote
+#                                            (the VM's python3 and its stdlib), a run
+#                                            cgroup per forked child from the request's
+#                                            own limits, /metrics' pool and stage counters
 
 who=$1
 case $who in
@@ -194,4 +199,146 @@ if [ -z "$bad" ] && [ -z "$left" ]; then
     pass batch_concurrent_20_memory
 else
     fail batch_concurrent_20_memory "not memory_limit:$bad; left: $left"
+fi
+
+# --- the fork server: `stockade serve --warm python=1 --warm-fork`, its
+# zygote the VM's python3 (the host's, with its stdlib: xtask/src/vm.rs),
+# each run a child forked into a run cgroup of its own. Over TCP on lo
+# (busybox wget, the client, speaks no unix socket). Its runs are hits
+# (applied.pool, stockade_pool_hits_total, no stockade_pool_misses_total)
+# and forked (the fork_run stage, not a member), their own limits below
+# the server's included, and those limits hold; nothing is left behind.
+# The fork server: src/zygote.rs, src/serve/zygote.py.
+if [ -x /usr/bin/python3 ]; then
+    started=$(cut -d. -f1 /proc/uptime)
+    # The python profile, cold: its interpreter found (src/host/python.rs)
+    # and run with its stdlib, a zip, and ctypes (lib-dynload, libffi).
+    out=$(st run --profile python -- python3 -c 'import ctypes, json, sys
+print(json.dumps(sys.path[1]), ctypes.sizeof(ctypes.c_void_p))' 2>&1)
+    if echo "$out" | grep -q '^"/usr/lib/python3[0-9]*\.zip" 8$'; then
+        pass python_profile_runs
+    else
+        fail python_profile_runs "$out"
+    fi
+
+    case $who in
+    root) port=8701 ;;
+    *) port=8702 ;;
+    esac
+    tok=vmtest-token-of-$who-0123456789
+    echo $tok >$T/token
+    url=http://127.0.0.1:$port
+    # api PATH [JSON]: the answer's body (POST with JSON), or wget's complaint
+    api() {
+        if [ -n "$2" ]; then
+            wget -q -O - --header "Authorization: Bearer $tok" \
+                --header 'Content-Type: application/json' --post-data "$2" "$url$1" 2>&1
+        else
+            wget -q -O - --header "Authorization: Bearer $tok" "$url$1" 2>&1
+        fi
+    }
+    # metric NAME: its value in /metrics, summed over its label sets (0 if absent)
+    metric() { api /metrics | grep "^$1[ {]" | awk '{ n += $2 } END { print n + 0 }'; }
+    # stage_runs STAGE: runs that went through a warm run's stage
+    stage_runs() { metric "stockade_stage_runs_total{stage=\"$1\"}"; }
+    hit() { echo "$1" | grep -q '"pool":{"hit":true}'; }
+    # brief JSON: what a FAIL line needs of an answer, not its layers (one
+    # pattern: busybox grep -o prints the matches of the last -e alone)
+    brief() {
+        echo "$1" | grep -o -E '"(status|exit_code|signal)":("[a-z_]*"|[0-9a-z]*)|"pool":\{[^}]*\}|"(memory|pids|timeout)":\{[^}]*\}|"(stdout|stderr)":\{"data":"[^"]*"|"error":"[^"]*"' | tr '\n' ' '
+    }
+    # runs_left: the server's run cgroups, each with how many processes it holds
+    runs_left() { for d in $P/run-*; do [ -d "$d" ] && echo "${d##*/}:$(wc -l <$d/cgroup.procs)"; done | tr '\n' ' '; }
+
+    timeout -s KILL 600 $S serve --listen 127.0.0.1:$port --token-file $T/token \
+        --profiles python --warm python=1 --warm-fork >$T/serve.log 2>&1 &
+    serve=$!
+    ready=
+    i=0
+    while [ $i -lt 300 ] && [ -z "$ready" ] && kill -0 $serve 2>/dev/null; do
+        wget -q -O - $url/readyz 2>/dev/null | grep -q '"pools_warm":true' && ready=1
+        [ -n "$ready" ] || sleep 0.5
+        i=$((i + 1))
+    done
+    sup=$(stockade_of $serve)
+    if [ -n "$ready" ] && ! grep -q 'warm-fork: no' $T/serve.log; then
+        pass "fork_server_ready (after $((i / 2)) s)"
+    else
+        fail fork_server_ready "ready=$ready: $(tail -n 20 $T/serve.log)"
+    fi
+
+    # A forked run answers: its stdin, pid 2 of its own pid namespace.
+    out=$(api /v1/runs '{"profile":"python","argv":["python3","-c","import os, sys\nprint(sys.stdin.read(), os.getpid())"],"stdin":"from-stdin"}')
+    if status_is "$out" exited && [ "$(field exit_code "$out")" = 0 ] &&
+        echo "$out" | grep -q '"stdout":{"data":"from-stdin 2\\n"' && hit "$out" &&
+        [ "$(stage_runs fork_run)" = 1 ]; then
+        pass fork_run_answers
+    else
+        fail fork_run_answers "fork_run=$(stage_runs fork_run): $(brief "$out")"
+    fi
+
+    # Its own limits (below the server's 512m and 256): still a hit; the
+    # memory hog ends memory_limit at 64 MiB.
+    out=$(api /v1/runs '{"profile":"python","argv":["python3","-c","b = []\nwhile True:\n    b.append(bytearray(8 << 20))"],"limits":{"memory":"64m","pids":16}}')
+    if status_is "$out" memory_limit && hit "$out" && limit_has memory '"limit":67108864' "$out" &&
+        limit_has memory '"hit":true' "$out" && limit_has pids '"limit":16' "$out"; then
+        pass fork_memory_limit_own
+    else
+        fail fork_memory_limit_own "$(brief "$out")"
+    fi
+
+    # A fork bomb held by its own pids limit of 16: its init and payload
+    # count, so at most 14 forks.
+    out=$(api /v1/runs '{"profile":"python","argv":["python3","-c","import os, time\nn = 0\nwhile True:\n    try:\n        if os.fork() == 0:\n            time.sleep(30)\n            os._exit(0)\n        n += 1\n    except OSError:\n        break\nprint(n)\nraise SystemExit(1)"],"limits":{"pids":16}}')
+    n=$(echo "$out" | sed -n 's/.*"stdout":{"data":"\([0-9]*\)\\n".*/\1/p')
+    if status_is "$out" pids_limit && hit "$out" && limit_has pids '"limit":16' "$out" &&
+        limit_has pids '"hit":true' "$out" && [ -n "$n" ] && [ "$n" -le 14 ]; then
+        pass "fork_pids_limit_own ($n forks)"
+    else
+        fail fork_pids_limit_own "forks=$n: $(brief "$out")"
+    fi
+
+    out=$(api /v1/runs '{"profile":"python","argv":["python3","-c","import time\ntime.sleep(600)"],"limits":{"timeout":"2s"}}')
+    if status_is "$out" timeout && hit "$out"; then pass fork_timeout; else fail fork_timeout "$(brief "$out")"; fi
+
+    # Warm, not cold: every run a hit and forked, no miss.
+    hits=$(metric 'stockade_pool_hits_total{profile="python"}')
+    misses=$(metric stockade_pool_misses_total)
+    forked=$(stage_runs fork_run)
+    if [ "$hits" = 4 ] && [ "$misses" = 0 ] && [ "$forked" = 4 ]; then
+        pass fork_runs_all_warm
+    else
+        fail fork_runs_all_warm "hits=$hits misses=$misses fork_run=$forked: $(api /metrics | grep -e '^stockade_pool_' -e '^stockade_stage_runs')"
+    fi
+
+    # After the runs: the zygote's cgroup and the child forked ahead's,
+    # each holding its process; no run's (they are removed as runs end,
+    # the fork bomb's sleepers with theirs).
+    i=0
+    while [ $i -lt 50 ]; do
+        left=$(runs_left)
+        n=$(echo "$left" | wc -w)
+        [ "$n" -le 2 ] && ! echo "$left" | grep -q ':0 ' && break
+        sleep 0.2
+        i=$((i + 1))
+    done
+    if [ "$n" -le 2 ] && ! echo "$left" | grep -q ':0 '; then
+        pass "fork_no_run_cgroup_left_after_runs ($left)"
+    else
+        fail fork_no_run_cgroup_left_after_runs "$left"
+    fi
+
+    # SIGTERM: the server ends (0), and with it the zygote; nothing is left.
+    kill -TERM $sup 2>/dev/null
+    wait $serve
+    rc=$?
+    left=$(runs_left)
+    if [ $rc = 0 ] && [ -z "$left" ] && [ -z "$(pidof python3)" ]; then
+        pass fork_no_run_cgroup_left_after_serve
+    else
+        fail fork_no_run_cgroup_left_after_serve "exit $rc; left: $left; python3: $(pidof python3); $(tail -n 5 $T/serve.log)"
+    fi
+    echo "VMTEST INFO $who: the python tests took $(($(cut -d. -f1 /proc/uptime) - started)) s"
+else
+    echo "VMTEST INFO $who: no python3 in the VM (the host had none): the fork server not tested"
 fi

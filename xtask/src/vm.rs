@@ -3,9 +3,11 @@
 //! The host's cgroups are hybrid and its v2 hierarchy has no memory, cpu or
 //! pids controller, so the cgroup layer is tested in a VM: Debian's kernel
 //! (downloaded, unpacked, never installed), busybox, a static stockade,
-//! static C payloads, the host's python3 and perl with their libraries, and
-//! an /init. The first boot mounts a pure v2 hierarchy and runs
-//! tests/vm/tests.sh as root and as a user with a delegated subtree; the
+//! static C payloads, the host's python3 (with its standard library, for
+//! `stockade serve`'s python profile and fork server) and perl with their
+//! libraries, and an /init. The first boot mounts a pure v2 hierarchy and
+//! runs tests/vm/tests.sh (cold runs' cgroup limits, and the fork server's
+//! forked runs) as root and as a user with a delegated subtree; the
 //! second (`stockade_vm=v1` on the kernel command line) mounts the memory,
 //! pids and cpu,cpuacct controllers as cgroup v1 hierarchies, with no
 //! cgroup2 at all, and runs tests/vm/v1.sh as root. Each boot prints
@@ -120,8 +122,13 @@ fn run(timeout: u64, prebuilt: Option<PathBuf>) -> R<bool> {
     let stockade = stockade_binary(&root, prebuilt)?;
     let bins = payloads(&root, &vm)?;
     let initrd = vm.join("initramfs.cpio");
-    initramfs(&root, &initrd, &busybox, &stockade, &bins)?;
-    step(&format!("prepared in {:.0?}; booting", t0.elapsed()));
+    initramfs(&root, &vm, &initrd, &busybox, &stockade, &bins)?;
+    let size = fs::metadata(&initrd).map_or(0, |m| m.len() as usize);
+    step(&format!(
+        "prepared in {:.0?}, initramfs {:.1} MiB; booting",
+        t0.elapsed(),
+        mib(size)
+    ));
     let mut console = crate::logs::fresh(CONSOLE_LOG)?;
     let mut ok = true;
     for (name, cmdline) in BOOTS {
@@ -462,6 +469,7 @@ pub(crate) fn read(p: &Path) -> R<Vec<u8>> {
 
 fn initramfs(
     root: &Path,
+    vm: &Path,
     dst: &Path,
     busybox: &Path,
     stockade: &Path,
@@ -490,7 +498,7 @@ fn initramfs(
     c.symlink("sbin", "usr/bin");
     c.symlink("lib", "usr/lib");
     c.symlink("lib64", "usr/lib64");
-    for (name, files) in interpreters() {
+    for (name, files) in interpreters(vm) {
         match files {
             Ok(files) => {
                 let mut dirs: Vec<String> = Vec::new();
@@ -542,28 +550,36 @@ fn initramfs(
         .map_err(|e| format!("write {}: {e}", dst.display()))
 }
 
-/// The host's python3 and perl for the VM's memory payloads, each with the
-/// shared libraries `ldd` names (into usr/lib/x86_64-linux-gnu, the dynamic
-/// loader into usr/lib64) and, for python3, the few stdlib files it needs
-/// to start with `-I -S` (`os.py`, which marks the stdlib, and the UTF-8
-/// codecs). Paths are relative to the initramfs root, deduplicated across
-/// both (a file seen twice is one entry); Err: why one is left out.
+/// The host's python3 and perl, each with the shared libraries `ldd`
+/// names (into usr/lib/x86_64-linux-gnu, the dynamic loader into
+/// usr/lib64): perl for the memory payloads, python3 for those and for
+/// `stockade serve`'s python profile and fork server, with its standard
+/// library ([`python_stdlib`]). Paths are relative to the initramfs root,
+/// deduplicated across both (a file seen twice is one entry); Err: why
+/// one is left out.
 type Files = Vec<(String, Vec<u8>)>;
 
-fn interpreters() -> Vec<(&'static str, R<Files>)> {
+fn interpreters(vm: &Path) -> Vec<(&'static str, R<Files>)> {
     let mut seen: Vec<String> = Vec::new();
     let mut out = Vec::new();
     for (name, bin) in [("python3", "/usr/bin/python3"), ("perl", "/usr/bin/perl")] {
-        let got = interpreter(bin).map(|files| {
-            files
-                .into_iter()
-                .filter(|(p, _)| {
-                    let new = !seen.contains(p);
-                    seen.push(p.clone());
-                    new
-                })
-                .collect()
-        });
+        let got = interpreter(bin)
+            .and_then(|mut files| {
+                if name == "python3" {
+                    files.extend(python_stdlib(bin, vm)?);
+                }
+                Ok(files)
+            })
+            .map(|files| {
+                files
+                    .into_iter()
+                    .filter(|(p, _)| {
+                        let new = !seen.contains(p);
+                        seen.push(p.clone());
+                        new
+                    })
+                    .collect()
+            });
         out.push((name, got));
     }
     out
@@ -572,7 +588,18 @@ fn interpreters() -> Vec<(&'static str, R<Files>)> {
 fn interpreter(bin: &str) -> R<Files> {
     let real = fs::canonicalize(bin).map_err(|e| format!("{bin}: {e}"))?;
     let mut files = vec![(bin.trim_start_matches('/').to_string(), read(&real)?)];
-    let ldd = output(Command::new("ldd").arg(&real))?;
+    for (dst, src) in libraries(&real)? {
+        files.push((dst, read(&src)?));
+    }
+    Ok(files)
+}
+
+/// The shared libraries `ldd` names for `elf`: (where in the initramfs,
+/// the host's file).
+fn libraries(elf: &Path) -> R<Vec<(String, PathBuf)>> {
+    let shown = elf.display();
+    let ldd = output(Command::new("ldd").arg(elf))?;
+    let mut out = Vec::new();
     for line in ldd.lines() {
         // `libm.so.6 => /lib/x86_64-linux-gnu/libm.so.6 (0x…)`, or the
         // loader: `/lib64/ld-linux-x86-64.so.2 (0x…)`.
@@ -586,7 +613,7 @@ fn interpreter(bin: &str) -> R<Files> {
         let Some(path) = path else { continue };
         let file = Path::new(path)
             .file_name()
-            .ok_or_else(|| format!("ldd {bin}: {line}"))?
+            .ok_or_else(|| format!("ldd {shown}: {line}"))?
             .to_string_lossy()
             .into_owned();
         let dst = if line.contains("=>") {
@@ -594,38 +621,221 @@ fn interpreter(bin: &str) -> R<Files> {
         } else if path.starts_with("/lib64/") {
             format!("usr/lib64/{file}")
         } else {
-            return Err(format!("ldd {bin}: a loader outside /lib64: {line}"));
+            return Err(format!("ldd {shown}: a loader outside /lib64: {line}"));
         };
-        files.push((dst, read(Path::new(path))?));
+        out.push((dst, PathBuf::from(path)));
     }
-    if bin.ends_with("python3") {
-        let dir = output(Command::new(bin).args([
-            "-I",
-            "-S",
-            "-c",
-            "import encodings; print(encodings.__path__[0])",
-        ]))?;
-        let enc = PathBuf::from(dir.trim());
-        let lib = enc
-            .parent()
-            .ok_or_else(|| format!("{bin}: encodings at {}", enc.display()))?;
-        if !lib.starts_with("/usr/") {
-            return Err(format!(
-                "{bin}: its stdlib {} is not under /usr",
-                lib.display()
-            ));
-        }
-        let mut add = |p: PathBuf| -> R<()> {
-            let rel = p.to_string_lossy().trim_start_matches('/').to_string();
-            files.push((rel, read(&p)?));
-            Ok(())
-        };
-        add(lib.join("os.py"))?;
-        for m in ["__init__", "aliases", "utf_8", "ascii", "latin_1"] {
-            add(enc.join(format!("{m}.py")))?;
+    Ok(out)
+}
+
+/// Directories of the stdlib left out of the VM's zip, at any depth: test
+/// suites, the GUI and IDE, installers and what only they read, and what
+/// is not the stdlib (site packages, the build configuration `config-*`,
+/// the extension modules, which a zip cannot hold).
+const PY_SKIP_DIRS: &[&str] = &[
+    "test",
+    "tests",
+    "idle_test",
+    "idlelib",
+    "tkinter",
+    "turtledemo",
+    "ensurepip",
+    "lib2to3",
+    "pydoc_data",
+    "site-packages",
+    "dist-packages",
+    "lib-dynload",
+    "__pycache__",
+];
+/// Files of the stdlib left out: turtle needs tkinter; Debian's
+/// sitecustomize is the host's configuration (apport's hook), not the
+/// stdlib.
+const PY_SKIP_FILES: &[&str] = &["turtle.py", "sitecustomize.py"];
+/// Extension modules (by the start of their name) left out: test modules,
+/// the terminal's (no tty in a jail), and those whose libraries would
+/// outweigh the rest together: TLS and OpenSSL's hashes (libcrypto,
+/// 4.7 MB; hashlib keeps its builtin md5, sha* and blake2), databases
+/// (libsqlite3, libdb), NIS (Kerberos), audio, and the CJK codecs.
+const PY_SKIP_EXT: &[&str] = &[
+    "_test",
+    "_ctypes_test",
+    "_xxtestfuzz",
+    "_xxsubinterpreters",
+    "xxlimited",
+    "_curses",
+    "readline",
+    "_ssl",
+    "_hashlib",
+    "_sqlite3",
+    "_dbm",
+    "_gdbm",
+    "nis",
+    "ossaudiodev",
+    "_tkinter",
+    "_codecs_",
+    "_multibytecodec",
+];
+/// Run by the host's python3 (`-I -S -c ZIP_STDLIB LIB ZIP OUT SKIP_DIRS
+/// SKIP_FILES`): every module of LIB compiled by that interpreter into
+/// OUT, a zip at LIB's layout that the interpreter finds as ZIP (its
+/// default sys.path entry, before LIB). Bytecode only, as unchecked
+/// hash-based .pyc (nothing to compare with a source, and no compile on
+/// import: a TCG VM compiles slowly); tracebacks name the file in the zip
+/// without its line.
+const ZIP_STDLIB: &str = r#"
+import importlib.util, marshal, os, sys, zipfile
+lib, zip_path, out = sys.argv[1:4]
+skip_dirs, skip_files = set(sys.argv[4].split(",")), set(sys.argv[5].split(","))
+n = 0
+with zipfile.ZipFile(out + ".tmp", "w", zipfile.ZIP_DEFLATED) as z:
+    for d, dirs, files in os.walk(lib):
+        dirs[:] = sorted(x for x in dirs if x not in skip_dirs and not x.startswith("config-"))
+        for f in sorted(files):
+            if not f.endswith(".py") or f in skip_files:
+                continue
+            rel = os.path.relpath(os.path.join(d, f), lib)
+            src = open(os.path.join(d, f), "rb").read()
+            code = compile(src, os.path.join(zip_path, rel), "exec", dont_inherit=True)
+            pyc = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + importlib.util.source_hash(src) + marshal.dumps(code)
+            info = zipfile.ZipInfo(rel[:-3] + ".pyc", (1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, pyc)
+            n += 1
+os.replace(out + ".tmp", out)
+print(n)
+"#;
+
+/// python3's standard library for the VM, at the paths the interpreter
+/// searches by default (`python3 -I -S` prints them), so that stockade's
+/// discovery (src/host/python.rs) finds it as on the host: the pure-Python
+/// modules as one zip (`/usr/lib/python3XY.zip`, built by [`ZIP_STDLIB`]
+/// and kept in target/vm until the interpreter or the recipe changes),
+/// `os.py` beside it (the landmark by which the interpreter finds its
+/// prefix), the extension modules of lib-dynload but [`PY_SKIP_EXT`] with
+/// the libraries they link (ctypes: libffi), and libgcc_s, which the fork
+/// server's confinement library (a glibc cdylib the zygote loads, carried
+/// inside stockade) links.
+fn python_stdlib(bin: &str, vm: &Path) -> R<Files> {
+    let said = output(Command::new(bin).args([
+        "-I",
+        "-S",
+        "-c",
+        "import os, sys; print(os.path.dirname(os.__file__)); print(*sys.path, sep='\\n')",
+    ]))?;
+    let mut lines = said.lines().map(str::trim);
+    let lib = PathBuf::from(lines.next().unwrap_or_default());
+    let path: Vec<&str> = lines.collect();
+    let zip = path.iter().find(|p| p.ends_with(".zip"));
+    let dynload = path.iter().find(|p| p.ends_with("/lib-dynload"));
+    let (Some(zip), Some(dynload)) = (zip, dynload) else {
+        return Err(format!(
+            "{bin}: no zip or lib-dynload on its sys.path: {path:?}"
+        ));
+    };
+    for p in [lib.as_path(), Path::new(zip), Path::new(dynload)] {
+        if !p.starts_with("/usr/") {
+            return Err(format!("{bin}: {} is not under /usr", p.display()));
         }
     }
+    let rel = |p: &Path| p.to_string_lossy().trim_start_matches('/').to_string();
+    let mut files = vec![(rel(&lib.join("os.py")), read(&lib.join("os.py"))?)];
+    let built = stdlib_zip(bin, &lib, zip, vm)?;
+    let zipped = read(&built)?;
+    let mut ext = 0;
+    let mut ext_bytes = 0;
+    let mut libs: Vec<(String, PathBuf)> = Vec::new();
+    let mut entries: Vec<PathBuf> = fs::read_dir(dynload)
+        .map_err(|e| format!("{dynload}: {e}"))?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for so in entries {
+        let name = so.file_name().unwrap_or_default().to_string_lossy();
+        if !name.ends_with(".so") || PY_SKIP_EXT.iter().any(|s| name.starts_with(s)) {
+            continue;
+        }
+        let data = read(&so)?;
+        ext += 1;
+        ext_bytes += data.len();
+        files.push((rel(&so), data));
+        libs.extend(libraries(&so)?);
+    }
+    // python3's own libraries are in already (by `interpreter`).
+    let own = libraries(&fs::canonicalize(bin).map_err(|e| format!("{bin}: {e}"))?)?;
+    let libc = own
+        .iter()
+        .find(|(d, _)| d.ends_with("/libc.so.6"))
+        .ok_or_else(|| format!("ldd {bin}: no libc.so.6"))?;
+    libs.push((
+        libc.0.replace("libc.so.6", "libgcc_s.so.1"),
+        libc.1.with_file_name("libgcc_s.so.1"),
+    ));
+    let mut lib_bytes = 0;
+    let mut more = 0;
+    let mut seen: Vec<String> = own.into_iter().map(|(d, _)| d).collect();
+    for (dst, src) in libs {
+        if seen.contains(&dst) {
+            continue;
+        }
+        let data = read(&src)?;
+        lib_bytes += data.len();
+        more += 1;
+        seen.push(dst.clone());
+        files.push((dst, data));
+    }
+    step(&format!(
+        "python3's stdlib for the VM: {} ({:.1} MiB), {ext} extension modules ({:.1} MiB), {more} more libraries ({:.1} MiB)",
+        zip,
+        mib(zipped.len()),
+        mib(ext_bytes),
+        mib(lib_bytes)
+    ));
+    files.push((rel(Path::new(zip)), zipped));
     Ok(files)
+}
+
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
+/// The zip of [`python_stdlib`], built into target/vm unless the one
+/// there was built by the same recipe from the same interpreter (its
+/// `.stamp` says which).
+fn stdlib_zip(bin: &str, lib: &Path, zip: &str, vm: &Path) -> R<PathBuf> {
+    let name = Path::new(zip)
+        .file_name()
+        .ok_or_else(|| format!("{bin}: a zip named {zip}"))?;
+    let out = vm.join(name);
+    let stamp_path = vm.join(format!("{}.stamp", name.to_string_lossy()));
+    let real = fs::canonicalize(bin).map_err(|e| format!("{bin}: {e}"))?;
+    let mtime = fs::metadata(&real)
+        .and_then(|m| m.modified())
+        .map_err(|e| format!("{}: {e}", real.display()))?;
+    let stamp = format!(
+        "{} {mtime:?}\n{PY_SKIP_DIRS:?}\n{PY_SKIP_FILES:?}\n{ZIP_STDLIB}",
+        real.display()
+    );
+    if out.exists() && fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp) {
+        return Ok(out);
+    }
+    step(&format!(
+        "compiling {}'s stdlib into {}",
+        bin,
+        out.display()
+    ));
+    let _ = fs::remove_file(&stamp_path);
+    output(
+        Command::new(bin)
+            .args(["-I", "-S", "-c", ZIP_STDLIB])
+            .arg(lib)
+            .arg(zip)
+            .arg(&out)
+            .arg(PY_SKIP_DIRS.join(","))
+            .arg(PY_SKIP_FILES.join(",")),
+    )?;
+    fs::write(&stamp_path, stamp).map_err(|e| format!("write {}: {e}", stamp_path.display()))?;
+    Ok(out)
 }
 
 // ---------------------------------------------------------------- boot

@@ -13,6 +13,7 @@
 
 use std::path::Path;
 
+use super::super::mode::Kind;
 use super::super::root::{tmpfs_size, with_tmpfs_size, RootStep};
 use super::super::Plan;
 use super::ipc_share::{self, mib, IpcBounds};
@@ -90,7 +91,7 @@ pub fn fit(sizes: &[u64], budget: u64) -> Vec<u64> {
 /// the new sizes into the plan.
 pub(in crate::plan) fn share(memory: u64, plan: &mut Plan, run_dir: bool) -> Share {
     let mut slots: Vec<(String, u64)> = Vec::new();
-    let fallback = plan.mode.fallback().is_some();
+    let kind = plan.mode.kind();
     for step in &plan.root.steps {
         match step {
             RootStep::Tmpfs { dst, data } => slots.push((jail_path(dst), tmpfs_size(data))),
@@ -103,7 +104,7 @@ pub(in crate::plan) fn share(memory: u64, plan: &mut Plan, run_dir: bool) -> Sha
             _ => {}
         }
     }
-    if fallback && run_dir {
+    if kind == Kind::Fallback && run_dir {
         slots.push(("the run directory".into(), plan.limits.tmp_size));
     }
     let sizes: Vec<u64> = slots.iter().map(|(_, s)| *s).collect();
@@ -126,7 +127,7 @@ pub(in crate::plan) fn share(memory: u64, plan: &mut Plan, run_dir: bool) -> Sha
             _ => {}
         }
     }
-    if let (true, true, Some(s)) = (fallback, run_dir, it.next()) {
+    if let (Kind::Fallback, true, Some(s)) = (kind, run_dir, it.next()) {
         plan.limits.tmp_size = *s;
     }
     let mounts: Vec<(String, u64)> = slots
@@ -137,7 +138,11 @@ pub(in crate::plan) fn share(memory: u64, plan: &mut Plan, run_dir: bool) -> Sha
     let total: u64 = mounts.iter().map(|(_, s)| s).sum();
     let mq_hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MSGQUEUE)
         .map_or(0, |(_, hard)| hard);
-    let ipc = (!fallback).then(|| IpcBounds::for_budget(ipc_share::budget(memory), mq_hard));
+    // Only the jail's own IPC namespace has limits of the run's.
+    let ipc = match kind {
+        Kind::Namespaced => Some(IpcBounds::for_budget(ipc_share::budget(memory), mq_hard)),
+        Kind::Fallback => None,
+    };
     plan.limits.ipc_sysctls = ipc.as_ref().map(|b| b.sysctls()).unwrap_or_default();
     let ipc_total = ipc.as_ref().map_or(0, IpcBounds::total);
     Share {
