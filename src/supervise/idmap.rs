@@ -87,8 +87,8 @@ pub(super) fn trees(plan: &Plan) -> (Vec<Option<Idmapped>>, Option<String>) {
                 b.trees(src, &mut mounts).map(Idmapped::Bind)
             }
             RootStep::Overlay {
-                dst, lower, upper, ..
-            } => overlay(dst, lower, upper.as_ref(), &userns),
+                dst, lower, writes, ..
+            } => overlay(dst, lower, writes.dirs(), &userns),
             _ => None,
         })
         .collect();
@@ -177,7 +177,7 @@ fn workspaces(plan: &Plan) -> (Vec<Option<Idmapped>>, Option<String>) {
 fn overlay(
     dst: &Path,
     lower: &[PathBuf],
-    upper: Option<&(PathBuf, PathBuf)>,
+    upper: Option<(&Path, &Path)>,
     userns: &OwnedFd,
 ) -> Option<Idmapped> {
     let layer = |path: &Path, writable: bool| {
