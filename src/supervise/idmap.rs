@@ -199,7 +199,14 @@ fn overlay(
                 .take_while(|(a, b)| a == b)
                 .map(|(a, _)| a)
                 .collect();
-            let rel = |p: &Path| p.strip_prefix(&common).ok().map(Path::to_path_buf);
+            // Both the same directory (overlayfs refuses that itself): ".".
+            let rel = |p: &Path| {
+                let r = p.strip_prefix(&common).ok()?;
+                Some(match r.as_os_str().is_empty() {
+                    true => PathBuf::from("."),
+                    false => r.to_path_buf(),
+                })
+            };
             // A mount between them would hide one of them in the clone.
             let mounts: Vec<Option<u64>> = [&common, u, w]
                 .iter()
