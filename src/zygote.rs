@@ -109,7 +109,9 @@ impl ForkServer {
     ) -> Result<ForkServer, ForkError> {
         // Its children share its jail's mounts: one overlay for every run.
         if !crate::policy::workspace::overlays(template).is_empty() {
-            return Err(ForkError::Overlay);
+            return Err(ForkError::Template(
+                "an overlay (--overlay) would be every forked run's: not in a fork server's template",
+            ));
         }
         let climbed = probe_cgroups(template)?;
         let planned = match crate::plan::Plan::build(template) {

@@ -15,11 +15,10 @@ pub enum ForkError {
         limit: &'static str,
         held_by: String,
     },
-    /// The template has an overlay (`--overlay`), which would be every
-    /// forked run's: its children share its jail's mounts.
-    Overlay,
     /// The template's plan could not be made.
     Plan(crate::plan::SetupError),
+    /// The template asks what no fork server can give its children.
+    Template(&'static str),
     /// The zygote's jail could not be started.
     Spawn(crate::Error),
     /// The zygote's first child could not be confined (its words).
@@ -50,10 +49,8 @@ impl fmt::Display for ForkError {
             ForkError::Unheld { limit, held_by } => {
                 write!(f, "no cgroup holds a run's {limit} limit here ({held_by})")
             }
-            ForkError::Overlay => f.write_str(
-                "an overlay (--overlay) would be every forked run's: not in a fork server's template",
-            ),
             ForkError::Plan(e) => write!(f, "the template's plan: {e}"),
+            ForkError::Template(why) => f.write_str(why),
             ForkError::Spawn(e) => write!(f, "{e}"),
             ForkError::FirstChild(w) => write!(f, "its first child could not be confined: {w}"),
             ForkError::NotReady {
