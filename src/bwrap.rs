@@ -55,6 +55,7 @@ mod extras;
 mod fallback;
 mod help;
 mod parse;
+mod sources;
 mod translate;
 mod words;
 
@@ -77,7 +78,8 @@ pub enum BwrapError {
     /// A path or value the policy refused.
     #[error(transparent)]
     Policy(#[from] crate::policy::PolicyError),
-    /// A bind's source that is not there (`why`: strerror's words).
+    /// A bind's source or an overlay's directory that is not there
+    /// (`why`: strerror's words; see `sources`).
     #[error("Can't find source path {}: {why}", .path.to_string_lossy())]
     NoSource { path: OsString, why: String },
 }
@@ -150,6 +152,10 @@ pub fn main(args: &[OsString]) -> i32 {
         for l in lines {
             eprint_line(&l);
         }
+        return USAGE_EXIT;
+    }
+    if let Some(e) = sources::missing(&ops) {
+        eprint_line(&e.to_string());
         return USAGE_EXIT;
     }
     if ops.iter().any(|o| o.opt == "--die-with-parent") {

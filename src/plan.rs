@@ -42,7 +42,7 @@ pub use layers::{audit_verdict, Landlock, Layers};
 pub use limits::{Limits, Rlimit};
 use mode::Kind;
 pub use mode::{Fallback, Mode, Namespaces};
-pub use root::{Access, Root, RootStep, Upper};
+pub use root::{Access, Root, RootStep, Upper, Writes};
 
 use crate::cgroup::RunCgroup;
 use crate::policy::{Network, Policy};

@@ -1256,68 +1256,371 @@ fn perms_and_size_as_bwrap_reads_them() {
     }
 }
 
-#[test]
-fn overlays_of_host_directories() {
-    let s = common::Scratch::new("bwrap-overlay").world_writable();
-    for d in ["l1", "l2", "up", "work"] {
+/// Host directories for bwrap's overlays, in a scratch directory every
+/// user may enter: l1 (a=1, b=2, c=5), l2 (b=3), l3 (c=6), and up/ and
+/// work/ for `--overlay`.
+fn overlay_dirs(tag: &str) -> common::Scratch {
+    let s = common::Scratch::new(tag).world_writable();
+    for d in ["l1", "l2", "l3", "up", "work"] {
         std::fs::create_dir(s.join(d)).unwrap();
-        std::fs::set_permissions(
-            s.join(d),
-            std::os::unix::fs::PermissionsExt::from_mode(0o777),
-        )
-        .unwrap();
     }
-    std::fs::write(s.join("l1/a"), "1").unwrap();
-    std::fs::write(s.join("l1/b"), "2").unwrap();
-    std::fs::write(s.join("l2/b"), "3").unwrap();
-    let (l1, l2, up, work) = (s.arg("l1"), s.arg("l2"), s.arg("up"), s.arg("work"));
-    let show = "cat /o/a /o/b; echo; (printf 5 > /o/b) 2>/dev/null && cat /o/b || echo ro";
+    for (f, text) in [
+        ("l1/a", "1"),
+        ("l1/b", "2"),
+        ("l1/c", "5"),
+        ("l2/b", "3"),
+        ("l3/c", "6"),
+    ] {
+        std::fs::write(s.join(f), text).unwrap();
+    }
+    s
+}
+
+/// Everything in `s` (but what `keep` names, and the directories up/ and
+/// work/ themselves) owned by `who`, whose sandbox maps it: overlayfs
+/// copies a file up with its owner, which must be mapped there (started
+/// by root, stockade's layers are idmapped: host root's files are the
+/// jail root's). Root's previous run's upper layer emptied first.
+fn overlay_dirs_for(s: &common::Scratch, who: Who) {
+    for d in ["up", "work"] {
+        // overlayfs leaves work/work at mode 000.
+        common::host_sh_ok(&format!(
+            "chmod -R u+rwx {0} && rm -rf {0} && mkdir -m 777 {0}",
+            s.arg(d)
+        ));
+    }
+    if !is_root() {
+        return;
+    }
+    let owner = if who == Who::Root { 0 } else { NOBODY };
+    common::host_sh_ok(&format!(
+        "chown -R {owner}:{owner} {0}/l1 {0}/l2 {0}/l3 {0}/up {0}/work",
+        s.arg("")
+    ));
+}
+
+/// The host's lower layers hold what [`overlay_dirs`] put there, and
+/// nothing more.
+fn layers_untouched(s: &common::Scratch, what: &str) {
+    for (d, files) in [("l1", "a b c"), ("l2", "b"), ("l3", "c")] {
+        let mut names: Vec<String> = std::fs::read_dir(s.join(d))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.join(" "), files, "{what}: {d}");
+    }
+    for (f, text) in [
+        ("l1/a", "1"),
+        ("l1/b", "2"),
+        ("l1/c", "5"),
+        ("l2/b", "3"),
+        ("l3/c", "6"),
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(s.join(f)).unwrap(),
+            text,
+            "{what}: {f}"
+        );
+    }
+}
+
+#[test]
+fn overlays_read_through_their_layers_in_order() {
+    let s = overlay_dirs("bwrap-overlay-read");
+    let (l1, l2, l3) = (s.arg("l1"), s.arg("l2"), s.arg("l3"));
+    // Relative to the caller's directory (/ here), as bwrap takes them.
+    let (r1, r2) = (&l1[1..], &l2[1..]);
+    let show = "echo $(cat /o/a) $(cat /o/b) $(cat /o/c)";
     let cases = [
+        // The first --overlay-src at the bottom: b from l2, c from l3.
         Case::root(
-            "--ro-overlay",
-            &format!("--overlay-src {l1} --overlay-src {l2} --ro-overlay /o sh -c"),
-            &[Code(0), Stdout("13\nro\n")],
+            "--ro-overlay, three sources",
+            &format!(
+                "--overlay-src {l1} --overlay-src {l2} --overlay-src {l3} --ro-overlay /o sh -c"
+            ),
+            &[
+                Code(1),
+                Stdout("1 3 6\n"),
+                StderrHas("Read-only file system"),
+            ],
+        )
+        .arg(&format!("{show}; touch /o/x")),
+        Case::root(
+            "--ro-overlay, the other way up",
+            &format!(
+                "--overlay-src {l3} --overlay-src {l2} --overlay-src {l1} --ro-overlay /o sh -c"
+            ),
+            &[Code(0), Stdout("1 2 5\n")],
         )
         .arg(show),
+        Case::root(
+            "--ro-overlay, relative sources",
+            &format!("--overlay-src {r1} --overlay-src {r2} --ro-overlay /o cat /o/b"),
+            &[Code(0), Stdout("3")],
+        ),
+        // Writes go to a tmpfs of its own, gone with the sandbox: the
+        // second run (the real bwrap's) sees the layers as they were.
         Case::root(
             "--tmp-overlay",
-            &format!("--overlay-src {l1} --overlay-src {l2} --tmp-overlay /o sh -c"),
-            &[Stdout("13\n5")],
+            &format!(
+                "--overlay-src {l1} --overlay-src {l2} --overlay-src {l3} --tmp-overlay /o sh -c"
+            ),
+            &[Code(0), Stdout("1 3 6\n7 new\nb\nc\nn\n")],
         )
-        .arg(show),
-        // The same for both runs: what it writes to the upper directory goes.
+        .arg(&format!(
+            "{show}; printf 7 > /o/b; echo new > /o/n; rm /o/a; echo $(cat /o/b) $(cat /o/n); ls /o"
+        )),
+        // Each --tmp-overlay has its own.
         Case::root(
-            "--overlay",
-            &format!("--overlay-src {l1} --overlay {up} {work} /o sh -c"),
-            &[Stdout("12\n5\ngone\n")],
+            "two --tmp-overlay",
+            &format!(
+                "--overlay-src {l1} --tmp-overlay /o --overlay-src {l1} --tmp-overlay /p sh -c"
+            ),
+            &[Code(0), Stdout("7 1\n")],
         )
-        .arg("cat /o/a /o/b; echo; printf 5 > /o/n; cat /o/n; echo; rm /o/n; test -e /o/n || echo gone"),
-        Case::bare("--overlay, no source", "--overlay /a /b /o true", &[Refused(
-            "--overlay requires at least one --overlay-src",
-        )]),
-        Case::bare("--ro-overlay, one source", "--overlay-src /usr --ro-overlay /o true", &[Refused(
-            "--ro-overlay requires at least two --overlay-src",
-        )]),
-        Case::bare("--overlay-src alone", "--overlay-src /usr --chdir / true", &[Refused(
-            "--overlay-src must be followed by another --overlay-src or one of --overlay, --tmp-overlay, or --ro-overlay",
-        )]),
+        .arg("printf 7 > /o/a; echo $(cat /o/a) $(cat /p/a)"),
     ];
-    for who in users("bwrap_overlay") {
-        // Owned by whoever runs it, whose sandbox maps it: overlayfs copies
-        // a file up with its owner, which must be mapped there (started by
-        // root, stockade's layers are idmapped: host root's files are the
-        // jail root's).
-        let owner = if who == Who::Root { 0 } else { NOBODY };
-        for f in ["l1", "l1/a", "l1/b", "l2", "l2/b", "up", "work"] {
-            if is_root() {
-                std::os::unix::fs::chown(s.join(f), Some(owner), Some(owner)).unwrap();
-            }
+    for who in users("bwrap_overlay_read") {
+        overlay_dirs_for(&s, who);
+        check(who, &cases);
+        layers_untouched(&s, &format!("{who:?}"));
+        // No upper layer on the host for these.
+        assert!(std::fs::read_dir(s.join("up")).unwrap().next().is_none());
+    }
+}
+
+#[test]
+fn an_overlays_writes_land_in_its_upper_directory() {
+    let s = overlay_dirs("bwrap-overlay-upper");
+    let (l1, l2, up, work) = (s.arg("l1"), s.arg("l2"), s.arg("up"), s.arg("work"));
+    // The upper directory read first (c), then the sources; a write copies
+    // up (a), a new file is made there (n), a removal leaves a whiteout
+    // (b). The same for both runs: the second finds the first's writes.
+    let cases = [Case::root(
+        "--overlay",
+        &format!("--overlay-src {l1} --overlay-src {l2} --overlay {up} {work} /o sh -c"),
+        &[Code(0), Stdout("9\n7 new 9\na\nc\nn\n")],
+    )
+    .arg("cat /o/c; echo; printf 7 > /o/a; echo new > /o/n; rm -f /o/b; echo $(cat /o/a) $(cat /o/n) $(cat /o/c); ls /o")];
+    for who in users("bwrap_overlay_upper") {
+        overlay_dirs_for(&s, who);
+        std::fs::write(s.join("up/c"), "9").unwrap();
+        if is_root() {
+            let owner = if who == Who::Root { 0 } else { NOBODY };
+            std::os::unix::fs::chown(s.join("up/c"), Some(owner), Some(owner)).unwrap();
         }
         check(who, &cases);
-        // --tmp-overlay wrote to the lower directory nothing...
-        assert_eq!(std::fs::read_to_string(s.join("l2/b")).unwrap(), "3");
-        // ...--overlay wrote to the upper directory (and removed it again there).
-        assert!(std::fs::read_dir(s.join("up")).unwrap().next().is_none());
+        let what = format!("{who:?}");
+        assert_eq!(
+            std::fs::read_to_string(s.join("up/a")).unwrap(),
+            "7",
+            "{what}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(s.join("up/n")).unwrap(),
+            "new\n",
+            "{what}"
+        );
+        let b = std::fs::symlink_metadata(s.join("up/b")).unwrap();
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        assert!(
+            b.file_type().is_char_device() && b.rdev() == 0,
+            "{what}: a whiteout"
+        );
+        layers_untouched(&s, &what);
+    }
+}
+
+#[test]
+fn overlays_refused_as_bwrap_refuses_them() {
+    let s = overlay_dirs("bwrap-overlay-refused");
+    let (l1, up, work) = (s.arg("l1"), s.arg("up"), s.arg("work"));
+    let no = |n: &str| s.arg(&format!("no-{n}"));
+    let (no1, no2, no_up, no_work) = (no("1"), no("2"), no("up"), no("work"));
+    let missing = |p: &str| format!("Can't find source path {p}: No such file or directory");
+    let (miss1, miss2, miss_up, miss_work) = (
+        missing(&no1),
+        missing(&no2),
+        missing(&no_up),
+        missing(&no_work),
+    );
+    let relative = missing("tmp/stockade-no-such-layer");
+    let alone = "--overlay-src must be followed by another --overlay-src or one of --overlay, --tmp-overlay, or --ro-overlay";
+    let cases = [
+        Case::bare(
+            "--overlay-src alone",
+            "--overlay-src /usr --chdir / true",
+            &[Refused(alone)],
+        ),
+        Case::bare("--overlay-src last", "--overlay-src", &[Refused(alone)]),
+        Case::bare(
+            "--overlay-src at the command",
+            "--overlay-src /usr true",
+            &[Refused(alone)],
+        ),
+        // bwrap takes --overlay-src's word unseen, an option too.
+        Case::bare(
+            "--overlay-src --tmp-overlay",
+            "--overlay-src --tmp-overlay /o true",
+            &[Refused(alone)],
+        ),
+        Case::bare(
+            "--overlay, no source",
+            "--overlay /a /b /o true",
+            &[Refused("--overlay requires at least one --overlay-src")],
+        ),
+        Case::bare(
+            "--tmp-overlay, no source",
+            "--tmp-overlay /o true",
+            &[Refused("--tmp-overlay requires at least one --overlay-src")],
+        ),
+        Case::bare(
+            "--ro-overlay, one source",
+            "--overlay-src /usr --ro-overlay /o true",
+            &[Refused("--ro-overlay requires at least two --overlay-src")],
+        ),
+        // The sources before another overlay are not this one's.
+        Case::bare(
+            "--ro-overlay, the other's source",
+            "--overlay-src /usr --tmp-overlay /o --overlay-src /usr --ro-overlay /p true",
+            &[Refused("--ro-overlay requires at least two --overlay-src")],
+        ),
+        Case::bare(
+            "--overlay, two words",
+            "--overlay-src /usr --overlay /a /b",
+            &[Refused("--overlay takes three arguments")],
+        ),
+        Case::bare(
+            "--tmp-overlay, no word",
+            "--overlay-src /usr --tmp-overlay",
+            &[Refused("--tmp-overlay takes an argument")],
+        ),
+        Case::bare(
+            "--ro-overlay, no word",
+            "--overlay-src /usr --overlay-src /usr --ro-overlay",
+            &[Refused("--ro-overlay takes an argument")],
+        ),
+        Case::root(
+            "a missing source",
+            &format!("--overlay-src {l1} --overlay-src {no1} --tmp-overlay /o true"),
+            &[Refused(&miss1)],
+        ),
+        Case::root(
+            "a missing relative source",
+            "--overlay-src tmp/stockade-no-such-layer --tmp-overlay /o true",
+            &[Refused(&relative)],
+        ),
+        // bwrap resolves the upper directory, the work directory, then the
+        // sources from the last.
+        Case::root(
+            "a missing upper directory",
+            &format!("--overlay-src {no1} --overlay {no_up} {no_work} /o true"),
+            &[Refused(&miss_up)],
+        ),
+        Case::root(
+            "a missing work directory",
+            &format!("--overlay-src {no1} --overlay {up} {no_work} /o true"),
+            &[Refused(&miss_work)],
+        ),
+        Case::root(
+            "two missing sources",
+            &format!("--overlay-src {no1} --overlay-src {no2} --ro-overlay /o true"),
+            &[Refused(&miss2)],
+        ),
+        // Sources are resolved once the command line is read: its usage
+        // errors come first, then the ops' sources in order.
+        Case::root(
+            "a missing source, then a usage error",
+            &format!("--overlay-src {no1} --tmp-overlay /o --perms 0700 --proc /p true"),
+            &[Refused(
+                "--perms must be followed by an option that creates a file",
+            )],
+        ),
+        Case::root(
+            "a missing source, then a missing bind",
+            &format!("--overlay-src {no1} --tmp-overlay /o --bind {no2} /b true"),
+            &[Refused(&miss1)],
+        ),
+        // Root finds no such file; 65534 may not look (/root is 0700).
+        Case::root(
+            "a source the caller may not reach",
+            &format!("--overlay-src /root/stockade-no-such-layer --overlay {up} {work} /o true"),
+            &[Code(1)],
+        ),
+    ];
+    for who in users("bwrap_overlay_refused") {
+        overlay_dirs_for(&s, who);
+        check(who, &cases);
+        layers_untouched(&s, &format!("{who:?}"));
+    }
+}
+
+/// bwrap 0.12's line for an overlay the kernel refused, with the
+/// destination bwrap names "(null)" (its op pointer has moved on) put
+/// back, and the fd numbers in the options (each bwrap's own) as N.
+fn overlay_mount_line(err: &str, dst: &str) -> String {
+    let line = err.replace("on (null) with", &format!("on {dst} with"));
+    let mut out = String::new();
+    let mut rest = line.as_str();
+    while let Some(i) = rest.find("/proc/self/fd/") {
+        out.push_str(&rest[..i + "/proc/self/fd/".len()]);
+        rest = rest[i + "/proc/self/fd/".len()..].trim_start_matches(|c: char| c.is_ascii_digit());
+        out.push('N');
+    }
+    out + rest
+}
+
+#[test]
+fn an_overlay_the_kernel_refuses_fails_as_in_bwrap() {
+    let s = overlay_dirs("bwrap-overlay-kernel");
+    let (l1, up, work) = (s.arg("l1"), s.arg("up"), s.arg("work"));
+    let upper_in = s.arg("up/in");
+    let cases = [
+        // The same directory twice, a source inside the upper one: ELOOP.
+        (
+            format!("--overlay-src {l1} --overlay-src {l1} --ro-overlay /o true"),
+            "Can't make overlay mount on /o with options lowerdir=/proc/self/fd/N:/proc/self/fd/N,userxattr: Overlay directories may not overlap\n",
+        ),
+        (
+            format!("--overlay-src {upper_in} --overlay {up} {work} /o true"),
+            "Can't make overlay mount on /o with options upperdir=/proc/self/fd/N,workdir=/proc/self/fd/N,lowerdir=/proc/self/fd/N,userxattr: Overlay directories may not overlap\n",
+        ),
+        // The upper directory as the work directory: EINVAL.
+        (
+            format!("--overlay-src {l1} --overlay {up} {up} /o true"),
+            "Can't make overlay mount on /o with options upperdir=/proc/self/fd/N,workdir=/proc/self/fd/N,lowerdir=/proc/self/fd/N,userxattr: Invalid argument\n",
+        ),
+    ];
+    for who in users("bwrap_overlay_kernel") {
+        overlay_dirs_for(&s, who);
+        std::fs::create_dir(s.join("up/in")).unwrap();
+        if is_root() && who == Who::Nobody {
+            std::os::unix::fs::chown(s.join("up/in"), Some(NOBODY), Some(NOBODY)).unwrap();
+        }
+        for (line, want) in &cases {
+            let args = root_and(&line.split_whitespace().collect::<Vec<_>>());
+            let what = format!("{who:?} {line}");
+            let o = with_args(ours(who), &strs(&args), None);
+            expect_code(&o, 1, &what);
+            assert_eq!(
+                overlay_mount_line(&stderr(&o), "/o"),
+                format!("bwrap: {want}"),
+                "{what}"
+            );
+            match real(who) {
+                Some(c) => {
+                    let r = with_args(c, &strs(&args), None);
+                    expect_code(&r, 1, &what);
+                    assert_eq!(
+                        overlay_mount_line(&stderr(&r), "/o"),
+                        format!("bwrap: {want}"),
+                        "{what}: the real bwrap"
+                    );
+                }
+                None => common::skip("bwrap", "the real bwrap cannot run here: stockade alone"),
+            }
+        }
     }
 }
 

@@ -306,6 +306,46 @@ fn unshare_user_makes_the_namespace_mandatory_as_in_bwrap() {
     }
 }
 
+/// bwrap cannot mount an overlay without namespaces, nor can stockade:
+/// where they are refused, a run with one fails as bwrap's does there,
+/// and nothing of it ran.
+#[test]
+fn an_overlay_makes_the_namespace_mandatory_as_in_bwrap() {
+    let s = tree();
+    let (inn, ro) = (s.arg("in"), s.arg("ro"));
+    let ran = s.arg("in/ran");
+    let overlays: [&[&str]; 3] = [
+        &["--overlay-src", &ro, "--overlay", &inn, &s.arg("t"), "/o"],
+        &["--overlay-src", &ro, "--tmp-overlay", &inn],
+        &[
+            "--overlay-src",
+            &ro,
+            "--overlay-src",
+            &inn,
+            "--ro-overlay",
+            &ro,
+        ],
+    ];
+    for who in users("an_overlay_makes_the_namespace_mandatory_as_in_bwrap") {
+        for ops in overlays {
+            let o = bwrap(
+                Mode::Refused,
+                who,
+                &[],
+                &args(ops, &["/bin/sh", "-c", &format!("echo > {ran}")]),
+            );
+            let what = format!("{who:?} {ops:?}");
+            expect_code(&o, 1, &what);
+            assert_eq!(
+                stderr(&o),
+                "bwrap: No permissions to create a new namespace, likely because the kernel does not allow non-privileged user namespaces. On e.g. debian this can be enabled with 'sysctl kernel.unprivileged_userns_clone=1'.\n",
+                "{what}"
+            );
+            assert!(!s.join("in/ran").exists(), "{what}");
+        }
+    }
+}
+
 /// A memory hog under `--stockade-memory` never survives; its report says
 /// memory_limit (or, under RLIMIT_AS, that the verdict is only inferred).
 #[test]

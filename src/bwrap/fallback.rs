@@ -20,7 +20,11 @@
 //!   `--symlink`: nothing to do where the host has that very symlink, else
 //!   refused;
 //! - `--file`, `--bind-data`, `--ro-bind-data`, `--chmod`, `--dev` elsewhere
-//!   than /dev: refused (they would write to the host).
+//!   than /dev: refused (they would write to the host);
+//! - the overlays (`--overlay`, `--tmp-overlay`, `--ro-overlay`): they make
+//!   the namespaces mandatory (see [`mandatory`]): bwrap cannot mount one
+//!   without them, nor can stockade, and nothing else shows the payload the
+//!   same tree.
 //!
 //! Landlock only adds access: a path granted less than one above it is cut
 //! out by granting the directories around it one by one instead (the entries
@@ -121,7 +125,10 @@ fn around(p: &Path, g: Grant, holes: &[&Path], out: &mut Vec<(PathBuf, Grant)>) 
 /// Whether the namespaces are mandatory, as bwrap makes them: with
 /// `--unshare-user` (not `-try`) or `--assert-userns-disabled` bwrap
 /// fails where they are refused, and so does stockade; so does a run
-/// that joins the caller's namespaces or waits for its id maps.
+/// that joins the caller's namespaces or waits for its id maps, and one
+/// with an overlay (overlayfs in a mount namespace of the jail's own, or
+/// nothing: bwrap's words for the refused namespace, as bwrap's own run
+/// ends there).
 pub(super) fn mandatory(ops: &[super::parse::Op]) -> bool {
     ops.iter().any(|o| {
         matches!(
@@ -132,6 +139,9 @@ pub(super) fn mandatory(ops: &[super::parse::Op]) -> bool {
                 | "--userns2"
                 | "--pidns"
                 | "--userns-block-fd"
+                | "--overlay"
+                | "--tmp-overlay"
+                | "--ro-overlay"
         )
     })
 }
@@ -234,6 +244,8 @@ fn zone(m: &MountSpec, zones: &mut Zones, hidden: &mut Vec<String>) -> Result<()
                 "the host has no such symlink",
             ))
         }
+        // Not reached from bwrap's ops: an overlay makes the namespaces
+        // mandatory.
         MountSpec::Overlay { dst, .. } | MountSpec::Workspace { dst, .. } => {
             return Err(refuse(
                 &format!("--overlay {}", dst.display()),

@@ -5,6 +5,7 @@
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
+use super::translate::OVERLAY_SRC_ALONE;
 use super::BwrapError;
 
 /// Every option of bubblewrap 0.12 and how many words follow it.
@@ -156,6 +157,11 @@ fn options(
             return Err(BwrapError::UnknownOption(w.to_string_lossy().into_owned()));
         };
         let Some(op_args) = words.get(i + 1..i + 1 + n) else {
+            // bwrap counts it without looking for its word, then finds it
+            // followed by no overlay.
+            if opt == "--overlay-src" {
+                return Err(BwrapError::Usage(OVERLAY_SRC_ALONE.into()));
+            }
             return Err(BwrapError::Usage(format!("{opt} {}", takes(opt, n))));
         };
         i += 1 + n;
@@ -271,6 +277,9 @@ mod tests {
         assert_eq!(e(&["--chdir"]), "--chdir takes one argument");
         assert_eq!(e(&["--tmpfs"]), "--tmpfs takes an argument");
         assert_eq!(e(&["--overlay", "a"]), "--overlay takes three arguments");
+        assert_eq!(e(&["--tmp-overlay"]), "--tmp-overlay takes an argument");
+        // bwrap takes --overlay-src's word without looking for it.
+        assert_eq!(e(&["--overlay-src"]), OVERLAY_SRC_ALONE);
         assert_eq!(e(&["--args", "x"]), "Invalid fd: x");
     }
 

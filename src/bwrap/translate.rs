@@ -4,6 +4,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::parse::Op;
+use super::sources::resolved;
 use super::BwrapError;
 use crate::policy::{self, BaseRoot, MountSpec, Network, PidReport, Policy};
 
@@ -237,7 +238,7 @@ pub(super) fn passed_fds(ops: &[Op], inherited: &[i32]) -> Vec<i32> {
         .collect()
 }
 
-const OVERLAY_SRC_ALONE: &str = "--overlay-src must be followed by another --overlay-src or one of --overlay, --tmp-overlay, or --ro-overlay";
+pub(super) const OVERLAY_SRC_ALONE: &str = "--overlay-src must be followed by another --overlay-src or one of --overlay, --tmp-overlay, or --ro-overlay";
 
 fn usage(s: &str) -> BwrapError {
     BwrapError::Usage(s.into())
@@ -409,7 +410,7 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
             dst: dest(op.opt, &a[0])?,
         },
         "--overlay-src" => {
-            pending.overlay_src.push(caller_path(&a[0]));
+            pending.overlay_src.push(resolved(&a[0]));
             return Ok(());
         }
         "--overlay" | "--tmp-overlay" | "--ro-overlay" => overlay(op, pending)?,
@@ -424,11 +425,12 @@ fn mount(op: &Op, p: &mut Policy, pending: &mut Pending) -> Result<(), BwrapErro
 }
 
 /// A path of the caller's, relative ones from its working directory.
-fn caller_path(p: &OsString) -> PathBuf {
+pub(super) fn caller_path(p: &OsString) -> PathBuf {
     std::env::current_dir().unwrap_or_default().join(p)
 }
 
-/// An overlay op onto the `--overlay-src` directories before it.
+/// An overlay op onto the `--overlay-src` directories before it (bottom
+/// to top), its directories resolved as bwrap resolves them.
 fn overlay(op: &Op, pending: &mut Pending) -> Result<MountSpec, BwrapError> {
     let a = &op.args;
     let lower = std::mem::take(&mut pending.overlay_src);
@@ -443,7 +445,7 @@ fn overlay(op: &Op, pending: &mut Pending) -> Result<MountSpec, BwrapError> {
         )));
     }
     let dst_arg = a.last().cloned().unwrap_or_default();
-    let upper = (op.opt == "--overlay").then(|| (caller_path(&a[0]), caller_path(&a[1])));
+    let upper = (op.opt == "--overlay").then(|| (resolved(&a[0]), resolved(&a[1])));
     Ok(MountSpec::Overlay {
         dst: dest(op.opt, &dst_arg)?,
         lower,
@@ -478,7 +480,9 @@ fn read_once(fd: i32, pending: &mut Pending) -> crate::sys::SysResult<Vec<u8>> {
     super::parse::read_fd(fd)
 }
 
-/// A bind op's mount; None for a `-try` whose source is missing.
+/// A bind op's mount; None for one whose source is missing (a `-try`'s
+/// is skipped; any other is refused by `sources::missing` before the
+/// run, after every usage error, as bwrap refuses it).
 fn bind_spec(op: &Op) -> Result<Option<MountSpec>, BwrapError> {
     let a = &op.args;
     let spec = match op.opt {
@@ -486,15 +490,8 @@ fn bind_spec(op: &Op) -> Result<Option<MountSpec>, BwrapError> {
         | "--ro-bind-try" => {
             let optional = op.opt.ends_with("-try");
             let src = policy::host_path(op.opt, Path::new(&a[0]))?;
-            match std::fs::metadata(&src) {
-                Err(_) if optional => return Ok(None),
-                Err(e) => {
-                    return Err(BwrapError::NoSource {
-                        path: a[0].clone(),
-                        why: crate::sys::strerror(&e),
-                    })
-                }
-                Ok(_) => {}
+            if std::fs::metadata(&src).is_err() {
+                return Ok(None);
             }
             let dst = dest(op.opt, &a[1])?;
             match op.opt.starts_with("--dev-") {
@@ -511,10 +508,9 @@ fn bind_spec(op: &Op) -> Result<Option<MountSpec>, BwrapError> {
         "--bind-fd" | "--ro-bind-fd" => {
             let fd = super::parse::parse_fd(&a[0])?;
             let link = PathBuf::from(format!("/proc/self/fd/{fd}"));
-            let src = std::fs::canonicalize(&link).map_err(|e| BwrapError::NoSource {
-                path: link.into_os_string(),
-                why: crate::sys::strerror(&e),
-            })?;
+            let Ok(src) = std::fs::canonicalize(&link) else {
+                return Ok(None);
+            };
             MountSpec::Bind {
                 src,
                 dst: dest(op.opt, &a[1])?,

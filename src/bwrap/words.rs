@@ -88,10 +88,17 @@ pub(super) fn setup_failure(f: &SetupFailure, cx: &Context) -> Option<Vec<String
         }
         step::OVERLAY_SOURCE => format!("Can't open overlay source {path}: {}", desc()?),
         step::OVERLAY_WORKDIR => format!("Can't open overlay workdir {path}: {}", desc()?),
+        // bwrap 0.12 names the destination "(null)" here (its op pointer
+        // has moved on to the last source) and its own fds in the
+        // options; this names the destination and ours.
         step::OVERLAY_MOUNT => format!(
             "Can't make overlay mount on {path} with options {}: {}",
             value?,
-            desc()?
+            match errno? {
+                // ELOOP's own words would not help (bwrap's comment).
+                Errno::ELOOP => "Overlay directories may not overlap",
+                e => e.desc(),
+            }
         ),
         step::OPEN_LOCK_FILE => format!("Unable to open lock file {path}: {}", strerror()?),
         step::LOCK_FILE => format!("Unable to lock file {path}: {}", desc()?),
@@ -179,6 +186,10 @@ mod tests {
             (
                 failed(step::OVERLAY_MOUNT, "/o", Some(Errno::EINVAL), Some("lowerdir=/l")),
                 "Can't make overlay mount on /o with options lowerdir=/l: Invalid argument",
+            ),
+            (
+                failed(step::OVERLAY_MOUNT, "/o", Some(Errno::ELOOP), Some("lowerdir=/l")),
+                "Can't make overlay mount on /o with options lowerdir=/l: Overlay directories may not overlap",
             ),
             (
                 failed(step::OPEN_LOCK_FILE, "/nonexistent", Some(Errno::ENOENT), None),

@@ -144,7 +144,7 @@ pub fn open_sources(plan: &Plan, idmapped: Vec<Option<Idmapped>>) -> Result<Sour
                     })
                 }
             },
-            RootStep::Overlay { lower, upper, .. } => Some(overlay_sources(lower, upper.as_ref())?),
+            RootStep::Overlay { lower, writes, .. } => Some(overlay_sources(lower, writes.dirs())?),
             _ => None,
         });
     }
@@ -421,7 +421,7 @@ fn apply_steps(
             RootStep::Cover { dst, dir, id } => cover::cover(root, made, dst, *dir, *id)?,
             RootStep::Overlay {
                 dst,
-                tmp,
+                writes,
                 workspace,
                 ..
             } => {
@@ -430,7 +430,7 @@ fn apply_steps(
                     _ => None,
                 };
                 let bind = src.binds[i].as_ref();
-                let upper = overlay(root, dst, bind, tmp.as_deref(), workspace.is_some(), given)?;
+                let upper = overlay(root, dst, bind, writes.tmpfs(), workspace.is_some(), given)?;
                 if let (Some(n), Some(fd)) = (workspace, upper) {
                     notes.uppers.push((*n, fd));
                 }

@@ -12,7 +12,9 @@ use super::SetupError;
 use crate::policy::{MountSpec, Policy};
 use crate::sys;
 
+mod overlay;
 mod workspace;
+pub use overlay::Writes;
 pub(super) use workspace::refuse_in_fallback;
 pub use workspace::{Upper, Workspaces};
 
@@ -64,15 +66,13 @@ pub enum RootStep {
     Mqueue {
         dst: PathBuf,
     },
-    /// An overlayfs (`MountSpec::Overlay`, `MountSpec::Workspace`; host
-    /// paths): written to `upper` (its upper and work directories), or to
-    /// a tmpfs of its own mounted at `dst` first (`tmp`, the tmpfs's
-    /// data), or read-only.
+    /// An overlayfs of host directories (`MountSpec::Overlay`, bwrap's;
+    /// `MountSpec::Workspace`, the policy's `--overlay`): `lower` bottom
+    /// to top, canonical; its writes go where `writes` says.
     Overlay {
         dst: PathBuf,
         lower: Vec<PathBuf>,
-        upper: Option<(PathBuf, PathBuf)>,
-        tmp: Option<String>,
+        writes: Writes,
         /// The policy's Nth overlay (`--overlay`): a tmpfs upper layer's fd
         /// goes to the supervisor (see [`Upper::Handed`]).
         workspace: Option<usize>,
@@ -283,6 +283,12 @@ impl Laid {
                     .count();
                 workspace::step(p, index, src, dst, rules)
             }
+            MountSpec::Overlay {
+                dst,
+                lower,
+                upper,
+                tmp,
+            } => overlay::step(dst, lower, upper.as_ref(), *tmp, sources, rules)?,
             MountSpec::DevBind { src, dst, optional } => {
                 let Some(src) = sources.resolve(src, *optional)? else {
                     return Ok(());
@@ -355,25 +361,6 @@ fn made(s: &MountSpec, rules: &mut Vec<(PathBuf, Access)>, dev_mqueue: bool) -> 
             rules.push((dst.clone(), Access::ReadWrite));
             RootStep::Mqueue { dst: rel(dst) }
         }
-        MountSpec::Overlay {
-            dst,
-            lower,
-            upper,
-            tmp,
-        } => {
-            let access = match upper.is_some() || *tmp {
-                true => Access::ReadWrite,
-                false => Access::ReadExec,
-            };
-            rules.push((dst.clone(), access));
-            RootStep::Overlay {
-                dst: rel(dst),
-                lower: lower.clone(),
-                upper: upper.clone(),
-                tmp: tmp.then(|| "mode=755".to_string()),
-                workspace: None,
-            }
-        }
         MountSpec::Chmod { dst, mode } => RootStep::Chmod {
             dst: rel(dst),
             mode: *mode,
@@ -400,7 +387,10 @@ fn made(s: &MountSpec, rules: &mut Vec<(PathBuf, Access)>, dev_mqueue: bool) -> 
                 mqueue: dev_mqueue,
             }
         }
-        MountSpec::Bind { .. } | MountSpec::DevBind { .. } | MountSpec::Workspace { .. } => {
+        MountSpec::Bind { .. }
+        | MountSpec::DevBind { .. }
+        | MountSpec::Workspace { .. }
+        | MountSpec::Overlay { .. } => {
             unreachable!("binds and overlays are resolved in Laid::add")
         }
     }

@@ -87,8 +87,8 @@ pub(super) fn trees(plan: &Plan) -> (Vec<Option<Idmapped>>, Option<String>) {
                 b.trees(src, &mut mounts).map(Idmapped::Bind)
             }
             RootStep::Overlay {
-                dst, lower, upper, ..
-            } => overlay(dst, lower, upper.as_ref(), &userns),
+                dst, lower, writes, ..
+            } => overlay(dst, lower, writes.dirs(), &userns),
             _ => None,
         })
         .collect();
@@ -177,7 +177,7 @@ fn workspaces(plan: &Plan) -> (Vec<Option<Idmapped>>, Option<String>) {
 fn overlay(
     dst: &Path,
     lower: &[PathBuf],
-    upper: Option<&(PathBuf, PathBuf)>,
+    upper: Option<(&Path, &Path)>,
     userns: &OwnedFd,
 ) -> Option<Idmapped> {
     let layer = |path: &Path, writable: bool| {
@@ -199,7 +199,14 @@ fn overlay(
                 .take_while(|(a, b)| a == b)
                 .map(|(a, _)| a)
                 .collect();
-            let rel = |p: &Path| p.strip_prefix(&common).ok().map(Path::to_path_buf);
+            // Both the same directory (overlayfs refuses that itself): ".".
+            let rel = |p: &Path| {
+                let r = p.strip_prefix(&common).ok()?;
+                Some(match r.as_os_str().is_empty() {
+                    true => PathBuf::from("."),
+                    false => r.to_path_buf(),
+                })
+            };
             // A mount between them would hide one of them in the clone.
             let mounts: Vec<Option<u64>> = [&common, u, w]
                 .iter()

@@ -17,7 +17,7 @@ use crate::sys::{self, at};
 /// the binds' sources are (each error's path is the host directory's).
 pub(super) fn overlay_sources(
     lower: &[PathBuf],
-    upper: Option<&(PathBuf, PathBuf)>,
+    upper: Option<(&Path, &Path)>,
 ) -> Result<Source, JailError> {
     let open = |p: &Path, step| {
         sys::open_dir_path(p).map_err(|err| JailError::Sys {

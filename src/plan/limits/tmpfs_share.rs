@@ -15,7 +15,7 @@ use std::path::Path;
 
 use super::super::mode::Kind;
 use super::super::root::{tmpfs_size, with_tmpfs_size, RootStep};
-use super::super::Plan;
+use super::super::{Plan, Writes};
 use super::ipc_share::{self, mib, IpcBounds};
 
 /// The smallest size a shrunk tmpfs keeps.
@@ -99,7 +99,9 @@ pub(in crate::plan) fn share(memory: u64, plan: &mut Plan, run_dir: bool) -> Sha
                 slots.push((jail_path(&dst.join("shm")), tmpfs_size(shm)))
             }
             RootStep::Overlay {
-                dst, tmp: Some(t), ..
+                dst,
+                writes: Writes::Tmpfs(t),
+                ..
             } => slots.push((jail_path(dst), tmpfs_size(t))),
             _ => {}
         }
@@ -121,9 +123,10 @@ pub(in crate::plan) fn share(memory: u64, plan: &mut Plan, run_dir: bool) -> Sha
                 }
             }
             RootStep::Dev { shm, .. } => *shm = with_tmpfs_size(shm, *it.next().unwrap_or(&0)),
-            RootStep::Overlay { tmp: Some(t), .. } => {
-                *t = with_tmpfs_size(t, *it.next().unwrap_or(&0))
-            }
+            RootStep::Overlay {
+                writes: Writes::Tmpfs(t),
+                ..
+            } => *t = with_tmpfs_size(t, *it.next().unwrap_or(&0)),
             _ => {}
         }
     }

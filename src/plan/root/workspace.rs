@@ -1,15 +1,16 @@
 //! The overlays (`MountSpec::Workspace`, `--overlay HOST_DIR:INNER`) as
-//! root steps: an overlayfs at INNER whose only lower layer is HOST_DIR,
-//! its upper and work directories on a tmpfs of its own mounted there
-//! first (charged to the run's memory, the size of the workdir's unless
-//! the policy says), or in the caller's `--overlay-upper DIR`; and what the
-//! supervisor needs after the run to list and commit the changes.
+//! root steps, one case of `overlay`'s: an overlayfs at INNER whose only
+//! lower layer is HOST_DIR, its upper and work directories on a tmpfs of
+//! its own mounted there first (charged to the run's memory, the size of
+//! the workdir's unless the policy says), or in the caller's
+//! `--overlay-upper DIR`; and what the supervisor needs after the run to
+//! list and commit the changes.
 
 #![deny(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 
-use super::{tmpfs_data, Access, RootStep};
+use super::{tmpfs_data, Access, RootStep, Writes};
 use crate::plan::SetupError;
 use crate::policy::{MountSpec, Policy};
 
@@ -54,18 +55,20 @@ pub(super) fn step(
     rules: &mut Vec<(PathBuf, Access)>,
 ) -> RootStep {
     rules.push((dst.to_path_buf(), Access::ReadWrite));
-    let (upper, tmp) = match &p.workspace.keep {
+    let writes = match &p.workspace.keep {
         Some(k) => {
             let layer = k.join(index.to_string());
-            (Some((layer.join("upper"), layer.join("work"))), None)
+            Writes::Dirs {
+                upper: layer.join("upper"),
+                work: layer.join("work"),
+            }
         }
-        None => (None, Some(tmpfs_data(size(p), 0o755))),
+        None => Writes::Tmpfs(tmpfs_data(size(p), 0o755)),
     };
     RootStep::Overlay {
         dst: super::rel(dst),
         lower: vec![src],
-        upper,
-        tmp,
+        writes,
         workspace: Some(index),
     }
 }
