@@ -5,7 +5,8 @@
 //! commits and the request asks for one, a refused name or field is a
 //! JSON 400 naming it and the server serves the next request, and two
 //! runs at once on one base each see only their own changes. As root and
-//! as uid 65534.
+//! as uid 65534; in the fallback (no user namespaces) a workspace run is
+//! refused as its setup, saying why.
 
 mod common;
 mod serve_util;
@@ -168,6 +169,53 @@ fn a_serve_run_gets_its_own_overlay_of_a_workspace_base_and_commits_only_where_a
             );
         }
         assert_eq!(read(&ro, "a.txt"), "alpha\n", "{who:?}");
+
+        // Two committing runs at once on one base: one after the other
+        // (two run slots, yet a second apart), both commits applied.
+        let t0 = std::time::Instant::now();
+        std::thread::scope(|t| {
+            for i in 0..2 {
+                let conn = s.connect();
+                t.spawn(move || {
+                    let script = format!("echo {i} > /work/project/c-{i} && sleep 1");
+                    let body = sh(&script, json!({"base": "out", "commit": "always"})).to_string();
+                    let r = serve_util::send(conn, "POST", "/v1/runs", &[], body.as_bytes());
+                    assert_eq!(r.status, 200, "{who:?} {i}: {}", r.text());
+                });
+            }
+        });
+        assert!(
+            t0.elapsed() >= std::time::Duration::from_secs(2),
+            "{who:?}: {:?}",
+            t0.elapsed()
+        );
+        assert_eq!(read(&rw, "c-0"), "0\n", "{who:?}");
+        assert_eq!(read(&rw, "c-1"), "1\n", "{who:?}");
         s.wait_ready();
+    }
+}
+
+#[test]
+fn in_the_fallback_a_workspace_run_is_refused_saying_why_and_the_base_is_untouched() {
+    for who in common::users("in_the_fallback_a_workspace_run_is_refused_saying_why") {
+        let scratch = Scratch::new("serve-ws-fb");
+        let dir = base(&scratch, "b");
+        let s = Server::start_wrapped(
+            &["chk_nouserns"],
+            who,
+            &["--workspace-base", &format!("b={dir}:commit")],
+        );
+        let r = s.run(&sh(EDIT, json!({"base": "b", "commit": "always"})));
+        // Refused as the run's setup: an outcome saying why, nothing run.
+        assert_eq!(r.status, 200, "{who:?}: {}", r.text());
+        let v = r.json();
+        assert_eq!(v["status"], "setup_error", "{who:?}: {v}");
+        assert_eq!(v["setup"]["step"], "--overlay", "{who:?}: {v}");
+        let why = v["error"].as_str().unwrap_or_default();
+        assert!(why.contains("user namespaces are refused"), "{who:?}: {v}");
+        assert_eq!(read(&dir, "a.txt"), "alpha\n", "{who:?}");
+        assert!(!Path::new(&dir).join("n.txt").exists(), "{who:?}");
+        let r = s.run(&json!({"profile": "shell", "argv": ["true"]}));
+        assert_eq!(r.status, 200, "{who:?}: {}", r.text());
     }
 }
