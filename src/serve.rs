@@ -28,6 +28,7 @@ mod session_http;
 mod stream;
 mod warm;
 mod workdir;
+mod workspace;
 
 pub use args::ServeArgs;
 
@@ -84,6 +85,8 @@ pub struct State {
 
     pub confinement: serde_json::Value,
     pub sessions: session::Sessions,
+    /// `--workspace-base`: the host directories runs may overlay.
+    pub bases: Vec<workspace::Base>,
 }
 
 impl State {
@@ -144,6 +147,10 @@ pub fn main(a: ServeArgs) -> i32 {
         Ok(m) => m,
         Err(e) => return fail(e),
     };
+    let bases = match workspace::parse_bases(&a.workspace_base) {
+        Ok(b) => b,
+        Err(e) => return fail(e),
+    };
     let token = match listen::read_token(a.token_file.as_deref()) {
         Ok(t) => t,
         Err(e) => return fail(e),
@@ -187,6 +194,7 @@ pub fn main(a: ServeArgs) -> i32 {
         next_id: AtomicU64::new(0),
         confinement,
         sessions: session::Sessions::default(),
+        bases,
     });
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -261,6 +269,7 @@ fn warm_pools(
             files: Vec::new(),
             env: Vec::new(),
             limits: request::Requested::default(),
+            workspace: None,
         };
         let (template, _) = run::policy_with(profiles, max, &req, false)
             .map_err(|e| format!("--warm: {name}: {}", e.message))?;

@@ -158,6 +158,12 @@ impl Spec {
                         return Err(format!("{at}: {ok} branches of oneOf match"));
                     }
                 }
+                "pattern" => {
+                    let text = v.as_str().unwrap_or_default();
+                    if v.is_string() && !class_repeat(kv.as_str().unwrap_or_default(), text)? {
+                        return Err(format!("{at}: {v} does not match {kv}"));
+                    }
+                }
                 "$ref" => {}
                 other => {
                     return Err(format!(
@@ -190,6 +196,37 @@ impl Spec {
         }
         Ok(())
     }
+}
+
+/// Whether `text` matches `pattern`, of the one form the document uses:
+/// `^[CLASS]{N}$`, CLASS of characters and `a-z` ranges.
+fn class_repeat(pattern: &str, text: &str) -> Result<bool, String> {
+    let unknown = || format!("the test's validator does not know the pattern {pattern:?}");
+    let body = pattern
+        .strip_prefix("^[")
+        .and_then(|p| p.strip_suffix("}$"))
+        .ok_or_else(unknown)?;
+    let (class, n) = body.split_once("]{").ok_or_else(unknown)?;
+    let n: usize = n.parse().map_err(|_| unknown())?;
+    let class: Vec<char> = class.chars().collect();
+    let in_class = |c: char| {
+        let mut i = 0;
+        while i < class.len() {
+            if i + 2 < class.len() && class[i + 1] == '-' {
+                if (class[i]..=class[i + 2]).contains(&c) {
+                    return true;
+                }
+                i += 3;
+            } else {
+                if class[i] == c {
+                    return true;
+                }
+                i += 1;
+            }
+        }
+        false
+    };
+    Ok(text.chars().count() == n && text.chars().all(in_class))
 }
 
 /// The one child process of `pid` (a server's spawner: the jails'
@@ -235,10 +272,11 @@ fn outcome_copy_matches_the_outcome_schema() {
     let rr = &spec.doc["components"]["schemas"]["RunResult"];
     let mut props = rr["properties"].as_object().unwrap().clone();
     props.remove("applied");
+    props.remove("workspace");
     assert_eq!(
         Value::Object(props),
         outcome["properties"],
-        "RunResult.properties (less `applied`) must equal src/outcome.schema.json's"
+        "RunResult.properties (less `applied` and `workspace`) must equal src/outcome.schema.json's"
     );
     let mut req = rr["required"].as_array().unwrap().clone();
     req.retain(|r| r != "applied");
@@ -251,11 +289,17 @@ fn the_server_answers_as_documented() {
     let tf = scratch.join("token");
     std::fs::write(&tf, TOKEN).unwrap();
     let tf = tf.to_str().unwrap().to_string();
+    let ws = scratch.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("a"), "a\n").unwrap();
+    let ws = format!("ws={}", ws.display());
     let mut s = Server::start(
         Who::Root,
         &[
             "--token-file",
             &tf,
+            "--workspace-base",
+            &ws,
             "--max-concurrent",
             "1",
             "--max-queue",
@@ -291,6 +335,14 @@ fn the_server_answers_as_documented() {
         &post(
             &s,
             &json!({"profile": "shell", "argv": ["/no/such/program"]}),
+        ),
+    );
+    spec.check(
+        "/v1/runs",
+        "post",
+        &post(
+            &s,
+            &json!({"profile": "shell", "argv": ["sh", "-c", "echo b > /work/project/a"], "workspace": {"base": "ws", "diff": true}}),
         ),
     );
     spec.check("/v1/runs", "post", &post(&s, &json!({"argv": []})));

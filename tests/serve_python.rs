@@ -45,7 +45,19 @@ fn python_client_against_a_real_server() {
     let scratch = common::Scratch::new("serve-python");
     let token_file = scratch.join("token");
     std::fs::write(&token_file, TOKEN).unwrap();
-    let s = Server::start(Who::Root, &["--token-file", token_file.to_str().unwrap()]);
+    let base = scratch.join("base");
+    std::fs::create_dir(&base).unwrap();
+    std::fs::write(base.join("a.txt"), "alpha\n").unwrap();
+    let workspace = format!("proj={}", base.display());
+    let s = Server::start(
+        Who::Root,
+        &[
+            "--token-file",
+            token_file.to_str().unwrap(),
+            "--workspace-base",
+            &workspace,
+        ],
+    );
 
     let pkg = scratch.join("pkg");
     copy_tree(
@@ -106,6 +118,7 @@ fn python_client_against_a_real_server() {
         .current_dir(scratch.path())
         .env("STOCKADE_ADDRESS", format!("unix:{}", s.sock.display()))
         .env("STOCKADE_TOKEN", TOKEN)
+        .env("STOCKADE_WORKSPACE_BASE", &workspace)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .unwrap();

@@ -82,6 +82,9 @@ pub struct ServeArgs {
     /// A request's head must arrive within this long, and an idle keep-alive connection is closed after it
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
     pub header_timeout: std::time::Duration,
+    /// A host directory runs may ask for as a copy-on-write workspace (`"workspace": {"base": NAME}`; repeatable); each run changes its own upper layer, DIR is never written unless `:commit` lets runs that ask commit their changes to it
+    #[arg(long, value_name = "NAME=DIR[:commit]")]
+    pub workspace_base: Vec<String>,
     /// Do not confine the server process itself (no_new_privs + seccomp)
     #[arg(long)]
     pub no_confine: bool,

@@ -64,6 +64,9 @@ fn json(status: StatusCode, v: &serde_json::Value) -> Response {
 pub fn result_json(o: &Outcome, applied: &Applied) -> serde_json::Value {
     let mut v = serde_json::to_value(o).unwrap_or_default();
     v["applied"] = applied.to_json();
+    if let Some(w) = applied.workspace.as_ref().and_then(|w| w.to_json()) {
+        v["workspace"] = w;
+    }
     v
 }
 
@@ -109,9 +112,11 @@ async fn run_request(state: &Arc<State>, req: Request) -> Result<Response, ApiEr
         .iter()
         .any(|v| v.to_str().is_ok_and(|s| s.contains("application/x-ndjson")));
     let body = read_body(state, req).await?;
-    let parsed = super::request::parse(&body, state.max.files)?;
+    let mut parsed = super::request::parse(&body, state.max.files)?;
     drop(body);
-    let (policy, mut applied) = run::policy_for(state, &parsed, stream)?;
+    let (mut policy, mut applied) = run::policy_for(state, &parsed, stream)?;
+    let held = super::workspace::apply(&state.bases, parsed.workspace.take(), &mut policy)?;
+    applied.workspace = held.ask.is_some().then(|| Arc::new(held));
     let (admission, permit) = run::admit(state).await?;
     let mut started = run::start(Job {
         state: state.clone(),
@@ -122,6 +127,7 @@ async fn run_request(state: &Arc<State>, req: Request) -> Result<Response, ApiEr
         stream,
         admission,
         permit,
+        workspace: applied.workspace.clone(),
     })
     .await?;
     applied.pool = Some(started.pool);

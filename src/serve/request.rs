@@ -35,6 +35,8 @@ pub struct RunRequest {
     pub files: Vec<FileSpec>,
     pub env: Vec<(String, String)>,
     pub limits: Requested,
+    /// An overlay of an operator's base directory (`workspace`).
+    pub workspace: Option<super::workspace::Ask>,
 }
 
 /// Most arguments and environment variables one request may give.
@@ -51,7 +53,17 @@ pub fn parse(body: &[u8], max_files: usize) -> Result<RunRequest, ApiError> {
         return Err(ApiError::field("body", "must be a JSON object"));
     };
     for k in obj.keys() {
-        if !["profile", "argv", "stdin", "files", "env", "limits"].contains(&k.as_str()) {
+        if ![
+            "profile",
+            "argv",
+            "stdin",
+            "files",
+            "env",
+            "limits",
+            "workspace",
+        ]
+        .contains(&k.as_str())
+        {
             return Err(ApiError::field(k.clone(), "unknown field"));
         }
     }
@@ -70,6 +82,7 @@ pub fn parse(body: &[u8], max_files: usize) -> Result<RunRequest, ApiError> {
         files: files(obj.get("files"), max_files)?,
         env: env(obj.get("env"))?,
         limits: limits(obj.get("limits"))?,
+        workspace: super::workspace::parse_ask(obj.get("workspace"))?,
     })
 }
 

@@ -32,6 +32,9 @@ pub struct Applied {
     pub clamped: Vec<&'static str>,
     /// Whether a warm jail ran it, or why none did (once it started).
     pub pool: Option<Result<(), Miss>>,
+    /// The run's workspace, when it asked for one (the response's
+    /// `workspace`); its diff file goes with the last copy.
+    pub workspace: Option<Arc<super::workspace::Held>>,
 }
 
 impl Applied {
@@ -143,6 +146,7 @@ pub fn policy_with(
         max_output,
         clamped,
         pool: None,
+        workspace: None,
     };
     Ok((p, applied))
 }
@@ -229,6 +233,10 @@ pub struct Job {
     pub stream: bool,
     pub admission: Admission,
     pub permit: tokio::sync::OwnedSemaphorePermit,
+    /// The run's workspace: kept until the run ended (its diff file is
+    /// written then, whoever still waits), its base's lock held meanwhile
+    /// when the run may commit.
+    pub workspace: Option<Arc<super::workspace::Held>>,
 }
 
 /// A started run: a jail of its own, or a fork server's child.
@@ -347,7 +355,14 @@ fn run_blocking(job: Job, started_tx: StartedTx) {
         stream,
         admission,
         permit,
+        workspace,
     } = job;
+    // Commits to one base, one at a time: held until the run (and its
+    // commit, made before its outcome comes back) is over.
+    let commit_lock = workspace.as_ref().and_then(|w| w.commit_lock());
+    let _commit = commit_lock
+        .as_ref()
+        .map(|l| l.lock().unwrap_or_else(|e| e.into_inner()));
     let (mut running, pool) = match launch(&state, policy, &profile, &files, stdin, stream) {
         Ok(c) => c,
         Err(e) => {

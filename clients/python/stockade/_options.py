@@ -99,6 +99,41 @@ def path(field: str, value: Any) -> str:
     return text(field, value)
 
 
+def overlays(field: str, value: Any) -> list[tuple[str, str]]:
+    """`overlay=`: a list of (host directory, path in the jail) pairs, each
+    a copy-on-write view of the host directory (`stockade run --overlay`)."""
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)) or (len(value) == 2 and isinstance(value[0], (str, os.PathLike))):
+        raise bad_type(field, "a list of (host_dir, inner) pairs", value)
+    out: list[tuple[str, str]] = []
+    for i, pair in enumerate(value):
+        here = "%s[%d]" % (field, i)
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise bad_type(here, "a (host_dir, inner) pair", pair)
+        host, inner = path(here, pair[0]), text(here, pair[1])
+        if ":" in host:
+            raise bad(here, "a host directory with `:` cannot be given to --overlay")
+        if not inner.startswith("/"):
+            raise bad(here, "inner must be an absolute path in the jail")
+        out.append((host, inner))
+    return out
+
+
+COMMITS = ("never", "success", "always")
+
+
+def commit(field: str, value: Any) -> str:
+    """`commit=`: when an overlay's changes are applied to its host
+    directory: "never" (the default), "success" (the payload exited 0) or
+    "always"."""
+    if value is None:
+        return "never"
+    if not isinstance(value, str) or value not in COMMITS:
+        raise bad(field, "must be %s" % ", ".join(repr(c) for c in COMMITS))
+    return value
+
+
 def optional_path(field: str, value: Any) -> Optional[str]:
     return None if value is None else path(field, value)
 

@@ -80,6 +80,15 @@ class Outcome(_Ended):
     denials: list[Any] = field(init=False)
     denials_unrecorded: dict[str, Any] = field(init=False)
     denials_more: dict[str, Any] = field(init=False)
+    # An overlay's changes ([{"path", "kind", "type", "size", "sha256",
+    # "target", "mode"}]; None without an overlay), whether more were made
+    # than listed, and what a commit applied ({"applied", "refused", ...};
+    # None when none was asked).
+    changes: Optional[list[dict[str, Any]]] = field(init=False)
+    changes_truncated: bool = field(init=False)
+    commit: Optional[dict[str, Any]] = field(init=False)
+    # The changes' unified diff when asked (diff=True), else None.
+    diff: Optional[str] = None
 
     def __post_init__(self) -> None:
         raw = self.raw
@@ -102,6 +111,11 @@ class Outcome(_Ended):
         _set(self, "denials", raw.get("denials", []))
         _set(self, "denials_unrecorded", raw.get("denials_unrecorded", {}))
         _set(self, "denials_more", raw.get("denials_more", {}))
+        _set(self, "changes", raw.get("changes"))
+        _set(self, "changes_truncated", bool(raw.get("changes_truncated", False)))
+        _set(self, "commit", raw.get("commit"))
+        if self.diff is None:
+            _set(self, "diff", (raw.get("workspace") or {}).get("diff"))
 
     def __repr__(self) -> str:
         return "Outcome(status=%r, exit_code=%r)" % (self.status, self.exit_code)

@@ -111,6 +111,31 @@ class Client:
         return conn, resp
 
     @staticmethod
+    def _workspace(overlay: Any, commit: Any, diff: Any) -> Optional[dict[str, Any]]:
+        """The request's `workspace`: `overlay` is the name of one of the
+        server's --workspace-base, or a (name, path in the jail) pair."""
+        when = _options.commit("commit", commit)
+        diff = _options.boolean("diff", diff)
+        if overlay is None:
+            if when != "never" or diff:
+                raise _options.bad("commit" if when != "never" else "diff", "needs an overlay=")
+            return None
+        if isinstance(overlay, (list, tuple)) and len(overlay) == 2:
+            ws: dict[str, Any] = {
+                "base": _options.text("overlay[0]", overlay[0]),
+                "at": _options.text("overlay[1]", overlay[1]),
+            }
+        elif isinstance(overlay, str):
+            ws = {"base": _options.text("overlay", overlay)}
+        else:
+            raise _options.bad_type("overlay", "a workspace base's name or a (name, inner) pair", overlay)
+        if when != "never":
+            ws["commit"] = when
+        if diff:
+            ws["diff"] = True
+        return ws
+
+    @staticmethod
     def _body(argv: Any, code: Any, stdin: Any, files: Any, env: Any, limits: Any, profile: Any) -> dict[str, Any]:
         """The run request, each field checked as the server reads it."""
         argv, profile = command(argv, code, profile, server=True)
@@ -141,10 +166,21 @@ class Client:
         env: Optional[Mapping[str, str]] = None,
         limits: Optional[Mapping[str, Any]] = None,
         profile: Optional[str] = None,
+        overlay: Union[str, tuple[str, str], None] = None,
+        commit: Optional[str] = None,
+        diff: bool = False,
     ) -> Outcome:
         """Run `argv` (or Python `code` under the `python` profile) in a
-        fresh jail; return its Outcome once it ended."""
+        fresh jail; return its Outcome once it ended. `overlay` names one
+        of the server's workspace bases (`--workspace-base NAME=DIR`), or
+        is a (name, path in the jail) pair (default path /work/project): a
+        copy-on-write view whose changes the Outcome lists (`changes`;
+        `diff=True` adds `Outcome.diff`); `commit` ("success", "always")
+        applies them to DIR where the operator allows it."""
         body = self._body(argv, code, stdin, files, env, limits, profile)
+        ws = self._workspace(overlay, commit, diff)
+        if ws is not None:
+            body["workspace"] = ws
         conn, resp = self._request("POST", "/v1/runs", body)
         try:
             return Outcome(json.loads(resp.read()))
@@ -163,10 +199,16 @@ class Client:
         env: Optional[Mapping[str, str]] = None,
         limits: Optional[Mapping[str, Any]] = None,
         profile: Optional[str] = None,
+        overlay: Union[str, tuple[str, str], None] = None,
+        commit: Optional[str] = None,
+        diff: bool = False,
     ) -> Iterator[Union[Chunk, Outcome]]:
         """Like run(), but yield Chunk objects as the payload writes, then
         the Outcome last. Closing the iterator early kills the jail."""
         body = self._body(argv, code, stdin, files, env, limits, profile)
+        ws = self._workspace(overlay, commit, diff)
+        if ws is not None:
+            body["workspace"] = ws
         conn, resp = self._request("POST", "/v1/runs", body, accept="application/x-ndjson")
         try:
             for line in resp:

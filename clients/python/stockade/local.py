@@ -94,7 +94,32 @@ def _stdin_bytes(stdin: Optional[Content]) -> Optional[bytes]:
     return None if stdin is None else bytes(stdin)
 
 
-def _read_outcome(path: str, proc: subprocess.CompletedProcess[bytes]) -> Outcome:
+def overlay_flags(overlay: Any, commit: Any, diff: Optional[str]) -> list[str]:
+    """`overlay=` pairs, `commit=` and the diff file as flags (checked:
+    InvalidOption naming `overlay[i]` or `commit`)."""
+    pairs = _options.overlays("overlay", overlay)
+    when = _options.commit("commit", commit)
+    if not pairs and (when != "never" or diff is not None):
+        raise _options.bad("commit" if when != "never" else "diff", "needs an overlay=")
+    out = [flag("--overlay", "%s:%s" % p) for p in pairs]
+    if when != "never":
+        out.append(flag("--commit", when))
+    if diff is not None:
+        out.append(flag("--changes-diff", diff))
+    return out
+
+
+def _read_diff(path: Optional[str]) -> Optional[str]:
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def _read_outcome(path: str, proc: subprocess.CompletedProcess[bytes], diff: Optional[str] = None) -> Outcome:
     try:
         with open(path, "rb") as f:
             raw = json.loads(f.read())
@@ -103,7 +128,7 @@ def _read_outcome(path: str, proc: subprocess.CompletedProcess[bytes]) -> Outcom
     err = proc.stderr.decode("utf-8", "replace").strip()
     if raw is None:
         raise SetupError("stockade run exited %d without an outcome: %s" % (proc.returncode, err[-2000:]))
-    outcome = Outcome(raw)
+    outcome = Outcome(raw, _read_diff(diff))
     if outcome.status == "setup_error" and proc.returncode == 125:
         raise SetupError(outcome.error or (err.splitlines() or ["setup error"])[-1], outcome)
     return outcome
@@ -132,23 +157,35 @@ def run(
     env: Optional[Mapping[str, str]] = None,
     binary: Optional[StrPath] = None,
     flags: Sequence[str] = (),
+    overlay: Optional[Sequence[tuple[StrPath, str]]] = None,
+    commit: Optional[str] = None,
+    diff: bool = False,
 ) -> Outcome:
     """Run `argv` (or Python `code` under the `python` profile) in a fresh
     jail of the local `stockade`, with `files` in its workdir; return the
     Outcome (stdout/stderr captured). `flags` are more `stockade run`
-    flags (e.g. ["--network", "host"]). Raises InvalidOption for a bad
-    argument, SetupError when the jail could not be set up,
+    flags (e.g. ["--network", "host"]). `overlay` is a list of (host
+    directory, path in the jail) pairs, each a copy-on-write view
+    (`--overlay`): the host directory is untouched, the Outcome's
+    `changes` lists what the run changed, `diff=True` adds their unified
+    diff (`Outcome.diff`), and `commit` ("success" or "always") applies
+    them to the host directory after the run. Raises InvalidOption for a
+    bad argument, SetupError when the jail could not be set up,
     StockadeNotFound without a binary (each a LocalError)."""
     argv, profile = command(argv, code, profile)
+    _options.boolean("diff", diff)
     cmd = ["run"] + ([flag("--profile", profile)] if profile is not None else [])
     cmd += limit_flags(limits) + env_flags(env) + _options.flags("flags", flags)
     data = _stdin_bytes(stdin)
     _options.files("files", files)
     cmd = [find_binary(binary)] + cmd
+    overlay_flags(overlay, commit, None)
     top, work = scratch_dir("run")
     try:
         write_files(work, files)
         report = os.path.join(top, "outcome.json")
+        diff_file = os.path.join(top, "changes.diff") if diff else None
+        cmd += overlay_flags(overlay, commit, diff_file)
         cmd += ["--workdir", work, "--capture", "--report", report, "--"] + argv
         proc = subprocess.run(
             cmd,
@@ -157,6 +194,6 @@ def run(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        return _read_outcome(report, proc)
+        return _read_outcome(report, proc, diff_file)
     finally:
         shutil.rmtree(top, ignore_errors=True)

@@ -23,6 +23,38 @@ def client():
     return stockade.Client(ADDRESS, token=TOKEN, timeout=120)
 
 
+# NAME=DIR of the server's read-only --workspace-base (tests/serve_python.rs).
+WORKSPACE = os.environ.get("STOCKADE_WORKSPACE_BASE")
+
+
+class Workspace(unittest.TestCase):
+    def test_overlay_lists_changes_and_leaves_the_base_untouched(self):
+        if not WORKSPACE:
+            self.skipTest("STOCKADE_WORKSPACE_BASE is not set")
+        name, base = WORKSPACE.split("=", 1)
+        with open(os.path.join(base, "a.txt")) as f:
+            before = f.read()
+        script = "cd /work/project && echo changed > a.txt && echo new > n.txt"
+        out = client().run(["sh", "-c", script], profile="shell", overlay=name, diff=True)
+        self.assertEqual((out.status, out.exit_code), ("exited", 0), out.raw)
+        changes = sorted((c["path"].rsplit("/", 1)[-1], c["kind"]) for c in out.changes or [])
+        self.assertEqual(changes, [("a.txt", "modified"), ("n.txt", "added")], out.raw)
+        self.assertIn("+changed", out.diff or "", out.raw)
+        self.assertIsNone(out.commit)
+        with open(os.path.join(base, "a.txt")) as f:
+            self.assertEqual(f.read(), before)
+        self.assertFalse(os.path.exists(os.path.join(base, "n.txt")))
+        out = client().run(["cat", "/w/a.txt"], profile="shell", overlay=(name, "/w"))
+        self.assertEqual(out.stdout_text, before, out.raw)
+        # A commit the operator did not allow: 400 naming the field.
+        with self.assertRaises(stockade.BadRequest) as e:
+            client().run(["true"], profile="shell", overlay=name, commit="success")
+        self.assertEqual(e.exception.field, "workspace.commit")
+        with self.assertRaises(stockade.BadRequest) as e:
+            client().run(["true"], profile="shell", overlay="no-such-base")
+        self.assertEqual(e.exception.field, "workspace.base")
+
+
 class Runs(unittest.TestCase):
     def test_argv_stdin_files_env(self):
         out = client().run(

@@ -2,6 +2,8 @@
 tests/python_integrations.rs runs these as root and as uid 65534."""
 
 import os
+import shutil
+import tempfile
 import unittest
 
 import stockade
@@ -115,6 +117,77 @@ class LocalRun(unittest.TestCase):
             self.assertEqual((e.exception.status, e.exception.code), (None, code), e.exception)
         with self.assertRaises(ValueError):
             stockade.run(["true"], code="print(1)")
+
+
+def _project():
+    """A host directory of two files (0755/0644: any uid may read it)."""
+    top = tempfile.mkdtemp(prefix="stockade-py-overlay-")
+    os.chmod(top, 0o755)
+    for name, text in (("a.txt", "alpha\n"), ("b.txt", "bravo\n")):
+        with open(os.path.join(top, name), "w") as f:
+            f.write(text)
+    return top
+
+
+def _read(top, name):
+    with open(os.path.join(top, name)) as f:
+        return f.read()
+
+
+EDIT = "cd /work/p && echo changed > a.txt && rm b.txt && echo new > n.txt && cat a.txt"
+
+
+class Overlay(unittest.TestCase):
+    def setUp(self):
+        self.top = _project()
+        self.addCleanup(shutil.rmtree, self.top, True)
+
+    def test_changes_are_listed_and_the_host_untouched(self):
+        if FALLBACK:
+            with self.assertRaises(stockade.SetupError) as e:
+                stockade.run(["true"], profile="shell", overlay=[(self.top, "/work/p")])
+            self.assertIn("overlay", str(e.exception))
+            return
+        out = stockade.run(["sh", "-c", EDIT], profile="shell", overlay=[(self.top, "/work/p")], diff=True)
+        self.assertEqual((out.status, out.stdout), ("exited", b"changed\n"), out.raw)
+        changes = sorted((c["path"].rsplit("/", 1)[-1], c["kind"]) for c in out.changes or [])
+        self.assertEqual(changes, [("a.txt", "modified"), ("b.txt", "deleted"), ("n.txt", "added")], out.raw)
+        self.assertFalse(out.changes_truncated)
+        self.assertIsNone(out.commit)
+        self.assertIn("+changed", out.diff or "", out.diff)
+        self.assertEqual((_read(self.top, "a.txt"), _read(self.top, "b.txt")), ("alpha\n", "bravo\n"))
+        self.assertFalse(os.path.exists(os.path.join(self.top, "n.txt")))
+        # Without an overlay: no changes, no diff.
+        plain = stockade.run(["true"], profile="shell")
+        self.assertIsNone(plain.changes)
+        self.assertIsNone(plain.diff)
+
+    def test_commit_applies_the_changes(self):
+        if FALLBACK:
+            # Refused before the payload runs: nothing to commit.
+            with self.assertRaises(stockade.SetupError):
+                stockade.run(["sh", "-c", EDIT], profile="shell", overlay=[(self.top, "/work/p")], commit="success")
+            self.assertEqual(_read(self.top, "a.txt"), "alpha\n")
+            return
+        out = stockade.run(["sh", "-c", EDIT], profile="shell", overlay=[(self.top, "/work/p")], commit="success")
+        self.assertEqual(out.status, "exited", out.raw)
+        self.assertIsNotNone(out.commit, out.raw)
+        self.assertEqual(_read(self.top, "a.txt"), "changed\n")
+        self.assertEqual(_read(self.top, "n.txt"), "new\n")
+        self.assertFalse(os.path.exists(os.path.join(self.top, "b.txt")))
+
+    def test_bad_overlay_arguments_name_the_field(self):
+        for kwargs, field in (
+            ({"overlay": (self.top, "/work/p")}, "overlay"),
+            ({"overlay": [(self.top, "rel")]}, "overlay[0]"),
+            ({"overlay": [(self.top,)]}, "overlay[0]"),
+            ({"overlay": [(self.top, "/work/p")], "commit": "yes"}, "commit"),
+            ({"commit": "success"}, "commit"),
+            ({"diff": True}, "diff"),
+        ):
+            with self.assertRaises(stockade.InvalidOption) as e:
+                stockade.run(["true"], profile="shell", **kwargs)
+            self.assertEqual(e.exception.field, field, kwargs)
 
 
 class Results(unittest.TestCase):

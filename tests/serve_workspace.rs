@@ -1,0 +1,221 @@
+//! A serve run's workspace (`--workspace-base NAME=DIR[:commit]`, the
+//! request's `"workspace"`): a copy-on-write overlay of the operator's
+//! directory. The run's changes come back in its outcome (and their diff
+//! when asked), the directory is untouched unless the operator allows
+//! commits and the request asks for one, a refused name or field is a
+//! JSON 400 naming it and the server serves the next request, and two
+//! runs at once on one base each see only their own changes. As root and
+//! as uid 65534; in the fallback (no user namespaces) a workspace run is
+//! refused as its setup, saying why.
+
+mod common;
+mod serve_util;
+
+use std::path::Path;
+
+use common::Scratch;
+use serde_json::{json, Value};
+use serve_util::Server;
+
+/// A base directory of two files, owned by `who`'s server user.
+fn base(s: &Scratch, name: &str) -> String {
+    let p = s.join(name);
+    std::fs::create_dir_all(&p).unwrap();
+    std::fs::write(p.join("a.txt"), "alpha\n").unwrap();
+    std::fs::write(p.join("b.txt"), "bravo\n").unwrap();
+    common::host_sh_ok(&format!("chown -hR 65534:65534 '{}'", s.path().display()));
+    p.display().to_string()
+}
+
+fn read(dir: &str, f: &str) -> String {
+    std::fs::read_to_string(Path::new(dir).join(f)).unwrap_or_default()
+}
+
+/// The changes' (path's last component, kind).
+fn changes(v: &Value) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = v["changes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no changes: {v}"))
+        .iter()
+        .map(|c| {
+            let p = c["path"].as_str().unwrap_or_default();
+            let name = p.rsplit('/').next().unwrap_or(p).to_string();
+            (name, c["kind"].as_str().unwrap_or_default().to_string())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn sh(script: &str, workspace: Value) -> Value {
+    json!({"profile": "shell", "argv": ["sh", "-c", script], "workspace": workspace})
+}
+
+const EDIT: &str = "cd /work/project && echo changed > a.txt && rm b.txt && echo new > n.txt";
+
+#[test]
+fn a_serve_run_gets_its_own_overlay_of_a_workspace_base_and_commits_only_where_allowed() {
+    for who in common::users(
+        "a_serve_run_gets_its_own_overlay_of_a_workspace_base_and_commits_only_where_allowed",
+    ) {
+        let scratch = Scratch::new("serve-ws");
+        let ro = base(&scratch, "ro");
+        let rw = base(&scratch, "rw");
+        let s = Server::start(
+            who,
+            &[
+                "--max-concurrent",
+                "2",
+                "--workspace-base",
+                &format!("src={ro}"),
+                "--workspace-base",
+                &format!("out={rw}:commit"),
+            ],
+        );
+
+        // Edits: listed, diffed, the host untouched.
+        let r = s.run(&sh(
+            &format!("{EDIT} && cat a.txt"),
+            json!({"base": "src", "diff": true}),
+        ));
+        assert_eq!(r.status, 200, "{who:?}: {}", r.text());
+        let v = r.json();
+        assert_eq!(v["status"], "exited", "{who:?}: {v}");
+        assert_eq!(v["stdout"]["data"], "changed\n", "{who:?}: {v}");
+        assert_eq!(
+            changes(&v),
+            [
+                ("a.txt".into(), "modified".into()),
+                ("b.txt".into(), "deleted".into()),
+                ("n.txt".into(), "added".into())
+            ],
+            "{who:?}: {v}"
+        );
+        let diff = v["workspace"]["diff"].as_str().unwrap_or_default();
+        assert!(diff.contains("+changed"), "{who:?}: {v}");
+        assert_eq!(v["workspace"]["diff_truncated"], false, "{who:?}: {v}");
+        assert_eq!(v["workspace"]["base"], "src", "{who:?}: {v}");
+        assert_eq!(read(&ro, "a.txt"), "alpha\n", "{who:?}");
+        assert_eq!(read(&ro, "b.txt"), "bravo\n", "{who:?}");
+        assert!(!Path::new(&ro).join("n.txt").exists(), "{who:?}");
+
+        // Refused: a JSON 400 naming the field, and the server goes on.
+        for (ws, field) in [
+            (json!({"base": "nope"}), "workspace.base"),
+            (
+                json!({"base": "src", "commit": "success"}),
+                "workspace.commit",
+            ),
+            (
+                json!({"base": "src", "commit": "maybe"}),
+                "workspace.commit",
+            ),
+            (json!({"base": "src", "at": "rel/p"}), "workspace.at"),
+            (json!({"base": "src", "at": "/w/../etc"}), "workspace.at"),
+            (json!({"base": "src", "extra": 1}), "workspace.extra"),
+            (json!("src"), "workspace"),
+        ] {
+            let r = s.run(&sh("true", ws.clone()));
+            assert_eq!(r.status, 400, "{who:?} {ws}: {}", r.text());
+            assert_eq!(r.json()["error"]["field"], field, "{who:?} {ws}");
+            assert_eq!(r.json()["error"]["code"], "bad_request", "{who:?} {ws}");
+        }
+        let r = s.run(&sh("cat /work/project/a.txt", json!({"base": "src"})));
+        assert_eq!(r.status, 200, "{who:?}: {}", r.text());
+        assert_eq!(r.json()["stdout"]["data"], "alpha\n", "{who:?}");
+        assert!(read(&ro, "a.txt") == "alpha\n", "{who:?}");
+
+        // Never by default, even where allowed; then a commit.
+        let r = s.run(&sh(EDIT, json!({"base": "out", "at": "/work/project"})));
+        assert_eq!(r.status, 200, "{who:?}: {}", r.text());
+        assert_eq!(read(&rw, "a.txt"), "alpha\n", "{who:?}");
+        let r = s.run(&sh(EDIT, json!({"base": "out", "commit": "success"})));
+        assert_eq!(r.status, 200, "{who:?}: {}", r.text());
+        let v = r.json();
+        assert!(v["commit"].is_object(), "{who:?}: {v}");
+        assert_eq!(read(&rw, "a.txt"), "changed\n", "{who:?}: {v}");
+        assert_eq!(read(&rw, "n.txt"), "new\n", "{who:?}: {v}");
+        assert!(!Path::new(&rw).join("b.txt").exists(), "{who:?}: {v}");
+
+        // Two at once on one base: each sees its own changes only.
+        let seen: Vec<Value> = std::thread::scope(|t| {
+            let runs: Vec<_> = (0..2)
+                .map(|i| {
+                    let conn = s.connect();
+                    t.spawn(move || {
+                        let script = format!(
+                            "cd /work/project && echo {i} > mine-{i} && echo {i} > a.txt && sleep 1 && ls && cat a.txt"
+                        );
+                        let body = sh(&script, json!({"base": "src"})).to_string();
+                        serve_util::send(conn, "POST", "/v1/runs", &[], body.as_bytes()).json()
+                    })
+                })
+                .collect();
+            runs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (i, v) in seen.iter().enumerate() {
+            let out = v["stdout"]["data"].as_str().unwrap_or_default();
+            let other = 1 - i;
+            assert!(out.contains(&format!("mine-{i}")), "{who:?} {i}: {v}");
+            assert!(!out.contains(&format!("mine-{other}")), "{who:?} {i}: {v}");
+            assert!(out.ends_with(&format!("{i}\n")), "{who:?} {i}: {v}");
+            assert_eq!(
+                changes(v),
+                [
+                    ("a.txt".into(), "modified".into()),
+                    (format!("mine-{i}"), "added".into())
+                ],
+                "{who:?} {i}: {v}"
+            );
+        }
+        assert_eq!(read(&ro, "a.txt"), "alpha\n", "{who:?}");
+
+        // Two committing runs at once on one base: one after the other
+        // (two run slots, yet a second apart), both commits applied.
+        let t0 = std::time::Instant::now();
+        std::thread::scope(|t| {
+            for i in 0..2 {
+                let conn = s.connect();
+                t.spawn(move || {
+                    let script = format!("echo {i} > /work/project/c-{i} && sleep 1");
+                    let body = sh(&script, json!({"base": "out", "commit": "always"})).to_string();
+                    let r = serve_util::send(conn, "POST", "/v1/runs", &[], body.as_bytes());
+                    assert_eq!(r.status, 200, "{who:?} {i}: {}", r.text());
+                });
+            }
+        });
+        assert!(
+            t0.elapsed() >= std::time::Duration::from_secs(2),
+            "{who:?}: {:?}",
+            t0.elapsed()
+        );
+        assert_eq!(read(&rw, "c-0"), "0\n", "{who:?}");
+        assert_eq!(read(&rw, "c-1"), "1\n", "{who:?}");
+        s.wait_ready();
+    }
+}
+
+#[test]
+fn in_the_fallback_a_workspace_run_is_refused_saying_why_and_the_base_is_untouched() {
+    for who in common::users("in_the_fallback_a_workspace_run_is_refused_saying_why") {
+        let scratch = Scratch::new("serve-ws-fb");
+        let dir = base(&scratch, "b");
+        let s = Server::start_wrapped(
+            &["chk_nouserns"],
+            who,
+            &["--workspace-base", &format!("b={dir}:commit")],
+        );
+        let r = s.run(&sh(EDIT, json!({"base": "b", "commit": "always"})));
+        // Refused as the run's setup: an outcome saying why, nothing run.
+        assert_eq!(r.status, 200, "{who:?}: {}", r.text());
+        let v = r.json();
+        assert_eq!(v["status"], "setup_error", "{who:?}: {v}");
+        assert_eq!(v["setup"]["step"], "--overlay", "{who:?}: {v}");
+        let why = v["error"].as_str().unwrap_or_default();
+        assert!(why.contains("user namespaces are refused"), "{who:?}: {v}");
+        assert_eq!(read(&dir, "a.txt"), "alpha\n", "{who:?}");
+        assert!(!Path::new(&dir).join("n.txt").exists(), "{who:?}");
+        let r = s.run(&json!({"profile": "shell", "argv": ["true"]}));
+        assert_eq!(r.status, 200, "{who:?}: {}", r.text());
+    }
+}
