@@ -171,24 +171,33 @@ fn a_serve_run_gets_its_own_overlay_of_a_workspace_base_and_commits_only_where_a
         assert_eq!(read(&ro, "a.txt"), "alpha\n", "{who:?}");
 
         // Two committing runs at once on one base: one after the other
-        // (two run slots, yet a second apart), both commits applied.
-        let t0 = std::time::Instant::now();
-        std::thread::scope(|t| {
-            for i in 0..2 {
-                let conn = s.connect();
-                t.spawn(move || {
-                    let script = format!("echo {i} > /work/project/c-{i} && sleep 1");
-                    let body = sh(&script, json!({"base": "out", "commit": "always"})).to_string();
-                    let r = serve_util::send(conn, "POST", "/v1/runs", &[], body.as_bytes());
-                    assert_eq!(r.status, 200, "{who:?} {i}: {}", r.text());
-                });
-            }
+        // (two run slots, yet the second's overlay is made once the
+        // first has committed), both commits applied. Each lists the
+        // base as its run found it: the second, and only it, sees the
+        // first's file.
+        let listed: Vec<String> = std::thread::scope(|t| {
+            let runs: Vec<_> = (0..2)
+                .map(|i| {
+                    let conn = s.connect();
+                    t.spawn(move || {
+                        let script = format!("ls /work/project && echo {i} > /work/project/c-{i}");
+                        let body =
+                            sh(&script, json!({"base": "out", "commit": "always"})).to_string();
+                        let r = serve_util::send(conn, "POST", "/v1/runs", &[], body.as_bytes());
+                        assert_eq!(r.status, 200, "{who:?} {i}: {}", r.text());
+                        r.json()["stdout"]["data"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string()
+                    })
+                })
+                .collect();
+            runs.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        assert!(
-            t0.elapsed() >= std::time::Duration::from_secs(2),
-            "{who:?}: {:?}",
-            t0.elapsed()
-        );
+        let saw_other = (0..2)
+            .filter(|&i| listed[i].lines().any(|l| l == format!("c-{}", 1 - i)))
+            .count();
+        assert_eq!(saw_other, 1, "{who:?}: {listed:?}");
         assert_eq!(read(&rw, "c-0"), "0\n", "{who:?}");
         assert_eq!(read(&rw, "c-1"), "1\n", "{who:?}");
         s.wait_ready();
