@@ -33,6 +33,9 @@ pub(crate) enum Ask {
     /// End the run now: every process of it killed (the output cap, the
     /// asker's kill, kill mode's refused syscall, a full disk).
     Kill,
+    /// The run was told to end (the observer passed on an interrupt):
+    /// SIGKILL after the grace, the deadline no longer counts.
+    Grace,
     /// The run is over as far as this observer can tell (its init's last
     /// record): the watch ends once nothing holds it open.
     Ended,

@@ -17,7 +17,8 @@
 //! agent that stops answering cannot stretch a command to the session's
 //! lifetime.
 //!
-//! `agent` is the loop, `command` one running command, `guard` what keeps
+//! `agent` is the loop, `input` what it hears (request lines, signals),
+//! `command` one command watched by the engine, `guard` what keeps
 //! commands' signals off the agent (a Landlock domain scoped for signals;
 //! a seccomp filter below Landlock ABI 6), `sweep` the kill of
 //! what a command left, `state` the shell's report of its state, `proto`
@@ -28,6 +29,7 @@
 mod agent;
 mod command;
 mod guard;
+mod input;
 pub(crate) mod policy;
 pub(crate) mod proto;
 mod state;

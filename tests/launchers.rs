@@ -237,7 +237,8 @@ fn libc_errno(name: &str) -> Value {
 }
 
 /// A payload that traps SIGTERM prints what it does on it and ends
-/// `timeout`, as a cold run, a warm member and a forked child; one that
+/// `timeout`, as a cold run, a warm member, a forked child and a
+/// session's command; one that
 /// does not dies of the SIGTERM, in each alike. (The deadline leaves the
 /// interpreter ample time to start and trap SIGTERM while other tests
 /// load the host.)
@@ -256,7 +257,9 @@ fn every_launcher_ends_a_deadline_alike() {
         print('ready', flush=True)\n\
         time.sleep(60)";
     let plain = "import time\nprint('ready', flush=True)\ntime.sleep(60)";
-    for (launcher, s) in servers() {
+    let servers = servers();
+    session_ends_a_deadline_alike(&servers[0].1, trap, plain);
+    for (launcher, s) in servers {
         let mut body = py(trap);
         body["limits"] = json!({"timeout": "3s"});
         let v = run_as(launcher, &s, &body);
@@ -276,6 +279,41 @@ fn every_launcher_ends_a_deadline_alike() {
             (&v["exit_code"], &v["signal"]),
             (&json!(128 + libc::SIGTERM), &json!(libc::SIGTERM)),
             "{launcher}: {v}"
+        );
+    }
+}
+
+/// A session's command, given the same payloads and timeout as the runs
+/// of [`every_launcher_ends_a_deadline_alike`], ends as they do: the one
+/// that traps SIGTERM is given the grace to clean up, the other dies of
+/// the SIGTERM. The exit is the command's shell's, which the SIGTERM ends
+/// at once (as `sh -c` would end in a cold run).
+fn session_ends_a_deadline_alike(s: &Server, trap: &str, plain: &str) {
+    let r = s.call(
+        "POST",
+        "/v1/sessions",
+        &[],
+        json!({"profile": "python"}).to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    for (payload, out) in [(trap, "ready\ncleaning up\n"), (plain, "ready\n")] {
+        let quoted = payload.replace('\'', "'\\''");
+        let r = s.call(
+            "POST",
+            &format!("/v1/sessions/{id}/exec"),
+            &[],
+            json!({"command": format!("python3 -c '{quoted}'"), "timeout": 3})
+                .to_string()
+                .as_bytes(),
+        );
+        let v = r.json();
+        assert_eq!(v["status"], "timeout", "session: {v}");
+        assert_eq!(v["stdout"], out, "session: {v}");
+        assert_eq!(
+            (&v["code"], &v["signal"]),
+            (&json!(128 + libc::SIGTERM), &json!(libc::SIGTERM)),
+            "session: {v}"
         );
     }
 }

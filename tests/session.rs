@@ -299,6 +299,32 @@ fn a_command_past_its_timeout_is_killed_and_the_session_stays_usable() {
     }
 }
 
+/// A command starts with no signal blocked (the agent blocks the ones it
+/// takes; its commands must not inherit that), so its deadline's SIGTERM
+/// reaches even a shell that never starts a child, and SIGALRM works.
+#[test]
+fn a_command_starts_with_no_signal_blocked_and_its_deadline_reaches_a_builtin_loop() {
+    for m in
+        modes("a_command_starts_with_no_signal_blocked_and_its_deadline_reaches_a_builtin_loop")
+    {
+        let mut s = Session::start(m, &[]);
+        let d = s.exec(
+            "b",
+            "exec python3 -c 'import signal; print(signal.pthread_sigmask(signal.SIG_BLOCK, []))'",
+        );
+        assert_eq!(d.stdout, "set()\n", "{m:?}: {d:?}");
+        let d = s.exec_with(json!({"op": "exec", "id": "l", "timeout": 0.5,
+            "command": "while :; do :; done"}));
+        assert_eq!(d.exit["status"], "timeout", "{m:?}: {d:?}");
+        assert_eq!(
+            d.exit["signal"],
+            libc::SIGTERM,
+            "{m:?}: SIGTERM, not the grace's SIGKILL: {d:?}"
+        );
+        s.close();
+    }
+}
+
 #[test]
 fn interrupt_stops_the_command_and_not_the_session() {
     for m in modes("interrupt_stops_the_command_and_not_the_session") {

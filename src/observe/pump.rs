@@ -55,6 +55,15 @@ pub(crate) enum Which {
     Err,
 }
 
+/// Where a run's output goes as events rather than to fds: a session
+/// command's chunks, framed by the agent.
+pub(crate) trait Sink {
+    /// `data` read from `which`, under the cap.
+    fn chunk(&mut self, which: Which, data: &[u8]);
+    /// `which` reached its end.
+    fn end(&mut self, which: Which);
+}
+
 /// The payload's stdout and stderr (when piped through us) and the cap on
 /// them together.
 pub(crate) struct Output {
@@ -68,6 +77,11 @@ pub(crate) struct Output {
     pub(crate) capture: bool,
     /// Where stdout is streamed when it is (None: it carries the report).
     out_to: Option<RawFd>,
+    /// Past the cap: kill the run (true), or drop what is over (a session
+    /// command's output, whose exit says `truncated`).
+    cap_kills: bool,
+    /// Where chunks go as they come, when they go to a [`Sink`].
+    sink: Option<Box<dyn Sink>>,
 }
 
 impl Output {
@@ -92,6 +106,8 @@ impl Output {
             hit_cap: false,
             capture: plan.channels.capture,
             out_to,
+            cap_kills: true,
+            sink: None,
         }
     }
 
@@ -107,6 +123,8 @@ impl Output {
             hit_cap: false,
             capture: true,
             out_to: None,
+            cap_kills: true,
+            sink: None,
         }
     }
 
@@ -122,6 +140,25 @@ impl Output {
             hit_cap: false,
             capture: false,
             out_to: Some(to[0]),
+            cap_kills: true,
+            sink: None,
+        }
+    }
+
+    /// Both streams passed to `sink` as they come, nothing captured or
+    /// forwarded, up to `cap` together; what is over the cap is dropped
+    /// (the run goes on): a session command's output.
+    pub(crate) fn events(out: OwnedFd, err: OwnedFd, cap: u64, sink: Box<dyn Sink>) -> Output {
+        Output {
+            out: Some(Stream::new(out, None, 0)),
+            err: Some(Stream::new(err, None, 0)),
+            cap: Some(cap),
+            total: 0,
+            hit_cap: false,
+            capture: false,
+            out_to: None,
+            cap_kills: false,
+            sink: Some(sink),
         }
     }
 
@@ -181,14 +218,13 @@ impl Output {
         };
         let Some(s) = s else { return false };
         let n = match sys::read(s.fd.as_raw_fd(), &mut chunk) {
-            Ok(0) => {
-                s.open = false;
-                return false;
-            }
-            Ok(n) => n,
+            Ok(n) if n > 0 => n,
             Err(e) if e.errno == Errno::EAGAIN => return false,
-            Err(_) => {
+            _ => {
                 s.open = false;
+                if let Some(sink) = self.sink.as_mut() {
+                    sink.end(which);
+                }
                 return false;
             }
         };
@@ -197,13 +233,45 @@ impl Output {
             None => usize::MAX,
         };
         take(s, &chunk[..n], room);
+        if let Some(sink) = self.sink.as_mut().filter(|_| room > 0) {
+            sink.chunk(which, &chunk[..n.min(room)]);
+        }
         self.total += n as u64;
         if self.cap.is_some_and(|c| self.total > c) && !self.hit_cap {
             self.hit_cap = true;
-            return true;
+            return self.cap_kills;
         }
         false
     }
+
+    /// Read what the pipes hold now, to their end or until they are empty
+    /// (the watch is over: whatever still holds them is not waited for).
+    pub(crate) fn drain_now(&mut self) {
+        for which in [Which::Out, Which::Err] {
+            // Bounded: a writer that still holds a pipe is not followed.
+            for _ in 0..32 {
+                let s = match which {
+                    Which::Out => self.out.as_ref(),
+                    Which::Err => self.err.as_ref(),
+                };
+                if !s.is_some_and(|s| s.open) || !readable_now(s) {
+                    break;
+                }
+                self.pump(which);
+            }
+        }
+    }
+}
+
+/// Whether a read of `s` would not block now (data, or its end).
+fn readable_now(s: Option<&Stream>) -> bool {
+    let Some(s) = s else { return false };
+    let mut fds = [libc::pollfd {
+        fd: s.fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    matches!(sys::poll(&mut fds, 0), Ok(n) if n > 0)
 }
 
 /// One read's `data` on stream `s`, of which `room` bytes fit under the
@@ -245,6 +313,8 @@ mod tests {
             hit_cap: false,
             capture: true,
             out_to: Some(1),
+            cap_kills: true,
+            sink: None,
         };
         sys::write_all(w.as_raw_fd(), b"abc").unwrap();
         assert!(!o.pump(Which::Out));

@@ -10,20 +10,21 @@
 //! signal scope). The agent is in a domain of its own too, in which the
 //! commands' are nested: its signals reach only the commands (`sweep`).
 //! SIGINT, SIGTERM, SIGHUP and SIGQUIT (stockade's, forwarded by the jail's
-//! init) are taken by a thread: SIGINT interrupts the running command, the
-//! others end the session (`terminated`).
+//! init) are read from a signalfd: SIGINT interrupts the running command,
+//! the others end the session (`terminated`). The agent has one thread (and
+//! one more while it writes a command's stdin): one poll loop between
+//! commands over its stdin and its signals, and the engine's during one.
 
 use std::ffi::OsString;
-use std::io::{BufRead, Write};
 use std::path::PathBuf;
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use super::command::{Msg, Running, STREAMS};
+use super::command::{self, Ctx, Ended};
 use super::guard::Isolation;
-use super::proto::{self, ExitStatus, Request};
+use super::input::{Input, Inputs};
+use super::proto::{self, Events, Request};
 use super::state::{self, State};
 use super::sweep::Reach;
 use crate::sys;
@@ -35,9 +36,9 @@ pub(crate) const EXIT_IDLE: i32 = 11;
 pub(crate) const EXIT_TERMINATED: i32 = 12;
 
 /// The signals the agent blocks (before any thread: every thread inherits
-/// the mask; a command gets an empty one from std's spawn). Not every
-/// signal: with SIGCHLD blocked too, `sleep 0.1 & wait` in a command never
-/// returned (seen, not explained).
+/// the mask; a command's child clears it before exec, `guard`: before it
+/// did, a command inherited these blocked, and a builtin loop never saw
+/// its deadline's SIGTERM).
 const BLOCKED: [Signal; 12] = [
     Signal::SIGTERM,
     Signal::SIGINT,
@@ -53,7 +54,7 @@ const BLOCKED: [Signal; 12] = [
     Signal::SIGVTALRM,
 ];
 
-/// The signals the agent's signal thread takes.
+/// The signals the agent takes (from a signalfd).
 const TAKEN: [Signal; 4] = [
     Signal::SIGINT,
     Signal::SIGTERM,
@@ -105,8 +106,8 @@ fn run(argv: &[OsString]) -> Result<i32, String> {
     let a = args(argv)?;
     sys::set_dumpable(false).map_err(|e| e.to_string())?;
     sys::set_child_subreaper().map_err(|e| e.to_string())?;
-    // Before any thread: every thread inherits the mask (a command gets
-    // an empty one from std's spawn).
+    // Before any thread: every thread inherits the mask (a command's
+    // child clears it before exec).
     sys::block_signals(&BLOCKED).map_err(|e| e.to_string())?;
     let pgid = sys::getpgid(0).map_err(|e| e.to_string())?;
     let isolation = Isolation::detect(sys::getpid(), pgid)?;
@@ -120,11 +121,9 @@ fn run(argv: &[OsString]) -> Result<i32, String> {
     if let Some(p) = &a.path {
         env.push(("PATH".into(), p.clone()));
     }
-    let (tx, rx) = channel();
-    read_requests(tx.clone());
-    take_signals(tx.clone());
     let mut agent_loop = Agent {
-        out: std::io::stdout(),
+        events: Events::default(),
+        inputs: Inputs::new(&TAKEN)?,
         state: State {
             cwd: cwd.clone(),
             env,
@@ -133,63 +132,20 @@ fn run(argv: &[OsString]) -> Result<i32, String> {
         agent,
         reach: Reach::detect(isolation.scoped()),
         isolation,
-        running: None,
-        seq: 0,
         idle: a.idle,
         last: Instant::now(),
-        stdin_ended: false,
-        tx,
     };
-    agent_loop.emit(&proto::ready(&a.session, &cwd.to_string_lossy()))?;
-    agent_loop.serve(&rx)
-}
-
-/// The stdin reader: one message per line.
-fn read_requests(tx: Sender<Msg>) {
-    std::thread::spawn(move || {
-        let stdin = std::io::stdin();
-        let mut r = stdin.lock();
-        loop {
-            let mut line = Vec::new();
-            let n = std::io::Read::take(&mut r, proto::MAX_LINE as u64 + 1)
-                .read_until(b'\n', &mut line)
-                .unwrap_or_default();
-            if n == 0 {
-                let _ = tx.send(Msg::StdinEnd);
-                return;
-            }
-            let msg = if line.last() != Some(&b'\n') && line.len() > proto::MAX_LINE {
-                // Skip the rest of the line.
-                let _ = r.skip_until(b'\n');
-                Msg::LineTooLong
-            } else {
-                Msg::Line(line)
-            };
-            if tx.send(msg).is_err() {
-                return;
-            }
-        }
-    });
-}
-
-/// The signal thread: each of [`TAKEN`] (blocked in every thread) as a
-/// message.
-fn take_signals(tx: Sender<Msg>) {
-    std::thread::spawn(move || {
-        let mut set = nix::sys::signal::SigSet::empty();
-        for s in TAKEN {
-            set.add(s);
-        }
-        while let Ok(sig) = set.wait() {
-            if tx.send(Msg::Signal(sig as i32)).is_err() {
-                return;
-            }
-        }
-    });
+    agent_loop
+        .events
+        .emit(&proto::ready(&a.session, &cwd.to_string_lossy()));
+    let code = agent_loop.serve();
+    agent_loop.events.failed()?;
+    code
 }
 
 struct Agent {
-    out: std::io::Stdout,
+    events: Events,
+    inputs: Inputs,
     state: State,
     /// The session's first directory, where a command starts when the
     /// last one's cwd is gone.
@@ -198,187 +154,95 @@ struct Agent {
     reach: Reach,
     /// What keeps every command off the agent (`guard`).
     isolation: Isolation,
-    running: Option<Running>,
-    seq: u64,
     idle: Option<Duration>,
     /// When the last command ended (or the session started).
     last: Instant,
-    /// stdin has ended: the session ends once no command runs.
-    stdin_ended: bool,
-    tx: Sender<Msg>,
 }
 
 impl Agent {
-    fn emit(&mut self, ev: &serde_json::Value) -> Result<(), String> {
-        let mut o = self.out.lock();
-        writeln!(o, "{ev}")
-            .and_then(|_| o.flush())
-            .map_err(|e| format!("stdout: {e}"))
-    }
-
-    /// The loop until the session ends: its exit code.
-    fn serve(&mut self, rx: &Receiver<Msg>) -> Result<i32, String> {
+    /// The loop until the session ends: its exit code. Between commands
+    /// it polls the agent's stdin and signals, until the idle timeout.
+    fn serve(&mut self) -> Result<i32, String> {
         loop {
-            let wait = self
-                .next_deadline()
-                .map(|d| d.saturating_duration_since(Instant::now()));
-            let msg = match wait {
-                Some(w) => rx.recv_timeout(w),
-                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            };
-            let done = match msg {
-                Ok(m) => self.on_msg(m)?,
-                Err(RecvTimeoutError::Timeout) => self.on_deadline()?,
-                Err(RecvTimeoutError::Disconnected) => Some(EXIT_STDIN_END),
-            };
-            let done =
-                done.or((self.stdin_ended && self.running.is_none()).then_some(EXIT_STDIN_END));
-            if let Some(code) = done {
-                if let Some(r) = self.running.take() {
-                    self.reach.sweep(r.pgid);
+            while let Some(input) = self.inputs.next() {
+                if let Some(code) = self.on_input(input)? {
+                    return Ok(code);
                 }
-                return Ok(code);
+                self.events.failed()?;
+            }
+            if self.inputs.stdin_ended() {
+                return Ok(EXIT_STDIN_END);
+            }
+            let now = Instant::now();
+            let timeout = match self.idle.map(|i| self.last + i) {
+                Some(at) if at <= now => return Ok(EXIT_IDLE),
+                Some(at) => (at - now).as_millis().min(i32::MAX as u128 - 1) as i32 + 1,
+                None => -1,
+            };
+            let mut fds = self.inputs.fds().map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            sys::poll(&mut fds, timeout).map_err(|e| e.to_string())?;
+            for p in fds {
+                if p.fd >= 0 && p.revents != 0 {
+                    self.inputs.ready(p.fd);
+                }
             }
         }
     }
 
-    fn next_deadline(&self) -> Option<Instant> {
-        match &self.running {
-            Some(r) => r.next(),
-            None => self.idle.map(|i| self.last + i),
-        }
-    }
-
-    fn on_deadline(&mut self) -> Result<Option<i32>, String> {
-        let Some(r) = self.running.as_mut() else {
-            return Ok(Some(EXIT_IDLE));
-        };
-        if r.deadline_passed() {
-            self.finish()?;
-        }
-        Ok(None)
-    }
-
-    fn on_msg(&mut self, m: Msg) -> Result<Option<i32>, String> {
-        match m {
-            Msg::Line(l) => return self.on_request(&l),
-            Msg::LineTooLong => {
+    /// One input heard between commands; `Some`: the session ends.
+    fn on_input(&mut self, input: Input) -> Result<Option<i32>, String> {
+        let line = match input {
+            // Nothing runs to interrupt.
+            Input::Signal(libc::SIGINT) => return Ok(None),
+            Input::Signal(_) => return Ok(Some(EXIT_TERMINATED)),
+            Input::TooLong => {
                 let m = format!("request line longer than {} bytes", proto::MAX_LINE);
-                self.emit(&proto::error(None, "bad_request", &m))?;
+                self.events.emit(&proto::error(None, "bad_request", &m));
+                return Ok(None);
             }
-            // The running command (if any) is seen to its end first.
-            Msg::StdinEnd => self.stdin_ended = true,
-            Msg::Signal(libc::SIGINT) => {
-                if let Some(r) = self.running.as_mut() {
-                    r.stop(libc::SIGINT, ExitStatus::Interrupted);
-                }
-            }
-            Msg::Signal(_) => return Ok(Some(EXIT_TERMINATED)),
-            Msg::Out(seq, stream, data) => self.on_output(seq, stream, data)?,
-            Msg::OutEnd(seq, stream) => {
-                if let Some(r) = self.running.as_mut().filter(|r| r.seq == seq) {
-                    r.open_streams -= 1;
-                    if let Some(t) = r.flush(stream) {
-                        let id = r.id.clone();
-                        self.emit(&proto::output(&id, STREAMS[stream], &t))?;
-                    }
-                    self.maybe_finish()?;
-                }
-            }
-            Msg::Exited(seq, st) => {
-                if let Some(r) = self.running.as_mut().filter(|r| r.seq == seq) {
-                    self.reach.sweep(r.pgid);
-                    r.ended(st);
-                    self.maybe_finish()?;
-                }
-            }
-        }
-        Ok(None)
-    }
-
-    fn on_output(&mut self, seq: u64, stream: usize, data: Vec<u8>) -> Result<(), String> {
-        let Some(r) = self.running.as_mut().filter(|r| r.seq == seq) else {
-            return Ok(());
+            Input::Line(l) => l,
         };
-        if let Some(t) = r.take_output(stream, data) {
-            let id = r.id.clone();
-            self.emit(&proto::output(&id, STREAMS[stream], &t))?;
-        }
-        Ok(())
-    }
-
-    fn on_request(&mut self, line: &[u8]) -> Result<Option<i32>, String> {
         if line.iter().all(u8::is_ascii_whitespace) {
             return Ok(None);
         }
-        let req = match proto::parse(line) {
-            Ok(r) => r,
-            Err(m) => {
-                self.emit(&proto::error(None, "bad_request", &m))?;
-                return Ok(None);
+        match proto::parse(&line) {
+            Err(m) => self.events.emit(&proto::error(None, "bad_request", &m)),
+            Ok(Request::Close {}) => return Ok(Some(EXIT_CLOSED)),
+            Ok(Request::Interrupt { id }) => {
+                let m = format!("{id}: no such command running");
+                self.events
+                    .emit(&proto::error(Some(&id), "not_running", &m));
             }
-        };
-        match req {
-            Request::Close {} => return Ok(Some(EXIT_CLOSED)),
-            Request::Interrupt { id } => match self.running.as_mut().filter(|r| r.id == id) {
-                Some(r) => r.stop(libc::SIGINT, ExitStatus::Interrupted),
-                None => {
-                    let m = format!("{id}: no such command running");
-                    self.emit(&proto::error(Some(&id), "not_running", &m))?;
-                }
-            },
-            Request::Exec(e) => self.start(&e)?,
+            Ok(Request::Exec(e)) => return self.exec(&e),
         }
         Ok(None)
     }
 
-    fn start(&mut self, e: &proto::Exec) -> Result<(), String> {
-        if self.running.is_some() {
-            let m = "a command is running; commands run one at a time";
-            return self.emit(&proto::error(Some(&e.id), "busy", m));
-        }
+    /// Run one command to its end; `Some`: the session ended while it ran.
+    fn exec(&mut self, e: &proto::Exec) -> Result<Option<i32>, String> {
         if !self.state.cwd.is_dir() {
             self.state.cwd = self.home.clone();
         }
-        self.seq += 1;
-        match Running::start(
-            e,
-            self.seq,
-            &self.state,
-            &self.agent,
-            &self.isolation,
-            &self.tx,
-        ) {
-            Ok(r) => self.running = Some(r),
-            Err(m) => self.emit(&proto::error(Some(&e.id), "exec_failed", &m))?,
-        }
-        Ok(())
-    }
-
-    /// Once the shell has ended and both streams with it: the state, the
-    /// exit event.
-    fn maybe_finish(&mut self) -> Result<(), String> {
-        if self
-            .running
-            .as_ref()
-            .is_some_and(|r| r.status.is_some() && r.open_streams == 0)
-        {
-            self.finish()?;
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self) -> Result<(), String> {
-        let Some(mut r) = self.running.take() else {
-            return Ok(());
+        let cx = Ctx {
+            state: &self.state,
+            agent: &self.agent,
+            isolation: &self.isolation,
+            reach: self.reach,
+            events: &self.events,
         };
-        for (s, name) in STREAMS.iter().enumerate() {
-            if let Some(t) = r.flush(s) {
-                self.emit(&proto::output(&r.id, name, &t))?;
-            }
-        }
-        self.state.apply(&r.state_bytes());
+        let ended = command::run(e, &cx, &mut self.inputs);
         self.last = Instant::now();
-        self.emit(&proto::exit(&r.id, &r.exit()))
+        match ended {
+            Ok(Ended::Ran(state)) => self.state.apply(&state),
+            Ok(Ended::Session(code)) => return Ok(Some(code)),
+            Err(m) => self
+                .events
+                .emit(&proto::error(Some(&e.id), "exec_failed", &m)),
+        }
+        Ok(None)
     }
 }

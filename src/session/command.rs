@@ -1,290 +1,328 @@
-//! One running command: `/bin/sh -c` in a session of its own, its stdin
-//! from the request, stdout and stderr read by a thread each, its end
-//! waited for by another; everything arrives on the agent's channel as a
-//! [`Msg`] tagged with the command's sequence number.
+//! One command: `/bin/sh -c` in a session of its own, its stdin from the
+//! request, watched by the engine every run has (`supervise::engine`):
+//! its pidfd, its output (as `output` events, capped), its deadline
+//! (SIGTERM, the grace, SIGKILL), and the agent's inputs as an observer
+//! (an interrupt, a close, the signals the agent takes). When its shell
+//! ends, what it left is swept (`sweep`) and the exit event sent.
 
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::cell::Cell;
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 use super::guard::Isolation;
-use super::proto::{self, ExitStatus};
+use super::input::{Input, Inputs};
+use super::proto::{self, Events, ExitStatus, Request};
 use super::state::{self, State};
+use super::sweep::Reach;
 use crate::observe::deadline::Deadline;
+use crate::observe::pump::{Output, Sink, Which};
+use crate::observe::{Ask, Observer};
+use crate::supervise::engine;
 use crate::sys;
-
-/// What the agent's loop receives.
-pub(crate) enum Msg {
-    /// A request line (without its newline).
-    Line(Vec<u8>),
-    /// A request line longer than `proto::MAX_LINE`.
-    LineTooLong,
-    /// The agent's stdin ended.
-    StdinEnd,
-    /// Output of command `seq` on stream 0 (stdout) or 1 (stderr).
-    Out(u64, usize, Vec<u8>),
-    /// Stream 0 or 1 of command `seq` ended.
-    OutEnd(u64, usize),
-    /// Command `seq`'s shell ended with this wait status.
-    Exited(u64, i32),
-    /// The agent got SIGINT, SIGTERM, SIGHUP or SIGQUIT (forwarded by the
-    /// jail's init from stockade's, or sent by a command).
-    Signal(i32),
-}
-
-pub(crate) const STREAMS: [&str; 2] = ["stdout", "stderr"];
-
-/// A command being run.
-pub(crate) struct Running {
-    pub(crate) id: String,
-    pub(crate) seq: u64,
-    pub(crate) pgid: i32,
-    started: Instant,
-    /// The command's deadline: SIGTERM at its timeout, SIGKILL after the
-    /// grace (`observe::deadline`, as every run's).
-    deadline: Deadline,
-    /// After its SIGKILL: when to stop waiting for its streams.
-    give_up: Option<Instant>,
-    /// Why it was signalled (timeout, interrupt), if it was.
-    pub(crate) ending: Option<ExitStatus>,
-    max_output: u64,
-    kept: u64,
-    truncated: bool,
-    pending: [Vec<u8>; 2],
-    pub(crate) open_streams: usize,
-    pub(crate) status: Option<i32>,
-    state: OwnedFd,
-    /// Dropped once the command has ended: its readers then take what is
-    /// left in the pipes and stop, even if a process that outlived the
-    /// command (one the sweep cannot reach) still holds them open.
-    stop: Option<OwnedFd>,
-}
 
 /// The grace between SIGINT (or SIGTERM) and SIGKILL.
 pub(crate) const GRACE: Duration = Duration::from_secs(2);
 
-impl Running {
-    /// Start `e` in the session's `st`, kept off the agent by `iso`;
-    /// `agent` is the path the shell runs the state report with.
-    pub(crate) fn start(
-        e: &proto::Exec,
-        seq: u64,
-        st: &State,
-        agent: &Path,
-        iso: &Isolation,
-        tx: &Sender<Msg>,
-    ) -> Result<Running, String> {
-        let (state_r, state_w) = sys::pipe().map_err(|e| e.to_string())?;
-        let (stop_r, stop_w) = sys::pipe().map_err(|e| e.to_string())?;
-        sys::set_pipe_size(state_w.as_raw_fd(), state::MAX_RECORD).map_err(|e| e.to_string())?;
-        sys::set_nonblocking(state_r.as_raw_fd()).map_err(|e| e.to_string())?;
-        // The one fd the shell inherits besides its stdio.
-        sys::set_cloexec(state_w.as_raw_fd(), false).map_err(|e| e.to_string())?;
-        let mut c = Command::new("/bin/sh");
-        c.arg("-c")
-            .arg(state::wrapper(agent, state_w.as_raw_fd()))
-            .arg("sh")
-            .arg(&e.command)
-            .env_clear()
-            .envs(st.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(&st.cwd)
-            .stdin(if e.stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        iso.apply(&mut c);
-        let mut child = c.spawn().map_err(|err| format!("/bin/sh: {err}"))?;
-        drop(state_w);
-        let pid = child.id() as i32;
-        if let (Some(text), Some(mut w)) = (e.stdin.clone(), child.stdin.take()) {
-            std::thread::spawn(move || {
-                let _ = w.write_all(text.as_bytes());
-            });
-        }
-        let stop2 = stop_r.try_clone().map_err(|e| e.to_string())?;
-        pump(child.stdout.take(), stop_r, seq, 0, tx.clone());
-        pump(child.stderr.take(), stop2, seq, 1, tx.clone());
-        let t = tx.clone();
-        std::thread::spawn(move || {
-            if let Ok(Some((_, st))) = sys::waitpid(pid, false) {
-                let _ = t.send(Msg::Exited(seq, st));
-            }
-        });
-        let timeout = Duration::from_secs_f64(e.timeout.unwrap_or(proto::DEFAULT_TIMEOUT));
-        Ok(Running {
-            id: e.id.clone(),
-            seq,
-            pgid: pid,
-            started: Instant::now(),
-            deadline: Deadline::new(Some(Instant::now() + timeout), GRACE),
-            give_up: None,
-            ending: None,
-            max_output: e.max_output.unwrap_or(proto::DEFAULT_MAX_OUTPUT),
-            kept: 0,
-            truncated: false,
-            pending: [Vec::new(), Vec::new()],
-            open_streams: 2,
-            status: None,
-            state: state_r,
-            stop: Some(stop_w),
+/// What a command runs with, from the agent.
+pub(crate) struct Ctx<'a> {
+    pub(crate) state: &'a State,
+    /// The path the shell runs the state report with.
+    pub(crate) agent: &'a Path,
+    /// What keeps the command off the agent.
+    pub(crate) isolation: &'a Isolation,
+    pub(crate) reach: Reach,
+    pub(crate) events: &'a Events,
+}
+
+/// How a command's watch ended.
+pub(crate) enum Ended {
+    /// It ran to its end (its exit event is sent): what its shell reported
+    /// of its state.
+    Ran(Vec<u8>),
+    /// The session ends, with this exit code of the agent's (a close or a
+    /// signal while it ran); the command was killed and swept.
+    Session(i32),
+}
+
+/// Run `e` to its end. Err: it could not be started (`exec_failed`).
+pub(crate) fn run(e: &proto::Exec, cx: &Ctx<'_>, inputs: &mut Inputs) -> Result<Ended, String> {
+    let started = Instant::now();
+    let (state_r, state_w) = sys::pipe().map_err(|e| e.to_string())?;
+    sys::set_pipe_size(state_w.as_raw_fd(), state::MAX_RECORD).map_err(|e| e.to_string())?;
+    sys::set_nonblocking(state_r.as_raw_fd()).map_err(|e| e.to_string())?;
+    // The one fd the shell inherits besides its stdio.
+    sys::set_cloexec(state_w.as_raw_fd(), false).map_err(|e| e.to_string())?;
+    let mut c = Command::new("/bin/sh");
+    c.arg("-c")
+        .arg(state::wrapper(cx.agent, state_w.as_raw_fd()))
+        .arg("sh")
+        .arg(&e.command)
+        .env_clear()
+        .envs(cx.state.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&cx.state.cwd)
+        .stdin(if e.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
         })
-    }
-
-    /// The command has ended (and what it left was swept): the readers
-    /// drain the pipes and end.
-    pub(crate) fn ended(&mut self, status: i32) {
-        self.status = Some(status);
-        self.stop = None;
-    }
-
-    /// Signal the group: `sig` now, SIGKILL after the grace. `why` is how
-    /// the exit event will say it ended (the first reason wins).
-    pub(crate) fn stop(&mut self, sig: i32, why: ExitStatus) {
-        self.ending.get_or_insert(why);
-        let _ = sys::kill(-self.pgid, sig);
-        self.deadline.cut_short(Instant::now());
-    }
-
-    /// When to look at it again: its deadline or grace, or the end of the
-    /// wait for its streams after SIGKILL.
-    pub(crate) fn next(&self) -> Option<Instant> {
-        self.deadline.next().or(self.give_up)
-    }
-
-    /// A time from [`Running::next`] came: SIGTERM at the deadline (a
-    /// timeout), SIGKILL after the grace. Once the shell has ended, true:
-    /// finish without waiting for the streams.
-    pub(crate) fn deadline_passed(&mut self) -> bool {
-        if self.status.is_some() {
-            return true;
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cx.isolation.apply(&mut c);
+    let mut child = c.spawn().map_err(|err| format!("/bin/sh: {err}"))?;
+    drop(state_w);
+    let pid = child.id() as i32;
+    let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
+        unreachable!("both streams were piped")
+    };
+    // Before anything can fail: the shell is ours to end and reap.
+    let pidfd = match sys::pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(err) => {
+            cx.reach.sweep(pid);
+            return Err(err.to_string());
         }
-        let now = Instant::now();
-        if self.deadline.term_due(now) {
-            self.ending.get_or_insert(ExitStatus::Timeout);
-            let _ = sys::kill(-self.pgid, libc::SIGTERM);
-        }
-        if self.deadline.kill_due(now) {
-            let _ = sys::kill(-self.pgid, libc::SIGKILL);
-            self.give_up = Some(now + GRACE);
-        } else if self.give_up.is_some_and(|g| now >= g) {
-            // Nothing more to time: its end comes from its waiter.
-            self.give_up = None;
-        }
-        false
+    };
+    if let (Some(text), Some(mut w)) = (e.stdin.clone(), child.stdin.take()) {
+        // A writer of its own: the command may read its input slowly, or
+        // never (its end ends the write with EPIPE).
+        std::thread::spawn(move || {
+            let _ = w.write_all(text.as_bytes());
+        });
     }
-
-    /// Output kept (up to `max_output`), decoded; `None` when nothing is
-    /// left to say.
-    pub(crate) fn take_output(&mut self, stream: usize, mut data: Vec<u8>) -> Option<String> {
-        let room = self.max_output.saturating_sub(self.kept);
-        if data.len() as u64 > room {
-            data.truncate(room as usize);
-            self.truncated = true;
-        }
-        self.kept += data.len() as u64;
-        let text = decode(&mut self.pending[stream], &data);
-        (!text.is_empty()).then_some(text)
+    let max_output = e.max_output.unwrap_or(proto::DEFAULT_MAX_OUTPUT);
+    let sink = EventSink {
+        id: e.id.clone(),
+        pending: [Vec::new(), Vec::new()],
+        events: cx.events.clone(),
+    };
+    let mut output = Output::events(out.into(), err.into(), max_output, Box::new(sink));
+    let timeout = Duration::from_secs_f64(e.timeout.unwrap_or(proto::DEFAULT_TIMEOUT));
+    let mut deadline = Deadline::new(Some(started + timeout), GRACE);
+    let ending: Cell<Option<(ExitStatus, Instant)>> = Cell::new(None);
+    let status = Cell::new(None);
+    let ends = CommandEnds {
+        pid,
+        ending: &ending,
+        status: &status,
+        reach: cx.reach,
+    };
+    let mut during = During {
+        inputs,
+        id: &e.id,
+        pgid: pid,
+        ending: &ending,
+        events: cx.events,
+        since: Instant::now(),
+        session_end: None,
+    };
+    let core = engine::Core {
+        pidfd: &pidfd,
+        output: &mut output,
+        deadline: &mut deadline,
+        ends: &ends,
+    };
+    engine::watch(core, &mut [&mut during]);
+    // Whatever is left (the shell gone before what it started, the grace
+    // over) ends now; nothing when the sweep ran already.
+    cx.reach.sweep(pid);
+    if let Some(code) = during.session_end {
+        return Ok(Ended::Session(code));
     }
-
-    /// What is left undecoded of `stream` (a cut UTF-8 sequence) at its end.
-    pub(crate) fn flush(&mut self, stream: usize) -> Option<String> {
-        let rest = std::mem::take(&mut self.pending[stream]);
-        (!rest.is_empty()).then(|| String::from_utf8_lossy(&rest).into_owned())
-    }
-
-    /// Everything the shell wrote on the state pipe.
-    pub(crate) fn state_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut buf = vec![0u8; 64 << 10];
-        while let Ok(n) = sys::read(self.state.as_raw_fd(), &mut buf) {
-            if n == 0 || out.len() > 4 * state::MAX_RECORD {
-                break;
-            }
-            out.extend_from_slice(&buf[..n]);
-        }
-        out
-    }
-
-    /// The exit event's fields.
-    pub(crate) fn exit(&self) -> proto::Exit {
-        let end = sys::ChildEnd::from_wait_status(self.status.unwrap_or(0));
-        let status = match (self.ending, end.signal) {
+    let end = sys::ChildEnd::from_wait_status(status.get().unwrap_or(libc::SIGKILL));
+    let exit = proto::Exit {
+        status: match (ending.get().map(|e| e.0), end.signal) {
             (Some(why), _) => why,
             (None, Some(_)) => ExitStatus::Signaled,
             (None, None) => ExitStatus::Exited,
-        };
-        proto::Exit {
-            status,
-            code: end.code.unwrap_or_else(|| 128 + end.signal.unwrap_or(0)),
-            signal: end.signal,
-            truncated: self.truncated,
-            duration_ms: self.started.elapsed().as_millis() as u64,
-        }
-    }
-}
-
-/// Read `from` until its end, or until `stop` hangs up and then what the
-/// pipe holds; each chunk a message.
-fn pump<R>(from: Option<R>, stop: OwnedFd, seq: u64, stream: usize, tx: Sender<Msg>)
-where
-    R: Read + AsRawFd + Send + 'static,
-{
-    let Some(mut from) = from else {
-        let _ = tx.send(Msg::OutEnd(seq, stream));
-        return;
+        },
+        code: end.code.unwrap_or_else(|| 128 + end.signal.unwrap_or(0)),
+        signal: end.signal,
+        truncated: output.hit_cap,
+        duration_ms: started.elapsed().as_millis() as u64,
     };
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 64 << 10];
-        let mut draining = false;
-        loop {
-            if !draining && !readable_first(from.as_raw_fd(), stop.as_raw_fd()) {
-                // Everything written before the end is in the pipe now.
-                draining = sys::set_nonblocking(from.as_raw_fd()).is_ok();
-                if !draining {
-                    break;
-                }
-            }
-            match from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if tx.send(Msg::Out(seq, stream, buf[..n].to_vec())).is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-        let _ = tx.send(Msg::OutEnd(seq, stream));
-    });
+    let state = state_bytes(&state_r);
+    cx.events.emit(&proto::exit(&e.id, &exit));
+    Ok(Ended::Ran(state))
 }
 
-/// Wait until `fd` can be read (true) or `stop` hangs up (false).
-fn readable_first(fd: i32, stop: i32) -> bool {
-    let mut fds = [
-        libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: stop,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
-    loop {
-        match sys::poll(&mut fds, -1) {
-            Ok(_) if fds[1].revents != 0 => return false,
-            Ok(_) if fds[0].revents != 0 => return true,
-            Ok(_) => continue,
-            Err(_) => return false,
+/// A command is ended through its process group; once its shell is gone,
+/// the sweep ends everything it left, so its output is complete at once;
+/// unless it was told to end (its deadline's SIGTERM, an interrupt): then
+/// what the shell started has the rest of the grace to finish, as a cold
+/// run's processes have.
+struct CommandEnds<'a> {
+    pid: i32,
+    /// Why it was signalled and when, if it was (the first reason wins).
+    ending: &'a Cell<Option<(ExitStatus, Instant)>>,
+    /// The shell's wait status, reaped when its pidfd said it ended.
+    status: &'a Cell<Option<i32>>,
+    reach: Reach,
+}
+
+impl engine::Ends for CommandEnds<'_> {
+    fn term(&self) {
+        if self.ending.get().is_none() {
+            self.ending.set(Some((ExitStatus::Timeout, Instant::now())));
+        }
+        let _ = sys::kill(-self.pid, libc::SIGTERM);
+    }
+
+    fn kill(&self) {
+        let _ = sys::kill(-self.pid, libc::SIGKILL);
+    }
+
+    fn gone(&self) -> Duration {
+        // The shell first (the sweep reaps every child of the agent's).
+        if let Ok(Some((_, st))) = sys::waitpid(self.pid, false) {
+            self.status.set(Some(st));
+        }
+        if let Some((_, at)) = self.ending.get() {
+            // What it started may be cleaning up: the output is read until
+            // they are all gone or the grace is over (then the sweep).
+            return (at + GRACE).saturating_duration_since(Instant::now());
+        }
+        self.reach.sweep(self.pid);
+        // Everything that held the pipes is gone; what they hold is read
+        // and not waited for beyond (a process the sweep cannot reach).
+        Duration::ZERO
+    }
+}
+
+/// The agent's inputs while a command runs: an interrupt of it, a close
+/// or a signal that ends the session; a second `exec` is refused (`busy`).
+struct During<'a> {
+    inputs: &'a mut Inputs,
+    id: &'a str,
+    pgid: i32,
+    ending: &'a Cell<Option<(ExitStatus, Instant)>>,
+    events: &'a Events,
+    /// When the watch began: what was heard before is taken at once.
+    since: Instant,
+    /// The session ends once the command is killed.
+    session_end: Option<i32>,
+}
+
+impl During<'_> {
+    fn interrupt(&mut self, asks: &mut Vec<Ask>) {
+        if self.ending.get().is_none() {
+            self.ending
+                .set(Some((ExitStatus::Interrupted, Instant::now())));
+        }
+        let _ = sys::kill(-self.pgid, libc::SIGINT);
+        asks.push(Ask::Grace);
+    }
+
+    fn end_session(&mut self, code: i32, asks: &mut Vec<Ask>) {
+        self.session_end = Some(code);
+        asks.push(Ask::Kill);
+    }
+
+    fn on_input(&mut self, input: Input, asks: &mut Vec<Ask>) {
+        let line = match input {
+            Input::Signal(libc::SIGINT) => return self.interrupt(asks),
+            Input::Signal(_) => return self.end_session(super::agent::EXIT_TERMINATED, asks),
+            Input::TooLong => {
+                let m = format!("request line longer than {} bytes", proto::MAX_LINE);
+                return self.events.emit(&proto::error(None, "bad_request", &m));
+            }
+            Input::Line(l) => l,
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        match proto::parse(&line) {
+            Err(m) => self.events.emit(&proto::error(None, "bad_request", &m)),
+            Ok(Request::Close {}) => self.end_session(super::agent::EXIT_CLOSED, asks),
+            Ok(Request::Interrupt { id }) if id == self.id => self.interrupt(asks),
+            Ok(Request::Interrupt { id }) => {
+                let m = format!("{id}: no such command running");
+                self.events
+                    .emit(&proto::error(Some(&id), "not_running", &m));
+            }
+            Ok(Request::Exec(e)) => {
+                let m = "a command is running; commands run one at a time";
+                self.events.emit(&proto::error(Some(&e.id), "busy", m));
+            }
         }
     }
+}
+
+impl Observer for During<'_> {
+    fn fds(&self, _gone: bool) -> [RawFd; 2] {
+        if self.session_end.is_some() {
+            return [-1, -1];
+        }
+        self.inputs.fds()
+    }
+
+    fn due(&self, _gone: bool) -> Option<Instant> {
+        (self.session_end.is_none() && self.inputs.queued()).then_some(self.since)
+    }
+
+    fn on_ready(&mut self, fd: Option<RawFd>, asks: &mut Vec<Ask>) {
+        if let Some(fd) = fd {
+            self.inputs.ready(fd);
+        }
+        // Once the session ends, what follows is not heard.
+        while self.session_end.is_none() {
+            let Some(i) = self.inputs.next() else { break };
+            self.on_input(i, asks);
+        }
+    }
+}
+
+/// A command's output as `output` events: each chunk as text, a UTF-8
+/// sequence cut between chunks joined.
+struct EventSink {
+    id: String,
+    pending: [Vec<u8>; 2],
+    events: Events,
+}
+
+const STREAMS: [&str; 2] = ["stdout", "stderr"];
+
+fn index(which: Which) -> usize {
+    match which {
+        Which::Out => 0,
+        Which::Err => 1,
+    }
+}
+
+impl Sink for EventSink {
+    fn chunk(&mut self, which: Which, data: &[u8]) {
+        let i = index(which);
+        let text = decode(&mut self.pending[i], data);
+        if !text.is_empty() {
+            self.events
+                .emit(&proto::output(&self.id, STREAMS[i], &text));
+        }
+    }
+
+    fn end(&mut self, which: Which) {
+        let i = index(which);
+        let rest = std::mem::take(&mut self.pending[i]);
+        if !rest.is_empty() {
+            let text = String::from_utf8_lossy(&rest);
+            self.events
+                .emit(&proto::output(&self.id, STREAMS[i], &text));
+        }
+    }
+}
+
+/// Everything the shell wrote on the state pipe.
+fn state_bytes(fd: &OwnedFd) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    while let Ok(n) = sys::read(fd.as_raw_fd(), &mut buf) {
+        if n == 0 || out.len() > 4 * state::MAX_RECORD {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    out
 }
 
 /// `pending` + `data` as text: a UTF-8 sequence cut at the end is kept for

@@ -117,6 +117,34 @@ pub(crate) fn exit(id: &str, e: &Exit) -> Value {
     })
 }
 
+/// The agent's stdout, where every event goes, one line each. The first
+/// write that fails is kept (the front end is gone) and nothing more is
+/// written; the agent ends on it ([`Events::failed`]).
+#[derive(Clone, Default)]
+pub(crate) struct Events(std::rc::Rc<std::cell::RefCell<Option<String>>>);
+
+impl Events {
+    pub(crate) fn emit(&self, ev: &Value) {
+        use std::io::Write;
+        if self.0.borrow().is_some() {
+            return;
+        }
+        let out = std::io::stdout();
+        let mut o = out.lock();
+        if let Err(e) = writeln!(o, "{ev}").and_then(|_| o.flush()) {
+            *self.0.borrow_mut() = Some(format!("stdout: {e}"));
+        }
+    }
+
+    /// The write that failed, if one did.
+    pub(crate) fn failed(&self) -> Result<(), String> {
+        match &*self.0.borrow() {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+}
+
 /// `{"event":"error",…}`.
 pub(crate) fn error(id: Option<&str>, code: &str, message: &str) -> Value {
     json!({"event": "error", "id": id, "error": {"code": code, "message": message}})

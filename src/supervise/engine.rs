@@ -18,7 +18,7 @@ use crate::sys;
 
 /// How long the output may stay open once the jail's first process is
 /// gone (something outside the jail may hold the pipes).
-const DRAIN: Duration = Duration::from_secs(2);
+pub(crate) const DRAIN: Duration = Duration::from_secs(2);
 
 /// How a launcher's jail is told to end.
 pub(crate) trait Ends {
@@ -26,6 +26,12 @@ pub(crate) trait Ends {
     fn term(&self);
     /// SIGKILL to every process of the run.
     fn kill(&self);
+    /// The jail's first process has exited: what it left is ended here
+    /// where the launcher must do it itself (a session command's sweep).
+    /// How long to wait for the output from now.
+    fn gone(&self) -> Duration {
+        DRAIN
+    }
 }
 
 /// What every run has: the pidfd of its first process, its output, its
@@ -77,6 +83,9 @@ pub(crate) fn watch(mut core: Core<'_>, observers: &mut [&mut dyn Observer]) -> 
         let ended = w.gone || w.ended;
         let held = core.output.open() || observers.iter().any(|o| o.holds());
         if (ended && !held) || drain_until.is_some_and(|d| now >= d) {
+            // What the pipes hold is read, even when something still
+            // holds them open.
+            core.output.drain_now();
             break;
         }
         let next = [core.deadline.next(), drain_until]
@@ -117,7 +126,7 @@ pub(crate) fn watch(mut core: Core<'_>, observers: &mut [&mut dyn Observer]) -> 
             w.gone = true;
             // Everything in the jail is gone with it; the pipes reach EOF
             // at once. Bound the drain in case something else holds them.
-            drain_until = Some(Instant::now() + DRAIN);
+            drain_until = Some(Instant::now() + core.ends.gone());
         }
     }
     w
@@ -134,6 +143,7 @@ fn apply(core: &mut Core<'_>, asks: &mut Vec<Ask>, w: &mut Watched) {
         match a {
             Ask::Kill => kill(core, w),
             Ask::Ended => w.ended = true,
+            Ask::Grace => core.deadline.cut_short(Instant::now()),
             Ask::Start { at, max_output, to } => {
                 core.deadline.start(at);
                 if let Some(m) = max_output {

@@ -79,7 +79,9 @@ pub fn setsid() -> SysResult<()> {
 }
 
 /// In `cmd`'s child, before exec: `setsid` (a session and process group
-/// of its own, whose id is the child's pid).
+/// of its own, whose id is the child's pid), and no signal blocked (std's
+/// spawn passes the caller's mask on: a caller that blocks the signals it
+/// reads from a signalfd would hand them blocked to the program).
 pub fn setsid_before_exec(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
     let hook = || {
@@ -87,10 +89,20 @@ pub fn setsid_before_exec(cmd: &mut std::process::Command) {
         if unsafe { libc::setsid() } < 0 {
             return Err(std::io::Error::last_os_error());
         }
+        // SAFETY: an empty set on the stack, initialised by sigemptyset
+        // before sigprocmask reads it; no old mask is asked for.
+        let r = unsafe {
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut())
+        };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
         Ok(())
     };
-    // SAFETY: the hook runs in the forked child before exec and makes one
-    // system call, allocating nothing and taking no lock.
+    // SAFETY: the hook runs in the forked child before exec and makes
+    // async-signal-safe calls only, allocating nothing and taking no lock.
     unsafe { cmd.pre_exec(hook) };
 }
 
@@ -115,12 +127,17 @@ pub fn kill(pid: i32, sig: i32) -> SysResult<()> {
 
 /// A pidfd of the calling process.
 pub fn pidfd_self() -> SysResult<OwnedFd> {
+    pidfd_open(getpid())
+}
+
+/// A pidfd of process `pid`: for a child of ours not yet reaped, it is
+/// that child's (its pid cannot be reused until we reap it).
+pub fn pidfd_open(pid: i32) -> SysResult<OwnedFd> {
     use std::os::fd::FromRawFd;
-    // SAFETY: pidfd_open of our own pid with no flags; it returns a new fd
-    // or -1.
-    let r = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+    // SAFETY: pidfd_open of a pid with no flags; it returns a new fd or -1.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if r < 0 {
-        return err("pidfd_open", "self", last_errno());
+        return err("pidfd_open", pid, last_errno());
     }
     // SAFETY: the kernel returned a new fd that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(r as i32) })
