@@ -185,3 +185,141 @@ fn the_scan_sees_grouped_and_plain_paths() {
     assert_eq!(got, ["a", "d", "e"]);
     assert_eq!(code_of("x // crate::y\n/// crate::z"), "x \n");
 }
+
+/// A file's production code: up to its `#[cfg(test)]` module (none in a
+/// file named `tests.rs`).
+fn production(path: &Path, text: &str) -> Option<String> {
+    if path.file_name().is_some_and(|n| n == "tests.rs") {
+        return None;
+    }
+    Some(match text.find("\n#[cfg(test)]\nmod tests") {
+        Some(i) => text[..i].to_string(),
+        None => text.to_string(),
+    })
+}
+
+/// Each function's name and length in lines, found by its braces (string
+/// and char literals and comments left out first).
+fn function_lengths(code: &str) -> Vec<(String, usize)> {
+    let lines: Vec<String> = code_of(code).lines().map(strip_literals).collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim_start();
+        let Some(at) = t.find("fn ") else { continue };
+        let before = &t[..at];
+        let words = [
+            "pub",
+            "pub(crate)",
+            "pub(super)",
+            "const",
+            "async",
+            "unsafe",
+            "extern",
+            "\"C\"",
+        ];
+        if !before.split_whitespace().all(|w| words.contains(&w)) {
+            continue;
+        }
+        let name: String = t[at + 3..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let mut depth = 0i64;
+        let mut opened = false;
+        for (j, l) in lines[i..].iter().enumerate() {
+            if !opened && l.contains(';') && !l.contains('{') {
+                break; // a declaration (a trait's), no body
+            }
+            for c in l.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if opened && depth == 0 {
+                out.push((name.clone(), j + 1));
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// `l` with the contents of its string and char literals removed.
+fn strip_literals(l: &str) -> String {
+    let mut out = String::new();
+    let mut chars = l.chars().peekable();
+    let mut in_str = false;
+    while let Some(c) = chars.next() {
+        match (in_str, c) {
+            (true, '\\') => {
+                chars.next();
+            }
+            (true, '"') => {
+                in_str = false;
+                out.push('"');
+            }
+            (true, _) => {}
+            (false, '"') => {
+                in_str = true;
+                out.push('"');
+            }
+            (false, '\'') if chars.clone().nth(1) == Some('\'') => {
+                chars.next();
+                chars.next();
+                out.push_str("''");
+            }
+            (false, '\'') if chars.peek() == Some(&'\\') => {
+                for c in chars.by_ref() {
+                    if c == '\'' {
+                        break;
+                    }
+                }
+                out.push_str("''");
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Sizes that serve the reader: no production file over 800 lines (the
+/// kernel's syscall table excepted), no production function over 120.
+#[test]
+fn no_production_file_over_800_lines_and_no_function_over_120() {
+    let mut all = Vec::new();
+    files(&Path::new(ROOT).join("src"), &mut all);
+    let mut over = Vec::new();
+    for path in &all {
+        let text = std::fs::read_to_string(path).unwrap();
+        let Some(code) = production(path, &text) else {
+            continue;
+        };
+        let rel = path.strip_prefix(ROOT).unwrap().display().to_string();
+        let n = code.lines().count();
+        if n > 800 && rel != "src/seccomp/syscalls.rs" {
+            over.push(format!("{rel}: {n} lines"));
+        }
+        for (name, len) in function_lengths(&code) {
+            if len > 120 {
+                over.push(format!("{rel}: fn {name}: {len} lines"));
+            }
+        }
+    }
+    assert!(over.is_empty(), "too long:\n{}", over.join("\n"));
+}
+
+#[test]
+fn function_lengths_are_counted_by_braces_not_by_literals() {
+    let code = "fn a() {\n    let s = \"}}{\";\n    let c = '}';\n}\n\
+                pub(crate) fn b(x: u8) -> u8 {\n    x\n}\n\
+                trait T {\n    fn c(&self);\n}\n";
+    assert_eq!(
+        function_lengths(code),
+        [("a".to_string(), 4), ("b".to_string(), 3)]
+    );
+}
