@@ -3,7 +3,7 @@
 //! it wants polled and when it wants to be asked without one, and answers
 //! what it heard with [`Ask`]s. Every launcher's watch is the same loop
 //! over the same kinds of observer; only which observers a run has
-//! differs (a forked child has no seccomp listener, a cold run no setup
+//! differs (a forked child has no audit reader, a cold run no setup
 //! pipe).
 //!
 //! Here: the deadline (`deadline`, SIGTERM, the grace, SIGKILL; the held

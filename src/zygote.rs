@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::cgroup;
 use crate::jail::proto::{self, Report};
+use crate::observe::learn::Learner;
 use crate::observe::pump::Output;
 use crate::outcome::{self, LayerReport, LimitReport, Outcome};
 use crate::plan::limits::{self, CgroupLayer};
@@ -66,6 +67,9 @@ pub struct ForkServer {
     /// The layers each child applies, as the outcome says them.
     layers: BTreeMap<outcome::Name, LayerReport>,
     maker: Arc<Maker>,
+    /// The children's filter, when each passes its listener on (errno
+    /// mode's records, kill mode's verdict: `jail::zygote::forked_listener`).
+    seccomp: Option<crate::seccomp::Compiled>,
     /// The child forked ahead of the next request, and whether one is on
     /// its way (see [`ForkServer::ahead`]).
     next: Arc<Mutex<Option<Ahead>>>,
@@ -84,6 +88,8 @@ struct Maker {
     /// The template's limits: a child forked ahead has them until its
     /// request's are written.
     template: cgroup::Request,
+    /// Each child gets a socket to pass its seccomp listener on.
+    notify: bool,
 }
 
 /// A child forked and in its run cgroup, waiting for its go (its pipes'
@@ -97,6 +103,8 @@ struct Ahead {
     cgroup: Option<cgroup::RunCgroup>,
     /// What holds each limit (the cgroup itself is `cgroup`).
     setup: cgroup::Setup,
+    /// Where its seccomp listener comes, when it passes one on.
+    notify: Option<OwnedFd>,
 }
 
 impl ForkServer {
@@ -114,8 +122,13 @@ impl ForkServer {
             ));
         }
         let climbed = probe_cgroups(template)?;
-        let planned = match crate::plan::Plan::build(template) {
-            Ok((plan, _resources)) => crate::supervise::layers::planned(&plan),
+        let (planned, seccomp) = match crate::plan::Plan::build(template) {
+            Ok((plan, _resources)) => (
+                crate::supervise::layers::planned(&plan),
+                plan.layers
+                    .seccomp
+                    .filter(crate::jail::zygote::forked_listener),
+            ),
             Err(e) => return Err(ForkError::Plan(e)),
         };
         let (ours, theirs) = sys::fdpass::socketpair(libc::SOCK_SEQPACKET)?;
@@ -203,7 +216,9 @@ impl ForkServer {
                 host: cgroup::read_host().ok(),
                 climbed,
                 template: cgroup::Request::from(&template.limits),
+                notify: seccomp.is_some(),
             }),
+            seccomp,
             next: Arc::new(Mutex::new(None)),
             refilling: Arc::new(AtomicBool::new(false)),
         };
@@ -246,7 +261,12 @@ impl ForkServer {
             setup_r,
             cgroup: cg,
             setup,
+            notify,
         } = self.ahead(&req)?;
+        let mut learner = match (&self.seccomp, notify) {
+            (Some(c), Some(sock)) => Some(Learner::for_compiled(c, (sock, None), None, false)),
+            _ => None,
+        };
         let l = &policy.limits;
         let limits = run_limits(policy, &setup);
         let cgroup_layer = crate::supervise::report::cgroup_report(&match &cg {
@@ -268,7 +288,7 @@ impl ForkServer {
         // the run is started elsewhere instead.
         // And its zygote still there: a zygote that ended before now has
         // its jail kill this child too, however far it got.
-        let said = match first_word(&setup_r).filter(|_| self.shared.alive()) {
+        let said = match first_word(&setup_r, learner.as_mut()).filter(|_| self.shared.alive()) {
             Some(w) => w,
             None => {
                 let _ = sys::pidfd_send_signal(&pidfd, libc::SIGKILL);
@@ -297,6 +317,7 @@ impl ForkServer {
             },
             setup: Some(setup_r),
             said,
+            learner,
             control: kill_ours,
             killer: Some(kill_theirs),
             cgroup: cg,
@@ -409,6 +430,10 @@ impl Maker {
         let (out_r, out_w) = sys::pipe()?;
         let (err_r, err_w) = sys::pipe()?;
         let (setup_r, setup_w) = sys::pipe()?;
+        let notify = match self.notify {
+            true => Some(sys::fdpass::socketpair(libc::SOCK_SEQPACKET)?),
+            false => None,
+        };
         let mut setup = match (&self.host, &self.climbed) {
             (Some((h, pc)), Some(climbed)) => cgroup::prepare_v1_in(req, h, pc, climbed)
                 .unwrap_or_else(|| cgroup::prepare_in(req, h, pc)),
@@ -419,14 +444,16 @@ impl Maker {
             return Err(why);
         }
         let asked = stages::lap(Stage::ForkCgroupMake, started);
-        let fds = [
+        let mut fds = vec![
             in_r.as_raw_fd(),
             out_w.as_raw_fd(),
             err_w.as_raw_fd(),
             setup_w.as_raw_fd(),
         ];
+        fds.extend(notify.as_ref().map(|(_, theirs)| theirs.as_raw_fd()));
         let rx = self.shared.ask(b'F', &fds)?;
         drop((in_r, out_w, err_w, setup_w));
+        let notify = notify.map(|(ours, _theirs)| ours);
         let pidfd = match rx.recv() {
             Ok(Msg::Forked { pidfd }) => pidfd,
             Ok(Msg::Failed(why)) => return Err(ForkError::Refused(why)),
@@ -463,6 +490,7 @@ impl Maker {
             setup_r,
             cgroup: cg,
             setup,
+            notify,
         })
     }
 }
@@ -595,13 +623,26 @@ const CONFINED_WITHIN_MS: i32 = 30_000;
 /// A child's first word on its setup pipe (what one read gives once it
 /// is readable), or None when it ended without one or said nothing in
 /// [`CONFINED_WITHIN_MS`].
-fn first_word(setup: &OwnedFd) -> Option<Vec<u8>> {
+///
+/// Meanwhile `learner` hears the child's listener, and answers what the
+/// child's last steps (after its filter) may ask of it.
+fn first_word(setup: &OwnedFd, mut learner: Option<&mut Learner>) -> Option<Vec<u8>> {
     let until = Instant::now() + Duration::from_millis(CONFINED_WITHIN_MS as u64);
     loop {
         let left = until.saturating_duration_since(Instant::now()).as_millis() as i32;
-        let mut fds = [pfd(setup.as_raw_fd())];
+        let mut fds = vec![pfd(setup.as_raw_fd())];
+        if let Some(l) = learner.as_deref() {
+            fds.extend(l.fds().into_iter().map(pfd));
+        }
         match sys::poll(&mut fds, left) {
-            Ok(1) => break,
+            Ok(_) if fds[0].revents != 0 => break,
+            Ok(n) if n > 0 => {
+                for p in &fds[1..] {
+                    if let (true, Some(l)) = (p.revents != 0, learner.as_deref_mut()) {
+                        l.on_ready(p.fd);
+                    }
+                }
+            }
             // A signal (sys::poll says 0 then too): wait out the rest.
             Ok(_) if left > 0 => continue,
             _ => return None,

@@ -150,14 +150,24 @@ fn forked_runs_answer_as_cold_runs_do() {
         "fully_enforced"
     );
     assert_eq!(fork["limits"]["memory"]["enforced_by"], "cgroup_v1");
-    // A child has no seccomp listener: its refusals are the kernel's alone,
-    // and the outcome says they went unrecorded.
-    assert!(
-        fork["warnings"]
-            .to_string()
-            .contains("refused syscalls were not recorded"),
-        "{fork}"
-    );
+    // A child passes its seccomp listener on, as a cold payload does: a
+    // refused syscall gets its errno and is recorded alike.
+    let refused = "import ctypes\nl = ctypes.CDLL(None, use_errno=True)\n\
+        print(l.syscall(248, 0, 0, 0, 0), ctypes.get_errno())";
+    let fork = s.run(&py(refused)).json();
+    let cold = s.run(&py_cold(refused)).json();
+    assert_eq!(fork["applied"]["pool"]["hit"], true, "{fork}");
+    assert_eq!(cold["applied"]["pool"]["hit"], false, "{cold}");
+    for v in [&fork, &cold] {
+        assert_eq!(stdout(v), format!("-1 {}\n", libc::EPERM), "{v}");
+        assert_eq!(
+            v["denials"],
+            json!([{"kind": "seccomp", "syscall": "add_key", "thread": 2, "count": 1}]),
+            "{v}"
+        );
+        assert!(v["denials_unrecorded"].get("seccomp").is_none(), "{v}");
+        assert!(!v["warnings"].to_string().contains("not recorded"), "{v}");
+    }
     assert_eq!(fork["limits"]["pids"]["enforced_by"], "cgroup_v1");
 }
 

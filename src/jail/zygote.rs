@@ -58,7 +58,7 @@ pub fn handoff(plan: &Plan, envp: &[std::ffi::CString], hello: Option<i32>, repo
     let egress = plan.mode.namespaces().is_some_and(|ns| ns.egress.is_some());
     if egress || learning {
         report.fail(refused(
-            "a zygote's children have no egress proxy and no seccomp listener".into(),
+            "a zygote's children have no egress proxy and do not learn syscalls".into(),
         ));
     }
     let recipe = recipe(plan, report).encode();
@@ -129,8 +129,23 @@ fn recipe(plan: &Plan, report: Reporter) -> forked::Recipe {
             .as_ref()
             .map(|f| f.program(false))
             .unwrap_or_default(),
+        seccomp_notify: plan
+            .layers
+            .seccomp
+            .as_ref()
+            .filter(|f| forked_listener(f))
+            .map(|f| f.program(true))
+            .unwrap_or_default(),
         layers,
     }
+}
+
+/// Whether a forked child passes its seccomp listener to the server: for
+/// errno mode's records and kill mode's verdict, as a cold payload does;
+/// not for the allocation meter (a round trip per `mmap`) or a mediated
+/// syscall (the fallback's, where no zygote runs).
+pub fn forked_listener(f: &crate::seccomp::Compiled) -> bool {
+    f.wants_listener() && f.meter.is_none() && f.mediated.is_none()
 }
 
 fn refused(why: String) -> JailError {

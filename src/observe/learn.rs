@@ -126,7 +126,7 @@ impl Learner {
     /// UDP sockets.
     pub fn for_compiled(
         c: &crate::seccomp::Compiled,
-        sockets: (OwnedFd, OwnedFd),
+        sockets: (OwnedFd, Option<OwnedFd>),
         caller_ids: Option<(u32, u32)>,
         inet: bool,
     ) -> Learner {
@@ -148,12 +148,13 @@ impl Learner {
         l
     }
 
-    /// Over a socket pair `(ours, the payload's)`.
-    fn with_sockets(mode: Mode, (ours, theirs): (OwnedFd, OwnedFd)) -> Learner {
+    /// Over a socket pair `(ours, the payload's)` (theirs None: passed on
+    /// and closed here already).
+    fn with_sockets(mode: Mode, (ours, theirs): (OwnedFd, Option<OwnedFd>)) -> Learner {
         Learner {
             mode,
             sock: Some(ours),
-            child: Some(theirs),
+            child: theirs,
             listener: None,
             seen: Vec::new(),
             seen_set: BTreeSet::new(),
@@ -453,7 +454,7 @@ mod tests {
     #[test]
     fn socket_eof_without_listener_stops_polling() {
         let pair = sys::fdpass::socketpair(libc::SOCK_SEQPACKET).unwrap();
-        let mut l = Learner::with_sockets(Mode::Learn, pair);
+        let mut l = Learner::with_sockets(Mode::Learn, (pair.0, Some(pair.1)));
         let fds = l.fds();
         assert_eq!(fds.len(), 1);
         l.close_child_end();

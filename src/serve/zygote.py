@@ -86,7 +86,7 @@ def _zygote(sys, os):
     # tmpfs sizes, here the recipe's.
     os.write(go_w, b"G" + bytes(16))
     os.close(go_w)
-    pidfd = fork([go_r, null, null, probe_w])
+    pidfd = fork([go_r, null, null, probe_w, -1])
     if pidfd is None:
         os._exit(0)
     os.close(probe_w)
@@ -124,12 +124,13 @@ def _zygote(sys, os):
         os._exit(1)
     # The requests, one at a time, each answered in turn (the server
     # knows which request an answer is for by its order): "F" with a
-    # run's stdin, stdout, stderr and setup pipe: fork a child, answer "P"
-    # with its pidfd, or "E" and why. The zygote keeps nothing of a run:
+    # run's stdin, stdout, stderr and setup pipe (and, when the child is to
+    # pass on its seccomp listener, the socket for it): fork a child,
+    # answer "P" with its pidfd, or "E" and why. The zygote keeps nothing of a run:
     # no table of children, pids or counters. A child returns from here
     # (the frames and all they held gone with them) to run its program.
     req = bytearray(8)
-    anc = socket.CMSG_SPACE(4 * 4)
+    anc = socket.CMSG_SPACE(5 * 4)
     while True:
         n, ancdata, _flags, _addr = sock.recvmsg_into([req], anc)
         if not n:
@@ -142,8 +143,8 @@ def _zygote(sys, os):
         op, req[0] = req[0], 0
         pidfd = -1
         try:
-            if op == ord("F") and len(fds) == 4:
-                pidfd = fork(list(fds))
+            if op == ord("F") and len(fds) in (4, 5):
+                pidfd = fork(list(fds) + [-1] * (5 - len(fds)))
                 if pidfd is None:
                     break  # the child, confined: out of the loop
                 socket.send_fds(sock, [b"P"], [pidfd])

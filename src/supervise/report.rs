@@ -185,7 +185,7 @@ pub(super) fn set_end(o: &mut Outcome, end: sys::ChildEnd) {
 
 /// Killed by the supervisor on a refused syscall (kill mode): reported as
 /// the SIGSYS death the kernel would have dealt.
-pub(super) fn violation(o: &mut Outcome, (nr, name): (i64, String)) {
+pub(crate) fn violation(o: &mut Outcome, (nr, name): (i64, String)) {
     o.detail = Some(format!("seccomp: {name} is not allowed: jail killed"));
     o.seccomp_violation = Some(Violation {
         syscall_nr: Some(nr),

@@ -283,7 +283,8 @@ fn join_namespaces(plan: &Plan) -> Result<(), SetupError> {
 /// over the plan's socket pair.
 fn listener(plan: &Plan, sockets: Option<(OwnedFd, OwnedFd)>, lines: &Lines) -> Option<Learner> {
     let c = plan.layers.seccomp.as_ref()?;
-    let sockets = sockets?;
+    let (ours, theirs) = sockets?;
+    let sockets = (ours, Some(theirs));
     let ids = plan.mode.fallback().and_then(|f| f.ids);
     let mut l = Learner::for_compiled(c, sockets, ids, plan.layers.network == Network::Host);
     l.send_lines_to(lines.clone());

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use super::{payload_end, Shared};
 use crate::cgroup;
 use crate::observe::deadline::Deadline;
+use crate::observe::learn::Learner;
 use crate::observe::pump::Output;
 use crate::observe::{Ask, Observer};
 use crate::outcome::{self, LayerReport, LimitReport, Outcome, Status};
@@ -32,6 +33,9 @@ pub struct Forked {
     pub(super) setup: Option<OwnedFd>,
     /// What it said there before the run was handed over.
     pub(super) said: Vec<u8>,
+    /// Its seccomp listener's end (errno mode's records, kill mode's
+    /// verdict), when it passes one on.
+    pub(super) learner: Option<Learner>,
     /// Its other end is the [`Killer`]'s: a `K` there kills the run.
     pub(super) control: OwnedFd,
     pub(super) killer: Option<OwnedFd>,
@@ -91,7 +95,12 @@ impl Forked {
             deadline: &mut deadline,
             ends: &ends,
         };
-        let w = engine::watch(core, &mut [&mut setup, &mut killer]);
+        let mut observers: Vec<&mut dyn Observer> = vec![&mut setup, &mut killer];
+        if let Some(l) = self.learner.as_mut() {
+            observers.push(l);
+        }
+        let w = engine::watch(core, &mut observers);
+        drop(observers);
         // Both streams ended: so do the streamed copies.
         self.sinks = [None, None];
         Watched {
@@ -185,14 +194,7 @@ impl Forked {
         } else {
             classify::classify(&observed)
         };
-        if o.layers
-            .get("seccomp")
-            .is_some_and(|l| l.detail["action"] == "errno")
-        {
-            o.warnings.push(
-                "seccomp: refused syscalls were not recorded (a fork server's child has no listener; the kernel refused them alone)".into(),
-            );
-        }
+        self.listened(&mut o);
         if o.status == Status::DiskLimit {
             o.detail = Some(format!(
                 "the workdir reached its size ({} bytes){}",
@@ -240,6 +242,48 @@ impl Drop for Forked {
         // with its pid 1); its cgroup goes with the RunCgroup.
         if !self.ended {
             self.shared.end(&self.pidfd);
+        }
+    }
+}
+
+impl Forked {
+    /// What its seccomp listener heard: the refused syscalls (errno mode),
+    /// the one it was killed for (kill mode), or that no listener came
+    /// (another filter of the process tree holds the one it may have).
+    /// Without a listener at all (`jail::zygote::forked_listener`), errno
+    /// mode's refusals went unrecorded: the outcome says so.
+    fn listened(&mut self, o: &mut Outcome) {
+        let errno_mode = o
+            .layers
+            .get("seccomp")
+            .is_some_and(|l| l.detail["action"] == "errno");
+        let Some(l) = self.learner.take() else {
+            if errno_mode {
+                o.warnings.push(
+                    "seccomp: refused syscalls were not recorded (this fork server's children have no listener; the kernel refused them alone)".into(),
+                );
+            }
+            return;
+        };
+        let violation = l.killed_for();
+        let heard = l.finish();
+        o.denials.extend(heard.denials);
+        if heard.more > 0 {
+            o.denials_more.insert("seccomp".into(), heard.more);
+            o.warnings.push(format!(
+                "{} more refused syscalls not recorded (the first {} syscall and thread pairs are)",
+                heard.more,
+                outcome::MAX_DENIALS
+            ));
+        }
+        if heard.unheard {
+            o.denials_unrecorded.insert(
+                "seccomp".into(),
+                "another seccomp filter of this process tree has the one listener it may have; the kernel refused syscalls alone".into(),
+            );
+        }
+        if let Some(v) = violation.filter(|_| o.status != Status::SetupError) {
+            report::violation(o, v);
         }
     }
 }

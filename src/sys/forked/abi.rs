@@ -73,17 +73,19 @@ pub extern "C" fn stockade_zygote_after_fork() -> i32 {
 }
 
 /// [`Zygote::confine`], in the child; returns 0 once confined, else
-/// it has ended the child (125).
+/// it has ended the child (125). `notify`: the socket for the seccomp
+/// listener, or -1.
 #[no_mangle]
 pub extern "C" fn stockade_zygote_child(
     stdin: RawFd,
     stdout: RawFd,
     stderr: RawFd,
     setup: RawFd,
+    notify: RawFd,
 ) -> i32 {
     match zygote() {
         Ok(z) => {
-            z.confine([stdin, stdout, stderr], setup);
+            z.confine([stdin, stdout, stderr], setup, notify);
             0
         }
         Err(e) => {

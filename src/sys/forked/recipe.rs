@@ -26,6 +26,10 @@ pub struct Recipe {
     pub landlock: Option<Ruleset>,
     /// stockade's seccomp program, installed last; empty: none.
     pub seccomp: Vec<libc::sock_filter>,
+    /// The same program with its refusals sent to a listener, which the
+    /// child passes to the server (errno mode's records, kill mode's
+    /// verdict); empty: the filter judges alone.
+    pub seccomp_notify: Vec<libc::sock_filter>,
     /// The records of the layers each child applies (the report pipe's
     /// encoding), passed on to the server as they are.
     pub layers: Vec<u8>,
@@ -66,12 +70,8 @@ impl Recipe {
                 }
             }
         }
-        b.extend((self.seccomp.len() as u32).to_le_bytes());
-        for i in &self.seccomp {
-            b.extend(i.code.to_le_bytes());
-            b.extend([i.jt, i.jf]);
-            b.extend(i.k.to_le_bytes());
-        }
+        put_program(&mut b, &self.seccomp);
+        put_program(&mut b, &self.seccomp_notify);
         put(&mut b, &self.layers);
         b
     }
@@ -103,17 +103,8 @@ impl Recipe {
             }
             _ => return None,
         };
-        let n = r.u32()? as usize;
-        let mut seccomp = Vec::with_capacity(n.min(1 << 16));
-        for _ in 0..n {
-            let i = r.take(8)?;
-            seccomp.push(libc::sock_filter {
-                code: u16::from_le_bytes([i[0], i[1]]),
-                jt: i[2],
-                jf: i[3],
-                k: u32::from_le_bytes([i[4], i[5], i[6], i[7]]),
-            });
-        }
+        let seccomp = r.program()?;
+        let seccomp_notify = r.program()?;
         let layers = r.bytes()?.to_vec();
         r.0.is_empty().then_some(Recipe {
             tmp_size,
@@ -122,8 +113,18 @@ impl Recipe {
             workdir,
             landlock,
             seccomp,
+            seccomp_notify,
             layers,
         })
+    }
+}
+
+fn put_program(b: &mut Vec<u8>, p: &[libc::sock_filter]) {
+    b.extend((p.len() as u32).to_le_bytes());
+    for i in p {
+        b.extend(i.code.to_le_bytes());
+        b.extend([i.jt, i.jf]);
+        b.extend(i.k.to_le_bytes());
     }
 }
 
@@ -143,6 +144,21 @@ impl<'a> Reader<'a> {
         self.0 = b;
         Some(a)
     }
+    fn program(&mut self) -> Option<Vec<libc::sock_filter>> {
+        let n = self.u32()? as usize;
+        let mut p = Vec::with_capacity(n.min(1 << 16));
+        for _ in 0..n {
+            let i = self.take(8)?;
+            p.push(libc::sock_filter {
+                code: u16::from_le_bytes([i[0], i[1]]),
+                jt: i[2],
+                jf: i[3],
+                k: u32::from_le_bytes([i[4], i[5], i[6], i[7]]),
+            });
+        }
+        Some(p)
+    }
+
     fn u32(&mut self) -> Option<u32> {
         Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
     }
@@ -226,6 +242,12 @@ mod tests {
                 jt: 1,
                 jf: 2,
                 k: 0x7fff0000,
+            }],
+            seccomp_notify: vec![libc::sock_filter {
+                code: 6,
+                jt: 0,
+                jf: 0,
+                k: 0x7fc00000,
             }],
             layers: b"L{}".to_vec(),
         };

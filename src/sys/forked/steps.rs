@@ -83,8 +83,11 @@ impl Zygote {
     /// the payload's end. On failure the child says `e` and the failed
     /// step there (named as a cold jail names it, `failure`), and ends
     /// (125); it never returns then.
-    pub fn confine(&self, stdio: [RawFd; 3], setup: RawFd) {
-        match self.steps(stdio, setup) {
+    ///
+    /// `notify`: a socket to the server (or -1), over which the payload
+    /// sends its seccomp listener when the recipe has a program for one.
+    pub fn confine(&self, stdio: [RawFd; 3], setup: RawFd, notify: RawFd) {
+        match self.steps(stdio, setup, notify) {
             Ok(()) => {
                 let _ = crate::write_all(setup, b"k");
                 // SAFETY: no value of the child's owns `setup` (an fd
@@ -98,7 +101,7 @@ impl Zygote {
         }
     }
 
-    fn steps(&self, stdio: [RawFd; 3], setup: RawFd) -> Result<(), Failed> {
+    fn steps(&self, stdio: [RawFd; 3], setup: RawFd, notify: RawFd) -> Result<(), Failed> {
         let r = &self.recipe;
         for (i, fd) in stdio.into_iter().enumerate() {
             // SAFETY: 0, 1 and 2 are the process's stdio, owned by no value
@@ -152,13 +155,21 @@ impl Zygote {
             old.thread_set_mask()
                 .or_else(|e| crate::err("sigprocmask", "SIG_SETMASK", e))
                 .step("signals", "")?;
-            return self.payload_steps(setup);
+            return self.payload_steps(setup, notify);
         };
+        if notify >= 0 {
+            // The payload's to use: with init's copy closed, the server
+            // hears the socket's end when the payload ends without a
+            // listener sent.
+            // SAFETY: no value of init's owns it (an fd number the
+            // zygote's caller handed over).
+            unsafe { crate::close_raw(notify) };
+        }
         init(payload, setup)
     }
 
     /// pid 2's steps, the payload's in the payload's order.
-    fn payload_steps(&self, setup: RawFd) -> Result<(), Failed> {
+    fn payload_steps(&self, setup: RawFd, notify: RawFd) -> Result<(), Failed> {
         let r = &self.recipe;
         // A session of its own, as a cold payload's (no controlling
         // terminal; its init's session is not its).
@@ -178,12 +189,37 @@ impl Zygote {
         // SAFETY: the child never returns to the code that owns the fds
         // closed here (the zygote's loop): it runs its program, whose
         // objects own none of them, and exits.
-        unsafe { crate::close_all_but(&[0, 1, 2, setup]) }.step("close fds", "")?;
-        if !r.seccomp.is_empty() {
-            crate::seccomp::install(&r.seccomp, false).step("seccomp", "")?;
-        }
-        Ok(())
+        unsafe { crate::close_all_but(&[0, 1, 2, setup, notify]) }.step("close fds", "")?;
+        install_seccomp(r, notify)
     }
+}
+
+/// The recipe's seccomp program, last: with a listener passed to the
+/// server over `notify` when there is a program for one and a socket to
+/// send it on. Then neither fd is left to the payload: this process goes
+/// on to run the program without an execve, and a listener held by the
+/// filtered process itself could answer its own refused syscalls.
+fn install_seccomp(r: &Recipe, notify: RawFd) -> Result<(), Failed> {
+    if r.seccomp.is_empty() {
+        return Ok(());
+    }
+    let plain = || crate::seccomp::install(&r.seccomp, false).map(|_| ());
+    if r.seccomp_notify.is_empty() || notify < 0 {
+        return plain().step("seccomp", "");
+    }
+    let sent = match crate::seccomp::install(&r.seccomp_notify, true) {
+        Ok(Some(l)) => crate::fdpass::send_fd(notify, l.as_raw_fd(), b'L'),
+        Ok(None) => Err(bad("NEW_LISTENER returned no fd")),
+        // A filter above ours already has the one listener a process
+        // tree may have: the kernel judges alone, the server hears no
+        // listener and says refusals went unrecorded.
+        Err(e) if e.errno == Errno::EBUSY => plain(),
+        Err(e) => Err(e),
+    };
+    // SAFETY: no value of the payload's owns it (an fd number the
+    // zygote's caller handed over); closed whether the send worked or not.
+    unsafe { crate::close_raw(notify) };
+    sent.step("seccomp", "")
 }
 
 /// The child's own /proc (of its pid namespace, masked as every jail's:
