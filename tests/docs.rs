@@ -11,13 +11,18 @@
 //! - `sh setup`: README's set-up commands: each `cargo run --release --`
 //!   line runs here with the test build of `stockade` in its place, and the
 //!   test command must be the one `.ci/run` runs;
+//! - `rust doctest FILE`: a copy, line for line, of a doc-test of FILE
+//!   (which `cargo test` runs);
 //! - `LANG no-run REASON`: cannot run here (a cluster, a systemd unit, a
 //!   path of the reader's): counted as skipped, with a `SKIPPED:` line
 //!   giving REASON, never as passed.
 //!
-//! A `sh`, `bash`, `console` or `python` fence that says none of these, or
-//! a fence with no language at all, fails its test: no example goes
-//! unchecked by being left untagged. `STOCKADE_DOCS` names other files to
+//! A `sh`, `bash`, `console`, `python` or `rust` fence that says none of
+//! these, or a fence with no language at all, fails its test: no example goes
+//! unchecked by being left untagged. Beside the examples: every relative
+//! link resolves (`links_resolve`), and every flag of `stockade run`,
+//! `session` and `serve` is named in docs/reference/cli.md
+//! (`cli_reference_names_every_flag`). `STOCKADE_DOCS` names other files to
 //! read instead (space-separated, relative to the repository), to check
 //! text before merging.
 
@@ -136,6 +141,8 @@ fn blocks(file: &str, text: &str) -> Vec<Block> {
 enum Check {
     Run(&'static str),
     Setup,
+    /// A copy of a doc-test of this file, which cargo test runs.
+    Doctest(String),
     Skip(String),
     Elsewhere,
     Nothing,
@@ -155,6 +162,10 @@ fn check_of(b: &Block) -> Check {
         (Some("python"), Some("example")) => Check::Run("python"),
         (Some("python"), Some("package-example")) => Check::Elsewhere,
         (Some("sh"), Some("setup")) => Check::Setup,
+        (Some("rust"), Some("doctest")) if rest.len() == 1 => Check::Doctest(rest[0].to_string()),
+        (Some("rust"), _) => Check::Bad(
+            "a `rust` fence must name the doc-test it copies: `rust doctest src/FILE.rs`".into(),
+        ),
         (Some(_), Some("no-run")) if !rest.is_empty() => Check::Skip(rest.join(" ")),
         (Some(l), t) if RUNNABLE.contains(&l) => Check::Bad(format!(
             "a `{l}` fence must say how it is checked: `{l} example`, or `{l} no-run REASON` (it says {:?})",
@@ -198,6 +209,33 @@ fn run(name: &str, interp: &str, code: &str) -> Result<(), Failed> {
         }
     }
     Ok(())
+}
+
+/// A `rust doctest FILE` block is, line for line, a doc-test of FILE
+/// (`//! ` or `/// ` lines), so that the doc-test cargo runs is this code.
+fn doctest(name: &str, src: &str, code: &str) -> Result<(), Failed> {
+    let text =
+        std::fs::read_to_string(root().join(src)).map_err(|e| format!("{name}: {src}: {e}"))?;
+    let docs: Vec<&str> = text
+        .lines()
+        .filter_map(|l| {
+            let t = l.trim_start();
+            t.strip_prefix("//!").or_else(|| t.strip_prefix("///"))
+        })
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .collect();
+    let lines: Vec<&str> = code.lines().collect();
+    let found = docs
+        .windows(lines.len().max(1))
+        .any(|w| w == lines.as_slice());
+    if found {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name}: this block is not a doc-test of {src} (copy it from there, line for line)"
+        )
+        .into())
+    }
 }
 
 /// README's set-up block: its jail command runs with the test build, and
@@ -348,6 +386,9 @@ fn main() {
                     Trial::test(name.clone(), move || run(&name, interp, &code))
                 }
                 Check::Setup => Trial::test(name.clone(), move || setup(&name, &code)),
+                Check::Doctest(src) => {
+                    Trial::test(name.clone(), move || doctest(&name, &src, &code))
+                }
                 Check::Skip(why) => Trial::test(name.clone(), move || {
                     skip(&name, &why);
                     Ok(())
