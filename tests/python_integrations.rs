@@ -3,7 +3,8 @@
 //! extras from PyPI), its unittest modules run as root and as uid 65534
 //! through clients/python/tests/run_suite.py, one result per Python test:
 //! a failure fails this test, a skip is a SKIPPED line (never a pass).
-//! The README's `python package-example` blocks run in the same venv. The
+//! The `python package-example` blocks of docs/reference/python.md run in
+//! the same venv. The
 //! suites run again where user namespaces are refused (the fallback,
 //! through tests/payloads/chk_nouserns.c), with STOCKADE_TEST_FALLBACK=1.
 
@@ -27,6 +28,8 @@ const MODULES: &[&str] = &[
     "test_options",
     "test_typing",
 ];
+/// Where the package examples are.
+const PACKAGE_DOC: &str = "docs/reference/python.md";
 /// Put in $HOME/.ssh/id_rsa and the environment: the suites check that no
 /// jail reads it.
 const CANARY: &str = "host-canary-7c2e91";
@@ -232,9 +235,10 @@ fn tally(results: &[serde_json::Value], label: &str, failed: &mut Vec<String>) {
     }
 }
 
-/// The README's ```` ```python package-example ```` blocks: (line, code).
+/// The ```` ```python package-example ```` blocks of the Python
+/// package's reference (`PACKAGE_DOC`): (line, code).
 fn readme_examples() -> Vec<(usize, String)> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(PACKAGE_DOC);
     let text = std::fs::read_to_string(&path).unwrap();
     let mut out = Vec::new();
     let mut cur: Option<(usize, String)> = None;
@@ -253,18 +257,18 @@ fn readme_examples() -> Vec<(usize, String)> {
     }
     assert!(
         cur.is_none(),
-        "README.md: a package-example block is not closed"
+        "{PACKAGE_DOC}: a package-example block is not closed"
     );
     out
 }
 
-/// Run each README example with the venv's Python as `who`, in a fresh
+/// Run each package example with the venv's Python as `who`, in a fresh
 /// directory, with the stockade binary on PATH.
 fn run_readme_examples(py: &Path, who: Who) {
     let examples = readme_examples();
     assert!(
         examples.len() >= 5,
-        "README.md: expected a package-example per integration, found {}",
+        "{PACKAGE_DOC}: expected a package-example per integration, found {}",
         examples.len()
     );
     let bindir = common::binary().parent().unwrap().display().to_string();
@@ -277,7 +281,7 @@ fn run_readme_examples(py: &Path, who: Who) {
             && (code.contains("langchain") || code.contains("deepagents"))
         {
             common::skip(
-                &format!("python_package_suites::README.md:{line}"),
+                &format!("python_package_suites::{PACKAGE_DOC}:{line}"),
                 "langchain or deepagents is not installed (PyPI out of reach?)",
             );
             continue;
@@ -300,7 +304,7 @@ fn run_readme_examples(py: &Path, who: Who) {
         let o = c.output().unwrap();
         assert!(
             o.status.success(),
-            "README.md:{line}: package-example failed as {who:?}:\n{code}--- output\n{}",
+            "{PACKAGE_DOC}:{line}: package-example failed as {who:?}:\n{code}--- output\n{}",
             out(&o)
         );
     }

@@ -127,7 +127,8 @@ fn sections(out: &str) -> Vec<Section> {
 }
 
 /// `test NAME ... ok|FAILED|ignored[, reason]`, also when a payload's
-/// unterminated output came first on the same line.
+/// unterminated output came first on the same line, and when NAME is
+/// padded to the longest name's width (libtest-mimic's harness, tests/docs.rs).
 fn result_line(line: &str) -> Option<(String, Outcome)> {
     let line = line.trim_end();
     for (i, _) in line.match_indices("test ") {
@@ -143,7 +144,7 @@ fn result_line(line: &str) -> Option<(String, Outcome)> {
         } else {
             continue;
         };
-        return Some((name.to_string(), outcome));
+        return Some((name.trim_end().to_string(), outcome));
     }
     None
 }
@@ -518,6 +519,10 @@ error: 2 targets failed:
         assert_eq!(
             result_line("test a ... ignored, needs root"),
             Some(("a".into(), Outcome::Ignored))
+        );
+        assert_eq!(
+            result_line("test README.md:9      ... ok"),
+            Some(("README.md:9".into(), Outcome::Passed))
         );
         assert_eq!(result_line("test result: ok. 1 passed"), None);
         assert_eq!(
