@@ -37,6 +37,11 @@ pub struct Layer {
     pub host_path: PathBuf,
     /// INNER: where the jail saw it.
     pub inner: PathBuf,
+    /// When the host directory was last as the overlay's changes were made
+    /// over it (before its overlay was mounted): what the host changed
+    /// after is not overwritten or removed by a commit. None: not known
+    /// (a kept layer recorded before this was kept).
+    pub since: Option<crate::sys::tree::Time>,
 }
 
 /// The changes of every overlay of a run, as walked.
@@ -180,6 +185,7 @@ mod tests {
                 host: open("host"),
                 host_path: self.top.join("host"),
                 inner: PathBuf::from("/w"),
+                since: None,
             }
         }
     }

@@ -41,6 +41,7 @@ fn open(dir: &Path) -> Result<(record::Record, Vec<Layer>), String> {
             host: open(&k.host)?,
             host_path: k.host.clone(),
             inner: k.inner.clone(),
+            since: k.since(),
         });
     }
     Ok((r, layers))

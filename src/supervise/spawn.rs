@@ -107,7 +107,7 @@ fn run_inner(
     // 2. Channels: control socket, report pipe, output pipes, signals;
     //    the seccomp listener's socket; the overlays' kept layers.
     let channels = Channels::open(plan)?;
-    workspace::prepare(plan)?;
+    let since = workspace::prepare(plan)?;
     let mut learner = listener(plan, seccomp, lines);
     // Init scrubs its copy of our command line (see sys::scrub_cmdline).
     sys::record_argv_range_from_proc();
@@ -203,7 +203,7 @@ fn run_inner(
     };
     conclude(plan, o, ended)?;
     // 8. The overlays' changes: listed, diffed, committed.
-    workspace::conclude(plan, ours.uppers, o);
+    workspace::conclude(plan, ours.uppers, since, o);
     // A jail that failed before its root was built had no covers to watch.
     if let (Some(why), false) = (unwatched, o.status == crate::outcome::Status::SetupError) {
         o.denials_unrecorded.insert("mask".into(), why);

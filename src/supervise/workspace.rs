@@ -18,11 +18,14 @@ use crate::workspace::{record, Layer, Review};
 
 /// The kept layers' directories and record, before clone (init opens
 /// them): owned by the host ids the jail's map to when we are root, so
-/// that the jail's overlayfs can write them.
-pub(super) fn prepare(plan: &Plan) -> Result<(), SetupError> {
+/// that the jail's overlayfs can write them. Returned: when the host
+/// directories were last as the overlays will show them (see
+/// `workspace::Layer::since`).
+pub(super) fn prepare(plan: &Plan) -> Result<sys::tree::Time, SetupError> {
+    let since = sys::tree::coarse_now();
     let ws = &plan.root.workspaces;
     let Some(dir) = &ws.policy.keep else {
-        return Ok(());
+        return Ok(since);
     };
     let list: Vec<_> = ws
         .list
@@ -33,8 +36,9 @@ pub(super) fn prepare(plan: &Plan) -> Result<(), SetupError> {
         0 => jail_host_ids(plan),
         _ => None,
     };
-    record::prepare(dir, &list, owner)
-        .map_err(|why| SetupError::new("--overlay-upper", dir.display().to_string(), why))
+    record::prepare(dir, &list, owner, since)
+        .map_err(|why| SetupError::new("--overlay-upper", dir.display().to_string(), why))?;
+    Ok(since)
 }
 
 /// Nothing ran (the namespaces were refused): what [`prepare`] made goes.
@@ -56,7 +60,12 @@ pub(super) fn jail_host_ids(plan: &Plan) -> Option<(u32, u32)> {
 
 /// After the run: the changes, their diff, their commit. `handed`: our
 /// end of the socket init handed the tmpfs upper layers over.
-pub(super) fn conclude(plan: &Plan, handed: Option<OwnedFd>, o: &mut Outcome) {
+pub(super) fn conclude(
+    plan: &Plan,
+    handed: Option<OwnedFd>,
+    since: sys::tree::Time,
+    o: &mut Outcome,
+) {
     let ws = &plan.root.workspaces;
     if ws.list.is_empty() || o.status == Status::SetupError {
         return;
@@ -83,6 +92,7 @@ pub(super) fn conclude(plan: &Plan, handed: Option<OwnedFd>, o: &mut Outcome) {
                 host,
                 host_path: w.host.clone(),
                 inner: w.inner.clone(),
+                since: Some(since),
             }),
             (Err(why), _) | (_, Err(why)) => {
                 missing.get_or_insert(format!("--overlay {}: {why}", w.inner.display()));

@@ -29,6 +29,34 @@ pub struct Stat {
     pub size: u64,
     /// The device a character or block device node is (`st_rdev`).
     pub rdev: u64,
+    /// The last change of its content or metadata (`st_ctime`): no call
+    /// sets it but the change itself.
+    pub ctime: Time,
+}
+
+/// A wall-clock time as the kernel stamps files, to the nanosecond.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Time {
+    pub sec: i64,
+    pub nsec: i64,
+}
+
+/// Now, by the clock the kernel stamps files with (the coarse real-time
+/// clock): a file changed after this call has a ctime at or after it.
+pub fn coarse_now() -> Time {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a writable timespec the kernel fills on success.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut t) } != 0 {
+        // SAFETY: as above.
+        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut t) };
+    }
+    Time {
+        sec: t.tv_sec,
+        nsec: t.tv_nsec,
+    }
 }
 
 impl Stat {
@@ -48,6 +76,10 @@ impl Stat {
             gid: st.st_gid,
             size: st.st_size.max(0) as u64,
             rdev: st.st_rdev,
+            ctime: Time {
+                sec: st.st_ctime,
+                nsec: st.st_ctime_nsec,
+            },
         }
     }
 }

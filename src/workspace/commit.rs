@@ -12,6 +12,11 @@
 //! directory renamed out of the host directory meanwhile gets the change
 //! undone and refused, so nothing stays written outside it.
 //!
+//! What the host changed after the overlay was mounted (its ctime at or
+//! after the layer's `since`: no call sets a ctime but the change
+//! itself) is neither replaced nor removed, nor a directory holding such
+//! a change removed: the change is refused, the host's kept.
+//!
 //! Set-user-ID and set-group-ID bits are never applied; devices, FIFOs
 //! and sockets are not committed. Run by root, what is made takes the
 //! owner of its directory, what is replaced keeps its own.
@@ -75,6 +80,7 @@ impl Commit {
             upper: Cursor::upper(&l.upper),
             top,
             modes: Vec::new(),
+            since: l.since,
         };
         for e in entries {
             let path = super::jail_path(&l.inner, &e.rel);
@@ -127,6 +133,17 @@ impl Commit {
         at.host.forget(&e.rel);
         let h = at.host.dir(parent).map_err(|err| on_path(parent, err))?;
         let there = lstat_opt(h, name, &e.rel)?;
+        // Nothing the host changed since is overwritten or removed (a
+        // mode change takes nothing away).
+        if let (Some(t), Some(since), false) = (there, at.since, e.kind == ChangeKind::ModeChanged)
+        {
+            let replaced = e
+                .new
+                .is_none_or(|n| n.kind() != libc::S_IFDIR || t.kind() != libc::S_IFDIR);
+            if replaced && changed_since(h, name, t, since, &e.rel, 0)? {
+                return Err(CHANGED_ON_HOST.into());
+            }
+        }
         let Some(new) = e.new else {
             // Deleted: whatever is there now goes (already gone is fine).
             return match there {
@@ -310,6 +327,53 @@ impl Commit {
     }
 }
 
+/// The refusal of a change over what the host changed meanwhile.
+const CHANGED_ON_HOST: &str =
+    "changed on the host since the overlay was mounted: the host's is kept, not overwritten";
+
+/// The most entries of a host directory looked at for a change before it
+/// is removed (more: refused, as if changed).
+const MAX_LOOKED_AT: usize = 100_000;
+
+/// Whether `name` in `dir` (`st`), or anything beneath it when it is a
+/// directory, changed at or after `since`. A tree too large or too deep
+/// to look through counts as changed.
+fn changed_since(
+    dir: &OwnedFd,
+    name: &OsStr,
+    st: Stat,
+    since: tree::Time,
+    shown: &Path,
+    depth: usize,
+) -> Result<bool, Refusal> {
+    if st.ctime >= since {
+        return Ok(true);
+    }
+    if st.kind() != libc::S_IFDIR {
+        return Ok(false);
+    }
+    if depth > super::walk::MAX_DEPTH {
+        return Ok(true);
+    }
+    let d = tree::open_dir(dir, name, shown).map_err(|e| e.to_string())?;
+    let names = match tree::entries(&d, MAX_LOOKED_AT, shown) {
+        Ok(n) => n,
+        Err(e) if e.errno == Errno::EFBIG => return Ok(true),
+        Err(e) => return Err(e.to_string()),
+    };
+    for n in names {
+        let p = shown.join(&n);
+        let Some(s) = lstat_opt(&d, &n, &p)? else {
+            // Gone meanwhile: a change.
+            return Ok(true);
+        };
+        if changed_since(&d, &n, s, since, &p, depth + 1)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// The refusal of a change whose directory left the host directory while
 /// it was made.
 const MOVED_OUT: &str =
@@ -323,6 +387,8 @@ struct At<'a> {
     top: (u64, u64),
     /// Directories whose mode is set last: (path, mode).
     modes: Vec<(PathBuf, u32)>,
+    /// See `Layer::since`.
+    since: Option<tree::Time>,
 }
 
 impl At<'_> {

@@ -34,21 +34,32 @@ pub struct Kept {
     /// The layer's directory in DIR (`0`, `1`, …), which holds `upper`
     /// and `work`.
     pub layer: String,
+    /// When the host directory was last as the changes were made over it
+    /// (`[seconds, nanoseconds]`, before the overlay was mounted): a commit
+    /// leaves what the host changed after alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<[i64; 2]>,
 }
 
 impl Kept {
     pub fn upper(&self, dir: &Path) -> PathBuf {
         dir.join(&self.layer).join("upper")
     }
+
+    pub fn since(&self) -> Option<tree::Time> {
+        self.since.map(|[sec, nsec]| tree::Time { sec, nsec })
+    }
 }
 
 /// Make DIR (missing or empty) ready for `overlays` (host, inner), in
 /// order: each layer's `upper` and `work` owned by `owner` (the host ids
-/// the jail's map to, when we are root), and the record.
+/// the jail's map to, when we are root), and the record, which says
+/// `since` (see [`Kept::since`]).
 pub fn prepare(
     dir: &Path,
     overlays: &[(PathBuf, PathBuf)],
     owner: Option<(u32, u32)>,
+    since: tree::Time,
 ) -> Result<(), String> {
     let say = |p: &Path, e: std::io::Error| format!("{}: {}", p.display(), sys::strerror(&e));
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
@@ -85,6 +96,7 @@ pub fn prepare(
             host: host.clone(),
             inner: inner.clone(),
             layer: i.to_string(),
+            since: Some([since.sec, since.nsec]),
         });
     }
     let text = serde_json::to_string_pretty(&record).map_err(|e| e.to_string())? + "\n";
