@@ -176,3 +176,108 @@ fn too(why: &str, rel: &Path) -> SysResult<()> {
         errno: Errno::EFBIG,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::path::PathBuf;
+
+    fn tmp(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("stockade-snap-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// path → (mode, content or target, rdev, opaque mark).
+    fn seen(top: &Path) -> Vec<(String, u32, Vec<u8>, u64, bool)> {
+        let mut out = Vec::new();
+        let mut todo = vec![top.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            let mut names: Vec<_> = std::fs::read_dir(&d)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            names.sort();
+            for p in names {
+                let m = std::fs::symlink_metadata(&p).unwrap();
+                let rel = p.strip_prefix(top).unwrap().display().to_string();
+                let (data, opaque) = if m.file_type().is_symlink() {
+                    (
+                        std::fs::read_link(&p)
+                            .unwrap()
+                            .into_os_string()
+                            .into_encoded_bytes(),
+                        false,
+                    )
+                } else if m.is_dir() {
+                    todo.push(p.clone());
+                    let fd = sys::open_dir_path(&p)
+                        .and_then(|f| tree::reopen_dir(&f, &p))
+                        .unwrap();
+                    let o = tree::xattr(&fd, c"user.overlay.opaque", &p).unwrap();
+                    (Vec::new(), o.as_deref() == Some(b"y"))
+                } else if m.file_type().is_file() {
+                    let mut b = Vec::new();
+                    if m.mode() & 0o400 != 0 {
+                        b = std::fs::read(&p).unwrap();
+                    }
+                    (b, false)
+                } else {
+                    (Vec::new(), false)
+                };
+                out.push((rel, m.mode(), data, m.rdev(), opaque));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_layer_is_copied_as_overlayfs_reads_it_and_emptied() {
+        let d = tmp("copy");
+        let (from, to) = (d.join("from"), d.join("to"));
+        std::fs::create_dir_all(from.join("opaque/sub")).unwrap();
+        std::fs::create_dir_all(&to).unwrap();
+        std::fs::write(from.join("f"), "file\n").unwrap();
+        std::fs::set_permissions(from.join("f"), std::fs::Permissions::from_mode(0o640)).unwrap();
+        std::fs::write(from.join("opaque/sub/g"), "g\n").unwrap();
+        std::os::unix::fs::symlink("../etc/passwd", from.join("link")).unwrap();
+        let top = sys::open_dir_path(&from)
+            .and_then(|f| tree::reopen_dir(&f, &from))
+            .unwrap();
+        // A whiteout (0:0 character device) and an opaque directory.
+        tree::mknod(
+            &top,
+            OsStr::new("gone"),
+            libc::S_IFCHR | 0o000,
+            0,
+            Path::new("gone"),
+        )
+        .unwrap();
+        let o = tree::open_dir(&top, OsStr::new("opaque"), Path::new("opaque")).unwrap();
+        let marked = tree::set_xattr(&o, c"user.overlay.opaque", b"y", Path::new("opaque"));
+        std::fs::set_permissions(
+            from.join("opaque/sub"),
+            std::fs::Permissions::from_mode(0o500),
+        )
+        .unwrap();
+        copy_tree(&from, &to).unwrap();
+        let (a, b) = (seen(&from), seen(&to));
+        assert_eq!(a, b);
+        assert_eq!(b.len(), 6, "{b:?}");
+        assert_eq!(b.iter().any(|e| e.4), marked.is_ok(), "the opaque mark");
+        // Copied once more into a layer that is not empty: refused.
+        assert!(copy_tree(&from, &to).is_err());
+        empty_dir(&to).unwrap();
+        assert_eq!(std::fs::read_dir(&to).unwrap().count(), 0);
+        assert!(to.is_dir());
+        std::fs::set_permissions(
+            from.join("opaque/sub"),
+            std::fs::Permissions::from_mode(0o700),
+        )
+        .unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
