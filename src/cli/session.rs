@@ -118,6 +118,7 @@ fn relay(
     policy: &crate::Policy,
     layers: &mut Option<Layers>,
 ) -> Result<(crate::Outcome, Option<String>), String> {
+    let began = std::time::Instant::now();
     let (Some(to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
         return Err("session: the jail has no stdin or stdout pipe".into());
     };
@@ -173,6 +174,7 @@ fn relay(
             Heard::Op(r) => {
                 let ctx = Restart {
                     policy,
+                    began,
                     dog: &dog,
                     tx: &tx,
                     to_agent: &to_agent,
@@ -192,6 +194,8 @@ fn relay(
 /// What a restart of the session's jail needs.
 struct Restart<'a> {
     policy: &'a crate::Policy,
+    /// When the session's first jail started (its lifetime runs on).
+    began: std::time::Instant,
     dog: &'a Arc<Watchdog>,
     tx: &'a Sender<Heard>,
     to_agent: &'a Mutex<Option<std::fs::File>>,
@@ -226,10 +230,12 @@ fn on_op(
     }
     let _ = cur.child.wait();
     let answer = l.answer(r);
-    let started = spawn(&workspace::restart_policy(ctx.policy)).map(|mut c| {
-        let pipes = ready(&mut c);
-        (c, pipes)
-    });
+    let started = workspace::restart_policy(ctx.policy, ctx.began)
+        .and_then(|p| spawn(&p))
+        .map(|mut c| {
+            let pipes = ready(&mut c);
+            (c, pipes)
+        });
     emit(&answer);
     match started {
         Ok((c, Ok((to, from)))) => {

@@ -369,6 +369,7 @@ fn start(
         out,
         end_tx,
         policy,
+        began: std::time::Instant::now(),
     };
     let dog = run.open.clone();
     std::thread::spawn(move || {
@@ -414,6 +415,8 @@ struct Actor {
     end_tx: watch::Sender<Option<Value>>,
     /// The jail's policy, for a start again after a rollback or a commit.
     policy: Policy,
+    /// When the session's first jail started (its lifetime runs on).
+    began: std::time::Instant,
 }
 
 impl Actor {
@@ -470,7 +473,8 @@ impl Actor {
     /// The jail started again on its layers, its pipes and killer in
     /// place; its outcome when it did not start.
     fn start_again(&mut self) -> Result<(), Box<Result<crate::Outcome, String>>> {
-        let mut child = Jail::new(ws::restart_policy(&self.policy))
+        let policy = ws::restart_policy(&self.policy, self.began).map_err(|e| Box::new(Err(e)))?;
+        let mut child = Jail::new(policy)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

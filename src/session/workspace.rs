@@ -159,11 +159,20 @@ pub(crate) fn no_overlay(r: &Request) -> Value {
 }
 
 /// The jail policy a session starts again with after a rollback or a
-/// commit: the same, on the layers it kept.
-pub(crate) fn restart_policy(p: &Policy) -> Policy {
+/// commit (the session began at `began`): the same, on the layers it
+/// kept, with what is left of its lifetime (a restart never lengthens
+/// it); an error once nothing is left.
+pub(crate) fn restart_policy(p: &Policy, began: std::time::Instant) -> Result<Policy, String> {
     let mut p = p.clone();
     p.workspace.resume = true;
-    p
+    if let Some(life) = p.limits.timeout {
+        let left = life.saturating_sub(began.elapsed());
+        if left.is_zero() {
+            return Err("the session's lifetime is over".into());
+        }
+        p.limits.timeout = Some(left);
+    }
+    Ok(p)
 }
 
 /// A session's overlays, seen from the front end.
@@ -211,6 +220,19 @@ impl Layers {
             );
         }
         let ours = p.workspace.keep.is_none();
+        let tmp = std::env::temp_dir();
+        if let (true, Some((host, _))) = (
+            ours,
+            policy::workspace::overlays(p)
+                .into_iter()
+                .find(|(h, _)| tmp.starts_with(h)),
+        ) {
+            return Err(format!(
+                "{}: holds the temporary directory {}, where a session keeps its upper layers (overlayfs refuses layers inside each other): give --overlay-upper DIR outside it, or set TMPDIR",
+                host.display(),
+                tmp.display()
+            ));
+        }
         let dir = match &p.workspace.keep {
             Some(d) => d.clone(),
             None => {

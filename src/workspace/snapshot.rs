@@ -251,7 +251,7 @@ mod tests {
         tree::mknod(
             &top,
             OsStr::new("gone"),
-            libc::S_IFCHR | 0o000,
+            libc::S_IFCHR,
             0,
             Path::new("gone"),
         )
