@@ -434,4 +434,21 @@ mod tests {
         assert!(why.contains("needs the checkpoint's name"), "{why}");
         assert!(Op::Commit.restarts() && !Op::Changes.restarts());
     }
+
+    #[test]
+    fn a_restart_keeps_what_is_left_of_the_lifetime() {
+        use std::time::{Duration, Instant};
+        let mut p = Policy::with_defaults(vec!["true".into()]);
+        p.limits.timeout = Some(Duration::from_secs(10));
+        let again = restart_policy(&p, Instant::now() - Duration::from_secs(4)).unwrap();
+        assert!(again.workspace.resume);
+        assert!(again.limits.timeout.unwrap() <= Duration::from_secs(6));
+        let e = restart_policy(&p, Instant::now() - Duration::from_secs(11)).unwrap_err();
+        assert_eq!(e, "the session's lifetime is over");
+        p.limits.timeout = None;
+        assert_eq!(
+            restart_policy(&p, Instant::now()).unwrap().limits.timeout,
+            None
+        );
+    }
 }
