@@ -412,3 +412,48 @@ fn the_fallback_refuses_a_session_s_overlay() {
         assert_eq!(code, Some(125), "{who:?}");
     }
 }
+
+#[test]
+fn root_s_session_over_a_directory_it_owns_changes_and_commits_it() {
+    if !common::is_root() {
+        common::skip("session overlay root-owned", "not root");
+        return;
+    }
+    // Root's own files are shown as the jail user's (an idmapped lower
+    // layer) over the session's kept upper layer.
+    let s = Scratch::new("sws-rootown");
+    let host = s.join("host");
+    std::fs::create_dir_all(&host).unwrap();
+    std::fs::write(host.join("a.txt"), "root\n").unwrap();
+    let flag = format!("{}:/work/p", host.display());
+    let mut j = Session::start(Who::Root, &["--overlay", &flag]);
+    let (out, x) = j.exec(
+        "e",
+        "echo more >> /work/p/a.txt && echo n > /work/p/n && cat /work/p/a.txt",
+    );
+    assert_eq!(
+        (out.as_str(), &x["code"]),
+        ("root\nmore\n", &json!(0)),
+        "{x}"
+    );
+    j.ask("k", json!({"op": "checkpoint", "name": "k"}));
+    let r = j.ask("r", json!({"op": "rollback", "name": "k"}));
+    assert_eq!(r["event"], "rollback", "{r}");
+    let m = j.ask("m", json!({"op": "commit"}));
+    assert_eq!(
+        m["commit"]["applied"],
+        json!(["/work/p/a.txt", "/work/p/n"]),
+        "{m}"
+    );
+    j.close();
+    assert_eq!(read(&host.join("a.txt")), "root\nmore\n");
+    use std::os::unix::fs::MetadataExt;
+    for f in ["a.txt", "n"] {
+        let m = std::fs::metadata(host.join(f)).unwrap();
+        assert_eq!(
+            (m.uid(), m.gid()),
+            (0, 0),
+            "{f} keeps (or takes) root's ownership"
+        );
+    }
+}
