@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -64,6 +64,9 @@ pub struct Open {
     /// A rollback or a commit waiting for the jail to end: the reader
     /// thread answers it and starts the jail again.
     restart: Mutex<Option<Pending>>,
+    /// Asked to end (`DELETE`, the server's shutdown): a jail ended for a
+    /// rollback or a commit is not started again.
+    closing: AtomicBool,
     next_command: AtomicU64,
     /// The `end` event once the session is over.
     end: watch::Receiver<Option<Value>>,
@@ -121,6 +124,7 @@ impl Sessions {
     pub fn shutdown(&self) {
         let mut map = lock(&self.map);
         for s in map.values() {
+            s.closing.store(true, Ordering::SeqCst);
             let _ = lock(&s.killer).kill();
         }
         while !map.is_empty() {
@@ -282,6 +286,7 @@ impl Open {
 
     /// Ask the agent to close; the end event once the session is over.
     pub async fn close(&self) -> Value {
+        self.closing.store(true, Ordering::SeqCst);
         let _ = self.send(&json!({"op": "close"}));
         let mut end = self.end.clone();
         let v = end
@@ -354,6 +359,7 @@ fn start(
         layers: Mutex::new(layers.take()),
         commit_lock,
         restart: Mutex::new(None),
+        closing: AtomicBool::new(false),
         next_command: AtomicU64::new(0),
         end: end_rx,
         watchdog: Watchdog::default(),
@@ -454,7 +460,7 @@ impl Actor {
     /// when it did not start (the session ends).
     fn restart(&mut self, p: Pending) -> Option<Result<crate::Outcome, String>> {
         drop(lock(&self.open.stdin).take());
-        let _ = self.child.wait();
+        let ended = self.child.wait().map_err(|e| e.to_string());
         let answer = {
             let held = match (&p.req.op, &self.open.commit_lock) {
                 (Op::Commit, Some(l)) => Some(lock(l)),
@@ -464,8 +470,17 @@ impl Actor {
             drop(held);
             a.unwrap_or_default()
         };
+        if self.open.closing.load(Ordering::SeqCst) {
+            // Closed meanwhile: the session ends with the jail it had.
+            let _ = p.reply.send(answer);
+            return Some(ended);
+        }
         // Answered once the jail is up again: the next exec finds it.
         let again = self.start_again();
+        if again.is_ok() && self.open.closing.load(Ordering::SeqCst) {
+            // Closed while it started: its close went nowhere.
+            let _ = self.open.send(&json!({"op": "close"}));
+        }
         let _ = p.reply.send(answer);
         again.err().map(|o| *o)
     }
