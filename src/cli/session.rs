@@ -228,7 +228,15 @@ fn on_op(
     if let Some(mut to) = lock(ctx.to_agent).take() {
         let _ = to.write_all(b"{\"op\":\"close\"}\n");
     }
-    let _ = cur.child.wait();
+    let ended = cur.child.wait();
+    match ended {
+        Ok(o) if !workspace::closed_as_asked(&o) => {
+            emit(&workspace::ended_first(r, &o));
+            return Some(o);
+        }
+        Err(e) => return Some(not_again(r, None, &e.to_string())),
+        Ok(_) => {}
+    }
     let answer = l.answer(r);
     let started = workspace::restart_policy(ctx.policy, ctx.began)
         .and_then(|p| spawn(&p))

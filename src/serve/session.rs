@@ -461,6 +461,11 @@ impl Actor {
     fn restart(&mut self, p: Pending) -> Option<Result<crate::Outcome, String>> {
         drop(lock(&self.open.stdin).take());
         let ended = self.child.wait().map_err(|e| e.to_string());
+        if let Some(o) = ended.as_ref().ok().filter(|o| !ws::closed_as_asked(o)) {
+            // It ended on its own meanwhile: so does the session.
+            let _ = p.reply.send(ws::ended_first(&p.req, o));
+            return Some(ended);
+        }
         let answer = {
             let held = match (&p.req.op, &self.open.commit_lock) {
                 (Op::Commit, Some(l)) => Some(lock(l)),

@@ -158,6 +158,24 @@ pub(crate) fn no_overlay(r: &Request) -> Value {
     refused(r.id.as_deref(), "no_overlay", &m)
 }
 
+/// Whether the jail ended for a rollback or a commit ended as asked (the
+/// agent closed): not on its own meanwhile (its idle timeout, a limit,
+/// its lifetime), when the session is over instead.
+pub(crate) fn closed_as_asked(o: &crate::Outcome) -> bool {
+    super::end_reason(o) == "closed"
+}
+
+/// The answer to a request whose session ended on its own before it was
+/// made.
+pub(crate) fn ended_first(r: &Request, o: &crate::Outcome) -> Value {
+    let m = format!(
+        "{}: the session ended first ({}); nothing was done",
+        r.op.name(),
+        super::end_reason(o)
+    );
+    refused(r.id.as_deref(), "session_ended", &m)
+}
+
 /// The jail policy a session starts again with after a rollback or a
 /// commit (the session began at `began`): the same, on the layers it
 /// kept, with what is left of its lifetime (a restart never lengthens
@@ -449,6 +467,29 @@ mod tests {
         assert_eq!(
             restart_policy(&p, Instant::now()).unwrap().limits.timeout,
             None
+        );
+    }
+
+    #[test]
+    fn a_jail_that_ended_on_its_own_is_not_started_again() {
+        let mut o = crate::Outcome::new();
+        o.status = crate::Status::Exited;
+        o.exit_code = 0;
+        assert!(closed_as_asked(&o));
+        o.exit_code = 11; // the agent's idle timeout
+        assert!(!closed_as_asked(&o));
+        let r = Request {
+            id: Some("r".into()),
+            op: Op::Rollback("k".into()),
+        };
+        let e = ended_first(&r, &o);
+        assert_eq!(e["error"]["code"], "session_ended");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("idle_timeout"),
+            "{e}"
         );
     }
 }
