@@ -22,7 +22,9 @@
 //! commands' signals off the agent (a Landlock domain scoped for signals;
 //! a seccomp filter below Landlock ABI 6), `sweep` the kill of
 //! what a command left, `state` the shell's report of its state, `proto`
-//! the wire format, `policy` the jail a session runs in.
+//! the wire format, `policy` the jail a session runs in, `workspace` its
+//! overlays' requests (changes, checkpoints, rollback, commit), which the
+//! front end answers itself.
 
 #![deny(unsafe_code)]
 
@@ -35,6 +37,7 @@ pub(crate) mod proto;
 mod state;
 mod sweep;
 pub(crate) mod watchdog;
+pub(crate) mod workspace;
 
 /// The hidden subcommand the jail's payload runs.
 pub(crate) const AGENT_ARG: &str = "session-agent";

@@ -18,6 +18,7 @@ mod commit;
 mod cursor;
 mod diff;
 pub mod record;
+mod snapshot;
 mod walk;
 
 use std::os::fd::OwnedFd;
@@ -26,6 +27,7 @@ use std::path::{Path, PathBuf};
 use crate::outcome::{Change, Committed};
 use crate::policy::Workspaces;
 
+pub use snapshot::{copy_tree, empty_dir};
 pub use walk::{Entry, Walked};
 
 /// One overlay's layers, open: the upper layer's top (any fd of it) and

@@ -7,8 +7,12 @@
 //! (`--overlay-upper`) is committed later by `stockade overlay commit`,
 //! which refuses paths that cross a symlink planted on the host (outside,
 //! into `..`, at /proc) and undoes what lands in a directory renamed out
-//! of the host directory meanwhile; `--deny` holds inside an overlay; the
-//! fallback without user namespaces refuses one. As root and as uid 65534.
+//! of the host directory meanwhile, or swapped for a symlink; hard links
+//! are listed as the files they name and committed as copies (never a
+//! link out of the host directory); ownership cannot change inside the
+//! jail and a commit keeps the host's owners; `--deny` holds inside an
+//! overlay; the fallback without user namespaces refuses one. As root and
+//! as uid 65534.
 
 mod common;
 
@@ -784,4 +788,195 @@ fn the_library_s_jail_takes_an_overlay_and_commits_it() {
         .output()
         .unwrap_err();
     assert_eq!(e.to_string(), "overlay: /nonexistent-ov: no such directory");
+}
+
+#[test]
+fn hard_links_are_listed_as_the_files_they_are_and_committed_as_copies() {
+    for who in common::users("overlay hard links") {
+        let s = Scratch::new("ov-hard");
+        let host = project(&s);
+        let a_ino = std::fs::metadata(host.join("a.txt")).unwrap().ino();
+        let keep = s.join("keep");
+        let k = keep.display().to_string();
+        // A link to a host file (overlayfs copies it up first), links
+        // among new files, and a link to a file of the jail's outside
+        // the overlay (refused: another mount).
+        let script = "cd /work/p && ln a.txt hard && echo n > new && ln new new2 && ln d/x d/x2 \
+                      && if ln /etc/hostname outside 2>/dev/null; then echo linked-outside; fi";
+        let o = run_sh(
+            who,
+            &[
+                "--overlay",
+                &overlay_flag(&host),
+                "--overlay-upper",
+                &k,
+                "--commit",
+            ],
+            script,
+        );
+        let r = common::last_valid_json(&o);
+        assert_eq!(r["exit_code"], 0, "{who:?}: {r}\n{}", stderr(&o));
+        assert_eq!(
+            r["stdout"]["data"], "",
+            "{who:?}: a link out of the overlay was made"
+        );
+        let (kinds, by) = changes(&r);
+        // Each name a link made is a file of its own in the listing; the
+        // linked-to file, copied up unchanged, is no change.
+        let want: Vec<Kind> = ["d/x2", "hard", "new", "new2"]
+            .iter()
+            .map(|p| (format!("/work/p/{p}"), "added".into(), "file".into()))
+            .collect();
+        assert_eq!(kinds, want, "{who:?}");
+        assert_eq!(
+            by["/work/p/hard"]["sha256"],
+            host_sha256(&host.join("a.txt"))
+        );
+        assert_eq!(
+            r["commit"]["refused"],
+            serde_json::json!([]),
+            "{who:?}: {r}"
+        );
+        // Committed as copies: no committed file is a link to the upper
+        // layer (outside HOST_DIR), to another, or to the file it named.
+        let upper = keep.join("0/upper");
+        let mut inodes = std::collections::BTreeSet::new();
+        for p in ["d/x2", "hard", "new", "new2"] {
+            let m = std::fs::symlink_metadata(host.join(p)).unwrap();
+            assert_eq!(m.nlink(), 1, "{who:?}: {p} is a link");
+            assert!(inodes.insert(m.ino()), "{who:?}: {p} shares an inode");
+            let u = std::fs::symlink_metadata(upper.join(p)).unwrap();
+            assert_ne!((u.dev(), u.ino()), (m.dev(), m.ino()), "{who:?}: {p}");
+        }
+        assert_eq!(std::fs::metadata(host.join("a.txt")).unwrap().ino(), a_ino);
+        assert_eq!(std::fs::metadata(host.join("a.txt")).unwrap().nlink(), 1);
+        assert_eq!(std::fs::read(host.join("hard")).unwrap(), b"alpha\n");
+        assert!(!host.join("outside").exists());
+        let _ = overlay_cmd(who, "discard", &keep);
+    }
+}
+
+#[test]
+fn ownership_cannot_change_inside_the_jail_and_a_commit_keeps_the_host_s_owners() {
+    if !common::is_root() {
+        common::skip("overlay ownership", "not root");
+        return;
+    }
+    let s = Scratch::new("ov-owner");
+    let host = project(&s);
+    std::fs::write(host.join("theirs.txt"), "theirs\n").unwrap();
+    common::host_sh_ok(&format!(
+        "chown 12345:12345 '{0}/theirs.txt' && chmod 666 '{0}/theirs.txt'",
+        host.display()
+    ));
+    let keep = s.join("keep");
+    let k = keep.display().to_string();
+    // Only the jail's own ids are mapped: giving a file away, or taking
+    // one, is refused; a file of an unmapped owner cannot be copied up.
+    let script =
+        "cd /work/p; for t in 0 12345 65534; do chown $t a.txt 2>/dev/null && echo gave-$t; done; \
+                  chown 0:0 d 2>/dev/null && echo gave-d; \
+                  echo more >> theirs.txt 2>/dev/null && echo wrote-theirs; \
+                  echo more >> a.txt; echo mine > mine.txt; echo ok";
+    let o = run_sh(
+        Who::Root,
+        &["--overlay", &overlay_flag(&host), "--overlay-upper", &k],
+        script,
+    );
+    let r = common::last_valid_json(&o);
+    assert_eq!(r["stdout"]["data"], "ok\n", "{r}\n{}", stderr(&o));
+    let (kinds, _) = changes(&r);
+    assert_eq!(
+        kinds,
+        [
+            ("/work/p/a.txt".into(), "modified".into(), "file".into()),
+            ("/work/p/mine.txt".into(), "added".into(), "file".into()),
+        ],
+        "{r}"
+    );
+    // The host gives a.txt to another user before the commit: replaced,
+    // it keeps that owner; what is made takes its directory's.
+    common::host_sh_ok(&format!("chown 4242:4242 '{}/a.txt'", host.display()));
+    let o = overlay_cmd(Who::Root, "commit", &keep);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let owner = |p: &str| {
+        let m = std::fs::metadata(host.join(p)).unwrap();
+        (m.uid(), m.gid())
+    };
+    assert_eq!(owner("a.txt"), (4242, 4242));
+    assert_eq!(std::fs::read(host.join("a.txt")).unwrap(), b"alpha\nmore\n");
+    assert_eq!(owner("mine.txt"), (NOBODY, NOBODY));
+    assert_eq!(owner("theirs.txt"), (12345, 12345));
+    assert_eq!(owner("d"), (NOBODY, NOBODY));
+    assert_eq!(std::fs::read(host.join("theirs.txt")).unwrap(), b"theirs\n");
+}
+
+#[test]
+fn a_directory_swapped_for_a_symlink_during_a_commit_gets_nothing_written_through_it() {
+    const FILES: usize = 3000;
+    for who in common::users("overlay racing symlink swap") {
+        let s = Scratch::new("ov-swap");
+        let host = project(&s);
+        std::fs::create_dir(host.join("sub")).unwrap();
+        let (out, elsewhere) = (s.join("out"), s.join("elsewhere"));
+        std::fs::create_dir(&out).unwrap();
+        std::fs::create_dir(&elsewhere).unwrap();
+        give_to_nobody(s.path());
+        let script = format!(
+            "cd /work/p/sub && i=0; while [ $i -lt {FILES} ]; do echo $i > f$(printf %05d $i); i=$((i+1)); done"
+        );
+        let keep = kept(who, &s, &host, &script);
+        let mut c = common::stockade(who);
+        c.args(["overlay", "commit"]).arg(&keep);
+        c.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let child = c.spawn().unwrap();
+        // Once the commit is under way in sub/: sub/ moved out, and a
+        // symlink out of the host directory put in its place.
+        let first = host.join("sub/f00100");
+        let t0 = std::time::Instant::now();
+        while !first.exists() && t0.elapsed() < std::time::Duration::from_secs(60) {
+            std::thread::yield_now();
+        }
+        std::fs::rename(host.join("sub"), out.join("sub")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, host.join("sub")).unwrap();
+        let swapped = std::time::SystemTime::now();
+        let o = child.wait_with_output().unwrap();
+        let r: serde_json::Value = serde_json::from_str(stdout(&o).trim())
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&o), stderr(&o)));
+        assert_eq!(
+            std::fs::read_dir(&elsewhere).unwrap().count(),
+            0,
+            "{who:?}: written through the swapped-in symlink"
+        );
+        let late: Vec<_> = std::fs::read_dir(out.join("sub"))
+            .unwrap()
+            .filter_map(|e| {
+                let e = e.unwrap();
+                let m = e.metadata().unwrap();
+                let ctime = std::time::UNIX_EPOCH
+                    + std::time::Duration::new(m.ctime() as u64, m.ctime_nsec() as u32);
+                (ctime > swapped).then(|| e.file_name())
+            })
+            .collect();
+        assert!(
+            late.is_empty(),
+            "{who:?}: written outside after the swap: {late:?}"
+        );
+        let refused = r["commit"]["refused"].as_array().unwrap();
+        assert!(
+            !refused.is_empty(),
+            "{who:?}: the commit was over before the swap: {r}"
+        );
+        for x in refused {
+            let why = x["reason"].as_str().unwrap();
+            assert!(
+                why.contains("moved out of the host directory")
+                    || why.contains("a symlink on the host path"),
+                "{who:?}: {why}"
+            );
+        }
+        assert_eq!(o.status.code(), Some(1));
+        let _ = overlay_cmd(who, "discard", &keep);
+    }
 }

@@ -152,6 +152,12 @@ pub(super) struct SessionArgs {
     /// Where user namespaces are refused and stockade is root: host uids to give each jail one of [default: 2147418112:65536]
     #[arg(long, value_name = "START:COUNT")]
     pub(super) uid_range: Option<String>,
+    /// Show a host directory at INNER copy-on-write: the session may change anything there, HOST_DIR is not written until a `commit` request
+    #[arg(long, value_name = "HOST_DIR:INNER")]
+    pub(super) overlay: Vec<String>,
+    /// Keep the overlays' upper layers in DIR (missing or empty), for `stockade overlay commit|discard DIR` after the session [default: a directory of the session's, removed at its end]
+    #[arg(long, value_name = "DIR")]
+    pub(super) overlay_upper: Option<PathBuf>,
     /// End the session after this long without a command running, e.g. 10m; 0: never [default: 0]
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     pub(super) idle_timeout: Option<String>,

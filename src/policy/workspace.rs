@@ -68,6 +68,11 @@ pub struct Workspaces {
     /// [`DEFAULT_MAX_FILE`]).
     #[serde(default)]
     pub max_file: u64,
+    /// The kept layers in [`Workspaces::keep`] exist already, with their
+    /// record, and are used as they are: a session's jail started again
+    /// on its layers (after a rollback or a commit).
+    #[serde(default)]
+    pub resume: bool,
 }
 
 impl Workspaces {
@@ -149,6 +154,12 @@ pub(super) fn check(p: &Policy) -> Result<(), PolicyError> {
                 ));
             }
         }
+    }
+    if w.resume && w.keep.is_none() {
+        return Err(PolicyError::new(
+            "workspace.resume",
+            "needs the kept layers' directory (--overlay-upper)",
+        ));
     }
     if w.keep.is_some() && w.size != 0 {
         return Err(PolicyError::new(

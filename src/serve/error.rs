@@ -12,7 +12,8 @@ pub struct ApiError {
     /// `unknown_profile`, `method_not_allowed`, `payload_too_large`,
     /// `request_timeout`,
     /// `queue_full`, `too_many_sessions`, `busy`, `session_ended`,
-    /// `shutting_down`, `internal`.
+    /// `shutting_down`, `internal`; a session's workspace requests add
+    /// `no_checkpoint`, `commit_refused`, `no_overlay`, `workspace_failed`.
     pub code: &'static str,
     pub message: String,
     /// The request field at fault (400 only).
@@ -142,6 +143,23 @@ impl ApiError {
         );
         e.retry_after = Some(1);
         e
+    }
+
+    /// A session's workspace request refused (`session::workspace`'s
+    /// codes): 400 a bad name, 404 no such checkpoint, 403 a commit the
+    /// base does not allow, 409 a command running or no overlay, 500 the
+    /// layers could not be read or written.
+    pub fn workspace(code: &str, message: impl Into<String>) -> ApiError {
+        let (status, code) = match code {
+            "bad_request" => (StatusCode::BAD_REQUEST, "bad_request"),
+            "no_checkpoint" => (StatusCode::NOT_FOUND, "no_checkpoint"),
+            "commit_refused" => (StatusCode::FORBIDDEN, "commit_refused"),
+            "busy" => (StatusCode::CONFLICT, "busy"),
+            "no_overlay" => (StatusCode::CONFLICT, "no_overlay"),
+            "session_ended" => (StatusCode::GONE, "session_ended"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "workspace_failed"),
+        };
+        ApiError::new(status, code, message)
     }
 
     pub fn internal(message: impl Into<String>) -> ApiError {

@@ -22,6 +22,22 @@ pub fn router(state: Arc<State>) -> Router {
         .route("/v1/sessions", post(super::session_http::create))
         .route("/v1/sessions/{id}/exec", post(super::session_http::exec))
         .route(
+            "/v1/sessions/{id}/changes",
+            post(super::session_http::changes),
+        )
+        .route(
+            "/v1/sessions/{id}/checkpoint",
+            post(super::session_http::checkpoint),
+        )
+        .route(
+            "/v1/sessions/{id}/rollback",
+            post(super::session_http::rollback),
+        )
+        .route(
+            "/v1/sessions/{id}/commit",
+            post(super::session_http::commit),
+        )
+        .route(
             "/v1/sessions/{id}",
             axum::routing::delete(super::session_http::delete),
         )

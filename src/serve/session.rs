@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -28,7 +28,12 @@ use super::request::{FileSpec, RunRequest};
 use super::workdir;
 use super::State;
 use crate::session::watchdog::Watchdog;
+use crate::session::workspace::{self as ws, Layers, Op, Request as WsRequest};
 use crate::{Child, Jail, Killer, Policy, Stdio};
+
+/// The id `current` holds while a workspace request is answered: no
+/// exec gets in meanwhile (command ids are `c1`, `c2`, …).
+const WORKSPACE: &str = "workspace";
 
 /// Every open session, and the counters `/metrics` shows.
 #[derive(Default)]
@@ -49,7 +54,19 @@ pub struct Open {
     stdin: Mutex<Option<std::fs::File>>,
     /// The exec being answered: its command id and where its events go.
     current: Mutex<Option<(String, super::mailbox::Sender)>>,
-    killer: Killer,
+    /// Its jail's killer (a new one after a rollback or a commit).
+    killer: Mutex<Killer>,
+    /// Its overlays, when its request had a `workspace`.
+    layers: Mutex<Option<Layers>>,
+    /// The base's lock when the base allows commits (`:commit`): held
+    /// while a commit is applied. None: `commit` is refused.
+    commit_lock: Option<Arc<Mutex<()>>>,
+    /// A rollback or a commit waiting for the jail to end: the reader
+    /// thread answers it and starts the jail again.
+    restart: Mutex<Option<Pending>>,
+    /// Asked to end (`DELETE`, the server's shutdown): a jail ended for a
+    /// rollback or a commit is not started again.
+    closing: AtomicBool,
     next_command: AtomicU64,
     /// The `end` event once the session is over.
     end: watch::Receiver<Option<Value>>,
@@ -57,6 +74,21 @@ pub struct Open {
     watchdog: Watchdog,
     /// The command whose deadline passed, when the watchdog killed the jail.
     overdue: Mutex<Option<String>>,
+}
+
+/// A workspace request that restarts the jail, and where its answer goes.
+struct Pending {
+    req: WsRequest,
+    reply: std::sync::mpsc::Sender<Value>,
+}
+
+/// A session's workspace, as its request set it up.
+#[derive(Default)]
+pub struct SessionWorkspace {
+    pub layers: Option<Layers>,
+    pub commit_lock: Option<Arc<Mutex<()>>>,
+    /// `{"base", "at"}`, for the created session's answer.
+    pub shown: Option<Value>,
 }
 
 /// What `POST /v1/sessions` asked for.
@@ -92,7 +124,8 @@ impl Sessions {
     pub fn shutdown(&self) {
         let mut map = lock(&self.map);
         for s in map.values() {
-            let _ = s.killer.kill();
+            s.closing.store(true, Ordering::SeqCst);
+            let _ = lock(&s.killer).kill();
         }
         while !map.is_empty() {
             map = self.gone.wait(map).unwrap_or_else(|e| e.into_inner());
@@ -191,8 +224,69 @@ impl Open {
         format!("c{}", self.next_command.fetch_add(1, Ordering::SeqCst) + 1)
     }
 
+    /// Answer a workspace request (`session::workspace`; blocking): no
+    /// exec starts meanwhile, and none may be running (409). A rollback
+    /// or a commit ends the jail, and the reader thread answers it and
+    /// starts the jail again.
+    pub fn workspace(&self, r: WsRequest) -> Result<Value, ApiError> {
+        {
+            let mut cur = lock(&self.current);
+            if cur.is_some() {
+                return Err(to_error(&ws::busy(&r)));
+            }
+            if self.end.borrow().is_some() {
+                return Err(ApiError::session_ended());
+            }
+            let (tx, _) = super::mailbox::new(WORKSPACE);
+            *cur = Some((WORKSPACE.to_string(), tx));
+        }
+        let ev = self.workspace_marked(&r);
+        let mut cur = lock(&self.current);
+        if cur.as_ref().is_some_and(|(id, _)| id == WORKSPACE) {
+            *cur = None;
+        }
+        drop(cur);
+        if ev["event"] == "error" {
+            return Err(to_error(&ev));
+        }
+        let mut v = ev;
+        if let Some(o) = v.as_object_mut() {
+            o.remove("event");
+            o.remove("id");
+        }
+        Ok(v)
+    }
+
+    fn workspace_marked(&self, r: &WsRequest) -> Value {
+        let mut layers = lock(&self.layers);
+        let Some(l) = layers.as_mut() else {
+            return ws::no_overlay(r);
+        };
+        if r.op == Op::Commit && self.commit_lock.is_none() {
+            let m = "commit: the session's base is read-only here (the operator allows commits with --workspace-base NAME=DIR:commit)";
+            return ws::refused(r.id.as_deref(), "commit_refused", m);
+        }
+        if !r.op.restarts() || !l.knows(r) {
+            return l.answer(r);
+        }
+        drop(layers);
+        let (tx, rx) = std::sync::mpsc::channel();
+        *lock(&self.restart) = Some(Pending {
+            req: r.clone(),
+            reply: tx,
+        });
+        if self.send(&json!({"op": "close"})).is_err() {
+            lock(&self.restart).take();
+        }
+        rx.recv().unwrap_or_else(|_| {
+            let m = format!("the session ended before its {} was made", r.op.name());
+            ws::refused(r.id.as_deref(), "session_ended", &m)
+        })
+    }
+
     /// Ask the agent to close; the end event once the session is over.
     pub async fn close(&self) -> Value {
+        self.closing.store(true, Ordering::SeqCst);
         let _ = self.send(&json!({"op": "close"}));
         let mut end = self.end.clone();
         let v = end
@@ -211,12 +305,36 @@ pub fn open(
     policy: Policy,
     files: Vec<FileSpec>,
     id: String,
+    workspace: SessionWorkspace,
 ) -> Result<Value, ApiError> {
+    let SessionWorkspace {
+        layers,
+        commit_lock,
+        ..
+    } = workspace;
+    let mut layers = layers;
+    let ready = start(&state, policy, files, id, commit_lock, &mut layers);
+    // Not taken by the session: it did not start.
+    if let Some(l) = layers {
+        l.finish();
+    }
+    ready
+}
+
+fn start(
+    state: &Arc<State>,
+    policy: Policy,
+    files: Vec<FileSpec>,
+    id: String,
+    commit_lock: Option<Arc<Mutex<()>>>,
+    layers: &mut Option<Layers>,
+) -> Result<Value, ApiError> {
+    let state = state.clone();
     let reservation = state.sessions.reserve(state.max.sessions)?;
     workdir::check_files(&files)?;
     let mut policy = policy;
     policy.workdir.files = workdir::seed(&files);
-    let mut child = Jail::new(policy)
+    let mut child = Jail::new(policy.clone())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -237,7 +355,11 @@ pub fn open(
         id: id.clone(),
         stdin: Mutex::new(child.stdin.take()),
         current: Mutex::new(None),
-        killer,
+        killer: Mutex::new(killer),
+        layers: Mutex::new(layers.take()),
+        commit_lock,
+        restart: Mutex::new(None),
+        closing: AtomicBool::new(false),
         next_command: AtomicU64::new(0),
         end: end_rx,
         watchdog: Watchdog::default(),
@@ -252,16 +374,26 @@ pub fn open(
         child,
         out,
         end_tx,
+        policy,
+        began: std::time::Instant::now(),
     };
     let dog = run.open.clone();
     std::thread::spawn(move || {
         if let Some(id) = dog.watchdog.wait() {
             *lock(&dog.overdue) = Some(id);
-            let _ = dog.killer.kill();
+            let _ = lock(&dog.killer).kill();
         }
     });
     std::thread::spawn(move || run.run());
     Ok(ready)
+}
+
+/// A workspace request's error event as the server's error.
+fn to_error(ev: &Value) -> ApiError {
+    ApiError::workspace(
+        ev["error"]["code"].as_str().unwrap_or_default(),
+        ev["error"]["message"].as_str().unwrap_or_default(),
+    )
 }
 
 fn no_pipe() -> ApiError {
@@ -287,15 +419,33 @@ struct Actor {
     child: Child,
     out: BufReader<std::fs::File>,
     end_tx: watch::Sender<Option<Value>>,
+    /// The jail's policy, for a start again after a rollback or a commit.
+    policy: Policy,
+    /// When the session's first jail started (its lifetime runs on).
+    began: std::time::Instant,
 }
 
 impl Actor {
     fn run(mut self) {
+        let outcome = loop {
+            self.read_events();
+            let Some(p) = lock(&self.open.restart).take() else {
+                drop(lock(&self.open.stdin).take());
+                break self.child.wait().map_err(|e| e.to_string());
+            };
+            if let Some(o) = self.restart(p) {
+                break o;
+            }
+        };
+        self.end(outcome);
+    }
+
+    fn read_events(&mut self) {
         let mut line = String::new();
         loop {
             line.clear();
             match self.out.read_line(&mut line) {
-                Ok(0) | Err(_) => break,
+                Ok(0) | Err(_) => return,
                 Ok(_) => {}
             }
             if let Ok(ev) = serde_json::from_str::<Value>(&line) {
@@ -303,9 +453,75 @@ impl Actor {
                 self.route(ev);
             }
         }
+    }
+
+    /// The jail has ended for a rollback or a commit: the layers written,
+    /// the request answered, the jail started again on them. Its outcome
+    /// when it did not start (the session ends).
+    fn restart(&mut self, p: Pending) -> Option<Result<crate::Outcome, String>> {
         drop(lock(&self.open.stdin).take());
-        let outcome = self.child.wait();
+        let ended = self.child.wait().map_err(|e| e.to_string());
+        if let Some(o) = ended.as_ref().ok().filter(|o| !ws::closed_as_asked(o)) {
+            // It ended on its own meanwhile: so does the session.
+            let _ = p.reply.send(ws::ended_first(&p.req, o));
+            return Some(ended);
+        }
+        let answer = {
+            let held = match (&p.req.op, &self.open.commit_lock) {
+                (Op::Commit, Some(l)) => Some(lock(l)),
+                _ => None,
+            };
+            let a = lock(&self.open.layers).as_mut().map(|l| l.answer(&p.req));
+            drop(held);
+            a.unwrap_or_default()
+        };
+        if self.open.closing.load(Ordering::SeqCst) {
+            // Closed meanwhile: the session ends with the jail it had.
+            let _ = p.reply.send(answer);
+            return Some(ended);
+        }
+        // Answered once the jail is up again: the next exec finds it.
+        let again = self.start_again();
+        if again.is_ok() && self.open.closing.load(Ordering::SeqCst) {
+            // Closed while it started: its close went nowhere.
+            let _ = self.open.send(&json!({"op": "close"}));
+        }
+        let _ = p.reply.send(answer);
+        again.err().map(|o| *o)
+    }
+
+    /// The jail started again on its layers, its pipes and killer in
+    /// place; its outcome when it did not start.
+    fn start_again(&mut self) -> Result<(), Box<Result<crate::Outcome, String>>> {
+        let policy = ws::restart_policy(&self.policy, self.began).map_err(|e| Box::new(Err(e)))?;
+        let mut child = Jail::new(policy)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| Box::new(Err(format!("starting the session's jail again: {e}"))))?;
+        let (Ok(killer), Some(out)) = (child.killer(), child.stdout.take()) else {
+            return Err(Box::new(child.wait().map_err(|e| e.to_string())));
+        };
+        let mut out = BufReader::new(out);
+        let mut line = String::new();
+        let _ = out.read_line(&mut line);
+        let ready: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if ready["event"] != "ready" {
+            return Err(Box::new(child.wait().map_err(|e| e.to_string())));
+        }
+        *lock(&self.open.stdin) = child.stdin.take();
+        *lock(&self.open.killer) = killer;
+        self.out = out;
+        self.child = child;
+        Ok(())
+    }
+
+    fn end(self, outcome: Result<crate::Outcome, String>) {
         self.open.watchdog.over();
+        if let Some(l) = lock(&self.open.layers).take() {
+            l.finish();
+        }
         let overdue = lock(&self.open.overdue).take();
         let end = match (outcome, overdue) {
             (Ok(o), Some(id)) => {
@@ -317,7 +533,7 @@ impl Actor {
                 crate::session::end_event_unresponsive(&o)
             }
             (Ok(o), None) => crate::session::end_event(&o),
-            (Err(e), _) => json!({"event": "end", "reason": "error", "error": e.to_string()}),
+            (Err(e), _) => json!({"event": "end", "reason": "error", "error": e}),
         };
         let reason = end["reason"].as_str().unwrap_or("error").to_string();
         // Everything let go of before anyone hears of the end.
@@ -354,16 +570,59 @@ pub fn policy(
     state: &State,
     c: &Create,
     id: &str,
-) -> Result<(Policy, super::run::Applied), ApiError> {
-    let (p, applied) = super::run::policy_for(state, &c.run, true)?;
+) -> Result<(Policy, super::run::Applied, SessionWorkspace), ApiError> {
+    let (mut p, applied) = super::run::policy_for(state, &c.run, true)?;
+    let mut w = workspace(state, c, &mut p)?;
     let p = crate::session::policy::session_policy(
         p,
         id,
         Some(c.idle),
         Some(state.max.session_lifetime),
     )
-    .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    Ok((p, applied))
+    .map_err(|e| ApiError::bad_request(e.to_string()));
+    match p {
+        Ok(p) => Ok((p, applied, w)),
+        Err(e) => {
+            if let Some(l) = w.layers.take() {
+                l.finish();
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The request's `workspace` (`base` and `at`; a session commits with its
+/// `commit` request, when the base allows it) as an overlay of `p`, its
+/// upper layer kept where the server can reach it.
+fn workspace(state: &State, c: &Create, p: &mut Policy) -> Result<SessionWorkspace, ApiError> {
+    let Some(ask) = c.run.workspace.clone() else {
+        return Ok(SessionWorkspace::default());
+    };
+    if ask.commit != crate::policy::Commit::Never {
+        return Err(ApiError::field(
+            "workspace.commit",
+            "a session commits with POST /v1/sessions/{id}/commit (where its base allows commits)",
+        ));
+    }
+    if ask.diff {
+        return Err(ApiError::field(
+            "workspace.diff",
+            "a session lists its changes with POST /v1/sessions/{id}/changes",
+        ));
+    }
+    let shown = json!({"base": ask.base, "at": ask.at});
+    super::workspace::apply(&state.bases, Some(ask.clone()), p)?;
+    let commit_lock = state
+        .bases
+        .iter()
+        .find(|b| b.name == ask.base && b.commit)
+        .map(|b| b.lock.clone());
+    let layers = Layers::prepare(p).map_err(|e| ApiError::internal(format!("workspace: {e}")))?;
+    Ok(SessionWorkspace {
+        layers,
+        commit_lock,
+        shown: Some(shown),
+    })
 }
 
 /// `POST /v1/sessions`'s body: the run request's `profile`, `env`,
@@ -383,7 +642,7 @@ pub fn parse_create(body: &[u8], state: &State) -> Result<Create, ApiError> {
     let (idle, _) = super::clamp::clamp(idle, None, state.max.session_idle);
     if let Some(k) = obj
         .keys()
-        .find(|k| !["profile", "env", "files", "limits"].contains(&k.as_str()))
+        .find(|k| !["profile", "env", "files", "limits", "workspace"].contains(&k.as_str()))
     {
         return Err(ApiError::field(k.clone(), "unknown field"));
     }

@@ -1,6 +1,8 @@
 //! The session routes: `POST /v1/sessions`, `POST /v1/sessions/{id}/exec`
 //! (JSON, or ndjson events as they come with `Accept:
-//! application/x-ndjson`), `DELETE /v1/sessions/{id}`.
+//! application/x-ndjson`), `DELETE /v1/sessions/{id}`, and a session's
+//! workspace requests: `POST /v1/sessions/{id}/changes`, `checkpoint`,
+//! `rollback`, `commit` (`session::workspace`).
 
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -46,9 +48,10 @@ async fn create_session(state: &Arc<State>, req: Request) -> Result<Response, Ap
     let body = read_body(state, req).await?;
     let c = session::parse_create(&body, state)?;
     let id = crate::session::policy::new_id();
-    let (policy, applied) = session::policy(state, &c, &id)?;
+    let (policy, applied, ws) = session::policy(state, &c, &id)?;
+    let shown = ws.shown.clone();
     let (st, sid, files) = (state.clone(), id.clone(), c.run.files);
-    let ready = tokio::task::spawn_blocking(move || session::open(st, policy, files, sid))
+    let ready = tokio::task::spawn_blocking(move || session::open(st, policy, files, sid, ws))
         .await
         .map_err(|_| ApiError::internal("the session's thread ended early"))??;
     let mut limits = applied.to_json()["limits"].clone();
@@ -56,18 +59,84 @@ async fn create_session(state: &Arc<State>, req: Request) -> Result<Response, Ap
         l.remove("timeout");
         l.remove("max_output");
     }
-    Ok(json(
-        StatusCode::CREATED,
-        &json!({
-            "id": id,
-            "workdir": ready["workdir"],
-            "profile": applied.profile,
-            "limits": limits,
-            "idle_timeout": c.idle.as_secs_f64(),
-            "max_lifetime": state.max.session_lifetime.as_secs_f64(),
-            "clamped": applied.clamped,
-        }),
-    ))
+    let mut v = json!({
+        "id": id,
+        "workdir": ready["workdir"],
+        "profile": applied.profile,
+        "limits": limits,
+        "idle_timeout": c.idle.as_secs_f64(),
+        "max_lifetime": state.max.session_lifetime.as_secs_f64(),
+        "clamped": applied.clamped,
+    });
+    if let Some(w) = shown {
+        v["workspace"] = w;
+    }
+    Ok(json(StatusCode::CREATED, &v))
+}
+
+/// `POST /v1/sessions/{id}/changes|checkpoint|rollback|commit` (see
+/// `session::workspace`): the body `{}` (or none), `{"name": …}` for a
+/// checkpoint and a rollback; the answer the request's event, without
+/// `event` and `id`.
+async fn workspace(state: Arc<State>, id: String, op: &str, req: Request) -> Response {
+    let r = workspace_request(&state, &id, op, req).await;
+    answer(&state, r)
+}
+
+pub async fn changes(Ext(s): Ext<Arc<State>>, Path(id): Path<String>, req: Request) -> Response {
+    workspace(s, id, "changes", req).await
+}
+
+pub async fn checkpoint(Ext(s): Ext<Arc<State>>, Path(id): Path<String>, req: Request) -> Response {
+    workspace(s, id, "checkpoint", req).await
+}
+
+pub async fn rollback(Ext(s): Ext<Arc<State>>, Path(id): Path<String>, req: Request) -> Response {
+    workspace(s, id, "rollback", req).await
+}
+
+pub async fn commit(Ext(s): Ext<Arc<State>>, Path(id): Path<String>, req: Request) -> Response {
+    workspace(s, id, "commit", req).await
+}
+
+async fn workspace_request(
+    state: &Arc<State>,
+    id: &str,
+    op: &str,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let open = state
+        .sessions
+        .get(id)
+        .ok_or_else(|| ApiError::no_session(id))?;
+    let body = read_body(state, req).await?;
+    let mut v: Value = match body.iter().all(u8::is_ascii_whitespace) {
+        true => json!({}),
+        false => serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!("body: not JSON: {e}")))?,
+    };
+    let Some(obj) = v.as_object_mut() else {
+        return Err(ApiError::field("body", "must be a JSON object"));
+    };
+    if let Some(k) = obj.keys().find(|k| *k != "name") {
+        return Err(ApiError::field(k.clone(), "unknown field"));
+    }
+    obj.insert("op".into(), json!(op));
+    let r = match crate::session::workspace::parse(v.to_string().as_bytes()) {
+        Some(Ok(r)) => r,
+        Some(Err((_, why))) => {
+            let field = why.split(':').next().unwrap_or("body").to_string();
+            return Err(ApiError::field(
+                field,
+                why.split_once(": ").map_or(why.as_str(), |x| x.1),
+            ));
+        }
+        None => return Err(ApiError::not_found(format!("/v1/sessions/{id}/{op}"))),
+    };
+    let v = tokio::task::spawn_blocking(move || open.workspace(r))
+        .await
+        .map_err(|_| ApiError::internal("the workspace request's thread ended early"))??;
+    Ok(json(StatusCode::OK, &v))
 }
 
 pub async fn exec(Ext(state): Ext<Arc<State>>, Path(id): Path<String>, req: Request) -> Response {

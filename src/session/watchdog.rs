@@ -134,6 +134,11 @@ impl Watchdog {
         self.told.notify_all();
     }
 
+    /// No command is waiting for its exit event (none runs).
+    pub(crate) fn idle(&self) -> bool {
+        self.lock().deadlines.next().is_none()
+    }
+
     /// The session is over: [`Watchdog::wait`] returns `None`.
     pub(crate) fn over(&self) {
         self.lock().over = true;

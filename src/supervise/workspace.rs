@@ -32,6 +32,9 @@ pub(super) fn prepare(plan: &Plan) -> Result<sys::tree::Time, SetupError> {
         .iter()
         .map(|w| (w.host.clone(), w.inner.clone()))
         .collect();
+    if ws.policy.resume {
+        return resume(dir, &list);
+    }
     let owner = match sys::geteuid() {
         0 => jail_host_ids(plan),
         _ => None,
@@ -41,11 +44,31 @@ pub(super) fn prepare(plan: &Plan) -> Result<sys::tree::Time, SetupError> {
     Ok(since)
 }
 
-/// Nothing ran (the namespaces were refused): what [`prepare`] made goes.
+/// A session's jail started again on its kept layers: their record must
+/// name these overlays, in this order.
+fn resume(dir: &Path, list: &[(std::path::PathBuf, std::path::PathBuf)]) -> Result<(), SetupError> {
+    let fail = |why: String| SetupError::new("--overlay-upper", dir.display().to_string(), why);
+    let r = record::read(dir).map_err(fail)?;
+    let same = r.overlays.len() == list.len()
+        && r.overlays
+            .iter()
+            .zip(list)
+            .all(|(k, (h, i))| &k.host == h && &k.inner == i);
+    if !same {
+        return Err(fail("its record names other overlays".into()));
+    }
+    Ok(())
+}
+
+/// Nothing ran (the namespaces were refused): what [`prepare`] made goes
+/// (a resumed session's layers stay).
 pub(super) fn unprepare(plan: &Plan) {
     let Some(dir) = &plan.root.workspaces.policy.keep else {
         return;
     };
+    if plan.root.workspaces.policy.resume {
+        return;
+    }
     if let Ok(r) = record::read(dir) {
         let _ = record::discard(dir, &r);
     }

@@ -390,3 +390,35 @@ pub fn lchown(dir: &OwnedFd, name: &OsStr, uid: u32, gid: u32, shown: &Path) -> 
         errno: e,
     })
 }
+
+/// `mknodat(dir, name, mode, dev)`: a FIFO, a socket, a device node (a
+/// 0:0 character device: overlayfs's whiteout, which needs no privilege).
+pub fn mknod(dir: &OwnedFd, name: &OsStr, mode: u32, dev: u64, shown: &Path) -> SysResult<()> {
+    let kind = nix::sys::stat::SFlag::from_bits_truncate(mode & libc::S_IFMT);
+    let perm = nix::sys::stat::Mode::from_bits_truncate(mode & 0o7777);
+    nix::sys::stat::mknodat(dir, name, kind, perm, dev).map_err(|e| SysError {
+        call: "mknodat",
+        arg: shown.display().to_string(),
+        errno: e,
+    })
+}
+
+/// Set the extended attribute `attr` of the file open at `fd` (not
+/// `O_PATH`) to `value`.
+pub fn set_xattr(fd: &OwnedFd, attr: &std::ffi::CStr, value: &[u8], shown: &Path) -> SysResult<()> {
+    // SAFETY: `attr` is NUL-terminated; `value` is readable for its
+    // length, which is what the kernel is told.
+    let r = unsafe {
+        libc::fsetxattr(
+            fd.as_raw_fd(),
+            attr.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if r < 0 {
+        return err("fsetxattr", shown.display(), last_errno());
+    }
+    Ok(())
+}

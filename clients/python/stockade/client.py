@@ -247,10 +247,16 @@ class Client:
         files: Optional[Mapping[str, Content]] = None,
         limits: Optional[Mapping[str, Any]] = None,
         idle_timeout: Union[int, float, str, None] = None,
+        overlay: Union[str, tuple[str, str], None] = None,
     ) -> RemoteSession:
         """Open a session on the server (one jail for many commands):
-        `limits` {"memory", "cpus", "pids"}; returns a RemoteSession."""
-        return RemoteSession(self, self._json("POST", "/v1/sessions", create_body(profile, env, files, limits, idle_timeout)))
+        `limits` {"memory", "cpus", "pids"}; `overlay` a workspace base's
+        name, or a (name, path in the jail) pair (the session's
+        `changes()`, `checkpoint()`, `rollback()`, `commit()`); returns a
+        RemoteSession."""
+        ws = self._workspace(overlay, None, False)
+        body = create_body(profile, env, files, limits, idle_timeout, ws)
+        return RemoteSession(self, self._json("POST", "/v1/sessions", body))
 
     def health(self) -> Any:
         conn, resp = self._request("GET", "/healthz")

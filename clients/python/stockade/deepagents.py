@@ -136,7 +136,10 @@ class StockadeSandbox(BaseSandbox):
     cpus, pids, network, workdir, binds, env, binary, …) to start one;
     `timeout` is execute's default, `max_output` the bytes of output
     kept per command. Calls are serialised (a session runs one command
-    at a time). `close()` ends a session this sandbox started.
+    at a time). `close()` ends a session this sandbox started. With
+    `overlay=[(host_dir, inner)]` the agent works on a copy-on-write view
+    of host_dir: `changes()` lists what it did, `commit()` applies it,
+    `checkpoint(name)` / `rollback(name)` undo.
 
     Started by root, a `workdir=` tree is handed to the jail's user so
     that the jail can write it (chowned to uid 65534; where user
@@ -241,6 +244,28 @@ class StockadeSandbox(BaseSandbox):
             else:
                 responses.append(FileDownloadResponse(path=path, content=base64.b64decode(r.stdout)))
         return responses
+
+    def changes(self) -> list[dict[str, Any]]:
+        """The session's overlay changes so far (`Session(overlay=…)`, or a
+        RemoteSession's workspace): a person reviews them, then `commit()`
+        or `rollback()`."""
+        with self._lock:
+            return self._session.changes()
+
+    def checkpoint(self, name: str) -> None:
+        """Name a snapshot of the overlay (see `Session.checkpoint`)."""
+        with self._lock:
+            self._session.checkpoint(name)
+
+    def rollback(self, name: str) -> None:
+        """Back to checkpoint `name` (the jail starts afresh)."""
+        with self._lock:
+            self._session.rollback(name)
+
+    def commit(self) -> dict[str, Any]:
+        """Apply the overlay's changes to the host directory."""
+        with self._lock:
+            return self._session.commit()
 
     def close(self) -> Optional[Outcome]:
         """End the session if this sandbox started it; return its Outcome."""

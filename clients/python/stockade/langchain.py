@@ -147,7 +147,11 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
     "/data"]); one the policy sets itself (`--network`, `--memory`,
     `--profile`, …) replaces the policy's, `--host-uid`/`--host-gid`/
     `--uid-range` leave the workspace's owner to the caller, `--workdir`
-    is refused."""
+    is refused. `overlay`: (host directory, path in the jail) pairs shown
+    copy-on-write (`--overlay`): the shell changes an upper layer, the host
+    directory is written only by `commit` ("success": after the shell
+    exits 0, "always"), or later from `overlay_upper` (`--overlay-upper`,
+    for `stockade overlay commit|discard`)."""
 
     binary: Optional[str] = None
     profile: str = "shell"
@@ -158,6 +162,9 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
     network: Optional[str] = None
     network_enabled: bool = False
     extra_flags: Sequence[str] = field(default_factory=tuple)
+    overlay: Sequence[Tuple[str, str]] = field(default_factory=tuple)
+    overlay_upper: Optional[str] = None
+    commit: Optional[str] = None
 
     def __post_init__(self) -> None:
         # LangChain's own fields first (its check reads max_output_lines).
@@ -191,11 +198,27 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
             raise _options.bad(
                 "network", "%r contradicts network_enabled=True (the host's network)" % (self.network,)
             )
+        self._overlay_flags()
         self.extra_flags = tuple(_options.flags("extra_flags", self.extra_flags))
         for i, arg in enumerate(self.extra_flags):
             flag_name = _flag_name(arg)
             if flag_name in _REFUSED_FLAGS:
                 raise _options.bad("extra_flags[%d]" % i, "%s: %s" % (arg, _REFUSED_FLAGS[flag_name]))
+
+    def _overlay_flags(self) -> List[str]:
+        """`--overlay`, `--overlay-upper`, `--commit` (checked: InvalidOption
+        naming `overlay[i]`, `overlay_upper` or `commit`)."""
+        pairs = _options.overlays("overlay", list(self.overlay) if self.overlay else None)
+        when = _options.commit("commit", self.commit)
+        upper = _options.optional_path("overlay_upper", self.overlay_upper)
+        if not pairs and (upper is not None or when != "never"):
+            raise _options.bad("overlay_upper" if upper is not None else "commit", "needs an overlay=")
+        out = [local.flag("--overlay", "%s:%s" % p) for p in pairs]
+        if upper is not None:
+            out += [local.flag("--overlay-upper", upper)]
+        if when != "never":
+            out += [local.flag("--commit", when)]
+        return out
 
     def _network(self) -> str:
         if self.network_enabled:
@@ -212,6 +235,7 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
         if not given & set(_OWNER_FLAGS):
             ours += owner_flags(ws, binary)
         ours += [local.flag("--network", self._network())]
+        ours += self._overlay_flags()
         ours += local.limit_flags({"memory": self.memory_bytes, "cpus": self.cpus, "pids": self.pids})
         if self.cpu_time_seconds is not None:
             ours += [local.flag("--cpu-time", "%ds" % self.cpu_time_seconds)]

@@ -32,6 +32,8 @@ class RemoteSession:
         self.workdir: Optional[str] = info.get("workdir")
         self.outcome: Optional[Outcome] = None
         self.end_reason: Optional[str] = None
+        # Whether the last changes() listed fewer than were made.
+        self.changes_truncated = False
 
     def _path(self, tail: str = "") -> str:
         return "/v1/sessions/%s%s" % (self.id, tail)
@@ -87,6 +89,28 @@ class RemoteSession:
         finally:
             conn.close()
 
+    def changes(self) -> list[dict[str, Any]]:
+        """The workspace's changes so far (`POST .../changes`), as an
+        Outcome's `changes` lists them; `changes_truncated` says whether
+        more were made."""
+        v = self._client._json("POST", self._path("/changes"), {})
+        self.changes_truncated = bool(v.get("truncated"))
+        return list(v.get("changes") or [])
+
+    def checkpoint(self, name: str) -> None:
+        """Name a snapshot of the workspace's upper layer."""
+        self._client._json("POST", self._path("/checkpoint"), {"name": _options.text("name", name)})
+
+    def rollback(self, name: str) -> None:
+        """Make the workspace checkpoint `name`'s again (the session's
+        jail starts afresh)."""
+        self._client._json("POST", self._path("/rollback"), {"name": _options.text("name", name)})
+
+    def commit(self) -> dict[str, Any]:
+        """Apply the changes to the base directory, where the operator
+        allows it (`--workspace-base NAME=DIR:commit`); what was applied."""
+        return dict(self._client._json("POST", self._path("/commit"), {}).get("commit") or {})
+
     def close(self) -> Outcome:
         """End the session; return its Outcome (`end_reason` says why)."""
         if self.outcome is None:
@@ -112,6 +136,7 @@ def create_body(
     files: Optional[Mapping[str, Content]],
     limits: Optional[Mapping[str, Any]],
     idle_timeout: Union[int, float, str, None],
+    workspace: Optional[dict[str, Any]] = None,
 ) -> dict[str, Any]:
     """`POST /v1/sessions`'s body, each field checked as the server reads
     it: `limits` memory, cpus, pids; `idle_timeout` seconds above 0 (the
@@ -131,4 +156,6 @@ def create_body(
         body["limits"] = limits
     if idle_timeout is not None:
         body["idle_timeout"] = _options.server_duration("idle_timeout", idle_timeout)
+    if workspace is not None:
+        body["workspace"] = workspace
     return body

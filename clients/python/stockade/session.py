@@ -41,6 +41,8 @@ def session_flags(
     ro_binds: Any,
     env: Any,
     idle_timeout: Any,
+    overlay: Any = None,
+    overlay_upper: Any = None,
 ) -> list[str]:
     """`stockade session`'s flags for these options, each checked as the
     CLI reads it (InvalidOption / InvalidOptionType naming the keyword):
@@ -63,6 +65,13 @@ def session_flags(
     flags += local.env_flags(env)
     if idle_timeout is not None:
         flags += [local.flag("--idle-timeout", _options.duration("idle_timeout", idle_timeout, zero=True, unit=""))]
+    pairs = _options.overlays("overlay", overlay)
+    flags += [local.flag("--overlay", "%s:%s" % p) for p in pairs]
+    upper = _options.optional_path("overlay_upper", overlay_upper)
+    if upper is not None:
+        if not pairs:
+            raise _options.bad("overlay_upper", "needs an overlay=")
+        flags += [local.flag("--overlay-upper", upper)]
     return flags
 
 
@@ -79,8 +88,10 @@ class Session:
     (default: a fresh tmpfs); `binds`/`ro_binds` are `SRC[:DST]`; `env`
     the session's environment; `network` is `--network`'s "none",
     "loopback" or "host" (default: the profile's, none); `idle_timeout`
-    seconds or a duration ("10m"; 0: never); `flags` more `stockade
-    session` flags. Each option is checked as `stockade session` reads
+    seconds or a duration ("10m"; 0: never); `overlay` a list of (host
+    directory, path in the jail) pairs shown copy-on-write (`changes()`,
+    `checkpoint()`, `rollback()`, `commit()`), their upper layers kept in
+    `overlay_upper` when given; `flags` more `stockade session` flags. Each option is checked as `stockade session` reads
     it, before anything starts: InvalidOption (a ValueError) or
     InvalidOptionType (a TypeError) names the one at fault."""
 
@@ -97,10 +108,14 @@ class Session:
         ro_binds: Sequence[StrPath] = (),
         env: Optional[Mapping[str, str]] = None,
         idle_timeout: Union[int, float, str, None] = None,
+        overlay: Optional[Sequence[tuple[StrPath, str]]] = None,
+        overlay_upper: Optional[StrPath] = None,
         binary: Optional[StrPath] = None,
         flags: Sequence[str] = (),
     ) -> None:
-        argv = session_flags(profile, memory, cpus, pids, network, workdir, binds, ro_binds, env, idle_timeout)
+        argv = session_flags(
+            profile, memory, cpus, pids, network, workdir, binds, ro_binds, env, idle_timeout, overlay, overlay_upper
+        )
         argv += _options.flags("flags", flags)
         argv = [local.find_binary(binary), "session"] + argv
         self._proc = subprocess.Popen(
@@ -114,6 +129,8 @@ class Session:
         self._running: Optional[str] = None
         self.outcome: Optional[Outcome] = None
         self.end_reason: Optional[str] = None
+        # Whether the last changes() listed fewer than were made.
+        self.changes_truncated = False
         ready = self._next_event()
         if ready is None or ready.get("event") != "ready":
             self._proc.kill()
@@ -237,6 +254,53 @@ class Session:
             result = event
         # The last event is the ExecResult (or stream raised).
         return cast(ExecResult, result)
+
+    def _workspace(self, op: str, **fields: Any) -> dict[str, Any]:
+        """A workspace request answered by the front end; its event."""
+        if self._running is not None:
+            raise SessionError("busy", "command %s is still running" % self._running)
+        wid = "w%d" % next(self._ids)
+        self._send(dict({"op": op, "id": wid}, **fields))
+        while True:
+            event = self._next_event()
+            if event is None:
+                raise self._gone()
+            kind = event.get("event")
+            if kind == "end":
+                outcome = self._ended(event)
+                raise SessionClosed("the session ended during %s (%s)" % (op, outcome.status), outcome)
+            if event.get("id") != wid:
+                continue
+            if kind == "error":
+                e = event.get("error") or {}
+                raise SessionError(e.get("code", "error"), e.get("message", ""))
+            return event
+
+    def changes(self) -> list[dict[str, Any]]:
+        """The overlays' changes so far, as an Outcome's `changes` lists
+        them ({"path", "kind", "type", "size", "sha256", "target",
+        "mode"}); `changes_truncated` says whether more were made."""
+        event = self._workspace("changes")
+        self.changes_truncated = bool(event.get("truncated"))
+        return list(event.get("changes") or [])
+
+    def checkpoint(self, name: str) -> None:
+        """Name a snapshot of the overlays' upper layers (the same name
+        again replaces it)."""
+        self._workspace("checkpoint", name=_options.text("name", name))
+
+    def rollback(self, name: str) -> None:
+        """Make the overlays checkpoint `name`'s again. The session's jail
+        starts afresh (its processes, cwd, environment, /tmp and workdir);
+        the overlays hold the checkpoint's changes."""
+        self._workspace("rollback", name=_options.text("name", name))
+
+    def commit(self) -> dict[str, Any]:
+        """Apply the changes to the host directories (each file replaced
+        atomically, nothing written through a symlink or outside them);
+        return what was applied ({"applied", "applied_count", "refused"}).
+        The jail starts afresh, and the checkpoints are forgotten."""
+        return dict(self._workspace("commit").get("commit") or {})
 
     def interrupt(self) -> None:
         """SIGINT to the running command's process group (SIGKILL after a

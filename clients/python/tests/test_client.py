@@ -55,6 +55,36 @@ class Workspace(unittest.TestCase):
         self.assertEqual(e.exception.field, "workspace.base")
 
 
+class WorkspaceSession(unittest.TestCase):
+    def test_a_session_on_a_base_lists_checkpoints_and_rolls_back_but_may_not_commit(self):
+        if not WORKSPACE:
+            self.skipTest("STOCKADE_WORKSPACE_BASE is not set")
+        name, base = WORKSPACE.split("=", 1)
+        with open(os.path.join(base, "a.txt")) as f:
+            before = f.read()
+        with client().session(profile="shell", overlay=(name, "/work/p")) as s:
+            self.assertEqual(s.info["workspace"], {"base": name, "at": "/work/p"})
+            self.assertTrue(s.exec("echo changed > /work/p/a.txt").ok)
+            self.assertEqual([(c["path"], c["kind"]) for c in s.changes()], [("/work/p/a.txt", "modified")])
+            self.assertFalse(s.changes_truncated)
+            s.checkpoint("changed")
+            self.assertTrue(s.exec("rm /work/p/a.txt").ok)
+            s.rollback("changed")
+            self.assertEqual(s.exec("cat /work/p/a.txt").stdout, b"changed\n")
+            with self.assertRaises(stockade.StockadeError) as e:
+                s.rollback("no-such")
+            self.assertEqual((e.exception.status, e.exception.code), (404, "no_checkpoint"))
+            with self.assertRaises(stockade.BadRequest) as e:
+                s.checkpoint("../x")
+            self.assertEqual(e.exception.field, "name")
+            # The operator's base is read-only here.
+            with self.assertRaises(stockade.StockadeError) as e:
+                s.commit()
+            self.assertEqual((e.exception.status, e.exception.code), (403, "commit_refused"))
+        with open(os.path.join(base, "a.txt")) as f:
+            self.assertEqual(f.read(), before)
+
+
 class Runs(unittest.TestCase):
     def test_argv_stdin_files_env(self):
         out = client().run(

@@ -148,6 +148,31 @@ class Backend(unittest.TestCase):
             shutil.rmtree(d)
 
 
+class OverlayBackend(unittest.TestCase):
+    def test_an_agent_on_an_overlay_is_reviewed_then_committed(self):
+        host = tempfile.mkdtemp(prefix="stockade-da-overlay-")
+        self.addCleanup(shutil.rmtree, host, True)
+        with open(os.path.join(host, "a.txt"), "w") as f:
+            f.write("one\n")
+        if os.geteuid() == 0:
+            for n in (host, os.path.join(host, "a.txt")):
+                os.chown(n, 65534, 65534)
+        with sandbox(overlay=[(host, "/work/p")]) as box:
+            r = box.execute("echo two > /work/p/a.txt")
+            self.assertEqual(r.exit_code, 0, r.output)
+            box.checkpoint("two")
+            self.assertEqual(box.execute("rm /work/p/a.txt").exit_code, 0)
+            self.assertEqual([c["kind"] for c in box.changes()], ["deleted"])
+            box.rollback("two")
+            self.assertEqual([(c["path"], c["kind"]) for c in box.changes()], [("/work/p/a.txt", "modified")])
+            with open(os.path.join(host, "a.txt")) as f:
+                self.assertEqual(f.read(), "one\n")
+            self.assertEqual(box.commit()["applied"], ["/work/p/a.txt"])
+            self.assertEqual(box.execute("cat /work/p/a.txt").output.strip(), "two")
+        with open(os.path.join(host, "a.txt")) as f:
+            self.assertEqual(f.read(), "two\n")
+
+
 class ThroughAnAgent(unittest.TestCase):
     def test_parallel_and_async_tool_calls_share_the_session(self):
         """Two execute calls in one model turn run on the same session

@@ -207,6 +207,37 @@ class ShellThroughLangChain(unittest.TestCase):
             with self.subTest(bad=bad), self.assertRaises(ValueError):
                 StockadeExecutionPolicy(binary=BIN, **bad)
 
+    def test_an_overlay_shows_the_host_directory_copy_on_write(self):
+        from stockade.langchain import StockadeExecutionPolicy
+
+        host = tempfile.mkdtemp(prefix="stockade-lc-overlay-")
+        self.addCleanup(shutil.rmtree, host, True)
+        with open(os.path.join(host, "a.txt"), "w") as f:
+            f.write("host\n")
+        if os.geteuid() == 0:
+            for n in (host, os.path.join(host, "a.txt")):
+                os.chown(n, 65534, 65534)
+        before, after = run_shell(
+            ["cat /work/p/a.txt", "echo jail > /work/p/a.txt && cat /work/p/a.txt"],
+            overlay=[(host, "/work/p")],
+        )
+        self.assertEqual(before.content.strip(), "host")
+        self.assertEqual(after.content.strip(), "jail", after.content)
+        with open(os.path.join(host, "a.txt")) as f:
+            self.assertEqual(f.read(), "host\n", "the host directory is never written without commit")
+        ws = os.path.realpath(tempfile.gettempdir())
+        with mock.patch("stockade.langchain.owner_flags", return_value=[]):
+            argv = StockadeExecutionPolicy(
+                binary=BIN, overlay=[(host, "/work/p")], overlay_upper="/tmp/keep", commit="always"
+            ).build_command(ws, {}, ["sh"])
+        flags = argv[: argv.index("--")]
+        for f in ("--overlay=%s:/work/p" % host, "--overlay-upper=/tmp/keep", "--commit=always"):
+            self.assertIn(f, flags)
+        for bad in ({"commit": "always"}, {"overlay_upper": "/tmp/k"}, {"overlay": [("/tmp", "rel")]},
+                    {"overlay": [(host, "/w")], "commit": "yes"}):
+            with self.subTest(bad=bad), self.assertRaises(ValueError):
+                StockadeExecutionPolicy(binary=BIN, **bad)
+
     def test_cpu_time_seconds_reaches_the_jail(self):
         (limited,) = run_shell(["ulimit -t"], cpu_time_seconds=7)
         self.assertEqual(limited.content.strip(), "7")

@@ -176,3 +176,93 @@ class Sessions(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def _jail_owned_dir(files):
+    """A host directory holding `files` ({name: text}) that the jail's
+    user may change through an overlay: root's jails map to uid 65534."""
+    import tempfile
+
+    host = tempfile.mkdtemp(prefix="stockade-py-overlay-")
+    for name, text in files.items():
+        with open(os.path.join(host, name), "w") as f:
+            f.write(text)
+    if os.geteuid() == 0:
+        for top, dirs, names in os.walk(host):
+            for n in [top] + [os.path.join(top, x) for x in dirs + names]:
+                os.lchown(n, 65534, 65534)
+    return host
+
+
+def _read(path):
+    with open(path) as f:
+        return f.read()
+
+
+class Overlays(unittest.TestCase):
+    def test_changes_checkpoint_rollback_and_commit(self):
+        import shutil
+
+        host = _jail_owned_dir({"a.txt": "one\n", "gone.txt": "bye\n"})
+        self.addCleanup(shutil.rmtree, host, True)
+        with stockade.Session(overlay=[(host, "/work/p")]) as s:
+            self.assertTrue(s.exec("cd /work/p && echo two > a.txt && echo new > b.txt && rm gone.txt").ok)
+            kinds = {c["path"]: c["kind"] for c in s.changes()}
+            self.assertEqual(
+                kinds, {"/work/p/a.txt": "modified", "/work/p/b.txt": "added", "/work/p/gone.txt": "deleted"}
+            )
+            self.assertFalse(s.changes_truncated)
+            s.checkpoint("edited")
+            self.assertTrue(s.exec("cd /work/p && rm a.txt && echo three > b.txt && echo bye > gone.txt").ok)
+            s.rollback("edited")
+            r = s.exec("cd /work/p && cat a.txt b.txt && ls")
+            self.assertEqual(r.stdout_text, "two\nnew\na.txt\nb.txt\n", r.raw)
+            # Bad names and unknown checkpoints: an error, the session lives on.
+            for bad, code in (("../etc", "bad_request"), ("a/b", "bad_request"), ("nope", "no_checkpoint")):
+                with self.assertRaises(stockade.SessionError) as e:
+                    s.rollback(bad)
+                self.assertEqual(e.exception.code, code, e.exception)
+            self.assertTrue(s.alive)
+            # Nothing reached the host before the commit.
+            self.assertEqual(_read(os.path.join(host, "a.txt")), "one\n")
+            self.assertTrue(os.path.exists(os.path.join(host, "gone.txt")))
+            done = s.commit()
+            self.assertEqual(sorted(done["applied"]), ["/work/p/a.txt", "/work/p/b.txt", "/work/p/gone.txt"])
+            self.assertEqual(done["refused"], [])
+            self.assertEqual(s.changes(), [])
+            with self.assertRaises(stockade.SessionError) as e:
+                s.rollback("edited")
+            self.assertEqual(e.exception.code, "no_checkpoint", "a commit forgets the checkpoints")
+            self.assertEqual(s.exec("cat /work/p/a.txt").stdout, b"two\n")
+        self.assertEqual(_read(os.path.join(host, "a.txt")), "two\n")
+        self.assertEqual(_read(os.path.join(host, "b.txt")), "new\n")
+        self.assertFalse(os.path.exists(os.path.join(host, "gone.txt")))
+
+    def test_workspace_requests_wait_for_the_running_command(self):
+        import shutil
+
+        host = _jail_owned_dir({"a.txt": "one\n"})
+        self.addCleanup(shutil.rmtree, host, True)
+        with stockade.Session(overlay=[(host, "/work/p")]) as s:
+            s.checkpoint("start")
+            for event in s.stream("echo started; sleep 600", timeout=30):
+                if isinstance(event, stockade.Chunk):
+                    with self.assertRaises(stockade.SessionError) as e:
+                        s.rollback("start")
+                    self.assertEqual(e.exception.code, "busy")
+                    s.interrupt()
+            s.rollback("start")
+            self.assertEqual(s.exec("cat /work/p/a.txt").stdout, b"one\n")
+
+    def test_a_session_without_an_overlay_says_so(self):
+        with stockade.Session() as s:
+            with self.assertRaises(stockade.SessionError) as e:
+                s.changes()
+            self.assertEqual(e.exception.code, "no_overlay")
+            self.assertTrue(s.exec("true").ok)
+
+    def test_overlay_options_are_checked(self):
+        with self.assertRaises(stockade.InvalidOption):
+            stockade.Session(overlay=[("/tmp", "relative")])
+        with self.assertRaises(stockade.InvalidOption):
+            stockade.Session(overlay_upper="/tmp/x")

@@ -92,9 +92,12 @@ pub(super) fn overlay(
     if let (Some(given), Some(t)) = (given, &scratch) {
         layers = Some(attach_layers(t, dst, given)?);
     }
+    // Idmapped lower layers with a kept upper one (`--overlay-upper`, a
+    // session's) that takes no idmap: the upper directories opened here.
+    let own_upper = upper.as_ref().map(|(u, w)| (u, w));
     let (upper, lower) = match &layers {
-        Some((u, l)) => (u.as_ref().map(|(u, w)| (u, w)), l),
-        None => (upper.as_ref().map(|(u, w)| (u, w)), lower),
+        Some((u, l)) => (u.as_ref().map(|(u, w)| (u, w)).or(own_upper), l),
+        None => (own_upper, lower),
     };
     let mut opts = match (upper, held.as_slice()) {
         (Some((u, w)), _) | (None, [u, w]) => format!("upperdir={},workdir={},", path(u), path(w)),
