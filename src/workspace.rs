@@ -44,6 +44,10 @@ pub struct Layer {
     /// after is not overwritten or removed by a commit. None: not known
     /// (a kept layer recorded before this was kept).
     pub since: Option<crate::sys::tree::Time>,
+    /// What earlier commits of these layers left on the host (a path
+    /// beneath it, the ctime our change gave it): not a change of the
+    /// host's.
+    pub ours: std::collections::BTreeMap<PathBuf, crate::sys::tree::Time>,
 }
 
 /// The changes of every overlay of a run, as walked.
@@ -114,19 +118,35 @@ impl Review {
     /// Apply the changes to the host directories; nothing at all when they
     /// are not all known.
     pub fn commit(&self, layers: &[Layer], policy: &Workspaces) -> Committed {
+        self.commit_keeping(layers, policy).0
+    }
+
+    /// [`Review::commit`], and per layer what it left on the host (see
+    /// `Layer::ours`, which it extends), for a later commit of the same
+    /// layers.
+    pub fn commit_keeping(
+        &self,
+        layers: &[Layer],
+        policy: &Workspaces,
+    ) -> (
+        Committed,
+        Vec<std::collections::BTreeMap<PathBuf, crate::sys::tree::Time>>,
+    ) {
+        let mut ours: Vec<_> = layers.iter().map(|l| l.ours.clone()).collect();
         if let Some(why) = self.incomplete() {
-            return Committed {
+            let skipped = Committed {
                 skipped: Some(format!("nothing committed: {why}")),
                 ..Committed::default()
             };
+            return (skipped, ours);
         }
         let mut c = commit::Commit::new(policy);
-        for (w, l) in self.walked.iter().zip(layers) {
+        for ((w, l), o) in self.walked.iter().zip(layers).zip(ours.iter_mut()) {
             if let Ok(w) = w {
-                c.layer(l, &w.entries);
+                o.extend(c.layer(l, &w.entries));
             }
         }
-        c.finish()
+        (c.finish(), ours)
     }
 }
 
@@ -188,6 +208,7 @@ mod tests {
                 host_path: self.top.join("host"),
                 inner: PathBuf::from("/w"),
                 since: None,
+                ours: Default::default(),
             }
         }
     }

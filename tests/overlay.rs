@@ -386,6 +386,68 @@ fn overlay_cmd(who: Who, sub: &str, dir: &Path) -> std::process::Output {
     c.output().unwrap()
 }
 
+/// What the host changed after the overlay was mounted is the host's: a
+/// commit neither overwrites nor deletes it, nor removes a directory
+/// that gained a file meanwhile; what the host left alone is committed.
+#[test]
+fn a_commit_leaves_what_the_host_changed_after_the_overlay_was_mounted() {
+    for who in common::users("overlay host changes kept") {
+        let s = Scratch::new("ov-conflict");
+        let host = project(&s);
+        give_to_nobody(s.path());
+        let script =
+            "cd /work/p && echo jail > a.txt && echo jail > b.txt && rm keep.txt && rm -r d gone";
+        let keep = kept(who, &s, &host, script);
+        // Since the run, the host edited b.txt and keep.txt and put a new
+        // file in d/ (touching nothing else there): its own work.
+        std::fs::write(host.join("b.txt"), "host edit\n").unwrap();
+        std::fs::write(host.join("keep.txt"), "host edit\n").unwrap();
+        std::fs::write(host.join("d/new"), "host's\n").unwrap();
+        let o = overlay_cmd(who, "commit", &keep);
+        let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        let mut refused: Vec<(&str, bool)> = c["commit"]["refused"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{who:?}: {}\n{}", stdout(&o), stderr(&o)))
+            .iter()
+            .map(|r| {
+                let why = r["reason"].as_str().unwrap_or_default();
+                (
+                    r["path"].as_str().unwrap(),
+                    why.contains("changed on the host"),
+                )
+            })
+            .collect();
+        refused.sort();
+        assert_eq!(
+            refused,
+            [
+                ("/work/p/b.txt", true),
+                ("/work/p/d", true),
+                ("/work/p/keep.txt", true)
+            ],
+            "{who:?}: {c}"
+        );
+        let mut applied: Vec<&str> = c["commit"]["applied"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        applied.sort();
+        assert_eq!(applied, ["/work/p/a.txt", "/work/p/gone"], "{who:?}: {c}");
+        let read = |p: &str| std::fs::read_to_string(host.join(p)).unwrap();
+        assert_eq!(read("a.txt"), "jail\n");
+        assert_eq!(read("b.txt"), "host edit\n");
+        assert_eq!(read("keep.txt"), "host edit\n");
+        assert_eq!(
+            (read("d/new"), read("d/x")),
+            ("host's\n".into(), "x\n".into())
+        );
+        assert!(!host.join("gone").exists());
+        let _ = overlay_cmd(who, "discard", &keep);
+    }
+}
+
 #[test]
 fn a_later_commit_refuses_symlinks_planted_on_the_host_path() {
     for who in common::users("overlay planted") {
@@ -894,17 +956,34 @@ fn ownership_cannot_change_inside_the_jail_and_a_commit_keeps_the_host_s_owners(
         ],
         "{r}"
     );
-    // The host gives a.txt to another user before the commit: replaced,
-    // it keeps that owner; what is made takes its directory's.
+    // The host gives a.txt to another user before the commit: a change of
+    // the host's since the overlay was mounted, which the commit leaves
+    // as it is (content and owner); what is made takes its directory's
+    // owner.
     common::host_sh_ok(&format!("chown 4242:4242 '{}/a.txt'", host.display()));
     let o = overlay_cmd(Who::Root, "commit", &keep);
-    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    assert_eq!(
+        c["commit"]["applied"],
+        serde_json::json!(["/work/p/mine.txt"]),
+        "{}\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    assert_eq!(c["commit"]["refused"][0]["path"], "/work/p/a.txt", "{c}");
+    assert!(
+        c["commit"]["refused"][0]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("changed on the host"),
+        "{c}"
+    );
     let owner = |p: &str| {
         let m = std::fs::metadata(host.join(p)).unwrap();
         (m.uid(), m.gid())
     };
     assert_eq!(owner("a.txt"), (4242, 4242));
-    assert_eq!(std::fs::read(host.join("a.txt")).unwrap(), b"alpha\nmore\n");
+    assert_eq!(std::fs::read(host.join("a.txt")).unwrap(), b"alpha\n");
     assert_eq!(owner("mine.txt"), (NOBODY, NOBODY));
     assert_eq!(owner("theirs.txt"), (12345, 12345));
     assert_eq!(owner("d"), (NOBODY, NOBODY));

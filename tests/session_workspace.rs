@@ -266,6 +266,48 @@ fn a_session_lists_checkpoints_rolls_back_and_commits_its_overlay() {
     }
 }
 
+/// A session commits a file twice: what its first commit left is not a
+/// change of the host's to the second. A file the host edited since the
+/// session began is refused, and stays the host's.
+#[test]
+fn a_session_commits_a_file_again_but_never_over_the_host_s_edit() {
+    for who in common::users("session overlay commits again") {
+        let s = Scratch::new("sws-again");
+        let host = project(&s);
+        let flag = format!("{}:/work/p", host.display());
+        let mut j = Session::start(who, &["--overlay", &flag]);
+        let (_, x) = j.exec("e1", "cd /work/p && echo two > a.txt && echo new > d/y");
+        assert_eq!(x["code"], 0, "{who:?}: {x}");
+        let m = j.ask("m1", json!({"op": "commit"}));
+        assert_eq!(m["commit"]["refused"], json!([]), "{who:?}: {m}");
+        // The host edits d/x meanwhile; the session edits a.txt again and
+        // d/x too.
+        std::fs::write(host.join("d/x"), "host\n").unwrap();
+        let (_, x) = j.exec(
+            "e2",
+            "cd /work/p && echo three > a.txt && echo jail > d/x && echo more > d/y",
+        );
+        assert_eq!(x["code"], 0, "{who:?}: {x}");
+        let m = j.ask("m2", json!({"op": "commit"}));
+        let mut applied: Vec<&str> = m["commit"]["applied"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{who:?}: {m}"))
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        applied.sort();
+        assert_eq!(applied, ["/work/p/a.txt", "/work/p/d/y"], "{who:?}: {m}");
+        assert_eq!(
+            m["commit"]["refused"][0]["path"], "/work/p/d/x",
+            "{who:?}: {m}"
+        );
+        assert_eq!(read(&host.join("a.txt")), "three\n");
+        assert_eq!(read(&host.join("d/y")), "more\n");
+        assert_eq!(read(&host.join("d/x")), "host\n");
+        j.close();
+    }
+}
+
 #[test]
 fn workspace_requests_wait_for_the_running_command_and_bad_ones_are_errors() {
     for who in common::users("session overlay busy") {

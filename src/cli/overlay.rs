@@ -42,6 +42,7 @@ fn open(dir: &Path) -> Result<(record::Record, Vec<Layer>), String> {
             host_path: k.host.clone(),
             inner: k.inner.clone(),
             since: k.since(),
+            ours: k.ours(),
         });
     }
     Ok((r, layers))

@@ -289,6 +289,8 @@ impl Layers {
                 host: open(&k.host)?,
                 host_path: k.host.clone(),
                 inner: k.inner.clone(),
+                since: k.since(),
+                ours: k.ours(),
             });
         }
         Ok((r, out))
@@ -386,9 +388,14 @@ impl Layers {
     /// The changes applied to the host directories (the jail ended); the
     /// checkpoints forgotten.
     fn commit(&mut self) -> Result<Value, String> {
-        let (_, layers) = self.open()?;
+        let (mut record, layers) = self.open()?;
         let review = Review::of(&layers, &self.policy);
-        let done = review.commit(&layers, &self.policy);
+        let (done, ours) = review.commit_keeping(&layers, &self.policy);
+        // What this commit left is not the host's change to a later one.
+        for (k, o) in record.overlays.iter_mut().zip(&ours) {
+            k.set_ours(o);
+        }
+        record::rewrite(&self.dir, &record)?;
         for n in std::mem::take(&mut self.names) {
             let _ = remove_tree(&self.checkpoints.join(n));
         }

@@ -45,8 +45,11 @@ pub(super) fn prepare(plan: &Plan) -> Result<sys::tree::Time, SetupError> {
 }
 
 /// A session's jail started again on its kept layers: their record must
-/// name these overlays, in this order.
-fn resume(dir: &Path, list: &[(std::path::PathBuf, std::path::PathBuf)]) -> Result<(), SetupError> {
+/// name these overlays, in this order. Their time is the record's.
+fn resume(
+    dir: &Path,
+    list: &[(std::path::PathBuf, std::path::PathBuf)],
+) -> Result<sys::tree::Time, SetupError> {
     let fail = |why: String| SetupError::new("--overlay-upper", dir.display().to_string(), why);
     let r = record::read(dir).map_err(fail)?;
     let same = r.overlays.len() == list.len()
@@ -57,7 +60,10 @@ fn resume(dir: &Path, list: &[(std::path::PathBuf, std::path::PathBuf)]) -> Resu
     if !same {
         return Err(fail("its record names other overlays".into()));
     }
-    Ok(())
+    Ok(r.overlays
+        .first()
+        .and_then(|k| k.since())
+        .unwrap_or_else(sys::tree::coarse_now))
 }
 
 /// Nothing ran (the namespaces were refused): what [`prepare`] made goes
@@ -116,6 +122,7 @@ pub(super) fn conclude(
                 host_path: w.host.clone(),
                 inner: w.inner.clone(),
                 since: Some(since),
+                ours: Default::default(),
             }),
             (Err(why), _) | (_, Err(why)) => {
                 missing.get_or_insert(format!("--overlay {}: {why}", w.inner.display()));

@@ -23,6 +23,7 @@
 
 #![deny(unsafe_code)]
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::fd::OwnedFd;
@@ -64,15 +65,17 @@ impl Commit {
         }
     }
 
-    /// Apply one overlay's changes (parents first).
-    pub fn layer(&mut self, l: &Layer, entries: &[Entry]) {
+    /// Apply one overlay's changes (parents first); what they left on
+    /// the host (each path changed and each directory changed in, with
+    /// its ctime now: see `Layer::ours`).
+    pub fn layer(&mut self, l: &Layer, entries: &[Entry]) -> BTreeMap<PathBuf, tree::Time> {
         let top = match tree::fstat(&l.host, &l.host_path) {
             Ok(st) => (st.dev, st.ino),
             Err(e) => {
                 for e2 in entries {
                     self.refused(super::jail_path(&l.inner, &e2.rel), format!("{e}"));
                 }
-                return;
+                return BTreeMap::new();
             }
         };
         let mut at = At {
@@ -81,11 +84,17 @@ impl Commit {
             top,
             modes: Vec::new(),
             since: l.since,
+            ours: &l.ours,
         };
+        let mut touched = BTreeSet::new();
         for e in entries {
             let path = super::jail_path(&l.inner, &e.rel);
             match self.apply(&mut at, e) {
-                Ok(()) => self.applied(path),
+                Ok(()) => {
+                    touched.insert(e.rel.clone());
+                    touched.extend(e.rel.parent().map(Path::to_path_buf));
+                    self.applied(path)
+                }
                 Err(why) => self.refused(path, why),
             }
         }
@@ -97,6 +106,21 @@ impl Commit {
                 self.refused(super::jail_path(&l.inner, rel), why);
             }
         }
+        // What we left, as it is now (the top itself is never replaced).
+        touched.remove(Path::new(""));
+        let mut left = BTreeMap::new();
+        for rel in touched {
+            let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+                continue;
+            };
+            at.host.forget(&rel);
+            if let Ok(h) = at.host.dir(parent) {
+                if let Ok(st) = tree::lstat(h, name, &rel) {
+                    left.insert(rel, st.ctime);
+                }
+            }
+        }
+        left
     }
 
     pub fn finish(self) -> Committed {
@@ -140,7 +164,7 @@ impl Commit {
             let replaced = e
                 .new
                 .is_none_or(|n| n.kind() != libc::S_IFDIR || t.kind() != libc::S_IFDIR);
-            if replaced && changed_since(h, name, t, since, &e.rel, 0)? {
+            if replaced && changed_since(h, name, t, (since, at.ours), &e.rel, 0)? {
                 return Err(CHANGED_ON_HOST.into());
             }
         }
@@ -335,18 +359,19 @@ const CHANGED_ON_HOST: &str =
 /// is removed (more: refused, as if changed).
 const MAX_LOOKED_AT: usize = 100_000;
 
-/// Whether `name` in `dir` (`st`), or anything beneath it when it is a
-/// directory, changed at or after `since`. A tree too large or too deep
-/// to look through counts as changed.
+/// Whether `name` in `dir` (`st`, at `shown` beneath the top), or
+/// anything beneath it when it is a directory, changed at or after
+/// `since` other than as an earlier commit left it (`ours`). A tree too
+/// large or too deep to look through counts as changed.
 fn changed_since(
     dir: &OwnedFd,
     name: &OsStr,
     st: Stat,
-    since: tree::Time,
+    (since, ours): (tree::Time, &BTreeMap<PathBuf, tree::Time>),
     shown: &Path,
     depth: usize,
 ) -> Result<bool, Refusal> {
-    if st.ctime >= since {
+    if st.ctime >= since && ours.get(shown) != Some(&st.ctime) {
         return Ok(true);
     }
     if st.kind() != libc::S_IFDIR {
@@ -367,7 +392,7 @@ fn changed_since(
             // Gone meanwhile: a change.
             return Ok(true);
         };
-        if changed_since(&d, &n, s, since, &p, depth + 1)? {
+        if changed_since(&d, &n, s, (since, ours), &p, depth + 1)? {
             return Ok(true);
         }
     }
@@ -387,8 +412,9 @@ struct At<'a> {
     top: (u64, u64),
     /// Directories whose mode is set last: (path, mode).
     modes: Vec<(PathBuf, u32)>,
-    /// See `Layer::since`.
+    /// See `Layer::since` and `Layer::ours`.
     since: Option<tree::Time>,
+    ours: &'a BTreeMap<PathBuf, tree::Time>,
 }
 
 impl At<'_> {

@@ -39,6 +39,10 @@ pub struct Kept {
     /// leaves what the host changed after alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<[i64; 2]>,
+    /// What earlier commits left on the host: a path beneath it, the
+    /// ctime the commit gave it (`workspace::Layer::ours`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub ours: std::collections::BTreeMap<PathBuf, [i64; 2]>,
 }
 
 impl Kept {
@@ -48,6 +52,28 @@ impl Kept {
 
     pub fn since(&self) -> Option<tree::Time> {
         self.since.map(|[sec, nsec]| tree::Time { sec, nsec })
+    }
+
+    pub fn ours(&self) -> std::collections::BTreeMap<PathBuf, tree::Time> {
+        self.ours
+            .iter()
+            .map(|(p, [sec, nsec])| {
+                (
+                    p.clone(),
+                    tree::Time {
+                        sec: *sec,
+                        nsec: *nsec,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    pub fn set_ours(&mut self, ours: &std::collections::BTreeMap<PathBuf, tree::Time>) {
+        self.ours = ours
+            .iter()
+            .map(|(p, t)| (p.clone(), [t.sec, t.nsec]))
+            .collect();
     }
 }
 
@@ -97,6 +123,7 @@ pub fn prepare(
             inner: inner.clone(),
             layer: i.to_string(),
             since: Some([since.sec, since.nsec]),
+            ours: Default::default(),
         });
     }
     let text = serde_json::to_string_pretty(&record).map_err(|e| e.to_string())? + "\n";
@@ -108,6 +135,24 @@ pub fn prepare(
         .open(&f)
         .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()))
         .map_err(|e| say(&f, e))
+}
+
+/// Write `r` as DIR's record again (a new file renamed over the old).
+pub fn rewrite(dir: &Path, r: &Record) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(r).map_err(|e| e.to_string())? + "\n";
+    let tmp = dir.join(format!(".{RECORD}.{}", std::process::id()));
+    let say = |p: &Path, e: std::io::Error| format!("{}: {}", p.display(), sys::strerror(&e));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(&tmp)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()))
+        .map_err(|e| say(&tmp, e))?;
+    std::fs::rename(&tmp, dir.join(RECORD)).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        say(&dir.join(RECORD), e)
+    })
 }
 
 /// The record of DIR.
