@@ -17,6 +17,8 @@
 //! (whatever lookup is still in the host's resolver is given 2 s).
 
 mod allow;
+mod http1;
+mod intercept;
 mod parse;
 mod relay;
 
@@ -30,6 +32,7 @@ use tokio::sync::{oneshot, Semaphore};
 
 use crate::outcome::{Denial, MAX_DENIALS};
 use crate::plan::egress::Egress;
+pub use intercept::Interceptor;
 use parse::{SocksRefusal, Target};
 use relay::Failure;
 
@@ -61,6 +64,8 @@ pub struct Proxy {
 
 struct Shared {
     egress: Egress,
+    /// The secrets' hosts' TLS, intercepted (`--secret`).
+    intercept: Option<Interceptor>,
     denials: Mutex<Denials>,
     /// Told each new refusal (the supervisor's `--denials-fd` lines).
     tell: Box<dyn Fn(&Denial) + Send + Sync>,
@@ -122,6 +127,7 @@ impl Proxy {
     pub fn start(
         listener: OwnedFd,
         egress: Egress,
+        intercept: Option<Interceptor>,
         tell: impl Fn(&Denial) + Send + Sync + 'static,
     ) -> std::io::Result<Proxy> {
         let l = std::net::TcpListener::from(listener);
@@ -133,6 +139,7 @@ impl Proxy {
             .build()?;
         let shared = Arc::new(Shared {
             egress,
+            intercept,
             denials: Mutex::new(Denials::default()),
             tell: Box::new(tell),
         });
@@ -205,7 +212,17 @@ async fn serve(l: std::net::TcpListener, shared: Arc<Shared>, mut stop: oneshot:
     }
 }
 
-/// One client: SOCKS5 when its first byte is 5, else HTTP.
+/// A tunnel or a forwarded request, open to its host.
+struct Opened {
+    up: TcpStream,
+    target: Target,
+    route: allow::Route,
+    /// CONNECT or SOCKS5 (a forwarded plain-HTTP request is not).
+    tunnel: bool,
+}
+
+/// One client: SOCKS5 when its first byte is 5, else HTTP. A tunnel to a
+/// host a secret is bound to is intercepted; any other is relayed.
 async fn handle(mut c: TcpStream, s: &Shared) {
     let mut first = [0u8; 1];
     let Ok(Ok(1)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, c.peek(&mut first)).await else {
@@ -216,8 +233,12 @@ async fn handle(mut c: TcpStream, s: &Shared) {
     } else {
         tokio::time::timeout(HANDSHAKE_TIMEOUT, http(&mut c, s)).await
     };
-    if let Ok(Some(up)) = out {
-        relay::relay(c, up).await;
+    let Ok(Some(o)) = out else { return };
+    match &s.intercept {
+        Some(ic) if o.tunnel && ic.intercepts(&o.route, o.target.port) => {
+            http1::serve(c, o.up, &o.target, &o.route, ic, s).await;
+        }
+        _ => relay::relay(c, o.up).await,
     }
 }
 
@@ -225,7 +246,7 @@ async fn handle(mut c: TcpStream, s: &Shared) {
 /// or the failure, as text. In record mode a target off the allowlist is
 /// let through (a name, or an address of no refused kind) and each one
 /// connected to is recorded.
-async fn open(s: &Shared, t: &Target) -> Result<TcpStream, Failure> {
+async fn open(s: &Shared, t: &Target) -> Result<(TcpStream, allow::Route), Failure> {
     let checked = match allow::check(&s.egress.allow, t) {
         Err(_) if s.egress.record => allow::record_route(t),
         c => c,
@@ -243,12 +264,12 @@ async fn open(s: &Shared, t: &Target) -> Result<TcpStream, Failure> {
         Ok(_) if s.egress.record => s.contacted(&route, t.port),
         _ => {}
     }
-    r
+    r.map(|up| (up, route))
 }
 
 /// An HTTP client: CONNECT opens a tunnel; a request in absolute form
 /// goes to its origin server, rewritten. Errors are answered in HTTP.
-async fn http(c: &mut TcpStream, s: &Shared) -> Option<TcpStream> {
+async fn http(c: &mut TcpStream, s: &Shared) -> Option<Opened> {
     let head = relay::read_head(c).await.ok()?;
     let req = match parse::http_request(&head) {
         Ok(r) => r,
@@ -260,7 +281,21 @@ async fn http(c: &mut TcpStream, s: &Shared) -> Option<TcpStream> {
         }
     };
     let t = &req.target;
-    let mut up = match open(s, t).await {
+    let carried = match (&req.forward, &s.intercept) {
+        (Some(h), Some(ic)) => http1::plain_carries(ic, h),
+        _ => None,
+    };
+    if let Some(name) = carried {
+        let why = format!(
+            "the request carries the placeholder of secret {name}; a value goes only to its hosts, over TLS"
+        );
+        s.deny(t, why.clone());
+        let _ = c
+            .write_all(&parse::http_error(403, "Forbidden", &why))
+            .await;
+        return None;
+    }
+    let (mut up, route) = match open(s, t).await {
         Ok(up) => up,
         Err(Failure::Refused(why)) => {
             let msg = format!("{}:{} refused: {why}", t.host, t.port);
@@ -281,11 +316,16 @@ async fn http(c: &mut TcpStream, s: &Shared) -> Option<TcpStream> {
         None => c.write_all(parse::HTTP_ESTABLISHED).await.ok()?,
         Some(h) => up.write_all(h).await.ok()?,
     }
-    Some(up)
+    Some(Opened {
+        up,
+        target: req.target,
+        route,
+        tunnel: req.forward.is_none(),
+    })
 }
 
 /// A SOCKS5 client: no authentication, CONNECT only.
-async fn socks(c: &mut TcpStream, s: &Shared) -> Option<TcpStream> {
+async fn socks(c: &mut TcpStream, s: &Shared) -> Option<Opened> {
     let mut hdr = [0u8; 2];
     c.read_exact(&mut hdr).await.ok()?;
     let mut greeting = hdr.to_vec();
@@ -323,8 +363,8 @@ async fn socks(c: &mut TcpStream, s: &Shared) -> Option<TcpStream> {
             return None;
         }
     };
-    let up = match open(s, &t).await {
-        Ok(up) => up,
+    let (up, route) = match open(s, &t).await {
+        Ok(o) => o,
         Err(f) => {
             let rep = if matches!(f, Failure::Refused(_)) {
                 2
@@ -336,5 +376,10 @@ async fn socks(c: &mut TcpStream, s: &Shared) -> Option<TcpStream> {
         }
     };
     c.write_all(&parse::socks_reply(0)).await.ok()?;
-    Some(up)
+    Some(Opened {
+        up,
+        target: t,
+        route,
+        tunnel: true,
+    })
 }

@@ -10,6 +10,9 @@
 
 use std::fmt;
 use std::net::IpAddr;
+use std::path::PathBuf;
+
+use super::{Policy, PolicyError};
 
 /// The ports an entry without one allows.
 pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
@@ -96,6 +99,101 @@ impl fmt::Display for AllowHost {
             None => Ok(()),
         }
     }
+}
+
+/// A secret bound to hosts (`--secret NAME:HOST[,HOST…]`): the jail's
+/// variable NAME holds a placeholder, and the proxy replaces it by the value
+/// in the request headers it sends the hosts named (entries as
+/// [`AllowHost`]'s, over TLS only).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Secret {
+    /// The variable's name, in the caller's environment and the jail's.
+    pub name: String,
+    pub hosts: Vec<AllowHost>,
+    /// Where the value is read (`--secret-file NAME=PATH`); None: the
+    /// caller's environment variable NAME.
+    #[serde(default)]
+    pub file: Option<PathBuf>,
+}
+
+impl Secret {
+    /// Parse `NAME:HOST[,HOST…]`; the error says why, without the flag.
+    pub fn parse(s: &str) -> Result<Secret, String> {
+        let (name, hosts) = s
+            .split_once(':')
+            .ok_or_else(|| format!("{s:?}: expected NAME:HOST[,HOST…]"))?;
+        if !is_env_name(name) {
+            return Err(format!(
+                "{s:?}: {name:?} is not a variable name (letters, digits and `_`, not first a digit)"
+            ));
+        }
+        let hosts = hosts
+            .split(',')
+            .map(AllowHost::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Secret {
+            name: name.to_string(),
+            hosts,
+            file: None,
+        })
+    }
+
+    /// Whether the value may go to the name `name` (normalized) on `port`.
+    pub fn binds_name(&self, name: &str, port: u16) -> bool {
+        self.hosts.iter().any(|h| h.allows_name(name, port))
+    }
+
+    /// Whether the value may go to the address `ip` on `port`.
+    pub fn binds_ip(&self, ip: IpAddr, port: u16) -> bool {
+        self.hosts.iter().any(|h| h.allows_ip(ip, port))
+    }
+}
+
+/// A variable name: ASCII letters, digits and `_`, not first a digit.
+pub fn is_env_name(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// The policy's secrets: each named once, under an allowlist, and not set
+/// in the jail's environment by anything else (`--keep-env` would copy the
+/// value itself).
+pub fn check_secrets(p: &Policy) -> Result<(), PolicyError> {
+    for (i, s) in p.secrets.iter().enumerate() {
+        let err = |why: String| PolicyError::new("--secret", format!("{}: {why}", s.name));
+        if !is_env_name(&s.name) {
+            return Err(err("not a variable name".into()));
+        }
+        if s.hosts.is_empty() {
+            return Err(err("names no host".into()));
+        }
+        if p.secrets[..i].iter().any(|o| o.name == s.name) {
+            return Err(err("named twice".into()));
+        }
+        if p.env
+            .iter()
+            .any(|(k, _)| k.as_encoded_bytes() == s.name.as_bytes())
+        {
+            return Err(err(
+                "also set in the jail's environment (--keep-env, --setenv or a profile); \
+                 the jail gets a placeholder, never the value"
+                    .into(),
+            ));
+        }
+        if p.allow_hosts.is_empty() {
+            return Err(err(
+                "needs an egress allowlist (--allow-host) naming its hosts".into(),
+            ));
+        }
+    }
+    if !p.egress_cas.is_empty() && p.secrets.is_empty() {
+        return Err(PolicyError::new(
+            "--egress-ca",
+            "only the hosts a secret is bound to are intercepted: give --secret too",
+        ));
+    }
+    Ok(())
 }
 
 /// A host name as the proxy compares it: lower case, no trailing dot.

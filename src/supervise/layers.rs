@@ -131,6 +131,10 @@ fn egress_detail(e: &crate::plan::egress::Egress) -> serde_json::Value {
         "proxy": format!("127.0.0.1:{}", e.port),
         "allow": allow,
         "upstream": e.upstream.as_ref().map(|u| format!("{} ({})", u.authority, u.var)),
+        "secrets": e.intercept.as_ref().map(|i| i.secrets.iter().map(|s| json!({
+            "name": s.name,
+            "hosts": s.hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>()),
     })
 }
 

@@ -60,6 +60,7 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
         seccomp,
         run_dir,
         audit,
+        secrets,
     } = res;
     let landlock = plan.layers.landlock.as_ref();
     if let Some(why) = landlock.and_then(|l| l.unrecorded.as_ref()) {
@@ -70,7 +71,9 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
         (Some(fd), Some(tag)) => Some(AuditLog::new(fd, tag, lines.clone())),
         _ => None,
     };
-    let got = run_inner(plan, cgroup, seccomp, audit, &lines, &mut o, start, control);
+    let got = run_inner(
+        plan, cgroup, seccomp, audit, secrets, &lines, &mut o, start, control,
+    );
     o.denial_lines_dropped = lines.finish();
     match got {
         Ok(()) => {}
@@ -97,6 +100,7 @@ fn run_inner(
     mut cg: Option<cgroup::RunCgroup>,
     seccomp: Option<(OwnedFd, OwnedFd)>,
     audit: Option<AuditLog>,
+    secrets: Option<crate::plan::secrets::Held>,
     lines: &Lines,
     o: &mut Outcome,
     start: Instant,
@@ -122,8 +126,18 @@ fn run_inner(
     join_namespaces(plan)?;
     let (cloned, via) = clone(plan, cg.as_ref())?;
     let (pid, pidfd) = match cloned {
-        Cloned::Child => channels.enter_jail(plan, trees),
+        Cloned::Child => {
+            // The secrets' fds are the supervisor's alone.
+            drop(secrets);
+            channels.enter_jail(plan, trees)
+        }
         Cloned::Parent { pid, pidfd } => (pid, pidfd),
+    };
+    // The values read and the run's authority made (its certificate in
+    // the jail's trust file) while the child waits for GO.
+    let intercept = match (secrets, egress(plan).and_then(|e| e.intercept.as_ref())) {
+        (Some(held), Some(i)) => Some(crate::egress::Interceptor::prepare(i, held)?),
+        _ => None,
     };
     // Init has its own copies.
     drop(trees);
@@ -159,7 +173,7 @@ fn run_inner(
         Hello::new(sock, what, pid)
     });
     // The egress proxy (threads from here on: see crate::egress).
-    let proxy = start_proxy(plan, listener, lines)?;
+    let proxy = start_proxy(plan, listener, intercept, lines)?;
     // 5. Wait, pumping output and watching the deadline.
     let output = Output::new(plan, ours.out, ours.err);
     let mut w = Watch::new(plan, pidfd, ours.ctl, output, learner, cg, control, start);
@@ -215,13 +229,14 @@ fn run_inner(
 fn start_proxy(
     plan: &Plan,
     listener: Option<OwnedFd>,
+    intercept: Option<crate::egress::Interceptor>,
     lines: &Lines,
 ) -> Result<Option<Proxy>, SetupError> {
     let (Some(l), Some(e)) = (listener, egress(plan)) else {
         return Ok(None);
     };
     let lines = lines.clone();
-    Proxy::start(l, e.clone(), move |d| lines.send(d))
+    Proxy::start(l, e.clone(), intercept, move |d| lines.send(d))
         .map(Some)
         .map_err(|e| SetupError::io("network", "egress proxy", &e))
 }
