@@ -20,6 +20,7 @@ mod allow;
 mod http1;
 mod intercept;
 mod parse;
+mod record;
 mod relay;
 
 use std::os::fd::OwnedFd;
@@ -34,6 +35,7 @@ use crate::outcome::{Denial, MAX_DENIALS};
 use crate::plan::egress::Egress;
 pub use intercept::Interceptor;
 use parse::{SocksRefusal, Target};
+pub use record::{Connection, Record, Verdict};
 use relay::Failure;
 
 /// Connections served at once; more wait in the listen backlog.
@@ -50,6 +52,10 @@ pub struct Denials {
     /// Record mode (`--learn`): each `HOST:PORT` connected to, in the
     /// order first reached (at most [`MAX_CONTACTED`]).
     pub contacted: Vec<String>,
+    /// Every connection asked for, in order (at most
+    /// [`record::MAX_RECORDED`]), and how many more.
+    pub connections: Vec<Connection>,
+    pub connections_more: u64,
 }
 
 /// The most distinct hosts record mode keeps.
@@ -67,8 +73,9 @@ struct Shared {
     /// The secrets' hosts' TLS, intercepted (`--secret`).
     intercept: Option<Interceptor>,
     denials: Mutex<Denials>,
-    /// Told each new refusal (the supervisor's `--denials-fd` lines).
-    tell: Box<dyn Fn(&Denial) + Send + Sync>,
+    /// Told each new refusal and each connection ended or refused (the
+    /// supervisor's `--denials-fd` lines).
+    tell: Box<dyn Fn(&Record) + Send + Sync>,
 }
 
 impl Shared {
@@ -101,8 +108,45 @@ impl Shared {
             reason,
             count: 1,
         };
-        (self.tell)(&denial);
+        (self.tell)(&Record::Denial(&denial));
         d.list.push(denial);
+    }
+
+    /// Record a connection: its index, to add its bytes when it ends
+    /// (None: not kept, only counted). One not made is told now.
+    fn connection(&self, c: Connection) -> Option<usize> {
+        let mut d = self.denials.lock().unwrap_or_else(|e| e.into_inner());
+        if c.verdict != Verdict::Allowed {
+            (self.tell)(&Record::Connection(&c));
+        }
+        if d.connections.len() >= record::MAX_RECORDED {
+            d.connections_more += 1;
+            return None;
+        }
+        d.connections.push(c);
+        Some(d.connections.len() - 1)
+    }
+
+    /// A connection recorded at `at` ended: its bytes, and its line.
+    fn ended(&self, at: Option<usize>, sent: u64, received: u64) {
+        let mut d = self.denials.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = at.and_then(|i| d.connections.get_mut(i)) {
+            c.sent = sent;
+            c.received = received;
+            c.open = false;
+            (self.tell)(&Record::Connection(c));
+        }
+    }
+
+    /// A refusal, recorded as a denial and as a connection not made.
+    fn refuse(&self, t: &Target, why: &str) {
+        self.deny(t, why.to_string());
+        self.connection(Connection::not_made(
+            t.host.to_string(),
+            t.port,
+            Verdict::Refused,
+            why,
+        ));
     }
 }
 
@@ -128,7 +172,7 @@ impl Proxy {
         listener: OwnedFd,
         egress: Egress,
         intercept: Option<Interceptor>,
-        tell: impl Fn(&Denial) + Send + Sync + 'static,
+        tell: impl Fn(&Record) + Send + Sync + 'static,
     ) -> std::io::Result<Proxy> {
         let l = std::net::TcpListener::from(listener);
         l.set_nonblocking(true)?;
@@ -219,6 +263,8 @@ struct Opened {
     route: allow::Route,
     /// CONNECT or SOCKS5 (a forwarded plain-HTTP request is not).
     tunnel: bool,
+    /// Bytes of a forwarded request's head, sent already.
+    head: u64,
 }
 
 /// One client: SOCKS5 when its first byte is 5, else HTTP. A tunnel to a
@@ -234,12 +280,27 @@ async fn handle(mut c: TcpStream, s: &Shared) {
         tokio::time::timeout(HANDSHAKE_TIMEOUT, http(&mut c, s)).await
     };
     let Ok(Some(o)) = out else { return };
-    match &s.intercept {
-        Some(ic) if o.tunnel && ic.intercepts(&o.route, o.target.port) => {
-            http1::serve(c, o.up, &o.target, &o.route, ic, s).await;
-        }
+    let intercepted = o.tunnel
+        && s.intercept
+            .as_ref()
+            .is_some_and(|ic| ic.intercepts(&o.route, o.target.port));
+    let at = s.connection(Connection {
+        kind: "connection",
+        host: o.target.host.to_string(),
+        port: o.target.port,
+        address: o.up.peer_addr().ok().map(|a| a.to_string()),
+        verdict: Verdict::Allowed,
+        rule: allow::rule(&s.egress, &o.route, &o.up, o.target.port),
+        sent: 0,
+        received: 0,
+        intercepted,
+        open: true,
+    });
+    let (sent, received) = match &s.intercept {
+        Some(ic) if intercepted => http1::serve(c, o.up, &o.target, &o.route, ic, s).await,
         _ => relay::relay(c, o.up).await,
-    }
+    };
+    s.ended(at, o.head + sent, received);
 }
 
 /// Check `t` and connect: the upstream stream, or the refusal (recorded)
@@ -254,13 +315,17 @@ async fn open(s: &Shared, t: &Target) -> Result<(TcpStream, allow::Route), Failu
     let route = match checked {
         Ok(r) => r,
         Err(why) => {
-            s.deny(t, why.clone());
+            s.refuse(t, &why);
             return Err(Failure::Refused(why));
         }
     };
     let r = relay::connect(&s.egress, &route, t.port).await;
     match &r {
-        Err(Failure::Refused(why)) => s.deny(t, why.clone()),
+        Err(Failure::Refused(why)) => s.refuse(t, why),
+        Err(Failure::Unreachable(why)) => {
+            let c = Connection::not_made(t.host.to_string(), t.port, Verdict::Failed, why);
+            s.connection(c);
+        }
         Ok(_) if s.egress.record => s.contacted(&route, t.port),
         _ => {}
     }
@@ -289,7 +354,7 @@ async fn http(c: &mut TcpStream, s: &Shared) -> Option<Opened> {
         let why = format!(
             "the request carries the placeholder of secret {name}; a value goes only to its hosts, over TLS"
         );
-        s.deny(t, why.clone());
+        s.refuse(t, &why);
         let _ = c
             .write_all(&parse::http_error(403, "Forbidden", &why))
             .await;
@@ -318,6 +383,7 @@ async fn http(c: &mut TcpStream, s: &Shared) -> Option<Opened> {
     }
     Some(Opened {
         up,
+        head: req.forward.as_ref().map_or(0, |h| h.len() as u64),
         target: req.target,
         route,
         tunnel: req.forward.is_none(),
@@ -357,7 +423,7 @@ async fn socks(c: &mut TcpStream, s: &Shared) -> Option<Opened> {
                     "SOCKS5 command {} refused: only CONNECT (no BIND, no UDP)",
                     req[1]
                 );
-                s.deny(&t, why);
+                s.refuse(&t, &why);
             }
             let _ = c.write_all(&parse::socks_reply(r as u8)).await;
             return None;
@@ -381,5 +447,6 @@ async fn socks(c: &mut TcpStream, s: &Shared) -> Option<Opened> {
         target: t,
         route,
         tunnel: true,
+        head: 0,
     })
 }

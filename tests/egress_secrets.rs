@@ -321,8 +321,20 @@ fn a_secret_goes_only_to_its_host_and_never_into_the_jail() {
                 .all(|h| !h.contains(&secret) && !h.contains(&placeholder)),
             "{who:?}: {other:?}"
         );
-        // Recorded.
+        // Recorded: the refusal, and each connection (the bound host's
+        // intercepted, the value's bytes counted among those sent).
         let r: serde_json::Value = serde_json::from_str(report.trim()).unwrap();
+        let conns = r["layers"]["net_namespace"]["detail"]["connections"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            conns.iter().any(|c| c["host"] == "127.0.0.2"
+                && c["intercepted"] == true
+                && c["verdict"] == "allowed"
+                && c["sent"].as_u64().unwrap_or(0) > 0),
+            "{who:?}: {conns:?}"
+        );
         let denied = r["denials"].as_array().cloned().unwrap_or_default();
         assert!(
             denied.iter().any(|d| d["kind"] == "network"

@@ -213,6 +213,9 @@ fn authority(bound: &[Bound]) -> Result<CertifiedIssuer<'static, KeyPair>, rcgen
                 *ip,
                 if ip.is_ipv4() { 32 } else { 128 },
             )),
+            HostPattern::Net(ip, n) => {
+                GeneralSubtree::IpAddress(rcgen::CidrSubnet::from_addr_prefix(*ip, *n))
+            }
         });
     }
     p.name_constraints = Some(NameConstraints {

@@ -121,7 +121,10 @@ pub async fn read_head(s: &mut TcpStream) -> Result<Vec<u8>, String> {
     Ok(head)
 }
 
-/// Copy both ways until both sides are done.
-pub async fn relay(mut a: TcpStream, mut b: TcpStream) {
-    let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
+/// Copy both ways until both sides are done: the bytes from `a` to `b`,
+/// and back (as far as they went when either side failed: none).
+pub async fn relay(mut a: TcpStream, mut b: TcpStream) -> (u64, u64) {
+    tokio::io::copy_bidirectional(&mut a, &mut b)
+        .await
+        .unwrap_or((0, 0))
 }

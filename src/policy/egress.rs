@@ -1,12 +1,12 @@
 //! The egress allowlist (`--allow-host`, `network.allow`): which hosts and
 //! ports the jail's proxy may connect to. Pure: parsing and matching only.
 //!
-//! An entry is `NAME[:PORT]`, `*.SUFFIX[:PORT]`, `IPV4[:PORT]` or
-//! `[IPV6][:PORT]`. Without a port, 80 and 443 are allowed. `*.example.com`
+//! An entry is `NAME[:PORT]`, `*.SUFFIX[:PORT]`, `IPV4[:PORT]`,
+//! `[IPV6][:PORT]`, or a range: `IPV4/N[:PORT]`, `[IPV6/N][:PORT]`. Without a port, 80 and 443 are allowed. `*.example.com`
 //! matches every name below `example.com` (at any depth), never
 //! `example.com` itself. Names are compared in lower case, without a
-//! trailing dot. An address listed as an IP literal is the one way to allow
-//! a loopback, private, link-local or metadata address.
+//! trailing dot. An address (or range) listed as an IP literal is the one
+//! way to allow a loopback, private, link-local or metadata address.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -34,6 +34,9 @@ pub enum HostPattern {
     Below(String),
     /// One address, listed explicitly.
     Ip(IpAddr),
+    /// A range of addresses (CIDR), listed explicitly: the address with
+    /// its host bits zero, and the prefix length.
+    Net(IpAddr, u8),
 }
 
 impl AllowHost {
@@ -45,10 +48,19 @@ impl AllowHost {
             let v6 = v6
                 .strip_suffix(']')
                 .ok_or_else(|| format!("{s:?}: an IPv6 address is written [ADDR]"))?;
-            let ip = v6
+            let (a, prefix) = match v6.split_once('/') {
+                Some((a, n)) => (a, Some(n)),
+                None => (v6, None),
+            };
+            let ip = a
                 .parse::<std::net::Ipv6Addr>()
-                .map_err(|_| format!("{s:?}: {v6:?} is not an IPv6 address"))?;
-            HostPattern::Ip(IpAddr::V6(ip))
+                .map_err(|_| format!("{s:?}: {a:?} is not an IPv6 address"))?;
+            net(s, IpAddr::V6(ip), prefix)?
+        } else if let Some((a, n)) = host.split_once('/') {
+            let ip = a.parse::<std::net::Ipv4Addr>().map_err(|_| {
+                format!("{s:?}: {a:?} is not an IPv4 address (a range is A.B.C.D/N or [ADDR/N])")
+            })?;
+            net(s, IpAddr::V4(ip), Some(n))?
         } else if let Ok(ip) = host.parse::<std::net::Ipv4Addr>() {
             HostPattern::Ip(IpAddr::V4(ip))
         } else if let Some(suffix) = host.strip_prefix("*.") {
@@ -75,14 +87,57 @@ impl AllowHost {
             HostPattern::Below(suffix) => name
                 .strip_suffix(suffix.as_str())
                 .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
-            HostPattern::Ip(_) => false,
+            HostPattern::Ip(_) | HostPattern::Net(..) => false,
         };
         host && self.allows_port(port)
     }
 
-    /// Whether this entry lists the address `ip` explicitly, for `port`.
+    /// Whether this entry lists the address `ip` explicitly (or a range
+    /// holding it), for `port`.
     pub fn allows_ip(&self, ip: IpAddr, port: u16) -> bool {
-        self.host == HostPattern::Ip(ip) && self.allows_port(port)
+        let listed = match self.host {
+            HostPattern::Ip(a) => a == ip,
+            HostPattern::Net(a, n) => masked(ip, n) == Some(a),
+            _ => false,
+        };
+        listed && self.allows_port(port)
+    }
+}
+
+/// `ip` with all but its first `prefix` bits zero (None: another family,
+/// or a prefix longer than its bits).
+fn masked(ip: IpAddr, prefix: u8) -> Option<IpAddr> {
+    match ip {
+        IpAddr::V4(a) if prefix <= 32 => {
+            let m = u32::MAX.checked_shl(32 - prefix as u32).unwrap_or(0);
+            Some(IpAddr::V4((u32::from(a) & m).into()))
+        }
+        IpAddr::V6(a) if prefix <= 128 => {
+            let m = u128::MAX.checked_shl(128 - prefix as u32).unwrap_or(0);
+            Some(IpAddr::V6((u128::from(a) & m).into()))
+        }
+        _ => None,
+    }
+}
+
+/// An address, or a range when a prefix length is given: its host bits
+/// must be zero.
+fn net(whole: &str, ip: IpAddr, prefix: Option<&str>) -> Result<HostPattern, String> {
+    let Some(n) = prefix else {
+        return Ok(HostPattern::Ip(ip));
+    };
+    let bits = if ip.is_ipv4() { 32 } else { 128 };
+    let n = n
+        .parse::<u8>()
+        .ok()
+        .filter(|n| *n <= bits)
+        .ok_or_else(|| format!("{whole:?}: {n:?} is not a prefix length (0 to {bits})"))?;
+    match masked(ip, n) {
+        Some(m) if m == ip => Ok(HostPattern::Net(ip, n)),
+        Some(m) => Err(format!(
+            "{whole:?}: {ip} has bits set past /{n} (the range is {m}/{n})"
+        )),
+        None => Err(format!("{whole:?}: not a range")),
     }
 }
 
@@ -93,6 +148,8 @@ impl fmt::Display for AllowHost {
             HostPattern::Below(s) => write!(f, "*.{s}")?,
             HostPattern::Ip(IpAddr::V4(a)) => write!(f, "{a}")?,
             HostPattern::Ip(IpAddr::V6(a)) => write!(f, "[{a}]")?,
+            HostPattern::Net(IpAddr::V4(a), n) => write!(f, "{a}/{n}")?,
+            HostPattern::Net(IpAddr::V6(a), n) => write!(f, "[{a}/{n}]")?,
         }
         match self.port {
             Some(p) => write!(f, ":{p}"),
@@ -283,7 +340,22 @@ mod tests {
             }
         );
         assert_eq!(p("[fe80::1]").port, None);
-        for s in ["pypi.org", "*.x.org:8443", "[::1]:22", "1.2.3.4"] {
+        assert_eq!(
+            p("10.0.0.0/8:5432").host,
+            HostPattern::Net("10.0.0.0".parse().unwrap(), 8)
+        );
+        assert_eq!(
+            p("[fd00::/8]").host,
+            HostPattern::Net("fd00::".parse().unwrap(), 8)
+        );
+        for s in [
+            "pypi.org",
+            "*.x.org:8443",
+            "[::1]:22",
+            "1.2.3.4",
+            "127.0.0.0/8:80",
+            "[fd00::/8]:443",
+        ] {
             assert_eq!(p(s).to_string(), s);
         }
     }
@@ -305,6 +377,10 @@ mod tests {
             ("exa mple.com", "not a host name"),
             ("-a.com", "not a host name"),
             ("http://x.org", "not a port"),
+            ("10.0.0.1/8", "bits set past /8 (the range is 10.0.0.0/8)"),
+            ("10.0.0.0/33", "not a prefix length"),
+            ("x.org/8", "not an IPv4 address"),
+            ("[fd00::/129]", "not a prefix length"),
         ] {
             let e = AllowHost::parse(s).unwrap_err();
             assert!(e.contains(why), "{s:?}: {e}");
@@ -328,6 +404,14 @@ mod tests {
         assert!(!port.allows_name("api.example.com", 443));
         assert!(!n.allows_ip("151.101.0.223".parse().unwrap(), 443));
         assert!(p("127.0.0.1:9").allows_ip("127.0.0.1".parse().unwrap(), 9));
+        let r = p("127.0.0.0/8:9");
+        assert!(r.allows_ip("127.0.0.2".parse().unwrap(), 9));
+        assert!(!r.allows_ip("127.0.0.2".parse().unwrap(), 10));
+        assert!(!r.allows_ip("128.0.0.1".parse().unwrap(), 9));
+        assert!(!r.allows_ip("::1".parse().unwrap(), 9));
+        let all = p("[::/0]");
+        assert!(all.allows_ip("fe80::1".parse().unwrap(), 443));
+        assert!(p("0.0.0.0/0").allows_ip("169.254.169.254".parse().unwrap(), 80));
         assert_eq!(normalize_name("PyPI.Org."), "pypi.org");
     }
 }
