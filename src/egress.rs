@@ -377,6 +377,16 @@ async fn http(c: &mut TcpStream, s: &Shared) -> Option<Opened> {
             return None;
         }
     };
+    if req.forward.is_some()
+        && s.intercept
+            .as_ref()
+            .is_some_and(|i| i.has_rules(&route, t.port))
+    {
+        let why = "a host with --allow-http rules is reached over HTTPS only (CONNECT), where each request is checked";
+        s.deny(t, why.to_string());
+        let _ = c.write_all(&parse::http_error(403, "Forbidden", why)).await;
+        return None;
+    }
     match &req.forward {
         None => c.write_all(parse::HTTP_ESTABLISHED).await.ok()?,
         Some(h) => up.write_all(h).await.ok()?,

@@ -411,6 +411,10 @@ pub struct Policy {
     /// (`--egress-ca`), beside the host's trust store.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress_cas: Vec<PathBuf>,
+    /// What requests may go to a host (`--allow-http`): its TLS is
+    /// intercepted, and only requests some rule of its allows go there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub http_rules: Vec<egress::HttpRule>,
     /// Caller fds passed through to the payload under the same number.
     pub keep_fds: Vec<i32>,
     pub seccomp: SeccompPolicy,
@@ -580,6 +584,7 @@ impl Policy {
             egress_record: false,
             secrets: Vec::new(),
             egress_cas: Vec::new(),
+            http_rules: Vec::new(),
             keep_fds: Vec::new(),
             seccomp: SeccompPolicy::default(),
             denials_fd: None,

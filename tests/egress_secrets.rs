@@ -465,3 +465,72 @@ fn secret_flags_that_cannot_hold_say_which() {
         }
     }
 }
+
+#[test]
+fn allow_http_rules_let_only_the_requests_they_name_through() {
+    let test = "allow_http_rules_let_only_the_requests_they_name_through";
+    if !std::path::Path::new("/usr/bin/curl").exists() {
+        common::skip(test, "no /usr/bin/curl");
+        return;
+    }
+    let (ca_pem, config) = test_pki();
+    let a = tls_host("127.0.0.2", config);
+    for who in common::users(test) {
+        let dir = Scratch::new("egress-allow-http").world_writable();
+        std::fs::write(dir.join("ca.pem"), &ca_pem).unwrap();
+        let pa = a.port.to_string();
+        let curl =
+            |args: &str| format!("/usr/bin/curl -sS -o /dev/null -w '%{{http_code}}\\n' {args}");
+        let script = [
+            curl(&format!("https://127.0.0.2:{pa}/v1/models?q=1")),
+            curl(&format!("-X POST https://127.0.0.2:{pa}/v1/models")),
+            curl(&format!("https://127.0.0.2:{pa}/v2/models")),
+            curl(&format!("http://127.0.0.2:{pa}/v1/models")),
+        ]
+        .join("; ");
+        let o = common::run(
+            who,
+            &[
+                "--report",
+                "-",
+                "--allow-host",
+                &format!("127.0.0.2:{pa}"),
+                "--allow-http",
+                &format!("GET 127.0.0.2:{pa}/v1/*"),
+                "--egress-ca",
+                &dir.arg("ca.pem"),
+            ],
+            &["/bin/sh", "-c", &script],
+        );
+        let r = common::last_json(&o);
+        let out = r["stdout"]["data"].as_str().unwrap_or("").to_string();
+        assert_eq!(
+            out,
+            "200\n403\n403\n403\n",
+            "{who:?}: {r}\n{}",
+            common::stderr(&o)
+        );
+        let reasons: Vec<String> = r["denials"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|d| d["reason"].as_str().unwrap_or("").to_string())
+            .collect();
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.starts_with("POST /v1/models is not allowed here"))
+                && reasons
+                    .iter()
+                    .any(|r| r.starts_with("GET /v2/models is not allowed here"))
+                && reasons.iter().any(|r| r.contains("over HTTPS only")),
+            "{who:?}: {reasons:?}"
+        );
+        let heads = a.heads.lock().unwrap().clone();
+        assert!(
+            heads.iter().all(|h| h.starts_with("GET /v1/models?q=1 ")),
+            "{who:?}: {heads:?}"
+        );
+    }
+}

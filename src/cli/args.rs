@@ -330,6 +330,9 @@ run_args! {
             /// Trust these certificate authorities (PEM) too when the proxy reaches a secret's hosts, beside the host's trust store
             #[arg(long, value_name = "FILE")]
             egress_ca: Vec<PathBuf>,
+            /// Only these requests go to the host: methods (or *), then HOST[:PORT]/PATH with * for any run of characters; the proxy intercepts the host's TLS to check each request; repeat for more
+            #[arg(long, value_name = "'GET,POST HOST/PATH'")]
+            allow_http: Vec<String>,
             /// Read-write working directory, also $HOME [default: a fresh tmpfs at /work]
             #[arg(long, value_name = "HOST[:INNER]")]
             workdir: Option<String>,

@@ -291,6 +291,11 @@ fn secrets(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
         policy::host_exists(&path, false).map_err(|e| PolicyError::value("--secret-file", e))?;
         s.file = Some(path);
     }
+    for r in &a.allow_http {
+        let r = policy::egress::HttpRule::parse(r)
+            .map_err(|why| PolicyError::new("--allow-http", why))?;
+        p.http_rules.push(r);
+    }
     for c in &a.egress_ca {
         let c = policy::host_path("--egress-ca", c)?;
         policy::host_exists(&c, false).map_err(|e| PolicyError::value("--egress-ca", e))?;

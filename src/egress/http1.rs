@@ -252,6 +252,14 @@ async fn requests(
             refuse(&cw, 403, "Forbidden", &why).await;
             return (sent, true);
         }
+        let mut words = head.split(|b| *b == b' ');
+        let method = String::from_utf8_lossy(words.next().unwrap_or_default()).into_owned();
+        let target = String::from_utf8_lossy(words.next().unwrap_or_default()).into_owned();
+        if let Some(why) = ic.http_refusal(route, t.port, &method, &target) {
+            s.deny(t, why.clone());
+            refuse(&cw, 403, "Forbidden", &why).await;
+            return (sent, true);
+        }
         let h = match rewrite(&head, &swaps) {
             Ok(h) => h,
             Err(why) => {

@@ -23,7 +23,7 @@ use zeroize::Zeroizing;
 use super::allow::Route;
 use crate::plan::secrets::{read_value, Held, Interception, TrustFile};
 use crate::plan::SetupError;
-use crate::policy::egress::{AllowHost, HostPattern};
+use crate::policy::egress::{AllowHost, HostPattern, HttpRule};
 
 /// One secret as the proxy holds it.
 struct Bound {
@@ -35,10 +35,15 @@ struct Bound {
 
 impl Bound {
     fn binds(&self, route: &Route, port: u16) -> bool {
-        match route {
-            Route::Name(n) => self.hosts.iter().any(|h| h.allows_name(n, port)),
-            Route::Listed(ip) => self.hosts.iter().any(|h| h.allows_ip(*ip, port)),
-        }
+        self.hosts.iter().any(|h| host_is(h, route, port))
+    }
+}
+
+/// Whether the entry `h` names `route` on `port`.
+fn host_is(h: &AllowHost, route: &Route, port: u16) -> bool {
+    match route {
+        Route::Name(n) => h.allows_name(n, port),
+        Route::Listed(ip) => h.allows_ip(*ip, port),
     }
 }
 
@@ -53,6 +58,7 @@ pub struct Interceptor {
     /// trust store takes milliseconds).
     client: OnceLock<Result<Arc<ClientConfig>, String>>,
     cas: Vec<std::path::PathBuf>,
+    http: Vec<HttpRule>,
     /// Removed when the proxy is done with it.
     _trust: TrustFile,
 }
@@ -84,7 +90,8 @@ impl Interceptor {
             });
         }
         drop(held.values);
-        let ca = authority(&bound).map_err(|e| fail(format!("certificate authority: {e}")))?;
+        let ca =
+            authority(&bound, &i.http).map_err(|e| fail(format!("certificate authority: {e}")))?;
         let leaf = KeyPair::generate().map_err(|e| fail(format!("key: {e}")))?;
         let mut f = std::fs::OpenOptions::new()
             .append(true)
@@ -99,13 +106,45 @@ impl Interceptor {
             servers: Mutex::new(HashMap::new()),
             client: OnceLock::new(),
             cas: i.cas.clone(),
+            http: i.http.clone(),
             _trust: held.trust,
         })
     }
 
-    /// Whether a connection to `route`:`port` is intercepted.
+    /// Whether a connection to `route`:`port` is intercepted: a secret's
+    /// host, or one with `--allow-http` rules.
     pub fn intercepts(&self, route: &Route, port: u16) -> bool {
-        self.bound.iter().any(|b| b.binds(route, port))
+        self.bound.iter().any(|b| b.binds(route, port)) || self.has_rules(route, port)
+    }
+
+    /// Whether `route`:`port` has `--allow-http` rules.
+    pub fn has_rules(&self, route: &Route, port: u16) -> bool {
+        self.http.iter().any(|r| host_is(&r.host, route, port))
+    }
+
+    /// Why the request `method` `target` may not go to `route`:`port`
+    /// (None: it may: no rule names the host, or one allows it).
+    pub fn http_refusal(
+        &self,
+        route: &Route,
+        port: u16,
+        method: &str,
+        target: &str,
+    ) -> Option<String> {
+        let rules: Vec<&HttpRule> = self
+            .http
+            .iter()
+            .filter(|r| host_is(&r.host, route, port))
+            .collect();
+        if rules.is_empty() || rules.iter().any(|r| r.allows(method, target)) {
+            return None;
+        }
+        let shown: Vec<String> = rules.iter().map(|r| r.to_string()).collect();
+        Some(format!(
+            "{method} {} is not allowed here (--allow-http {})",
+            target.split('?').next().unwrap_or_default(),
+            shown.join(", ")
+        ))
     }
 
     /// The values that go to `route`:`port`.
@@ -195,7 +234,10 @@ fn client_config(cas: &[std::path::PathBuf]) -> Result<Arc<ClientConfig>, String
 
 /// The run's authority: a CA for servers only, path length 0, limited
 /// (name constraints) to the secrets' hosts.
-fn authority(bound: &[Bound]) -> Result<CertifiedIssuer<'static, KeyPair>, rcgen::Error> {
+fn authority(
+    bound: &[Bound],
+    http: &[HttpRule],
+) -> Result<CertifiedIssuer<'static, KeyPair>, rcgen::Error> {
     let mut p = CertificateParams::new(Vec::<String>::new())?;
     p.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     p.distinguished_name
@@ -206,7 +248,11 @@ fn authority(bound: &[Bound]) -> Result<CertifiedIssuer<'static, KeyPair>, rcgen
         KeyUsagePurpose::DigitalSignature,
     ];
     let mut permitted = Vec::new();
-    for h in bound.iter().flat_map(|b| &b.hosts) {
+    for h in bound
+        .iter()
+        .flat_map(|b| &b.hosts)
+        .chain(http.iter().map(|r| &r.host))
+    {
         permitted.push(match &h.host {
             HostPattern::Name(n) | HostPattern::Below(n) => GeneralSubtree::DnsName(n.clone()),
             HostPattern::Ip(ip) => GeneralSubtree::IpAddress(rcgen::CidrSubnet::from_addr_prefix(

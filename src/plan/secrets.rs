@@ -20,7 +20,7 @@ use zeroize::Zeroizing;
 
 use super::root::{Access, RootStep};
 use super::SetupError;
-use crate::policy::egress::AllowHost;
+use crate::policy::egress::{AllowHost, HttpRule};
 use crate::policy::{BaseRoot, Policy};
 use crate::sys;
 
@@ -64,6 +64,8 @@ pub struct Interception {
     pub trust: PathBuf,
     /// More anchors for the hosts (`--egress-ca`).
     pub cas: Vec<PathBuf>,
+    /// The requests allowed to the hosts that have rules (`--allow-http`).
+    pub http: Vec<HttpRule>,
 }
 
 /// What the plan holds for the supervisor: the values' fds (in the order
@@ -102,13 +104,17 @@ pub fn plan(
     env: &mut Vec<(OsString, OsString)>,
     held: Option<&mut Option<Held>>,
 ) -> Result<Option<Interception>, SetupError> {
-    if p.secrets.is_empty() {
+    if p.secrets.is_empty() && p.http_rules.is_empty() {
         return Ok(None);
     }
-    let fail = |why: String| SetupError::new("network", "--secret", why);
+    let flag = match p.secrets.is_empty() {
+        true => "--allow-http",
+        false => "--secret",
+    };
+    let fail = |why: String| SetupError::new("network", flag, why);
     if p.base != BaseRoot::System {
         return Err(fail(
-            "a secret needs the host's /etc/ssl in the jail (the default root) to add its certificate authority to"
+            "interception needs the host's /etc/ssl in the jail (the default root) to add its certificate authority to"
                 .into(),
         ));
     }
@@ -127,6 +133,7 @@ pub fn plan(
             secrets: Vec::new(),
             trust: PathBuf::new(),
             cas: p.egress_cas.clone(),
+            http: p.http_rules.clone(),
         }));
     };
     let mut values = Vec::new();
@@ -167,6 +174,7 @@ pub fn plan(
         secrets,
         trust: path,
         cas: p.egress_cas.clone(),
+        http: p.http_rules.clone(),
     }))
 }
 

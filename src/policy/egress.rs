@@ -206,6 +206,80 @@ impl Secret {
     }
 }
 
+/// A rule for the requests to an intercepted host (`--allow-http
+/// 'GET,POST api.example.com/v1/*'`): once a host has one, only the
+/// requests some rule of its allows go there, and the proxy intercepts its
+/// TLS to see them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HttpRule {
+    /// Upper case; empty: any method.
+    pub methods: Vec<String>,
+    pub host: AllowHost,
+    /// The path (before any `?`) it allows; `*` stands for any run of
+    /// characters, `/` included.
+    pub path: String,
+}
+
+impl HttpRule {
+    /// Parse `METHODS HOST[:PORT]/PATH` (`*` for any method); the error
+    /// says why, without the flag.
+    pub fn parse(s: &str) -> Result<HttpRule, String> {
+        let bad = |why: &str| format!("{s:?}: {why} (expected 'GET,POST HOST[:PORT]/PATH')");
+        let (methods, rest) = s
+            .trim()
+            .split_once(char::is_whitespace)
+            .ok_or_else(|| bad("no method list"))?;
+        let methods = match methods {
+            "*" => Vec::new(),
+            m => m
+                .split(',')
+                .map(|m| {
+                    let ok = !m.is_empty() && m.bytes().all(|b| b.is_ascii_alphabetic());
+                    ok.then(|| m.to_ascii_uppercase())
+                        .ok_or_else(|| bad(&format!("{m:?} is not a method")))
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let rest = rest.trim();
+        let slash = rest.find('/').ok_or_else(|| bad("no /PATH"))?;
+        let host = AllowHost::parse(&rest[..slash])?;
+        let path = rest[slash..].to_string();
+        if path.contains(char::is_whitespace) || path.contains('?') {
+            return Err(bad("a path without spaces or `?`"));
+        }
+        Ok(HttpRule {
+            methods,
+            host,
+            path,
+        })
+    }
+
+    /// Whether it allows `method` on `path` (its `?…` left out).
+    pub fn allows(&self, method: &str, path: &str) -> bool {
+        let path = path.split('?').next().unwrap_or_default();
+        (self.methods.is_empty() || self.methods.iter().any(|m| m == method))
+            && glob(self.path.as_bytes(), path.as_bytes())
+    }
+}
+
+impl fmt::Display for HttpRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.methods.is_empty() {
+            true => write!(f, "* {}{}", self.host, self.path),
+            false => write!(f, "{} {}{}", self.methods.join(","), self.host, self.path),
+        }
+    }
+}
+
+/// Whether `s` matches `pat`, where `*` is any run of bytes.
+fn glob(pat: &[u8], s: &[u8]) -> bool {
+    match pat.split_first() {
+        None => s.is_empty(),
+        Some((b'*', rest)) => (0..=s.len()).any(|i| glob(rest, &s[i..])),
+        Some((c, rest)) => s.first() == Some(c) && glob(rest, &s[1..]),
+    }
+}
+
 /// A variable name: ASCII letters, digits and `_`, not first a digit.
 pub fn is_env_name(s: &str) -> bool {
     !s.is_empty()
@@ -244,10 +318,16 @@ pub fn check_secrets(p: &Policy) -> Result<(), PolicyError> {
             ));
         }
     }
-    if !p.egress_cas.is_empty() && p.secrets.is_empty() {
+    if !p.http_rules.is_empty() && p.allow_hosts.is_empty() {
+        return Err(PolicyError::new(
+            "--allow-http",
+            "needs an egress allowlist (--allow-host) naming its hosts",
+        ));
+    }
+    if !p.egress_cas.is_empty() && p.secrets.is_empty() && p.http_rules.is_empty() {
         return Err(PolicyError::new(
             "--egress-ca",
-            "only the hosts a secret is bound to are intercepted: give --secret too",
+            "only the hosts of a secret or an --allow-http rule are intercepted: give one of them too",
         ));
     }
     Ok(())
@@ -384,6 +464,29 @@ mod tests {
         ] {
             let e = AllowHost::parse(s).unwrap_err();
             assert!(e.contains(why), "{s:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn http_rules_name_methods_hosts_and_paths() {
+        let r = HttpRule::parse("get,POST api.example.com/v1/*").unwrap();
+        assert_eq!(r.methods, ["GET", "POST"]);
+        assert!(r.host.allows_name("api.example.com", 443));
+        assert!(r.allows("GET", "/v1/models?x=1") && r.allows("POST", "/v1/a/b"));
+        assert!(
+            !r.allows("DELETE", "/v1/a") && !r.allows("GET", "/v2/a") && !r.allows("GET", "/v1")
+        );
+        assert_eq!(r.to_string(), "GET,POST api.example.com/v1/*");
+        let any = HttpRule::parse("* 10.0.0.1:8080/*/status").unwrap();
+        assert!(any.allows("PATCH", "/x/y/status") && !any.allows("GET", "/x/status/"));
+        for bad in [
+            "GET",
+            "GET api.example.com",
+            "G3T a.org/",
+            "GET a.org/x?y",
+            "GET a b.org/",
+        ] {
+            assert!(HttpRule::parse(bad).is_err(), "{bad}");
         }
     }
 

@@ -140,6 +140,8 @@ fn egress_detail(e: &crate::plan::egress::Egress) -> serde_json::Value {
             .map(|s| json!({"name": s.name, "hosts": s.hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>()}))
             .collect();
         m.insert("secrets".into(), s.into());
+        let h: Vec<String> = i.http.iter().map(|r| r.to_string()).collect();
+        m.insert("allow_http".into(), h.into());
     }
     d
 }
