@@ -486,6 +486,9 @@ fn allow_http_rules_let_only_the_requests_they_name_through() {
             curl(&format!("-X POST https://127.0.0.2:{pa}/v1/models")),
             curl(&format!("https://127.0.0.2:{pa}/v2/models")),
             curl(&format!("http://127.0.0.2:{pa}/v1/models")),
+            curl(&format!(
+                "-H 'Upgrade: websocket' -H 'Connection: Upgrade' https://127.0.0.2:{pa}/v1/ws"
+            )),
         ]
         .join("; ");
         let o = common::run(
@@ -506,7 +509,7 @@ fn allow_http_rules_let_only_the_requests_they_name_through() {
         let out = r["stdout"]["data"].as_str().unwrap_or("").to_string();
         assert_eq!(
             out,
-            "200\n403\n403\n403\n",
+            "200\n403\n403\n403\n403\n",
             "{who:?}: {r}\n{}",
             common::stderr(&o)
         );
@@ -524,7 +527,8 @@ fn allow_http_rules_let_only_the_requests_they_name_through() {
                 && reasons
                     .iter()
                     .any(|r| r.starts_with("GET /v2/models is not allowed here"))
-                && reasons.iter().any(|r| r.contains("over HTTPS only")),
+                && reasons.iter().any(|r| r.contains("over HTTPS only"))
+                && reasons.iter().any(|r| r.starts_with("an upgrade")),
             "{who:?}: {reasons:?}"
         );
         let heads = a.heads.lock().unwrap().clone();

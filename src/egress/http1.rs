@@ -78,6 +78,11 @@ pub fn rewrite(head: &[u8], swaps: &[Swap<'_>]) -> Result<Head, String> {
             .position(|b| *b == b':')
             .ok_or("a header line without `:`")?;
         let (name, value) = (&l[..colon], trim(&l[colon + 1..]));
+        // A name the host could read otherwise ("Content-Length :") is
+        // refused, as RFC 9112 asks of servers and proxies.
+        if name.is_empty() || !name.iter().all(|b| is_tchar(*b)) {
+            return Err("a header name that is not a token".into());
+        }
         if name.eq_ignore_ascii_case(b"content-length") {
             let n = std::str::from_utf8(value)
                 .ok()
@@ -103,8 +108,11 @@ pub fn rewrite(head: &[u8], swaps: &[Swap<'_>]) -> Result<Head, String> {
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
+    // Both framings: the host might read the other one, and the rest of
+    // the body as a request nobody checked (RFC 9112 6.3).
     let body = match (chunked, length) {
-        (true, _) => Body::Chunked,
+        (true, Some(_)) => return Err("both Content-Length and Transfer-Encoding".into()),
+        (true, None) => Body::Chunked,
         (false, Some(n)) => Body::Length(n),
         (false, None) => Body::None,
     };
@@ -113,6 +121,11 @@ pub fn rewrite(head: &[u8], swaps: &[Swap<'_>]) -> Result<Head, String> {
         body,
         raw_after,
     })
+}
+
+/// A byte of an HTTP token (RFC 9110 5.6.2).
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 fn trim(v: &[u8]) -> &[u8] {
@@ -267,6 +280,13 @@ async fn requests(
                 return (sent, true);
             }
         };
+        // What follows an upgrade is not read request by request.
+        if h.raw_after && ic.has_rules(route, t.port) {
+            let why = "an upgrade (or CONNECT) to a host with --allow-http rules: what follows could not be checked";
+            s.deny(t, why.to_string());
+            refuse(&cw, 403, "Forbidden", why).await;
+            return (sent, true);
+        }
         if uw.write_all(&h.bytes).await.is_err() {
             break;
         }
@@ -356,10 +376,12 @@ where
     let mut n = 0u64;
     loop {
         let line = read_line(r).await?;
+        // Hex digits only (no sign, no space): as strict as any host.
         let size = line
             .split(|b| *b == b';' || *b == b'\r')
             .next()
-            .and_then(|h| std::str::from_utf8(trim(h)).ok())
+            .filter(|h| !h.is_empty() && h.len() <= 16 && h.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|h| std::str::from_utf8(h).ok())
             .and_then(|h| u64::from_str_radix(h, 16).ok())
             .ok_or_else(bad)?;
         w.write_all(&line).await?;
@@ -448,6 +470,8 @@ mod tests {
             b"GET / HTTP/1.1\r\nA: b\r\n  folded\r\n\r\n",
             b"GET / HTTP/1.1\r\nno colon\r\n\r\n",
             b"GET / HTTP/1.1\nA: b\n\r\n\r\n",
+            b"POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST / HTTP/1.1\r\nContent-Length : 5\r\n\r\n",
         ] {
             assert!(
                 rewrite(bad, &[]).is_err(),
