@@ -248,6 +248,10 @@ async fn serve(l: std::net::TcpListener, shared: Arc<Shared>, mut stop: oneshot:
             c = l.accept() => c,
         };
         let Ok((conn, _)) = conn else { continue };
+        // Each write relayed at once: with Nagle's algorithm a second
+        // small write (a response's body after its head) waits for the
+        // first one's delayed ACK, some 40 ms.
+        let _ = conn.set_nodelay(true);
         let s = shared.clone();
         tokio::spawn(async move {
             handle(conn, &s).await;

@@ -394,6 +394,32 @@ fn curl_reaches_a_secret_host_with_the_value_from_a_secret_file() {
                 && h.contains(&format!("Authorization: Bearer {secret}\r\n"))),
             "{who:?}: {heads:?}"
         );
+        // Without --egress-ca the host's certificate does not verify: the
+        // jail gets a 502 and the host no request.
+        let o = common::run(
+            who,
+            &[
+                "--allow-host",
+                &format!("127.0.0.2:{pa}"),
+                "--secret",
+                &format!("TOKEN:127.0.0.2:{pa}"),
+                "--secret-file",
+                &format!("TOKEN={}", dir.arg("key")),
+            ],
+            &[
+                "/bin/sh",
+                "-c",
+                &format!(
+                    "/usr/bin/curl -sS -o /dev/null -w '%{{http_code}}' -H \"Authorization: Bearer $TOKEN\" https://127.0.0.2:{pa}/unverified"
+                ),
+            ],
+        );
+        assert_eq!(common::stdout(&o), "502", "{who:?}: {}", common::stderr(&o));
+        let heads = a.heads.lock().unwrap().clone();
+        assert!(
+            !heads.iter().any(|h| h.contains("/unverified")),
+            "{who:?}: {heads:?}"
+        );
     }
 }
 

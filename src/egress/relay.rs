@@ -63,7 +63,11 @@ async fn resolve(name: &str, port: u16) -> Result<Vec<IpAddr>, String> {
 /// A plain connect, bounded by [`CONNECT_TIMEOUT`].
 async fn direct(at: SocketAddr) -> Result<TcpStream, String> {
     match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(at)).await {
-        Ok(Ok(s)) => Ok(s),
+        Ok(Ok(s)) => {
+            // As the jail's side (see crate::egress's accept loop).
+            let _ = s.set_nodelay(true);
+            Ok(s)
+        }
         Ok(Err(e)) => Err(format!("{at}: {e}")),
         Err(_) => Err(format!("{at}: no answer")),
     }
@@ -86,6 +90,7 @@ async fn via_upstream(up: &Upstream, route: &Route, port: u16) -> Result<TcpStre
         .await
         .map_err(|_| fail("no answer".into()))?
         .map_err(|e| fail(e.to_string()))?;
+    let _ = s.set_nodelay(true);
     let req = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
     s.write_all(req.as_bytes())
         .await
