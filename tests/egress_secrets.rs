@@ -278,6 +278,14 @@ fn a_secret_goes_only_to_its_host_and_never_into_the_jail() {
             .unwrap();
         let status = child.wait().unwrap();
         assert!(status.success(), "{who:?}: {status}\n{seen}\n{err}");
+        // The jail's trust file (named after the supervisor) is gone.
+        let trust = format!("stockade-ca-{}-", child.id());
+        let left: Vec<_> = std::fs::read_dir("/tmp")
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&trust))
+            .collect();
+        assert!(left.is_empty(), "{who:?}: {left:?}");
         assert!(scanned >= 2, "{who:?}: only {scanned} of {pids:?} read");
         let report = std::fs::read_to_string(dir.join("report.json")).unwrap();
         let files = std::fs::read_to_string(work.join("seen.txt")).unwrap();
