@@ -356,8 +356,8 @@ fn a_secret_goes_only_to_its_host_and_never_into_the_jail() {
 }
 
 #[test]
-fn curl_reaches_a_secret_host_with_the_value_from_a_secret_file() {
-    let test = "curl_reaches_a_secret_host_with_the_value_from_a_secret_file";
+fn curl_and_requests_reach_a_secret_host_with_the_value_from_a_secret_file() {
+    let test = "curl_and_requests_reach_a_secret_host_with_the_value_from_a_secret_file";
     if !std::path::Path::new("/usr/bin/curl").exists() {
         common::skip(test, "no /usr/bin/curl");
         return;
@@ -402,6 +402,7 @@ fn curl_reaches_a_secret_host_with_the_value_from_a_secret_file() {
                 && h.contains(&format!("Authorization: Bearer {secret}\r\n"))),
             "{who:?}: {heads:?}"
         );
+        requests_client(who, &dir, &pa, &secret, &a);
         // Without --egress-ca the host's certificate does not verify: the
         // jail gets a 502 and the host no request.
         let o = common::run(
@@ -429,6 +430,49 @@ fn curl_reaches_a_secret_host_with_the_value_from_a_secret_file() {
             "{who:?}: {heads:?}"
         );
     }
+}
+
+/// Python's `requests` (REQUESTS_CA_BUNDLE, the proxy from the
+/// environment) through interception, when the host's python3 has it.
+fn requests_client(who: common::Who, dir: &Scratch, pa: &str, secret: &str, a: &Host) {
+    let has = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", "import requests"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        common::skip(
+            "curl_and_requests_reach_a_secret_host_with_the_value_from_a_secret_file",
+            "no requests module for /usr/bin/python3 (its part skipped)",
+        );
+        return;
+    }
+    let py = format!(
+        "import os, requests; r = requests.get('https://127.0.0.2:{pa}/requests', headers={{'x-api-key': os.environ['TOKEN']}}, timeout=30); print(r.status_code, r.text.strip())"
+    );
+    let o = common::run(
+        who,
+        &[
+            "--allow-host",
+            &format!("127.0.0.2:{pa}"),
+            "--secret",
+            &format!("TOKEN:127.0.0.2:{pa}"),
+            "--secret-file",
+            &format!("TOKEN={}", dir.arg("key")),
+            "--egress-ca",
+            &dir.arg("ca.pem"),
+        ],
+        &["/usr/bin/python3", "-c", &py],
+    );
+    let (out, err) = (common::stdout(&o), common::stderr(&o));
+    assert_eq!(out, "200 ok\n", "{who:?}: {err}");
+    assert!(!err.contains(secret), "{who:?}: {err}");
+    let heads = a.heads.lock().unwrap().clone();
+    assert!(
+        heads.iter().any(|h| h.starts_with("GET /requests ")
+            && h.to_ascii_lowercase()
+                .contains(&format!("x-api-key: {secret}\r\n"))),
+        "{who:?}: {heads:?}"
+    );
 }
 
 #[test]
