@@ -17,7 +17,10 @@
 //! (whatever lookup is still in the host's resolver is given 2 s).
 
 mod allow;
+mod http1;
+mod intercept;
 mod parse;
+mod record;
 mod relay;
 
 use std::os::fd::OwnedFd;
@@ -30,7 +33,9 @@ use tokio::sync::{oneshot, Semaphore};
 
 use crate::outcome::{Denial, MAX_DENIALS};
 use crate::plan::egress::Egress;
+pub use intercept::Interceptor;
 use parse::{SocksRefusal, Target};
+pub use record::{Connection, Record, Verdict};
 use relay::Failure;
 
 /// Connections served at once; more wait in the listen backlog.
@@ -47,6 +52,10 @@ pub struct Denials {
     /// Record mode (`--learn`): each `HOST:PORT` connected to, in the
     /// order first reached (at most [`MAX_CONTACTED`]).
     pub contacted: Vec<String>,
+    /// Every connection asked for, in order (at most
+    /// [`record::MAX_RECORDED`]), and how many more.
+    pub connections: Vec<Connection>,
+    pub connections_more: u64,
 }
 
 /// The most distinct hosts record mode keeps.
@@ -61,9 +70,12 @@ pub struct Proxy {
 
 struct Shared {
     egress: Egress,
+    /// The secrets' hosts' TLS, intercepted (`--secret`).
+    intercept: Option<Interceptor>,
     denials: Mutex<Denials>,
-    /// Told each new refusal (the supervisor's `--denials-fd` lines).
-    tell: Box<dyn Fn(&Denial) + Send + Sync>,
+    /// Told each new refusal and each connection ended or refused (the
+    /// supervisor's `--denials-fd` lines).
+    tell: Box<dyn Fn(&Record) + Send + Sync>,
 }
 
 impl Shared {
@@ -96,8 +108,45 @@ impl Shared {
             reason,
             count: 1,
         };
-        (self.tell)(&denial);
+        (self.tell)(&Record::Denial(&denial));
         d.list.push(denial);
+    }
+
+    /// Record a connection: its index, to add its bytes when it ends
+    /// (None: not kept, only counted). One not made is told now.
+    fn connection(&self, c: Connection) -> Option<usize> {
+        let mut d = self.denials.lock().unwrap_or_else(|e| e.into_inner());
+        if c.verdict != Verdict::Allowed {
+            (self.tell)(&Record::Connection(&c));
+        }
+        if d.connections.len() >= record::MAX_RECORDED {
+            d.connections_more += 1;
+            return None;
+        }
+        d.connections.push(c);
+        Some(d.connections.len() - 1)
+    }
+
+    /// A connection recorded at `at` ended: its bytes, and its line.
+    fn ended(&self, at: Option<usize>, sent: u64, received: u64) {
+        let mut d = self.denials.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = at.and_then(|i| d.connections.get_mut(i)) {
+            c.sent = sent;
+            c.received = received;
+            c.open = false;
+            (self.tell)(&Record::Connection(c));
+        }
+    }
+
+    /// A refusal, recorded as a denial and as a connection not made.
+    fn refuse(&self, t: &Target, why: &str) {
+        self.deny(t, why.to_string());
+        self.connection(Connection::not_made(
+            t.host.to_string(),
+            t.port,
+            Verdict::Refused,
+            why,
+        ));
     }
 }
 
@@ -122,7 +171,8 @@ impl Proxy {
     pub fn start(
         listener: OwnedFd,
         egress: Egress,
-        tell: impl Fn(&Denial) + Send + Sync + 'static,
+        intercept: Option<Interceptor>,
+        tell: impl Fn(&Record) + Send + Sync + 'static,
     ) -> std::io::Result<Proxy> {
         let l = std::net::TcpListener::from(listener);
         l.set_nonblocking(true)?;
@@ -133,6 +183,7 @@ impl Proxy {
             .build()?;
         let shared = Arc::new(Shared {
             egress,
+            intercept,
             denials: Mutex::new(Denials::default()),
             tell: Box::new(tell),
         });
@@ -197,6 +248,10 @@ async fn serve(l: std::net::TcpListener, shared: Arc<Shared>, mut stop: oneshot:
             c = l.accept() => c,
         };
         let Ok((conn, _)) = conn else { continue };
+        // Each write relayed at once: with Nagle's algorithm a second
+        // small write (a response's body after its head) waits for the
+        // first one's delayed ACK, some 40 ms.
+        let _ = conn.set_nodelay(true);
         let s = shared.clone();
         tokio::spawn(async move {
             handle(conn, &s).await;
@@ -205,7 +260,19 @@ async fn serve(l: std::net::TcpListener, shared: Arc<Shared>, mut stop: oneshot:
     }
 }
 
-/// One client: SOCKS5 when its first byte is 5, else HTTP.
+/// A tunnel or a forwarded request, open to its host.
+struct Opened {
+    up: TcpStream,
+    target: Target,
+    route: allow::Route,
+    /// CONNECT or SOCKS5 (a forwarded plain-HTTP request is not).
+    tunnel: bool,
+    /// Bytes of a forwarded request's head, sent already.
+    head: u64,
+}
+
+/// One client: SOCKS5 when its first byte is 5, else HTTP. A tunnel to a
+/// host a secret is bound to is intercepted; any other is relayed.
 async fn handle(mut c: TcpStream, s: &Shared) {
     let mut first = [0u8; 1];
     let Ok(Ok(1)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, c.peek(&mut first)).await else {
@@ -216,16 +283,35 @@ async fn handle(mut c: TcpStream, s: &Shared) {
     } else {
         tokio::time::timeout(HANDSHAKE_TIMEOUT, http(&mut c, s)).await
     };
-    if let Ok(Some(up)) = out {
-        relay::relay(c, up).await;
-    }
+    let Ok(Some(o)) = out else { return };
+    let intercepted = o.tunnel
+        && s.intercept
+            .as_ref()
+            .is_some_and(|ic| ic.intercepts(&o.route, o.target.port));
+    let at = s.connection(Connection {
+        kind: "connection",
+        host: o.target.host.to_string(),
+        port: o.target.port,
+        address: o.up.peer_addr().ok().map(|a| a.to_string()),
+        verdict: Verdict::Allowed,
+        rule: allow::rule(&s.egress, &o.route, &o.up, o.target.port),
+        sent: 0,
+        received: 0,
+        intercepted,
+        open: true,
+    });
+    let (sent, received) = match &s.intercept {
+        Some(ic) if intercepted => http1::serve(c, o.up, &o.target, &o.route, ic, s).await,
+        _ => relay::relay(c, o.up).await,
+    };
+    s.ended(at, o.head + sent, received);
 }
 
 /// Check `t` and connect: the upstream stream, or the refusal (recorded)
 /// or the failure, as text. In record mode a target off the allowlist is
 /// let through (a name, or an address of no refused kind) and each one
 /// connected to is recorded.
-async fn open(s: &Shared, t: &Target) -> Result<TcpStream, Failure> {
+async fn open(s: &Shared, t: &Target) -> Result<(TcpStream, allow::Route), Failure> {
     let checked = match allow::check(&s.egress.allow, t) {
         Err(_) if s.egress.record => allow::record_route(t),
         c => c,
@@ -233,22 +319,26 @@ async fn open(s: &Shared, t: &Target) -> Result<TcpStream, Failure> {
     let route = match checked {
         Ok(r) => r,
         Err(why) => {
-            s.deny(t, why.clone());
+            s.refuse(t, &why);
             return Err(Failure::Refused(why));
         }
     };
     let r = relay::connect(&s.egress, &route, t.port).await;
     match &r {
-        Err(Failure::Refused(why)) => s.deny(t, why.clone()),
+        Err(Failure::Refused(why)) => s.refuse(t, why),
+        Err(Failure::Unreachable(why)) => {
+            let c = Connection::not_made(t.host.to_string(), t.port, Verdict::Failed, why);
+            s.connection(c);
+        }
         Ok(_) if s.egress.record => s.contacted(&route, t.port),
         _ => {}
     }
-    r
+    r.map(|up| (up, route))
 }
 
 /// An HTTP client: CONNECT opens a tunnel; a request in absolute form
 /// goes to its origin server, rewritten. Errors are answered in HTTP.
-async fn http(c: &mut TcpStream, s: &Shared) -> Option<TcpStream> {
+async fn http(c: &mut TcpStream, s: &Shared) -> Option<Opened> {
     let head = relay::read_head(c).await.ok()?;
     let req = match parse::http_request(&head) {
         Ok(r) => r,
@@ -260,7 +350,21 @@ async fn http(c: &mut TcpStream, s: &Shared) -> Option<TcpStream> {
         }
     };
     let t = &req.target;
-    let mut up = match open(s, t).await {
+    let carried = match (&req.forward, &s.intercept) {
+        (Some(h), Some(ic)) => http1::plain_carries(ic, h),
+        _ => None,
+    };
+    if let Some(name) = carried {
+        let why = format!(
+            "the request carries the placeholder of secret {name}; a value goes only to its hosts, over TLS"
+        );
+        s.refuse(t, &why);
+        let _ = c
+            .write_all(&parse::http_error(403, "Forbidden", &why))
+            .await;
+        return None;
+    }
+    let (mut up, route) = match open(s, t).await {
         Ok(up) => up,
         Err(Failure::Refused(why)) => {
             let msg = format!("{}:{} refused: {why}", t.host, t.port);
@@ -277,15 +381,31 @@ async fn http(c: &mut TcpStream, s: &Shared) -> Option<TcpStream> {
             return None;
         }
     };
+    if req.forward.is_some()
+        && s.intercept
+            .as_ref()
+            .is_some_and(|i| i.has_rules(&route, t.port))
+    {
+        let why = "a host with --allow-http rules is reached over HTTPS only (CONNECT), where each request is checked";
+        s.deny(t, why.to_string());
+        let _ = c.write_all(&parse::http_error(403, "Forbidden", why)).await;
+        return None;
+    }
     match &req.forward {
         None => c.write_all(parse::HTTP_ESTABLISHED).await.ok()?,
         Some(h) => up.write_all(h).await.ok()?,
     }
-    Some(up)
+    Some(Opened {
+        up,
+        head: req.forward.as_ref().map_or(0, |h| h.len() as u64),
+        target: req.target,
+        route,
+        tunnel: req.forward.is_none(),
+    })
 }
 
 /// A SOCKS5 client: no authentication, CONNECT only.
-async fn socks(c: &mut TcpStream, s: &Shared) -> Option<TcpStream> {
+async fn socks(c: &mut TcpStream, s: &Shared) -> Option<Opened> {
     let mut hdr = [0u8; 2];
     c.read_exact(&mut hdr).await.ok()?;
     let mut greeting = hdr.to_vec();
@@ -317,14 +437,14 @@ async fn socks(c: &mut TcpStream, s: &Shared) -> Option<TcpStream> {
                     "SOCKS5 command {} refused: only CONNECT (no BIND, no UDP)",
                     req[1]
                 );
-                s.deny(&t, why);
+                s.refuse(&t, &why);
             }
             let _ = c.write_all(&parse::socks_reply(r as u8)).await;
             return None;
         }
     };
-    let up = match open(s, &t).await {
-        Ok(up) => up,
+    let (up, route) = match open(s, &t).await {
+        Ok(o) => o,
         Err(f) => {
             let rep = if matches!(f, Failure::Refused(_)) {
                 2
@@ -336,5 +456,11 @@ async fn socks(c: &mut TcpStream, s: &Shared) -> Option<TcpStream> {
         }
     };
     c.write_all(&parse::socks_reply(0)).await.ok()?;
-    Some(up)
+    Some(Opened {
+        up,
+        target: t,
+        route,
+        tunnel: true,
+        head: 0,
+    })
 }

@@ -29,6 +29,7 @@ pub(crate) fn mount_specs(p: &Policy) -> Vec<crate::policy::MountSpec> {
     root::specs(p)
 }
 pub mod rundir;
+pub mod secrets;
 pub mod uids;
 
 use std::os::fd::OwnedFd;
@@ -84,6 +85,8 @@ pub struct Resources {
     pub run_dir: Option<rundir::RunDir>,
     /// A socket on the kernel's audit read-log (`Landlock::log_tag`).
     pub audit: Option<OwnedFd>,
+    /// The secrets' values and the jail's trust file (`--secret`).
+    pub secrets: Option<secrets::Held>,
 }
 
 impl Plan {
@@ -117,12 +120,12 @@ impl Plan {
     /// program), without acquiring anything: no cgroup, no mount, no
     /// socket.
     pub fn validate(p: &Policy) -> Result<(), SetupError> {
-        Plan::draft(p, Kind::Namespaced, &mut Resources::default()).map(drop)
+        Plan::draft(p, Kind::Namespaced, &mut Resources::default(), false).map(drop)
     }
 
     fn for_run(p: &Policy, kind: Kind) -> Result<(Plan, Resources), SetupError> {
         let mut res = Resources::default();
-        let mut plan = Plan::draft(p, kind, &mut res)?;
+        let mut plan = Plan::draft(p, kind, &mut res, true)?;
         limits::enforce(&mut plan, &mut res)?;
         // Under the rlimit rung the supervisor hears of large allocations,
         // to tell one RLIMIT_AS refused (see supervise::classify).
@@ -148,12 +151,33 @@ impl Plan {
 
     /// Everything but the limits' enforcement, the seccomp channel and
     /// the audit socket. The fallback's run directory goes into `res`.
-    fn draft(p: &Policy, kind: Kind, res: &mut Resources) -> Result<Plan, SetupError> {
+    /// `acquire`: take what a run needs (false: only check, for
+    /// [`Plan::validate`]).
+    fn draft(
+        p: &Policy,
+        kind: Kind,
+        res: &mut Resources,
+        acquire: bool,
+    ) -> Result<Plan, SetupError> {
         refuse(p, kind)?;
         let mapped = identity::Mapped::of(p, kind)?;
-        let root::Laid { mut steps, rules } = root::plan(p)?;
-        let denied = deny::expand(p, &steps)?;
+        let root::Laid {
+            mut steps,
+            mut rules,
+        } = root::plan(p)?;
         let mut env = p.env.clone();
+        // In the fallback the allowlist itself is refused (egress::plan).
+        let intercept = match kind {
+            Kind::Namespaced => secrets::plan(
+                p,
+                &mut steps,
+                &mut rules,
+                &mut env,
+                acquire.then_some(&mut res.secrets),
+            )?,
+            Kind::Fallback => None,
+        };
+        let denied = deny::expand(p, &steps)?;
         let mut cwd = p.chdir.clone().unwrap_or_else(|| p.workdir.inner.clone());
         let mut place = match kind {
             Kind::Namespaced => None,
@@ -169,7 +193,7 @@ impl Plan {
         let host_rules = place.as_mut().map(|f| std::mem::take(&mut f.rules));
         let (rules, masked) = deny::hide(p, &denied, &mut steps, rules, host_rules)?;
         let root = Root::of(p, steps, masked)?;
-        let egress = egress::plan(p, kind, &mut env)?;
+        let egress = egress::plan(p, kind, &mut env, intercept)?;
         let work = place.as_ref().map(|f| f.work.as_path());
         let exec = Exec::of(p, &env, cwd, work, kind)?;
         let (layers, unix_roots) = Layers::of(p, kind, rules, &root)?;

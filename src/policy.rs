@@ -402,6 +402,19 @@ pub struct Policy {
     /// reaches any public host, and records those reached.
     #[serde(default)]
     pub egress_record: bool,
+    /// Secrets the jail never holds (`--secret`, `--secret-file`): the
+    /// payload's variable holds a placeholder, and the proxy puts the
+    /// value into requests to the secret's hosts only. Needs an allowlist.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<egress::Secret>,
+    /// More trust anchors (PEM files) for the hosts the proxy intercepts
+    /// (`--egress-ca`), beside the host's trust store.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_cas: Vec<PathBuf>,
+    /// What requests may go to a host (`--allow-http`): its TLS is
+    /// intercepted, and only requests some rule of its allows go there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub http_rules: Vec<egress::HttpRule>,
     /// Caller fds passed through to the payload under the same number.
     pub keep_fds: Vec<i32>,
     pub seccomp: SeccompPolicy,
@@ -569,6 +582,9 @@ impl Policy {
             network: Network::None,
             allow_hosts: Vec::new(),
             egress_record: false,
+            secrets: Vec::new(),
+            egress_cas: Vec::new(),
+            http_rules: Vec::new(),
             keep_fds: Vec::new(),
             seccomp: SeccompPolicy::default(),
             denials_fd: None,
@@ -640,6 +656,7 @@ impl Policy {
                 ),
             ));
         }
+        egress::check_secrets(self)?;
         if self.tmp_size == 0 {
             return Err(PolicyError::new("tmp_size", "must be greater than 0"));
         }

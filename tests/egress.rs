@@ -632,11 +632,18 @@ fn proxy_refusals_are_written_to_the_denials_fd() {
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
-        assert_eq!(lines.len(), 1, "{who:?}: {text}");
+        // The refusal, and the connection it refused (every connection
+        // asked for is a line of its own: see tests/egress_records.rs).
+        assert_eq!(lines.len(), 2, "{who:?}: {text}");
         let l = &lines[0];
         assert_eq!(
             (&l["kind"], &l["host"], &l["port"]),
             (&"network".into(), &"deb.debian.org".into(), &443.into()),
+            "{who:?}: {text}"
+        );
+        assert_eq!(
+            (&lines[1]["kind"], &lines[1]["verdict"]),
+            (&"connection".into(), &"refused".into()),
             "{who:?}: {text}"
         );
     }

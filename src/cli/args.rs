@@ -327,6 +327,18 @@ run_args! {
             /// Reach only this host through stockade's proxy: NAME, *.SUFFIX, IP or [IPV6], each with :PORT (default: 80 and 443); repeat for more
             #[arg(long, value_name = "HOST[:PORT]")]
             allow_host: Vec<String>,
+            /// A secret the jail never holds: its variable NAME holds a placeholder, and stockade's proxy puts the value (the caller's variable NAME, or --secret-file's) into the request headers sent to these hosts only, over TLS it intercepts; repeat for more
+            #[arg(long, value_name = "NAME:HOST[,HOST…]")]
+            secret: Vec<String>,
+            /// Read the value of --secret NAME from this file (one trailing newline dropped) instead of the caller's environment
+            #[arg(long, value_name = "NAME=PATH")]
+            secret_file: Vec<String>,
+            /// Trust these certificate authorities (PEM) too when the proxy reaches a secret's hosts, beside the host's trust store
+            #[arg(long, value_name = "FILE")]
+            egress_ca: Vec<PathBuf>,
+            /// Only these requests go to the host: methods (or *), then HOST[:PORT]/PATH with * for any run of characters; the proxy intercepts the host's TLS to check each request; repeat for more
+            #[arg(long, value_name = "'GET,POST HOST/PATH'")]
+            allow_http: Vec<String>,
             /// Read-write working directory, also $HOME [default: a fresh tmpfs at /work]
             #[arg(long, value_name = "HOST[:INNER]")]
             workdir: Option<String>,

@@ -257,7 +257,51 @@ fn filesystem(
         Some(NetArg::Host) => p.network = Network::Host,
         None => {}
     }
-    allow_hosts(a, p)
+    allow_hosts(a, p)?;
+    secrets(a, p)
+}
+
+/// `--secret`, `--secret-file`, `--egress-ca`.
+fn secrets(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
+    for s in &a.secret {
+        let s =
+            policy::egress::Secret::parse(s).map_err(|why| PolicyError::new("--secret", why))?;
+        if a.keep_env.contains(&s.name) {
+            return Err(PolicyError::new(
+                "--secret",
+                format!(
+                    "{}: also named by --keep-env, which would copy the value into the jail",
+                    s.name
+                ),
+            ));
+        }
+        p.secrets.push(s);
+    }
+    for f in &a.secret_file {
+        let bad = |why: String| PolicyError::new("--secret-file", why);
+        let (name, path) = f
+            .split_once('=')
+            .ok_or_else(|| bad(format!("{f:?}: expected NAME=PATH")))?;
+        let s = p
+            .secrets
+            .iter_mut()
+            .find(|s| s.name == name)
+            .ok_or_else(|| bad(format!("{name}: no --secret {name}:HOST names its hosts")))?;
+        let path = policy::host_path("--secret-file", std::path::Path::new(path))?;
+        policy::host_exists(&path, false).map_err(|e| PolicyError::value("--secret-file", e))?;
+        s.file = Some(path);
+    }
+    for r in &a.allow_http {
+        let r = policy::egress::HttpRule::parse(r)
+            .map_err(|why| PolicyError::new("--allow-http", why))?;
+        p.http_rules.push(r);
+    }
+    for c in &a.egress_ca {
+        let c = policy::host_path("--egress-ca", c)?;
+        policy::host_exists(&c, false).map_err(|e| PolicyError::value("--egress-ca", e))?;
+        p.egress_cas.push(c);
+    }
+    Ok(())
 }
 
 /// `--overlay-upper`, `--commit`, `--changes-diff` (the overlays

@@ -4,6 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::parse::{Host, Target};
+use crate::plan::egress::Egress;
 use crate::policy::egress::{normalize_name, AllowHost};
 
 /// How an allowed target is reached.
@@ -68,6 +69,42 @@ pub fn record_route(t: &Target) -> Result<Route, String> {
         None => Ok(Route::Listed(ip)),
         Some(kind) => Err(format!("{ip} is a {kind} address")),
     }
+}
+
+/// The rule that let a connection to `route`:`port` through, connected
+/// as `up`: the allowlist's entry for it, and for an address of a refused
+/// kind the entry listing that address; through an upstream proxy, said.
+pub fn rule(e: &Egress, route: &Route, up: &tokio::net::TcpStream, port: u16) -> String {
+    let entry =
+        |f: &dyn Fn(&AllowHost) -> bool| e.allow.iter().find(|a| f(a)).map(|a| a.to_string());
+    let shown = match route {
+        Route::Listed(ip) => ip.to_string(),
+        Route::Name(n) => n.clone(),
+    };
+    if let Some(u) = e.upstream.as_ref().filter(|u| !u.bypassed(&shown)) {
+        let by = match route {
+            Route::Listed(ip) => entry(&|a| a.allows_ip(*ip, port)),
+            Route::Name(n) => entry(&|a| a.allows_name(n, port)),
+        };
+        let by = by.unwrap_or_else(|| "record mode (--learn)".into());
+        return format!(
+            "{by} (through the upstream proxy {}, {})",
+            u.authority, u.var
+        );
+    }
+    let ip = up.peer_addr().ok().map(|a| canonical(a.ip()));
+    let by_ip = ip.and_then(|ip| entry(&|a| a.allows_ip(ip, port)));
+    let by = match route {
+        Route::Listed(_) => by_ip.clone(),
+        Route::Name(n) => match (
+            entry(&|a| a.allows_name(n, port)),
+            ip.and_then(refused_kind),
+        ) {
+            (Some(by), Some(_)) => Some(format!("{by} and {}", by_ip.clone().unwrap_or_default())),
+            (by, _) => by,
+        },
+    };
+    by.unwrap_or_else(|| "record mode (--learn)".into())
 }
 
 /// Whether `a` names the host `name` on some port (for the message only).

@@ -63,7 +63,11 @@ async fn resolve(name: &str, port: u16) -> Result<Vec<IpAddr>, String> {
 /// A plain connect, bounded by [`CONNECT_TIMEOUT`].
 async fn direct(at: SocketAddr) -> Result<TcpStream, String> {
     match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(at)).await {
-        Ok(Ok(s)) => Ok(s),
+        Ok(Ok(s)) => {
+            // As the jail's side (see crate::egress's accept loop).
+            let _ = s.set_nodelay(true);
+            Ok(s)
+        }
         Ok(Err(e)) => Err(format!("{at}: {e}")),
         Err(_) => Err(format!("{at}: no answer")),
     }
@@ -86,6 +90,7 @@ async fn via_upstream(up: &Upstream, route: &Route, port: u16) -> Result<TcpStre
         .await
         .map_err(|_| fail("no answer".into()))?
         .map_err(|e| fail(e.to_string()))?;
+    let _ = s.set_nodelay(true);
     let req = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
     s.write_all(req.as_bytes())
         .await
@@ -121,7 +126,10 @@ pub async fn read_head(s: &mut TcpStream) -> Result<Vec<u8>, String> {
     Ok(head)
 }
 
-/// Copy both ways until both sides are done.
-pub async fn relay(mut a: TcpStream, mut b: TcpStream) {
-    let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
+/// Copy both ways until both sides are done: the bytes from `a` to `b`,
+/// and back (as far as they went when either side failed: none).
+pub async fn relay(mut a: TcpStream, mut b: TcpStream) -> (u64, u64) {
+    tokio::io::copy_bidirectional(&mut a, &mut b)
+        .await
+        .unwrap_or((0, 0))
 }

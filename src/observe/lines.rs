@@ -15,7 +15,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::outcome::Denial;
 use crate::sys::{self, NoWait};
 
 /// How long the end of a run waits for a slow reader to take the rest of
@@ -62,7 +61,7 @@ impl Lines {
     }
 
     /// Send `d` as one JSON line, or count it dropped.
-    pub fn send(&self, d: &Denial) {
+    pub fn send(&self, d: &impl serde::Serialize) {
         let Some(mut s) = self.sink() else { return };
         let Ok(mut line) = serde_json::to_vec(d) else {
             return;

@@ -6,6 +6,7 @@
 use std::ffi::OsString;
 
 use super::mode::Kind;
+use super::secrets::Interception;
 use super::SetupError;
 use crate::policy::egress::AllowHost;
 use crate::policy::{Network, Policy};
@@ -25,6 +26,8 @@ pub struct Egress {
     /// Record mode (`--learn`): a target off the allowlist is reached
     /// too, and each one reached is recorded for the learned profile.
     pub record: bool,
+    /// The secrets' hosts, whose TLS the proxy intercepts (`--secret`).
+    pub intercept: Option<Interception>,
 }
 
 /// An HTTP proxy the caller's environment names, and the names that
@@ -75,6 +78,7 @@ pub fn plan(
     p: &Policy,
     kind: Kind,
     env: &mut Vec<(OsString, OsString)>,
+    intercept: Option<Interception>,
 ) -> Result<Option<Egress>, SetupError> {
     if p.allow_hosts.is_empty() && !p.egress_record {
         return Ok(None);
@@ -107,6 +111,7 @@ pub fn plan(
         allow: p.allow_hosts.clone(),
         upstream,
         record: p.egress_record,
+        intercept,
     }))
 }
 

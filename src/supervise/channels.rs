@@ -105,7 +105,15 @@ impl Channels {
 
     /// In the cloned child: keep init's ends, run init with `trees` (see
     /// `supervise::idmap`). Never returns.
-    pub(super) fn enter_jail(self, plan: &Plan, trees: Vec<Option<jail::rootfs::Idmapped>>) -> ! {
+    /// `held`: what only the supervisor keeps (the secrets' fds), closed
+    /// here first.
+    pub(super) fn enter_jail(
+        self,
+        plan: &Plan,
+        trees: Vec<Option<jail::rootfs::Idmapped>>,
+        held: Option<crate::plan::secrets::Held>,
+    ) -> ! {
+        drop(held);
         let Channels {
             ctl: (ctl_rd, ctl_wr),
             rep: (rep_rd, rep_wr),

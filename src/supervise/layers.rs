@@ -125,13 +125,25 @@ fn namespace_layers(plan: &Plan, ns: &Namespaces, o: &mut Outcome, via: sys::Clo
 /// (`record`: `--learn`'s proxy, which reaches any public host).
 fn egress_detail(e: &crate::plan::egress::Egress) -> serde_json::Value {
     let allow: Vec<String> = e.allow.iter().map(|a| a.to_string()).collect();
-    json!({
+    let mut d = json!({
         "network": if e.record { "record" } else { "allowlist" },
         "interfaces": ["lo"],
         "proxy": format!("127.0.0.1:{}", e.port),
         "allow": allow,
         "upstream": e.upstream.as_ref().map(|u| format!("{} ({})", u.authority, u.var)),
-    })
+    });
+    // The secrets by name and host (`--secret`), never a value.
+    if let (Some(i), Some(m)) = (&e.intercept, d.as_object_mut()) {
+        let s: Vec<_> = i
+            .secrets
+            .iter()
+            .map(|s| json!({"name": s.name, "hosts": s.hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>()}))
+            .collect();
+        m.insert("secrets".into(), s.into());
+        let h: Vec<String> = i.http.iter().map(|r| r.to_string()).collect();
+        m.insert("allow_http".into(), h.into());
+    }
+    d
 }
 
 /// The layers every run has, as the plan says (the payload's records

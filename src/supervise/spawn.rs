@@ -60,6 +60,7 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
         seccomp,
         run_dir,
         audit,
+        secrets,
     } = res;
     let landlock = plan.layers.landlock.as_ref();
     if let Some(why) = landlock.and_then(|l| l.unrecorded.as_ref()) {
@@ -70,7 +71,9 @@ pub fn run(plan: &Plan, res: Resources, control: Option<RawFd>) -> Spawned {
         (Some(fd), Some(tag)) => Some(AuditLog::new(fd, tag, lines.clone())),
         _ => None,
     };
-    let got = run_inner(plan, cgroup, seccomp, audit, &lines, &mut o, start, control);
+    let got = run_inner(
+        plan, cgroup, seccomp, audit, secrets, &lines, &mut o, start, control,
+    );
     o.denial_lines_dropped = lines.finish();
     match got {
         Ok(()) => {}
@@ -97,6 +100,7 @@ fn run_inner(
     mut cg: Option<cgroup::RunCgroup>,
     seccomp: Option<(OwnedFd, OwnedFd)>,
     audit: Option<AuditLog>,
+    secrets: Option<crate::plan::secrets::Held>,
     lines: &Lines,
     o: &mut Outcome,
     start: Instant,
@@ -122,9 +126,11 @@ fn run_inner(
     join_namespaces(plan)?;
     let (cloned, via) = clone(plan, cg.as_ref())?;
     let (pid, pidfd) = match cloned {
-        Cloned::Child => channels.enter_jail(plan, trees),
+        // The secrets' fds are the supervisor's alone.
+        Cloned::Child => channels.enter_jail(plan, trees, secrets),
         Cloned::Parent { pid, pidfd } => (pid, pidfd),
     };
+    let intercept = interceptor(plan, secrets)?;
     // Init has its own copies.
     drop(trees);
     let ours = channels.ours();
@@ -159,7 +165,7 @@ fn run_inner(
         Hello::new(sock, what, pid)
     });
     // The egress proxy (threads from here on: see crate::egress).
-    let proxy = start_proxy(plan, listener, lines)?;
+    let proxy = start_proxy(plan, listener, intercept, lines)?;
     // 5. Wait, pumping output and watching the deadline.
     let output = Output::new(plan, ours.out, ours.err);
     let mut w = Watch::new(plan, pidfd, ours.ctl, output, learner, cg, control, start);
@@ -177,10 +183,10 @@ fn run_inner(
         h.finish();
     }
     w.meter_last();
-    if let Some(p) = proxy {
+    let connections = proxy.map(|p| {
         let record = egress(plan).is_some_and(|e| e.record);
-        record_denials(p.finish(), record, o);
-    }
+        record_denials(p.finish(), record, o)
+    });
     let decoded = proto::decode(&reports);
     // 6. Reap init, remove the cgroup, hear the listener's last word.
     let waited = reap_init(plan, pid, &w, &decoded)?;
@@ -202,6 +208,7 @@ fn run_inner(
         watch: w,
     };
     conclude(plan, o, ended)?;
+    record_connections(connections, o);
     // 8. The overlays' changes: listed, diffed, committed.
     workspace::conclude(plan, ours.uppers, since, o);
     // A jail that failed before its root was built had no covers to watch.
@@ -211,17 +218,30 @@ fn run_inner(
     Ok(())
 }
 
+/// The secrets' values read and the run's authority made (its
+/// certificate in the jail's trust file), while the child waits for GO.
+fn interceptor(
+    plan: &Plan,
+    secrets: Option<crate::plan::secrets::Held>,
+) -> Result<Option<crate::egress::Interceptor>, SetupError> {
+    match (secrets, egress(plan).and_then(|e| e.intercept.as_ref())) {
+        (Some(held), Some(i)) => crate::egress::Interceptor::prepare(i, held).map(Some),
+        _ => Ok(None),
+    }
+}
+
 /// The egress proxy on the listener made in the jail's network namespace.
 fn start_proxy(
     plan: &Plan,
     listener: Option<OwnedFd>,
+    intercept: Option<crate::egress::Interceptor>,
     lines: &Lines,
 ) -> Result<Option<Proxy>, SetupError> {
     let (Some(l), Some(e)) = (listener, egress(plan)) else {
         return Ok(None);
     };
     let lines = lines.clone();
-    Proxy::start(l, e.clone(), move |d| lines.send(d))
+    Proxy::start(l, e.clone(), intercept, move |d| lines.send(d))
         .map(Some)
         .map_err(|e| SetupError::io("network", "egress proxy", &e))
 }
@@ -229,7 +249,12 @@ fn start_proxy(
 /// The proxy's refusals into the outcome; a warning counts those beyond
 /// the outcome's cap.
 /// In record mode, the hosts reached into the outcome's `learned`.
-fn record_denials(d: Denials, record: bool, o: &mut Outcome) {
+/// The connections are given back for [`record_connections`].
+fn record_denials(
+    d: Denials,
+    record: bool,
+    o: &mut Outcome,
+) -> (Vec<crate::egress::Connection>, u64) {
     if record {
         o.learned.get_or_insert_with(Default::default).hosts = d.contacted;
     }
@@ -241,6 +266,22 @@ fn record_denials(d: Denials, record: bool, o: &mut Outcome) {
             d.more,
             crate::outcome::MAX_DENIALS
         ));
+    }
+    (d.connections, d.connections_more)
+}
+
+/// The proxy's connections into the network layer's detail (once the
+/// layers are concluded): `connections`, and `connections_more` beyond
+/// the cap.
+fn record_connections(c: Option<(Vec<crate::egress::Connection>, u64)>, o: &mut Outcome) {
+    let (Some((list, more)), Some(l)) = (c, o.layers.get_mut("net_namespace")) else {
+        return;
+    };
+    if let serde_json::Value::Object(m) = &mut l.detail {
+        m.insert("connections".into(), serde_json::json!(list));
+        if more > 0 {
+            m.insert("connections_more".into(), more.into());
+        }
     }
 }
 

@@ -21,8 +21,9 @@
 //! - `ns`: unshare, setns, hostname;
 //! - and the per-layer modules below, named by path: `at` (calls relative
 //!   to a directory fd), `cgroup`, `fdpass`, `landlock`, `netns`, `seccomp`,
-//!   `tree` (a directory tree nobody trusts: an overlay's upper layer, the
-//!   host directory its changes are committed to).
+//!   `secret` (a value moved out of the environment), `tree` (a directory
+//!   tree nobody trusts: an overlay's upper layer, the host directory its
+//!   changes are committed to).
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -47,6 +48,8 @@ pub mod netns;
 pub mod procfs;
 #[allow(unsafe_code)]
 pub mod seccomp;
+#[allow(unsafe_code)]
+pub mod secret;
 #[allow(unsafe_code)]
 pub mod tree;
 

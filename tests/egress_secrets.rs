@@ -1,0 +1,618 @@
+//! Secrets the jail never holds (`--secret`): inside, the variable holds a
+//! placeholder; the proxy intercepts TLS to the secret's hosts with a
+//! per-run authority the jail trusts, puts the value into the request
+//! headers sent there, and refuses (and records) a request carrying the
+//! placeholder anywhere else. The value is nowhere in the jail: not in
+//! its environment, files, output, outcome, nor in its processes' memory
+//! (read from the host through /proc/PID/mem).
+//!
+//! The hosts are TLS servers of the test's own on 127.0.0.2 and
+//! 127.0.0.3, with certificates from a test authority given by
+//! `--egress-ca`.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::FileExt;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use common::Scratch;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// A TLS server on `ip` that answers every request `200 ok` (never
+/// echoing it) and keeps each request head it was sent.
+struct Host {
+    port: u16,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+/// The test's authority (its PEM) and a server certificate for both hosts.
+fn test_pki() -> (String, Arc<rustls::ServerConfig>) {
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.2".into(), "127.0.0.3".into()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![CertificateDer::from(leaf.der().to_vec())],
+        PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )
+    .unwrap();
+    (ca.pem(), Arc::new(config))
+}
+
+fn tls_host(ip: &str, config: Arc<rustls::ServerConfig>) -> Host {
+    let l = TcpListener::bind((ip, 0)).unwrap();
+    let port = l.local_addr().unwrap().port();
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let h = heads.clone();
+    std::thread::spawn(move || {
+        for tcp in l.incoming().flatten() {
+            let (config, heads) = (config.clone(), h.clone());
+            std::thread::spawn(move || serve(tcp, config, heads));
+        }
+    });
+    Host { port, heads }
+}
+
+fn serve(tcp: TcpStream, config: Arc<rustls::ServerConfig>, heads: Arc<Mutex<Vec<String>>>) {
+    let conn = rustls::ServerConnection::new(config).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, tcp);
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            _ => return,
+        }
+    }
+    heads
+        .lock()
+        .unwrap()
+        .push(String::from_utf8_lossy(&head).into_owned());
+    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n");
+    let _ = s.flush();
+    s.conn.send_close_notify();
+    let _ = s.flush();
+}
+
+/// What the jail runs: requests through the proxy, then its environment
+/// shown, "ready", and a wait for a line on stdin (while the host reads
+/// its memory).
+const JAIL: &str = r#"
+import os, sys, urllib.request, urllib.error
+key = os.environ["API_KEY"]
+a, b = sys.argv[1], sys.argv[2]
+def get(url, hdrs):
+    try:
+        r = urllib.request.urlopen(urllib.request.Request(url, headers=hdrs), timeout=30)
+        return f"{r.status} {r.read().decode().strip()}"
+    except urllib.error.HTTPError as e:
+        return f"{e.code} {e.read().decode().strip()}"
+    except Exception as e:
+        return f"failed {type(e).__name__} {e}"
+print("placeholder", key)
+print("bound", get(f"https://127.0.0.2:{a}/v1", {"Authorization": "Bearer " + key, "x-api-key": key}))
+print("foreign", get(f"https://127.0.0.3:{b}/v1", {"Authorization": "Bearer " + key}))
+print("plain", get(f"http://127.0.0.3:{b}/v1", {"x-api-key": key}))
+with open("seen.txt", "w") as f:
+    f.write(repr(dict(os.environ)))
+    f.write(open("/proc/self/environ", "rb").read().decode(errors="replace"))
+print("env", sorted(os.environ.items()))
+print("ready", flush=True)
+sys.stdin.readline()
+"#;
+
+/// A value of the usual shape, new for each run.
+fn value() -> String {
+    let mut r = [0u8; 24];
+    std::fs::File::open("/dev/urandom")
+        .unwrap()
+        .read_exact(&mut r)
+        .unwrap();
+    let tail: String = r.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sk-test-{tail}")
+}
+
+/// The pids below `root` (its descendants), from /proc.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parent = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        if let Some(pp) = rest.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok()) {
+            parent.push((pid, pp));
+        }
+    }
+    let mut out = Vec::new();
+    let mut todo = vec![root];
+    while let Some(p) = todo.pop() {
+        for (c, _) in parent.iter().filter(|(_, pp)| *pp == p) {
+            out.push(*c);
+            todo.push(*c);
+        }
+    }
+    out
+}
+
+/// Whether `needle` is in any readable mapping of `pid`'s memory, or in
+/// its environ or cmdline; None when its memory cannot be read.
+fn memory_holds(pid: u32, needle: &[u8]) -> Option<bool> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+    let find = |hay: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
+    let mut read_any = false;
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+            continue;
+        };
+        if !perms.starts_with('r') || line.ends_with("[vvar]") || line.ends_with("[vsyscall]") {
+            continue;
+        }
+        let (a, b) = range.split_once('-')?;
+        let (a, b) = (
+            u64::from_str_radix(a, 16).ok()?,
+            u64::from_str_radix(b, 16).ok()?,
+        );
+        let mut buf = vec![0u8; (b - a) as usize];
+        if mem.read_exact_at(&mut buf, a).is_ok() {
+            read_any = true;
+            if find(&buf) {
+                return Some(true);
+            }
+        }
+    }
+    for f in ["environ", "cmdline"] {
+        if let Ok(b) = std::fs::read(format!("/proc/{pid}/{f}")) {
+            if find(&b) {
+                return Some(true);
+            }
+        }
+    }
+    read_any.then_some(false)
+}
+
+#[test]
+fn a_secret_goes_only_to_its_host_and_never_into_the_jail() {
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        common::skip(
+            "a_secret_goes_only_to_its_host_and_never_into_the_jail",
+            "no /usr/bin/python3",
+        );
+        return;
+    }
+    let (ca_pem, config) = test_pki();
+    let a = tls_host("127.0.0.2", config.clone());
+    let b = tls_host("127.0.0.3", config);
+    for who in common::users("a_secret_goes_only_to_its_host_and_never_into_the_jail") {
+        let dir = Scratch::new("egress-secrets").world_writable();
+        let work = dir.join("work");
+        std::fs::create_dir(&work).unwrap();
+        std::fs::set_permissions(&work, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        std::fs::write(dir.join("ca.pem"), &ca_pem).unwrap();
+        let secret = value();
+        let (pa, pb) = (a.port.to_string(), b.port.to_string());
+        let mut c = common::stockade(who);
+        c.env("API_KEY", &secret)
+            .env("OTHER_KEY", "other-0123456789abcdef0123")
+            .arg("run")
+            .args(["--report", &dir.arg("report.json")])
+            .args(["--workdir", &work.display().to_string()])
+            .args(["--allow-host", &format!("127.0.0.2:{pa}")])
+            .args(["--allow-host", &format!("127.0.0.3:{pb}")])
+            .args(["--secret", &format!("API_KEY:127.0.0.2:{pa}")])
+            .args(["--secret", &format!("OTHER_KEY:127.0.0.3:{pb}")])
+            .args(["--egress-ca", &dir.arg("ca.pem")])
+            .args(["--", "/usr/bin/python3", "-c", JAIL, &pa, &pb])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut seen = String::new();
+        loop {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap() == 0 {
+                break;
+            }
+            seen.push_str(&line);
+            if line == "ready\n" {
+                break;
+            }
+        }
+        // The jail is alive and waits: read its processes' memory. The
+        // placeholder is found there (the scan sees what the jail holds);
+        // the value is not.
+        let placeholder = seen
+            .lines()
+            .find_map(|l| l.strip_prefix("placeholder "))
+            .unwrap_or_else(|| panic!("{who:?}: {seen}"))
+            .to_string();
+        let pids = descendants(child.id());
+        let (mut scanned, mut found_placeholder) = (0, false);
+        for pid in &pids {
+            match memory_holds(*pid, secret.as_bytes()) {
+                Some(held) => {
+                    scanned += 1;
+                    assert!(!held, "{who:?}: jail process {pid} holds the value");
+                    found_placeholder |= memory_holds(*pid, placeholder.as_bytes()) == Some(true);
+                }
+                None => eprintln!("{who:?}: pid {pid}: memory not readable"),
+            }
+        }
+        assert!(
+            found_placeholder,
+            "{who:?}: the scan of {pids:?} missed the placeholder"
+        );
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).unwrap();
+        seen.push_str(&rest);
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{who:?}: {status}\n{seen}\n{err}");
+        // The jail's trust file (named after the supervisor) is gone.
+        let trust = format!("stockade-ca-{}-", child.id());
+        let left: Vec<_> = std::fs::read_dir("/tmp")
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&trust))
+            .collect();
+        assert!(left.is_empty(), "{who:?}: {left:?}");
+        assert!(scanned >= 2, "{who:?}: only {scanned} of {pids:?} read");
+        let report = std::fs::read_to_string(dir.join("report.json")).unwrap();
+        let files = std::fs::read_to_string(work.join("seen.txt")).unwrap();
+        for (what, text) in [
+            ("stdout", &seen),
+            ("stderr", &err),
+            ("outcome", &report),
+            ("files", &files),
+        ] {
+            assert!(
+                !text.contains(&secret),
+                "{who:?}: the value is in its {what}"
+            );
+        }
+        assert!(
+            placeholder.starts_with("sk-test-") && placeholder.len() == secret.len(),
+            "{who:?}: {placeholder}"
+        );
+        assert!(seen.contains("bound 200 ok"), "{who:?}: {seen}\n{err}");
+        assert!(
+            seen.contains("foreign 403") && seen.contains("placeholder of secret API_KEY"),
+            "{who:?}: {seen}"
+        );
+        assert!(seen.contains("plain 403"), "{who:?}: {seen}");
+        // The bound host got the value in both headers; the other never
+        // saw a request.
+        let heads = a.heads.lock().unwrap().clone();
+        let last = heads.last().cloned().unwrap_or_default();
+        assert!(
+            last.contains(&format!("Authorization: Bearer {secret}\r\n"))
+                && last
+                    .to_ascii_lowercase()
+                    .contains(&format!("x-api-key: {secret}\r\n"))
+                && !last.contains(&placeholder),
+            "{who:?}: {last}"
+        );
+        let other = b.heads.lock().unwrap().clone();
+        assert!(
+            other
+                .iter()
+                .all(|h| !h.contains(&secret) && !h.contains(&placeholder)),
+            "{who:?}: {other:?}"
+        );
+        // Recorded: the refusal, and each connection (the bound host's
+        // intercepted, the value's bytes counted among those sent).
+        let r: serde_json::Value = serde_json::from_str(report.trim()).unwrap();
+        let conns = r["layers"]["net_namespace"]["detail"]["connections"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            conns.iter().any(|c| c["host"] == "127.0.0.2"
+                && c["intercepted"] == true
+                && c["verdict"] == "allowed"
+                && c["sent"].as_u64().unwrap_or(0) > 0),
+            "{who:?}: {conns:?}"
+        );
+        let denied = r["denials"].as_array().cloned().unwrap_or_default();
+        assert!(
+            denied.iter().any(|d| d["kind"] == "network"
+                && d["host"] == "127.0.0.3"
+                && d["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("secret API_KEY"))),
+            "{who:?}: {denied:?}"
+        );
+    }
+}
+
+#[test]
+fn curl_and_requests_reach_a_secret_host_with_the_value_from_a_secret_file() {
+    let test = "curl_and_requests_reach_a_secret_host_with_the_value_from_a_secret_file";
+    if !std::path::Path::new("/usr/bin/curl").exists() {
+        common::skip(test, "no /usr/bin/curl");
+        return;
+    }
+    let (ca_pem, config) = test_pki();
+    let a = tls_host("127.0.0.2", config);
+    for who in common::users(test) {
+        let dir = Scratch::new("egress-secret-file").world_writable();
+        std::fs::write(dir.join("ca.pem"), &ca_pem).unwrap();
+        let secret = value();
+        std::fs::write(dir.join("key"), format!("{secret}\n")).unwrap();
+        let pa = a.port.to_string();
+        let o = common::run(
+            who,
+            &[
+                "--allow-host",
+                &format!("127.0.0.2:{pa}"),
+                "--secret",
+                &format!("TOKEN:127.0.0.2:{pa}"),
+                "--secret-file",
+                &format!("TOKEN={}", dir.arg("key")),
+                "--egress-ca",
+                &dir.arg("ca.pem"),
+            ],
+            &[
+                "/bin/sh",
+                "-c",
+                &format!(
+                    "echo \"token $TOKEN\"; /usr/bin/curl -sS -H \"Authorization: Bearer $TOKEN\" https://127.0.0.2:{pa}/curl"
+                ),
+            ],
+        );
+        let (out, err) = (common::stdout(&o), common::stderr(&o));
+        assert!(o.status.success(), "{who:?}: {out}\n{err}");
+        assert!(
+            out.ends_with("ok\n") && !out.contains(&secret) && !err.contains(&secret),
+            "{who:?}: {out}\n{err}"
+        );
+        let heads = a.heads.lock().unwrap().clone();
+        assert!(
+            heads.iter().any(|h| h.starts_with("GET /curl ")
+                && h.contains(&format!("Authorization: Bearer {secret}\r\n"))),
+            "{who:?}: {heads:?}"
+        );
+        requests_client(who, &dir, &pa, &secret, &a);
+        // Without --egress-ca the host's certificate does not verify: the
+        // jail gets a 502 and the host no request.
+        let o = common::run(
+            who,
+            &[
+                "--allow-host",
+                &format!("127.0.0.2:{pa}"),
+                "--secret",
+                &format!("TOKEN:127.0.0.2:{pa}"),
+                "--secret-file",
+                &format!("TOKEN={}", dir.arg("key")),
+            ],
+            &[
+                "/bin/sh",
+                "-c",
+                &format!(
+                    "/usr/bin/curl -sS -o /dev/null -w '%{{http_code}}' -H \"Authorization: Bearer $TOKEN\" https://127.0.0.2:{pa}/unverified"
+                ),
+            ],
+        );
+        assert_eq!(common::stdout(&o), "502", "{who:?}: {}", common::stderr(&o));
+        let heads = a.heads.lock().unwrap().clone();
+        assert!(
+            !heads.iter().any(|h| h.contains("/unverified")),
+            "{who:?}: {heads:?}"
+        );
+    }
+}
+
+/// Python's `requests` (REQUESTS_CA_BUNDLE, the proxy from the
+/// environment) through interception, when the host's python3 has it.
+fn requests_client(who: common::Who, dir: &Scratch, pa: &str, secret: &str, a: &Host) {
+    let has = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", "import requests"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        common::skip(
+            "curl_and_requests_reach_a_secret_host_with_the_value_from_a_secret_file",
+            "no requests module for /usr/bin/python3 (its part skipped)",
+        );
+        return;
+    }
+    let py = format!(
+        "import os, requests; r = requests.get('https://127.0.0.2:{pa}/requests', headers={{'x-api-key': os.environ['TOKEN']}}, timeout=30); print(r.status_code, r.text.strip())"
+    );
+    let o = common::run(
+        who,
+        &[
+            "--allow-host",
+            &format!("127.0.0.2:{pa}"),
+            "--secret",
+            &format!("TOKEN:127.0.0.2:{pa}"),
+            "--secret-file",
+            &format!("TOKEN={}", dir.arg("key")),
+            "--egress-ca",
+            &dir.arg("ca.pem"),
+        ],
+        &["/usr/bin/python3", "-c", &py],
+    );
+    let (out, err) = (common::stdout(&o), common::stderr(&o));
+    assert_eq!(out, "200 ok\n", "{who:?}: {err}");
+    assert!(!err.contains(secret), "{who:?}: {err}");
+    let heads = a.heads.lock().unwrap().clone();
+    assert!(
+        heads.iter().any(|h| h.starts_with("GET /requests ")
+            && h.to_ascii_lowercase()
+                .contains(&format!("x-api-key: {secret}\r\n"))),
+        "{who:?}: {heads:?}"
+    );
+}
+
+#[test]
+fn secret_flags_that_cannot_hold_say_which() {
+    let who = common::users("secret_flags_that_cannot_hold_say_which")[0];
+    for (flags, env, words) in [
+        (
+            &["--secret", "K:api.example.com"][..],
+            None,
+            "--secret: K: needs an egress allowlist",
+        ),
+        (
+            &[
+                "--allow-host",
+                "api.example.com",
+                "--secret-file",
+                "K=/etc/hostname",
+            ][..],
+            None,
+            "--secret-file: K: no --secret K:HOST",
+        ),
+        (
+            &[
+                "--allow-host",
+                "api.example.com",
+                "--secret",
+                "K:api.example.com",
+            ][..],
+            None,
+            "K: not set in the environment",
+        ),
+        (
+            &[
+                "--allow-host",
+                "api.example.com",
+                "--secret",
+                "K:api.example.com",
+                "--keep-env",
+                "K",
+            ][..],
+            Some("sk-0123456789abcdef0123"),
+            "--keep-env",
+        ),
+        (
+            &["--allow-host", "a.org", "--secret", "1K:a.org"][..],
+            None,
+            "not a variable name",
+        ),
+        (
+            &["--allow-host", "a.org", "--egress-ca", "/etc/hostname"][..],
+            None,
+            "--egress-ca",
+        ),
+    ] {
+        let mut c = common::stockade(who);
+        if let Some(v) = env {
+            c.env("K", v);
+        }
+        c.arg("run").args(flags).args(["--", "/bin/true"]);
+        let o = c.output().unwrap();
+        let err = common::stderr(&o);
+        assert!(
+            !o.status.success() && err.contains(words),
+            "{flags:?}: {err}"
+        );
+        if let Some(v) = env {
+            assert!(!err.contains(v), "{flags:?}: {err}");
+        }
+    }
+}
+
+#[test]
+fn allow_http_rules_let_only_the_requests_they_name_through() {
+    let test = "allow_http_rules_let_only_the_requests_they_name_through";
+    if !std::path::Path::new("/usr/bin/curl").exists() {
+        common::skip(test, "no /usr/bin/curl");
+        return;
+    }
+    let (ca_pem, config) = test_pki();
+    let a = tls_host("127.0.0.2", config);
+    for who in common::users(test) {
+        let dir = Scratch::new("egress-allow-http").world_writable();
+        std::fs::write(dir.join("ca.pem"), &ca_pem).unwrap();
+        let pa = a.port.to_string();
+        let curl =
+            |args: &str| format!("/usr/bin/curl -sS -o /dev/null -w '%{{http_code}}\\n' {args}");
+        let script = [
+            curl(&format!("https://127.0.0.2:{pa}/v1/models?q=1")),
+            curl(&format!("-X POST https://127.0.0.2:{pa}/v1/models")),
+            curl(&format!("https://127.0.0.2:{pa}/v2/models")),
+            curl(&format!("http://127.0.0.2:{pa}/v1/models")),
+            curl(&format!(
+                "-H 'Upgrade: websocket' -H 'Connection: Upgrade' https://127.0.0.2:{pa}/v1/ws"
+            )),
+        ]
+        .join("; ");
+        let o = common::run(
+            who,
+            &[
+                "--report",
+                "-",
+                "--allow-host",
+                &format!("127.0.0.2:{pa}"),
+                "--allow-http",
+                &format!("GET 127.0.0.2:{pa}/v1/*"),
+                "--egress-ca",
+                &dir.arg("ca.pem"),
+            ],
+            &["/bin/sh", "-c", &script],
+        );
+        let r = common::last_json(&o);
+        let out = r["stdout"]["data"].as_str().unwrap_or("").to_string();
+        assert_eq!(
+            out,
+            "200\n403\n403\n403\n403\n",
+            "{who:?}: {r}\n{}",
+            common::stderr(&o)
+        );
+        let reasons: Vec<String> = r["denials"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|d| d["reason"].as_str().unwrap_or("").to_string())
+            .collect();
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.starts_with("POST /v1/models is not allowed here"))
+                && reasons
+                    .iter()
+                    .any(|r| r.starts_with("GET /v2/models is not allowed here"))
+                && reasons.iter().any(|r| r.contains("over HTTPS only"))
+                && reasons.iter().any(|r| r.starts_with("an upgrade")),
+            "{who:?}: {reasons:?}"
+        );
+        let heads = a.heads.lock().unwrap().clone();
+        assert!(
+            heads.iter().all(|h| h.starts_with("GET /v1/models?q=1 ")),
+            "{who:?}: {heads:?}"
+        );
+    }
+}
