@@ -8,6 +8,8 @@ mod common;
 mod serve_util;
 
 use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
 
 use common::Who;
 use serde_json::{json, Value};
@@ -293,6 +295,10 @@ fn the_server_answers_as_documented() {
     std::fs::create_dir(&ws).unwrap();
     std::fs::write(ws.join("a"), "a\n").unwrap();
     let ws = format!("ws={}", ws.display());
+    let out = scratch.join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("a"), "a\n").unwrap();
+    let out = format!("out={}:commit", out.display());
     let mut s = Server::start(
         Who::Root,
         &[
@@ -300,6 +306,8 @@ fn the_server_answers_as_documented() {
             &tf,
             "--workspace-base",
             &ws,
+            "--workspace-base",
+            &out,
             "--max-concurrent",
             "1",
             "--max-queue",
@@ -397,6 +405,7 @@ fn the_server_answers_as_documented() {
     ));
 
     sessions_answer_as_documented(&s, &mut spec, &h);
+    workspaces_answer_as_documented(&s, &mut spec, &h);
 
     // Shutting down: a run in flight keeps the server up; new runs and
     // readiness answer 503.
@@ -620,4 +629,224 @@ fn sessions_answer_as_documented(s: &Server, spec: &mut Spec, h: &[(&str, &str)]
     spec.check(one, "delete", &s.call("DELETE", &path, &[], b""));
     spec.check(one, "delete", &s.call("DELETE", &path, h, b""));
     spec.check(one, "delete", &s.call("DELETE", &path, h, b""));
+}
+
+const WORKSPACE_OPS: [&str; 4] = ["changes", "checkpoint", "rollback", "commit"];
+
+/// A session's workspace routes, `/v1/sessions/{id}/changes|checkpoint|
+/// rollback|commit`, and a session's `workspace`: every documented answer
+/// but 500 (the server allows one session: `--max-sessions 1`; base `out`
+/// allows commits, `ws` does not).
+fn workspaces_answer_as_documented(s: &Server, spec: &mut Spec, h: &[(&str, &str)]) {
+    let call = |path: &str, body: &Value| s.call("POST", path, h, body.to_string().as_bytes());
+    // A session's `commit` and `diff` are refused, naming the field.
+    for (ws, field) in [
+        (
+            json!({"base": "out", "commit": "success"}),
+            "workspace.commit",
+        ),
+        (json!({"base": "out", "diff": true}), "workspace.diff"),
+    ] {
+        let r = call("/v1/sessions", &json!({"workspace": ws}));
+        assert_eq!(r.json()["error"]["field"], field, "{}", r.text());
+        spec.check("/v1/sessions", "post", &r);
+    }
+    let id = ws_open(s, h, spec, Some("out"));
+    let at = |op: &str| format!("/v1/sessions/{id}/{op}");
+    let r = call(
+        &at("exec"),
+        &json!({"command": "cd /work/project && echo b > a && ln -s a l && mkdir d && echo n > d/n"}),
+    );
+    assert_eq!(r.json()["code"], 0, "{}", r.text());
+    let r = call(&at("changes"), &json!({}));
+    ws_expect(spec, "changes", &r, 200, None);
+    assert_eq!(
+        r.json()["changes"].as_array().unwrap().len(),
+        4,
+        "{}",
+        r.text()
+    );
+    let r = s.call("POST", &at("changes"), h, b"");
+    ws_expect(spec, "changes", &r, 200, None);
+    let r = call(&at("checkpoint"), &json!({"name": "k.1"}));
+    ws_expect(spec, "checkpoint", &r, 200, None);
+    assert_eq!(r.json(), json!({"name": "k.1"}));
+    let r = call(&at("exec"), &json!({"command": "rm /work/project/a"}));
+    assert_eq!(r.json()["code"], 0, "{}", r.text());
+    let r = call(&at("rollback"), &json!({"name": "k.1"}));
+    ws_expect(spec, "rollback", &r, 200, None);
+    let r = call(&at("rollback"), &json!({"name": "nope"}));
+    ws_expect(spec, "rollback", &r, 404, Some("no_checkpoint"));
+    for (op, body) in [
+        ("changes", json!({"name": "x"})),
+        ("checkpoint", json!({"name": "../x"})),
+        ("rollback", json!({})),
+        ("commit", json!({"name": "k.1"})),
+    ] {
+        let r = call(&at(op), &body);
+        ws_expect(spec, op, &r, 400, Some("bad_request"));
+        assert!(r.json()["error"]["field"].is_string(), "{}", r.text());
+        let r = s.call("POST", &at(op), h, b"[]");
+        ws_expect(spec, op, &r, 400, Some("bad_request"));
+        let r = s.call("POST", &at(op), &[], b"{}");
+        ws_expect(spec, op, &r, 401, Some("unauthorized"));
+        let r = call(&format!("/v1/sessions/nope/{op}"), &json!({}));
+        ws_expect(spec, op, &r, 404, Some("not_found"));
+        let r = call(&at(op), &json!({"name": "x".repeat(70_000)}));
+        ws_expect(spec, op, &r, 413, Some("payload_too_large"));
+    }
+    // While a command runs: 409 busy. It ends once the test creates
+    // `go-workspace` in its cwd (a tmpfs of the jail's).
+    let body = json!({"command": "echo started; cd \"$HOME\"; while [ ! -e go-workspace ]; do sleep 0.01; done"});
+    let mut c = s.connect();
+    write!(
+        c,
+        "POST {} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: {}\r\nAccept: application/x-ndjson\r\nContent-Length: {}\r\n\r\n{body}",
+        at("exec"),
+        h[0].1,
+        body.to_string().len()
+    )
+    .unwrap();
+    let mut l = Lines::from_stream(c);
+    l.until("data");
+    for op in WORKSPACE_OPS {
+        let r = call(&at(op), &good_body(op));
+        ws_expect(spec, op, &r, 409, Some("busy"));
+    }
+    serve_util::touch_in_jail_cwd(s.pid(), "go-workspace", "go-workspace");
+    assert_eq!(l.until("status")["code"], 0);
+    let r = call(&at("commit"), &json!({}));
+    ws_expect(spec, "commit", &r, 200, None);
+    assert_eq!(r.json()["commit"]["applied_count"], 4, "{}", r.text());
+    ws_close(s, h, &id);
+    workspace_refusals_answer_as_documented(s, spec, h);
+}
+
+/// A session's workspace requests refused: a base without `:commit`
+/// (403), a session without a workspace (409 no_overlay), a session that
+/// ends while the request is made (410).
+fn workspace_refusals_answer_as_documented(s: &Server, spec: &mut Spec, h: &[(&str, &str)]) {
+    let call = |path: &str, body: &Value| s.call("POST", path, h, body.to_string().as_bytes());
+    // A base without `:commit`: 403.
+    let id = ws_open(s, h, spec, Some("ws"));
+    let r = call(&format!("/v1/sessions/{id}/commit"), &json!({}));
+    ws_expect(spec, "commit", &r, 403, Some("commit_refused"));
+    ws_close(s, h, &id);
+    // A session without a workspace: 409 no_overlay.
+    let id = ws_open(s, h, spec, None);
+    for op in WORKSPACE_OPS {
+        let r = call(&format!("/v1/sessions/{id}/{op}"), &good_body(op));
+        ws_expect(spec, op, &r, 409, Some("no_overlay"));
+    }
+    ws_close(s, h, &id);
+    // The session ends while the request's body is awaited: 410.
+    let id = ws_open(s, h, spec, Some("out"));
+    let waiting: Vec<UnixStream> = WORKSPACE_OPS
+        .iter()
+        .map(|op| found_then_wait(s, h, &format!("/v1/sessions/{id}/{op}"), op))
+        .collect();
+    ws_close(s, h, &id);
+    for (op, c) in WORKSPACE_OPS.iter().zip(waiting) {
+        let r = body_then_answer(c, op);
+        ws_expect(spec, op, &r, 410, Some("session_ended"));
+    }
+}
+
+/// Open a session (over `base`, when given) and check its answer.
+fn ws_open(s: &Server, h: &[(&str, &str)], spec: &mut Spec, base: Option<&str>) -> String {
+    let mut body = json!({"profile": "shell"});
+    if let Some(b) = base {
+        body["workspace"] = json!({"base": b});
+    }
+    let r = s.call("POST", "/v1/sessions", h, body.to_string().as_bytes());
+    spec.check("/v1/sessions", "post", &r);
+    assert_eq!(r.status, 201, "{}", r.text());
+    let v = r.json();
+    match base {
+        Some(b) => assert_eq!(v["workspace"], json!({"base": b, "at": "/work/project"})),
+        None => assert!(v.get("workspace").is_none(), "{v}"),
+    }
+    v["id"].as_str().unwrap().to_string()
+}
+
+fn ws_close(s: &Server, h: &[(&str, &str)], id: &str) {
+    let r = s.call("DELETE", &format!("/v1/sessions/{id}"), h, b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// A workspace request's answer: `status` (and the error's `code`), as
+/// documented.
+fn ws_expect(spec: &mut Spec, op: &str, r: &Resp, status: u16, code: Option<&str>) {
+    assert_eq!(r.status, status, "{op}: {}", r.text());
+    if let Some(c) = code {
+        assert_eq!(r.json()["error"]["code"], c, "{op}: {}", r.text());
+    }
+    spec.check(&format!("/v1/sessions/{{id}}/{op}"), "post", r);
+}
+
+/// A well-formed body for a workspace request: a checkpoint's name for a
+/// checkpoint and a rollback.
+fn good_body(op: &str) -> Value {
+    match op {
+        "checkpoint" | "rollback" => json!({"name": "k.1"}),
+        _ => json!({}),
+    }
+}
+
+/// Send a request's head with `Expect: 100-continue` and no body yet, and
+/// wait for `100 Continue`: the server has found the session (it looks it
+/// up before it reads the body) and waits for the body, `op`'s
+/// [`good_body`].
+fn found_then_wait(s: &Server, h: &[(&str, &str)], path: &str, op: &str) -> UnixStream {
+    let mut c = s.connect();
+    write!(
+        c,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: {}\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        h[0].1,
+        good_body(op).to_string().len()
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            c.read(&mut b).unwrap(),
+            1,
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(b[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 100"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    c
+}
+
+/// The body of a request [`found_then_wait`] began, and its answer.
+fn body_then_answer(mut c: UnixStream, op: &str) -> Resp {
+    c.write_all(good_body(op).to_string().as_bytes()).unwrap();
+    serve_util::send(Sent(c), "", "", &[], b"")
+}
+
+/// A stream whose request was written already: `serve_util::send`'s
+/// writes go nowhere, its reads get the answer.
+struct Sent(UnixStream);
+
+impl Read for Sent {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl Write for Sent {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
