@@ -191,9 +191,7 @@ fn run_inner(
     // 6. Reap init, remove the cgroup, hear the listener's last word.
     let waited = reap_init(plan, pid, &w, &decoded)?;
     let cg_stats = w.cg.take().map(|c| remove_cgroup(c, o));
-    let (violation, unix_report, unheard, allocation_refused) = finish_listener(&mut w, o);
-    finish_audit(&mut w, o);
-    let unwatched = finish_masks(&mut w, o);
+    let ((violation, unix_report, unheard, allocation_refused), unwatched) = last_words(&mut w, o);
     // 7. What happened: usage, the payload's records and layers, then the
     //    status.
     let ended = Ended {
@@ -452,6 +450,14 @@ fn finish_listener(w: &mut Watch, o: &mut Outcome) -> Listened {
         }
     }
     (violation, unix_report, unheard, allocation_refused)
+}
+
+/// The observers' last words: the seccomp listener's, the audit
+/// reader's and the covers' watch's (why some covers went unwatched).
+fn last_words(w: &mut Watch, o: &mut Outcome) -> (Listened, Option<String>) {
+    let listened = finish_listener(w, o);
+    finish_audit(w, o);
+    (listened, finish_masks(w, o))
 }
 
 /// [`finish_listener`]'s answer.
