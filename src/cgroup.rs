@@ -32,7 +32,9 @@
 //!
 //! Names encode the owner (`run-<pid>-<starttime>-<seq>`), so
 //! [`cleanup_stale`] removes cgroups left by a crashed stockade and never
-//! touches one whose owner is still alive.
+//! touches one whose owner is still alive; it kills what is left in them
+//! and does not wait for it to go: [`cleanup_stale_pending`] removes them
+//! at the run's end.
 //!
 //! Files: this one holds the layer's vocabulary (the request, what each
 //! limit got, the run cgroup) and [`prepare`](fn@prepare); `probe` finds the hierarchy

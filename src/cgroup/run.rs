@@ -353,7 +353,31 @@ pub fn cleanup_stale_in(parent: &Path, alive: impl Fn(i32, u64) -> bool) -> Vec<
         if populated(&p) {
             kill_tree(&p);
         }
-        if remove_tree(&p, Duration::from_millis(500)).is_ok() {
+        // Not waited for here, on the run's way in: what was killed may
+        // take a while to go (a loaded host); the run's end tries again.
+        match remove_tree(&p, Duration::ZERO) {
+            Ok(()) => removed.push(p),
+            Err(_) => pending().push(p),
+        }
+    }
+    removed
+}
+
+/// Stale cgroups killed by [`cleanup_stale`] and not removed yet.
+fn pending() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    static PENDING: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    PENDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The stale cgroups [`cleanup_stale`] killed but could not remove at
+/// once, removed now (the run is over: they have had its whole time to
+/// empty; at most `wait` more each). What is still there is left to the
+/// next start. Returns the paths removed.
+pub fn cleanup_stale_pending(wait: Duration) -> Vec<PathBuf> {
+    let left = std::mem::take(&mut *pending());
+    let mut removed = Vec::new();
+    for p in left {
+        if remove_tree(&p, wait).is_ok() {
             removed.push(p);
         }
     }

@@ -184,7 +184,11 @@ fn take(s: &crate::policy::egress::Secret) -> Result<OwnedFd, SetupError> {
         Some(f) => std::fs::File::open(f)
             .map(OwnedFd::from)
             .map_err(|e| SetupError::io("network", f.display().to_string(), &e)),
-        None => match sys::secret::take_env(&s.name) {
+        // SAFETY: the plan is made before clone in the run's
+        // single-threaded process (the CLI's, or a supervisor the spawner
+        // forked); no other thread reads the environment.
+        #[allow(unsafe_code)]
+        None => match unsafe { sys::secret::take_env(&s.name) } {
             Ok(Some(fd)) => Ok(fd),
             Ok(None) => Err(SetupError::new(
                 "network",

@@ -403,6 +403,9 @@ fn remove_cgroup(c: cgroup::RunCgroup, o: &mut Outcome) -> cgroup::Stats {
         o.warnings
             .push(format!("cgroup {} not removed: {e}", path.display()));
     }
+    // A crashed stockade's cgroups this run's start killed (`Plan::build`)
+    // and could not remove at once: they have had the run's time to empty.
+    cgroup::cleanup_stale_pending(std::time::Duration::from_millis(500));
     stats
 }
 

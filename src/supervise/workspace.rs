@@ -22,7 +22,7 @@ use crate::workspace::{record, Layer, Review};
 /// directories were last as the overlays will show them (see
 /// `workspace::Layer::since`).
 pub(super) fn prepare(plan: &Plan) -> Result<sys::tree::Time, SetupError> {
-    let since = sys::tree::coarse_now();
+    let since = sys::tree::now();
     let ws = &plan.root.workspaces;
     let Some(dir) = &ws.policy.keep else {
         return Ok(since);
@@ -63,7 +63,7 @@ fn resume(
     Ok(r.overlays
         .first()
         .and_then(|k| k.since())
-        .unwrap_or_else(sys::tree::coarse_now))
+        .unwrap_or_else(sys::tree::now))
 }
 
 /// Nothing ran (the namespaces were refused): what [`prepare`] made goes

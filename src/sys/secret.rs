@@ -12,10 +12,12 @@ use super::{err, memfd_with, Errno, SysResult};
 /// close-on-exec memfd; its bytes in the environment overwritten with
 /// zeros and the variable removed. None when it is not set.
 ///
-/// Only before this process starts a thread (the supervisor's plan, made
-/// before clone): like std's `set_var`, it changes the environment that
-/// another thread could be reading.
-pub fn take_env(name: &str) -> SysResult<Option<OwnedFd>> {
+/// # Safety
+///
+/// No other thread may exist (the supervisor's plan, made before clone,
+/// in a single-threaded process): like std's `set_var`, it reads and
+/// changes the environment, which another thread could be reading.
+pub unsafe fn take_env(name: &str) -> SysResult<Option<OwnedFd>> {
     let Ok(c) = CString::new(name) else {
         return err("getenv", name, Errno::EINVAL);
     };

@@ -41,18 +41,17 @@ pub struct Time {
     pub nsec: i64,
 }
 
-/// Now, by the clock the kernel stamps files with (the coarse real-time
-/// clock): a file changed after this call has a ctime at or after it.
-pub fn coarse_now() -> Time {
+/// Now, by the real-time clock. The kernel stamps a file with the coarse
+/// clock's time (its last tick, at or before this one) or a finer one: a
+/// file changed before this call has a ctime at or before it, one changed
+/// after the tick this call falls in has a ctime after it.
+pub fn now() -> Time {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `t` is a writable timespec the kernel fills on success.
-    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut t) } != 0 {
-        // SAFETY: as above.
-        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut t) };
-    }
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut t) };
     Time {
         sec: t.tv_sec,
         nsec: t.tv_nsec,

@@ -12,9 +12,8 @@
 //! directory renamed out of the host directory meanwhile gets the change
 //! undone and refused, so nothing stays written outside it.
 //!
-//! What the host changed after the overlay was mounted (its ctime at or
-//! after the layer's `since`: no call sets a ctime but the change
-//! itself) is neither replaced nor removed, nor a directory holding such
+//! What the host changed after the overlay was mounted (its ctime after
+//! the layer's `since`: no call sets a ctime but the change itself) is neither replaced nor removed, nor a directory holding such
 //! a change removed: the change is refused, the host's kept.
 //!
 //! Set-user-ID and set-group-ID bits are never applied; devices, FIFOs
@@ -360,8 +359,11 @@ const CHANGED_ON_HOST: &str =
 const MAX_LOOKED_AT: usize = 100_000;
 
 /// Whether `name` in `dir` (`st`, at `shown` beneath the top), or
-/// anything beneath it when it is a directory, changed at or after
-/// `since` other than as an earlier commit left it (`ours`). A tree too
+/// anything beneath it when it is a directory, changed after `since`
+/// other than as an earlier commit left it (`ours`). A change in the
+/// clock tick `since` fell in, after it, is not seen (it came before the
+/// overlay was mounted, a moment later); one before it is never taken for
+/// the host's. A tree too
 /// large or too deep to look through counts as changed.
 fn changed_since(
     dir: &OwnedFd,
@@ -371,7 +373,7 @@ fn changed_since(
     shown: &Path,
     depth: usize,
 ) -> Result<bool, Refusal> {
-    if st.ctime >= since && ours.get(shown) != Some(&st.ctime) {
+    if st.ctime > since && ours.get(shown) != Some(&st.ctime) {
         return Ok(true);
     }
     if st.kind() != libc::S_IFDIR {

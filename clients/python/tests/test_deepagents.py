@@ -150,6 +150,8 @@ class Backend(unittest.TestCase):
 
 class OverlayBackend(unittest.TestCase):
     def test_an_agent_on_an_overlay_is_reviewed_then_committed(self):
+        if os.environ.get("STOCKADE_TEST_FALLBACK") == "1":
+            self.skipTest("an overlay is refused where user namespaces are")
         host = tempfile.mkdtemp(prefix="stockade-da-overlay-")
         self.addCleanup(shutil.rmtree, host, True)
         with open(os.path.join(host, "a.txt"), "w") as f:

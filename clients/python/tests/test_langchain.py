@@ -210,6 +210,9 @@ class ShellThroughLangChain(unittest.TestCase):
     def test_an_overlay_shows_the_host_directory_copy_on_write(self):
         from stockade.langchain import StockadeExecutionPolicy
 
+        if FALLBACK:
+            self.skipTest("an overlay is refused where user namespaces are")
+
         host = tempfile.mkdtemp(prefix="stockade-lc-overlay-")
         self.addCleanup(shutil.rmtree, host, True)
         with open(os.path.join(host, "a.txt"), "w") as f:
