@@ -6,10 +6,10 @@
 //! 2. `cargo xtask wheel` (the Python package's wheel with the static
 //!    binary, which `tests/python_wheel.rs` installs); then, in the
 //!    background (see `VmSuites`), with that static binary, `cargo xtask
-//!    vm-test` (cgroup v2, then cgroup v1 limits inside a small VM) and
-//!    `cargo xtask vm-systemd-test` (the systemd rung against a real
-//!    `systemd --user`, inside a small VM with systemd as PID 1), counted at
-//!    the end;
+//!    vm-systemd-test` (the systemd rung against a real `systemd --user`,
+//!    inside a small VM with systemd as PID 1) and `cargo xtask vm-test`
+//!    (cgroup v2, then cgroup v1 limits inside a small VM), counted at the
+//!    end;
 //! 3. `cargo test --workspace --no-fail-fast` (the integration tests start
 //!    real jails as root and as uid 65534 themselves), counted against the
 //!    list of tests of every test binary;
@@ -342,10 +342,13 @@ fn suite_logs(task: &str, extra_log: Option<&str>) -> String {
     }
 }
 
-/// The VM suites: (task, the tag of its lines, its console's log).
+/// The VM suites: (task, the tag of its lines, its console's log). The
+/// systemd one first: on a fresh machine it builds its root file system
+/// (mmdebstrap: downloads, dpkg, mounts in its chroot) while the host is
+/// still compiling the tests, before any host test runs.
 const VM_SUITES: [(&str, &str, &str); 2] = [
-    ("vm-test", "VMTEST", crate::vm::CONSOLE_LOG),
     ("vm-systemd-test", "VMTEST", crate::vm_systemd::CONSOLE_LOG),
+    ("vm-test", "VMTEST", crate::vm::CONSOLE_LOG),
 ];
 
 /// The VM suites' niceness beside the host's steps: weight 110 against a
