@@ -43,6 +43,18 @@ stockade_of() {
         for p in $(pidof stockade); do [ "$(cut -d' ' -f4 /proc/$p/stat)" = "$1" ] && echo $p; done
     fi
 }
+# await_stockade_of PID: stockade_of PID once that process has started
+# (at most 30 s of tries; a slow VM may take more than a moment to exec it).
+await_stockade_of() {
+    n=0
+    while [ $n -lt 300 ] && kill -0 $1 2>/dev/null; do
+        s=$(stockade_of $1)
+        [ -n "$s" ] && echo $s && return 0
+        sleep 0.1
+        n=$((n + 1))
+    done
+    stockade_of $1
+}
 
 echo "VMTEST INFO $who: uid $(id -u), cgroup $(cat /proc/self/cgroup)"
 
@@ -66,8 +78,7 @@ fi
 # --- the payload lives in a run cgroup below $P, the supervisor does not
 st run --timeout 60s --pids-limit 1000 -- /usr/bin/sleep 30 >/dev/null 2>&1 &
 spid=$!
-sleep 0.1
-sup=$(stockade_of $spid)
+sup=$(await_stockade_of $spid)
 found=
 i=0
 while [ $i -lt 100 ] && [ -z "$found" ]; do
@@ -146,8 +157,7 @@ if [ -z "$left" ]; then pass no_leftover_after_limit_tests; else fail no_leftove
 # --- a crashed supervisor's cgroup is removed by the next start
 st run --timeout 60s --pids-limit 1000 -- /usr/bin/sleep 30 >/dev/null 2>&1 &
 spid=$!
-sleep 0.1
-sup=$(stockade_of $spid)
+sup=$(await_stockade_of $spid)
 stale=
 i=0
 while [ $i -lt 100 ] && [ -z "$stale" ]; do

@@ -80,7 +80,17 @@ impl Step {
     /// Ends the line; `what` (may be empty) goes in the parentheses, `log`
     /// (as `shown` gives it) is said when the step failed.
     pub fn end(self, ok: bool, what: &str, log: &str) {
-        let secs = self.t0.elapsed().as_secs();
+        Step::outcome(ok, what, log, self.t0.elapsed().as_secs());
+    }
+
+    /// The whole line of a step that ran apart (in the background) and
+    /// took `secs`: said when it is counted.
+    pub fn ran(label: &str, ok: bool, what: &str, log: &str, secs: u64) {
+        print!("==> {label} ... ");
+        Step::outcome(ok, what, log, secs);
+    }
+
+    fn outcome(ok: bool, what: &str, log: &str, secs: u64) {
         let what = if what.is_empty() {
             format!("{secs} s")
         } else {

@@ -4,22 +4,27 @@
 //!
 //! 1. `cargo fmt --check` and `cargo clippy -- -D warnings`;
 //! 2. `cargo xtask wheel` (the Python package's wheel with the static
-//!    binary, which `tests/python_wheel.rs` installs), then
-//!    `cargo test --workspace --no-fail-fast` (the integration tests start
+//!    binary, which `tests/python_wheel.rs` installs); then, in the
+//!    background (see `VmSuites`), with that static binary, `cargo xtask
+//!    vm-systemd-test` (the systemd rung against a real `systemd --user`,
+//!    inside a small VM with systemd as PID 1) and `cargo xtask vm-test`
+//!    (cgroup v2, then cgroup v1 limits inside a small VM), counted at the
+//!    end;
+//! 3. `cargo test --workspace --no-fail-fast` (the integration tests start
 //!    real jails as root and as uid 65534 themselves), counted against the
 //!    list of tests of every test binary;
 //!    (the Python client's tests run inside `tests/serve_python.rs`, against
 //!    a real server);
-//! 3. bubblewrap's own test suite against `target/debug/stockade`
+//! 4. bubblewrap's own test suite against `target/debug/stockade`
 //!    (`cargo xtask bwrap-test`'s, as root and as uid 65534), each test
 //!    counted against the real bwrap 0.12 on the same host (see
 //!    `bwrap_test::verdict`);
-//! 4. the static binary (what ships) run on this host as root and as uid
-//!    65534 (`static_smoke`), then `cargo xtask vm-test` (cgroup v2, then
-//!    cgroup v1 limits inside a small VM);
-//!    then `cargo xtask vm-systemd-test` (the systemd rung against a real
-//!    `systemd --user`, inside a small VM with systemd as PID 1);
-//! 5. `cargo xtask docker-test` (inside a real Docker engine).
+//! 5. the static binary (what ships) run on this host as root and as uid
+//!    65534 (`static_smoke`);
+//! 6. `cargo xtask docker-test` (inside a real Docker engine: the host's
+//!    kernel and uid 65534, so after the host's other jails, never beside
+//!    them: RLIMIT_NPROC counts per uid across the host);
+//! 7. the VM suites' counts, once they are done.
 //!
 //! Each step's full output goes to `target/xtask-logs/<step>.log`, package
 //! installs to `apt.log`, the VM's console to `vm-console.log`. A test that
@@ -291,25 +296,141 @@ fn bwrap_suite(t: &mut Tally) {
 /// A sub-suite that prints `<TAG> PASS|FAIL|SKIPPED` lines: `cargo xtask
 /// <task>`.
 fn suite(root: &Path, t: &mut Tally, task: &str, tag: &str, extra_log: Option<&str>) {
+    let step = Step::start(&format!("cargo xtask {task}"));
+    let ok = run_suite(root, task, &[], false);
+    let (n, all_passed) = tally_suite(t, task, tag, ok);
+    step.end(
+        all_passed,
+        &format!("{n} tests"),
+        &suite_logs(task, extra_log),
+    );
+}
+
+/// Runs `cargo xtask <task> <args>` (at nice VM_NICE when `niced`), its output
+/// into `<task>.log`; whether it succeeded.
+fn run_suite(root: &Path, task: &str, args: &[String], niced: bool) -> bool {
     let log = format!("{task}.log");
     let me = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("xtask"));
-    let step = Step::start(&format!("cargo xtask {task}"));
-    let ok =
-        logs::run_to(&log, false, Command::new(&me).current_dir(root).arg(task)).unwrap_or(false);
+    let mut cmd = match niced {
+        true => {
+            let mut c = Command::new("nice");
+            c.args(["-n", VM_NICE]).arg(&me);
+            c
+        }
+        false => Command::new(&me),
+    };
+    cmd.current_dir(root).arg(task).args(args);
+    logs::run_to(&log, false, &mut cmd).unwrap_or_else(|e| {
+        logs::note(&log, &e);
+        false
+    })
+}
+
+/// Counts what `<task>.log` says into `t`; how many tests it held, and
+/// whether none failed.
+fn tally_suite(t: &mut Tally, task: &str, tag: &str, ok: bool) -> (u64, bool) {
     let (failed0, n0) = (t.failed, t.passed + t.failed + t.skipped);
-    tally::tagged(tag, ok, &logs::read(&log), t);
-    let n = t.passed + t.failed + t.skipped - n0;
-    let mut shown = logs::shown(&log);
-    if let Some(x) = extra_log {
-        shown = format!("{shown} (and {})", logs::shown(x));
+    tally::tagged(tag, ok, &logs::read(&format!("{task}.log")), t);
+    (t.passed + t.failed + t.skipped - n0, t.failed == failed0)
+}
+
+fn suite_logs(task: &str, extra_log: Option<&str>) -> String {
+    let shown = logs::shown(&format!("{task}.log"));
+    match extra_log {
+        Some(x) => format!("{shown} (and {})", logs::shown(x)),
+        None => shown,
     }
-    step.end(t.failed == failed0, &format!("{n} tests"), &shown);
+}
+
+/// The VM suites: (task, the tag of its lines, its console's log). The
+/// systemd one first: on a fresh machine it builds its root file system
+/// (mmdebstrap: downloads, dpkg, mounts in its chroot) while the host is
+/// still compiling the tests, before any host test runs.
+const VM_SUITES: [(&str, &str, &str); 2] = [
+    ("vm-systemd-test", "VMTEST", crate::vm_systemd::CONSOLE_LOG),
+    ("vm-test", "VMTEST", crate::vm::CONSOLE_LOG),
+];
+
+/// The VM suites' niceness beside the host's steps: weight 110 against a
+/// host thread's 1024, so a host test that wants a CPU gets about 90 % of
+/// it, and a VM is not stopped outright while the host is busy (at nice 19
+/// a VM got about 1.5 %: on a loaded host its clock ran on while it did
+/// not, and a deadline of stockade's inside it ran out).
+const VM_NICE: &str = "10";
+
+/// Each VM's time limit per boot when it runs beside the host's steps
+/// (alone: 240 s for vm-test's, 300 s for vm-systemd-test's). At nice 10 a
+/// VM gets only the CPU the host's tests leave, so its boots take longer
+/// than alone; the limit only stops a hung VM, and no test inside a VM
+/// depends on it.
+const VM_OVERLAP_TIMEOUT_S: u64 = 900;
+
+/// The VM suites, running one after the other in a thread while the
+/// host's steps go on: each VM has its own kernel, so no uid, cgroup or
+/// RLIMIT_NPROC count is shared with the host's jails. They run at nice
+/// VM_NICE, so that a test on the host with a deadline (a payload's 3 s
+/// timeout) gets the CPU first; the VMs take what the host's tests leave
+/// (they mostly wait on jails). Each suite's (whether it succeeded, its
+/// seconds).
+struct VmSuites(std::thread::JoinHandle<Vec<(bool, u64)>>);
+
+impl VmSuites {
+    /// Starts them with the static binary the wheel step built (`None`: each
+    /// suite builds its own).
+    fn start(root: &Path, stockade: Option<PathBuf>) -> VmSuites {
+        let mut args = vec!["--timeout".to_string(), VM_OVERLAP_TIMEOUT_S.to_string()];
+        if let Some(s) = stockade {
+            args.push("--stockade".into());
+            args.push(s.display().to_string());
+        }
+        let root = root.to_path_buf();
+        println!(
+            "==> {} started in the background (nice {VM_NICE}, counted at the end)",
+            VM_SUITES
+                .map(|(task, _, _)| format!("cargo xtask {task}"))
+                .join(", ")
+        );
+        VmSuites(std::thread::spawn(move || {
+            VM_SUITES
+                .iter()
+                .map(|(task, _, _)| {
+                    let t0 = std::time::Instant::now();
+                    let ok = run_suite(&root, task, &args, true);
+                    (ok, t0.elapsed().as_secs())
+                })
+                .collect()
+        }))
+    }
+
+    /// Waits for them and counts each into `t`, a step line each.
+    fn finish(self, t: &mut Tally) {
+        let t0 = std::time::Instant::now();
+        let ran = self.0.join().unwrap_or_default();
+        let waited = t0.elapsed().as_secs();
+        for (i, (task, tag, console)) in VM_SUITES.iter().enumerate() {
+            let Some(&(ok, secs)) = ran.get(i) else {
+                t.fail(format!(
+                    "cargo xtask {task}: its thread ended before it ran"
+                ));
+                continue;
+            };
+            let (n, all_passed) = tally_suite(t, task, tag, ok);
+            Step::ran(
+                &format!("cargo xtask {task} (in the background)"),
+                all_passed,
+                &format!("{n} tests"),
+                &suite_logs(task, Some(console)),
+                secs,
+            );
+        }
+        println!("    (waited {waited} s for the VM suites after the host's steps)");
+    }
 }
 
 /// `cargo xtask wheel`, before the cargo tests: `tests/python_wheel.rs`
 /// installs the wheel it writes (and skips without it), so the static
 /// binary is built once per run.
-fn wheel_step(t: &mut Tally) {
+fn wheel_step(t: &mut Tally) -> bool {
     const LOG: &str = "wheel.log";
     let step = Step::start("cargo xtask wheel");
     let ok = match std::env::current_exe() {
@@ -325,6 +446,7 @@ fn wheel_step(t: &mut Tally) {
     } else {
         t.fail("cargo xtask wheel".into());
     }
+    ok
 }
 
 /// The shipped static binary on this host, as root and as uid 65534: the
@@ -461,28 +583,26 @@ pub fn main(args: &[String]) -> i32 {
             "warnings",
         ]),
     );
-    if !only_cargo {
-        wheel_step(&mut t);
-    }
+    // The VM suites run beside the host's steps from here on, with the
+    // static binary the wheel step built.
+    let vms = match only_cargo {
+        true => None,
+        false => {
+            let built = wheel_step(&mut t);
+            let stockade = crate::binaries::static_path(&root);
+            Some(VmSuites::start(
+                &root,
+                (built && stockade.is_file()).then_some(stockade),
+            ))
+        }
+    };
     cargo_tests(&root, &mut t);
-    if !only_cargo {
+    if let Some(vms) = vms {
         bwrap_suite(&mut t);
         static_smoke(&root, &mut t);
-        suite(
-            &root,
-            &mut t,
-            "vm-test",
-            "VMTEST",
-            Some(crate::vm::CONSOLE_LOG),
-        );
-        suite(
-            &root,
-            &mut t,
-            "vm-systemd-test",
-            "VMTEST",
-            Some(crate::vm_systemd::CONSOLE_LOG),
-        );
+        // The host's kernel and uid 65534, as the cargo tests: after them.
         suite(&root, &mut t, "docker-test", "DOCKERTEST", None);
+        vms.finish(&mut t);
     }
     closing(&t);
     i32::from(t.failed > 0)
