@@ -183,6 +183,31 @@ pub(super) fn set_end(o: &mut Outcome, end: sys::ChildEnd) {
     };
 }
 
+/// The seccomp listener's refusals into the outcome, with a warning
+/// counting those past the outcome's cap (every launcher's).
+pub(crate) fn seccomp_denials(o: &mut Outcome, denials: Vec<crate::outcome::Denial>, more: u64) {
+    o.denials.extend(denials);
+    if more > 0 {
+        o.denials_more.insert("seccomp".into(), more);
+        o.warnings.push(format!(
+            "{more} more refused syscalls not recorded (the first {} syscall and thread pairs are)",
+            crate::outcome::MAX_DENIALS
+        ));
+    }
+}
+
+/// No seccomp listener came though one was due (every launcher's): the
+/// kernel judged refusals alone, unrecorded.
+pub(crate) fn seccomp_unheard(o: &mut Outcome) {
+    o.denials_unrecorded.insert(
+        "seccomp".into(),
+        "another seccomp filter of this process tree has the one listener it may have; the kernel refused syscalls alone".into(),
+    );
+    o.warnings.push(
+        "seccomp: refused syscalls were not recorded (another seccomp filter of this process tree has the one listener it may have; the kernel refused them alone)".into(),
+    );
+}
+
 /// Killed by the supervisor on a refused syscall (kill mode): reported as
 /// the SIGSYS death the kernel would have dealt.
 pub(crate) fn violation(o: &mut Outcome, (nr, name): (i64, String)) {

@@ -442,15 +442,7 @@ fn finish_listener(w: &mut Watch, o: &mut Outcome) -> Listened {
                 .collect();
             l.more_paths = heard.more_paths;
         }
-        o.denials.extend(heard.denials);
-        if heard.more > 0 {
-            o.denials_more.insert("seccomp".into(), heard.more);
-            o.warnings.push(format!(
-                "{} more refused syscalls not recorded (the first {} syscall and thread pairs are)",
-                heard.more,
-                crate::outcome::MAX_DENIALS
-            ));
-        }
+        report::seccomp_denials(o, heard.denials, heard.more);
     }
     (violation, unix_report, unheard, allocation_refused)
 }
@@ -541,13 +533,7 @@ fn conclude(plan: &Plan, o: &mut Outcome, e: Ended) -> Result<(), RunError> {
         return Ok(());
     }
     if unheard {
-        o.denials_unrecorded.insert(
-            "seccomp".into(),
-            "another seccomp filter of this process tree has the one listener it may have; the kernel refused syscalls alone".into(),
-        );
-        o.warnings.push(
-            "seccomp: refused syscalls were not recorded (another seccomp filter of this process tree has the one listener it may have; the kernel refused them alone)".into(),
-        );
+        report::seccomp_unheard(o);
     }
     let as_pid_1 = plan.mode.namespaces().is_some_and(|ns| ns.as_pid_1);
     let end = report::payload_end(records.status, waited.as_ref(), as_pid_1)?;

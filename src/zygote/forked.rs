@@ -267,20 +267,9 @@ impl Forked {
         };
         let violation = l.killed_for();
         let heard = l.finish();
-        o.denials.extend(heard.denials);
-        if heard.more > 0 {
-            o.denials_more.insert("seccomp".into(), heard.more);
-            o.warnings.push(format!(
-                "{} more refused syscalls not recorded (the first {} syscall and thread pairs are)",
-                heard.more,
-                outcome::MAX_DENIALS
-            ));
-        }
+        report::seccomp_denials(o, heard.denials, heard.more);
         if heard.unheard {
-            o.denials_unrecorded.insert(
-                "seccomp".into(),
-                "another seccomp filter of this process tree has the one listener it may have; the kernel refused syscalls alone".into(),
-            );
+            report::seccomp_unheard(o);
         }
         if let Some(v) = violation.filter(|_| o.status != Status::SetupError) {
             report::violation(o, v);
