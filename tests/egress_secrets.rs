@@ -13,80 +13,11 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::FileExt;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 
+use common::tls::{test_pki, tls_host, Host};
 use common::Scratch;
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-
-/// A TLS server on `ip` that answers every request `200 ok` (never
-/// echoing it) and keeps each request head it was sent.
-struct Host {
-    port: u16,
-    heads: Arc<Mutex<Vec<String>>>,
-}
-
-/// The test's authority (its PEM) and a server certificate for both hosts.
-fn test_pki() -> (String, Arc<rustls::ServerConfig>) {
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["127.0.0.2".into(), "127.0.0.3".into()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-        vec![CertificateDer::from(leaf.der().to_vec())],
-        PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-    )
-    .unwrap();
-    (ca.pem(), Arc::new(config))
-}
-
-fn tls_host(ip: &str, config: Arc<rustls::ServerConfig>) -> Host {
-    let l = TcpListener::bind((ip, 0)).unwrap();
-    let port = l.local_addr().unwrap().port();
-    let heads = Arc::new(Mutex::new(Vec::new()));
-    let h = heads.clone();
-    std::thread::spawn(move || {
-        for tcp in l.incoming().flatten() {
-            let (config, heads) = (config.clone(), h.clone());
-            std::thread::spawn(move || serve(tcp, config, heads));
-        }
-    });
-    Host { port, heads }
-}
-
-fn serve(tcp: TcpStream, config: Arc<rustls::ServerConfig>, heads: Arc<Mutex<Vec<String>>>) {
-    let conn = rustls::ServerConnection::new(config).unwrap();
-    let mut s = rustls::StreamOwned::new(conn, tcp);
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match s.read(&mut b) {
-            Ok(1) => head.push(b[0]),
-            _ => return,
-        }
-    }
-    heads
-        .lock()
-        .unwrap()
-        .push(String::from_utf8_lossy(&head).into_owned());
-    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n");
-    let _ = s.flush();
-    s.conn.send_close_notify();
-    let _ = s.flush();
-}
 
 /// What the jail runs: requests through the proxy, then its environment
 /// shown, "ready", and a wait for a line on stdin (while the host reads
@@ -117,13 +48,7 @@ sys.stdin.readline()
 
 /// A value of the usual shape, new for each run.
 fn value() -> String {
-    let mut r = [0u8; 24];
-    std::fs::File::open("/dev/urandom")
-        .unwrap()
-        .read_exact(&mut r)
-        .unwrap();
-    let tail: String = r.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sk-test-{tail}")
+    format!("sk-test-{}", common::tls::random_hex(24))
 }
 
 /// The pids below `root` (its descendants), from /proc.
@@ -525,6 +450,28 @@ fn secret_flags_that_cannot_hold_say_which() {
             &["--allow-host", "a.org", "--egress-ca", "/etc/hostname"][..],
             None,
             "--egress-ca",
+        ),
+        (
+            &[
+                "--allow-host",
+                "a.org",
+                "--secret",
+                "K:a.org",
+                "--secret-body",
+                "K=json",
+            ][..],
+            None,
+            "--secret-body: \"json\" is not a media type",
+        ),
+        (
+            &[
+                "--allow-host",
+                "a.org",
+                "--secret-body",
+                "K=application/json",
+            ][..],
+            None,
+            "--secret-body: K: no --secret K:HOST",
         ),
     ] {
         let mut c = common::stockade(who);
