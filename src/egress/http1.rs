@@ -263,7 +263,9 @@ async fn requests(
             .as_deref()
             .filter(|_| body::identity(h.encoding.as_deref()));
         let into_body = match (media, h.body) {
-            (Some(m), Body::Length(_) | Body::Chunked) => ic.body_swaps(route, t.port, m),
+            (Some(m), Body::Length(_) | Body::Chunked) if !h.raw_after => {
+                ic.body_swaps(route, t.port, m)
+            }
             _ => Vec::new(),
         };
         if !into_body.is_empty() {

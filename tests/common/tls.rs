@@ -171,6 +171,7 @@ pub fn http_host(
         rt.block_on(async move {
             let l = tokio::net::TcpListener::from_std(l).unwrap();
             while let Ok((tcp, _)) = l.accept().await {
+                let _ = tcp.set_nodelay(true);
                 let (acceptor, kept, files) = (acceptor.clone(), kept.clone(), files.clone());
                 tokio::spawn(async move {
                     let Ok(tls) = acceptor.accept(tcp).await else {
