@@ -17,11 +17,14 @@
 //! (whatever lookup is still in the host's resolver is given 2 s).
 
 mod allow;
+mod body;
 mod http1;
+mod http2;
 mod intercept;
 mod parse;
 mod record;
 mod relay;
+mod tunnel;
 
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
@@ -273,7 +276,7 @@ struct Opened {
 
 /// One client: SOCKS5 when its first byte is 5, else HTTP. A tunnel to a
 /// host a secret is bound to is intercepted; any other is relayed.
-async fn handle(mut c: TcpStream, s: &Shared) {
+async fn handle(mut c: TcpStream, s: &Arc<Shared>) {
     let mut first = [0u8; 1];
     let Ok(Ok(1)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, c.peek(&mut first)).await else {
         return;
@@ -301,7 +304,7 @@ async fn handle(mut c: TcpStream, s: &Shared) {
         open: true,
     });
     let (sent, received) = match &s.intercept {
-        Some(ic) if intercepted => http1::serve(c, o.up, &o.target, &o.route, ic, s).await,
+        Some(ic) if intercepted => tunnel::serve(c, o.up, &o.target, &o.route, ic, s).await,
         _ => relay::relay(c, o.up).await,
     };
     s.ended(at, o.head + sent, received);

@@ -11,12 +11,14 @@
 //! `--egress-ca`.
 
 mod common;
+#[path = "common/tls.rs"]
+mod tls;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::Stdio;
 
-use common::tls::{descendants, memory_holds, test_pki, tls_host, value, Host};
 use common::Scratch;
+use tls::{descendants, memory_holds, test_pki, tls_host, value, Host};
 
 /// What the jail runs: requests through the proxy, then its environment
 /// shown, "ready", and a wait for a line on stdin (while the host reads
@@ -378,6 +380,28 @@ fn secret_flags_that_cannot_hold_say_which() {
             &["--allow-host", "a.org", "--egress-ca", "/etc/hostname"][..],
             None,
             "--egress-ca",
+        ),
+        (
+            &[
+                "--allow-host",
+                "a.org",
+                "--secret",
+                "K:a.org",
+                "--secret-body",
+                "K=json",
+            ][..],
+            None,
+            "--secret-body: \"json\" is not a media type",
+        ),
+        (
+            &[
+                "--allow-host",
+                "a.org",
+                "--secret-body",
+                "K=application/json",
+            ][..],
+            None,
+            "--secret-body: K: no --secret K:HOST",
         ),
     ] {
         let mut c = common::stockade(who);

@@ -7,6 +7,8 @@
 
 mod common;
 mod serve_util;
+#[path = "common/tls.rs"]
+mod tls;
 
 use std::path::Path;
 use std::process::Command;
@@ -53,11 +55,11 @@ fn python_client_against_a_real_server() {
     let workspace = format!("proj={}", base.display());
     // The secret's host, its authority, the value's file and a profile
     // whose allowlist holds the host.
-    let (ca_pem, config) = common::tls::test_pki();
-    let host = common::tls::tls_host("127.0.0.2", config);
+    let (ca_pem, config) = tls::test_pki();
+    let host = tls::tls_host("127.0.0.2", config);
     let bound = format!("127.0.0.2:{}", host.port);
     std::fs::write(scratch.join("ca.pem"), ca_pem).unwrap();
-    let value = common::tls::value();
+    let value = tls::value();
     std::fs::write(scratch.join("key"), &value).unwrap();
     let profile = scratch.join("agent.toml");
     std::fs::write(

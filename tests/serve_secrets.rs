@@ -12,11 +12,13 @@
 
 mod common;
 mod serve_util;
+#[path = "common/tls.rs"]
+mod tls;
 
-use common::tls::{memory_holds, test_pki, tls_host, value, Host};
 use common::{Scratch, Who};
 use serde_json::{json, Value};
 use serve_util::{Lines, Server};
+use tls::{memory_holds, test_pki, tls_host, value, Host};
 
 /// What the jail runs: its variable, a request to the bound host with the
 /// placeholder in two headers, one to the other host, its environment

@@ -348,6 +348,9 @@ run_args! {
             /// Read the value of --secret NAME from this file (one trailing newline dropped) instead of the caller's environment
             #[arg(long, value_name = "NAME=PATH")]
             secret_file: Vec<String>,
+            /// Put the value of --secret NAME into request bodies of these media types too (such as application/json), besides the headers; a body is read whole (up to 4 MiB) before it is sent
+            #[arg(long, value_name = "NAME=TYPE[,TYPE…]")]
+            secret_body: Vec<String>,
             /// Trust these certificate authorities (PEM) too when the proxy reaches a secret's hosts, beside the host's trust store
             #[arg(long, value_name = "FILE")]
             egress_ca: Vec<PathBuf>,

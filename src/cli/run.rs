@@ -291,6 +291,18 @@ fn secrets(a: &RunArgs, p: &mut Policy) -> Result<(), PolicyError> {
         policy::host_exists(&path, false).map_err(|e| PolicyError::value("--secret-file", e))?;
         s.file = Some(path);
     }
+    for f in &a.secret_body {
+        let bad = |why: String| PolicyError::new("--secret-body", why);
+        let (name, types) = f
+            .split_once('=')
+            .ok_or_else(|| bad(format!("{f:?}: expected NAME=TYPE[,TYPE…]")))?;
+        let s = p
+            .secrets
+            .iter_mut()
+            .find(|s| s.name == name)
+            .ok_or_else(|| bad(format!("{name}: no --secret {name}:HOST names its hosts")))?;
+        s.body = policy::egress::Secret::parse_body_types(types).map_err(bad)?;
+    }
     for r in &a.allow_http {
         let r = policy::egress::HttpRule::parse(r)
             .map_err(|why| PolicyError::new("--allow-http", why))?;

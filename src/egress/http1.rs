@@ -1,31 +1,28 @@
-//! An intercepted connection (`--secret`): TLS ended with the jail's
-//! client (a certificate from the run's authority), TLS begun with the
-//! real host (verified), and HTTP/1.1 requests read one by one in
-//! between: each head checked for a placeholder whose value may not go to
-//! this host (refused and recorded), each bound placeholder in a header
-//! replaced by its value, the body passed on as framed (`Content-Length`
-//! or chunked). Responses flow back untouched. After an `Upgrade`
-//! request the rest flows both ways untouched.
+//! An intercepted connection (`--secret`) that speaks HTTP/1.1 (see
+//! `tunnel` for the handshakes): requests read one by one, each head
+//! checked (`Interceptor::refusal`: a placeholder whose value may not go
+//! to this host, `--allow-http` rules; refused and recorded), each bound
+//! placeholder in a header replaced by its value, the body passed on as
+//! framed (`Content-Length` or chunked), or read whole and substituted
+//! (`body`). Responses flow back untouched. After an `Upgrade` request
+//! (a websocket) the rest flows both ways untouched.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::io::{
     AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, ReadHalf,
     WriteHalf,
 };
-use tokio::net::TcpStream;
 use tokio::sync::Mutex;
-use tokio_rustls::{TlsAcceptor, TlsConnector};
 use zeroize::Zeroizing;
 
 use super::allow::Route;
-use super::intercept::{server_name, Interceptor, Swap};
+use super::body::{self, replace_into};
+use super::intercept::{Interceptor, Swap};
 use super::parse::{self, Target};
+use super::tunnel::{ClientTls, HostTls};
 use super::Shared;
-
-/// How long either TLS handshake may take.
-const HANDSHAKE: Duration = Duration::from_secs(30);
+use crate::policy::egress::is_tchar;
 
 /// A request's body, as its head frames it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +40,12 @@ pub struct Head {
     pub body: Body,
     /// `Upgrade` (a websocket, …) or CONNECT: what follows is not HTTP.
     pub raw_after: bool,
+    /// The body's media type (`Content-Type`'s, lower case).
+    pub media: Option<String>,
+    /// `Content-Encoding`'s value.
+    pub encoding: Option<Vec<u8>>,
+    /// `Expect: 100-continue`: the client waits for a 100 before its body.
+    pub expects: bool,
 }
 
 /// Rewrite one request head (through its blank line): each placeholder
@@ -66,6 +69,7 @@ pub fn rewrite(head: &[u8], swaps: &[Swap<'_>]) -> Result<Head, String> {
     out.extend_from_slice(first);
     out.push(b'\n');
     let (mut length, mut chunked, mut raw_after) = (None, false, method == b"CONNECT");
+    let (mut media, mut encoding, mut expects) = (None, None, false);
     for line in lines {
         let l = line
             .strip_suffix(b"\r")
@@ -102,6 +106,12 @@ pub fn rewrite(head: &[u8], swaps: &[Swap<'_>]) -> Result<Head, String> {
             }
         } else if name.eq_ignore_ascii_case(b"upgrade") {
             raw_after = true;
+        } else if name.eq_ignore_ascii_case(b"content-type") {
+            media = Some(body::media_type(value));
+        } else if name.eq_ignore_ascii_case(b"content-encoding") {
+            encoding = Some(value.to_vec());
+        } else if name.eq_ignore_ascii_case(b"expect") {
+            expects = value.eq_ignore_ascii_case(b"100-continue");
         }
         out.extend_from_slice(&l[..colon + 1]);
         replace_into(&mut out, &l[colon + 1..], swaps);
@@ -120,15 +130,33 @@ pub fn rewrite(head: &[u8], swaps: &[Swap<'_>]) -> Result<Head, String> {
         bytes: out,
         body,
         raw_after,
+        media,
+        encoding,
+        expects,
     })
 }
 
-/// A byte of an HTTP token (RFC 9110 5.6.2).
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+/// A rewritten head framing a body of `n` bytes by `Content-Length`
+/// alone (its `Transfer-Encoding` and `Expect` lines left out).
+pub fn relength(head: &[u8], n: usize) -> Zeroizing<Vec<u8>> {
+    let mut out = Zeroizing::new(Vec::with_capacity(head.len() + 24));
+    let mut lines = head.split_inclusive(|b| *b == b'\n');
+    out.extend_from_slice(lines.next().unwrap_or_default());
+    for l in lines.filter(|l| *l != b"\r\n") {
+        let name = l.split(|b| *b == b':').next().unwrap_or_default();
+        if [&b"content-length"[..], b"transfer-encoding", b"expect"]
+            .iter()
+            .any(|n| name.eq_ignore_ascii_case(n))
+        {
+            continue;
+        }
+        out.extend_from_slice(l);
+    }
+    out.extend_from_slice(format!("Content-Length: {n}\r\n\r\n").as_bytes());
+    out
 }
 
-fn trim(v: &[u8]) -> &[u8] {
+pub fn trim(v: &[u8]) -> &[u8] {
     let s = v
         .iter()
         .position(|b| !b.is_ascii_whitespace())
@@ -140,54 +168,16 @@ fn trim(v: &[u8]) -> &[u8] {
     &v[s..e]
 }
 
-/// `from` into `out`, each placeholder of `swaps` replaced by its value.
-fn replace_into(out: &mut Vec<u8>, from: &[u8], swaps: &[Swap<'_>]) {
-    let mut i = 0;
-    'at: while i < from.len() {
-        for s in swaps {
-            if from[i..].starts_with(s.placeholder) {
-                out.extend_from_slice(s.value);
-                i += s.placeholder.len();
-                continue 'at;
-            }
-        }
-        out.push(from[i]);
-        i += 1;
-    }
-}
-
-type ClientTls = tokio_rustls::server::TlsStream<TcpStream>;
-type HostTls = tokio_rustls::client::TlsStream<TcpStream>;
-
-/// Serve one intercepted tunnel to `route`:`port` (the client asked for
-/// `t`): the handshakes, then the requests. Bytes each way are counted.
+/// Serve the HTTP/1.1 requests of one intercepted tunnel to
+/// `route`:`port` (the client asked for `t`). Bytes each way are counted.
 pub async fn serve(
-    c: TcpStream,
-    up: TcpStream,
+    c: ClientTls,
+    up: HostTls,
     t: &Target,
     route: &Route,
     ic: &Interceptor,
     s: &Shared,
 ) -> (u64, u64) {
-    let host = t.host.to_string();
-    let Ok(config) = ic.server(&host) else {
-        return (0, 0);
-    };
-    let accepted = tokio::time::timeout(HANDSHAKE, TlsAcceptor::from(config).accept(c)).await;
-    let Ok(Ok(mut c)) = accepted else {
-        return (0, 0);
-    };
-    let up = match connect(up, route, ic).await {
-        Ok(u) => u,
-        Err(why) => {
-            let msg = format!("{host}:{} unreachable: {why}", t.port);
-            let _ = c
-                .write_all(&parse::http_error(502, "Bad Gateway", &msg))
-                .await;
-            let _ = c.shutdown().await;
-            return (0, 0);
-        }
-    };
     let (cr, cw) = tokio::io::split(c);
     let (ur, uw) = tokio::io::split(up);
     let cw = Arc::new(Mutex::new(cw));
@@ -203,17 +193,6 @@ pub async fn serve(
     };
     let _ = cw.lock().await.shutdown().await;
     (sent.0, received)
-}
-
-/// TLS to the real host, verified.
-async fn connect(up: TcpStream, route: &Route, ic: &Interceptor) -> Result<HostTls, String> {
-    let config = ic.client()?;
-    let name = server_name(route)?;
-    match tokio::time::timeout(HANDSHAKE, TlsConnector::from(config).connect(name, up)).await {
-        Ok(Ok(u)) => Ok(u),
-        Ok(Err(e)) => Err(format!("TLS: {e}")),
-        Err(_) => Err("TLS: no answer".into()),
-    }
 }
 
 /// The host's bytes back to the client, as they come: how many.
@@ -257,18 +236,10 @@ async fn requests(
                 return (sent, true);
             }
         };
-        if let Some(name) = ic.foreign(&head, Some((route, t.port))) {
-            let why = format!(
-                "the request carries the placeholder of secret {name}, which is not bound to this host"
-            );
-            s.deny(t, why.clone());
-            refuse(&cw, 403, "Forbidden", &why).await;
-            return (sent, true);
-        }
         let mut words = head.split(|b| *b == b' ');
         let method = String::from_utf8_lossy(words.next().unwrap_or_default()).into_owned();
         let target = String::from_utf8_lossy(words.next().unwrap_or_default()).into_owned();
-        if let Some(why) = ic.http_refusal(route, t.port, &method, &target) {
+        if let Some(why) = ic.refusal(route, t.port, &method, &target, &head) {
             s.deny(t, why.clone());
             refuse(&cw, 403, "Forbidden", &why).await;
             return (sent, true);
@@ -286,6 +257,44 @@ async fn requests(
             s.deny(t, why.to_string());
             refuse(&cw, 403, "Forbidden", why).await;
             return (sent, true);
+        }
+        let media = h
+            .media
+            .as_deref()
+            .filter(|_| body::identity(h.encoding.as_deref()));
+        let into_body = match (media, h.body) {
+            (Some(m), Body::Length(_) | Body::Chunked) if !h.raw_after => {
+                ic.body_swaps(route, t.port, m)
+            }
+            _ => Vec::new(),
+        };
+        if !into_body.is_empty() {
+            let _turn = ic.budget.turn().await;
+            match whole(&mut cr, &cw, &h, &into_body).await {
+                Ok(bytes) => match ic.foreign(&bytes, Some((route, t.port))) {
+                    None => match uw.write_all(&bytes).await {
+                        Ok(()) => sent += bytes.len() as u64,
+                        Err(_) => break,
+                    },
+                    Some(name) => {
+                        let why = format!("the request's body carries the placeholder of secret {name}, which is not bound to this host");
+                        s.deny(t, why.clone());
+                        refuse(&cw, 403, "Forbidden", &why).await;
+                        return (sent, true);
+                    }
+                },
+                Err((code, phrase, why, denied)) => {
+                    if denied {
+                        s.deny(t, why.clone());
+                    }
+                    refuse(&cw, code, phrase, &why).await;
+                    return (sent, true);
+                }
+            }
+            if uw.flush().await.is_err() {
+                break;
+            }
+            continue;
         }
         if uw.write_all(&h.bytes).await.is_err() {
             break;
@@ -310,6 +319,99 @@ async fn requests(
     }
     let _ = uw.shutdown().await;
     (sent, false)
+}
+
+/// A refusal: its status, phrase and reason, and whether it is recorded.
+type Refused = (u16, &'static str, String, bool);
+
+/// The request `h`'s body read whole (a 100 sent first when the client
+/// waits for one) and each placeholder of `swaps` replaced: the head and
+/// body to send. A body over [`body::MAX_BODY`] is refused.
+async fn whole(
+    cr: &mut BufReader<ReadHalf<ClientTls>>,
+    cw: &Mutex<WriteHalf<ClientTls>>,
+    h: &Head,
+    swaps: &[Swap<'_>],
+) -> Result<Zeroizing<Vec<u8>>, Refused> {
+    let media = h.media.as_deref().unwrap_or_default();
+    let large = || (413, "Content Too Large", body::too_large(media), true);
+    if matches!(h.body, Body::Length(n) if n > body::MAX_BODY as u64) {
+        return Err(large());
+    }
+    if h.expects {
+        let mut w = cw.lock().await;
+        let sent = w.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await;
+        if sent.and(w.flush().await).is_err() {
+            return Err((400, "Bad Request", "the client is gone".into(), false));
+        }
+    }
+    let bad = |e: std::io::Error| {
+        (
+            400,
+            "Bad Request",
+            format!("the request's body: {e}"),
+            false,
+        )
+    };
+    let read = match h.body {
+        Body::Length(n) => {
+            let mut b = Zeroizing::new(vec![0u8; n as usize]);
+            cr.read_exact(&mut b).await.map(|_| b).map_err(bad)?
+        }
+        Body::Chunked => dechunk(cr).await.map_err(|e| match e.kind() {
+            std::io::ErrorKind::FileTooLarge => large(),
+            _ => bad(e),
+        })?,
+        Body::None => Zeroizing::new(Vec::new()),
+    };
+    let b = body::substitute(&read, swaps);
+    let mut out = relength(&h.bytes, b.len());
+    out.extend_from_slice(&b);
+    Ok(out)
+}
+
+/// A chunked body's data, read whole (at most [`body::MAX_BODY`] bytes:
+/// else `FileTooLarge`); one with trailers is refused (they would be
+/// dropped).
+async fn dechunk<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+) -> std::io::Result<Zeroizing<Vec<u8>>> {
+    let mut out = Zeroizing::new(Vec::new());
+    loop {
+        let size = chunk_size(&read_line(r).await?)?;
+        if size == 0 {
+            if read_line(r).await? != b"\r\n" {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "trailers after a body a secret's value goes into",
+                ));
+            }
+            return Ok(out);
+        }
+        if out.len() as u64 + size > body::MAX_BODY as u64 {
+            return Err(std::io::ErrorKind::FileTooLarge.into());
+        }
+        let at = out.len();
+        out.resize(at + size as usize, 0);
+        r.read_exact(&mut out[at..]).await?;
+        if read_line(r).await? != b"\r\n" {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "bad chunk",
+            ));
+        }
+    }
+}
+
+/// A chunk's size line's size: hex digits only (no sign, no space), as
+/// strict as any host.
+fn chunk_size(line: &[u8]) -> std::io::Result<u64> {
+    line.split(|b| *b == b';' || *b == b'\r')
+        .next()
+        .filter(|h| !h.is_empty() && h.len() <= 16 && h.iter().all(u8::is_ascii_hexdigit))
+        .and_then(|h| std::str::from_utf8(h).ok())
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "bad chunk"))
 }
 
 /// An error answered to the client, and its end.
@@ -376,14 +478,7 @@ where
     let mut n = 0u64;
     loop {
         let line = read_line(r).await?;
-        // Hex digits only (no sign, no space): as strict as any host.
-        let size = line
-            .split(|b| *b == b';' || *b == b'\r')
-            .next()
-            .filter(|h| !h.is_empty() && h.len() <= 16 && h.iter().all(u8::is_ascii_hexdigit))
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u64::from_str_radix(h, 16).ok())
-            .ok_or_else(bad)?;
+        let size = chunk_size(&line)?;
         w.write_all(&line).await?;
         n += line.len() as u64;
         if size == 0 {
@@ -426,6 +521,21 @@ pub fn plain_carries<'a>(ic: &'a Interceptor, head: &[u8]) -> Option<&'a str> {
 mod tests {
     use super::super::intercept::contains;
     use super::*;
+
+    #[test]
+    fn a_substituted_body_is_framed_by_its_new_length() {
+        let h = rewrite(
+            b"POST /v1 HTTP/1.1\r\nHost: a\r\nContent-Type: application/json; charset=utf-8\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\nX-K: v\r\n\r\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(h.media.as_deref(), Some("application/json"));
+        assert!(h.expects && h.body == Body::Chunked);
+        assert_eq!(
+            String::from_utf8(relength(&h.bytes, 12).to_vec()).unwrap(),
+            "POST /v1 HTTP/1.1\r\nHost: a\r\nContent-Type: application/json; charset=utf-8\r\nX-K: v\r\nContent-Length: 12\r\n\r\n"
+        );
+    }
 
     fn swaps() -> Vec<Swap<'static>> {
         vec![Swap {

@@ -21,6 +21,7 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use zeroize::Zeroizing;
 
 use super::allow::Route;
+use super::body::Budget;
 use crate::plan::secrets::{read_value, Held, Interception, TrustFile};
 use crate::plan::SetupError;
 use crate::policy::egress::{AllowHost, HostPattern, HttpRule};
@@ -31,6 +32,8 @@ struct Bound {
     hosts: Vec<AllowHost>,
     placeholder: String,
     value: Zeroizing<Vec<u8>>,
+    /// The media types of the bodies it goes into too.
+    body: Vec<String>,
 }
 
 impl Bound {
@@ -53,12 +56,16 @@ pub struct Interceptor {
     ca: CertifiedIssuer<'static, KeyPair>,
     /// One key for every host's certificate.
     leaf: KeyPair,
-    servers: Mutex<HashMap<String, Arc<ServerConfig>>>,
+    /// By host and protocol (HTTP/2 or not).
+    servers: Mutex<HashMap<(String, bool), Arc<ServerConfig>>>,
     /// Made on first use, on the proxy's thread (reading the host's
-    /// trust store takes milliseconds).
-    client: OnceLock<Result<Arc<ClientConfig>, String>>,
+    /// trust store takes milliseconds): offering HTTP/1.1 alone, and
+    /// HTTP/2 first.
+    client: OnceLock<Result<[Arc<ClientConfig>; 2], String>>,
     cas: Vec<std::path::PathBuf>,
     http: Vec<HttpRule>,
+    /// Bodies read whole at once (`--secret-body`).
+    pub budget: Budget,
     /// Removed when the proxy is done with it.
     _trust: TrustFile,
 }
@@ -87,6 +94,7 @@ impl Interceptor {
                 hosts: s.hosts.clone(),
                 placeholder: s.placeholder.clone(),
                 value,
+                body: s.body.clone(),
             });
         }
         drop(held.values);
@@ -107,6 +115,7 @@ impl Interceptor {
             client: OnceLock::new(),
             cas: i.cas.clone(),
             http: i.http.clone(),
+            budget: Budget::default(),
             _trust: held.trust,
         })
     }
@@ -122,15 +131,31 @@ impl Interceptor {
         self.http.iter().any(|r| host_is(&r.host, route, port))
     }
 
-    /// Why the request `method` `target` may not go to `route`:`port`
-    /// (None: it may: no rule names the host, or one allows it).
-    pub fn http_refusal(
+    /// Why a request may not go to `route`:`port` (a 403, recorded), or
+    /// None: the one decision for HTTP/1.1 and HTTP/2. `head` is the
+    /// request as written (its line or pseudo-headers, and its headers):
+    /// refused when it carries the placeholder of a secret not bound
+    /// there, or when `--allow-http` rules name the host and none allows
+    /// `method` on `target`.
+    pub fn refusal(
         &self,
         route: &Route,
         port: u16,
         method: &str,
         target: &str,
+        head: &[u8],
     ) -> Option<String> {
+        if let Some(name) = self.foreign(head, Some((route, port))) {
+            return Some(format!(
+                "the request carries the placeholder of secret {name}, which is not bound to this host"
+            ));
+        }
+        self.http_refusal(route, port, method, target)
+    }
+
+    /// Why the request `method` `target` may not go to `route`:`port`
+    /// (None: it may: no rule names the host, or one allows it).
+    fn http_refusal(&self, route: &Route, port: u16, method: &str, target: &str) -> Option<String> {
         let rules: Vec<&HttpRule> = self
             .http
             .iter()
@@ -159,6 +184,19 @@ impl Interceptor {
             .collect()
     }
 
+    /// The values that go into a body of the media type `media`
+    /// (`type/subtype`, lower case) to `route`:`port` (`--secret-body`).
+    pub fn body_swaps(&self, route: &Route, port: u16, media: &str) -> Vec<Swap<'_>> {
+        self.bound
+            .iter()
+            .filter(|b| b.binds(route, port) && b.body.iter().any(|t| t == media))
+            .map(|b| Swap {
+                placeholder: b.placeholder.as_bytes(),
+                value: &b.value,
+            })
+            .collect()
+    }
+
     /// The name of a secret whose placeholder `bytes` carries and whose
     /// value may not go to `route`:`port` (None: any secret's).
     pub fn foreign(&self, bytes: &[u8], to: Option<(&Route, u16)>) -> Option<&str> {
@@ -170,10 +208,11 @@ impl Interceptor {
     }
 
     /// The TLS settings the jail's client meets for `host` (as it named
-    /// it): a certificate for it from the run's authority; HTTP/1.1 only.
-    pub fn server(&self, host: &str) -> Result<Arc<ServerConfig>, String> {
+    /// it): a certificate for it from the run's authority; HTTP/2 (`h2`)
+    /// or HTTP/1.1 alone, as the real host chose.
+    pub fn server(&self, host: &str, h2: bool) -> Result<Arc<ServerConfig>, String> {
         let mut m = self.servers.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = m.get(host) {
+        if let Some(c) = m.get(&(host.to_string(), h2)) {
             return Ok(c.clone());
         }
         let mut p = CertificateParams::new(vec![host.to_string()]).map_err(|e| e.to_string())?;
@@ -189,16 +228,23 @@ impl Interceptor {
             .with_no_client_auth()
             .with_single_cert(vec![cert.der().clone()], key)
             .map_err(|e| e.to_string())?;
-        c.alpn_protocols = vec![b"http/1.1".to_vec()];
+        c.alpn_protocols = vec![match h2 {
+            true => b"h2".to_vec(),
+            false => b"http/1.1".to_vec(),
+        }];
         let c = Arc::new(c);
-        m.insert(host.to_string(), c.clone());
+        m.insert((host.to_string(), h2), c.clone());
         Ok(c)
     }
 
     /// The TLS settings toward the real hosts: the host's trust store and
-    /// `--egress-ca`'s anchors; HTTP/1.1 only.
-    pub fn client(&self) -> Result<Arc<ClientConfig>, String> {
-        self.client.get_or_init(|| client_config(&self.cas)).clone()
+    /// `--egress-ca`'s anchors; offering HTTP/2 first (`h2`), or
+    /// HTTP/1.1 alone.
+    pub fn client(&self, h2: bool) -> Result<Arc<ClientConfig>, String> {
+        let both = self.client.get_or_init(|| client_config(&self.cas));
+        both.as_ref()
+            .map(|c| c[usize::from(h2)].clone())
+            .map_err(|e| e.clone())
     }
 }
 
@@ -210,7 +256,7 @@ pub fn server_name(route: &Route) -> Result<ServerName<'static>, String> {
     }
 }
 
-fn client_config(cas: &[std::path::PathBuf]) -> Result<Arc<ClientConfig>, String> {
+fn client_config(cas: &[std::path::PathBuf]) -> Result<[Arc<ClientConfig>; 2], String> {
     let mut roots = RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();
     let _ = roots.add_parsable_certificates(native.certs);
@@ -229,7 +275,9 @@ fn client_config(cas: &[std::path::PathBuf]) -> Result<Arc<ClientConfig>, String
         .with_root_certificates(roots)
         .with_no_client_auth();
     c.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(c))
+    let mut h2 = c.clone();
+    h2.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok([Arc::new(c), Arc::new(h2)])
 }
 
 /// The run's authority: a CA for servers only, path length 0, limited

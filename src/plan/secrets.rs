@@ -54,6 +54,8 @@ pub struct Planned {
     pub hosts: Vec<AllowHost>,
     /// What the jail's variable holds instead of the value.
     pub placeholder: String,
+    /// The media types of the request bodies the value goes into too.
+    pub body: Vec<String>,
 }
 
 /// What the proxy intercepts and with what, decided before clone.
@@ -147,6 +149,7 @@ pub fn plan(
             name: s.name.clone(),
             hosts: s.hosts.clone(),
             placeholder,
+            body: s.body.clone(),
         });
     }
     let trust = trust_file(first)?;

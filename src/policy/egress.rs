@@ -201,6 +201,10 @@ pub struct Secret {
     /// caller's environment variable NAME.
     #[serde(default)]
     pub file: Option<PathBuf>,
+    /// The media types (`type/subtype`, lower case) of the request bodies
+    /// the value goes into too (`--secret-body NAME=TYPE[,TYPE…]`).
+    #[serde(default)]
+    pub body: Vec<String>,
 }
 
 impl Secret {
@@ -222,7 +226,27 @@ impl Secret {
             name: name.to_string(),
             hosts,
             file: None,
+            body: Vec::new(),
         })
+    }
+
+    /// Parse `--secret-body`'s `TYPE[,TYPE…]` (media types such as
+    /// `application/json`, no parameters): lower case; the error says why,
+    /// without the flag.
+    pub fn parse_body_types(s: &str) -> Result<Vec<String>, String> {
+        s.split(',')
+            .map(|t| {
+                let t = t.trim().to_ascii_lowercase();
+                let ok = t.split_once('/').is_some_and(|(a, b)| {
+                    [a, b]
+                        .iter()
+                        .all(|p| !p.is_empty() && p.bytes().all(is_tchar) && *p != "*")
+                });
+                ok.then_some(t.clone()).ok_or_else(|| {
+                    format!("{t:?} is not a media type (TYPE/SUBTYPE, such as application/json)")
+                })
+            })
+            .collect()
     }
 
     /// Whether the value may go to the name `name` (normalized) on `port`.
@@ -308,6 +332,11 @@ fn glob(pat: &[u8], s: &[u8]) -> bool {
         Some((b'*', rest)) => (0..=s.len()).any(|i| glob(rest, &s[i..])),
         Some((c, rest)) => s.first() == Some(c) && glob(rest, &s[1..]),
     }
+}
+
+/// A byte of an HTTP token (RFC 9110 5.6.2).
+pub fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// A variable name: ASCII letters, digits and `_`, not first a digit.
@@ -422,6 +451,26 @@ mod tests {
 
     fn p(s: &str) -> AllowHost {
         AllowHost::parse(s).unwrap()
+    }
+
+    #[test]
+    fn secret_body_types_are_media_types() {
+        assert_eq!(
+            Secret::parse_body_types("application/JSON, application/x-www-form-urlencoded"),
+            Ok(vec![
+                "application/json".to_string(),
+                "application/x-www-form-urlencoded".to_string()
+            ])
+        );
+        for bad in [
+            "json",
+            "application/",
+            "*/*",
+            "text/plain; charset=utf-8",
+            "",
+        ] {
+            assert!(Secret::parse_body_types(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
