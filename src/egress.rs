@@ -76,6 +76,9 @@ struct Shared {
     /// The secrets' hosts' TLS, intercepted (`--secret`).
     intercept: Option<Interceptor>,
     denials: Mutex<Denials>,
+    /// The relayed connections still open, by their index in
+    /// `denials.connections`, with their bytes so far.
+    live: Mutex<Vec<(usize, Arc<relay::Live>)>>,
     /// Told each new refusal and each connection ended or refused (the
     /// supervisor's `--denials-fd` lines).
     tell: Box<dyn Fn(&Record) + Send + Sync>,
@@ -132,6 +135,10 @@ impl Shared {
 
     /// A connection recorded at `at` ended: its bytes, and its line.
     fn ended(&self, at: Option<usize>, sent: u64, received: u64) {
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(i, _)| Some(*i) != at);
         let mut d = self.denials.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = at.and_then(|i| d.connections.get_mut(i)) {
             c.sent = sent;
@@ -188,6 +195,7 @@ impl Proxy {
             egress,
             intercept,
             denials: Mutex::new(Denials::default()),
+            live: Mutex::new(Vec::new()),
             tell: Box::new(tell),
         });
         let (tx, rx) = oneshot::channel();
@@ -213,6 +221,21 @@ impl Proxy {
             .denials
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        // A relayed connection still open: its bytes so far (every byte
+        // its client was sent was read from the host first).
+        let live = self.shared.live.lock().unwrap_or_else(|e| e.into_inner());
+        for (i, l) in live.iter() {
+            if let Some(c) = d.connections.get_mut(*i) {
+                let (sent, received) = l.counts();
+                c.sent += sent;
+                c.received = received;
+            }
+        }
+        drop(live);
+        // Each connection has its line: one still open, now.
+        for c in d.connections.iter().filter(|c| c.open) {
+            (self.shared.tell)(&Record::Connection(c));
+        }
         std::mem::take(&mut *d)
     }
 
@@ -298,14 +321,22 @@ async fn handle(mut c: TcpStream, s: &Arc<Shared>) {
         address: o.up.peer_addr().ok().map(|a| a.to_string()),
         verdict: Verdict::Allowed,
         rule: allow::rule(&s.egress, &o.route, &o.up, o.target.port),
-        sent: 0,
+        sent: o.head,
         received: 0,
         intercepted,
         open: true,
     });
     let (sent, received) = match &s.intercept {
         Some(ic) if intercepted => tunnel::serve(c, o.up, &o.target, &o.route, ic, s).await,
-        _ => relay::relay(c, o.up).await,
+        _ => {
+            let live = Arc::new(relay::Live::default());
+            if let Some(i) = at {
+                let mut l = s.live.lock().unwrap_or_else(|e| e.into_inner());
+                l.push((i, live.clone()));
+            }
+            relay::relay(c, o.up, live.clone()).await;
+            live.counts()
+        }
     };
     s.ended(at, o.head + sent, received);
 }

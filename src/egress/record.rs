@@ -32,7 +32,8 @@ pub struct Connection {
     pub received: u64,
     /// TLS ended and begun again by the proxy (a secret's host).
     pub intercepted: bool,
-    /// Still open when the run ended (its bytes counted so far: none).
+    /// Still open when the run ended (a relayed one's bytes are those
+    /// carried so far; an intercepted one's none).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub open: bool,
 }

@@ -4,9 +4,13 @@
 //! relay bytes both ways.
 
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::allow::{self, Route};
@@ -126,10 +130,80 @@ pub async fn read_head(s: &mut TcpStream) -> Result<Vec<u8>, String> {
     Ok(head)
 }
 
-/// Copy both ways until both sides are done: the bytes from `a` to `b`,
-/// and back (as far as they went when either side failed: none).
-pub async fn relay(mut a: TcpStream, mut b: TcpStream) -> (u64, u64) {
-    tokio::io::copy_bidirectional(&mut a, &mut b)
-        .await
-        .unwrap_or((0, 0))
+/// The bytes a relayed connection carried so far, each way: read when
+/// the run ends with the connection still open.
+#[derive(Debug, Default)]
+pub struct Live {
+    pub sent: AtomicU64,
+    pub received: AtomicU64,
+}
+
+impl Live {
+    /// (sent, received) so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.sent.load(Ordering::Relaxed),
+            self.received.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Copy both ways until both sides are done, counting into `live` each
+/// chunk read from `a` (sent) and from `b` (received) as it is read.
+pub async fn relay(a: TcpStream, b: TcpStream, live: Arc<Live>) {
+    let mut a = Counted {
+        inner: a,
+        live: live.clone(),
+        sent: true,
+    };
+    let mut b = Counted {
+        inner: b,
+        live,
+        sent: false,
+    };
+    let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
+}
+
+/// A stream whose reads are counted into one side of a [`Live`].
+struct Counted {
+    inner: TcpStream,
+    live: Arc<Live>,
+    /// Counted as sent (the jail's side) or received (the host's).
+    sent: bool,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = (buf.filled().len() - before) as u64;
+        let side = match self.sent {
+            true => &self.live.sent,
+            false => &self.live.received,
+        };
+        side.fetch_add(n, Ordering::Relaxed);
+        r
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
