@@ -414,12 +414,12 @@ import http.client, json, os, socket, ssl, sys, time
 n, proxy = int(sys.argv[1]), os.environ.get("HTTPS_PROXY")
 connect = socket.create_connection
 def nodelay(*a, **k):
-    # As curl does: without it the handshake's last flight and the request
-    # wait for a delayed ACK (40 ms) on some connections.
+    # As curl does (Python's clients do not): Nagle's algorithm off.
     s = connect(*a, **k)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return s
-socket.create_connection = nodelay
+if sys.argv[4] == "nodelay":
+    socket.create_connection = nodelay
 ctx = ssl._create_unverified_context()
 def conn(host, port):
     if proxy:
@@ -442,7 +442,7 @@ for name, host, port in [("intercepted", "127.0.0.2", int(sys.argv[2])), ("tunne
     for _ in range(n):
         t = time.perf_counter(); get(c); per_req.append(time.perf_counter() - t)
     c.close()
-    print(json.dumps({"host": name, "connection": stats(per_conn), "request": stats(per_req)}))
+    print(json.dumps({"host": name, "client": sys.argv[4], "connection": stats(per_conn), "request": stats(per_req)}))
 "#;
 
 /// The latency the proxy adds, per connection and per request, with and
@@ -456,37 +456,39 @@ fn measure_the_latency_interception_adds() {
     let b = http_host("127.0.0.3", &config, HashMap::new());
     let (pa, pb) = (a.port.to_string(), b.port.to_string());
     let n = "200";
-    let direct = std::process::Command::new("/usr/bin/python3")
-        .env_remove("HTTPS_PROXY")
-        .args(["-c", MEASURE, n, &pa, &pb])
-        .output()
-        .unwrap();
     let dir = Scratch::new("egress-measure").world_writable();
     std::fs::write(dir.join("key"), format!("sk-test-{}", random_hex(24))).unwrap();
     std::fs::write(dir.join("ca.pem"), &ca_pem).unwrap();
-    let o = common::run(
-        Who::Root,
-        &[
-            "--allow-host",
-            &format!("127.0.0.2:{pa}"),
-            "--allow-host",
-            &format!("127.0.0.3:{pb}"),
-            "--secret",
-            &format!("TOKEN:127.0.0.2:{pa}"),
-            "--secret-file",
-            &format!("TOKEN={}", dir.arg("key")),
-            "--egress-ca",
-            &dir.arg("ca.pem"),
-        ],
-        &["/usr/bin/python3", "-c", MEASURE, n, &pa, &pb],
-    );
-    println!(
-        "direct (host, no proxy), median and p90 in ms:\n{}",
-        common::stdout(&direct)
-    );
-    println!(
-        "through the proxy (jail):\n{}{}",
-        common::stdout(&o),
-        common::stderr(&o)
-    );
+    for client in ["default", "nodelay"] {
+        let direct = std::process::Command::new("/usr/bin/python3")
+            .env_remove("HTTPS_PROXY")
+            .args(["-c", MEASURE, n, &pa, &pb, client])
+            .output()
+            .unwrap();
+        let o = common::run(
+            Who::Root,
+            &[
+                "--allow-host",
+                &format!("127.0.0.2:{pa}"),
+                "--allow-host",
+                &format!("127.0.0.3:{pb}"),
+                "--secret",
+                &format!("TOKEN:127.0.0.2:{pa}"),
+                "--secret-file",
+                &format!("TOKEN={}", dir.arg("key")),
+                "--egress-ca",
+                &dir.arg("ca.pem"),
+            ],
+            &["/usr/bin/python3", "-c", MEASURE, n, &pa, &pb, client],
+        );
+        println!(
+            "direct (host, no proxy), median and p90 in ms:\n{}",
+            common::stdout(&direct)
+        );
+        println!(
+            "through the proxy (jail):\n{}{}",
+            common::stdout(&o),
+            common::stderr(&o)
+        );
+    }
 }
