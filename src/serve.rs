@@ -23,6 +23,7 @@ mod metrics;
 mod pool;
 mod request;
 mod run;
+mod secrets;
 mod session;
 mod session_http;
 mod stream;
@@ -87,6 +88,8 @@ pub struct State {
     pub sessions: session::Sessions,
     /// `--workspace-base`: the host directories runs may overlay.
     pub bases: Vec<workspace::Base>,
+    /// `--secret`, `--secret-file`, `--egress-ca`: what requests may name.
+    pub secrets: secrets::Declared,
 }
 
 impl State {
@@ -151,6 +154,11 @@ pub fn main(a: ServeArgs) -> i32 {
         Ok(b) => b,
         Err(e) => return fail(e),
     };
+    let secrets =
+        match secrets::Declared::from_args(&a.secret, &a.secret_file, &a.egress_ca, &profiles) {
+            Ok(s) => s,
+            Err(e) => return fail(e),
+        };
     let token = match listen::read_token(a.token_file.as_deref()) {
         Ok(t) => t,
         Err(e) => return fail(e),
@@ -195,6 +203,7 @@ pub fn main(a: ServeArgs) -> i32 {
         confinement,
         sessions: session::Sessions::default(),
         bases,
+        secrets,
     });
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -270,8 +279,10 @@ fn warm_pools(
             env: Vec::new(),
             limits: request::Requested::default(),
             workspace: None,
+            secrets: Vec::new(),
         };
-        let (template, _) = run::policy_with(profiles, max, &req, false)
+        let none = secrets::Declared::default();
+        let (template, _) = run::policy_with(profiles, max, &none, &req, false)
             .map_err(|e| format!("--warm: {name}: {}", e.message))?;
         pools.push((name.clone(), template, *n));
     }

@@ -13,80 +13,10 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::os::unix::fs::FileExt;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 
+use common::tls::{descendants, memory_holds, test_pki, tls_host, value, Host};
 use common::Scratch;
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-
-/// A TLS server on `ip` that answers every request `200 ok` (never
-/// echoing it) and keeps each request head it was sent.
-struct Host {
-    port: u16,
-    heads: Arc<Mutex<Vec<String>>>,
-}
-
-/// The test's authority (its PEM) and a server certificate for both hosts.
-fn test_pki() -> (String, Arc<rustls::ServerConfig>) {
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["127.0.0.2".into(), "127.0.0.3".into()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-        vec![CertificateDer::from(leaf.der().to_vec())],
-        PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-    )
-    .unwrap();
-    (ca.pem(), Arc::new(config))
-}
-
-fn tls_host(ip: &str, config: Arc<rustls::ServerConfig>) -> Host {
-    let l = TcpListener::bind((ip, 0)).unwrap();
-    let port = l.local_addr().unwrap().port();
-    let heads = Arc::new(Mutex::new(Vec::new()));
-    let h = heads.clone();
-    std::thread::spawn(move || {
-        for tcp in l.incoming().flatten() {
-            let (config, heads) = (config.clone(), h.clone());
-            std::thread::spawn(move || serve(tcp, config, heads));
-        }
-    });
-    Host { port, heads }
-}
-
-fn serve(tcp: TcpStream, config: Arc<rustls::ServerConfig>, heads: Arc<Mutex<Vec<String>>>) {
-    let conn = rustls::ServerConnection::new(config).unwrap();
-    let mut s = rustls::StreamOwned::new(conn, tcp);
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match s.read(&mut b) {
-            Ok(1) => head.push(b[0]),
-            _ => return,
-        }
-    }
-    heads
-        .lock()
-        .unwrap()
-        .push(String::from_utf8_lossy(&head).into_owned());
-    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n");
-    let _ = s.flush();
-    s.conn.send_close_notify();
-    let _ = s.flush();
-}
 
 /// What the jail runs: requests through the proxy, then its environment
 /// shown, "ready", and a wait for a line on stdin (while the host reads
@@ -114,83 +44,6 @@ print("env", sorted(os.environ.items()))
 print("ready", flush=True)
 sys.stdin.readline()
 "#;
-
-/// A value of the usual shape, new for each run.
-fn value() -> String {
-    let mut r = [0u8; 24];
-    std::fs::File::open("/dev/urandom")
-        .unwrap()
-        .read_exact(&mut r)
-        .unwrap();
-    let tail: String = r.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sk-test-{tail}")
-}
-
-/// The pids below `root` (its descendants), from /proc.
-fn descendants(root: u32) -> Vec<u32> {
-    let mut parent = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(") ") else {
-            continue;
-        };
-        if let Some(pp) = rest.split(' ').nth(1).and_then(|p| p.parse::<u32>().ok()) {
-            parent.push((pid, pp));
-        }
-    }
-    let mut out = Vec::new();
-    let mut todo = vec![root];
-    while let Some(p) = todo.pop() {
-        for (c, _) in parent.iter().filter(|(_, pp)| *pp == p) {
-            out.push(*c);
-            todo.push(*c);
-        }
-    }
-    out
-}
-
-/// Whether `needle` is in any readable mapping of `pid`'s memory, or in
-/// its environ or cmdline; None when its memory cannot be read.
-fn memory_holds(pid: u32, needle: &[u8]) -> Option<bool> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
-    let find = |hay: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
-    let mut read_any = false;
-    for line in maps.lines() {
-        let mut f = line.split_whitespace();
-        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
-            continue;
-        };
-        if !perms.starts_with('r') || line.ends_with("[vvar]") || line.ends_with("[vsyscall]") {
-            continue;
-        }
-        let (a, b) = range.split_once('-')?;
-        let (a, b) = (
-            u64::from_str_radix(a, 16).ok()?,
-            u64::from_str_radix(b, 16).ok()?,
-        );
-        let mut buf = vec![0u8; (b - a) as usize];
-        if mem.read_exact_at(&mut buf, a).is_ok() {
-            read_any = true;
-            if find(&buf) {
-                return Some(true);
-            }
-        }
-    }
-    for f in ["environ", "cmdline"] {
-        if let Ok(b) = std::fs::read(format!("/proc/{pid}/{f}")) {
-            if find(&b) {
-                return Some(true);
-            }
-        }
-    }
-    read_any.then_some(false)
-}
 
 #[test]
 fn a_secret_goes_only_to_its_host_and_never_into_the_jail() {
@@ -613,6 +466,111 @@ fn allow_http_rules_let_only_the_requests_they_name_through() {
         assert!(
             heads.iter().all(|h| h.starts_with("GET /v1/models?q=1 ")),
             "{who:?}: {heads:?}"
+        );
+    }
+}
+
+#[test]
+fn a_session_command_sends_the_placeholder_and_the_bound_host_sees_the_value() {
+    let test = "a_session_command_sends_the_placeholder_and_the_bound_host_sees_the_value";
+    if !std::path::Path::new("/usr/bin/curl").exists() {
+        common::skip(test, "no /usr/bin/curl");
+        return;
+    }
+    let (ca_pem, config) = test_pki();
+    let a = tls_host("127.0.0.2", config.clone());
+    let b = tls_host("127.0.0.3", config);
+    for who in common::users(test) {
+        let dir = Scratch::new("egress-secret-session").world_writable();
+        std::fs::write(dir.join("ca.pem"), &ca_pem).unwrap();
+        let secret = value();
+        let (pa, pb) = (a.port.to_string(), b.port.to_string());
+        let curl = |host: &str, port: &str, path: &str| {
+            format!(
+                "/usr/bin/curl -sS -w ' %{{http_code}}\\n' -H \"Authorization: Bearer $API_KEY\" https://{host}:{port}/{path}"
+            )
+        };
+        // Two commands, one after the other: the variable and a request to
+        // each host (the second bound to another secret, so intercepted
+        // too); the session ends at the end of its stdin.
+        let requests = [
+            serde_json::json!({"op": "exec", "id": "1", "command": format!("echo \"placeholder $API_KEY\"; {}", curl("127.0.0.2", &pa, "session"))}),
+            serde_json::json!({"op": "exec", "id": "2", "command": format!("{}; tr '\\0' '\\n' < /proc/self/environ", curl("127.0.0.3", &pb, "foreign"))}),
+        ];
+        let mut c = common::stockade(who);
+        c.env("API_KEY", &secret)
+            .env("OTHER_KEY", "other-0123456789abcdef0123")
+            .arg("session")
+            .args(["--allow-host", &format!("127.0.0.2:{pa}")])
+            .args(["--allow-host", &format!("127.0.0.3:{pb}")])
+            .args(["--secret", &format!("API_KEY:127.0.0.2:{pa}")])
+            .args(["--secret", &format!("OTHER_KEY:127.0.0.3:{pb}")])
+            .args(["--egress-ca", &dir.arg("ca.pem")])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut reader = BufReader::new(child.stdout.take().unwrap());
+        let mut events = String::new();
+        for r in &requests {
+            writeln!(stdin, "{r}").unwrap();
+            loop {
+                let mut line = String::new();
+                assert!(
+                    reader.read_line(&mut line).unwrap() > 0,
+                    "{who:?}: {events}"
+                );
+                events.push_str(&line);
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+                if v["event"] == "exit" && v["id"] == r["id"] {
+                    break;
+                }
+            }
+        }
+        drop(stdin);
+        reader.read_to_string(&mut events).unwrap();
+        let o = child.wait_with_output().unwrap();
+        let err = common::stderr(&o);
+        assert!(o.status.success(), "{who:?}: {events}\n{err}");
+        assert!(
+            !events.contains(&secret) && !err.contains(&secret),
+            "{who:?}: the value left the proxy: {events}\n{err}"
+        );
+        let mut out = String::new();
+        for line in events.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if v["event"] == "output" && v["stream"] == "stdout" {
+                out += v["data"].as_str().unwrap_or_default();
+            }
+        }
+        let placeholder = out
+            .lines()
+            .find_map(|l| l.strip_prefix("placeholder "))
+            .unwrap_or_else(|| panic!("{who:?}: {events}"))
+            .to_string();
+        assert!(
+            placeholder.starts_with("sk-test-"),
+            "{who:?}: {placeholder}"
+        );
+        assert!(out.contains("ok\n 200\n"), "{who:?}: {out}");
+        assert!(out.contains(" 403\n"), "{who:?}: {out}");
+        assert!(
+            out.contains(&format!("API_KEY={placeholder}\n")),
+            "{who:?}: {out}"
+        );
+        let heads = a.heads.lock().unwrap().clone();
+        assert!(
+            heads.iter().any(|h| h.starts_with("GET /session ")
+                && h.contains(&format!("Authorization: Bearer {secret}\r\n"))),
+            "{who:?}: {heads:?}"
+        );
+        let other = b.heads.lock().unwrap().clone();
+        assert!(
+            other
+                .iter()
+                .all(|h| !h.contains(&secret) && !h.contains(&placeholder)),
+            "{who:?}: {other:?}"
         );
     }
 }

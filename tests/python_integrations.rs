@@ -25,6 +25,7 @@ const MODULES: &[&str] = &[
     "test_langchain_upstream",
     "test_session",
     "test_deepagents",
+    "test_secrets",
     "test_options",
     "test_typing",
 ];

@@ -1,7 +1,9 @@
 //! The Python client (clients/python) against the real server: installed
 //! with pip into a fresh venv (`pip install ./clients/python`), its
 //! unittest suite run against `stockade serve` on a unix socket with a
-//! token, the evaluator example included.
+//! token, the evaluator example included; a secret the server declares
+//! (`--secret`, bound to a TLS server of the test's own on 127.0.0.2) is
+//! named by the client's runs and sessions.
 
 mod common;
 mod serve_util;
@@ -49,6 +51,21 @@ fn python_client_against_a_real_server() {
     std::fs::create_dir(&base).unwrap();
     std::fs::write(base.join("a.txt"), "alpha\n").unwrap();
     let workspace = format!("proj={}", base.display());
+    // The secret's host, its authority, the value's file and a profile
+    // whose allowlist holds the host.
+    let (ca_pem, config) = common::tls::test_pki();
+    let host = common::tls::tls_host("127.0.0.2", config);
+    let bound = format!("127.0.0.2:{}", host.port);
+    std::fs::write(scratch.join("ca.pem"), ca_pem).unwrap();
+    let value = common::tls::value();
+    std::fs::write(scratch.join("key"), &value).unwrap();
+    let profile = scratch.join("agent.toml");
+    std::fs::write(
+        &profile,
+        format!("extends = \"python\"\n[network]\nallow = [\"{bound}\"]\n"),
+    )
+    .unwrap();
+    let profiles = format!("python,shell,{}", profile.display());
     let s = Server::start(
         Who::Root,
         &[
@@ -56,6 +73,14 @@ fn python_client_against_a_real_server() {
             token_file.to_str().unwrap(),
             "--workspace-base",
             &workspace,
+            "--profiles",
+            &profiles,
+            "--secret",
+            &format!("API_KEY:{bound}"),
+            "--secret-file",
+            &format!("API_KEY={}", scratch.join("key").display()),
+            "--egress-ca",
+            &scratch.arg("ca.pem"),
         ],
     );
 
@@ -119,6 +144,9 @@ fn python_client_against_a_real_server() {
         .env("STOCKADE_ADDRESS", format!("unix:{}", s.sock.display()))
         .env("STOCKADE_TOKEN", TOKEN)
         .env("STOCKADE_WORKSPACE_BASE", &workspace)
+        .env("STOCKADE_SECRET_PROFILE", &profile)
+        .env("STOCKADE_SECRET_HOST", &bound)
+        .env("STOCKADE_SECRET_VALUE", &value)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .unwrap();
@@ -140,4 +168,14 @@ fn python_client_against_a_real_server() {
         out(&installed)
     );
     assert!(s.leftovers().is_empty(), "{:?}", s.leftovers());
+    // The client's secrets tests reached the host with the value.
+    let heads = host.heads.lock().unwrap().clone();
+    for path in ["/client-run", "/client-session"] {
+        assert!(
+            heads.iter().any(|h| h.starts_with(&format!("GET {path} "))
+                && h.contains(&format!("Authorization: Bearer {value}\r\n"))),
+            "{path}: {heads:?}"
+        );
+    }
+    assert!(!s.log.lock().unwrap().contains(&value));
 }

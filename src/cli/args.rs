@@ -123,6 +123,21 @@ pub(super) struct SessionArgs {
     /// Network: none (only loopback, TCP denied), loopback (only loopback, TCP between the jail's processes) or host [default: the profile's, none]
     #[arg(long, visible_alias = "net", value_enum)]
     pub(super) network: Option<NetArg>,
+    /// Reach only this host through stockade's proxy: NAME, *.SUFFIX, IP or [IPV6], each with :PORT (default: 80 and 443); repeat for more
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub(super) allow_host: Vec<String>,
+    /// A secret the session's jail never holds: its variable NAME holds a placeholder in every command, and stockade's proxy puts the value (the caller's variable NAME, or --secret-file's) into the request headers sent to these hosts only; repeat for more
+    #[arg(long, value_name = "NAME:HOST[,HOST…]")]
+    pub(super) secret: Vec<String>,
+    /// Read the value of --secret NAME from this file (one trailing newline dropped) instead of the caller's environment
+    #[arg(long, value_name = "NAME=PATH")]
+    pub(super) secret_file: Vec<String>,
+    /// Trust these certificate authorities (PEM) too when the proxy reaches a secret's hosts, beside the host's trust store
+    #[arg(long, value_name = "FILE")]
+    pub(super) egress_ca: Vec<PathBuf>,
+    /// Only these requests go to the host: methods (or *), then HOST[:PORT]/PATH with * for any run of characters; repeat for more
+    #[arg(long, value_name = "'GET,POST HOST/PATH'")]
+    pub(super) allow_http: Vec<String>,
     /// Read-write working directory, also $HOME [default: a fresh tmpfs at /work]
     #[arg(long, value_name = "HOST[:INNER]")]
     pub(super) workdir: Option<String>,

@@ -104,6 +104,36 @@ impl AllowHost {
     }
 }
 
+impl AllowHost {
+    /// Whether this entry allows everything `other` names: each of its
+    /// ports, and its host (the same name, or one below this entry's
+    /// `*.SUFFIX`; the same address, or one in this entry's range). A
+    /// secret's host entry must be covered by some entry of the
+    /// allowlist it runs under (`stockade serve`).
+    pub fn covers(&self, other: &AllowHost) -> bool {
+        let ports = match other.port {
+            Some(p) => self.allows_port(p),
+            None => DEFAULT_PORTS.iter().all(|p| self.allows_port(*p)),
+        };
+        let below = |name: &str, suffix: &str| {
+            name.strip_suffix(suffix)
+                .is_some_and(|head| head.len() > 1 && head.ends_with('.'))
+        };
+        let host = match (&self.host, &other.host) {
+            (HostPattern::Name(a), HostPattern::Name(b)) => a == b,
+            (HostPattern::Below(s), HostPattern::Name(b)) => below(b, s),
+            (HostPattern::Below(s), HostPattern::Below(t)) => s == t || below(t, s),
+            (HostPattern::Ip(a), HostPattern::Ip(b)) => a == b,
+            (HostPattern::Net(a, n), HostPattern::Ip(b)) => masked(*b, *n) == Some(*a),
+            (HostPattern::Net(a, n), HostPattern::Net(b, m)) => {
+                n <= m && masked(*b, *n) == Some(*a)
+            }
+            _ => false,
+        };
+        ports && host
+    }
+}
+
 /// `ip` with all but its first `prefix` bits zero (None: another family,
 /// or a prefix longer than its bits).
 fn masked(ip: IpAddr, prefix: u8) -> Option<IpAddr> {
@@ -487,6 +517,37 @@ mod tests {
             "GET a b.org/",
         ] {
             assert!(HttpRule::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_entry_covers_what_it_allows_in_full() {
+        for (a, b) in [
+            ("api.example.com", "api.example.com"),
+            ("api.example.com", "api.example.com:443"),
+            ("*.example.com", "api.example.com:80"),
+            ("*.example.com", "*.api.example.com"),
+            ("*.example.com", "*.example.com"),
+            ("127.0.0.2:9", "127.0.0.2:9"),
+            ("127.0.0.0/8:9", "127.0.0.2:9"),
+            ("127.0.0.0/8", "127.0.0.0/16"),
+            ("[::/0]", "[::1]"),
+        ] {
+            assert!(p(a).covers(&p(b)), "{a} should cover {b}");
+        }
+        for (a, b) in [
+            ("api.example.com:443", "api.example.com"),
+            ("api.example.com", "api.example.com:8443"),
+            ("*.example.com", "example.com"),
+            ("api.example.com", "*.example.com"),
+            ("*.api.example.com", "*.example.com"),
+            ("127.0.0.2:9", "127.0.0.3:9"),
+            ("127.0.0.0/16", "127.0.0.0/8"),
+            ("127.0.0.0/8", "[::1]"),
+            ("127.0.0.1", "localhost"),
+            ("localhost", "127.0.0.1"),
+        ] {
+            assert!(!p(a).covers(&p(b)), "{a} should not cover {b}");
         }
     }
 

@@ -85,6 +85,15 @@ pub struct ServeArgs {
     /// A host directory runs may ask for as a copy-on-write workspace (`"workspace": {"base": NAME}`; repeatable); each run changes its own upper layer, DIR is never written unless `:commit` lets runs that ask commit their changes to it
     #[arg(long, value_name = "NAME=DIR[:commit]")]
     pub workspace_base: Vec<String>,
+    /// A secret requests may name (`"secrets": ["NAME"]`) and their jails never hold: the jail's variable NAME holds a placeholder, and the run's proxy puts the value (from --secret-file) into the request headers sent to these hosts only, which the request's profile must allow (network.allow); repeat for more
+    #[arg(long, value_name = "NAME:HOST[,HOST…]")]
+    pub secret: Vec<String>,
+    /// The file holding --secret NAME's value (one trailing newline dropped); checked at start, read again by each run that names it (the server holds no value)
+    #[arg(long, value_name = "NAME=PATH")]
+    pub secret_file: Vec<String>,
+    /// Trust these certificate authorities (PEM) too when a run's proxy reaches a secret's hosts, beside the host's trust store
+    #[arg(long, value_name = "FILE")]
+    pub egress_ca: Vec<PathBuf>,
     /// Do not confine the server process itself (no_new_privs + seccomp)
     #[arg(long)]
     pub no_confine: bool,

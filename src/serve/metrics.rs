@@ -103,7 +103,7 @@ impl Metrics {
             self.queued.load(Ordering::Relaxed),
         );
         pool_lines(&mut o, pools);
-        let _ = writeln!(o, "# HELP stockade_pool_misses_total Runs that found no warm jail (or none that could run them as a cold jail would) and started a cold one, by profile and reason (no_pool, argv, env, limits, policy, empty, fork_server_down, start_failed).");
+        let _ = writeln!(o, "# HELP stockade_pool_misses_total Runs that found no warm jail (or none that could run them as a cold jail would) and started a cold one, by profile and reason (no_pool, argv, env, limits, policy, secrets, empty, fork_server_down, start_failed).");
         let _ = writeln!(o, "# TYPE stockade_pool_misses_total counter");
         let misses = lock(&self.pool_misses);
         if misses.is_empty() {

@@ -59,6 +59,9 @@ pub enum Miss {
     Limits,
     /// Another setting of its policy differs from the pool's profile.
     Policy,
+    /// It names secrets: a warm jail was made before its placeholders,
+    /// its trust store and its proxy could be, so it runs cold.
+    Secrets,
     /// Every member of the pool is taken (it is refilling).
     Empty,
     /// The pool's fork server is not running (starting, or replacing one
@@ -78,6 +81,7 @@ impl Miss {
             Miss::Env => "env",
             Miss::Limits => "limits",
             Miss::Policy => "policy",
+            Miss::Secrets => "secrets",
             Miss::Empty => "empty",
             Miss::ForkServerDown => "fork_server_down",
             Miss::StartFailed => "start_failed",
@@ -352,6 +356,9 @@ impl Pool {
             .iter()
             .position(|p| p.name == profile)
             .ok_or(Miss::NoPool)?;
+        if !policy.secrets.is_empty() {
+            return Err(Miss::Secrets);
+        }
         let prof = &self.inner.profiles[i];
         if !warm::servable_argv(&policy.argv) {
             return Err(Miss::Argv);
@@ -699,6 +706,7 @@ mod tests {
             Miss::Env,
             Miss::Limits,
             Miss::Policy,
+            Miss::Secrets,
             Miss::Empty,
             Miss::ForkServerDown,
             Miss::StartFailed,
@@ -712,6 +720,7 @@ mod tests {
                 "env",
                 "limits",
                 "policy",
+                "secrets",
                 "empty",
                 "fork_server_down",
                 "start_failed"

@@ -37,6 +37,8 @@ pub struct RunRequest {
     pub limits: Requested,
     /// An overlay of an operator's base directory (`workspace`).
     pub workspace: Option<super::workspace::Ask>,
+    /// The operator's secrets the run's jail may use, by name.
+    pub secrets: Vec<String>,
 }
 
 /// Most arguments and environment variables one request may give.
@@ -61,6 +63,7 @@ pub fn parse(body: &[u8], max_files: usize) -> Result<RunRequest, ApiError> {
             "env",
             "limits",
             "workspace",
+            "secrets",
         ]
         .contains(&k.as_str())
         {
@@ -83,6 +86,7 @@ pub fn parse(body: &[u8], max_files: usize) -> Result<RunRequest, ApiError> {
         env: env(obj.get("env"))?,
         limits: limits(obj.get("limits"))?,
         workspace: super::workspace::parse_ask(obj.get("workspace"))?,
+        secrets: super::secrets::parse(obj.get("secrets"))?,
     })
 }
 

@@ -35,6 +35,8 @@ pub struct Applied {
     /// The run's workspace, when it asked for one (the response's
     /// `workspace`); its diff file goes with the last copy.
     pub workspace: Option<Arc<super::workspace::Held>>,
+    /// The secrets bound to the run (names and hosts, never a value).
+    pub secrets: Vec<crate::policy::egress::Secret>,
 }
 
 impl Applied {
@@ -50,6 +52,9 @@ impl Applied {
             },
             "clamped": self.clamped,
         });
+        if !self.secrets.is_empty() {
+            v["secrets"] = super::secrets::to_json(&self.secrets);
+        }
         match self.pool {
             Some(Ok(())) => v["pool"] = serde_json::json!({ "hit": true }),
             Some(Err(m)) => v["pool"] = serde_json::json!({ "hit": false, "reason": m.name() }),
@@ -80,13 +85,15 @@ pub fn policy_for(
     req: &RunRequest,
     stream: bool,
 ) -> Result<(Policy, Applied), ApiError> {
-    policy_with(&state.profiles, &state.max, req, stream)
+    policy_with(&state.profiles, &state.max, &state.secrets, req, stream)
 }
 
-/// [`policy_for`] with the allowed profiles and the operator's bounds.
+/// [`policy_for`] with the allowed profiles, the operator's bounds and
+/// secrets.
 pub fn policy_with(
     profiles: &[(String, Policy)],
     m: &super::Max,
+    declared: &super::secrets::Declared,
     req: &RunRequest,
     stream: bool,
 ) -> Result<(Policy, Applied), ApiError> {
@@ -100,6 +107,7 @@ pub fn policy_with(
     for (k, v) in &req.env {
         policy::set_env(&mut p.env, k.into(), v.into());
     }
+    let secrets = declared.bind(&req.secrets, &name, &mut p)?;
     let r = &req.limits;
     let mut clamped = Vec::new();
     let l = &p.limits;
@@ -147,6 +155,7 @@ pub fn policy_with(
         clamped,
         pool: None,
         workspace: None,
+        secrets,
     };
     Ok((p, applied))
 }

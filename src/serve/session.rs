@@ -626,7 +626,7 @@ fn workspace(state: &State, c: &Create, p: &mut Policy) -> Result<SessionWorkspa
 }
 
 /// `POST /v1/sessions`'s body: the run request's `profile`, `env`,
-/// `files` and `limits` (memory, cpus, pids), and `idle_timeout`
+/// `files`, `limits` (memory, cpus, pids) and `secrets`, and `idle_timeout`
 /// (seconds, cut to the operator's).
 pub fn parse_create(body: &[u8], state: &State) -> Result<Create, ApiError> {
     let mut v: Value = serde_json::from_slice(body)
@@ -640,10 +640,9 @@ pub fn parse_create(body: &[u8], state: &State) -> Result<Create, ApiError> {
         obj.remove("idle_timeout").as_ref(),
     )?;
     let (idle, _) = super::clamp::clamp(idle, None, state.max.session_idle);
-    if let Some(k) = obj
-        .keys()
-        .find(|k| !["profile", "env", "files", "limits", "workspace"].contains(&k.as_str()))
-    {
+    if let Some(k) = obj.keys().find(|k| {
+        !["profile", "env", "files", "limits", "workspace", "secrets"].contains(&k.as_str())
+    }) {
         return Err(ApiError::field(k.clone(), "unknown field"));
     }
     if let Some(Value::Object(l)) = obj.get("limits") {

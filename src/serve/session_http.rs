@@ -71,6 +71,9 @@ async fn create_session(state: &Arc<State>, req: Request) -> Result<Response, Ap
     if let Some(w) = shown {
         v["workspace"] = w;
     }
+    if !applied.secrets.is_empty() {
+        v["secrets"] = super::secrets::to_json(&applied.secrets);
+    }
     Ok(json(StatusCode::CREATED, &v))
 }
 

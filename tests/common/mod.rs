@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
+pub mod tls;
+
 pub const NOBODY: u32 = 65534;
 
 /// Who starts stockade.

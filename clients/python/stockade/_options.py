@@ -302,7 +302,7 @@ def network(field: str, value: Any) -> Optional[str]:
     if isinstance(value, (list, tuple)):
         raise bad(
             field,
-            "an allow-host list needs `stockade run --allow-host`; `stockade session` takes "
+            "an allow-host list is allow_hosts=[…] (with the network \"none\"); network takes "
             "%s only" % ", ".join(map(repr, NETWORKS)),
         )
     if not isinstance(value, str):
@@ -488,3 +488,81 @@ def exec_options(
             raise bad_type("stdin", "text (str)", stdin)
         request["stdin"] = _utf8("stdin", stdin)
     return request
+
+
+# A variable name (src/policy/egress.rs is_env_name): a secret's name.
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# Most secrets one request to a server may name (src/serve/secrets.rs).
+MAX_SECRETS = 64
+
+
+def host_entry(field: str, value: Any) -> str:
+    """One egress allowlist entry (`--allow-host`): HOST[:PORT], *.SUFFIX,
+    an IP, [IPV6] or a range; a str without `,`, whitespace or NUL (the
+    binary reads the rest)."""
+    entry = text(field, value)
+    if "," in entry or any(c in _RUST_SPACE for c in entry):
+        raise bad(field, "%r: one host entry, without `,` or spaces" % entry)
+    return entry
+
+
+def allow_hosts(field: str, value: Any) -> list[str]:
+    """`allow_hosts=`: the jail's egress allowlist (`--allow-host`), a list
+    of entries; the jail reaches those hosts through stockade's proxy, and
+    nothing else."""
+    if value is None:
+        return []
+    return strings(field, value, host_entry)
+
+
+def secrets(field: str, value: Any) -> dict[str, list[str]]:
+    """Local `secrets=`: {NAME: host or [hosts]} (`--secret NAME:HOST,…`):
+    the jail's variable NAME holds a placeholder, and stockade's proxy puts
+    the value (this process's environment variable NAME, or the file
+    `secret_files` names) into the requests sent to those hosts only."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise bad_type(field, "a mapping {NAME: host or [hosts]}", value)
+    out: dict[str, list[str]] = {}
+    for name, hosts in value.items():
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise bad(field, "%r is not a variable name (letters, digits and `_`, not first a digit)" % (name,))
+        sub = "%s.%s" % (field, name)
+        out[name] = [host_entry(sub, hosts)] if isinstance(hosts, str) else strings(sub, hosts, host_entry)
+        if not out[name]:
+            raise bad(sub, "names no host")
+    return out
+
+
+def secret_files(field: str, value: Any, names: Mapping[str, Any]) -> dict[str, str]:
+    """`secret_files=`: {NAME: path} for secrets whose value is read from a
+    file (one trailing newline dropped) instead of the environment."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise bad_type(field, "a mapping {NAME: path}", value)
+    out = {}
+    for name, p in value.items():
+        if name not in names:
+            raise bad("%s.%s" % (field, name), "not a name of secrets=")
+        out[name] = path("%s.%s" % (field, name), p)
+    return out
+
+
+def secret_names(field: str, value: Any) -> list[str]:
+    """A server's `secrets`: a list of the names its operator declared
+    (`stockade serve --secret`); never a value."""
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        raise bad_type(field, "a list of secret names (the server holds the values)", value)
+    names = strings(field, value)
+    if len(names) > MAX_SECRETS:
+        raise bad(field, "at most %d names" % MAX_SECRETS)
+    for i, name in enumerate(names):
+        if not _ENV_NAME.match(name) or len(name) > 128:
+            raise bad("%s[%d]" % (field, i), "%r is not a secret name (letters, digits and `_`, not first a digit)" % name)
+        if name in names[:i]:
+            raise bad("%s[%d]" % (field, i), "%s is named twice" % name)
+    return names

@@ -136,7 +136,9 @@ class Client:
         return ws
 
     @staticmethod
-    def _body(argv: Any, code: Any, stdin: Any, files: Any, env: Any, limits: Any, profile: Any) -> dict[str, Any]:
+    def _body(
+        argv: Any, code: Any, stdin: Any, files: Any, env: Any, limits: Any, profile: Any, secrets: Any = None
+    ) -> dict[str, Any]:
         """The run request, each field checked as the server reads it."""
         argv, profile = command(argv, code, profile, server=True)
         body: dict[str, Any] = {"argv": argv}
@@ -154,6 +156,9 @@ class Client:
         limits = _options.limits("limits", limits, server=True)
         if limits:
             body["limits"] = limits
+        names = _options.secret_names("secrets", secrets)
+        if names:
+            body["secrets"] = names
         return body
 
     def run(
@@ -169,6 +174,7 @@ class Client:
         overlay: Union[str, tuple[str, str], None] = None,
         commit: Optional[str] = None,
         diff: bool = False,
+        secrets: Optional[Sequence[str]] = None,
     ) -> Outcome:
         """Run `argv` (or Python `code` under the `python` profile) in a
         fresh jail; return its Outcome once it ended. `overlay` names one
@@ -176,8 +182,13 @@ class Client:
         is a (name, path in the jail) pair (default path /work/project): a
         copy-on-write view whose changes the Outcome lists (`changes`;
         `diff=True` adds `Outcome.diff`); `commit` ("success", "always")
-        applies them to DIR where the operator allows it."""
-        body = self._body(argv, code, stdin, files, env, limits, profile)
+        applies them to DIR where the operator allows it. `secrets` names
+        secrets the operator declared (`stockade serve --secret NAME:HOST
+        --secret-file NAME=PATH`): the jail's variable NAME holds a
+        placeholder, and the value goes into the requests sent to the
+        secret's hosts only (the Outcome's `applied["secrets"]` lists
+        them); a request never carries a value."""
+        body = self._body(argv, code, stdin, files, env, limits, profile, secrets)
         ws = self._workspace(overlay, commit, diff)
         if ws is not None:
             body["workspace"] = ws
@@ -202,10 +213,11 @@ class Client:
         overlay: Union[str, tuple[str, str], None] = None,
         commit: Optional[str] = None,
         diff: bool = False,
+        secrets: Optional[Sequence[str]] = None,
     ) -> Iterator[Union[Chunk, Outcome]]:
         """Like run(), but yield Chunk objects as the payload writes, then
         the Outcome last. Closing the iterator early kills the jail."""
-        body = self._body(argv, code, stdin, files, env, limits, profile)
+        body = self._body(argv, code, stdin, files, env, limits, profile, secrets)
         ws = self._workspace(overlay, commit, diff)
         if ws is not None:
             body["workspace"] = ws
@@ -248,14 +260,16 @@ class Client:
         limits: Optional[Mapping[str, Any]] = None,
         idle_timeout: Union[int, float, str, None] = None,
         overlay: Union[str, tuple[str, str], None] = None,
+        secrets: Optional[Sequence[str]] = None,
     ) -> RemoteSession:
         """Open a session on the server (one jail for many commands):
         `limits` {"memory", "cpus", "pids"}; `overlay` a workspace base's
         name, or a (name, path in the jail) pair (the session's
-        `changes()`, `checkpoint()`, `rollback()`, `commit()`); returns a
-        RemoteSession."""
+        `changes()`, `checkpoint()`, `rollback()`, `commit()`); `secrets`
+        the names of secrets the operator declared, as for run(); returns
+        a RemoteSession (its `info["secrets"]` lists those bound)."""
         ws = self._workspace(overlay, None, False)
-        body = create_body(profile, env, files, limits, idle_timeout, ws)
+        body = create_body(profile, env, files, limits, idle_timeout, ws, secrets)
         return RemoteSession(self, self._json("POST", "/v1/sessions", body))
 
     def health(self) -> Any:

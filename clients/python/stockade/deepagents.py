@@ -133,7 +133,10 @@ def _hand_to_jail(workdir: str, binary: str) -> None:
 class StockadeSandbox(BaseSandbox):
     """A Deep Agents sandbox in one stockade jail. Give a running
     `session`, or the `stockade.Session` arguments (profile, memory,
-    cpus, pids, network, workdir, binds, env, binary, …) to start one;
+    cpus, pids, network, workdir, binds, env, binary, `allow_hosts`,
+    `secrets`, `secret_files`, …) to start one (with `secrets`, the
+    agent's commands see placeholders and only the secrets' hosts get the
+    values; on a server: `StockadeSandbox(client.session(secrets=[NAME]))`);
     `timeout` is execute's default, `max_output` the bytes of output
     kept per command. Calls are serialised (a session runs one command
     at a time). `close()` ends a session this sandbox started. With

@@ -151,7 +151,12 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
     copy-on-write (`--overlay`): the shell changes an upper layer, the host
     directory is written only by `commit` ("success": after the shell
     exits 0, "always"), or later from `overlay_upper` (`--overlay-upper`,
-    for `stockade overlay commit|discard`)."""
+    for `stockade overlay commit|discard`). `allow_hosts`: the jail's
+    egress allowlist (`--allow-host` entries, with the network "none");
+    `secrets`: {NAME: host or [hosts]} (`--secret`): the shell's $NAME
+    holds a placeholder, and stockade's proxy puts the value (this
+    process's environment variable NAME, or the file `secret_files`
+    names) into the requests sent to those hosts only."""
 
     binary: Optional[str] = None
     profile: str = "shell"
@@ -165,6 +170,9 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
     overlay: Sequence[Tuple[str, str]] = field(default_factory=tuple)
     overlay_upper: Optional[str] = None
     commit: Optional[str] = None
+    allow_hosts: Sequence[str] = field(default_factory=tuple)
+    secrets: Optional[Mapping[str, Union[str, Sequence[str]]]] = None
+    secret_files: Optional[Mapping[str, str]] = None
 
     def __post_init__(self) -> None:
         # LangChain's own fields first (its check reads max_output_lines).
@@ -199,6 +207,7 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
                 "network", "%r contradicts network_enabled=True (the host's network)" % (self.network,)
             )
         self._overlay_flags()
+        local.egress_flags(self.allow_hosts, self.secrets, self.secret_files, self._network())
         self.extra_flags = tuple(_options.flags("extra_flags", self.extra_flags))
         for i, arg in enumerate(self.extra_flags):
             flag_name = _flag_name(arg)
@@ -235,6 +244,7 @@ class StockadeExecutionPolicy(BaseExecutionPolicy):
         if not given & set(_OWNER_FLAGS):
             ours += owner_flags(ws, binary)
         ours += [local.flag("--network", self._network())]
+        ours += local.egress_flags(self.allow_hosts, self.secrets, self.secret_files, self._network(), env)
         ours += self._overlay_flags()
         ours += local.limit_flags({"memory": self.memory_bytes, "cpus": self.cpus, "pids": self.pids})
         if self.cpu_time_seconds is not None:

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from . import _binary, _options
 from ._options import Content, StrPath
@@ -55,6 +55,42 @@ def limit_flags(limits: Optional[Mapping[str, Any]], keys: tuple[str, ...] = tup
 
 def env_flags(env: Optional[Mapping[str, str]], field: str = "env") -> list[str]:
     return [flag("--setenv", "%s=%s" % kv) for kv in _options.env(field, env).items()]
+
+
+def egress_flags(
+    allow_hosts: Any,
+    secrets: Any,
+    secret_files: Any,
+    network: Optional[str] = None,
+    env: Optional[Mapping[str, Any]] = None,
+) -> list[str]:
+    """`allow_hosts=` (`--allow-host`), `secrets=` (`--secret`) and
+    `secret_files=` (`--secret-file`) as flags, checked (InvalidOption
+    naming the keyword): secrets need an allowlist, which needs the
+    network "none" (the default); each value is this process's
+    environment variable of the secret's name unless `secret_files` names
+    its file, and `env` may not set that variable in the jail."""
+    hosts = _options.allow_hosts("allow_hosts", allow_hosts)
+    bound = _options.secrets("secrets", secrets)
+    files = _options.secret_files("secret_files", secret_files, bound)
+    if hosts and network not in (None, "none"):
+        raise _options.bad(
+            "allow_hosts",
+            "an egress allowlist needs network \"none\" (the proxy is the jail's one way out), not %r" % (network,),
+        )
+    if bound and not hosts:
+        raise _options.bad("secrets", "needs allow_hosts= naming the secrets' hosts (the jail's egress allowlist)")
+    for name in bound:
+        if name not in files and name not in os.environ:
+            raise _options.bad(
+                "secrets", "%s: not set in this process's environment (or give secret_files={%r: PATH})" % (name, name)
+            )
+        if env and name in env:
+            raise _options.bad("secrets", "%s: also set by env=; the jail gets a placeholder, never the value" % name)
+    out = [flag("--allow-host", h) for h in hosts]
+    out += [flag("--secret", "%s:%s" % (n, ",".join(hs))) for n, hs in bound.items()]
+    out += [flag("--secret-file", "%s=%s" % (n, p)) for n, p in files.items()]
+    return out
 
 
 def write_files(root: str, files: Optional[Mapping[str, Content]]) -> None:
@@ -160,6 +196,9 @@ def run(
     overlay: Optional[Sequence[tuple[StrPath, str]]] = None,
     commit: Optional[str] = None,
     diff: bool = False,
+    allow_hosts: Optional[Sequence[str]] = None,
+    secrets: Optional[Mapping[str, Union[str, Sequence[str]]]] = None,
+    secret_files: Optional[Mapping[str, StrPath]] = None,
 ) -> Outcome:
     """Run `argv` (or Python `code` under the `python` profile) in a fresh
     jail of the local `stockade`, with `files` in its workdir; return the
@@ -169,13 +208,19 @@ def run(
     (`--overlay`): the host directory is untouched, the Outcome's
     `changes` lists what the run changed, `diff=True` adds their unified
     diff (`Outcome.diff`), and `commit` ("success" or "always") applies
-    them to the host directory after the run. Raises InvalidOption for a
+    them to the host directory after the run. `allow_hosts` is the jail's
+    egress allowlist (`--allow-host` entries); `secrets` maps a variable
+    name to the hosts its value may go to (`--secret`): the jail's
+    variable holds a placeholder, and stockade's proxy puts the value
+    (this process's environment variable, or the file `secret_files`
+    names) into the requests sent to those hosts only. Raises InvalidOption for a
     bad argument, SetupError when the jail could not be set up,
     StockadeNotFound without a binary (each a LocalError)."""
     argv, profile = command(argv, code, profile)
     _options.boolean("diff", diff)
     cmd = ["run"] + ([flag("--profile", profile)] if profile is not None else [])
-    cmd += limit_flags(limits) + env_flags(env) + _options.flags("flags", flags)
+    cmd += limit_flags(limits) + env_flags(env)
+    cmd += egress_flags(allow_hosts, secrets, secret_files, env=env) + _options.flags("flags", flags)
     data = _stdin_bytes(stdin)
     _options.files("files", files)
     cmd = [find_binary(binary)] + cmd

@@ -137,6 +137,7 @@ def create_body(
     limits: Optional[Mapping[str, Any]],
     idle_timeout: Union[int, float, str, None],
     workspace: Optional[dict[str, Any]] = None,
+    secrets: Any = None,
 ) -> dict[str, Any]:
     """`POST /v1/sessions`'s body, each field checked as the server reads
     it: `limits` memory, cpus, pids; `idle_timeout` seconds above 0 (the
@@ -158,4 +159,7 @@ def create_body(
         body["idle_timeout"] = _options.server_duration("idle_timeout", idle_timeout)
     if workspace is not None:
         body["workspace"] = workspace
+    names = _options.secret_names("secrets", secrets)
+    if names:
+        body["secrets"] = names
     return body

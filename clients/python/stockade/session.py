@@ -43,6 +43,9 @@ def session_flags(
     idle_timeout: Any,
     overlay: Any = None,
     overlay_upper: Any = None,
+    allow_hosts: Any = None,
+    secrets: Any = None,
+    secret_files: Any = None,
 ) -> list[str]:
     """`stockade session`'s flags for these options, each checked as the
     CLI reads it (InvalidOption / InvalidOptionType naming the keyword):
@@ -63,6 +66,7 @@ def session_flags(
     for b in _options.strings("ro_binds", ro_binds, _options.path):
         flags += [local.flag("--ro-bind", b)]
     flags += local.env_flags(env)
+    flags += local.egress_flags(allow_hosts, secrets, secret_files, network, env)
     if idle_timeout is not None:
         flags += [local.flag("--idle-timeout", _options.duration("idle_timeout", idle_timeout, zero=True, unit=""))]
     pairs = _options.overlays("overlay", overlay)
@@ -91,7 +95,13 @@ class Session:
     seconds or a duration ("10m"; 0: never); `overlay` a list of (host
     directory, path in the jail) pairs shown copy-on-write (`changes()`,
     `checkpoint()`, `rollback()`, `commit()`), their upper layers kept in
-    `overlay_upper` when given; `flags` more `stockade session` flags. Each option is checked as `stockade session` reads
+    `overlay_upper` when given; `allow_hosts` the jail's egress allowlist
+    (`--allow-host` entries); `secrets` {NAME: host or [hosts]}: every
+    command sees a placeholder in $NAME, and stockade's proxy puts the
+    value (this process's environment variable NAME, or the file
+    `secret_files` names) into the requests sent to those hosts only;
+    `flags` more `stockade session` flags (e.g. ["--egress-ca", FILE]).
+    Each option is checked as `stockade session` reads
     it, before anything starts: InvalidOption (a ValueError) or
     InvalidOptionType (a TypeError) names the one at fault."""
 
@@ -112,9 +122,13 @@ class Session:
         overlay_upper: Optional[StrPath] = None,
         binary: Optional[StrPath] = None,
         flags: Sequence[str] = (),
+        allow_hosts: Optional[Sequence[str]] = None,
+        secrets: Optional[Mapping[str, Union[str, Sequence[str]]]] = None,
+        secret_files: Optional[Mapping[str, StrPath]] = None,
     ) -> None:
         argv = session_flags(
-            profile, memory, cpus, pids, network, workdir, binds, ro_binds, env, idle_timeout, overlay, overlay_upper
+            profile, memory, cpus, pids, network, workdir, binds, ro_binds, env, idle_timeout, overlay, overlay_upper,
+            allow_hosts, secrets, secret_files,
         )
         argv += _options.flags("flags", flags)
         argv = [local.find_binary(binary), "session"] + argv

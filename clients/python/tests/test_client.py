@@ -213,6 +213,55 @@ class Sessions(unittest.TestCase):
             stockade.RemoteSession(client(), {"id": "0000000000000000"}).exec("true")
 
 
+# A secret the server declares (tests/serve_python.rs): API_KEY, bound to a
+# TLS server of the test's own, and a profile whose allowlist holds it.
+SECRET_PROFILE = os.environ.get("STOCKADE_SECRET_PROFILE")
+SECRET_HOST = os.environ.get("STOCKADE_SECRET_HOST")
+SECRET_VALUE = os.environ.get("STOCKADE_SECRET_VALUE")
+SECRET_PROBE = (
+    "import os, urllib.request; k = os.environ['API_KEY']; print('placeholder', k); "
+    "r = urllib.request.urlopen(urllib.request.Request('https://%s%s', headers={'Authorization': 'Bearer ' + k}), timeout=60); "
+    "print('bound', r.status, r.read().decode().strip())"
+)
+
+
+class Secrets(unittest.TestCase):
+    def setUp(self):
+        if not (SECRET_PROFILE and SECRET_HOST and SECRET_VALUE):
+            self.skipTest("STOCKADE_SECRET_PROFILE, _HOST and _VALUE are not set")
+
+    def test_a_run_names_a_secret_and_sees_only_a_placeholder(self):
+        out = client().run(
+            ["python3", "-c", SECRET_PROBE % (SECRET_HOST, "/client-run")], profile=SECRET_PROFILE, secrets=["API_KEY"]
+        )
+        self.assertEqual((out.status, out.exit_code), ("exited", 0), out.raw)
+        self.assertIn("bound 200 ok", out.stdout_text)
+        self.assertNotIn(SECRET_VALUE, json.dumps(out.raw))
+        self.assertIn("placeholder sk-test-", out.stdout_text)
+        self.assertEqual(out.applied["secrets"], [{"name": "API_KEY", "hosts": [SECRET_HOST]}])
+        self.assertEqual(out.applied["pool"], {"hit": False, "reason": "no_pool"})
+
+    def test_a_session_names_a_secret(self):
+        with client().session(profile=SECRET_PROFILE, secrets=["API_KEY"]) as s:
+            self.assertEqual(s.info["secrets"][0]["name"], "API_KEY")
+            r = s.exec("python3 -c \"%s\"" % (SECRET_PROBE % (SECRET_HOST, "/client-session")))
+            self.assertTrue(r.ok, r.raw)
+            self.assertIn("bound 200 ok", r.stdout_text)
+            self.assertNotIn(SECRET_VALUE, json.dumps(r.raw))
+
+    def test_a_secret_the_server_does_not_declare_or_the_profile_does_not_allow(self):
+        with self.assertRaises(stockade.BadRequest) as e:
+            client().run(["true"], profile=SECRET_PROFILE, secrets=["NO_SUCH_SECRET"])
+        self.assertEqual(e.exception.field, "secrets[0]")
+        with self.assertRaises(stockade.BadRequest) as e:
+            client().run(["true"], profile="shell", secrets=["API_KEY"])
+        self.assertEqual(e.exception.field, "secrets[0]")
+        self.assertIn("does not allow", str(e.exception))
+        with self.assertRaises(stockade.BadRequest) as e:
+            client().session(profile="shell", secrets=["API_KEY"])
+        self.assertEqual(e.exception.field, "secrets[0]")
+
+
 def _verdicts(test, label, candidates, check, send, field, server_field=True):
     """For each candidate: the client refuses it (InvalidOption naming
     `field`, from `check`) exactly when the server refuses it (400 naming
