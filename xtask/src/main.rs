@@ -10,7 +10,6 @@ mod docker_bwrap;
 mod docker_compose;
 mod docker_fallback;
 mod json;
-mod lanes;
 mod logs;
 mod man;
 mod tally;

@@ -34,7 +34,6 @@
 //! and never as passed.
 
 use crate::json;
-use crate::lanes;
 use crate::logs::{self, Step};
 use crate::tally::{self, Binary, Tally};
 use std::path::{Path, PathBuf};
@@ -160,7 +159,6 @@ fn clippy_driver() -> Option<PathBuf> {
 /// the workspace's own warnings and errors (rustc's and clippy's), each once.
 struct Built {
     bins: Vec<Binary>,
-    jobs: Vec<lanes::Job>,
     ok: bool,
     diagnostics: Vec<Diagnostic>,
 }
@@ -197,8 +195,10 @@ fn build_tests(root: &Path, t: &mut Tally, linted: bool) -> Built {
         .filter(|l| l.starts_with('{'))
         .filter_map(|l| json::parse(l).ok())
         .collect();
-    let (mut bins, jobs): (Vec<Binary>, Vec<lanes::Job>) =
-        messages.iter().filter_map(|v| test_binary(root, v)).unzip();
+    let mut bins: Vec<Binary> = messages
+        .iter()
+        .filter_map(|v| test_binary(root, v))
+        .collect();
     bins.sort_by(|a, b| a.label.cmp(&b.label));
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
     for d in messages.iter().filter_map(|v| diagnostic(root, v)) {
@@ -214,7 +214,6 @@ fn build_tests(root: &Path, t: &mut Tally, linted: bool) -> Built {
     }
     Built {
         bins,
-        jobs,
         ok,
         diagnostics,
     }
@@ -298,7 +297,7 @@ fn print_build_errors(diagnostics: &[Diagnostic]) {
 }
 
 /// A test executable from one of cargo's JSON messages, with its tests.
-fn test_binary(root: &Path, v: &json::Value) -> Option<(Binary, lanes::Job)> {
+fn test_binary(root: &Path, v: &json::Value) -> Option<Binary> {
     if v.get("reason")?.as_str()? != "compiler-artifact"
         || v.at(&["profile", "test"]) != Some(&json::Value::Bool(true))
     {
@@ -315,22 +314,18 @@ fn test_binary(root: &Path, v: &json::Value) -> Option<(Binary, lanes::Job)> {
         .ok()
         .filter(|o| o.status.success())
         .map(|o| tally::listed_tests(&String::from_utf8_lossy(&o.stdout)));
-    let job = lanes::Job {
-        label: label.clone(),
-        exe: exe.clone(),
-        dir: dir.to_path_buf(),
-    };
-    let bin = Binary {
+    Some(Binary {
         label,
         file: exe.file_name()?.to_string_lossy().into_owned(),
         tests: listed,
-    };
-    Some((bin, job))
+    })
 }
 
-/// The workspace's tests, every one counted: each test binary the build
-/// made (`lanes`: two at a time, the ones that change the whole host's
-/// view alone), then the doc-tests (`cargo test --doc`).
+/// `cargo test --workspace --no-fail-fast`, every test counted. The
+/// binaries run one after the other: many tests run jails as uid 65534
+/// under a pids limit that RLIMIT_NPROC holds (counted over every process
+/// of that uid on the host), so binaries side by side would refuse each
+/// other's forks.
 fn cargo_tests(root: &Path, t: &mut Tally, linted: bool) {
     let b = build_tests(root, t, linted);
     clippy_verdict(t, &b, linted);
@@ -338,29 +333,17 @@ fn cargo_tests(root: &Path, t: &mut Tally, linted: bool) {
     const LOG: &str = "cargo-test.log";
     let skip_log = root.join("target/stockade-skipped.log");
     let _ = std::fs::remove_file(&skip_log);
-    let step = Step::start(&format!(
-        "cargo tests ({} binaries at a time, then {} alone, then doc-tests)",
-        lanes::LANES,
-        lanes::ALONE.len()
-    ));
-    let env = [(
-        "STOCKADE_SKIP_LOG".to_string(),
-        skip_log.display().to_string(),
-    )];
-    let ran = logs::fresh(LOG)
-        .map(|mut log| lanes::run(b.jobs, &["--test-threads", "4"], &env, &mut log));
-    let docs = logs::run_to(
+    let step = Step::start("cargo test --workspace");
+    let ok = logs::run_to(
         LOG,
-        true,
+        false,
         cargo()
             .current_dir(root)
             .env("STOCKADE_SKIP_LOG", &skip_log)
-            .args(["test", "--workspace", "--doc", "--no-fail-fast"]),
-    );
-    let ok = matches!(ran, Ok(true)) && matches!(docs, Ok(true));
-    for e in [ran.err(), docs.err()].into_iter().flatten() {
-        logs::note(LOG, &e);
-    }
+            .args(["test", "--workspace", "--no-fail-fast"])
+            .args(["--", "--test-threads", "4"]),
+    )
+    .unwrap_or(false);
     let skips = std::fs::read_to_string(&skip_log).unwrap_or_default();
     let (failed0, n0, names0) = (t.failed, t.passed + t.failed + t.skipped, t.failures.len());
     let blocks = tally::cargo_tests(&bins, &logs::read(LOG), &skips, t);
