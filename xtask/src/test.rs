@@ -4,9 +4,10 @@
 //!
 //! 1. `cargo fmt --check`;
 //! 2. `cargo xtask wheel` (the Python package's wheel with the static
-//!    binary, which `tests/python_wheel.rs` installs); then, in the
-//!    background (see `VmSuites`), with that static binary, `cargo xtask
-//!    vm-systemd-test` (the systemd rung against a real `systemd --user`,
+//!    binary, which `tests/python_wheel.rs` installs); then, once the
+//!    tests are built (step 3), in the background (see `VmSuites`), with
+//!    that static binary, `cargo xtask vm-systemd-test` (the systemd rung
+//!    against a real `systemd --user`,
 //!    inside a small VM with systemd as PID 1) and `cargo xtask vm-test`
 //!    (cgroup v2, then cgroup v1 limits inside a small VM), counted at the
 //!    end;
@@ -326,9 +327,7 @@ fn test_binary(root: &Path, v: &json::Value) -> Option<Binary> {
 /// under a pids limit that RLIMIT_NPROC holds (counted over every process
 /// of that uid on the host), so binaries side by side would refuse each
 /// other's forks.
-fn cargo_tests(root: &Path, t: &mut Tally, linted: bool) {
-    let b = build_tests(root, t, linted);
-    clippy_verdict(t, &b, linted);
+fn cargo_tests(root: &Path, t: &mut Tally, b: Built) {
     let (bins, built) = (b.bins, b.ok);
     const LOG: &str = "cargo-test.log";
     let skip_log = root.join("target/stockade-skipped.log");
@@ -461,8 +460,8 @@ fn suite_logs(task: &str, extra_log: Option<&str>) -> String {
 
 /// The VM suites: (task, the tag of its lines, its console's log). The
 /// systemd one first: on a fresh machine it builds its root file system
-/// (mmdebstrap: downloads, dpkg, mounts in its chroot) while the host is
-/// still compiling the tests, before any host test runs.
+/// (mmdebstrap: downloads, dpkg, mounts in its chroot) first, the longest
+/// of the two.
 const VM_SUITES: [(&str, &str, &str); 2] = [
     ("vm-systemd-test", "VMTEST", crate::vm_systemd::CONSOLE_LOG),
     ("vm-test", "VMTEST", crate::vm::CONSOLE_LOG),
@@ -696,20 +695,18 @@ pub fn main(args: &[String]) -> i32 {
             .current_dir(&root)
             .args(["fmt", "--all", "--", "--check"]),
     );
+    let wheel = (!only_cargo).then(|| wheel_step(&mut t));
+    let b = build_tests(&root, &mut t, linted);
+    clippy_verdict(&mut t, &b, linted);
     // The VM suites run beside the host's steps from here on, with the
-    // static binary the wheel step built.
-    let vms = match only_cargo {
-        true => None,
-        false => {
-            let built = wheel_step(&mut t);
-            let stockade = crate::binaries::static_path(&root);
-            Some(VmSuites::start(
-                &root,
-                (built && stockade.is_file()).then_some(stockade),
-            ))
-        }
-    };
-    cargo_tests(&root, &mut t, linted);
+    // static binary the wheel step built: after the tests' build, which
+    // takes both CPUs for minutes (a VM at nice 10 beside it crawled, and
+    // the systemd VM's answers ran out of time).
+    let vms = wheel.map(|built| {
+        let stockade = crate::binaries::static_path(&root);
+        VmSuites::start(&root, (built && stockade.is_file()).then_some(stockade))
+    });
+    cargo_tests(&root, &mut t, b);
     if let Some(vms) = vms {
         bwrap_suite(&mut t);
         static_smoke(&root, &mut t);
