@@ -208,9 +208,13 @@ if [ -z "$left" ]; then pass nothing_left_after_check; else fail nothing_left_af
 
 # --- many runs, some at once and hitting the limit, leave nothing behind
 bad=0
+why=""
 i=0
 while [ $i -lt 10 ]; do
-    st run --memory 64m --pids-limit 64 --cpus 1 -- /usr/bin/true >/dev/null 2>&1 || bad=$((bad + 1))
+    if ! st run --report $T/seq.$i.json --memory 64m --pids-limit 64 --cpus 1 -- /usr/bin/true >/dev/null 2>&1; then
+        bad=$((bad + 1))
+        why="$why [run $i: $(cut -c1-300 $T/seq.$i.json 2>/dev/null)]"
+    fi
     i=$((i + 1))
 done
 i=0
@@ -222,15 +226,21 @@ done
 wait
 i=0
 while [ $i -lt 3 ]; do
-    [ "$(j $T/conc.$i.json .status)" = memory_limit ] || bad=$((bad + 1))
-    [ "$(j $T/concp.$i.json .limits.pids.enforced_by)" = cgroup_systemd ] || bad=$((bad + 1))
+    if [ "$(j $T/conc.$i.json .status)" != memory_limit ]; then
+        bad=$((bad + 1))
+        why="$why [memhog $i: $(cut -c1-300 $T/conc.$i.json 2>/dev/null)]"
+    fi
+    if [ "$(j $T/concp.$i.json .limits.pids.enforced_by)" != cgroup_systemd ]; then
+        bad=$((bad + 1))
+        why="$why [pids $i: $(j $T/concp.$i.json .limits.pids) $(j $T/concp.$i.json .error)]"
+    fi
     i=$((i + 1))
 done
 left=$(leftovers)
 if [ $bad = 0 ] && [ -z "$left" ]; then
     pass batch_16_runs_leave_nothing
 else
-    fail batch_16_runs_leave_nothing "$bad bad; left: $left"
+    fail batch_16_runs_leave_nothing "$bad bad:$why; left: $left"
 fi
 
 # --- a supervisor killed mid-run: its holder and jail go with it, and the

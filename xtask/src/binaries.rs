@@ -142,7 +142,10 @@ pub fn build_static(root: &Path) -> Result<PathBuf, String> {
         .args(["-p", "stockade", "--bin", "stockade"])
         .current_dir(root)
         // Would take precedence over RUSTFLAGS (and carries the caller's).
-        .env_remove("CARGO_ENCODED_RUSTFLAGS");
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        // The test suite's clippy (`cargo xtask test`) lints the host
+        // build; this one need not lint the same code again.
+        .env_remove("RUSTC_WORKSPACE_WRAPPER");
     match rustflags {
         Some(f) => cmd.env("RUSTFLAGS", f),
         // musl links statically by default; no flags of the caller's.
