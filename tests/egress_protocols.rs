@@ -449,7 +449,7 @@ for name, host, port in [("intercepted", "127.0.0.2", int(sys.argv[2])), ("tunne
 /// without interception: printed, never asserted. Run with
 /// `cargo test --release --test egress_protocols -- --ignored --nocapture`.
 #[test]
-#[ignore]
+#[ignore = "a measurement, not a test: it prints latencies and asserts none (cargo test --release --test egress_protocols -- --ignored --nocapture)"]
 fn measure_the_latency_interception_adds() {
     let (ca_pem, config) = test_pki();
     let a = http_host("127.0.0.2", &config, HashMap::new());
