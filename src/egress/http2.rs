@@ -10,10 +10,7 @@
 //! not be checked.
 
 use std::convert::Infallible;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -24,13 +21,13 @@ use hyper::client::conn::http2::SendRequest;
 use hyper::header::{HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use zeroize::Zeroizing;
 
 use super::allow::Route;
 use super::body::{self, replace_into};
 use super::intercept::contains;
 use super::parse::Target;
+use super::relay::{Counted, Live};
 use super::tunnel::{ClientTls, HostTls};
 use super::Shared;
 
@@ -46,10 +43,10 @@ pub async fn serve(
     route: &Route,
     s: &Arc<Shared>,
 ) -> (u64, u64) {
-    let counts = Arc::new(Counts::default());
+    let live = Arc::new(Live::default());
     let up = Counted {
         io: up,
-        counts: counts.clone(),
+        live: live.clone(),
     };
     let client = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
         .handshake(TokioIo::new(up))
@@ -75,8 +72,7 @@ pub async fn serve(
         _ = &mut host => {}
     }
     host.abort();
-    let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    (n(&counts.sent), n(&counts.received))
+    live.counts()
 }
 
 /// What each stream is forwarded with.
@@ -214,53 +210,4 @@ fn answer(code: StatusCode, why: &str) -> Response<Sent> {
         h.insert("x-stockade-denied", v);
     }
     r
-}
-
-/// The bytes through a stream, each way.
-#[derive(Default)]
-struct Counts {
-    sent: AtomicU64,
-    received: AtomicU64,
-}
-
-/// A stream whose bytes are counted.
-struct Counted<T> {
-    io: T,
-    counts: Arc<Counts>,
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.io).poll_read(cx, buf);
-        let got = (buf.filled().len() - before) as u64;
-        self.counts.received.fetch_add(got, Ordering::Relaxed);
-        r
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let r = Pin::new(&mut self.io).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = &r {
-            self.counts.sent.fetch_add(*n as u64, Ordering::Relaxed);
-        }
-        r
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
 }

@@ -130,8 +130,8 @@ pub async fn read_head(s: &mut TcpStream) -> Result<Vec<u8>, String> {
     Ok(head)
 }
 
-/// The bytes a relayed connection carried so far, each way: read when
-/// the run ends with the connection still open.
+/// The bytes a connection carried so far, each way: read when the run
+/// ends with the connection still open.
 #[derive(Debug, Default)]
 pub struct Live {
     pub sent: AtomicU64,
@@ -148,62 +148,52 @@ impl Live {
     }
 }
 
-/// Copy both ways until both sides are done, counting into `live` each
-/// chunk read from `a` (sent) and from `b` (received) as it is read.
-pub async fn relay(a: TcpStream, b: TcpStream, live: Arc<Live>) {
-    let mut a = Counted {
-        inner: a,
-        live: live.clone(),
-        sent: true,
-    };
-    let mut b = Counted {
-        inner: b,
-        live,
-        sent: false,
-    };
+/// Copy both ways until both sides are done, the bytes written to the
+/// host `b` and read from it counted into `live` as they pass.
+pub async fn relay(mut a: TcpStream, b: TcpStream, live: Arc<Live>) {
+    let mut b = Counted { io: b, live };
     let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
 }
 
-/// A stream whose reads are counted into one side of a [`Live`].
-struct Counted {
-    inner: TcpStream,
-    live: Arc<Live>,
-    /// Counted as sent (the jail's side) or received (the host's).
-    sent: bool,
+/// The host's side of a connection, its bytes counted into a [`Live`]:
+/// those written as sent, those read as received.
+pub struct Counted<T> {
+    pub io: T,
+    pub live: Arc<Live>,
 }
 
-impl AsyncRead for Counted {
+impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        let n = (buf.filled().len() - before) as u64;
-        let side = match self.sent {
-            true => &self.live.sent,
-            false => &self.live.received,
-        };
-        side.fetch_add(n, Ordering::Relaxed);
+        let r = Pin::new(&mut self.io).poll_read(cx, buf);
+        let got = (buf.filled().len() - before) as u64;
+        self.live.received.fetch_add(got, Ordering::Relaxed);
         r
     }
 }
 
-impl AsyncWrite for Counted {
+impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &r {
+            self.live.sent.fetch_add(*n as u64, Ordering::Relaxed);
+        }
+        r
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        Pin::new(&mut self.io).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
