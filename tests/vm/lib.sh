@@ -29,19 +29,23 @@ pids_limit() {
     fi
 }
 
-# cpu_quota [RUNG]: half a CPU for 2 s of wall time uses about 1 s of CPU.
-# A ratio, not a timing: used/wall < 0.8 (unlimited it is ~1.0), and > 0.2
-# so a payload that did not spin cannot pass; with RUNG, that rung held it.
+# spun NAME TEXT: the number after NAME= in spin's own line
+spun() { echo "$2" | sed -n "s/.*spin .*$1=\([0-9][0-9]*\).*/\1/p" | head -n 1; }
+
+# cpu_quota [RUNG]: half a CPU. spin burns 1 s of its own CPU time and says
+# how much wall time that took, both measured inside it, so neither the
+# jail's start-up nor a loaded host moves the ratio toward passing. Held, it
+# is at most about 0.5; unlimited on an idle machine, about 1: the test asks
+# for under 0.7, and for the whole second spun; with RUNG, that rung held it.
 cpu_quota() {
-    out=$(st run --report - --cpus 0.5 -- /usr/bin/spin 2 2>&1)
-    wall=$(field wall_time_ms "$out")
-    u=$(field user_time_ms "$out")
-    s=$(field system_time_ms "$out")
-    if [ -n "$wall" ] && [ -n "$u" ] && [ -n "$s" ] && status_is "$out" exited &&
+    out=$(st run --report - --cpus 0.5 -- /usr/bin/spin 1 2>&1)
+    c=$(spun cpu_ms "$out")
+    w=$(spun wall_ms "$out")
+    if [ -n "$c" ] && [ -n "$w" ] && status_is "$out" exited &&
         { [ -z "$1" ] || limit_has cpus "\"enforced_by\":\"$1\"" "$out"; } &&
-        [ $(((u + s) * 10)) -lt $((wall * 8)) ] && [ $(((u + s) * 10)) -gt $((wall * 2)) ]; then
-        pass "cpu_quota (cpu $((u + s)) ms of wall $wall ms)"
+        [ "$c" -ge 1000 ] && [ $((c * 10)) -lt $((w * 7)) ]; then
+        pass "cpu_quota (spin: cpu $c ms of wall $w ms)"
     else
-        fail cpu_quota "cpu=$u+$s wall=$wall: $out"
+        fail cpu_quota "cpu=$c wall=$w: $out"
     fi
 }

@@ -135,7 +135,7 @@ pids_limit
 out=$(st run -- /usr/bin/echo alive 2>&1)
 if [ "$out" = alive ]; then pass runs_after_fork_bomb; else fail runs_after_fork_bomb "$out"; fi
 
-# --- cpu: half a CPU for 2 s of wall time (see lib.sh)
+# --- cpu: half a CPU, judged by spin's own ratio (see lib.sh)
 cpu_quota
 
 # --- wall-clock deadline
