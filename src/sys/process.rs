@@ -224,6 +224,22 @@ pub fn ended_unreaped(pid: i32) -> bool {
     }
 }
 
+/// The pid of a child that has ended, left unreaped (WNOWAIT), or None
+/// when no child has ended yet. Reaping that pid next (and no other)
+/// lets the caller act while the zombie still holds its number.
+pub fn dead_child_unreaped() -> SysResult<Option<i32>> {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    loop {
+        match waitid(Id::All, flags) {
+            Ok(WaitStatus::StillAlive) => return Ok(None),
+            Ok(st) => return Ok(st.pid().map(|p| p.as_raw())),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return err("waitid", -1, e),
+        }
+    }
+}
+
 /// wait4 on a pid, blocking, with rusage of the reaped child (and its
 /// reaped descendants).
 pub fn wait4(pid: i32) -> SysResult<(i32, libc::rusage)> {

@@ -166,7 +166,25 @@ impl<'a> Waiter<'a> {
         }
         self.backlog = true;
         for _ in 0..REAP_BATCH {
-            match sys::waitpid(-1, true) {
+            // While the payload's group still reaches most of the jail,
+            // look before reaping: the payload may end during this batch,
+            // and its group is killed before its zombie lets go of the
+            // number (reaped blindly, the chase in Tree::end is all that
+            // is left, slow against a flood of forkers).
+            let next = match self.tree.has_group() {
+                true => match sys::dead_child_unreaped() {
+                    Ok(Some(pid)) => pid,
+                    _ => {
+                        self.backlog = false;
+                        break;
+                    }
+                },
+                false => -1,
+            };
+            if next == self.child {
+                self.tree.kill_group();
+            }
+            match sys::waitpid(next, true) {
                 Ok(Some((pid, st))) if pid == self.child => {
                     self.tree.forget_group();
                     return Some(st);

@@ -82,6 +82,11 @@ impl Tree {
         }
     }
 
+    /// Whether the payload's group is still the jail's to signal.
+    pub(super) fn has_group(&self) -> bool {
+        self.group.get().is_some()
+    }
+
     /// The payload was reaped: its group's number may be free again.
     pub(super) fn forget_group(&self) {
         self.group.set(None);
