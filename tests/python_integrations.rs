@@ -183,7 +183,11 @@ fn run_suite(
     modules: &[&str],
 ) -> Vec<serde_json::Value> {
     let label = format!("{who:?}{}", if fallback { "-fallback" } else { "" });
-    let results = s.join(&format!("results-{label}-{}.jsonl", modules.len()));
+    let results = s.join(&format!(
+        "results-{label}-{}-{}.jsonl",
+        modules[0],
+        modules.len()
+    ));
     let mut c = if fallback {
         let mut c = Command::new(common::c_payload("chk_nouserns"));
         c.arg(py);
@@ -346,13 +350,16 @@ fn python_package_suites() {
     for &who in &users {
         run_readme_examples(&py, who);
     }
-    // Root's suites with and without user namespaces at once (each run
-    // has a home, a results file and jails of its own; the fallback's
-    // jails run as leased uids), then uid 65534's, one at a time: its
-    // jails' pids limit is RLIMIT_NPROC, which counts every process of
-    // that uid on the host (root's jails run as 65534 too), so two such
-    // runs at once would refuse each other's forks (EAGAIN, seen). Then
-    // LangChain's own tests, one run at a time: they time their commands.
+    // Every run at once but uid 65534's two, which go one after the
+    // other: their jails' pids limit is RLIMIT_NPROC, which counts every
+    // process of uid 65534 outside a user namespace, and every process of
+    // the user namespaces uid 65534 made, so two such runs at once would
+    // refuse each other's forks (EAGAIN, seen). Root's jails are never
+    // counted there, though the host sees them as uid 65534: the kernel
+    // charges a user namespace's processes to the uid that made it (root),
+    // and the fallback's jails run as leased uids. The static checks (no
+    // jail) run beside them too. Then LangChain's own tests, one run at a
+    // time: they time their commands.
     let runs: Vec<(Who, bool)> = users
         .iter()
         .flat_map(|&who| [(who, false), (who, true)])
@@ -363,35 +370,37 @@ fn python_package_suites() {
         .copied()
         .filter(|m| *m != TIMED && *m != STATIC)
         .collect();
-    let mut results: Vec<Vec<serde_json::Value>> = Vec::new();
-    for &who in &users {
-        let mine = [(who, false), (who, true)];
-        if who == Who::Root {
-            results.extend(std::thread::scope(|sc| {
-                let handles: Vec<_> = mine
-                    .iter()
-                    .map(|&run| {
-                        let (s, py, tests, untimed) = (&s, &py, &tests, &untimed);
-                        sc.spawn(move || run_suite(s, py, tests, run, untimed))
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap())
-                    .collect::<Vec<_>>()
-            }));
-        } else {
-            for run in mine {
-                results.push(run_suite(&s, &py, &tests, run, &untimed));
-            }
-        }
-    }
-    for (i, (&run, r)) in runs.iter().zip(results.iter_mut()).enumerate() {
-        let more: &[&str] = match i {
-            0 => &[TIMED, STATIC],
-            _ => &[TIMED],
-        };
-        r.extend(run_suite(&s, &py, &tests, run, more));
+    let first = runs[0];
+    let (mut results, checks) = std::thread::scope(|sc| {
+        let (s, py, tests, untimed) = (&s, &py, &tests, &untimed);
+        let checks = sc.spawn(move || run_suite(s, py, tests, first, &[STATIC]));
+        let handles: Vec<_> = users
+            .iter()
+            .map(|&who| {
+                sc.spawn(move || match who {
+                    Who::Root => std::thread::scope(|inner| {
+                        [false, true]
+                            .map(|f| {
+                                inner.spawn(move || run_suite(s, py, tests, (who, f), untimed))
+                            })
+                            .map(|h| h.join().unwrap())
+                            .to_vec()
+                    }),
+                    _ => [false, true]
+                        .map(|f| run_suite(s, py, tests, (who, f), untimed))
+                        .to_vec(),
+                })
+            })
+            .collect();
+        let results: Vec<Vec<serde_json::Value>> = handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect();
+        (results, checks.join().unwrap())
+    });
+    results[0].extend(checks);
+    for (&run, r) in runs.iter().zip(results.iter_mut()) {
+        r.extend(run_suite(&s, &py, &tests, run, &[TIMED]));
     }
     for (i, ((who, fallback), results)) in runs.iter().zip(&results).enumerate() {
         let label = format!("{who:?}{}", if *fallback { "-fallback" } else { "" });
