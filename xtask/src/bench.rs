@@ -443,16 +443,25 @@ fn binaries_note(
     )
 }
 
+/// The checkout this xtask was built from, or, for a binary carried to
+/// another machine (`bench serve --no-build --binary PATH` there), the
+/// current directory when it holds the workspace's Cargo.toml.
 pub(crate) fn workspace_root() -> Result<PathBuf, String> {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let root = manifest
+    let built = manifest
         .parent()
         .ok_or("CARGO_MANIFEST_DIR has no parent")?
         .to_path_buf();
-    if !root.join("Cargo.toml").is_file() {
-        return Err(format!("no Cargo.toml in {}", root.display()));
-    }
-    Ok(root)
+    let here = std::env::current_dir().unwrap_or_default();
+    [built.clone(), here]
+        .into_iter()
+        .find(|r| r.join("Cargo.toml").is_file() && r.join("xtask").is_dir())
+        .ok_or_else(|| {
+            format!(
+                "no Cargo.toml in {} nor in the current directory",
+                built.display()
+            )
+        })
 }
 
 /// The effective uid, from /proc/self/status (std has no geteuid).
