@@ -205,8 +205,13 @@ pub fn main(a: ServeArgs) -> i32 {
         bases,
         secrets,
     });
+    // A run holds a blocking thread (its supervisor's wait) from start to
+    // outcome: a burst of N requests leaves N threads behind. They end
+    // after 2 s idle (tokio's default is 10 s), so the server's memory is
+    // back soon after the burst.
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_keep_alive(std::time::Duration::from_secs(2))
         .build()
     {
         Ok(rt) => rt,

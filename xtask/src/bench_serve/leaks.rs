@@ -5,7 +5,7 @@
 use std::path::Path;
 
 /// The counts at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
     /// Live processes descending from the server (its spawner, pool
     /// members, jails not yet gone).
@@ -25,13 +25,16 @@ pub struct Snapshot {
     pub rundirs: usize,
     /// The server's VmRSS, kB.
     pub rss_kb: u64,
+    /// The live processes under the server: (pid, command line), so that
+    /// a count that grew can say what is new.
+    pub live: Vec<(u32, String)>,
 }
 
 impl Snapshot {
     pub fn take(server: u32, workdir_root: &Path) -> Snapshot {
-        let (procs, zombies) = descendants(server);
+        let (live, zombies) = descendants(server);
         Snapshot {
-            procs,
+            procs: live.len(),
             zombies,
             cgroups: run_cgroups(),
             mounts: std::fs::read_to_string("/proc/self/mountinfo")
@@ -40,7 +43,25 @@ impl Snapshot {
             workdirs: count(workdir_root, ""),
             rundirs: count(Path::new("/tmp"), "stockade-run-"),
             rss_kb: rss_kb(server).unwrap_or(0),
+            live,
         }
+    }
+
+    /// Processes alive now that were not in `earlier` (at most 4, with
+    /// how many more).
+    pub fn new_since(&self, earlier: &Snapshot) -> String {
+        let new: Vec<String> = self
+            .live
+            .iter()
+            .filter(|p| !earlier.live.iter().any(|q| q.0 == p.0))
+            .map(|(pid, cmd)| format!("{pid} {cmd}"))
+            .collect();
+        let more = new.len().saturating_sub(4);
+        let mut s = new.into_iter().take(4).collect::<Vec<_>>().join("; ");
+        if more > 0 {
+            s.push_str(&format!("; {more} more"));
+        }
+        s
     }
 
     /// Nothing left over compared with `before` (RSS aside).
@@ -62,7 +83,7 @@ impl Snapshot {
 }
 
 /// Before and after a load, and the server's RSS when it started.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Report {
     pub start_rss_kb: u64,
     pub before: Snapshot,
@@ -76,7 +97,11 @@ impl Report {
             100.0 * (kb as f64 - self.start_rss_kb as f64) / (self.start_rss_kb.max(1) as f64)
         };
         let end = pct(a.rss_kb);
-        format!(
+        let new = match a.procs > b.procs {
+            true => format!(" (new since the start: {})", a.new_since(b)),
+            false => String::new(),
+        };
+        let line = format!(
             "processes under the server {} → {} (+ zombies {} → {}), orphaned run cgroups {} → {}, mounts naming stockade {} → {}, workdirs {} → {}, /tmp/stockade-run-* {} → {} ({}); server RSS {:.1} MB at start, {:.1} MB before the load, {:.1} MB after ({:+.1}% of start: {})",
             b.procs,
             a.procs,
@@ -96,7 +121,8 @@ impl Report {
             a.rss_kb as f64 / 1024.0,
             end,
             if end.abs() <= 10.0 { "within 10%" } else { "NOT within 10%" }
-        )
+        );
+        line + &new
     }
 }
 
@@ -117,10 +143,10 @@ fn rss_kb(pid: u32) -> Option<u64> {
 }
 
 /// The processes whose chain of parents reaches `root` (not `root`):
-/// (live, zombies).
-fn descendants(root: u32) -> (usize, usize) {
+/// the live ones (pid, command line), and how many zombies.
+fn descendants(root: u32) -> (Vec<(u32, String)>, usize) {
     let Ok(rd) = std::fs::read_dir("/proc") else {
-        return (0, 0);
+        return (Vec::new(), 0);
     };
     let parents: Vec<(u32, u32, bool)> = rd
         .flatten()
@@ -147,7 +173,24 @@ fn descendants(root: u32) -> (usize, usize) {
         i += 1;
     }
     let zombies = found.iter().filter(|(_, z)| *z).count();
-    (found.len() - 1 - zombies, zombies)
+    let live = found[1..]
+        .iter()
+        .filter(|(_, z)| !z)
+        .map(|&(pid, _)| (pid, cmdline(pid)))
+        .collect();
+    (live, zombies)
+}
+
+/// A process's command line, NULs as spaces, cut at 80 characters.
+fn cmdline(pid: u32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let s: String = String::from_utf8_lossy(&raw)
+        .replace('\0', " ")
+        .trim()
+        .chars()
+        .take(80)
+        .collect();
+    s
 }
 
 /// `run-PID-…` groups in `base` with no process in them whose PID is gone.

@@ -367,7 +367,7 @@ impl Server {
             wall,
             leaks: Report {
                 start_rss_kb: self.start.rss_kb,
-                before: self.start,
+                before: self.start.clone(),
                 after: self.settled(&before),
             },
         }
@@ -384,15 +384,16 @@ impl Server {
             .ok()
     }
 
-    /// The counts once the last jails are gone (up to 10 s).
+    /// The counts once the last jails are gone and the server has let go
+    /// of the memory the load took (its idle threads end after a few
+    /// seconds), up to 15 s.
     fn settled(&self, before: &Snapshot) -> Snapshot {
         let t = Instant::now();
+        let rss_back = |s: &Snapshot| s.rss_kb * 10 <= self.start.rss_kb * 11;
         loop {
             let s = self.snapshot();
-            if s.same_counts(&self.start)
-                || s.same_counts(before)
-                || t.elapsed() > Duration::from_secs(10)
-            {
+            let counts = s.same_counts(&self.start) || s.same_counts(before);
+            if (counts && rss_back(&s)) || t.elapsed() > Duration::from_secs(15) {
                 return s;
             }
             std::thread::sleep(Duration::from_millis(100));
