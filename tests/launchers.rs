@@ -258,29 +258,43 @@ fn every_launcher_ends_a_deadline_alike() {
         time.sleep(60)";
     let plain = "import time\nprint('ready', flush=True)\ntime.sleep(60)";
     let servers = servers();
-    session_ends_a_deadline_alike(&servers[0].1, trap, plain);
-    for (launcher, s) in servers {
-        let mut body = py(trap);
-        body["limits"] = json!({"timeout": "3s"});
-        let v = run_as(launcher, &s, &body);
-        assert_eq!(v["status"], "timeout", "{launcher}: {v}");
-        assert_eq!(stdout(&v), "ready\ncleaning up\n", "{launcher}: {v}");
-        assert_eq!(
-            (&v["exit_code"], &v["signal"]),
-            (&json!(7), &Value::Null),
-            "{launcher}: {v}"
-        );
-        let mut body = py(plain);
-        body["limits"] = json!({"timeout": "3s"});
-        let v = run_as(launcher, &s, &body);
-        assert_eq!(v["status"], "timeout", "{launcher}: {v}");
-        assert_eq!(stdout(&v), "ready\n", "{launcher}: {v}");
-        assert_eq!(
-            (&v["exit_code"], &v["signal"]),
-            (&json!(128 + libc::SIGTERM), &json!(libc::SIGTERM)),
-            "{launcher}: {v}"
-        );
-    }
+    // Each launcher beside the others (the session on the first's
+    // server, before its runs): every run waits out its 3 s deadline, and
+    // each launcher has its own server.
+    std::thread::scope(|sc| {
+        for (i, (launcher, s)) in servers.into_iter().enumerate() {
+            sc.spawn(move || {
+                if i == 0 {
+                    session_ends_a_deadline_alike(&s, trap, plain);
+                }
+                deadline_alike(launcher, &s, trap, plain)
+            });
+        }
+    });
+}
+
+/// One launcher's runs of [`every_launcher_ends_a_deadline_alike`].
+fn deadline_alike(launcher: &str, s: &Server, trap: &str, plain: &str) {
+    let mut body = py(trap);
+    body["limits"] = json!({"timeout": "3s"});
+    let v = run_as(launcher, s, &body);
+    assert_eq!(v["status"], "timeout", "{launcher}: {v}");
+    assert_eq!(stdout(&v), "ready\ncleaning up\n", "{launcher}: {v}");
+    assert_eq!(
+        (&v["exit_code"], &v["signal"]),
+        (&json!(7), &Value::Null),
+        "{launcher}: {v}"
+    );
+    let mut body = py(plain);
+    body["limits"] = json!({"timeout": "3s"});
+    let v = run_as(launcher, s, &body);
+    assert_eq!(v["status"], "timeout", "{launcher}: {v}");
+    assert_eq!(stdout(&v), "ready\n", "{launcher}: {v}");
+    assert_eq!(
+        (&v["exit_code"], &v["signal"]),
+        (&json!(128 + libc::SIGTERM), &json!(libc::SIGTERM)),
+        "{launcher}: {v}"
+    );
 }
 
 /// A session's command, given the same payloads and timeout as the runs

@@ -43,48 +43,55 @@ fn wrote(v: &Value) -> u64 {
 
 #[test]
 fn a_run_that_fills_its_workdir_ends_as_disk_limit_and_the_host_keeps_nothing() {
-    for (who, fallback, s) in servers(
+    let servers = servers(
         "a_run_that_fills_its_workdir_ends_as_disk_limit_and_the_host_keeps_nothing",
         &["--max-workdir", "8m", "--max-timeout", "5s"],
-    ) {
-        // Files past the cap: refused before a jail starts.
-        let big = "x".repeat(9 << 20);
-        let r = s.run(&json!({"profile": "shell", "argv": ["true"], "files": {"a": big}}));
-        assert_eq!(r.status, 413, "{who}: {}", r.text());
-        // A payload that writes past the cap.
-        let r = s.run(&json!({"profile": "shell", "argv": ["sh", "-c", FILL]}));
-        assert_eq!(r.status, 200, "{who}: {}", r.text());
-        let v = r.json();
-        assert!(wrote(&v) <= 8 << 20, "{who}: {v}");
-        if fallback {
-            // The fallback's run directory: metered (killed, disk_limit)
-            // or, started by root, a tmpfs of its own (ENOSPC).
-            assert!(
-                v["status"] == "disk_limit" || wrote(&v) < 64 << 20,
-                "{who}: {v}"
-            );
-        } else {
-            assert_eq!(v["status"], "disk_limit", "{who}: {v}");
-            assert_eq!(v["signal"], 9, "{who}: {v}");
-            assert_eq!(v["applied"]["limits"]["memory"], 512u64 << 20, "{who}: {v}");
+    );
+    // The servers side by side (some runs wait out the 5 s timeout), each
+    // with its own workdirs.
+    std::thread::scope(|sc| {
+        for (who, fallback, s) in servers {
+            sc.spawn(move || {
+                // Files past the cap: refused before a jail starts.
+                let big = "x".repeat(9 << 20);
+                let r = s.run(&json!({"profile": "shell", "argv": ["true"], "files": {"a": big}}));
+                assert_eq!(r.status, 413, "{who}: {}", r.text());
+                // A payload that writes past the cap.
+                let r = s.run(&json!({"profile": "shell", "argv": ["sh", "-c", FILL]}));
+                assert_eq!(r.status, 200, "{who}: {}", r.text());
+                let v = r.json();
+                assert!(wrote(&v) <= 8 << 20, "{who}: {v}");
+                if fallback {
+                    // The fallback's run directory: metered (killed, disk_limit)
+                    // or, started by root, a tmpfs of its own (ENOSPC).
+                    assert!(
+                        v["status"] == "disk_limit" || wrote(&v) < 64 << 20,
+                        "{who}: {v}"
+                    );
+                } else {
+                    assert_eq!(v["status"], "disk_limit", "{who}: {v}");
+                    assert_eq!(v["signal"], 9, "{who}: {v}");
+                    assert_eq!(v["applied"]["limits"]["memory"], 512u64 << 20, "{who}: {v}");
+                }
+                // The request's files count: 6 MiB of them, then 4 MiB more (a
+                // payload that ends on its own: the full workdir is found after).
+                let six = "y".repeat(6 << 20);
+                let r = s.run(&json!({"profile": "shell",
+                    "argv": ["sh", "-c", "dd if=/dev/zero of=more bs=1M count=4 2>/dev/null; stat -c %s a more"],
+                    "files": {"a": six}}));
+                assert_eq!(r.status, 200, "{who}: {}", r.text());
+                let v = r.json();
+                if !fallback {
+                    assert_eq!(v["status"], "disk_limit", "{who}: {v}");
+                }
+                // Nothing of any run stays on the host.
+                assert!(s.leftovers().is_empty(), "{who}: {:?}", s.leftovers());
+                // And the server serves on.
+                let r = s.run(&json!({"profile": "shell", "argv": ["echo", "ok"]}));
+                assert_eq!(r.json()["stdout"]["data"], "ok\n", "{who}: {}", r.text());
+            });
         }
-        // The request's files count: 6 MiB of them, then 4 MiB more (a
-        // payload that ends on its own: the full workdir is found after).
-        let six = "y".repeat(6 << 20);
-        let r = s.run(&json!({"profile": "shell",
-            "argv": ["sh", "-c", "dd if=/dev/zero of=more bs=1M count=4 2>/dev/null; stat -c %s a more"],
-            "files": {"a": six}}));
-        assert_eq!(r.status, 200, "{who}: {}", r.text());
-        let v = r.json();
-        if !fallback {
-            assert_eq!(v["status"], "disk_limit", "{who}: {v}");
-        }
-        // Nothing of any run stays on the host.
-        assert!(s.leftovers().is_empty(), "{who}: {:?}", s.leftovers());
-        // And the server serves on.
-        let r = s.run(&json!({"profile": "shell", "argv": ["echo", "ok"]}));
-        assert_eq!(r.json()["stdout"]["data"], "ok\n", "{who}: {}", r.text());
-    }
+    });
 }
 
 #[test]
