@@ -112,10 +112,15 @@ fn run_limits(s: &Server) {
 
 #[test]
 fn session_fields_are_cut_to_the_ceiling_or_refused_whatever_their_type() {
-    for who in common::users("session_fields_are_cut_to_the_ceiling_or_refused_whatever_their_type")
-    {
-        session_fields(&Server::start(who, &CEILINGS));
-    }
+    // Each user's server beside the other's: a session is a jail, and
+    // each value makes one.
+    let users =
+        common::users("session_fields_are_cut_to_the_ceiling_or_refused_whatever_their_type");
+    std::thread::scope(|sc| {
+        for who in users {
+            sc.spawn(move || session_fields(&Server::start(who, &CEILINGS)));
+        }
+    });
 }
 
 fn session_fields(s: &Server) {
