@@ -307,36 +307,40 @@ fn sleepers(duration: &str) -> usize {
 #[test]
 fn a_stopped_agent_ends_the_session_once_its_command_is_past_its_timeout() {
     let test = "a_stopped_agent_ends_the_session_once_its_command_is_past_its_timeout";
-    // The servers side by side: each waits out the watchdog's grace, and
-    // each has its own session, agent and sleep.
+    // The servers side by side, in lanes (common::lanes): each waits out
+    // the watchdog's grace, with its own session, agent and sleep.
+    let cases: Vec<_> = servers(test).into_iter().enumerate().collect();
     std::thread::scope(|sc| {
-        for (n, (who, s)) in servers(test).into_iter().enumerate() {
+        for lane in common::lanes(cases, |(_, (who, _))| who.starts_with("Root")) {
             sc.spawn(move || {
-                let dur = format!("3{:05}.{n}", std::process::id() % 100_000);
-                let id = opened(&s, &json!({}));
-                let cmd = json!({"command": format!("echo started; sleep {dur}"), "timeout": 0.5});
-                let mut l = exec_stream(&s, &id, &cmd);
-                let first = l.next_line().unwrap();
-                assert_eq!(first["data"], "started\n", "{who}: {first}");
-                // No command can stop the agent: this test, from outside, does.
-                let st = std::process::Command::new("kill")
-                    .args(["-STOP", &agent_pid(&id).to_string()])
-                    .status()
-                    .unwrap();
-                assert!(st.success(), "{who}");
-                let mut last = Value::Null;
-                while let Some(v) = l.next_line() {
-                    last = v;
+                for (n, (who, s)) in lane {
+                    let dur = format!("3{:05}.{n}", std::process::id() % 100_000);
+                    let id = opened(&s, &json!({}));
+                    let cmd =
+                        json!({"command": format!("echo started; sleep {dur}"), "timeout": 0.5});
+                    let mut l = exec_stream(&s, &id, &cmd);
+                    let first = l.next_line().unwrap();
+                    assert_eq!(first["data"], "started\n", "{who}: {first}");
+                    // No command can stop the agent: this test, from outside, does.
+                    let st = std::process::Command::new("kill")
+                        .args(["-STOP", &agent_pid(&id).to_string()])
+                        .status()
+                        .unwrap();
+                    assert!(st.success(), "{who}");
+                    let mut last = Value::Null;
+                    while let Some(v) = l.next_line() {
+                        last = v;
+                    }
+                    assert_eq!(last["event"], "end", "{who}: {last}");
+                    assert_eq!(last["reason"], "agent_unresponsive", "{who}: {last}");
+                    wait_metric(
+                        &s,
+                        "stockade_sessions_ended_total{reason=\"agent_unresponsive\"} 1",
+                    );
+                    assert_eq!(exec(&s, &id, &json!({"command": "true"})).status, 404);
+                    assert_eq!(sleepers(&dur), 0, "{who}: left behind");
+                    assert!(s.leftovers().is_empty(), "{who}: {:?}", s.leftovers());
                 }
-                assert_eq!(last["event"], "end", "{who}: {last}");
-                assert_eq!(last["reason"], "agent_unresponsive", "{who}: {last}");
-                wait_metric(
-                    &s,
-                    "stockade_sessions_ended_total{reason=\"agent_unresponsive\"} 1",
-                );
-                assert_eq!(exec(&s, &id, &json!({"command": "true"})).status, 404);
-                assert_eq!(sleepers(&dur), 0, "{who}: left behind");
-                assert!(s.leftovers().is_empty(), "{who}: {:?}", s.leftovers());
             });
         }
     });

@@ -47,11 +47,11 @@ fn a_run_that_fills_its_workdir_ends_as_disk_limit_and_the_host_keeps_nothing() 
         "a_run_that_fills_its_workdir_ends_as_disk_limit_and_the_host_keeps_nothing",
         &["--max-workdir", "8m", "--max-timeout", "5s"],
     );
-    // The servers side by side (some runs wait out the 5 s timeout), each
-    // with its own workdirs.
+    // The servers side by side, in lanes (common::lanes): some runs wait
+    // out the 5 s timeout, and each server has its own workdirs.
     std::thread::scope(|sc| {
-        for (who, fallback, s) in servers {
-            sc.spawn(move || {
+        for lane in common::lanes(servers, |(who, _, _)| who.starts_with("Root")) {
+            sc.spawn(move || for (who, fallback, s) in lane {
                 // Files past the cap: refused before a jail starts.
                 let big = "x".repeat(9 << 20);
                 let r = s.run(&json!({"profile": "shell", "argv": ["true"], "files": {"a": big}}));

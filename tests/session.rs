@@ -546,24 +546,26 @@ fn agent_pid(id: &str) -> u32 {
 
 #[test]
 fn a_stopped_agent_ends_the_session_once_a_command_is_past_its_timeout() {
-    // The modes side by side: each waits out the watchdog's grace, and
-    // each has its own session, agent and sleep.
+    // The modes side by side, in lanes (common::lanes): each waits out
+    // the watchdog's grace, with its own session, agent and sleep.
     let modes = modes("a_stopped_agent_ends_the_session_once_a_command_is_past_its_timeout");
     std::thread::scope(|sc| {
-        for m in modes {
+        for lane in common::lanes(modes, |m| m.who == Who::Root) {
             sc.spawn(move || {
-                let dur = unique_duration(4, m);
-                let mut s = Session::start(m, &[]);
-                let id = s.seen[0]["session"].as_str().unwrap().to_string();
-                s.send(&json!({"op": "exec", "id": "s", "timeout": 0.5,
+                for m in lane {
+                    let dur = unique_duration(4, m);
+                    let mut s = Session::start(m, &[]);
+                    let id = s.seen[0]["session"].as_str().unwrap().to_string();
+                    s.send(&json!({"op": "exec", "id": "s", "timeout": 0.5,
                     "command": format!("echo started; sleep {dur}")}));
-                assert_eq!(s.event()["data"], "started\n", "{m:?}");
-                // No command can stop the agent: this test, from outside, does.
-                signal(agent_pid(&id), "STOP");
-                let (end, code) = s.end();
-                assert_eq!(end["reason"], "agent_unresponsive", "{m:?}: {end}");
-                assert_ne!(code, 0, "{m:?}");
-                assert!(sleepers(&dur).is_empty(), "{m:?}: left behind");
+                    assert_eq!(s.event()["data"], "started\n", "{m:?}");
+                    // No command can stop the agent: this test, from outside, does.
+                    signal(agent_pid(&id), "STOP");
+                    let (end, code) = s.end();
+                    assert_eq!(end["reason"], "agent_unresponsive", "{m:?}: {end}");
+                    assert_ne!(code, 0, "{m:?}");
+                    assert!(sleepers(&dur).is_empty(), "{m:?}: left behind");
+                }
             });
         }
     });

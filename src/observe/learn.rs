@@ -335,6 +335,12 @@ impl Learner {
     /// mode), in the order first seen; the refusals (errno mode). Closes
     /// the listener (any caller still blocked gets ENOSYS).
     pub fn finish(mut self) -> Heard {
+        // A payload that ended at once may end before the loop saw its
+        // listener arrive: it was sent before the exec, so it waits in the
+        // socket. Take it now, or the run would say it never came.
+        if self.sock.is_some() {
+            self.take_listener();
+        }
         if self.listener.is_some() {
             self.drain();
         }

@@ -27,6 +27,23 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// Lanes for running a test's cases side by side: each of root's cases
+/// on a lane of its own, every other case on one shared lane, one after
+/// the other. A non-root user's jails (uid 65534's, or the caller's) are
+/// held to their pids limit by RLIMIT_NPROC, which counts every process of
+/// that uid on the host (its user namespaces' too), so two of its cases at
+/// once beside the other tests' jails can refuse each other's forks. Root's
+/// jails are never counted there: a user namespace's processes are charged
+/// to the uid that made it, and the root fallback's run as leased uids.
+pub fn lanes<T>(cases: Vec<T>, root: impl Fn(&T) -> bool) -> Vec<Vec<T>> {
+    let (mine, others): (Vec<T>, Vec<T>) = cases.into_iter().partition(|c| root(c));
+    let mut lanes: Vec<Vec<T>> = mine.into_iter().map(|c| vec![c]).collect();
+    if !others.is_empty() {
+        lanes.push(others);
+    }
+    lanes
+}
+
 /// The users to test as: both when the suite runs as root, else only the
 /// current user (and a SKIPPED line for the other).
 pub fn users(test: &str) -> Vec<Who> {
