@@ -273,28 +273,30 @@ fn every_launcher_ends_a_deadline_alike() {
     });
 }
 
-/// One launcher's runs of [`every_launcher_ends_a_deadline_alike`].
+/// One launcher's runs of [`every_launcher_ends_a_deadline_alike`]: the
+/// payload that traps SIGTERM cleans up and exits 7, the other dies of it.
 fn deadline_alike(launcher: &str, s: &Server, trap: &str, plain: &str) {
-    let mut body = py(trap);
-    body["limits"] = json!({"timeout": "3s"});
-    let v = run_as(launcher, s, &body);
-    assert_eq!(v["status"], "timeout", "{launcher}: {v}");
-    assert_eq!(stdout(&v), "ready\ncleaning up\n", "{launcher}: {v}");
-    assert_eq!(
-        (&v["exit_code"], &v["signal"]),
-        (&json!(7), &Value::Null),
-        "{launcher}: {v}"
-    );
-    let mut body = py(plain);
-    body["limits"] = json!({"timeout": "3s"});
-    let v = run_as(launcher, s, &body);
-    assert_eq!(v["status"], "timeout", "{launcher}: {v}");
-    assert_eq!(stdout(&v), "ready\n", "{launcher}: {v}");
-    assert_eq!(
-        (&v["exit_code"], &v["signal"]),
-        (&json!(128 + libc::SIGTERM), &json!(libc::SIGTERM)),
-        "{launcher}: {v}"
-    );
+    let cases = [
+        (trap, "ready\ncleaning up\n", json!(7), Value::Null),
+        (
+            plain,
+            "ready\n",
+            json!(128 + libc::SIGTERM),
+            json!(libc::SIGTERM),
+        ),
+    ];
+    for (code, out, exit, signal) in cases {
+        let mut body = py(code);
+        body["limits"] = json!({"timeout": "3s"});
+        let v = run_as(launcher, s, &body);
+        assert_eq!(v["status"], "timeout", "{launcher}: {v}");
+        assert_eq!(stdout(&v), out, "{launcher}: {v}");
+        assert_eq!(
+            (&v["exit_code"], &v["signal"]),
+            (&exit, &signal),
+            "{launcher}: {v}"
+        );
+    }
 }
 
 /// A session's command, given the same payloads and timeout as the runs
