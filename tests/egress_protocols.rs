@@ -15,7 +15,7 @@ mod tls;
 use std::collections::HashMap;
 
 use common::{Scratch, Who};
-use tls::{http_host, random_hex, test_pki, ws_host, HttpHost, Seen};
+use tls::{http_host, random_hex, test_pki, token_flags, ws_host, HttpHost, Seen};
 
 fn has(path: &str) -> bool {
     std::path::Path::new(path).exists()
@@ -281,16 +281,14 @@ print("placeholder", key)
         let pa = a.port.to_string();
         let o = common::run(
             who,
-            &[
-                "--allow-host",
+            &token_flags(
                 &format!("127.0.0.2:{pa}"),
-                "--secret",
-                &format!("TOKEN:127.0.0.2:{pa}"),
-                "--secret-file",
-                &format!("TOKEN={}", dir.arg("key")),
-                "--egress-ca",
+                &dir.arg("key"),
                 &dir.arg("ca.pem"),
-            ],
+            )
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
             &["/usr/bin/python3", "-c", client, &pa],
         );
         let (text, err) = (common::stdout(&o), common::stderr(&o));
@@ -465,20 +463,15 @@ fn measure_the_latency_interception_adds() {
             .args(["-c", MEASURE, n, &pa, &pb, client])
             .output()
             .unwrap();
+        let mut flags = token_flags(
+            &format!("127.0.0.2:{pa}"),
+            &dir.arg("key"),
+            &dir.arg("ca.pem"),
+        );
+        flags.extend(["--allow-host".into(), format!("127.0.0.3:{pb}")]);
         let o = common::run(
             Who::Root,
-            &[
-                "--allow-host",
-                &format!("127.0.0.2:{pa}"),
-                "--allow-host",
-                &format!("127.0.0.3:{pb}"),
-                "--secret",
-                &format!("TOKEN:127.0.0.2:{pa}"),
-                "--secret-file",
-                &format!("TOKEN={}", dir.arg("key")),
-                "--egress-ca",
-                &dir.arg("ca.pem"),
-            ],
+            &flags.iter().map(String::as_str).collect::<Vec<_>>(),
             &["/usr/bin/python3", "-c", MEASURE, n, &pa, &pb, client],
         );
         println!(

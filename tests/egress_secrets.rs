@@ -18,7 +18,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::Stdio;
 
 use common::Scratch;
-use tls::{descendants, memory_holds, test_pki, tls_host, value, Host};
+use tls::{descendants, memory_holds, test_pki, tls_host, token_flags, value, Host};
 
 /// What the jail runs: requests through the proxy, then its environment
 /// shown, "ready", and a wait for a line on stdin (while the host reads
@@ -227,16 +227,10 @@ fn curl_and_requests_reach_a_secret_host_with_the_value_from_a_secret_file() {
         let pa = a.port.to_string();
         let o = common::run(
             who,
-            &[
-                "--allow-host",
-                &format!("127.0.0.2:{pa}"),
-                "--secret",
-                &format!("TOKEN:127.0.0.2:{pa}"),
-                "--secret-file",
-                &format!("TOKEN={}", dir.arg("key")),
-                "--egress-ca",
-                &dir.arg("ca.pem"),
-            ],
+            &token_flags(&format!("127.0.0.2:{pa}"), &dir.arg("key"), &dir.arg("ca.pem"))
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
             &[
                 "/bin/sh",
                 "-c",
@@ -306,16 +300,14 @@ fn requests_client(who: common::Who, dir: &Scratch, pa: &str, secret: &str, a: &
     );
     let o = common::run(
         who,
-        &[
-            "--allow-host",
+        &token_flags(
             &format!("127.0.0.2:{pa}"),
-            "--secret",
-            &format!("TOKEN:127.0.0.2:{pa}"),
-            "--secret-file",
-            &format!("TOKEN={}", dir.arg("key")),
-            "--egress-ca",
+            &dir.arg("key"),
             &dir.arg("ca.pem"),
-        ],
+        )
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>(),
         &["/usr/bin/python3", "-c", &py],
     );
     let (out, err) = (common::stdout(&o), common::stderr(&o));

@@ -243,6 +243,25 @@ async fn answer(
     Ok(r)
 }
 
+/// `stockade run` flags that allow `host` (`IP:PORT`) and bind the secret
+/// TOKEN, read from the file `key`, to it, trusting the test authority's
+/// certificate in the file `ca`.
+pub fn token_flags(host: &str, key: &str, ca: &str) -> Vec<String> {
+    let (secret, file) = (format!("TOKEN:{host}"), format!("TOKEN={key}"));
+    [
+        "--allow-host",
+        host,
+        "--secret",
+        &secret,
+        "--secret-file",
+        &file,
+        "--egress-ca",
+        ca,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// `n` random bytes as hex, new for each call.
 pub fn random_hex(n: usize) -> String {
     let mut r = vec![0u8; n];
