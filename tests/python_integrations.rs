@@ -64,87 +64,26 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// The venv under target/ (kept between runs: the frameworks come from
-/// PyPI once), made readable by uid 65534.
-fn venv() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("python-integrations");
-    let venv = dir.join("venv");
-    if !venv.join("bin/python").exists() {
-        std::fs::create_dir_all(&dir).unwrap();
-        let o = Command::new("/usr/bin/python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "python3 -m venv: {}", out(&o));
-    }
-    for d in [PathBuf::from(env!("CARGO_TARGET_TMPDIR")), dir] {
-        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    venv
-}
-
-fn pip(py: &Path, args: &[&str]) -> Output {
-    Command::new(py)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-        ])
-        .args(args)
+/// The suite's venv under target/ (kept between runs: the frameworks come
+/// from PyPI once; `cargo xtask test` makes it at its start, beside the
+/// builds), with the package in `pkg` installed in it and the upstream
+/// LangChain venv beside it: clients/python/tests/suite_venv.py, which
+/// says what it installs.
+fn venv(pkg: &Path) -> PathBuf {
+    let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("python-integrations/venv");
+    let o = Command::new("/usr/bin/python3")
+        .arg(pkg.join("tests/suite_venv.py"))
+        .arg(&venv)
+        .arg(pkg)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/target/wheel-build/wheelhouse"
+        ))
         .output()
-        .unwrap()
-}
-
-/// Install the package with its extras; without PyPI, the core alone
-/// (the framework suites then skip, each with a SKIPPED line).
-fn install(py: &Path, pkg: &Path) {
-    let with_extras = format!("{}[langchain,deepagents]", pkg.display());
-    let o = pip(
-        py,
-        &["--force-reinstall", "--no-deps", pkg.to_str().unwrap()],
-    );
-    let o = if o.status.success() {
-        // Deep Agents pinned: test_deepagents is written against it;
-        // mypy and ruff for test_typing (clients/python/tests/typing_requirements.txt).
-        pip(
-            py,
-            &[
-                &with_extras,
-                "deepagents==0.7.32",
-                "mypy==2.4.1",
-                "ruff==0.17.6",
-            ],
-        )
-    } else {
-        o
-    };
-    if o.status.success() {
-        return;
-    }
-    eprintln!(
-        "pip install {with_extras} failed (PyPI out of reach?):\n{}",
-        out(&o)
-    );
-    let o = pip(
-        py,
-        &[
-            "--no-index",
-            "--find-links",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/target/wheel-build/wheelhouse"),
-            "--force-reinstall",
-            "--no-deps",
-            pkg.to_str().unwrap(),
-        ],
-    );
-    assert!(
-        o.status.success(),
-        "pip install {}: {}",
-        pkg.display(),
-        out(&o)
-    );
+        .unwrap();
+    eprintln!("--- suite_venv.py\n{}", out(&o));
+    assert!(o.status.success(), "suite_venv.py: {}", out(&o));
+    venv
 }
 
 /// A $HOME for `who` with the canary in .ssh/id_rsa.
@@ -327,24 +266,7 @@ fn python_package_suites() {
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/python"),
         &pkg,
     );
-    let py = venv().join("bin/python");
-    // The upstream LangChain suite's venv, which every run shares: made
-    // (or found made) once, before the runs start, and while the package
-    // is installed into the suite's venv (two downloads at once); where
-    // it cannot be made, its tests say SKIPPED in each run.
-    let upstream = Command::new(&py)
-        .args([
-            "-c",
-            "import unittest, test_langchain_upstream as t\ntry:\n    t.prepare()\nexcept unittest.SkipTest as e:\n    print('not made:', e)",
-        ])
-        .current_dir(pkg.join("tests"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    install(&py, &pkg);
-    let o = upstream.wait_with_output().unwrap();
-    eprintln!("--- the upstream LangChain venv\n{}", out(&o));
+    let py = venv(&pkg).join("bin/python");
     let mut failed = Vec::new();
     let users = common::users("python_package_suites");
     for &who in &users {

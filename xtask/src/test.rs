@@ -543,6 +543,51 @@ impl VmSuites {
     }
 }
 
+/// The Python suites' venvs (`clients/python/tests/suite_venv.py`),
+/// made in a thread from the start: pip mostly waits on PyPI while the
+/// builds use the CPUs, and `tests/python_integrations.rs` then finds
+/// them made (its own call of the script only reinstalls the package).
+/// Joined before the cargo tests start, so the two never write the venv
+/// at once. Its failure is only said: the test makes the venvs again and
+/// reports what fails.
+struct PythonVenvs(std::thread::JoinHandle<(bool, u64)>);
+
+impl PythonVenvs {
+    const LOG: &'static str = "python-venvs.log";
+
+    fn start(root: &Path) -> PythonVenvs {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(|t| root.join(t))
+            .unwrap_or_else(|| root.join("target"));
+        let mut cmd = Command::new("/usr/bin/python3");
+        cmd.arg(root.join("clients/python/tests/suite_venv.py"))
+            .arg(target.join("tmp/python-integrations/venv"))
+            .current_dir(root);
+        println!("==> the Python suites' venvs started in the background (clients/python/tests/suite_venv.py)");
+        PythonVenvs(std::thread::spawn(move || {
+            let t0 = std::time::Instant::now();
+            let ok = logs::run_to(Self::LOG, false, &mut cmd).unwrap_or_else(|e| {
+                logs::note(Self::LOG, &e);
+                false
+            });
+            (ok, t0.elapsed().as_secs())
+        }))
+    }
+
+    fn finish(self) {
+        let t0 = std::time::Instant::now();
+        let (ok, secs) = self.0.join().unwrap_or((false, 0));
+        let what = format!("{secs} s, waited {} s for it", t0.elapsed().as_secs());
+        match ok {
+            true => println!("==> the Python suites' venvs ... ok ({what})"),
+            false => println!(
+                "==> the Python suites' venvs ... not made ({what}), log: {}; python_integrations makes them itself",
+                logs::shown(Self::LOG)
+            ),
+        }
+    }
+}
+
 /// `cargo xtask wheel`, before the cargo tests: `tests/python_wheel.rs`
 /// installs the wheel it writes (and skips without it), so the static
 /// binary is built once per run.
@@ -690,6 +735,7 @@ pub fn main(args: &[String]) -> i32 {
     }
     let linted = driver.is_some();
     let mut t = Tally::default();
+    let venvs = PythonVenvs::start(&root);
     check_step(
         &mut t,
         "cargo fmt --check",
@@ -709,6 +755,7 @@ pub fn main(args: &[String]) -> i32 {
         let stockade = crate::binaries::static_path(&root);
         VmSuites::start(&root, (built && stockade.is_file()).then_some(stockade))
     });
+    venvs.finish();
     cargo_tests(&root, &mut t, b);
     if let Some(vms) = vms {
         bwrap_suite(&mut t);
