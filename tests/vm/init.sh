@@ -5,6 +5,8 @@
 # kernel command line it mounts the memory, pids and cpu,cpuacct controllers
 # as cgroup v1 hierarchies instead (no cgroup2 at all) and runs v1.sh as
 # root. Output goes to the serial console, which `cargo xtask vm-test` reads.
+# Booted with `stockade_vm=bench` it runs `xtask bench serve` instead
+# (`cargo xtask vm-bench`).
 
 export PATH=/usr/bin
 # The initramfs is rootfs, which pivot_root(2) refuses to move (EINVAL), and
@@ -74,6 +76,25 @@ rmdir $C/probe 2>/dev/null
 # Controllers for the children of the root; the root is exempt from the
 # no-internal-processes rule, so this works with init inside it.
 echo "+memory +cpu +pids" >$C/cgroup.subtree_control
+
+# `cargo xtask vm-bench` (stockade_vm=bench): `xtask bench serve` as root,
+# from a stand-in workspace (it looks for Cargo.toml and xtask/), each
+# line of its output on the console as VMTEST BENCH.
+if grep -qw stockade_vm=bench /proc/cmdline; then
+    mkdir -p /tmp/bench/xtask && : >/tmp/bench/Cargo.toml && cd /tmp/bench
+    echo "VMTEST BOOT bench: kernel $(uname -r), $(nproc) cpus, cgroup2 controllers: $(cat $C/cgroup.controllers)"
+    # shellcheck disable=SC2046
+    if xtask bench serve --binary /usr/bin/stockade $(cat /usr/share/vmtest/bench-args) >/tmp/bench.out 2>&1; then
+        result=PASS
+    else
+        result=FAIL
+    fi
+    sed 's/^/VMTEST BENCH /' /tmp/bench.out
+    echo "VMTEST $result bench_serve_ran"
+    echo "VMTEST DONE"
+    sync
+    poweroff -f
+fi
 
 # A delegated subtree for uid 1000, the way systemd's Delegate=yes does it:
 # the directory and its cgroup.procs, cgroup.subtree_control, cgroup.threads

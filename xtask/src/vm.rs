@@ -65,7 +65,7 @@ pub(crate) fn task_main(
     args: &[String],
     default_timeout: u64,
     usage: &str,
-    run: fn(u64, Option<PathBuf>) -> R<bool>,
+    run: impl FnOnce(u64, Option<PathBuf>) -> R<bool>,
 ) -> i32 {
     let mut timeout = default_timeout;
     let mut prebuilt = None;
@@ -122,7 +122,7 @@ fn run(timeout: u64, prebuilt: Option<PathBuf>) -> R<bool> {
     let stockade = stockade_binary(&root, prebuilt)?;
     let bins = payloads(&root, &vm)?;
     let initrd = vm.join("initramfs.cpio");
-    initramfs(&root, &vm, &initrd, &busybox, &stockade, &bins)?;
+    initramfs(&root, &vm, &initrd, &busybox, &stockade, &bins, &[])?;
     let size = fs::metadata(&initrd).map_or(0, |m| m.len() as usize);
     step(&format!(
         "prepared in {:.0?}, initramfs {:.1} MiB; booting",
@@ -309,7 +309,7 @@ fn check_config(path: &Path) -> R<()> {
     }
 }
 
-fn busybox(vm: &Path) -> R<PathBuf> {
+pub(crate) fn busybox(vm: &Path) -> R<PathBuf> {
     let dst = vm.join("busybox");
     if !dst.exists() {
         fs::copy("/bin/busybox", &dst).map_err(|e| format!("copy /bin/busybox: {e}"))?;
@@ -467,13 +467,15 @@ pub(crate) fn read(p: &Path) -> R<Vec<u8>> {
     fs::read(p).map_err(|e| format!("read {}: {e}", p.display()))
 }
 
-fn initramfs(
+/// `extra`: more files (path in the initramfs, contents), mode 0755.
+pub(crate) fn initramfs(
     root: &Path,
     vm: &Path,
     dst: &Path,
     busybox: &Path,
     stockade: &Path,
     bins: &[(String, PathBuf)],
+    extra: &[(String, Vec<u8>)],
 ) -> R<()> {
     let mut c = Cpio::new();
     for d in [
@@ -529,6 +531,9 @@ fn initramfs(
     c.file("usr/bin/stockade", 0o755, &read(stockade)?);
     for (name, p) in bins {
         c.file(&format!("usr/bin/{name}"), 0o755, &read(p)?);
+    }
+    for (path, data) in extra {
+        c.file(path, 0o755, data);
     }
     c.file("init", 0o755, &read(&root.join("tests/vm/init.sh"))?);
     for f in ["lib.sh", "tests.sh", "v1.sh"] {
