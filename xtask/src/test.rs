@@ -458,14 +458,21 @@ fn suite_logs(task: &str, extra_log: Option<&str>) -> String {
     }
 }
 
-/// The VM suites: (task, the tag of its lines, its console's log). The
-/// systemd one first: on a fresh machine it builds its root file system
-/// (mmdebstrap: downloads, dpkg, mounts in its chroot) first, the longest
-/// of the two.
-const VM_SUITES: [(&str, &str, &str); 2] = [
-    ("vm-systemd-test", "VMTEST", crate::vm_systemd::CONSOLE_LOG),
-    ("vm-test", "VMTEST", crate::vm::CONSOLE_LOG),
-];
+/// A VM suite: (task, the tag of its lines, its console's log).
+type VmSuite = (&'static str, &'static str, &'static str);
+
+/// The VM suite that runs beside the cargo tests: the cgroup v2 and v1
+/// boots (about 140 s alone).
+const VM_BESIDE_TESTS: &[VmSuite] = &[("vm-test", "VMTEST", crate::vm::CONSOLE_LOG)];
+
+/// The one that runs after them, beside the light steps that follow
+/// (bubblewrap's suite, the static binary, Docker): the systemd VM, whose
+/// guest once stopped making progress for good (both vCPUs busy, no
+/// console line for 15 minutes, not even its tests' own `timeout`s
+/// firing) when it booted beside the cargo tests; alone, and beside three
+/// CPU hogs, it passed. About 35 s alone, building its root file system
+/// first on a fresh machine (mmdebstrap).
+const VM_AFTER_TESTS: &[VmSuite] = &[("vm-systemd-test", "VMTEST", crate::vm_systemd::CONSOLE_LOG)];
 
 /// The VM suites' niceness beside the host's steps: weight 110 against a
 /// host thread's 1024, so a host test that wants a CPU gets about 90 % of
@@ -488,12 +495,15 @@ const VM_OVERLAP_TIMEOUT_S: u64 = 900;
 /// timeout) gets the CPU first; the VMs take what the host's tests leave
 /// (they mostly wait on jails). Each suite's (whether it succeeded, its
 /// seconds).
-struct VmSuites(std::thread::JoinHandle<Vec<(bool, u64)>>);
+struct VmSuites(
+    &'static [VmSuite],
+    std::thread::JoinHandle<Vec<(bool, u64)>>,
+);
 
 impl VmSuites {
     /// Starts them with the static binary the wheel step built (`None`: each
     /// suite builds its own).
-    fn start(root: &Path, stockade: Option<PathBuf>) -> VmSuites {
+    fn start(root: &Path, stockade: Option<PathBuf>, suites: &'static [VmSuite]) -> VmSuites {
         let mut args = vec!["--timeout".to_string(), VM_OVERLAP_TIMEOUT_S.to_string()];
         if let Some(s) = stockade {
             args.push("--stockade".into());
@@ -502,28 +512,33 @@ impl VmSuites {
         let root = root.to_path_buf();
         println!(
             "==> {} started in the background (nice {VM_NICE}, counted at the end)",
-            VM_SUITES
+            suites
+                .iter()
                 .map(|(task, _, _)| format!("cargo xtask {task}"))
+                .collect::<Vec<_>>()
                 .join(", ")
         );
-        VmSuites(std::thread::spawn(move || {
-            VM_SUITES
-                .iter()
-                .map(|(task, _, _)| {
-                    let t0 = std::time::Instant::now();
-                    let ok = run_suite(&root, task, &args, true);
-                    (ok, t0.elapsed().as_secs())
-                })
-                .collect()
-        }))
+        VmSuites(
+            suites,
+            std::thread::spawn(move || {
+                suites
+                    .iter()
+                    .map(|(task, _, _)| {
+                        let t0 = std::time::Instant::now();
+                        let ok = run_suite(&root, task, &args, true);
+                        (ok, t0.elapsed().as_secs())
+                    })
+                    .collect()
+            }),
+        )
     }
 
     /// Waits for them and counts each into `t`, a step line each.
     fn finish(self, t: &mut Tally) {
         let t0 = std::time::Instant::now();
-        let ran = self.0.join().unwrap_or_default();
+        let ran = self.1.join().unwrap_or_default();
         let waited = t0.elapsed().as_secs();
-        for (i, (task, tag, console)) in VM_SUITES.iter().enumerate() {
+        for (i, (task, tag, console)) in self.0.iter().enumerate() {
             let Some(&(ok, secs)) = ran.get(i) else {
                 t.fail(format!(
                     "cargo xtask {task}: its thread ended before it ran"
@@ -751,18 +766,23 @@ pub fn main(args: &[String]) -> i32 {
     // static binary the wheel step built: after the tests' build, which
     // takes both CPUs for minutes (a VM at nice 10 beside it crawled, and
     // the systemd VM's answers ran out of time).
-    let vms = wheel.map(|built| {
+    let stockade = wheel.map(|built| {
         let stockade = crate::binaries::static_path(&root);
-        VmSuites::start(&root, (built && stockade.is_file()).then_some(stockade))
+        (built && stockade.is_file()).then_some(stockade)
     });
+    let vms = stockade
+        .clone()
+        .map(|s| VmSuites::start(&root, s, VM_BESIDE_TESTS));
     venvs.finish();
     cargo_tests(&root, &mut t, b);
-    if let Some(vms) = vms {
+    if let (Some(vms), Some(stockade)) = (vms, stockade) {
+        let late = VmSuites::start(&root, stockade, VM_AFTER_TESTS);
         bwrap_suite(&mut t);
         static_smoke(&root, &mut t);
         // The host's kernel and uid 65534, as the cargo tests: after them.
         suite(&root, &mut t, "docker-test", "DOCKERTEST", None);
         vms.finish(&mut t);
+        late.finish(&mut t);
     }
     closing(&t);
     i32::from(t.failed > 0)
