@@ -7,9 +7,6 @@ use std::path::Path;
 /// The counts at one moment.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
-    /// Live processes descending from the server (its spawner, pool
-    /// members, jails not yet gone).
-    pub procs: usize,
     /// Zombies among them: per-run supervisors that exited and that the
     /// spawner reaps when it next forks (at most the last few runs').
     pub zombies: usize,
@@ -25,8 +22,9 @@ pub struct Snapshot {
     pub rundirs: usize,
     /// The server's VmRSS, kB.
     pub rss_kb: u64,
-    /// The live processes under the server: (pid, command line), so that
-    /// a count that grew can say what is new.
+    /// The live processes descending from the server (its spawner, pool
+    /// members, jails not yet gone): (pid, command line), so that a count
+    /// that grew can say what is new.
     pub live: Vec<(u32, String)>,
 }
 
@@ -34,7 +32,6 @@ impl Snapshot {
     pub fn take(server: u32, workdir_root: &Path) -> Snapshot {
         let (live, zombies) = descendants(server);
         Snapshot {
-            procs: live.len(),
             zombies,
             cgroups: run_cgroups(),
             mounts: std::fs::read_to_string("/proc/self/mountinfo")
@@ -45,6 +42,11 @@ impl Snapshot {
             rss_kb: rss_kb(server).unwrap_or(0),
             live,
         }
+    }
+
+    /// How many processes live under the server.
+    pub fn procs(&self) -> usize {
+        self.live.len()
     }
 
     /// Processes alive now that were not in `earlier` (at most 4, with
@@ -67,13 +69,13 @@ impl Snapshot {
     /// Nothing left over compared with `before` (RSS aside).
     pub fn same_counts(&self, before: &Snapshot) -> bool {
         (
-            self.procs,
+            self.procs(),
             self.cgroups,
             self.mounts,
             self.workdirs,
             self.rundirs,
         ) == (
-            before.procs,
+            before.procs(),
             before.cgroups,
             before.mounts,
             before.workdirs,
@@ -97,14 +99,14 @@ impl Report {
             100.0 * (kb as f64 - self.start_rss_kb as f64) / (self.start_rss_kb.max(1) as f64)
         };
         let end = pct(a.rss_kb);
-        let new = match a.procs > b.procs {
+        let new = match a.procs() > b.procs() {
             true => format!(" (new since the start: {})", a.new_since(b)),
             false => String::new(),
         };
         let line = format!(
             "processes under the server {} → {} (+ zombies {} → {}), orphaned run cgroups {} → {}, mounts naming stockade {} → {}, workdirs {} → {}, /tmp/stockade-run-* {} → {} ({}); server RSS {:.1} MB at start, {:.1} MB before the load, {:.1} MB after ({:+.1}% of start: {})",
-            b.procs,
-            a.procs,
+            b.procs(),
+            a.procs(),
             b.zombies,
             a.zombies,
             b.cgroups,
