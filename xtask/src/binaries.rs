@@ -62,12 +62,17 @@ fn shown(target: &str, rustflags: Option<&str>) -> String {
     )
 }
 
-/// The dynamic binary: `release/stockade` under `$CARGO_TARGET_DIR` or `target`.
-pub fn dynamic_path(root: &Path) -> PathBuf {
+/// Cargo's target directory: `$CARGO_TARGET_DIR` (relative to `root`
+/// when relative) or `root/target`.
+pub fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(|t| root.join(t))
         .unwrap_or_else(|| root.join("target"))
-        .join("release/stockade")
+}
+
+/// The dynamic binary: `release/stockade` under [`target_dir`].
+pub fn dynamic_path(root: &Path) -> PathBuf {
+    target_dir(root).join("release/stockade")
 }
 
 /// Makes sure the musl target's standard library is installed: asks rustup,

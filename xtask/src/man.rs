@@ -26,9 +26,7 @@ pub fn main(args: &[String]) -> i32 {
         return 2;
     }
     let root = crate::logs::root();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(|t| root.join(t))
-        .unwrap_or_else(|| root.join("target"));
+    let target = crate::binaries::target_dir(&root);
     let out = target.join("man");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let st = Command::new(cargo)

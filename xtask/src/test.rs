@@ -571,9 +571,7 @@ impl PythonVenvs {
     const LOG: &'static str = "python-venvs.log";
 
     fn start(root: &Path) -> PythonVenvs {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(|t| root.join(t))
-            .unwrap_or_else(|| root.join("target"));
+        let target = crate::binaries::target_dir(root);
         let mut cmd = Command::new("/usr/bin/python3");
         cmd.arg(root.join("clients/python/tests/suite_venv.py"))
             .arg(target.join("tmp/python-integrations/venv"))
@@ -762,10 +760,11 @@ pub fn main(args: &[String]) -> i32 {
     let wheel = (!only_cargo).then(|| wheel_step(&mut t));
     let b = build_tests(&root, &mut t, linted);
     clippy_verdict(&mut t, &b, linted);
-    // The VM suites run beside the host's steps from here on, with the
-    // static binary the wheel step built: after the tests' build, which
-    // takes both CPUs for minutes (a VM at nice 10 beside it crawled, and
-    // the systemd VM's answers ran out of time).
+    // The VM suites run in the background with the static binary the
+    // wheel step built: after the tests' build, which takes both CPUs for
+    // minutes (a VM at nice 10 beside it crawled, and the systemd VM's
+    // answers ran out of time); vm-test beside the cargo tests, the
+    // systemd VM after them (VM_AFTER_TESTS).
     let stockade = wheel.map(|built| {
         let stockade = crate::binaries::static_path(&root);
         (built && stockade.is_file()).then_some(stockade)
