@@ -40,25 +40,32 @@ pub fn static_path(root: &Path) -> PathBuf {
 }
 
 fn built_path(root: &Path, target: &str) -> PathBuf {
-    root.join(STATIC_DIR).join(target).join("release/stockade")
+    built_bin(root, target, "stockade")
+}
+
+fn built_bin(root: &Path, target: &str, name: &str) -> PathBuf {
+    root.join(STATIC_DIR)
+        .join(target)
+        .join("release")
+        .join(name)
 }
 
 /// The build command of the static binary at `path` (as `static_path` or
 /// `build_static` gave it), for notes that say what was measured.
 pub fn static_command(path: &Path) -> String {
     if path.components().any(|c| c.as_os_str() == GLIBC_TARGET) {
-        shown(GLIBC_TARGET, Some(GLIBC_RUSTFLAGS))
+        shown(GLIBC_TARGET, Some(GLIBC_RUSTFLAGS), "stockade")
     } else {
-        shown(TARGET, None)
+        shown(TARGET, None, "stockade")
     }
 }
 
-fn shown(target: &str, rustflags: Option<&str>) -> String {
+fn shown(target: &str, rustflags: Option<&str>, name: &str) -> String {
     let env = rustflags
         .map(|f| format!("RUSTFLAGS=\"{f}\" "))
         .unwrap_or_default();
     format!(
-        "{env}cargo build --release --target {target} --target-dir {STATIC_DIR} -p stockade --bin stockade"
+        "{env}cargo build --release --target {target} --target-dir {STATIC_DIR} -p {name} --bin {name}"
     )
 }
 
@@ -129,6 +136,13 @@ pub fn ensure_musl_target() -> Result<(), String> {
 /// when the musl target cannot be installed, the glibc crt-static one (said
 /// on stderr). Returns the path of the binary built.
 pub fn build_static(root: &Path) -> Result<PathBuf, String> {
+    build_static_bin(root, "stockade")
+}
+
+/// [`build_static`] for the binary `name` of the workspace's package of
+/// that name (`stockade`; `xtask`, which `cargo xtask vm-bench` carries
+/// into its VM).
+pub fn build_static_bin(root: &Path, name: &str) -> Result<PathBuf, String> {
     let (target, rustflags) = match ensure_musl_target() {
         Ok(()) => (TARGET, None),
         Err(why) => {
@@ -138,13 +152,13 @@ pub fn build_static(root: &Path) -> Result<PathBuf, String> {
             (GLIBC_TARGET, Some(GLIBC_RUSTFLAGS))
         }
     };
-    let shown = shown(target, rustflags);
+    let shown = shown(target, rustflags, name);
     eprintln!("xtask: {shown}");
     let mut cmd = cargo();
     cmd.args(["build", "--release", "--target", target])
         .arg("--target-dir")
         .arg(root.join(STATIC_DIR))
-        .args(["-p", "stockade", "--bin", "stockade"])
+        .args(["-p", name, "--bin", name])
         .current_dir(root)
         // Would take precedence over RUSTFLAGS (and carries the caller's).
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
@@ -162,7 +176,7 @@ pub fn build_static(root: &Path) -> Result<PathBuf, String> {
     if !st.success() {
         return Err(format!("{shown}: {st}"));
     }
-    let bin = built_path(root, target);
+    let bin = built_bin(root, target, name);
     if !bin.is_file() {
         return Err(format!("{shown}: {} was not built", bin.display()));
     }

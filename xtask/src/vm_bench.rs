@@ -98,26 +98,9 @@ fn run(timeout: u64, prebuilt: Option<PathBuf>, args: &str) -> R<bool> {
     Ok(ok)
 }
 
-/// The xtask binary built static (musl), for the VM.
+/// The xtask binary built static, for the VM.
 fn static_xtask(root: &Path) -> R<PathBuf> {
-    crate::binaries::ensure_musl_target()?;
-    let target = crate::binaries::TARGET;
-    let dir = root.join("target/static");
-    let st =
-        std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-            .args(["build", "--release", "--target", target, "-p", "xtask"])
-            .arg("--target-dir")
-            .arg(&dir)
-            .current_dir(root)
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .env_remove("RUSTFLAGS")
-            .env_remove("RUSTC_WORKSPACE_WRAPPER")
-            .status()
-            .map_err(|e| format!("cannot start cargo: {e}"))?;
-    if !st.success() {
-        return Err(format!("building xtask for {target}: {st}"));
-    }
-    let bin = dir.join(target).join("release/xtask");
+    let bin = crate::binaries::build_static_bin(root, "xtask")?;
     match vm::is_static(&bin)? {
         true => Ok(bin),
         false => Err(format!("{} is not statically linked", bin.display())),
