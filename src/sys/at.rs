@@ -238,37 +238,28 @@ pub fn open_tree_clone(dir: &OwnedFd, name: &OsStr, shown: &Path) -> SysResult<O
     Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
 }
 
-/// The path through /proc/self/fd that names `name` in `dir`, for the
-/// classic mount(2) calls.
-fn fd_name_path(dir: &OwnedFd, name: &OsStr) -> CString {
-    let mut p = format!("/proc/self/fd/{}/", dir.as_raw_fd()).into_bytes();
-    p.extend_from_slice(name.as_bytes());
-    CString::new(p).unwrap_or_else(|_| CString::from(c"/nonexistent"))
-}
-
-/// Bind the file or directory `src` onto `name` in `dir` with mount(2), in
-/// one call (the /proc masks). Err(ENOENT) when `name` does not exist.
+/// Bind the file or directory `src` (that mount alone) onto `name` in
+/// `dir` (the /proc masks): Err(ENOENT) when `name` does not exist, known
+/// before any mount is cloned (a clone never attached costs an RCU grace
+/// period when it is dropped).
 pub fn bind_onto(src: &OwnedFd, dir: &OwnedFd, name: &OsStr, shown: &Path) -> SysResult<()> {
-    let s = super::fd_path(src);
-    let d = fd_name_path(dir, name);
-    // SAFETY: both strings are NUL-terminated and outlive the call.
+    let n = cname(name);
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: a NUL-terminated path relative to a valid dir fd, and a
+    // buffer of the size fstatat writes.
     let r = unsafe {
-        libc::mount(
-            s.as_ptr(),
-            d.as_ptr(),
-            std::ptr::null(),
-            libc::MS_BIND,
-            std::ptr::null(),
+        libc::fstatat(
+            dir.as_raw_fd(),
+            n.as_ptr(),
+            st.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
         )
     };
     if r < 0 {
-        return err(
-            "mount",
-            format_args!("bind /{}", shown.display()),
-            last_errno(),
-        );
+        return err("stat", format_args!("/{}", shown.display()), last_errno());
     }
-    Ok(())
+    let tree = super::open_tree_clone_with(src, false, shown)?;
+    move_mount(&tree, dir, name, shown)
 }
 
 /// Set the process umask; returns the previous one.

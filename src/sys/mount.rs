@@ -59,9 +59,159 @@ pub fn umount_detach(target: &Path) -> SysResult<()> {
     })
 }
 
-/// Mount a fresh filesystem (tmpfs, proc, devpts, mqueue) on the directory `fd`
-/// refers to.
+/// A new filesystem of type `fstype` on the directory `fd` (with the
+/// `MS_RDONLY`, `MS_NOSUID`, `MS_NODEV` and `MS_NOEXEC` of `flags`, and
+/// `data`'s comma-separated options), made with the new mount API: fsopen,
+/// fsconfig, fsmount, then move_mount onto `fd` itself. No path is looked
+/// up (mount(2) would resolve `/proc/self/fd/N`, a walk through procfs
+/// that costs more than the mount). `shown` names the target in errors.
 pub fn mount_fs_on(
+    fd: &OwnedFd,
+    fstype: &str,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+    shown: &Path,
+) -> SysResult<()> {
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+    const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+    let what = format!("{fstype} on {}", shown.display());
+    let fs = fs_open(fstype, &what)?;
+    fs_set(&fs, "source", Some(fstype), &what)?;
+    if flags & libc::MS_RDONLY != 0 {
+        fs_set(&fs, "ro", None, &what)?;
+    }
+    for (key, value) in mount_options(data.unwrap_or("")) {
+        fs_set(&fs, &key, value.as_deref(), &what)?;
+    }
+    let attrs = [
+        (libc::MS_RDONLY, MOUNT_ATTR_RDONLY),
+        (libc::MS_NOSUID, MOUNT_ATTR_NOSUID),
+        (libc::MS_NODEV, MOUNT_ATTR_NODEV),
+        (libc::MS_NOEXEC, MOUNT_ATTR_NOEXEC),
+    ]
+    .iter()
+    .filter(|(ms, _)| flags & ms != 0)
+    .fold(0, |a, (_, attr)| a | attr);
+    let mnt = fs_mount(&fs, attrs, &what)?;
+    // SAFETY: empty NUL-terminated paths with the EMPTY_PATH flags on two
+    // valid fds.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            mnt.as_raw_fd(),
+            c"".as_ptr(),
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    };
+    if r < 0 {
+        return err("move_mount", what, last_errno());
+    }
+    Ok(())
+}
+
+const FSCONFIG_SET_FLAG: libc::c_uint = 0;
+const FSCONFIG_SET_STRING: libc::c_uint = 1;
+const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+
+/// fsopen: a new filesystem context of type `fstype` (`what` names it in
+/// the error).
+fn fs_open(fstype: &str, what: &str) -> SysResult<OwnedFd> {
+    const FSOPEN_CLOEXEC: libc::c_uint = 1;
+    let name = CString::new(fstype).unwrap_or_default();
+    // SAFETY: a NUL-terminated string that outlives the call.
+    let r = unsafe { libc::syscall(libc::SYS_fsopen, name.as_ptr(), FSOPEN_CLOEXEC) };
+    if r < 0 {
+        return err("fsopen", what, last_errno());
+    }
+    // SAFETY: fresh fd from the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
+}
+
+/// One option of a filesystem being made: `key=value`, or the flag `key`.
+fn fs_set(fs: &OwnedFd, key: &str, value: Option<&str>, what: &str) -> SysResult<()> {
+    let opt = match value {
+        Some(v) => format!("{key}={v}"),
+        None => key.to_string(),
+    };
+    let bad = || super::SysError {
+        call: "fsconfig",
+        arg: format!("{what}: {opt:?}"),
+        errno: Errno::EINVAL,
+    };
+    let k = CString::new(key).map_err(|_| bad())?;
+    let v = value.map(CString::new).transpose().map_err(|_| bad())?;
+    let (cmd, vp) = match &v {
+        Some(v) => (FSCONFIG_SET_STRING, v.as_ptr()),
+        None => (FSCONFIG_SET_FLAG, std::ptr::null()),
+    };
+    // SAFETY: a valid fs context fd; NUL-terminated key and value (or
+    // null for a flag) that outlive the call.
+    let r = unsafe { libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), cmd, k.as_ptr(), vp, 0) };
+    if r < 0 {
+        return err("fsconfig", format_args!("{what}: {opt}"), last_errno());
+    }
+    Ok(())
+}
+
+/// FSCONFIG_CMD_CREATE, then fsmount with the MOUNT_ATTR_* bits `attrs`:
+/// the filesystem made of its options, as a detached mount.
+fn fs_mount(fs: &OwnedFd, attrs: u64, what: &str) -> SysResult<OwnedFd> {
+    const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+    // SAFETY: a command takes no key or value (null, 0) on a valid fs
+    // context fd.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    };
+    if r < 0 {
+        return err(
+            "fsconfig",
+            format_args!("{what}, FSCONFIG_CMD_CREATE"),
+            last_errno(),
+        );
+    }
+    // SAFETY: a valid fs context fd; attrs are MOUNT_ATTR_* bits.
+    let r = unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) };
+    if r < 0 {
+        return err("fsmount", what, last_errno());
+    }
+    // SAFETY: fresh fd from the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
+}
+
+/// mount(2)'s comma-separated `data` as (key, value) pairs, split as the
+/// kernel splits it: a piece that starts with a digit continues the value
+/// before it (tmpfs's `mpol=bind:0,2` names nodes 0 and 2).
+fn mount_options(data: &str) -> Vec<(String, Option<String>)> {
+    let mut out: Vec<(String, Option<String>)> = Vec::new();
+    for piece in data.split(',').filter(|p| !p.is_empty()) {
+        if piece.starts_with(|c: char| c.is_ascii_digit()) {
+            if let Some((_, Some(v))) = out.last_mut() {
+                v.push(',');
+                v.push_str(piece);
+                continue;
+            }
+        }
+        out.push(match piece.split_once('=') {
+            Some((k, v)) => (k.to_string(), Some(v.to_string())),
+            None => (piece.to_string(), None),
+        });
+    }
+    out
+}
+
+/// A filesystem mounted with mount(2) on `/proc/self/fd/N` (`fd`): for
+/// overlayfs, whose options are paths (`lowerdir=/proc/self/fd/…`) and
+/// whose option parsing through fsconfig differs between kernels.
+pub fn mount_legacy_on(
     fd: &OwnedFd,
     fstype: &str,
     flags: libc::c_ulong,
@@ -84,43 +234,8 @@ pub fn mount_fs_on(
 /// keyed by a namespace (mqueue: the caller's IPC namespace) is that
 /// namespace's. ENOSYS on kernels without the new mount API (< 5.2).
 pub fn fs_detached(fstype: &str) -> SysResult<OwnedFd> {
-    const FSOPEN_CLOEXEC: libc::c_uint = 1;
-    const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
-    const FSMOUNT_CLOEXEC: libc::c_uint = 1;
-    let name = CString::new(fstype).unwrap_or_default();
-    // SAFETY: a NUL-terminated string that outlives the call.
-    let r = unsafe { libc::syscall(libc::SYS_fsopen, name.as_ptr(), FSOPEN_CLOEXEC) };
-    if r < 0 {
-        return err("fsopen", fstype, last_errno());
-    }
-    // SAFETY: fresh fd from the kernel.
-    let fs = unsafe { OwnedFd::from_raw_fd(r as RawFd) };
-    // SAFETY: FSCONFIG_CMD_CREATE takes no key or value (null, 0) on a
-    // valid fs context fd.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_fsconfig,
-            fs.as_raw_fd(),
-            FSCONFIG_CMD_CREATE,
-            std::ptr::null::<libc::c_char>(),
-            std::ptr::null::<libc::c_void>(),
-            0,
-        )
-    };
-    if r < 0 {
-        return err(
-            "fsconfig",
-            format_args!("{fstype}, FSCONFIG_CMD_CREATE"),
-            last_errno(),
-        );
-    }
-    // SAFETY: a valid fs context fd, no mount attributes.
-    let r = unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, 0) };
-    if r < 0 {
-        return err("fsmount", fstype, last_errno());
-    }
-    // SAFETY: fresh fd from the kernel.
-    Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
+    let fs = fs_open(fstype, fstype)?;
+    fs_mount(&fs, 0, fstype)
 }
 
 /// Clone the mount tree at `src` (recursively) as a detached mount.
@@ -278,4 +393,50 @@ pub fn mountinfo_path(field: &str) -> PathBuf {
         }
     }
     PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mount_options;
+
+    fn opts(data: &str) -> Vec<(String, Option<String>)> {
+        mount_options(data)
+    }
+
+    #[test]
+    fn options_split_into_keys_values_and_flags() {
+        assert_eq!(
+            opts("size=4m,nr_inodes=4096,mode=755"),
+            vec![
+                ("size".into(), Some("4m".into())),
+                ("nr_inodes".into(), Some("4096".into())),
+                ("mode".into(), Some("755".into())),
+            ]
+        );
+        assert_eq!(
+            opts("newinstance,ptmxmode=0666,mode=620"),
+            vec![
+                ("newinstance".into(), None),
+                ("ptmxmode".into(), Some("0666".into())),
+                ("mode".into(), Some("620".into())),
+            ]
+        );
+        assert!(opts("").is_empty());
+        assert_eq!(opts(",,ro,"), vec![("ro".into(), None)]);
+    }
+
+    #[test]
+    fn a_piece_that_starts_with_a_digit_continues_the_value_before_it() {
+        // tmpfs's node lists, as the kernel reads them.
+        assert_eq!(
+            opts("mpol=bind:0,2-3,size=1m"),
+            vec![
+                ("mpol".into(), Some("bind:0,2-3".into())),
+                ("size".into(), Some("1m".into())),
+            ]
+        );
+        // Nothing before it to continue: a key of its own, which the
+        // filesystem refuses as it would from mount(2).
+        assert_eq!(opts("5,size=1m")[0], ("5".into(), None));
+    }
 }
