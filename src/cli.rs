@@ -79,12 +79,15 @@ pub fn main(args: Vec<OsString>) -> i32 {
             .and_then(|a| a.file_name())
             .is_some_and(|n| n == "bwrap")
     {
+        one_jail();
         return crate::bwrap::main(&args);
     }
     if args.get(1).is_some_and(|a| a == "bwrap") {
+        one_jail();
         return bwrap_sub(&args[2..]);
     }
     if let Some((a, mounts)) = fast::parse_run(&args) {
+        one_jail();
         return run::run_cmd(&a, &mounts);
     }
     // `stockade man [DIR]` (for `cargo xtask man`) is not a clap
@@ -98,6 +101,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
     };
     match cli.cmd {
         Cmd::Run(mut a) => {
+            one_jail();
             a.dashdash = fast::dashdash_before_command(&args);
             let sub = matches.subcommand_matches("run");
             run::run_cmd(&a, &sub.map(args::mount_flags).unwrap_or_default())
@@ -116,6 +120,12 @@ pub fn main(args: Vec<OsString>) -> i32 {
 }
 
 /// `stockade bwrap ARGS…`, its help naming it so.
+/// This process runs one jail and exits: small allocations are cut from
+/// a region and never freed (see `sys::arena`; the binary's allocator).
+fn one_jail() {
+    crate::sys::arena::Arena::on();
+}
+
 fn bwrap_sub(rest: &[OsString]) -> i32 {
     let mut args = vec![OsString::from("stockade bwrap")];
     args.extend_from_slice(rest);

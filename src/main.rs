@@ -2,6 +2,11 @@
 
 use std::process::ExitCode;
 
+/// A run's small allocations cut from a region (see `stockade_sys::arena`:
+/// on only in a process that runs one jail), the rest the system's.
+#[global_allocator]
+static ALLOCATOR: stockade_sys::arena::Arena = stockade_sys::arena::Arena;
+
 fn main() -> ExitCode {
     if std::env::args_os()
         .nth(1)

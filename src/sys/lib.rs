@@ -19,6 +19,7 @@
 //! - `open`: openat2 with RESOLVE_*, fstat, getxattr;
 //! - `mount`: mount, open_tree, mount_setattr, pivot_root, mountinfo paths;
 //! - `ns`: unshare, setns, hostname;
+//! - `arena`: the allocator of a process that runs one jail;
 //! - and the per-layer modules below, named by path: `at` (calls relative
 //!   to a directory fd), `cgroup`, `fdpass`, `landlock`, `netns`, `seccomp`,
 //!   `secret` (a value moved out of the environment), `tree` (a directory
@@ -31,6 +32,8 @@ use std::path::Path;
 
 pub use nix::errno::Errno;
 
+#[allow(unsafe_code)]
+pub mod arena;
 #[allow(unsafe_code)]
 pub mod at;
 #[allow(unsafe_code)]
