@@ -65,6 +65,9 @@ pub fn umount_detach(target: &Path) -> SysResult<()> {
 /// fsconfig, fsmount, then move_mount onto `fd` itself. No path is looked
 /// up (mount(2) would resolve `/proc/self/fd/N`, a walk through procfs
 /// that costs more than the mount). `shown` names the target in errors.
+/// Overlayfs alone is mounted with mount(2) on that path: its options are
+/// paths (`lowerdir=/proc/self/fd/…`), and its options through fsconfig
+/// differ between kernels.
 pub fn mount_fs_on(
     fd: &OwnedFd,
     fstype: &str,
@@ -74,6 +77,17 @@ pub fn mount_fs_on(
 ) -> SysResult<()> {
     const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
     const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+    if fstype == "overlay" {
+        let target = fd_path(fd);
+        return mount_c(
+            Some(fstype),
+            &target,
+            &shown.display(),
+            Some(fstype),
+            flags,
+            data,
+        );
+    }
     let what = format!("{fstype} on {}", shown.display());
     let fs = fs_open(fstype, &what)?;
     fs_set(&fs, "source", Some(fstype), &what)?;
@@ -206,26 +220,6 @@ fn mount_options(data: &str) -> Vec<(String, Option<String>)> {
         });
     }
     out
-}
-
-/// A filesystem mounted with mount(2) on `/proc/self/fd/N` (`fd`): for
-/// overlayfs, whose options are paths (`lowerdir=/proc/self/fd/…`) and
-/// whose option parsing through fsconfig differs between kernels.
-pub fn mount_legacy_on(
-    fd: &OwnedFd,
-    fstype: &str,
-    flags: libc::c_ulong,
-    data: Option<&str>,
-    shown: &Path,
-) -> SysResult<()> {
-    mount_c(
-        Some(fstype),
-        &fd_path(fd),
-        &shown.display(),
-        Some(fstype),
-        flags,
-        data,
-    )
 }
 
 /// A new filesystem of type `fstype` (no options), as a detached mount
@@ -399,42 +393,40 @@ pub fn mountinfo_path(field: &str) -> PathBuf {
 mod tests {
     use super::mount_options;
 
+    /// `data` split as mount_fs_on splits it.
     fn opts(data: &str) -> Vec<(String, Option<String>)> {
         mount_options(data)
     }
 
+    fn pairs(p: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
+        p.iter()
+            .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
+            .collect()
+    }
+
     #[test]
     fn options_split_into_keys_values_and_flags() {
-        assert_eq!(
-            opts("size=4m,nr_inodes=4096,mode=755"),
-            vec![
-                ("size".into(), Some("4m".into())),
-                ("nr_inodes".into(), Some("4096".into())),
-                ("mode".into(), Some("755".into())),
-            ]
-        );
-        assert_eq!(
-            opts("newinstance,ptmxmode=0666,mode=620"),
-            vec![
-                ("newinstance".into(), None),
-                ("ptmxmode".into(), Some("0666".into())),
-                ("mode".into(), Some("620".into())),
-            ]
-        );
+        let tmpfs = [
+            ("size", Some("4m")),
+            ("nr_inodes", Some("4096")),
+            ("mode", Some("755")),
+        ];
+        assert_eq!(opts("size=4m,nr_inodes=4096,mode=755"), pairs(&tmpfs));
+        let devpts = [
+            ("newinstance", None),
+            ("ptmxmode", Some("0666")),
+            ("mode", Some("620")),
+        ];
+        assert_eq!(opts("newinstance,ptmxmode=0666,mode=620"), pairs(&devpts));
         assert!(opts("").is_empty());
-        assert_eq!(opts(",,ro,"), vec![("ro".into(), None)]);
+        assert_eq!(opts(",,ro,"), pairs(&[("ro", None)]));
     }
 
     #[test]
     fn a_piece_that_starts_with_a_digit_continues_the_value_before_it() {
         // tmpfs's node lists, as the kernel reads them.
-        assert_eq!(
-            opts("mpol=bind:0,2-3,size=1m"),
-            vec![
-                ("mpol".into(), Some("bind:0,2-3".into())),
-                ("size".into(), Some("1m".into())),
-            ]
-        );
+        let mpol = [("mpol", Some("bind:0,2-3")), ("size", Some("1m"))];
+        assert_eq!(opts("mpol=bind:0,2-3,size=1m"), pairs(&mpol));
         // Nothing before it to continue: a key of its own, which the
         // filesystem refuses as it would from mount(2).
         assert_eq!(opts("5,size=1m")[0], ("5".into(), None));

@@ -106,7 +106,7 @@ pub(super) fn overlay(
     let names: Vec<String> = lower.iter().map(path).collect();
     opts.push_str(&format!("lowerdir={},userxattr", names.join(":")));
     let d = root.dir(dst, 0o755).step("overlay", dst)?;
-    let mounted = sys::mount_legacy_on(
+    let mounted = sys::mount_fs_on(
         root.fd_of(&d),
         "overlay",
         libc::MS_NOSUID | libc::MS_NODEV,
