@@ -119,13 +119,13 @@ pub fn main(args: Vec<OsString>) -> i32 {
     }
 }
 
-/// `stockade bwrap ARGS…`, its help naming it so.
 /// This process runs one jail and exits: small allocations are cut from
 /// a region and never freed (see `sys::arena`; the binary's allocator).
 fn one_jail() {
     crate::sys::arena::Arena::on();
 }
 
+/// `stockade bwrap ARGS…`, its help naming it so.
 fn bwrap_sub(rest: &[OsString]) -> i32 {
     let mut args = vec![OsString::from("stockade bwrap")];
     args.extend_from_slice(rest);
