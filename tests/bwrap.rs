@@ -29,6 +29,34 @@ fn real_path() -> &'static str {
     })
 }
 
+/// The host's /usr/bin/bwrap, taken when 0.12 was not built, is compared
+/// with only when it is 0.12 too: an older release words its refusals
+/// otherwise (Debian 12's 0.8, which `cargo xtask bench` installs), and
+/// each case would fail on them. A path given in `$STOCKADE_REAL_BWRAP`
+/// is taken as it is.
+fn host_bwrap_is_the_reference() -> bool {
+    static IS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *IS.get_or_init(|| {
+        let path = real_path();
+        if path != "/usr/bin/bwrap" {
+            return true;
+        }
+        let version = Command::new(path)
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        let is = version.starts_with("bubblewrap 0.12");
+        if !is {
+            common::skip(
+                "bwrap",
+                &format!("{path} is {version:?}, not bubblewrap 0.12 (cargo xtask bwrap-test builds it): stockade alone"),
+            );
+        }
+        is
+    })
+}
+
 /// A minimal root from the host's /usr, as bwrap's own examples build it.
 const ROOT: &[&str] = &[
     "--ro-bind",
@@ -61,7 +89,7 @@ fn real_runs(who: Who) -> bool {
     static RUNS: [std::sync::OnceLock<bool>; 2] =
         [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
     *RUNS[who as usize].get_or_init(|| {
-        if !Path::new(real_path()).exists() {
+        if !Path::new(real_path()).exists() || !host_bwrap_is_the_reference() {
             return false;
         }
         let mut probe = Command::new(real_path());
