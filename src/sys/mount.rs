@@ -65,9 +65,7 @@ pub fn umount_detach(target: &Path) -> SysResult<()> {
 /// fsconfig, fsmount, then move_mount onto `fd` itself. No path is looked
 /// up (mount(2) would resolve `/proc/self/fd/N`, a walk through procfs
 /// that costs more than the mount). `shown` names the target in errors.
-/// Overlayfs alone is mounted with mount(2) on that path: its options are
-/// paths (`lowerdir=/proc/self/fd/…`), and its options through fsconfig
-/// differ between kernels.
+/// Overlayfs is [`mount_overlay_on`]'s.
 pub fn mount_fs_on(
     fd: &OwnedFd,
     fstype: &str,
@@ -77,17 +75,6 @@ pub fn mount_fs_on(
 ) -> SysResult<()> {
     const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
     const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
-    if fstype == "overlay" {
-        let target = fd_path(fd);
-        return mount_c(
-            Some(fstype),
-            &target,
-            &shown.display(),
-            Some(fstype),
-            flags,
-            data,
-        );
-    }
     let what = format!("{fstype} on {}", shown.display());
     let fs = fs_open(fstype, &what)?;
     fs_set(&fs, "source", Some(fstype), &what)?;
@@ -123,6 +110,27 @@ pub fn mount_fs_on(
         return err("move_mount", what, last_errno());
     }
     Ok(())
+}
+
+/// An overlay filesystem with the options `opts` on the directory `fd`,
+/// with mount(2) on `/proc/self/fd/N`: its options are paths
+/// (`lowerdir=/proc/self/fd/…`), and overlayfs reads them through
+/// fsconfig differently from one kernel release to the next.
+pub fn mount_overlay_on(
+    fd: &OwnedFd,
+    flags: libc::c_ulong,
+    opts: &str,
+    shown: &Path,
+) -> SysResult<()> {
+    let target = fd_path(fd);
+    mount_c(
+        Some("overlay"),
+        &target,
+        &shown.display(),
+        Some("overlay"),
+        flags,
+        Some(opts),
+    )
 }
 
 const FSCONFIG_SET_FLAG: libc::c_uint = 0;

@@ -106,13 +106,8 @@ pub(super) fn overlay(
     let names: Vec<String> = lower.iter().map(path).collect();
     opts.push_str(&format!("lowerdir={},userxattr", names.join(":")));
     let d = root.dir(dst, 0o755).step("overlay", dst)?;
-    let mounted = sys::mount_fs_on(
-        root.fd_of(&d),
-        "overlay",
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some(&opts),
-        dst,
-    );
+    let mounted =
+        sys::mount_overlay_on(root.fd_of(&d), libc::MS_NOSUID | libc::MS_NODEV, &opts, dst);
     match (mounted, workspace) {
         (Ok(()), _) => {}
         (Err(e), true) => return Err(refused(dst, e)),
