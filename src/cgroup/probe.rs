@@ -72,6 +72,25 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Whether the cgroup2 mount at `at` in `mountinfo` has the super option
+/// `favordynmods` (None: no cgroup2 mount there). Without it, each move
+/// of a process into another cgroup (a write to `cgroup.procs`, in any
+/// hierarchy: the lock is global) waits for an RCU grace period; with it,
+/// moves are quick and every fork and exit pays a little more. A forked
+/// run of `serve --warm-fork` is one move (`zygote::ForkServer::ahead`).
+pub fn favors_dynmods(mountinfo: &str, at: &Path) -> Option<bool> {
+    mountinfo.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let dash = fields.iter().position(|f| *f == "-")?;
+        let here = fields.get(4).map(|m| PathBuf::from(unescape(m)));
+        if dash < 5 || fields.get(dash + 1) != Some(&"cgroup2") || here.as_deref() != Some(at) {
+            return None;
+        }
+        let superopts = fields.get(dash + 3).copied().unwrap_or("");
+        Some(superopts.split(',').any(|o| o == "favordynmods"))
+    })
+}
+
 /// Parse /proc/self/mountinfo: `id parent maj:min root mountpoint opts
 /// [optional…] - fstype source superopts`.
 pub fn parse_mountinfo(text: &str) -> Hierarchies {

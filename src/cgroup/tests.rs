@@ -53,6 +53,30 @@ fn mountinfo_prefers_sys_fs_cgroup_and_unescapes() {
 }
 
 #[test]
+fn favordynmods_is_read_from_the_cgroup2_mount_asked_about() {
+    let text = "\
+50 1 0:40 / /mnt/with\\040space rw - cgroup2 cgroup2 rw,favordynmods
+51 1 0:41 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate
+52 1 0:42 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory,favordynmods
+";
+    assert_eq!(
+        favors_dynmods(text, Path::new("/mnt/with space")),
+        Some(true)
+    );
+    assert_eq!(
+        favors_dynmods(text, Path::new("/sys/fs/cgroup")),
+        Some(false)
+    );
+    // Not a cgroup2 mount, or none there.
+    assert_eq!(
+        favors_dynmods(text, Path::new("/sys/fs/cgroup/memory")),
+        None
+    );
+    assert_eq!(favors_dynmods(text, Path::new("/nowhere")), None);
+    assert_eq!(favors_dynmods("- - -\n", Path::new("/")), None);
+}
+
+#[test]
 fn proc_cgroup_and_mount_root() {
     let pc = "12:memory:/x\n0::/user.slice/user-1000.slice/session-2.scope\n";
     let cg = parse_proc_cgroup(pc).unwrap();
