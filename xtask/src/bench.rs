@@ -218,6 +218,9 @@ pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 pub fn main(args: &[String]) -> i32 {
+    if args.first().map(String::as_str) == Some("egress") {
+        return crate::bench_egress::main(&args[1..]);
+    }
     if args.first().map(String::as_str) == Some("serve") {
         return crate::bench_serve::main(&args[1..]);
     }
