@@ -700,6 +700,28 @@ pub fn cannot_hold(template: &Policy) -> Option<ForkError> {
 /// [`cannot_hold`]'s answer as an error; else, when the unified hierarchy
 /// held none of `template`'s limits and cgroup v1 held some (a hybrid
 /// host), why each climbed.
+/// Why each forked run's move into its cgroup is slow on this host, if
+/// it is: the unified hierarchy is mounted without `favordynmods`, so the
+/// kernel's global lock for moves waits for an RCU grace period each
+/// time (in every hierarchy, v1 too), and moves from every zygote are
+/// serial across the host (see `stockade check`, `facts.favordynmods`).
+pub fn slow_moves() -> Option<String> {
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let h = cgroup::parse_mountinfo(&mi);
+    let at = &h.unified()?.mountpoint;
+    match cgroup::favors_dynmods(&mi, at)? {
+        true => None,
+        false => Some(format!(
+            "the cgroup2 mount {} lacks favordynmods: moving each forked child into its \
+             cgroup waits for an RCU grace period, one move at a time across the host, which can \
+             cap forked runs per second on many-CPU hosts (`mount -o remount,favordynmods {}` \
+             makes moves quick and forks and exits a little slower)",
+            at.display(),
+            at.display()
+        )),
+    }
+}
+
 fn probe_cgroups(
     template: &Policy,
 ) -> Result<Option<Vec<(cgroup::Controller, String)>>, ForkError> {

@@ -868,3 +868,35 @@ fn a_pool_of_two_fork_servers_takes_them_in_turn() {
         assert_eq!(pool_use(&v), Ok(()), "{v}");
     }
 }
+
+/// A host whose cgroup2 mount lacks `favordynmods` (each move into a
+/// cgroup waits for an RCU grace period) is told so when a fork server
+/// starts; one with it is not.
+#[test]
+fn a_fork_server_says_when_each_move_waits_for_a_grace_period() {
+    let name = "a_fork_server_says_when_each_move_waits_for_a_grace_period";
+    if !as_root(name) {
+        return;
+    }
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let unified: Vec<(&str, &str)> = mi
+        .lines()
+        .filter_map(|l| l.split_once(" - "))
+        .filter(|(_, b)| b.starts_with("cgroup2 "))
+        .filter_map(|(a, b)| Some((a.split(' ').nth(4)?, b.split(' ').nth(2)?)))
+        .collect();
+    let Some(&(at, superopts)) = unified
+        .iter()
+        .find(|(m, _)| *m == "/sys/fs/cgroup")
+        .or_else(|| unified.iter().find(|(m, _)| *m == "/sys/fs/cgroup/unified"))
+        .or(unified.first())
+    else {
+        common::skip(name, "no cgroup2 mount on this host");
+        return;
+    };
+    let s = forking(Who::Root, &[]);
+    let log = s.log.lock().unwrap().clone();
+    let said = log.contains(&format!("the cgroup2 mount {at} lacks favordynmods"));
+    let lacks = !superopts.split(',').any(|o| o == "favordynmods");
+    assert_eq!(said, lacks, "{at} {superopts}:\n{log}");
+}

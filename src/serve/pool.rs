@@ -314,6 +314,9 @@ impl Pool {
                 }
                 None => true,
             };
+        if let Some(note) = forking.then(crate::zygote::slow_moves).flatten() {
+            eprintln!("stockade: serve: note: --warm-fork: {note}");
+        }
         let inner = Arc::new(Inner {
             slots: Mutex::new(profiles.iter().map(|_| Slots::default()).collect()),
             profiles,
