@@ -224,21 +224,34 @@ pub fn main(args: &[String]) -> i32 {
     if args.first().map(String::as_str) == Some("serve") {
         return crate::bench_serve::main(&args[1..]);
     }
-    let opts = match parse_args(args) {
+    main_with(args, USAGE, "bench", parse_args, run)
+}
+
+/// A bench's `main`: its arguments parsed (an empty error: `--help`, the
+/// usage printed, 0; another: the error and the usage, 2), then run (an
+/// error: `xtask NAME: ERROR`, 1).
+pub(crate) fn main_with<O>(
+    args: &[String],
+    usage: &str,
+    name: &str,
+    parse: fn(&[String]) -> Result<O, String>,
+    run: fn(&O) -> Result<(), String>,
+) -> i32 {
+    let opts = match parse(args) {
         Ok(o) => o,
         Err(e) if e.is_empty() => {
-            println!("{USAGE}");
+            println!("{usage}");
             return 0;
         }
         Err(e) => {
-            eprintln!("{e}\n{USAGE}");
+            eprintln!("{e}\n{usage}");
             return 2;
         }
     };
     match run(&opts) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("xtask bench: {e}");
+            eprintln!("xtask {name}: {e}");
             1
         }
     }

@@ -42,13 +42,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
                 .ok_or_else(|| format!("{flag}: needs a value"))
         };
         match a.as_str() {
-            "--runs" => {
-                let v = value(a)?;
-                o.runs = match v.parse::<usize>() {
-                    Ok(n) if n > 0 => n,
-                    _ => return Err(format!("--runs: a positive number, not {v:?}")),
-                };
-            }
+            "--runs" => o.runs = crate::bench_serve::positive(&value(a)?, a)?,
             "--no-build" => o.build = false,
             "--binary" => o.binary = Some(PathBuf::from(value(a)?)),
             "-h" | "--help" => return Err(String::new()),
@@ -59,24 +53,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
 }
 
 pub fn main(args: &[String]) -> i32 {
-    let opts = match parse_args(args) {
-        Ok(o) => o,
-        Err(e) if e.is_empty() => {
-            println!("{USAGE}");
-            return 0;
-        }
-        Err(e) => {
-            eprintln!("{e}\n{USAGE}");
-            return 2;
-        }
-    };
-    match run(&opts) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("xtask bench egress: {e}");
-            1
-        }
-    }
+    bench::main_with(args, USAGE, "bench egress", parse_args, run)
 }
 
 /// The client, run on the host (no proxy) and in the jail (`HTTPS_PROXY`

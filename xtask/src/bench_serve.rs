@@ -96,7 +96,7 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
     Ok(o)
 }
 
-fn positive(s: &str, flag: &str) -> Result<usize, String> {
+pub(crate) fn positive(s: &str, flag: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(format!("{flag}: a positive number, not {s:?}")),
@@ -104,24 +104,7 @@ fn positive(s: &str, flag: &str) -> Result<usize, String> {
 }
 
 pub fn main(args: &[String]) -> i32 {
-    let opts = match parse_args(args) {
-        Ok(o) => o,
-        Err(e) if e.is_empty() => {
-            println!("{USAGE}");
-            return 0;
-        }
-        Err(e) => {
-            eprintln!("{e}\n{USAGE}");
-            return 2;
-        }
-    };
-    match run(&opts) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("xtask bench serve: {e}");
-            1
-        }
-    }
+    bench::main_with(args, USAGE, "bench serve", parse_args, run)
 }
 
 /// One latency row: its samples, or why it did not run.
