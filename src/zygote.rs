@@ -697,9 +697,6 @@ pub fn cannot_hold(template: &Policy) -> Option<ForkError> {
     probe_cgroups(template).err()
 }
 
-/// [`cannot_hold`]'s answer as an error; else, when the unified hierarchy
-/// held none of `template`'s limits and cgroup v1 held some (a hybrid
-/// host), why each climbed.
 /// Why each forked run's move into its cgroup is slow on this host, if
 /// it is: the unified hierarchy is mounted without `favordynmods`, so the
 /// kernel's global lock for moves waits for an RCU grace period each
@@ -722,6 +719,9 @@ pub fn slow_moves() -> Option<String> {
     }
 }
 
+/// [`cannot_hold`]'s answer as an error; else, when the unified hierarchy
+/// held none of `template`'s limits and cgroup v1 held some (a hybrid
+/// host), why each climbed.
 fn probe_cgroups(
     template: &Policy,
 ) -> Result<Option<Vec<(cgroup::Controller, String)>>, ForkError> {
