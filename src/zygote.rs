@@ -709,7 +709,7 @@ pub fn slow_moves() -> Option<String> {
     match cgroup::favors_dynmods(&mi, at)? {
         true => None,
         false => Some(format!(
-            "the cgroup2 mount {} lacks favordynmods: moving each forked child into its \
+            "the cgroup2 mount {} lacks favordynmods: moving each child of --warm-fork into its \
              cgroup waits for an RCU grace period, one move at a time across the host, which can \
              cap forked runs per second on many-CPU hosts (`mount -o remount,favordynmods {}` \
              makes moves quick and forks and exits a little slower)",
