@@ -699,9 +699,9 @@ pub fn cannot_hold(template: &Policy) -> Option<ForkError> {
 
 /// Why each forked run's move into its cgroup is slow on this host, if
 /// it is: the unified hierarchy is mounted without `favordynmods`, so the
-/// kernel's global lock for moves waits for an RCU grace period each
-/// time (in every hierarchy, v1 too), and moves from every zygote are
-/// serial across the host (see `stockade check`, `facts.favordynmods`).
+/// kernel's host-wide lock for moves may wait for an RCU grace period
+/// (in every hierarchy, v1 too), and moves from every zygote take it in
+/// turn (see `stockade check`, `facts.favordynmods`).
 pub fn slow_moves() -> Option<String> {
     let mi = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let h = cgroup::parse_mountinfo(&mi);
@@ -710,8 +710,8 @@ pub fn slow_moves() -> Option<String> {
         true => None,
         false => Some(format!(
             "the cgroup2 mount {} lacks favordynmods: moving each child of --warm-fork into its \
-             cgroup waits for an RCU grace period, one move at a time across the host, which can \
-             cap forked runs per second on many-CPU hosts (`mount -o remount,favordynmods {}` \
+             cgroup takes a host-wide lock that may wait for an RCU grace period, one move at a \
+             time, which can cap forked runs per second on many-CPU hosts (`mount -o remount,favordynmods {}` \
              makes moves quick and forks and exits a little slower)",
             at.display(),
             at.display()

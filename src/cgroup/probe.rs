@@ -75,8 +75,8 @@ fn unescape(s: &str) -> String {
 /// Whether the cgroup2 mount at `at` in `mountinfo` has the super option
 /// `favordynmods` (None: no cgroup2 mount there). Without it, each move
 /// of a process into another cgroup (a write to `cgroup.procs`, in any
-/// hierarchy: the lock is global) waits for an RCU grace period; with it,
-/// moves are quick and every fork and exit pays a little more. A forked
+/// hierarchy: the lock is host-wide) may wait for an RCU grace period;
+/// with it, moves are quick and every fork and exit pays a little more. A forked
 /// run of `serve --warm-fork` is one move (`zygote::ForkServer::ahead`).
 pub fn favors_dynmods(mountinfo: &str, at: &Path) -> Option<bool> {
     mountinfo.lines().find_map(|line| {

@@ -174,9 +174,9 @@ fn probe_v2() -> Probe {
             match favor {
                 true => "yes: a move into another cgroup does not wait".into(),
                 false => format!(
-                    "no: each move of a process into another cgroup waits for an RCU grace \
-                     period (one per forked run of `serve --warm-fork`; 1.4 ms a move measured \
-                     on a 2-CPU VM, 0.13 ms with it); `mount -o remount,favordynmods {}` trades \
+                    "no: each move of a process into another cgroup takes a host-wide lock \
+                     that may wait for an RCU grace period (one per forked run of `serve --warm-fork`; 1.4 ms a move measured \
+                     under load on a 2-CPU VM, 0.13 ms with it); `mount -o remount,favordynmods {}` trades \
                      that for slower forks and exits",
                     m.mountpoint.display()
                 ),
