@@ -401,11 +401,6 @@ pub fn mountinfo_path(field: &str) -> PathBuf {
 mod tests {
     use super::mount_options;
 
-    /// `data` split as mount_fs_on splits it.
-    fn opts(data: &str) -> Vec<(String, Option<String>)> {
-        mount_options(data)
-    }
-
     fn pairs(p: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
         p.iter()
             .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
@@ -419,24 +414,30 @@ mod tests {
             ("nr_inodes", Some("4096")),
             ("mode", Some("755")),
         ];
-        assert_eq!(opts("size=4m,nr_inodes=4096,mode=755"), pairs(&tmpfs));
+        assert_eq!(
+            mount_options("size=4m,nr_inodes=4096,mode=755"),
+            pairs(&tmpfs)
+        );
         let devpts = [
             ("newinstance", None),
             ("ptmxmode", Some("0666")),
             ("mode", Some("620")),
         ];
-        assert_eq!(opts("newinstance,ptmxmode=0666,mode=620"), pairs(&devpts));
-        assert!(opts("").is_empty());
-        assert_eq!(opts(",,ro,"), pairs(&[("ro", None)]));
+        assert_eq!(
+            mount_options("newinstance,ptmxmode=0666,mode=620"),
+            pairs(&devpts)
+        );
+        assert!(mount_options("").is_empty());
+        assert_eq!(mount_options(",,ro,"), pairs(&[("ro", None)]));
     }
 
     #[test]
     fn a_piece_that_starts_with_a_digit_continues_the_value_before_it() {
         // tmpfs's node lists, as the kernel reads them.
         let mpol = [("mpol", Some("bind:0,2-3")), ("size", Some("1m"))];
-        assert_eq!(opts("mpol=bind:0,2-3,size=1m"), pairs(&mpol));
+        assert_eq!(mount_options("mpol=bind:0,2-3,size=1m"), pairs(&mpol));
         // Nothing before it to continue: a key of its own, which the
         // filesystem refuses as it would from mount(2).
-        assert_eq!(opts("5,size=1m")[0], ("5".into(), None));
+        assert_eq!(mount_options("5,size=1m")[0], ("5".into(), None));
     }
 }

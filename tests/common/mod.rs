@@ -254,6 +254,18 @@ impl Drop for Scratch {
     }
 }
 
+/// The cgroup2 mounts of this mount namespace, read from
+/// /proc/self/mountinfo on their own (not through stockade's parser): the
+/// mount point and the super options of each.
+pub fn cgroup2_mounts() -> Vec<(String, String)> {
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    mi.lines()
+        .filter_map(|l| l.split_once(" - "))
+        .filter(|(_, b)| b.starts_with("cgroup2 "))
+        .filter_map(|(a, b)| Some((a.split(' ').nth(4)?.into(), b.split(' ').nth(2)?.into())))
+        .collect()
+}
+
 /// Record that `test` was skipped and why: printed now (visible with
 /// --nocapture) and appended to the skip log that `cargo xtask test`
 /// counts in its summary.

@@ -352,7 +352,6 @@ fn run(opts: &Options) -> Result<(), String> {
          secret's host (the proxy ends TLS, reads the request, puts the value in, makes its own \
          TLS to the host); tunnelled: an allowed host (CONNECT, bytes passed on)"
     );
-    drop((a, b));
     Ok(())
 }
 
