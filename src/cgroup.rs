@@ -40,13 +40,15 @@
 //! limit got, the run cgroup) and [`prepare`](fn@prepare); `probe` finds the hierarchy
 //! and the base, `prepare` makes the run cgroup and writes the limits,
 //! `run` uses and removes it (and stale ones), `stats` reads what the run
-//! used, `files` is the plain file I/O on cgroupfs they share.
+//! used, `files` is the plain file I/O on cgroupfs they share; `nest`
+//! makes a fork server's zygote cgroup the parent of its children's.
 
 #![deny(unsafe_code)]
 
 mod error;
 mod files;
 mod janitor;
+mod nest;
 mod prepare;
 mod probe;
 mod run;
@@ -62,6 +64,7 @@ use crate::policy::Limits;
 
 pub use error::*;
 pub use janitor::{remove_after_exit, settle};
+pub use nest::{Nest, NEST_LEAF};
 pub use prepare::*;
 pub use probe::*;
 pub use run::*;

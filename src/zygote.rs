@@ -4,10 +4,17 @@
 //! mount, net, ipc, uts and cgroup namespaces, drops every capability and
 //! enforces the jail's Landlock ruleset and seccomp program on itself
 //! before it reads its program, with stockade's own code: the library
-//! `jail::zygote` hands the zygote (stockade-sys's `forked` steps). This side: start
-//! the zygote, ask it for a child with the run's stdio, put the child in a
+//! `jail::zygote` hands the zygote (stockade-sys's `forked` steps). This
+//! side: start the zygote, ask it for a child with the run's stdio, in a
 //! run cgroup of its own, pump and cap its output, keep its deadline, kill
 //! it (its pid namespace dies with it), and make its outcome.
+//!
+//! On cgroup v2 the zygote's jail cgroup is made the parent of its
+//! children's ([`cgroup::Nest`]) and the zygote forks each child straight
+//! into its run cgroup (clone3 `CLONE_INTO_CGROUP`): no child is moved, so
+//! no run waits on the kernel's host-wide lock that a move takes. Where
+//! cgroup v1 holds the limits, or the kernel refuses the clone, this side
+//! moves the child after its fork.
 //!
 //! The zygote never sees a run's program, stdin or files: they are written
 //! to the child's stdin after the fork. Nor does it keep any record of
@@ -36,8 +43,11 @@ use crate::stages::{self, Stage};
 use crate::sys;
 use crate::{Child, Jail, Stdio};
 
+mod cgroups;
 mod error;
 mod forked;
+pub use cgroups::cannot_hold;
+use cgroups::{probe_cgroups, unheld};
 pub use error::ForkError;
 pub use forked::Forked;
 
@@ -46,7 +56,11 @@ const READY_WITHIN_MS: i32 = 60_000;
 
 /// What the zygote said of one run.
 enum Msg {
-    Forked { pidfd: OwnedFd },
+    /// `placed`: born in the run cgroup it was asked into (no move).
+    Forked {
+        pidfd: OwnedFd,
+        placed: bool,
+    },
     Failed(String),
 }
 
@@ -90,6 +104,9 @@ struct Maker {
     template: cgroup::Request,
     /// Each child gets a socket to pass its seccomp listener on.
     notify: bool,
+    /// The zygote's cgroup, made the parent of its children's (cgroup v2):
+    /// each child is born in its run cgroup there, never moved.
+    nest: Option<cgroup::Nest>,
 }
 
 /// A child forked and in its run cgroup, waiting for its go (its pipes'
@@ -205,6 +222,7 @@ impl ForkServer {
             waiting: Mutex::new(VecDeque::new()),
             gone: AtomicBool::new(false),
         });
+        let nest = cgroups::nest_for(&climbed, shared.zygote.as_ref(), &template.limits);
         let reader = shared.clone();
         std::thread::spawn(move || reader.read_loop());
         let server = ForkServer {
@@ -217,6 +235,7 @@ impl ForkServer {
                 climbed,
                 template: cgroup::Request::from(&template.limits),
                 notify: seccomp.is_some(),
+                nest,
             }),
             seccomp,
             next: Arc::new(Mutex::new(None)),
@@ -343,9 +362,9 @@ impl ForkServer {
     /// waiting for its go: the one forked ahead, with `req`'s limits
     /// written into its cgroup, when there is one and it is alive and
     /// its cgroup takes them; else one forked now. Either way the next
-    /// is forked ahead, off this run's path: moving a process into a
-    /// cgroup waits for an RCU grace period when the host's last move was
-    /// a while ago (about 15 ms on a 2-CPU VM, more on larger hosts).
+    /// is forked ahead, off this run's path (its fork, its cgroup made,
+    /// and, where the child is moved into it, the move: a move may wait
+    /// for an RCU grace period, see `docs/reference/performance.md`).
     fn ahead(&self, req: &cgroup::Request) -> Result<Ahead, ForkError> {
         let taken = self.next.lock().unwrap_or_else(|e| e.into_inner()).take();
         let ready = taken.and_then(|a| {
@@ -423,7 +442,7 @@ impl Drop for ForkServer {
 
 impl Maker {
     /// Fork a child for `req`'s limits: its run cgroup made, the zygote
-    /// asked, the child moved into the cgroup.
+    /// asked, the child born in the cgroup (in the nest) or moved there.
     fn make(&self, req: &cgroup::Request) -> Result<Ahead, ForkError> {
         let started = Instant::now();
         let (in_r, in_w) = sys::pipe()?;
@@ -434,11 +453,14 @@ impl Maker {
             true => Some(sys::fdpass::socketpair(libc::SOCK_SEQPACKET)?),
             false => None,
         };
-        let mut setup = match (&self.host, &self.climbed) {
-            (Some((h, pc)), Some(climbed)) => cgroup::prepare_v1_in(req, h, pc, climbed)
+        let nested = self.nest.as_ref().and_then(|n| n.prepare(req));
+        let into = nested.is_some();
+        let mut setup = match (nested, &self.host, &self.climbed) {
+            (Some(setup), _, _) => setup,
+            (None, Some((h, pc)), Some(climbed)) => cgroup::prepare_v1_in(req, h, pc, climbed)
                 .unwrap_or_else(|| cgroup::prepare_in(req, h, pc)),
-            (Some((h, pc)), None) => cgroup::prepare_in(req, h, pc),
-            (None, _) => cgroup::prepare(req),
+            (None, Some((h, pc)), None) => cgroup::prepare_in(req, h, pc),
+            (None, None, _) => cgroup::prepare(req),
         };
         if let Some(why) = unheld(req, &setup) {
             return Err(why);
@@ -451,21 +473,30 @@ impl Maker {
             setup_w.as_raw_fd(),
         ];
         fds.extend(notify.as_ref().map(|(_, theirs)| theirs.as_raw_fd()));
-        let rx = self.shared.ask(b'F', &fds)?;
+        // In the nest: the zygote forks the child into its run cgroup
+        // ("C", the cgroup's directory last).
+        let into = match into {
+            true => setup.cgroup.as_ref().and_then(|c| c.dir_fd()),
+            false => None,
+        };
+        fds.extend(into);
+        let op = if into.is_some() { b'C' } else { b'F' };
+        let rx = self.shared.ask(op, &fds)?;
         drop((in_r, out_w, err_w, setup_w));
         let notify = notify.map(|(ours, _theirs)| ours);
-        let pidfd = match rx.recv() {
-            Ok(Msg::Forked { pidfd }) => pidfd,
+        let (pidfd, placed) = match rx.recv() {
+            Ok(Msg::Forked { pidfd, placed }) => (pidfd, placed && into.is_some()),
             Ok(Msg::Failed(why)) => return Err(ForkError::Refused(why)),
             _ => return Err(ForkError::Gone),
         };
         let forked = stages::lap(Stage::ForkZygote, asked);
-        let Some(host_pid) = pid_of(&pidfd) else {
-            self.shared.end(&pidfd);
-            return Err(ForkError::ChildPid);
-        };
         let mut cg = setup.cgroup.take();
-        if let Some(c) = cg.as_mut() {
+        // Born there: nothing to move (and no fork_cgroup_move stage).
+        if let (Some(c), false) = (cg.as_mut(), placed) {
+            let Some(host_pid) = pid_of(&pidfd) else {
+                self.shared.end(&pidfd);
+                return Err(ForkError::ChildPid);
+            };
             let placed = c
                 .place_v1(host_pid)
                 .map_err(|e| e.to_string())
@@ -480,8 +511,8 @@ impl Maker {
                 self.shared.end(&pidfd);
                 return Err(ForkError::Move(why));
             }
+            stages::lap(Stage::ForkCgroupMove, forked);
         }
-        stages::lap(Stage::ForkCgroupMove, forked);
         Ok(Ahead {
             pidfd,
             in_w,
@@ -601,6 +632,7 @@ impl Shared {
             let msg = match buf[..n].first() {
                 Some(b'P') if !fds.is_empty() => Msg::Forked {
                     pidfd: fds.remove(0),
+                    placed: body.first() == Some(&b'c'),
                 },
                 Some(b'E') => Msg::Failed(String::from_utf8_lossy(body).into_owned()),
                 // Gone, or an answer out of step: no later one can be
@@ -690,63 +722,6 @@ fn run_limits(policy: &Policy, setup: &cgroup::Setup) -> BTreeMap<outcome::Name,
         .collect()
 }
 
-/// Why a fork server cannot hold `template`'s limits per run: each child
-/// gets a cgroup of its own for memory and pids (rlimits would be shared
-/// with every other child of the zygote, or not per run).
-pub fn cannot_hold(template: &Policy) -> Option<ForkError> {
-    probe_cgroups(template).err()
-}
-
-/// Why each forked run's move into its cgroup is slow on this host, if
-/// it is: the unified hierarchy is mounted without `favordynmods`, so the
-/// kernel's host-wide lock for moves may wait for an RCU grace period
-/// (in every hierarchy, v1 too), and moves from every zygote take it in
-/// turn (see `stockade check`, `facts.favordynmods`).
-pub fn slow_moves() -> Option<String> {
-    let mi = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let h = cgroup::parse_mountinfo(&mi);
-    let at = &h.unified()?.mountpoint;
-    match cgroup::favors_dynmods(&mi, at)? {
-        true => None,
-        false => Some(format!(
-            "the cgroup2 mount {} lacks favordynmods: moving each child of --warm-fork into its \
-             cgroup takes a host-wide lock that may wait for an RCU grace period, one move at a \
-             time, which can cap forked runs per second on many-CPU hosts (`mount -o remount,favordynmods {}` \
-             makes moves quick and forks and exits a little slower)",
-            at.display(),
-            at.display()
-        )),
-    }
-}
-
-/// [`cannot_hold`]'s answer as an error; else, when the unified hierarchy
-/// held none of `template`'s limits and cgroup v1 held some (a hybrid
-/// host), why each climbed.
-fn probe_cgroups(
-    template: &Policy,
-) -> Result<Option<Vec<(cgroup::Controller, String)>>, ForkError> {
-    let req = cgroup::Request::from(&template.limits);
-    let mut setup = cgroup::prepare(&req);
-    let why = unheld(&req, &setup);
-    let v2_held = [&setup.memory, &setup.memory_high, &setup.cpu, &setup.pids]
-        .into_iter()
-        .any(|e| {
-            matches!(
-                e,
-                cgroup::Enforced::Cgroup | cgroup::Enforced::CgroupSystemd
-            )
-        });
-    let climbed =
-        (!v2_held && !setup.climbed.is_empty()).then(|| std::mem::take(&mut setup.climbed));
-    if let Some(c) = setup.cgroup {
-        let _ = c.remove();
-    }
-    match why {
-        Some(why) => Err(why),
-        None => Ok(climbed),
-    }
-}
-
 /// The pid of `pidfd`'s process in our pid namespace (its fdinfo).
 fn pid_of(pidfd: &OwnedFd) -> Option<i32> {
     let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd())).ok()?;
@@ -762,19 +737,4 @@ fn pfd(fd: RawFd) -> libc::pollfd {
         events: libc::POLLIN,
         revents: 0,
     }
-}
-
-/// The first of `req`'s memory and pids limits that no cgroup of `setup`
-/// holds (a child's are its own cgroup's, never the zygote's rlimits).
-fn unheld(req: &cgroup::Request, setup: &cgroup::Setup) -> Option<ForkError> {
-    [
-        ("memory", req.memory.is_some(), &setup.memory),
-        ("pids", req.pids.is_some(), &setup.pids),
-    ]
-    .into_iter()
-    .find(|(_, asked, e)| *asked && !e.is_cgroup())
-    .map(|(limit, _, e)| ForkError::Unheld {
-        limit,
-        held_by: format!("{e:?}"),
-    })
 }

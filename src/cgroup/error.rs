@@ -128,6 +128,7 @@ pub enum FileOp {
     Open,
     Mkdir,
     Rmdir,
+    Chown,
 }
 
 impl fmt::Display for FileOp {
@@ -137,6 +138,7 @@ impl fmt::Display for FileOp {
             FileOp::Open => "open",
             FileOp::Mkdir => "mkdir",
             FileOp::Rmdir => "rmdir",
+            FileOp::Chown => "chown",
         })
     }
 }

@@ -90,7 +90,7 @@ pub fn prepare_at(host: &dyn Host, place: &Placement, h: &Hierarchies, req: &Req
         Ok(run) => run,
         Err(e) => return unavailable_everywhere(req, &e.to_string()),
     };
-    let [memory, memory_high, cpu, pids] = write_limits(&run, &ctrls, req);
+    let [memory, memory_high, cpu, pids] = write_limits(run.path(), &ctrls, req);
     Setup {
         cgroup: Some(run),
         memory,
@@ -104,9 +104,24 @@ pub fn prepare_at(host: &dyn Host, place: &Placement, h: &Hierarchies, req: &Req
 
 /// Whether each controller can be enabled down to the run cgroup, and why
 /// not; indexed by [`Controllers::slot`].
-struct Controllers([Result<(), CgroupError>; 3]);
+pub(super) struct Controllers([Result<(), CgroupError>; 3]);
 
 impl Controllers {
+    /// Those enabled in `dir`'s cgroup.subtree_control (a nest's, whose
+    /// controllers were enabled once): each other one not delegated there.
+    pub(super) fn enabled_in(dir: &Path) -> Controllers {
+        let on = words(&dir.join("cgroup.subtree_control"));
+        Controllers(
+            Controller::ALL.map(|c| match on.iter().any(|w| w == c.name()) {
+                true => Ok(()),
+                false => Err(CgroupError::NotDelegated {
+                    controller: c.name(),
+                    base: dir.to_path_buf(),
+                }),
+            }),
+        )
+    }
+
     /// Which controllers the hierarchy has and the base may use, enabled
     /// in the base's cgroup.subtree_control.
     fn probe(place: &Placement, h: &Hierarchies) -> Controllers {
@@ -246,10 +261,9 @@ fn make_run(
     })
 }
 
-/// Write each requested limit into the run cgroup: memory, memory_high,
+/// Write each requested limit into the cgroup `p`: memory, memory_high,
 /// cpu, pids.
-fn write_limits(run: &RunCgroup, ctrls: &Controllers, req: &Request) -> [Enforced; 4] {
-    let p = run.path();
+pub(super) fn write_limits(p: &Path, ctrls: &Controllers, req: &Request) -> [Enforced; 4] {
     let mem_writes = match req.memory {
         Some(m) => vec![
             ("memory.max", m.to_string(), true),
@@ -311,7 +325,7 @@ fn apply(
 }
 
 /// Add `+name` to `dir/cgroup.subtree_control` unless it is already there.
-fn enable(dir: &Path, name: &str) -> Result<(), CgroupError> {
+pub(super) fn enable(dir: &Path, name: &str) -> Result<(), CgroupError> {
     let f = dir.join("cgroup.subtree_control");
     if words(&f).iter().any(|w| w == name) {
         return Ok(());

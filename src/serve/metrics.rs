@@ -136,7 +136,7 @@ fn stage_lines(o: &mut String) {
     for (name, help, kind) in [
         (
             "stockade_stage_seconds_total",
-            "Wall time of warm runs' stages, summed over runs (fork_cgroup_make, fork_zygote and fork_cgroup_move for a child forked ahead of its request, fork_limits, fork_run, fork_conclude, member_limits).",
+            "Wall time of warm runs' stages, summed over runs (fork_cgroup_make, fork_zygote and fork_cgroup_move for a child forked ahead of its request, the last only for one moved into its cgroup rather than born there, fork_limits, fork_run, fork_conclude, member_limits).",
             0,
         ),
         ("stockade_stage_runs_total", "Runs that went through each stage.", 1),

@@ -314,9 +314,6 @@ impl Pool {
                 }
                 None => true,
             };
-        if let Some(note) = forking.then(crate::zygote::slow_moves).flatten() {
-            eprintln!("stockade: serve: note: {note}");
-        }
         let inner = Arc::new(Inner {
             slots: Mutex::new(profiles.iter().map(|_| Slots::default()).collect()),
             profiles,

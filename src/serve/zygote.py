@@ -13,7 +13,8 @@
 #
 # The zygote imports MODULES, then serves the server on SOCK_FD: for each
 # run, three fds (the child's stdin, stdout and stderr) and a fourth,
-# the setup pipe. It never reads a
+# the setup pipe (and, on cgroup v2, the child's run cgroup, which the
+# child is forked into: clone3 CLONE_INTO_CGROUP, through the library). It never reads a
 # request's program, stdin or files: those go to the child, after the
 # fork, on its stdin; and it keeps no record of runs. The child, confined,
 # says "k" on the setup pipe (or the failed step, and ends 125), reads its
@@ -53,11 +54,42 @@ def _zygote(sys, os):
     sock = socket.socket(fileno=sock_fd)
     sock.set_inheritable(False)
 
-    def fork(fds):
-        """A child confined (in it: None), or its pidfd (in the zygote)."""
+    # A child born in its run cgroup (clone3 CLONE_INTO_CGROUP, through the
+    # library) spares the server a move, which takes a host-wide lock. The
+    # interpreter's own fork steps around it, as os.fork takes them, with
+    # the interpreter's lock held throughout (PYFUNCTYPE: ctypes keeps it).
+    # Without them (an interpreter that does not export them), or once the
+    # kernel refused a child into its cgroup, os.fork and the server moves.
+    try:
+        api = ctypes.pythonapi
+        steps = (api.PyOS_BeforeFork, api.PyOS_AfterFork_Parent, api.PyOS_AfterFork_Child)
+        for f in steps:
+            f.argtypes, f.restype = (), None
+        fork_into = [ctypes.PYFUNCTYPE(ctypes.c_int64, ctypes.c_int)(("stockade_zygote_fork_into", lib))]
+    except (AttributeError, OSError, ValueError):
+        steps, fork_into = None, [None]
+
+    def fork(fds, cg=-1):
+        """A child confined (in it: None), or its pidfd and whether it was
+        born in the run cgroup `cg` (in the zygote)."""
         if lib.stockade_zygote_before_fork() != 0:
             raise OSError(0, "the child's pid namespace could not be made")
-        pid = os.fork()
+        pid = -1
+        if cg >= 0 and fork_into[0] is not None:
+            steps[0]()
+            pid = fork_into[0](cg)
+            steps[2 if pid == 0 else 1]()
+            if pid < 0:
+                sys.stderr.write(
+                    "stockade: zygote: a child into its run cgroup (clone3 CLONE_INTO_CGROUP): %s; "
+                    "the server moves each child instead\n" % os.strerror(-pid)
+                )
+                fork_into[0] = None
+        placed = pid > 0
+        if pid < 0:
+            pid = os.fork()
+            if pid == 0 and cg >= 0:
+                os.close(cg)
         if pid == 0:
             # Confined, or ended (125) with the failed step on the pipe.
             lib.stockade_zygote_child(*fds)
@@ -75,7 +107,7 @@ def _zygote(sys, os):
         pidfd = os.pidfd_open(pid)
         if pid > 256:
             ctypes.memset(id(pid) + int.__basicsize__, 0, sys.getsizeof(pid) - int.__basicsize__)
-        return pidfd
+        return pidfd, placed
 
     # One child confined and ended before the zygote says it is ready: a
     # host where a step fails gets no fork server, not failing runs.
@@ -89,6 +121,7 @@ def _zygote(sys, os):
     pidfd = fork([go_r, null, null, probe_w, -1])
     if pidfd is None:
         os._exit(0)
+    pidfd = pidfd[0]
     os.close(probe_w)
     os.close(go_r)
     said = b""
@@ -126,11 +159,14 @@ def _zygote(sys, os):
     # knows which request an answer is for by its order): "F" with a
     # run's stdin, stdout, stderr and setup pipe (and, when the child is to
     # pass on its seccomp listener, the socket for it): fork a child,
-    # answer "P" with its pidfd, or "E" and why. The zygote keeps nothing of a run:
+    # answer "P" with its pidfd, or "E" and why; "C" with the same and the
+    # child's run cgroup (its directory) last: a child born there, answered
+    # "Pc" (or "P" when it could not be: the server moves it). The zygote
+    # keeps nothing of a run:
     # no table of children, pids or counters. A child returns from here
     # (the frames and all they held gone with them) to run its program.
     req = bytearray(8)
-    anc = socket.CMSG_SPACE(5 * 4)
+    anc = socket.CMSG_SPACE(6 * 4)
     while True:
         n, ancdata, _flags, _addr = sock.recvmsg_into([req], anc)
         if not n:
@@ -143,11 +179,15 @@ def _zygote(sys, os):
         op, req[0] = req[0], 0
         pidfd = -1
         try:
-            if op == ord("F") and len(fds) in (4, 5):
-                pidfd = fork(list(fds) + [-1] * (5 - len(fds)))
-                if pidfd is None:
+            # "C": the same, with the run cgroup's directory last.
+            cg = fds[-1] if op == ord("C") and len(fds) in (5, 6) else -1
+            run = fds[:-1] if cg >= 0 else fds
+            if (op == ord("F") or cg >= 0) and len(run) in (4, 5):
+                forked = fork(list(run) + [-1] * (5 - len(run)), cg)
+                if forked is None:
                     break  # the child, confined: out of the loop
-                socket.send_fds(sock, [b"P"], [pidfd])
+                pidfd, placed = forked
+                socket.send_fds(sock, [b"Pc" if placed else b"P"], [pidfd])
             else:
                 raise OSError(0, "unknown request %r with %d fds" % (op, len(fds)))
         except OSError as e:

@@ -137,6 +137,50 @@ pub fn fork_with_pid(pid: i32) -> SysResult<Option<i32>> {
     }
 }
 
+/// fork(2) whose child is born in the cgroup whose directory `cgroup` is
+/// open on (unified hierarchy): clone3 with `CLONE_INTO_CGROUP`, so that
+/// no move into it follows. A move (a write to `cgroup.procs`) takes the
+/// kernel's host-wide threadgroup lock for writing, which waits for an
+/// RCU grace period on a cgroup2 mount without `favordynmods`: a fork
+/// server that moved each child serialised every run of the host on it.
+/// The kernel checks the move as if the caller wrote the pid into the
+/// cgroup's `cgroup.procs` (that file and the common ancestor's writable
+/// by it; with `nsdelegate`, both cgroups in its cgroup namespace). Its
+/// errors as clone3 gives them (ENOSYS without clone3 or under a filter
+/// that refuses it, EACCES, ENOENT, EBUSY…): the caller forks otherwise.
+/// `Ok(None)` in the child, `Ok(Some(pid))` in the caller.
+///
+/// # Safety
+///
+/// As for fork: the caller has exactly one thread. No handler of
+/// `pthread_atfork` runs, and the C library's record of the thread's id
+/// in the child is the caller's until the child forks again with the C
+/// library's fork or execs: the child must not rely on either (the fork
+/// server's child forks its payload with the C library's fork).
+pub unsafe fn fork_into_cgroup(cgroup: RawFd) -> SysResult<Option<i32>> {
+    let mut args = CloneArgs {
+        flags: CLONE_INTO_CGROUP,
+        exit_signal: libc::SIGCHLD as u64,
+        cgroup: cgroup as u64,
+        ..Default::default()
+    };
+    // SAFETY: clone3 without CLONE_VM/CLONE_SETTLS and with a null stack
+    // behaves like fork, in a process with one thread (the caller's
+    // promise); `args` lives on this stack frame for the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &mut args as *mut CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    match ret {
+        r if r < 0 => err("clone3", "CLONE_INTO_CGROUP", last_errno()),
+        0 => Ok(None),
+        child => Ok(Some(child as i32)),
+    }
+}
+
 /// [`clone_jail`] with CLONE_NEWPID in `ns_flags` after `setns(fd,
 /// CLONE_NEWPID)` ([`super::setns_pid`]): the kernel makes a new pid
 /// namespace only from a process whose own pid namespace is its children's,

@@ -7,7 +7,9 @@
 //! The zygote's jail (stockade's payload step, `jail::zygote`) writes the
 //! [`Recipe`] of its children on the hand-off pipe; [`Zygote::prepare`]
 //! reads it once. Per run: [`Zygote::before_fork`] (the next child's pid
-//! namespace), the interpreter's own fork, [`Zygote::after_fork`] in the
+//! namespace), the fork (into the run's cgroup, `abi`'s
+//! `stockade_zygote_fork_into` between the interpreter's own before- and
+//! after-fork steps; else the interpreter's fork), [`Zygote::after_fork`] in the
 //! zygote (its children's pid namespace is its own again), and
 //! [`Zygote::confine`] in the child: its stdio, a session of its own, new
 //! mount, network, IPC, UTS and cgroup namespaces, its /proc, /tmp,

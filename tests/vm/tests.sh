@@ -257,8 +257,10 @@ print(json.dumps(sys.path[1]), ctypes.sizeof(ctypes.c_void_p))' 2>&1)
     brief() {
         echo "$1" | grep -o -E '"(status|exit_code|signal)":("[a-z_]*"|[0-9a-z]*)|"pool":\{[^}]*\}|"(memory|pids|timeout)":\{[^}]*\}|"(stdout|stderr)":\{"data":"[^"]*"|"error":"[^"]*"' | tr '\n' ' '
     }
-    # runs_left: the server's run cgroups, each with how many processes it holds
-    runs_left() { for d in $P/run-*; do [ -d "$d" ] && echo "${d##*/}:$(wc -l <$d/cgroup.procs)"; done | tr '\n' ' '; }
+    # runs_left: the server's run cgroups (a forked child's is in its
+    # zygote's, beside the zygote's leaf), each with whether a process is
+    # in it (cgroup.events: its own or below)
+    runs_left() { for d in $P/run-* $P/run-*/run-*; do [ -d "$d" ] && echo "${d#$P/}:$(grep -c '^populated 1' $d/cgroup.events)"; done | tr '\n' ' '; }
 
     timeout -s KILL 600 $S serve --listen 127.0.0.1:$port --token-file $T/token \
         --profiles python --warm python=1 --warm-fork >$T/serve.log 2>&1 &
@@ -311,11 +313,37 @@ print(json.dumps(sys.path[1]), ctypes.sizeof(ctypes.c_void_p))' 2>&1)
     out=$(api /v1/runs '{"profile":"python","argv":["python3","-c","import time\ntime.sleep(600)"],"limits":{"timeout":"2s"}}')
     if status_is "$out" timeout && hit "$out"; then pass fork_timeout; else fail fork_timeout "$(brief "$out")"; fi
 
+    # Its cgroup namespace is rooted at its run cgroup: it sees no other.
+    out=$(api /v1/runs '{"profile":"python","argv":["python3","-c","print(open(\"/proc/self/cgroup\").read().strip())"]}')
+    if status_is "$out" exited && echo "$out" | grep -q '"stdout":{"data":"0::/\\n"' && hit "$out"; then
+        pass fork_child_cgroup_namespace_is_its_run
+    else
+        fail fork_child_cgroup_namespace_is_its_run "$(brief "$out")"
+    fi
+
+    # Each child born in its run cgroup (clone3 CLONE_INTO_CGROUP from the
+    # zygote), in the zygote's cgroup: none moved (no run went through
+    # fork_cgroup_move, which a move takes a host-wide lock for). The
+    # zygote's jail in the leaf `zygote` with the template's limits (the
+    # server's 512m and 256), its cgroup above with none.
+    moved=$(stage_runs fork_cgroup_move)
+    born=$(stage_runs fork_zygote)
+    z=$(ls -d $P/run-*/zygote 2>/dev/null | head -n 1)
+    nested=$(ls -d $P/run-*/run-* 2>/dev/null | wc -l)
+    if [ "$moved" = 0 ] && [ "$born" -ge 5 ] && [ "$nested" -ge 1 ] && [ -n "$z" ] &&
+        [ "$(cat $z/memory.max)" = 536870912 ] && [ "$(cat $z/pids.max)" = 256 ] &&
+        [ "$(cat ${z%/zygote}/memory.max)" = max ] && [ -n "$(cat $z/cgroup.procs)" ] &&
+        [ -z "$(cat ${z%/zygote}/cgroup.procs)" ]; then
+        pass "fork_children_born_in_their_cgroups ($born forked)"
+    else
+        fail fork_children_born_in_their_cgroups "moved=$moved born=$born nested=$nested leaf=$z $(cat $z/memory.max $z/pids.max 2>&1 | tr '\n' ' '): $(grep note $T/serve.log)"
+    fi
+
     # Warm, not cold: every run a hit and forked, no miss.
     hits=$(metric 'stockade_pool_hits_total{profile="python"}')
     misses=$(metric stockade_pool_misses_total)
     forked=$(stage_runs fork_run)
-    if [ "$hits" = 4 ] && [ "$misses" = 0 ] && [ "$forked" = 4 ]; then
+    if [ "$hits" = 5 ] && [ "$misses" = 0 ] && [ "$forked" = 5 ]; then
         pass fork_runs_all_warm
     else
         fail fork_runs_all_warm "hits=$hits misses=$misses fork_run=$forked: $(api /metrics | grep -e '^stockade_pool_' -e '^stockade_stage_runs')"

@@ -72,6 +72,36 @@ pub extern "C" fn stockade_zygote_after_fork() -> i32 {
     said("after fork", zygote().and_then(|z| z.after_fork()))
 }
 
+/// Fork a child born in the run cgroup whose directory `cgroup` is open
+/// on ([`crate::fork_into_cgroup`]): its pid in the zygote, 0 in the
+/// child (where `cgroup` is closed at once), or minus the errno, with
+/// nothing forked (the zygote then forks as the interpreter does, and the
+/// server moves the child).
+///
+/// # Safety
+///
+/// The caller has exactly one thread and holds the interpreter's lock,
+/// between `PyOS_BeforeFork` and `PyOS_AfterFork_Parent` or
+/// `PyOS_AfterFork_Child`, as `os.fork` calls fork (serve/zygote.py). In
+/// the child, nothing relies on the C library's fork handlers: the
+/// child's payload is forked with the C library's fork
+/// ([`Zygote::confine`]).
+#[no_mangle]
+pub unsafe extern "C" fn stockade_zygote_fork_into(cgroup: RawFd) -> i64 {
+    // SAFETY: one thread, the caller's promise (above).
+    match unsafe { crate::fork_into_cgroup(cgroup) } {
+        Ok(Some(pid)) => pid as i64,
+        Ok(None) => {
+            // SAFETY: the fd number the zygote's caller handed over; no
+            // value of the child's owns it, and it is the child's to close
+            // (its run's init and payload never use it).
+            unsafe { crate::close_raw(cgroup) };
+            0
+        }
+        Err(e) => -(e.errno as i64),
+    }
+}
+
 /// [`Zygote::confine`], in the child; returns 0 once confined, else
 /// it has ended the child (125). `notify`: the socket for the seccomp
 /// listener, or -1.
