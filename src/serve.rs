@@ -13,6 +13,7 @@
 mod accept;
 mod args;
 mod b64;
+mod body;
 mod clamp;
 mod confine;
 mod error;

@@ -213,3 +213,69 @@ fn exec_each(
         holds(&what, &r.json());
     }
 }
+
+/// A body that gives a key twice reads two ways (a proxy or client
+/// library that keeps the first, serde_json's own value the last): every
+/// door that takes a JSON body refuses it, 400 naming the key, before
+/// anything is made, and the server answers the next request.
+#[test]
+fn a_key_given_twice_is_refused_at_every_door() {
+    let s = Server::start(common::Who::Root, &CEILINGS);
+    let refused = |path: &str, body: &str, key: &str| {
+        let r = s.call("POST", path, &[], body.as_bytes());
+        assert_eq!(r.status, 400, "{path} {body}: {}", r.text());
+        let msg = r.json()["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "body: not JSON: duplicate key \"{key}\" at line 1 column"
+            )),
+            "{path} {body}: {msg}"
+        );
+    };
+    refused(
+        "/v1/runs",
+        r#"{"argv": ["echo", "first"], "argv": ["echo", "last"]}"#,
+        "argv",
+    );
+    refused(
+        "/v1/runs",
+        r#"{"argv": ["true"], "limits": {"memory": "1g", "memory": "16m"}}"#,
+        "memory",
+    );
+    refused(
+        "/v1/runs",
+        r#"{"argv": ["true"], "env": {"A": "1", "\u0041": "2"}}"#,
+        "A",
+    );
+    refused(
+        "/v1/sessions",
+        r#"{"profile": "shell", "profile": "python"}"#,
+        "profile",
+    );
+    let r = post(&s, "/v1/sessions", &json!({"profile": "shell"}));
+    assert_eq!(r.status, 201, "{}", r.text());
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    refused(
+        &format!("/v1/sessions/{id}/exec"),
+        r#"{"command": "touch first", "command": "touch last"}"#,
+        "command",
+    );
+    // Neither command ran.
+    let r = post(
+        &s,
+        &format!("/v1/sessions/{id}/exec"),
+        &json!({"command": "ls -A; echo ok"}),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["stdout"], "ok\n", "{}", r.text());
+    assert_eq!(
+        s.call("DELETE", &format!("/v1/sessions/{id}"), &[], b"")
+            .status,
+        200
+    );
+    let r = post(&s, "/v1/runs", &json!({"argv": ["echo", "alive"]}));
+    assert_eq!(r.json()["stdout"]["data"], "alive\n", "{}", r.text());
+}

@@ -49,8 +49,7 @@ const MAX_NAME: usize = 255;
 
 /// Parse and check a request body. `max_files` bounds the file count (413).
 pub fn parse(body: &[u8], max_files: usize) -> Result<RunRequest, ApiError> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("body: not JSON: {e}")))?;
+    let v = super::body::json(body)?;
     let Value::Object(obj) = v else {
         return Err(ApiError::field("body", "must be a JSON object"));
     };

@@ -629,8 +629,7 @@ fn workspace(state: &State, c: &Create, p: &mut Policy) -> Result<SessionWorkspa
 /// `files`, `limits` (memory, cpus, pids) and `secrets`, and `idle_timeout`
 /// (seconds, cut to the operator's).
 pub fn parse_create(body: &[u8], state: &State) -> Result<Create, ApiError> {
-    let mut v: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("body: not JSON: {e}")))?;
+    let mut v = super::body::json(body)?;
     let Some(obj) = v.as_object_mut() else {
         return Err(ApiError::field("body", "must be a JSON object"));
     };
@@ -664,8 +663,7 @@ pub fn parse_create(body: &[u8], state: &State) -> Result<Create, ApiError> {
 /// `command`, `timeout` (seconds, default 60, cut to `--max-timeout`),
 /// `max_output` (cut to `--max-output`), `stdin`.
 pub fn exec_line(body: &[u8], state: &State, id: &str) -> Result<Value, ApiError> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("body: not JSON: {e}")))?;
+    let v = super::body::json(body)?;
     let Value::Object(mut obj) = v else {
         return Err(ApiError::field("body", "must be a JSON object"));
     };

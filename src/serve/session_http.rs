@@ -115,8 +115,7 @@ async fn workspace_request(
     let body = read_body(state, req).await?;
     let mut v: Value = match body.iter().all(u8::is_ascii_whitespace) {
         true => json!({}),
-        false => serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_request(format!("body: not JSON: {e}")))?,
+        false => super::body::json(&body)?,
     };
     let Some(obj) = v.as_object_mut() else {
         return Err(ApiError::field("body", "must be a JSON object"));
