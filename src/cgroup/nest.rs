@@ -157,9 +157,8 @@ impl Nest {
             owner: sys::getpid(),
             removed: false,
         };
-        let [memory, memory_high, cpu, pids] =
-            write_limits(run.path(), &Controllers::enabled_in(&self.dir), req);
-        let held = [&memory, &memory_high, &cpu, &pids]
+        let got = write_limits(run.path(), &Controllers::enabled_in(&self.dir), req);
+        let held = got
             .iter()
             .all(|e| matches!(e, Enforced::Cgroup | Enforced::NotRequested));
         let handed = match self.chown_to {
@@ -170,15 +169,7 @@ impl Nest {
             // Dropped: removed at once (nothing is in it).
             return None;
         }
-        Some(Setup {
-            cgroup: Some(run),
-            memory,
-            memory_high,
-            cpu,
-            pids,
-            why: None,
-            climbed: Vec::new(),
-        })
+        Some(Setup::made(run, got))
     }
 }
 

@@ -90,15 +90,24 @@ pub fn prepare_at(host: &dyn Host, place: &Placement, h: &Hierarchies, req: &Req
         Ok(run) => run,
         Err(e) => return unavailable_everywhere(req, &e.to_string()),
     };
-    let [memory, memory_high, cpu, pids] = write_limits(run.path(), &ctrls, req);
-    Setup {
-        cgroup: Some(run),
-        memory,
-        memory_high,
-        cpu,
-        pids,
-        why: None,
-        climbed: Vec::new(),
+    let got = write_limits(run.path(), &ctrls, req);
+    Setup::made(run, got)
+}
+
+impl Setup {
+    /// The run cgroup `run` and what each limit got there
+    /// ([`write_limits`]'s answer).
+    pub(super) fn made(run: RunCgroup, got: [Enforced; 4]) -> Setup {
+        let [memory, memory_high, cpu, pids] = got;
+        Setup {
+            cgroup: Some(run),
+            memory,
+            memory_high,
+            cpu,
+            pids,
+            why: None,
+            climbed: Vec::new(),
+        }
     }
 }
 

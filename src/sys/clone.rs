@@ -119,19 +119,33 @@ pub fn fork_with_pid(pid: i32) -> SysResult<Option<i32>> {
         set_tid_size: 1,
         ..Default::default()
     };
+    // SAFETY: this process is single-threaded (checked above), so the
+    // child may use the allocator and std freely; `tid` lives on this
+    // stack frame for the duration of the call.
+    unsafe { fork3(&mut args, format_args!("set_tid {pid}")) }
+}
+
+/// clone3 with `args` and no stack (a fork: no CLONE_VM, no
+/// CLONE_SETTLS); `Ok(None)` in the child. `what` names the call's
+/// arguments in its error.
+///
+/// # Safety
+///
+/// The caller has exactly one thread, and what `args` points to lives
+/// for the call.
+unsafe fn fork3(args: &mut CloneArgs, what: std::fmt::Arguments<'_>) -> SysResult<Option<i32>> {
     // SAFETY: clone3 without CLONE_VM/CLONE_SETTLS and with a null stack
-    // behaves like fork, and this process is single-threaded (checked
-    // above), so the child may use the allocator and std freely. `args`
-    // and `tid` live on this stack frame for the duration of the call.
+    // behaves like fork, in a process with one thread (the caller's
+    // promise); `args` lives for the call.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_clone3,
-            &mut args as *mut CloneArgs,
+            args as *mut CloneArgs,
             std::mem::size_of::<CloneArgs>(),
         )
     };
     match ret {
-        r if r < 0 => err("clone3", format!("set_tid {pid}"), last_errno()),
+        r if r < 0 => err("clone3", what, last_errno()),
         0 => Ok(None),
         child => Ok(Some(child as i32)),
     }
@@ -164,21 +178,8 @@ pub unsafe fn fork_into_cgroup(cgroup: RawFd) -> SysResult<Option<i32>> {
         cgroup: cgroup as u64,
         ..Default::default()
     };
-    // SAFETY: clone3 without CLONE_VM/CLONE_SETTLS and with a null stack
-    // behaves like fork, in a process with one thread (the caller's
-    // promise); `args` lives on this stack frame for the call.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &mut args as *mut CloneArgs,
-            std::mem::size_of::<CloneArgs>(),
-        )
-    };
-    match ret {
-        r if r < 0 => err("clone3", "CLONE_INTO_CGROUP", last_errno()),
-        0 => Ok(None),
-        child => Ok(Some(child as i32)),
-    }
+    // SAFETY: one thread, the caller's promise; `args` points to nothing.
+    unsafe { fork3(&mut args, format_args!("CLONE_INTO_CGROUP")) }
 }
 
 /// [`clone_jail`] with CLONE_NEWPID in `ns_flags` after `setns(fd,
