@@ -25,7 +25,7 @@
 
 
 def _zygote(sys, os):
-    import array, ctypes, socket
+    import array, ctypes, errno, socket
 
     sock_fd = int(sys.argv[1])
     handoff = os.environ.pop("STOCKADE_ZYGOTE_FD", None)
@@ -79,7 +79,12 @@ def _zygote(sys, os):
             steps[0]()
             pid = fork_into[0](cg)
             steps[2 if pid == 0 else 1]()
-            if pid < 0:
+            # Refused for what this host is (no clone3, a filter, the
+            # cgroups' owners or namespaces): never again, said once.
+            # Refused for this run (its cgroup's memory or pids limit,
+            # ENOMEM or EAGAIN): this child only. Either way os.fork,
+            # and the server moves the child.
+            if pid < 0 and -pid in (errno.ENOSYS, errno.EPERM, errno.EACCES, errno.ENOENT, errno.EINVAL):
                 sys.stderr.write(
                     "stockade: zygote: a child into its run cgroup (clone3 CLONE_INTO_CGROUP): %s; "
                     "the server moves each child instead\n" % os.strerror(-pid)
