@@ -74,28 +74,43 @@ def _zygote(sys, os):
         born in the run cgroup `cg` (in the zygote)."""
         if lib.stockade_zygote_before_fork() != 0:
             raise OSError(0, "the child's pid namespace could not be made")
-        pid = -1
-        if cg >= 0 and fork_into[0] is not None:
-            steps[0]()
-            pid = fork_into[0](cg)
-            steps[2 if pid == 0 else 1]()
-            # Refused for what this host is (no clone3, a filter, the
-            # cgroups' owners or namespaces): never again, said once.
-            # Refused for this run (its cgroup's memory or pids limit,
-            # ENOMEM or EAGAIN): this child only. Either way os.fork,
-            # and the server moves the child.
-            if pid < 0 and -pid in (errno.ENOSYS, errno.EPERM, errno.EACCES, errno.ENOENT, errno.EINVAL):
-                sys.stderr.write(
-                    "stockade: zygote: a child into its run cgroup (clone3 CLONE_INTO_CGROUP): %s; "
-                    "the server moves each child instead\n" % os.strerror(-pid)
-                )
-                fork_into[0] = None
-        placed = pid > 0
-        if pid < 0:
-            pid = os.fork()
-            if pid == 0 and cg >= 0:
-                os.close(cg)
+        try:
+            pid = -1
+            tried = cg >= 0 and fork_into[0] is not None
+            if tried:
+                steps[0]()
+                pid = fork_into[0](cg)
+                steps[2 if pid == 0 else 1]()
+                # Refused for what this host is (no clone3, a filter, the
+                # cgroups' owners or namespaces): never again, said once.
+                # Refused for this run (its cgroup's memory or pids limit,
+                # ENOMEM or EAGAIN): this child only. Either way os.fork,
+                # and the server moves the child.
+                if pid < 0 and -pid in (errno.ENOSYS, errno.EPERM, errno.EACCES, errno.ENOENT, errno.EINVAL):
+                    sys.stderr.write(
+                        "stockade: zygote: a child into its run cgroup (clone3 CLONE_INTO_CGROUP): %s; "
+                        "the server moves each child instead\n" % os.strerror(-pid)
+                    )
+                    fork_into[0] = None
+            placed = pid > 0
+            if pid < 0:
+                # The refused clone may have spent the pid namespace made for
+                # it (the kernel gave its pid 1 and took it back: no process
+                # can be born there any more): back to ours, and a new one.
+                if tried and (lib.stockade_zygote_after_fork() != 0 or lib.stockade_zygote_before_fork() != 0):
+                    raise OSError(0, "the child's pid namespace could not be made again")
+                pid = os.fork()
+        except BaseException:
+            # A fork that failed may have spent the pid namespace made for
+            # it: back to ours (the next fork makes a new one), or no more.
+            if lib.stockade_zygote_after_fork() != 0:
+                os._exit(70)
+            raise
         if pid == 0:
+            # The run cgroup's fd is not the child's (the library closed
+            # it in a child born there; closerange raises nothing).
+            if cg >= 0 and not placed:
+                os.closerange(cg, cg + 1)
             # Confined, or ended (125) with the failed step on the pipe.
             lib.stockade_zygote_child(*fds)
             return None

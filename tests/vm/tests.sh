@@ -349,6 +349,24 @@ print(json.dumps(sys.path[1]), ctypes.sizeof(ctypes.c_void_p))' 2>&1)
         fail fork_runs_all_warm "hits=$hits misses=$misses fork_run=$forked: $(api /metrics | grep -e '^stockade_pool_' -e '^stockade_stage_runs')"
     fi
 
+    # A clone into the run cgroup refused (root: the nest's cgroup.procs
+    # taken back from the jail's uid, so the kernel says EACCES to the
+    # zygote): the zygote says so once and forks as before, the server
+    # moves each child, and the runs still answer warm.
+    if [ $who = root ]; then
+        chown 0 ${z%/zygote}/cgroup.procs
+        a=$(api /v1/runs '{"profile":"python","argv":["python3","-c","print(1)"]}')
+        b=$(api /v1/runs '{"profile":"python","argv":["python3","-c","print(2)"]}')
+        moved=$(stage_runs fork_cgroup_move)
+        if echo "$a" | grep -q '"stdout":{"data":"1\\n"' && echo "$b" | grep -q '"stdout":{"data":"2\\n"' &&
+            hit "$b" && [ "$moved" -ge 1 ] &&
+            [ "$(grep -c 'the server moves each child instead' $T/serve.log)" = 1 ]; then
+            pass "fork_clone_refused_falls_back_to_a_move ($moved moved)"
+        else
+            fail fork_clone_refused_falls_back_to_a_move "moved=$moved; the log: $(grep -v '^$' $T/serve.log | tail -n 6 | tr '\n' '|') $(brief "$a") $(brief "$b")"
+        fi
+    fi
+
     # After the runs: the zygote's cgroup and the child forked ahead's,
     # each holding its process; no run's (they are removed as runs end,
     # the fork bomb's sleepers with theirs).
