@@ -10,7 +10,8 @@
 //! zygote's cgroup namespace):
 //!
 //! * `Z/zygote`: every process of the zygote's jail, with the template's
-//!   limits (they were Z's);
+//!   limits (they were Z's; what the zygote had charged before its move
+//!   stays charged to Z: cgroup v2 moves no charge);
 //! * `Z/run-<pid>-<starttime>-<seq>`: one per child, with its run's limits;
 //! * `Z` itself: no limit (each run's cgroup holds its own; a pool's runs
 //!   beside Z were not bounded together either) and no
