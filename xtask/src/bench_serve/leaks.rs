@@ -66,6 +66,17 @@ impl Snapshot {
         s
     }
 
+    /// More of something than `before` had (RSS aside): what a leak is.
+    /// Fewer is not (a process that was on its way at the start, as a
+    /// child a zygote was forking ahead then).
+    pub fn grew_from(&self, before: &Snapshot) -> bool {
+        self.procs() > before.procs()
+            || self.cgroups > before.cgroups
+            || self.mounts > before.mounts
+            || self.workdirs > before.workdirs
+            || self.rundirs > before.rundirs
+    }
+
     /// Nothing left over compared with `before` (RSS aside).
     pub fn same_counts(&self, before: &Snapshot) -> bool {
         (
@@ -117,7 +128,7 @@ impl Report {
             a.workdirs,
             b.rundirs,
             a.rundirs,
-            if a.same_counts(b) { "no leak" } else { "LEAK" },
+            if a.grew_from(b) { "LEAK" } else { "no leak" },
             self.start_rss_kb as f64 / 1024.0,
             b.rss_kb as f64 / 1024.0,
             a.rss_kb as f64 / 1024.0,
@@ -235,4 +246,36 @@ fn run_cgroups() -> usize {
         n
     }
     walk(Path::new("/sys/fs/cgroup"), 4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn procs(n: u32) -> Snapshot {
+        Snapshot {
+            live: (0..n).map(|p| (p, String::new())).collect(),
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn a_leak_is_more_left_than_at_the_start_not_less() {
+        let start = procs(6);
+        assert!(!procs(6).grew_from(&start));
+        // A child forked ahead that was on its way at the start.
+        assert!(!procs(5).grew_from(&start));
+        assert!(procs(7).grew_from(&start));
+        let left = Snapshot {
+            cgroups: 1,
+            ..procs(5)
+        };
+        assert!(left.grew_from(&start));
+        let r = Report {
+            start_rss_kb: 1000,
+            before: start,
+            after: procs(5),
+        };
+        assert!(r.line().contains("(no leak)"), "{}", r.line());
+    }
 }
