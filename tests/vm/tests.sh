@@ -21,7 +21,10 @@
 #   fork_*                                   stockade serve --warm-fork: the zygote
 #                                            (the VM's python3 and its stdlib), a run
 #                                            cgroup per forked child from the request's
-#                                            own limits, /metrics' pool and stage counters
+#                                            own limits, each child born in it inside
+#                                            the zygote's cgroup (cgroup::Nest), the move
+#                                            when the clone is refused, /metrics' pool
+#                                            and stage counters
 
 who=$1
 case $who in
