@@ -222,7 +222,13 @@ impl ForkServer {
             waiting: Mutex::new(VecDeque::new()),
             gone: AtomicBool::new(false),
         });
-        let nest = cgroups::nest_for(&climbed, shared.zygote.as_ref(), &template.limits);
+        let host = cgroup::read_host().ok();
+        let nest = cgroups::nest_for(
+            &climbed,
+            shared.zygote.as_ref(),
+            &template.limits,
+            host.as_ref().map(|(h, _)| h),
+        );
         let reader = shared.clone();
         std::thread::spawn(move || reader.read_loop());
         let server = ForkServer {
@@ -231,7 +237,7 @@ impl ForkServer {
             layers,
             maker: Arc::new(Maker {
                 shared,
-                host: cgroup::read_host().ok(),
+                host,
                 climbed,
                 template: cgroup::Request::from(&template.limits),
                 notify: seccomp.is_some(),

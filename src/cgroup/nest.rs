@@ -47,6 +47,9 @@ pub const NEST_LEAF: &str = "zygote";
 #[derive(Debug)]
 pub struct Nest {
     dir: PathBuf,
+    /// The controllers the nest enabled for its children (its
+    /// cgroup.subtree_control, read once).
+    on: Vec<String>,
     /// The zygote's host uid, when it is not ours: its children's
     /// `cgroup.procs` are handed to it.
     chown_to: Option<u32>,
@@ -98,7 +101,8 @@ impl Nest {
                 enable(z, c.name())?;
             }
         }
-        let ctrls = Controllers::enabled_in(z);
+        let on = words(&z.join("cgroup.subtree_control"));
+        let ctrls = Controllers::enabled_in(z, &on);
         for e in write_limits(&leaf, &ctrls, req) {
             if let Enforced::Unavailable(why) = e {
                 return Err(CgroupError::Write {
@@ -125,6 +129,7 @@ impl Nest {
         }
         Ok(Nest {
             dir: z.to_path_buf(),
+            on,
             chown_to,
         })
     }
@@ -158,7 +163,11 @@ impl Nest {
             owner: sys::getpid(),
             removed: false,
         };
-        let got = write_limits(run.path(), &Controllers::enabled_in(&self.dir), req);
+        let got = write_limits(
+            run.path(),
+            &Controllers::enabled_in(&self.dir, &self.on),
+            req,
+        );
         let held = got
             .iter()
             .all(|e| matches!(e, Enforced::Cgroup | Enforced::NotRequested));

@@ -116,10 +116,10 @@ impl Setup {
 pub(super) struct Controllers([Result<(), CgroupError>; 3]);
 
 impl Controllers {
-    /// Those enabled in `dir`'s cgroup.subtree_control (a nest's, whose
-    /// controllers were enabled once): each other one not delegated there.
-    pub(super) fn enabled_in(dir: &Path) -> Controllers {
-        let on = words(&dir.join("cgroup.subtree_control"));
+    /// Those `on` (the words of `dir`'s cgroup.subtree_control: a nest's,
+    /// whose controllers were enabled once): each other one not delegated
+    /// there.
+    pub(super) fn enabled_in(dir: &Path, on: &[String]) -> Controllers {
         Controllers(
             Controller::ALL.map(|c| match on.iter().any(|w| w == c.name()) {
                 true => Ok(()),

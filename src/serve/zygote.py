@@ -65,21 +65,22 @@ def _zygote(sys, os):
         steps = (api.PyOS_BeforeFork, api.PyOS_AfterFork_Parent, api.PyOS_AfterFork_Child)
         for f in steps:
             f.argtypes, f.restype = (), None
-        fork_into = [ctypes.PYFUNCTYPE(ctypes.c_int64, ctypes.c_int)(("stockade_zygote_fork_into", lib))]
+        fork_into = ctypes.PYFUNCTYPE(ctypes.c_int64, ctypes.c_int)(("stockade_zygote_fork_into", lib))
     except (AttributeError, OSError, ValueError):
-        steps, fork_into = None, [None]
+        steps, fork_into = None, None
 
     def fork(fds, cg=-1):
         """A child confined (in it: None), or its pidfd and whether it was
         born in the run cgroup `cg` (in the zygote)."""
+        nonlocal fork_into
         if lib.stockade_zygote_before_fork() != 0:
             raise OSError(0, "the child's pid namespace could not be made")
         try:
             pid = -1
-            tried = cg >= 0 and fork_into[0] is not None
+            tried = cg >= 0 and fork_into is not None
             if tried:
                 steps[0]()
-                pid = fork_into[0](cg)
+                pid = fork_into(cg)
                 steps[2 if pid == 0 else 1]()
                 # Refused for what this host is (no clone3, a filter, the
                 # cgroups' owners or namespaces): never again, said once.
@@ -91,8 +92,9 @@ def _zygote(sys, os):
                         "stockade: zygote: a child into its run cgroup (clone3 CLONE_INTO_CGROUP): %s; "
                         "the server moves each child instead\n" % os.strerror(-pid)
                     )
-                    fork_into[0] = None
-            placed = pid > 0
+                    fork_into = None
+            # Born in the run cgroup: this child (pid 0), or the zygote's.
+            placed = tried and pid >= 0
             if pid < 0:
                 # The refused clone may have spent the pid namespace made for
                 # it (the kernel gave its pid 1 and took it back: no process

@@ -13,15 +13,17 @@ use crate::cgroup;
 use crate::policy::Policy;
 
 /// The nest of the zygote's children (`zygote`: its pidfd) where cgroup
-/// v2 holds the template's limits (none `climbed` to cgroup v1); else
-/// None, and each child is moved into its run cgroup ([`moves_noted`]).
+/// v2 holds the template's limits (none `climbed` to cgroup v1; `host`:
+/// the hierarchies as the server read them); else None, and each child
+/// is moved into its run cgroup ([`moves_noted`]).
 pub(super) fn nest_for(
     climbed: &Option<Vec<(cgroup::Controller, String)>>,
     zygote: Option<&OwnedFd>,
     limits: &crate::policy::Limits,
+    host: Option<&cgroup::Hierarchies>,
 ) -> Option<cgroup::Nest> {
-    let nest = match (climbed, zygote) {
-        (None, Some(z)) => nest(z, limits),
+    let nest = match (climbed, zygote, host) {
+        (None, Some(z), Some(h)) => nest(z, limits, h),
         _ => None,
     };
     if nest.is_none() {
@@ -64,11 +66,13 @@ fn slow_moves() -> Option<String> {
 /// None where it cannot be (no run cgroup of its own on the unified
 /// hierarchy, or a step refused: said on stderr), and each child is
 /// moved into its run cgroup instead.
-fn nest(zygote: &OwnedFd, limits: &crate::policy::Limits) -> Option<cgroup::Nest> {
+fn nest(
+    zygote: &OwnedFd,
+    limits: &crate::policy::Limits,
+    h: &cgroup::Hierarchies,
+) -> Option<cgroup::Nest> {
     let pid = pid_of(zygote)?;
     let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let mi = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let h = cgroup::parse_mountinfo(&mi);
     let dir = cgroup::cgroup_dir(h.unified()?, &cgroup::parse_proc_cgroup(&own)?)?;
     // A cgroup of its own: a run cgroup (else it is in ours, as where
     // cgroup v1 holds the limits: nothing to nest in).
