@@ -220,7 +220,12 @@ fn exec_each(
 /// anything is made, and the server answers the next request.
 #[test]
 fn a_key_given_twice_is_refused_at_every_door() {
-    let s = Server::start(common::Who::Root, &CEILINGS);
+    for who in common::users("a_key_given_twice_is_refused_at_every_door") {
+        keys_given_twice(&Server::start(who, &CEILINGS));
+    }
+}
+
+fn keys_given_twice(s: &Server) {
     let refused = |path: &str, body: &str, key: &str| {
         let r = s.call("POST", path, &[], body.as_bytes());
         assert_eq!(r.status, 400, "{path} {body}: {}", r.text());
@@ -255,7 +260,7 @@ fn a_key_given_twice_is_refused_at_every_door() {
         r#"{"profile": "shell", "profile": "python"}"#,
         "profile",
     );
-    let r = post(&s, "/v1/sessions", &json!({"profile": "shell"}));
+    let r = post(s, "/v1/sessions", &json!({"profile": "shell"}));
     assert_eq!(r.status, 201, "{}", r.text());
     let id = r.json()["id"].as_str().unwrap().to_string();
     refused(
@@ -265,7 +270,7 @@ fn a_key_given_twice_is_refused_at_every_door() {
     );
     // Neither command ran.
     let r = post(
-        &s,
+        s,
         &format!("/v1/sessions/{id}/exec"),
         &json!({"command": "ls -A; echo ok"}),
     );
@@ -276,6 +281,6 @@ fn a_key_given_twice_is_refused_at_every_door() {
             .status,
         200
     );
-    let r = post(&s, "/v1/runs", &json!({"argv": ["echo", "alive"]}));
+    let r = post(s, "/v1/runs", &json!({"argv": ["echo", "alive"]}));
     assert_eq!(r.json()["stdout"]["data"], "alive\n", "{}", r.text());
 }
