@@ -223,12 +223,7 @@ impl ForkServer {
             gone: AtomicBool::new(false),
         });
         let host = cgroup::read_host().ok();
-        let nest = cgroups::nest_for(
-            &climbed,
-            shared.zygote.as_ref(),
-            &template.limits,
-            host.as_ref().map(|(h, _)| h),
-        );
+        let nest = cgroups::nest_for(&climbed, shared.zygote.as_ref(), template, host.as_ref());
         let reader = shared.clone();
         std::thread::spawn(move || reader.read_loop());
         let server = ForkServer {

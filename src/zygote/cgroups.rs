@@ -19,11 +19,11 @@ use crate::policy::Policy;
 pub(super) fn nest_for(
     climbed: &Option<Vec<(cgroup::Controller, String)>>,
     zygote: Option<&OwnedFd>,
-    limits: &crate::policy::Limits,
-    host: Option<&cgroup::Hierarchies>,
+    template: &Policy,
+    host: Option<&(cgroup::Hierarchies, String)>,
 ) -> Option<cgroup::Nest> {
     let nest = match (climbed, zygote, host) {
-        (None, Some(z), Some(h)) => nest(z, limits, h),
+        (None, Some(z), Some((h, _))) => nest(z, &template.limits, h),
         _ => None,
     };
     if nest.is_none() {
